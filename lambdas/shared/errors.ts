@@ -1,0 +1,201 @@
+/**
+ * The error classes of svc-dsr. Both the Lambdas (which throw them) and the CDK state machine
+ * (which retries or catches them by name) import this one module, so a name can never drift
+ * between the code that throws and the definition that handles it.
+ */
+
+/** Base class: every error svc-dsr throws on purpose. `retryable` decides Retry versus Catch. */
+export abstract class DsrError extends Error {
+  abstract override readonly name: string;
+  abstract readonly retryable: boolean;
+  /** A short machine-readable code recorded in the ledger and the audit trail. */
+  abstract readonly code: string;
+}
+
+/** The platform answered 429: try again later, after `retryAfterSeconds` when it said so. */
+export class PlatformThrottledError extends DsrError {
+  override readonly name = 'PlatformThrottledError';
+  readonly retryable = true;
+  readonly code = 'platform_throttled';
+  constructor(
+    message: string,
+    readonly retryAfterSeconds: number | undefined,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** The platform answered 5xx or refused the connection. */
+export class PlatformUnavailableError extends DsrError {
+  override readonly name = 'PlatformUnavailableError';
+  readonly retryable = true;
+  readonly code = 'platform_unavailable';
+  constructor(
+    message: string,
+    readonly status: number | undefined,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** The platform did not answer within the client's timeout. */
+export class PlatformTimeoutError extends DsrError {
+  override readonly name = 'PlatformTimeoutError';
+  readonly retryable = true;
+  readonly code = 'platform_timeout';
+}
+
+/** The connection dropped before a whole answer arrived. */
+export class PlatformConnectionResetError extends DsrError {
+  override readonly name = 'PlatformConnectionResetError';
+  readonly retryable = true;
+  readonly code = 'platform_connection_reset';
+}
+
+/** A download ended before the announced number of bytes arrived. */
+export class TruncatedDownloadError extends DsrError {
+  override readonly name = 'TruncatedDownloadError';
+  readonly retryable = true;
+  readonly code = 'truncated_download';
+}
+
+/**
+ * The export POST reached the platform but its answer was an error or never came: an export may
+ * have started. Retried only through the workflow, which counts it as an export attempt.
+ */
+export class ExportStartUncertainError extends DsrError {
+  override readonly name = 'ExportStartUncertainError';
+  readonly retryable = true;
+  readonly code = 'export_start_uncertain';
+}
+
+/** The platform refused the credentials (401/403): retrying cannot help until a person fixes them. */
+export class PlatformAuthError extends DsrError {
+  override readonly name = 'PlatformAuthError';
+  readonly retryable = false;
+  readonly code = 'platform_auth';
+  constructor(
+    message: string,
+    readonly status: number,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** The platform rejected the request itself (4xx other than 401/403/404/429). */
+export class PlatformRejectedError extends DsrError {
+  override readonly name = 'PlatformRejectedError';
+  readonly retryable = false;
+  readonly code = 'platform_rejected';
+  constructor(
+    message: string,
+    readonly status: number,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** The platform answered with a body that does not match the documented shape. */
+export class PlatformResponseInvalidError extends DsrError {
+  override readonly name = 'PlatformResponseInvalidError';
+  readonly retryable = false;
+  readonly code = 'platform_response_invalid';
+}
+
+/** An object the platform should know (an export id) is unknown to it. */
+export class PlatformNotFoundError extends DsrError {
+  override readonly name = 'PlatformNotFoundError';
+  readonly retryable = false;
+  readonly code = 'platform_not_found';
+}
+
+/** A download link points at a host that is not on the allowlist, or is not https. */
+export class DownloadHostNotAllowedError extends DsrError {
+  override readonly name = 'DownloadHostNotAllowedError';
+  readonly retryable = false;
+  readonly code = 'download_host_not_allowed';
+}
+
+/** The download link has expired on the platform (a new export is needed). */
+export class DownloadLinkExpiredError extends DsrError {
+  override readonly name = 'DownloadLinkExpiredError';
+  readonly retryable = false;
+  readonly code = 'download_link_expired';
+}
+
+/** The stored archive is not the zip the platform documents. */
+export class InvalidArchiveError extends DsrError {
+  override readonly name = 'InvalidArchiveError';
+  readonly retryable = false;
+  readonly code = 'invalid_archive';
+}
+
+/** The platform reported the export `failed` more often than the attempt limit allows. */
+export class ExportFailedError extends DsrError {
+  override readonly name = 'ExportFailedError';
+  readonly retryable = false;
+  readonly code = 'export_failed';
+}
+
+/** The export stayed pending past the total wait budget. */
+export class ExportTimedOutError extends DsrError {
+  override readonly name = 'ExportTimedOutError';
+  readonly retryable = false;
+  readonly code = 'export_timed_out';
+}
+
+/** After a deletion the platform still knows the subject. */
+export class ErasureNotVerifiedError extends DsrError {
+  override readonly name = 'ErasureNotVerifiedError';
+  readonly retryable = false;
+  readonly code = 'erasure_not_verified';
+}
+
+/** Configuration (environment, secret, context) is missing or invalid. */
+export class ConfigurationError extends DsrError {
+  override readonly name = 'ConfigurationError';
+  readonly retryable = false;
+  readonly code = 'configuration';
+}
+
+/** Names Step Functions retries with backoff and jitter. */
+export const RETRYABLE_ERRORS = [
+  'PlatformThrottledError',
+  'PlatformUnavailableError',
+  'PlatformTimeoutError',
+  'PlatformConnectionResetError',
+  'TruncatedDownloadError',
+] as const;
+
+/** Names that go straight to RecordFailure. */
+export const TERMINAL_ERRORS = [
+  'PlatformAuthError',
+  'PlatformRejectedError',
+  'PlatformResponseInvalidError',
+  'PlatformNotFoundError',
+  'DownloadHostNotAllowedError',
+  'DownloadLinkExpiredError',
+  'InvalidArchiveError',
+  'ExportFailedError',
+  'ExportTimedOutError',
+  'ErasureNotVerifiedError',
+  'ConfigurationError',
+] as const;
+
+/**
+ * Names that send the workflow back to StartExport as a new, counted attempt rather than a blind
+ * retry of the same call: the platform may or may not have started an export.
+ */
+export const EXPORT_RESTART_ERRORS = ['ExportStartUncertainError'] as const;
+
+export type RetryableErrorName = (typeof RETRYABLE_ERRORS)[number];
+export type TerminalErrorName = (typeof TERMINAL_ERRORS)[number];
+
+/** True when `error` is one of ours and worth retrying. */
+export function isRetryable(error: unknown): boolean {
+  return error instanceof DsrError && error.retryable;
+}

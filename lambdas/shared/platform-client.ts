@@ -1,0 +1,383 @@
+import type { z } from 'zod';
+import {
+  type DsrError,
+  ExportStartUncertainError,
+  PlatformAuthError,
+  PlatformConnectionResetError,
+  PlatformNotFoundError,
+  PlatformRejectedError,
+  PlatformResponseInvalidError,
+  PlatformThrottledError,
+  PlatformTimeoutError,
+  PlatformUnavailableError,
+} from './errors.ts';
+import {
+  type ActivityPage,
+  activityResponseSchema,
+  type ExportStatus,
+  exportStartResponseSchema,
+  exportStatusResponseSchema,
+  type PlatformConfig,
+  type PlatformConfigInput,
+  type PlatformCredentials,
+  platformConfigSchema,
+  platformCredentialsSchema,
+  platformErrorBodySchema,
+  type RetrievedUser,
+  retrieveResponseSchema,
+} from './platform-schemas.ts';
+import { Redactor } from './redact.ts';
+
+/** What the client writes to a log. Powertools Logger satisfies it. */
+export interface ClientLogger {
+  debug(message: string, attributes: Record<string, unknown>): void;
+  warn(message: string, attributes: Record<string, unknown>): void;
+}
+
+export interface PlatformClientDeps {
+  /** Returns the current tokens; called per request so a rotated secret is picked up. */
+  readonly credentials: () => Promise<PlatformCredentials> | PlatformCredentials;
+  readonly fetch?: typeof globalThis.fetch;
+  readonly logger?: ClientLogger;
+}
+
+/** The answer of retrieve-user: either the user, or a recorded not-found. */
+export type RetrieveResult =
+  | { readonly found: true; readonly svcUserId: string; readonly user: RetrievedUser }
+  | { readonly found: false };
+
+/** The answer of delete-user: deleted now, or already absent (a not-found answer). */
+export type DeleteResult = { readonly outcome: 'deleted' | 'already_absent'; readonly status: number };
+
+/** Operation names: the only thing about a call that is logged, since paths carry identifiers. */
+type Operation = 'retrieveUser' | 'deleteUser' | 'startExport' | 'exportStatus' | 'userActivity';
+
+interface CallSpec {
+  readonly operation: Operation;
+  readonly method: 'GET' | 'POST' | 'DELETE';
+  readonly url: URL;
+  readonly headers?: Record<string, string>;
+  readonly body?: unknown;
+  /** Identifiers in play, scrubbed from anything that leaves the client. */
+  readonly sensitive: readonly string[];
+}
+
+interface RawAnswer {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly text: string;
+}
+
+/**
+ * Typed client for the platform endpoints the workflow uses (retrieve, delete, export start,
+ * export status, activity). Every answer is validated; every failure is a DsrError whose name says
+ * whether it is worth retrying. The client itself never retries: Step Functions does, with backoff.
+ */
+export class PlatformClient {
+  readonly config: PlatformConfig;
+  readonly #deps: PlatformClientDeps;
+  readonly #fetch: typeof globalThis.fetch;
+
+  constructor(config: PlatformConfigInput, deps: PlatformClientDeps) {
+    this.config = platformConfigSchema.parse(config);
+    this.#deps = deps;
+    this.#fetch = deps.fetch ?? globalThis.fetch;
+  }
+
+  /** Endpoint 3: the user with this primary_key, or not-found (404 or `success: false`). */
+  async retrieveUser(primaryKey: string): Promise<RetrieveResult> {
+    const { ssoAccessToken } = await this.#credentials();
+    const answer = await this.#call({
+      operation: 'retrieveUser',
+      method: 'GET',
+      url: this.#url(this.config.baseUrl, `sso/v1/user/${encodeURIComponent(primaryKey)}`),
+      headers: { [this.config.ssoTokenHeader]: ssoAccessToken },
+      sensitive: [primaryKey],
+    });
+    if (answer.status === 404) return { found: false };
+    this.#throwForStatus('retrieveUser', answer);
+    const body = this.#parse('retrieveUser', retrieveResponseSchema, answer, [primaryKey]);
+    if (!body.success || body.user === undefined) return { found: false };
+    const svcUserId = body.user[this.config.userIdField];
+    if ((typeof svcUserId !== 'string' && typeof svcUserId !== 'number') || String(svcUserId) === '') {
+      throw new PlatformResponseInvalidError(
+        `retrieveUser: the answer has no ${this.config.userIdField}; check the userIdField setting`,
+      );
+    }
+    return { found: true, svcUserId: String(svcUserId), user: body.user };
+  }
+
+  /** Endpoint 5: deletes the user; a not-found answer means the user is already gone. */
+  async deleteUser(primaryKey: string): Promise<DeleteResult> {
+    const { ssoAccessToken } = await this.#credentials();
+    const answer = await this.#call({
+      operation: 'deleteUser',
+      method: 'DELETE',
+      url: this.#url(this.config.baseUrl, `sso/v1/user/${encodeURIComponent(primaryKey)}`),
+      headers: { [this.config.ssoTokenHeader]: ssoAccessToken },
+      sensitive: [primaryKey],
+    });
+    if (answer.status === 404) return { outcome: 'already_absent', status: 404 };
+    this.#throwForStatus('deleteUser', answer);
+    const success = successFlag(answer.text);
+    return { outcome: success === false ? 'already_absent' : 'deleted', status: answer.status };
+  }
+
+  /**
+   * Endpoint 6: starts an export and returns its id as a string. Once the request may have reached
+   * the platform, a failure is an ExportStartUncertainError, never a plain retryable error, so
+   * nothing retries it blindly into a second export.
+   */
+  async startExport(svcUserId: string): Promise<{ exportId: string }> {
+    const { exportToken } = await this.#credentials();
+    let answer: RawAnswer;
+    try {
+      answer = await this.#call({
+        operation: 'startExport',
+        method: 'POST',
+        url: this.#url(this.config.exportUrl, 'gdpr/export'),
+        body: { access_token: exportToken, spot_id: this.config.spotId, user_id: svcUserId },
+        sensitive: [svcUserId],
+      });
+    } catch (error) {
+      throw uncertainIfSent(error);
+    }
+    if (answer.status >= 500) {
+      throw new ExportStartUncertainError(
+        `startExport: the platform answered ${answer.status}; an export may have started`,
+      );
+    }
+    this.#throwForStatus('startExport', answer);
+    const body = this.#parse('startExport', exportStartResponseSchema, answer, [svcUserId]);
+    const exportId = extractExportId(body);
+    if (exportId === '') throw new PlatformResponseInvalidError('startExport: the export id is empty');
+    return { exportId };
+  }
+
+  /** Endpoint 7: the export's state, normalised (see ExportStatus). */
+  async exportStatus(exportId: string): Promise<ExportStatus> {
+    const { exportToken } = await this.#credentials();
+    const url = this.#url(this.config.exportUrl, `gdpr/export/status/${encodeURIComponent(exportId)}`);
+    url.searchParams.set('access_token', exportToken);
+    url.searchParams.set('spot_id', this.config.spotId);
+    const answer = await this.#call({ operation: 'exportStatus', method: 'GET', url, sensitive: [] });
+    if (answer.status === 404)
+      throw new PlatformNotFoundError('exportStatus: the platform does not know this export');
+    this.#throwForStatus('exportStatus', answer);
+    const body = this.#parse('exportStatus', exportStatusResponseSchema, answer, []);
+    const reported = body.status.trim().toLowerCase();
+    if (reported === 'failed') return { status: 'failed' };
+    if (reported === 'completed' && body.link) {
+      const link = URL.canParse(body.link) ? new URL(body.link) : undefined;
+      if (link === undefined)
+        throw new PlatformResponseInvalidError('exportStatus: the download link is not a URL');
+      return { status: 'completed', link };
+    }
+    return {
+      status: 'pending',
+      reported: reported === 'completed' ? 'completed_without_link' : safeWord(reported),
+    };
+  }
+
+  /** Endpoint 8: one page of the user's activity. */
+  async userActivity(svcUserId: string, page: { count: number; offset: number }): Promise<ActivityPage> {
+    const { exportToken } = await this.#credentials();
+    const answer = await this.#call({
+      operation: 'userActivity',
+      method: 'POST',
+      url: this.#url(this.config.activityUrl, 'v1/user/activity'),
+      headers: { 'x-spot-id': this.config.spotId, apikey: exportToken },
+      body: { profile_user_id: svcUserId, count: page.count, offset: page.offset },
+      sensitive: [svcUserId],
+    });
+    this.#throwForStatus('userActivity', answer);
+    return this.#parse('userActivity', activityResponseSchema, answer, [svcUserId]);
+  }
+
+  async #credentials(): Promise<PlatformCredentials> {
+    const parsed = platformCredentialsSchema.safeParse(await this.#deps.credentials());
+    if (!parsed.success) {
+      throw new PlatformAuthError(
+        `platform credentials are invalid (${parsed.error.issues.map((issue) => issue.message).join('; ')}); set both tokens in the secret`,
+        0,
+      );
+    }
+    return parsed.data;
+  }
+
+  #url(base: string, path: string): URL {
+    return new URL(path, base.endsWith('/') ? base : `${base}/`);
+  }
+
+  async #call(spec: CallSpec): Promise<RawAnswer> {
+    const started = performance.now();
+    const headers: Record<string, string> = { accept: 'application/json', ...spec.headers };
+    if (spec.body !== undefined) headers['content-type'] = 'application/json';
+    let answer: RawAnswer;
+    try {
+      const response = await this.#fetch(spec.url, {
+        method: spec.method,
+        headers,
+        body: spec.body === undefined ? undefined : JSON.stringify(spec.body),
+        // A redirect could carry the token header to another host: never follow one.
+        redirect: 'manual',
+        signal: AbortSignal.timeout(this.config.timeoutMs),
+      });
+      answer = { status: response.status, headers: response.headers, text: await response.text() };
+    } catch (error) {
+      const classified = classifyNetworkError(spec.operation, error, this.config.timeoutMs);
+      this.#deps.logger?.warn('platform call failed', {
+        operation: spec.operation,
+        error: classified.name,
+        duration_ms: Math.round(performance.now() - started),
+      });
+      throw classified;
+    }
+    this.#deps.logger?.debug('platform call', {
+      operation: spec.operation,
+      status: answer.status,
+      duration_ms: Math.round(performance.now() - started),
+    });
+    return answer;
+  }
+
+  #throwForStatus(operation: Operation, answer: RawAnswer): void {
+    const { status } = answer;
+    if (status >= 200 && status < 300) return;
+    const detail = errorDetail(answer.text);
+    if (status === 429) {
+      const retryAfter = parseRetryAfter(answer.headers.get('retry-after'));
+      throw new PlatformThrottledError(
+        `${operation}: the platform is throttling (429${retryAfter === undefined ? '' : `, retry after ${retryAfter} s`})`,
+        retryAfter,
+      );
+    }
+    if (status >= 500)
+      throw new PlatformUnavailableError(`${operation}: the platform answered ${status}`, status);
+    if (status === 401 || status === 403) {
+      throw new PlatformAuthError(
+        `${operation}: the platform refused the credentials (${status}${detail}); check the tokens in the secret and the spot id`,
+        status,
+      );
+    }
+    if (status >= 300 && status < 400) {
+      throw new PlatformRejectedError(
+        `${operation}: the platform answered a redirect (${status}), which is not followed`,
+        status,
+      );
+    }
+    throw new PlatformRejectedError(
+      `${operation}: the platform rejected the request (${status}${detail})`,
+      status,
+    );
+  }
+
+  #parse<T extends z.ZodType>(
+    operation: Operation,
+    schema: T,
+    answer: RawAnswer,
+    sensitive: readonly string[],
+  ): z.infer<T> {
+    let json: unknown;
+    try {
+      json = JSON.parse(answer.text);
+    } catch {
+      throw new PlatformResponseInvalidError(
+        `${operation}: the answer is not JSON (status ${answer.status})`,
+      );
+    }
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) {
+      const redactor = new Redactor(sensitive);
+      const issues = parsed.error.issues.map(
+        (issue) => `${issue.path.join('.') || '(body)'}: ${issue.message}`,
+      );
+      throw new PlatformResponseInvalidError(
+        redactor.text(`${operation}: the answer does not match the documented shape (${issues.join('; ')})`),
+      );
+    }
+    return parsed.data;
+  }
+}
+
+function extractExportId(body: z.infer<typeof exportStartResponseSchema>): string {
+  if (typeof body === 'string' || typeof body === 'number') return String(body).trim();
+  if ('id' in body) return String(body.id).trim();
+  if ('export_id' in body) return String(body.export_id).trim();
+  if ('exportId' in body) return String(body.exportId).trim();
+  return String(body.data.id).trim();
+}
+
+function successFlag(text: string): boolean | undefined {
+  try {
+    const json: unknown = JSON.parse(text);
+    if (json !== null && typeof json === 'object' && 'success' in json && typeof json.success === 'boolean') {
+      return json.success;
+    }
+  } catch {
+    // A delete answer is not documented; an empty or non-JSON 2xx body means it worked.
+  }
+  return undefined;
+}
+
+/** A short machine word from an error body (code and field), never free text that could echo input. */
+function errorDetail(text: string): string {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return '';
+  }
+  const parsed = platformErrorBodySchema.safeParse(json);
+  if (!parsed.success || parsed.data.error === undefined) return '';
+  const { error } = parsed.data;
+  const words = typeof error === 'string' ? [error] : [error.code, error.field];
+  const safe = words.filter((word): word is string => word !== undefined).map(safeWord);
+  return safe.length === 0 ? '' : `: ${safe.join(' ')}`;
+}
+
+function safeWord(word: string): string {
+  return /^[a-z0-9_.-]{1,64}$/i.test(word) ? word : 'unrecognised';
+}
+
+/** Seconds from a Retry-After header: delta-seconds or an HTTP date. */
+export function parseRetryAfter(value: string | null, now = Date.now()): number | undefined {
+  if (value === null || value.trim() === '') return undefined;
+  const trimmed = value.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed);
+  const date = Date.parse(trimmed);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, Math.ceil((date - now) / 1000));
+}
+
+const NEVER_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+function errorCode(error: unknown): string | undefined {
+  for (let current: unknown = error; current instanceof Error; current = current.cause) {
+    if ('code' in current && typeof current.code === 'string') return current.code;
+  }
+  return undefined;
+}
+
+/** Maps a fetch failure to a named error. The original error is not kept: it may quote a URL. */
+export function classifyNetworkError(operation: string, error: unknown, timeoutMs: number): DsrError {
+  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) {
+    return new PlatformTimeoutError(`${operation}: no answer within ${timeoutMs} ms`);
+  }
+  const code = errorCode(error);
+  if (code !== undefined && NEVER_SENT_CODES.has(code)) {
+    return new PlatformUnavailableError(`${operation}: cannot reach the platform (${code})`, undefined);
+  }
+  return new PlatformConnectionResetError(
+    `${operation}: the connection dropped (${safeWord(code ?? 'unknown')})`,
+  );
+}
+
+function uncertainIfSent(error: unknown): unknown {
+  if (error instanceof PlatformTimeoutError || error instanceof PlatformConnectionResetError) {
+    return new ExportStartUncertainError(
+      `startExport: ${error.message.replace(/^startExport: /, '')}; an export may have started`,
+    );
+  }
+  return error;
+}
