@@ -155,6 +155,27 @@ export class ErasureNotVerifiedError extends DsrError {
   readonly code = 'erasure_not_verified';
 }
 
+/** The request was cancelled while its execution ran: the execution stops without touching the platform. */
+export class RequestCancelledError extends DsrError {
+  override readonly name = 'RequestCancelledError';
+  readonly retryable = false;
+  readonly code = 'request_cancelled';
+}
+
+/** The ledger has no record of the request, or a step found it in a state it cannot act on. */
+export class LedgerStateError extends DsrError {
+  override readonly name = 'LedgerStateError';
+  readonly retryable = false;
+  readonly code = 'ledger_state';
+}
+
+/** A step was invoked with input that does not match its contract (a definition/handler mismatch). */
+export class StepInputError extends DsrError {
+  override readonly name = 'StepInputError';
+  readonly retryable = false;
+  readonly code = 'step_input';
+}
+
 /** Configuration (environment, secret, context) is missing or invalid. */
 export class ConfigurationError extends DsrError {
   override readonly name = 'ConfigurationError';
@@ -183,8 +204,13 @@ export const TERMINAL_ERRORS = [
   'ExportFailedError',
   'ExportTimedOutError',
   'ErasureNotVerifiedError',
+  'LedgerStateError',
+  'StepInputError',
   'ConfigurationError',
 ] as const;
+
+/** Names that end the execution quietly: the ledger already says why. */
+export const CANCEL_ERRORS = ['RequestCancelledError'] as const;
 
 /**
  * Names that send the workflow back to StartExport as a new, counted attempt rather than a blind
@@ -198,4 +224,11 @@ export type TerminalErrorName = (typeof TERMINAL_ERRORS)[number];
 /** True when `error` is one of ours and worth retrying. */
 export function isRetryable(error: unknown): boolean {
   return error instanceof DsrError && error.retryable;
+}
+
+/** The ledger code of an ASL error name: `PlatformThrottledError` -> `platform_throttled`, `States.Timeout` -> `states_timeout`. */
+export function errorCodeOf(errorName: string): string {
+  const base = errorName.replace(/^States\./, 'States').replace(/Error$/, '');
+  const snake = base.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
+  return /^[a-z0-9_]{1,64}$/.test(snake) ? snake : 'unknown';
 }

@@ -1,0 +1,37 @@
+import { z } from 'zod';
+
+/** Exit codes scripts can rely on. */
+export const EXIT = {
+  ok: 0,
+  /** The command ran but what it was asked to do failed. */
+  failed: 1,
+  /** The command line or an input file was invalid; nothing was done. */
+  usage: 2,
+} as const;
+
+/** An error the CLI reports as one clear line (what was wrong, how to fix it) and an exit code. */
+export class CliError extends Error {
+  override readonly name = 'CliError';
+  constructor(
+    message: string,
+    readonly exitCode: number = EXIT.usage,
+  ) {
+    super(message);
+  }
+}
+
+/** Validates a parsed option with zod and turns a failure into a CliError naming the flag. */
+export function parseOption<T extends z.ZodType>(flag: string, schema: T, value: unknown): z.infer<T> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const reasons = parsed.error.issues.map((issue) => issue.message).join('; ');
+  throw new CliError(`${flag}: ${reasons} (received ${JSON.stringify(value)})`);
+}
+
+export const portSchema = z.coerce
+  .number({ message: 'must be a number' })
+  .int('must be a whole number')
+  .min(0, 'must be 0 (any free port) to 65535')
+  .max(65535, 'must be 0 (any free port) to 65535');
+
+export const hostSchema = z.string().min(1, 'must not be empty');

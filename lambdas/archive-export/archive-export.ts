@@ -1,0 +1,65 @@
+import { LedgerStateError, PlatformResponseInvalidError } from '#shared/errors';
+import type { StepDeps } from '#shared/step-deps';
+import { activeRequest } from '#shared/step-guards';
+import { type ArchiveOutput, archiveOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
+
+/** The archive's object key: built from request_id and attempt, never from a personal identifier. */
+export function archiveKey(requestId: string, attempt: number): string {
+  return `exports/${requestId}/attempt-${attempt}.zip`;
+}
+
+/**
+ * Copies the finished export into the archive bucket and verifies the stored zip. The download
+ * link comes from a fresh status call and never leaves this function.
+ */
+export async function archiveExport(input: StepInput, deps: StepDeps): Promise<ArchiveOutput> {
+  const item = await activeRequest(deps, input.request_id);
+  if (item.archive !== undefined) {
+    const { key, bytes, sha256, entries } = item.archive;
+    return { key, bytes, sha256, entries };
+  }
+  if (item.export_id === undefined || item.export_status !== 'completed') {
+    throw new LedgerStateError('the export has not completed, so there is nothing to archive');
+  }
+  await deps.ledger.update(input.request_id, { step: 'archiving' }, ['running']);
+  const status = await deps.platform.exportStatus(item.export_id);
+  if (status.status !== 'completed') {
+    throw new PlatformResponseInvalidError(
+      `the platform now reports the completed export as ${status.status}`,
+    );
+  }
+  const key = archiveKey(input.request_id, item.export_attempts);
+  const copied = await deps.archive.copy(status.link, key);
+  const { entries } = await deps.archive.verify(key, { bytes: copied.bytes, sha256: copied.sha256 });
+  const verifiedAt = deps.clock().toISOString();
+  await deps.ledger.update(
+    input.request_id,
+    {
+      archive: {
+        key,
+        bytes: copied.bytes,
+        sha256: copied.sha256,
+        entries,
+        verified_at: verifiedAt,
+        ...(copied.versionId ? { version_id: copied.versionId } : {}),
+      },
+    },
+    ['running'],
+  );
+  await deps.audit.append(input.request_id, {
+    eventId: 'ArchiveExport',
+    step: 'ArchiveExport',
+    action: 'archive_verified',
+    facts: { key, bytes: copied.bytes, sha256: copied.sha256, entries, version_id: copied.versionId ?? null },
+  });
+  deps.logger.info('archive verified', { key, bytes: copied.bytes, sha256: copied.sha256 });
+  return { key, bytes: copied.bytes, sha256: copied.sha256, entries };
+}
+
+/** The ArchiveExport step: contract and domain function. */
+export const archiveExportStep = {
+  name: 'ArchiveExport',
+  input: stepInputSchema,
+  output: archiveOutputSchema,
+  run: archiveExport,
+} as const;

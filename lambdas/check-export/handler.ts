@@ -1,0 +1,5 @@
+import { lambdaStepDeps } from '#shared/runtime';
+import { makeStepHandler } from '#shared/step-handler';
+import { checkExportStep } from './check-export.ts';
+
+export const handler = makeStepHandler(checkExportStep, lambdaStepDeps);

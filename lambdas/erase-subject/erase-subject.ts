@@ -1,0 +1,42 @@
+import { LedgerStateError } from '#shared/errors';
+import type { StepDeps } from '#shared/step-deps';
+import { activeRequest } from '#shared/step-guards';
+import { type EraseOutput, eraseOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
+
+/**
+ * Deletes the subject on the platform, once, and only after a verified archive. Marking the step
+ * `erasing` first is what closes the door on cancellation.
+ */
+export async function eraseSubject(input: StepInput, deps: StepDeps): Promise<EraseOutput> {
+  const item = await activeRequest(deps, input.request_id);
+  if (item.erasure !== undefined) return { outcome: item.erasure.outcome };
+  if (item.type !== 'erasure') throw new LedgerStateError('the request is not an erasure request');
+  if (item.archive === undefined)
+    throw new LedgerStateError('erasure refused: there is no verified archive yet');
+
+  await deps.ledger.update(input.request_id, { step: 'erasing' }, ['running']);
+  const result = await deps.platform.deleteUser(item.primary_key);
+  const at = deps.clock().toISOString();
+  await deps.ledger.update(
+    input.request_id,
+    { erasure: { outcome: result.outcome, platform_status: result.status, at } },
+    ['running'],
+  );
+  await deps.audit.append(input.request_id, {
+    eventId: 'EraseSubject',
+    step: 'EraseSubject',
+    action: result.outcome === 'deleted' ? 'subject_deleted' : 'subject_already_absent',
+    facts: { platform_status: result.status },
+    subject: { primaryKey: item.primary_key, ...(item.svc_user_id ? { svcUserId: item.svc_user_id } : {}) },
+  });
+  deps.logger.info('subject erased', { outcome: result.outcome });
+  return { outcome: result.outcome };
+}
+
+/** The EraseSubject step: contract and domain function. */
+export const eraseSubjectStep = {
+  name: 'EraseSubject',
+  input: stepInputSchema,
+  output: eraseOutputSchema,
+  run: eraseSubject,
+} as const;

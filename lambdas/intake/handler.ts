@@ -1,0 +1,54 @@
+import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
+import { Logger } from '@aws-lambda-powertools/logger';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { S3Client } from '@aws-sdk/client-s3';
+import { SFNClient } from '@aws-sdk/client-sfn';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { AuditTrail } from '#shared/audit';
+import { intakeEnvSchema, parseEnv } from '#shared/config';
+import { Ledger } from '#shared/ledger';
+import { powertoolsLogger } from '#shared/runtime';
+import { secretsManagerSource } from '#shared/secrets';
+import { sfnStarter, sqsQuarantine } from './aws.ts';
+import { type IntakeDeps, intakeMessage } from './intake.ts';
+
+/** The SQS handler: one message's failure never fails the others (partial batch response). */
+export function makeIntakeHandler(deps: () => IntakeDeps) {
+  return async (event: SQSEvent, context?: Context): Promise<SQSBatchResponse> => {
+    const processor = new BatchProcessor(EventType.SQS);
+    const intakeDeps = deps();
+    const record = async (message: SQSRecord) => intakeMessage(message.body, intakeDeps);
+    return processPartialResponse(event, record, processor, context ? { context } : {});
+  };
+}
+
+let intakeDeps: IntakeDeps | undefined;
+
+function lambdaIntakeDeps(): IntakeDeps {
+  if (intakeDeps === undefined) {
+    const env = parseEnv(intakeEnvSchema, process.env);
+    const dynamo = DynamoDBDocumentClient.from(new DynamoDBClient({}), {
+      marshallOptions: { removeUndefinedValues: true },
+    });
+    const secrets = secretsManagerSource(env.PLATFORM_SECRET_ID);
+    intakeDeps = {
+      ledger: new Ledger(dynamo, env.TABLE_NAME),
+      audit: new AuditTrail(
+        {
+          s3: new S3Client({}),
+          bucket: env.AUDIT_BUCKET,
+          ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}),
+        },
+        { hmacKey: async () => (await secrets()).audit_hmac_key },
+      ),
+      quarantine: sqsQuarantine(new SQSClient({}), env.QUARANTINE_QUEUE_URL),
+      startExecution: sfnStarter(new SFNClient({}), env.STATE_MACHINE_ARN),
+      logger: powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
+    };
+  }
+  return intakeDeps;
+}
+
+export const handler = makeIntakeHandler(lambdaIntakeDeps);

@@ -1,0 +1,5 @@
+import { lambdaStepDeps } from '#shared/runtime';
+import { makeStepHandler } from '#shared/step-handler';
+import { recordFailureStep } from './record-failure.ts';
+
+export const handler = makeStepHandler(recordFailureStep, lambdaStepDeps);

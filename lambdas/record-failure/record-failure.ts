@@ -1,0 +1,72 @@
+import type { z } from 'zod';
+import { errorCodeOf } from '#shared/errors';
+import { Redactor } from '#shared/redact';
+import type { StepDeps } from '#shared/step-deps';
+import { recordFailureInputSchema, recordFailureOutputSchema } from '#shared/step-io';
+
+const MAX_MESSAGE = 500;
+
+/**
+ * The one path every failure takes: records `failed` with a code and a scrubbed message (or
+ * confirms a cancellation) so an operator can see why and retry.
+ */
+export async function recordFailure(
+  input: z.infer<typeof recordFailureInputSchema>,
+  deps: StepDeps,
+): Promise<z.infer<typeof recordFailureOutputSchema>> {
+  const item = await deps.ledger.require(input.request_id);
+  const code = errorCodeOf(input.error.Error);
+  if (item.status === 'completed') return { status: 'completed', code };
+  if (item.status === 'cancelled' || input.error.Error === 'RequestCancelledError') {
+    await deps.audit.append(input.request_id, {
+      eventId: 'RecordFailure:cancelled',
+      step: 'RecordFailure',
+      action: 'request_cancelled',
+      facts: { step: item.step ?? null },
+      final: true,
+    });
+    return { status: 'cancelled', code: 'request_cancelled' };
+  }
+  const redactor = new Redactor([item.primary_key, item.svc_user_id]);
+  const message = redactor.text(causeMessage(input.error.Cause)).slice(0, MAX_MESSAGE);
+  const failed = await deps.ledger.update(input.request_id, { status: 'failed', error: { code, message } }, [
+    'received',
+    'running',
+    'failed',
+  ]);
+  await deps.audit.append(input.request_id, {
+    eventId: `RecordFailure:${failed.executions}:${code}`,
+    step: 'RecordFailure',
+    action: 'request_failed',
+    facts: { code, step: item.step ?? null, export_attempts: item.export_attempts },
+  });
+  deps.logger.warn('request failed', { code, step: item.step });
+  return { status: 'failed', code };
+}
+
+/** A Lambda failure's Cause is JSON with `errorMessage`; Step Functions' own causes are plain text. */
+function causeMessage(cause: string | undefined): string {
+  if (cause === undefined || cause === '') return 'no detail was given';
+  try {
+    const parsed: unknown = JSON.parse(cause);
+    if (
+      parsed !== null &&
+      typeof parsed === 'object' &&
+      'errorMessage' in parsed &&
+      typeof parsed.errorMessage === 'string'
+    ) {
+      return parsed.errorMessage;
+    }
+  } catch {
+    // plain-text cause
+  }
+  return cause;
+}
+
+/** The RecordFailure step: contract and domain function. */
+export const recordFailureStep = {
+  name: 'RecordFailure',
+  input: recordFailureInputSchema,
+  output: recordFailureOutputSchema,
+  run: recordFailure,
+} as const;

@@ -1,0 +1,48 @@
+import type { z } from 'zod';
+import { LedgerStateError } from '#shared/errors';
+import type { StepDeps } from '#shared/step-deps';
+import { recordOutcomeInputSchema, recordOutcomeOutputSchema } from '#shared/step-io';
+
+/** Marks the request completed with its outcome and writes the final audit record. Idempotent. */
+export async function recordOutcome(
+  input: z.infer<typeof recordOutcomeInputSchema>,
+  deps: StepDeps,
+): Promise<z.infer<typeof recordOutcomeOutputSchema>> {
+  const item = await deps.ledger.require(input.request_id);
+  if (item.status === 'completed') return { status: 'completed', outcome: item.outcome ?? input.outcome };
+  if (input.outcome === 'erased' && item.erasure_verification === undefined) {
+    throw new LedgerStateError('an erasure is recorded only once it has been verified');
+  }
+  if (input.outcome === 'exported' && item.archive === undefined) {
+    throw new LedgerStateError('an export is recorded only once its archive has been verified');
+  }
+  const completedAt = deps.clock().toISOString();
+  await deps.ledger.update(
+    input.request_id,
+    { status: 'completed', outcome: input.outcome, step: null, error: null, completed_at: completedAt },
+    ['running'],
+  );
+  const onTime = item.due_at === undefined ? null : completedAt <= item.due_at;
+  await deps.audit.append(input.request_id, {
+    eventId: 'RecordOutcome',
+    step: 'RecordOutcome',
+    action: 'request_completed',
+    facts: {
+      outcome: input.outcome,
+      due_at: item.due_at ?? null,
+      on_time: onTime,
+      archive_sha256: item.archive?.sha256 ?? null,
+    },
+    final: true,
+  });
+  deps.logger.info('request completed', { outcome: input.outcome });
+  return { status: 'completed', outcome: input.outcome };
+}
+
+/** The RecordOutcome step: contract and domain function. */
+export const recordOutcomeStep = {
+  name: 'RecordOutcome',
+  input: recordOutcomeInputSchema,
+  output: recordOutcomeOutputSchema,
+  run: recordOutcome,
+} as const;

@@ -1,0 +1,5 @@
+import { lambdaStepDeps } from '#shared/runtime';
+import { makeStepHandler } from '#shared/step-handler';
+import { resolveSubjectStep } from './resolve-subject.ts';
+
+export const handler = makeStepHandler(resolveSubjectStep, lambdaStepDeps);

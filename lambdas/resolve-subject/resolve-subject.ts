@@ -1,0 +1,42 @@
+import type { StepDeps } from '#shared/step-deps';
+import { activeRequest } from '#shared/step-guards';
+import { type ResolveOutput, resolveOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
+
+/**
+ * Finds the subject on the platform (primary_key -> svc_user_id) and keeps the id in the ledger.
+ * A subject resolved before (a resumed or re-run execution, perhaps after the deletion) is not
+ * looked up again: after an erasure the platform would say not-found.
+ */
+export async function resolveSubject(input: StepInput, deps: StepDeps): Promise<ResolveOutput> {
+  const item = await activeRequest(deps, input.request_id);
+  if (item.status === 'completed') return { found: item.outcome !== 'no_data', already_completed: true };
+  if (item.svc_user_id !== undefined) return { found: true, already_completed: false };
+
+  await deps.ledger.update(input.request_id, { status: 'running', step: 'resolving', error: null }, [
+    'received',
+    'running',
+  ]);
+  const result = await deps.platform.retrieveUser(item.primary_key);
+  if (result.found) {
+    await deps.ledger.update(input.request_id, { svc_user_id: result.svcUserId }, ['running']);
+  }
+  await deps.audit.append(input.request_id, {
+    eventId: 'ResolveSubject',
+    step: 'ResolveSubject',
+    action: result.found ? 'subject_resolved' : 'subject_not_found',
+    facts: { found: result.found },
+    subject: result.found
+      ? { primaryKey: item.primary_key, svcUserId: result.svcUserId }
+      : { primaryKey: item.primary_key },
+  });
+  deps.logger.info('subject resolved', { found: result.found });
+  return { found: result.found, already_completed: false };
+}
+
+/** The ResolveSubject step: contract and domain function. */
+export const resolveSubjectStep = {
+  name: 'ResolveSubject',
+  input: stepInputSchema,
+  output: resolveOutputSchema,
+  run: resolveSubject,
+} as const;

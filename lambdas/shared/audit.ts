@@ -1,0 +1,544 @@
+/**
+ * The audit trail: one JSON record per workflow step in an S3 bucket under Object Lock, hash-chained
+ * per request, so an auditor can prove years later what happened and that nothing was changed,
+ * removed or inserted. Subject identifiers appear only as a keyed hash (HMAC): the locked records
+ * never hold personal data that an erasure would have to remove.
+ */
+import { createHash, createHmac } from 'node:crypto';
+import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { z } from 'zod';
+import { ConfigurationError } from './errors.ts';
+
+/** The value of every record's `schema` field; a new layout gets a new version. */
+export const AUDIT_SCHEMA = 'svc-dsr.audit/1';
+
+/** Folder of all audit records; a request's records live under `audit/<request_id>/`. */
+export const AUDIT_PREFIX = 'audit/';
+
+/** CCPA record keeping: a per-object retention shorter than this is a configuration mistake. */
+export const MINIMUM_RETENTION_MONTHS = 24;
+
+/** An HMAC key shorter than this makes low-entropy identifiers (numeric user ids) guessable. */
+export const MINIMUM_HMAC_KEY_LENGTH = 32;
+
+/** How often append re-reads and tries again after another writer took the same key. */
+const CONFLICT_RETRIES = 3;
+const MAX_FACT_LENGTH = 256;
+const MAX_SEQ = 999_999;
+
+/** A request id is a path segment of the key, so it must not contain `/` or anything exotic. */
+const REQUEST_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+const STEP_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+const ACTION_PATTERN = /^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/;
+const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,128}$/;
+const FACT_KEY_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
+const RECORD_NAME_PATTERN = /^(\d{6})-([A-Za-z][A-Za-z0-9_-]{0,63})\.json$/;
+const EMAIL_PATTERN = /[^\s@<>()[\]]+@[^\s@<>()[\]]+\.[^\s@<>()[\]]+/;
+const URL_PATTERN = /\bhttps?:\/\//i;
+
+/**
+ * Fact names that would only ever hold an identifier, a credential or a link. Compared in lower
+ * case without underscores, so `primaryKey`, `primary_key` and `PRIMARY_KEY` are all caught.
+ */
+const FORBIDDEN_FACT_KEYS = new Set([
+  'primarykey',
+  'svcuserid',
+  'userid',
+  'username',
+  'displayname',
+  'name',
+  'email',
+  'emailaddress',
+  'token',
+  'accesstoken',
+  'exporttoken',
+  'link',
+  'downloadlink',
+  'downloadurl',
+  'url',
+]);
+
+const sha256Digest = z.string().regex(/^sha256:[0-9a-f]{64}$/);
+const hmacDigest = z.string().regex(/^hmac-sha256:[0-9a-f]{64}$/);
+
+/** Validates a stored audit record (strict: an unknown field is an error). */
+export const auditRecordSchema = z.strictObject({
+  schema: z.literal(AUDIT_SCHEMA),
+  request_id: z.string().regex(REQUEST_ID_PATTERN),
+  seq: z.number().int().min(0).max(MAX_SEQ),
+  event_id: z.string().regex(EVENT_ID_PATTERN),
+  step: z.string().regex(STEP_PATTERN),
+  action: z.string().regex(ACTION_PATTERN),
+  at: z.iso.datetime(),
+  facts: z.record(
+    z.string().regex(FACT_KEY_PATTERN),
+    z.union([z.string(), z.number(), z.boolean(), z.null()]),
+  ),
+  subject_hashes: z
+    .strictObject({ primary_key: hmacDigest.optional(), svc_user_id: hmacDigest.optional() })
+    .optional(),
+  final: z.boolean(),
+  prev_hash: sha256Digest.nullable(),
+  hash: sha256Digest,
+});
+
+/** One stored audit record. */
+export type AuditRecord = z.infer<typeof auditRecordSchema>;
+
+/** The subject of a request, as the caller knows it; only its HMAC is ever stored. */
+export interface AuditSubject {
+  readonly primaryKey?: string;
+  readonly svcUserId?: string;
+}
+
+/** What a step appends. `facts` holds only non-personal step facts (export id, status, poll count, archive key, bytes, sha256, outcome, error code...). */
+export interface AuditEvent {
+  /** Idempotency key, e.g. 'StartExport:attempt-2': appending the same eventId twice returns the existing record and writes nothing. */
+  readonly eventId: string;
+  /** The workflow step: 'Intake' | 'ResolveSubject' | ... | 'RecordOutcome' | 'RecordFailure'. */
+  readonly step: string;
+  /** Short verb phrase: 'export_started', 'archive_verified', 'subject_deleted', ... */
+  readonly action: string;
+  readonly facts: Readonly<Record<string, string | number | boolean | null>>;
+  /** Hashed with the HMAC key before storage, never stored raw. */
+  readonly subject?: AuditSubject;
+  /** The request's last record: nothing can be appended after it. */
+  readonly final?: boolean;
+}
+
+/** Where the records go. */
+export interface AuditStore {
+  readonly s3: S3Client;
+  readonly bucket: string;
+  /** SSE-KMS with this key when given; otherwise the bucket default encryption applies. */
+  readonly kmsKeyId?: string;
+  /** Per-object compliance retention; the bucket's default retention applies when this returns undefined. */
+  readonly retainUntil?: (now: Date) => Date | undefined;
+}
+
+/** What the trail needs besides the bucket. */
+export interface AuditTrailDeps {
+  /** The HMAC key for subject hashes; called per use so a rotated secret is picked up. */
+  readonly hmacKey: () => Promise<string> | string;
+  readonly clock?: () => Date;
+}
+
+/** Options of AuditTrail.verify. */
+export interface AuditVerifyOptions {
+  /** Key to check subject hashes with; defaults to the trail's own key. */
+  readonly hmacKey?: string;
+  /** When given, every stored hash of a given identifier must match it, and at least one must exist. */
+  readonly subject?: AuditSubject;
+}
+
+/**
+ * The answer of AuditTrail.verify. `at` is the seq of the first record with a problem, or -1 for a
+ * problem of the chain as a whole.
+ */
+export type AuditVerification =
+  | { readonly ok: true; readonly records: number; readonly head: string }
+  | { readonly ok: false; readonly problem: string; readonly at: number };
+
+type SubjectKind = 'primary_key' | 'svc_user_id';
+
+/** `'hmac-sha256:' + hex(HMAC-SHA256(key, kind + ':' + value))`: the only form an identifier is stored in. */
+export function subjectHash(hmacKey: string, kind: SubjectKind, value: string): string {
+  return `hmac-sha256:${createHmac('sha256', hmacKey).update(`${kind}:${value}`, 'utf8').digest('hex')}`;
+}
+
+/**
+ * JSON with object keys sorted (by UTF-16 code unit, as RFC 8785) and no whitespace: the exact bytes
+ * a record's hash covers. Accepts only what JSON can represent without loss.
+ */
+export function canonicalJson(value: unknown): string {
+  if (value === null) return 'null';
+  switch (typeof value) {
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'number':
+      if (!Number.isFinite(value)) throw new TypeError('canonicalJson: numbers must be finite');
+      return JSON.stringify(value);
+    case 'string':
+      return JSON.stringify(value);
+    case 'object': {
+      if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item)).join(',')}]`;
+      const prototype: unknown = Object.getPrototypeOf(value);
+      if (prototype !== Object.prototype && prototype !== null) {
+        throw new TypeError('canonicalJson: only plain objects, arrays and primitives can be encoded');
+      }
+      const members = Object.entries(value)
+        .filter(([, item]) => item !== undefined)
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`);
+      return `{${members.join(',')}}`;
+    }
+    default:
+      throw new TypeError(`canonicalJson: a ${typeof value} cannot be encoded`);
+  }
+}
+
+/** `'sha256:' + hex(SHA-256(canonicalJson(record without its hash field)))`. */
+export function recordHash(record: Readonly<Record<string, unknown>>): string {
+  const { hash: _ignored, ...covered } = record;
+  return `sha256:${createHash('sha256').update(canonicalJson(covered), 'utf8').digest('hex')}`;
+}
+
+/** The S3 key of a record: `audit/<request_id>/<seq, 6 digits>-<step>.json`. */
+export function auditRecordKey(requestId: string, seq: number, step: string): string {
+  return `${requestPrefix(requestId)}${String(seq).padStart(6, '0')}-${step}.json`;
+}
+
+/**
+ * Appends, lists and verifies the hash-chained audit records of each request. Writes are
+ * idempotent per eventId and conditional per key, so a retried or doubled Lambda cannot fork a chain.
+ */
+export class AuditTrail {
+  readonly #store: AuditStore;
+  readonly #deps: AuditTrailDeps;
+  readonly #clock: () => Date;
+
+  constructor(store: AuditStore, deps: AuditTrailDeps) {
+    this.#store = store;
+    this.#deps = deps;
+    this.#clock = deps.clock ?? (() => new Date());
+  }
+
+  /** Appends the event as the request's next record, or returns the record already written for its eventId. */
+  async append(requestId: string, event: AuditEvent): Promise<AuditRecord> {
+    assertRequestId(requestId);
+    assertEvent(event);
+    const subjectHashes = event.subject === undefined ? undefined : await this.#subjectHashes(event.subject);
+
+    for (let attempt = 0; ; attempt++) {
+      const records = await this.list(requestId);
+      const existing = records.find((record) => record.event_id === event.eventId);
+      if (existing !== undefined) return existing;
+
+      const last = records.at(-1);
+      if (last?.final === true) {
+        throw new Error(
+          `audit: request ${requestId} is closed by its final record (seq ${last.seq}); event ${event.eventId} was not appended`,
+        );
+      }
+      const seq = last === undefined ? 0 : last.seq + 1;
+      if (seq > MAX_SEQ) throw new Error(`audit: request ${requestId} has reached ${MAX_SEQ} records`);
+
+      const now = this.#clock();
+      const record = sealRecord({
+        schema: AUDIT_SCHEMA,
+        request_id: requestId,
+        seq,
+        event_id: event.eventId,
+        step: event.step,
+        action: event.action,
+        at: now.toISOString(),
+        facts: { ...event.facts },
+        ...(subjectHashes === undefined ? {} : { subject_hashes: subjectHashes }),
+        final: event.final === true,
+        prev_hash: last === undefined ? null : last.hash,
+      });
+      try {
+        await this.#put(record, now);
+        return record;
+      } catch (error) {
+        if (!isWriteConflict(error)) throw error;
+        if (attempt >= CONFLICT_RETRIES) {
+          throw new Error(
+            `audit: request ${requestId} kept losing the race for its next record after ${CONFLICT_RETRIES} retries`,
+            { cause: error },
+          );
+        }
+      }
+    }
+  }
+
+  /** The request's records in sequence order; throws when a stored object is not a valid record. */
+  async list(requestId: string): Promise<AuditRecord[]> {
+    assertRequestId(requestId);
+    const objects = await this.#readObjects(requestId);
+    return objects.map((object) => {
+      const checked = checkObject(requestId, object);
+      if (!checked.ok) throw new Error(`audit: ${object.key} ${checked.problem}`);
+      return checked.record;
+    });
+  }
+
+  /**
+   * Recomputes every hash and link of the request's chain and checks seq continuity, request ids,
+   * the final record and (optionally) the subject hashes. Reports the first problem found.
+   */
+  async verify(requestId: string, options: AuditVerifyOptions = {}): Promise<AuditVerification> {
+    assertRequestId(requestId);
+    const objects = await this.#readObjects(requestId);
+    if (objects.length === 0) return { ok: false, problem: 'no audit records for this request', at: 0 };
+
+    const expected = await this.#expectedSubjectHashes(options);
+    const seen = { primary_key: false, svc_user_id: false };
+    let previous: AuditRecord | undefined;
+
+    for (const [index, object] of objects.entries()) {
+      const name = parseRecordName(requestId, object.key);
+      if (name === undefined) return { ok: false, problem: `unexpected object ${object.key}`, at: index };
+      if (name.seq < index)
+        return { ok: false, problem: `more than one record has seq ${name.seq}`, at: name.seq };
+      if (name.seq > index) return { ok: false, problem: `record ${index} is missing`, at: index };
+
+      const checked = checkObject(requestId, object);
+      if (!checked.ok) return { ok: false, problem: checked.problem, at: index };
+      const record = checked.record;
+
+      if (previous?.final === true) {
+        return { ok: false, problem: `a record follows the final record ${previous.seq}`, at: index };
+      }
+      const expectedPrev = previous === undefined ? null : previous.hash;
+      if (record.prev_hash !== expectedPrev) {
+        return {
+          ok: false,
+          problem:
+            previous === undefined
+              ? 'the first record has a prev_hash'
+              : `prev_hash does not match the hash of record ${previous.seq}`,
+          at: index,
+        };
+      }
+      for (const kind of ['primary_key', 'svc_user_id'] as const) {
+        const stored = record.subject_hashes?.[kind];
+        const wanted = expected[kind];
+        if (stored === undefined || wanted === undefined) continue;
+        seen[kind] = true;
+        if (stored !== wanted) {
+          return { ok: false, problem: `the ${kind} hash does not match the given subject`, at: index };
+        }
+      }
+      previous = record;
+    }
+
+    for (const kind of ['primary_key', 'svc_user_id'] as const) {
+      if (expected[kind] !== undefined && !seen[kind]) {
+        return { ok: false, problem: `no record carries a ${kind} hash to compare`, at: -1 };
+      }
+    }
+    return { ok: true, records: objects.length, head: previous?.hash ?? '' };
+  }
+
+  async #put(record: AuditRecord, now: Date): Promise<void> {
+    // Pretty-printed for people who open the bucket; the hash covers the canonical form, not these bytes.
+    const body = `${JSON.stringify(record, null, 2)}\n`;
+    const retainUntil = this.#retainUntil(now);
+    await this.#store.s3.send(
+      new PutObjectCommand({
+        Bucket: this.#store.bucket,
+        Key: auditRecordKey(record.request_id, record.seq, record.step),
+        Body: body,
+        ContentType: 'application/json',
+        // Two writers racing for the same key: exactly one wins, the other re-reads the chain.
+        IfNoneMatch: '*',
+        ChecksumAlgorithm: 'SHA256',
+        ChecksumSHA256: createHash('sha256').update(body, 'utf8').digest('base64'),
+        ...(this.#store.kmsKeyId === undefined
+          ? {}
+          : { ServerSideEncryption: 'aws:kms', SSEKMSKeyId: this.#store.kmsKeyId }),
+        ...(retainUntil === undefined
+          ? {}
+          : { ObjectLockMode: 'COMPLIANCE', ObjectLockRetainUntilDate: retainUntil }),
+      }),
+    );
+  }
+
+  #retainUntil(now: Date): Date | undefined {
+    const until = this.#store.retainUntil?.(now);
+    if (until === undefined) return undefined;
+    const minimum = new Date(now);
+    minimum.setUTCMonth(minimum.getUTCMonth() + MINIMUM_RETENTION_MONTHS);
+    if (Number.isNaN(until.getTime()) || until.getTime() < minimum.getTime()) {
+      throw new ConfigurationError(
+        `audit: retainUntil gave ${String(until)}, expected a date at least ${MINIMUM_RETENTION_MONTHS} months after the write; return undefined to use the bucket default retention`,
+      );
+    }
+    return until;
+  }
+
+  async #hmacKey(override?: string): Promise<string> {
+    const key = override ?? (await this.#deps.hmacKey());
+    if (typeof key !== 'string' || key.length < MINIMUM_HMAC_KEY_LENGTH) {
+      throw new ConfigurationError(
+        `audit: the HMAC key must be a string of at least ${MINIMUM_HMAC_KEY_LENGTH} characters; check the audit HMAC secret`,
+      );
+    }
+    return key;
+  }
+
+  async #subjectHashes(subject: AuditSubject): Promise<AuditRecord['subject_hashes']> {
+    if (subject.primaryKey === '' || subject.svcUserId === '') {
+      throw new Error('audit: a subject identifier is empty');
+    }
+    if (subject.primaryKey === undefined && subject.svcUserId === undefined) return undefined;
+    const key = await this.#hmacKey();
+    return {
+      ...(subject.primaryKey === undefined
+        ? {}
+        : { primary_key: subjectHash(key, 'primary_key', subject.primaryKey) }),
+      ...(subject.svcUserId === undefined
+        ? {}
+        : { svc_user_id: subjectHash(key, 'svc_user_id', subject.svcUserId) }),
+    };
+  }
+
+  async #expectedSubjectHashes(
+    options: AuditVerifyOptions,
+  ): Promise<{ primary_key?: string; svc_user_id?: string }> {
+    const subject = options.subject;
+    if (subject === undefined || (subject.primaryKey === undefined && subject.svcUserId === undefined)) {
+      return {};
+    }
+    const key = await this.#hmacKey(options.hmacKey);
+    return {
+      ...(subject.primaryKey === undefined
+        ? {}
+        : { primary_key: subjectHash(key, 'primary_key', subject.primaryKey) }),
+      ...(subject.svcUserId === undefined
+        ? {}
+        : { svc_user_id: subjectHash(key, 'svc_user_id', subject.svcUserId) }),
+    };
+  }
+
+  /** Every object under the request's prefix, in key order (which is seq order). */
+  async #readObjects(requestId: string): Promise<StoredObject[]> {
+    const { s3, bucket } = this.#store;
+    const prefix = requestPrefix(requestId);
+    const keys: string[] = [];
+    let continuationToken: string | undefined;
+    do {
+      const page = await s3.send(
+        new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: continuationToken }),
+      );
+      for (const object of page.Contents ?? []) if (object.Key !== undefined) keys.push(object.Key);
+      continuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined;
+    } while (continuationToken !== undefined);
+    keys.sort();
+    // Chains are tens of records, so reading them all at once is cheap.
+    return Promise.all(
+      keys.map(async (key) => {
+        const answer = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+        return { key, body: (await answer.Body?.transformToString('utf-8')) ?? '' };
+      }),
+    );
+  }
+}
+
+interface StoredObject {
+  readonly key: string;
+  readonly body: string;
+}
+
+type CheckedObject = { ok: true; record: AuditRecord } | { ok: false; problem: string };
+
+const jsonObjectSchema = z.record(z.string(), z.unknown());
+
+/** Parses one stored object and checks it against its own key and hash. */
+function checkObject(requestId: string, object: StoredObject): CheckedObject {
+  const name = parseRecordName(requestId, object.key);
+  if (name === undefined) return { ok: false, problem: 'is not named like an audit record' };
+  let raw: unknown;
+  try {
+    raw = JSON.parse(object.body);
+  } catch {
+    return { ok: false, problem: 'is not valid JSON' };
+  }
+  const parsed = auditRecordSchema.safeParse(raw);
+  const asObject = jsonObjectSchema.safeParse(raw);
+  if (!parsed.success || !asObject.success) {
+    const fields = parsed.success ? [] : parsed.error.issues.map((issue) => issue.path.join('.') || '(root)');
+    return { ok: false, problem: `does not match ${AUDIT_SCHEMA} (${[...new Set(fields)].join(', ')})` };
+  }
+  const record = parsed.data;
+  if (record.request_id !== requestId) return { ok: false, problem: 'belongs to another request' };
+  if (record.seq !== name.seq)
+    return { ok: false, problem: `holds seq ${record.seq} under a key for ${name.seq}` };
+  if (record.step !== name.step) return { ok: false, problem: 'holds a step that differs from its key' };
+  // Hash what was stored, not zod's copy of it, so nothing can hide in a field the schema drops.
+  if (recordHash(asObject.data) !== record.hash) {
+    return { ok: false, problem: 'hash does not match the record content' };
+  }
+  return { ok: true, record };
+}
+
+function parseRecordName(requestId: string, key: string): { seq: number; step: string } | undefined {
+  const prefix = requestPrefix(requestId);
+  if (!key.startsWith(prefix)) return undefined;
+  const match = RECORD_NAME_PATTERN.exec(key.slice(prefix.length));
+  const [, seq, step] = match ?? [];
+  if (seq === undefined || step === undefined) return undefined;
+  return { seq: Number(seq), step };
+}
+
+function sealRecord(unsealed: Omit<AuditRecord, 'hash'>): AuditRecord {
+  return auditRecordSchema.parse({ ...unsealed, hash: recordHash(unsealed) });
+}
+
+function requestPrefix(requestId: string): string {
+  return `${AUDIT_PREFIX}${requestId}/`;
+}
+
+function assertRequestId(requestId: string): void {
+  if (!REQUEST_ID_PATTERN.test(requestId)) {
+    throw new Error('audit: the request id must be 1-128 letters, digits, ".", "_" or "-"');
+  }
+}
+
+/** The guard that keeps personal data, credentials and links out of records nobody can delete. */
+function assertEvent(event: AuditEvent): void {
+  if (!EVENT_ID_PATTERN.test(event.eventId) || EMAIL_PATTERN.test(event.eventId)) {
+    throw new Error('audit: eventId must be 1-128 printable characters without spaces and not an e-mail');
+  }
+  if (!STEP_PATTERN.test(event.step)) {
+    throw new Error('audit: step must be a name of letters, digits, "_" or "-" (it is part of the key)');
+  }
+  if (!ACTION_PATTERN.test(event.action)) {
+    throw new Error('audit: action must be a short word such as export_started');
+  }
+  for (const [key, value] of Object.entries(event.facts)) {
+    if (!FACT_KEY_PATTERN.test(key)) {
+      throw new Error(`audit: fact name "${key.slice(0, 64)}" must be letters, digits and "_"`);
+    }
+    if (FORBIDDEN_FACT_KEYS.has(key.toLowerCase().replaceAll('_', ''))) {
+      throw new Error(
+        `audit: fact "${key}" would hold an identifier, a credential or a link; use subject instead`,
+      );
+    }
+    if (typeof value === 'number' && !Number.isFinite(value)) {
+      throw new Error(`audit: fact "${key}" must be a finite number`);
+    }
+    if (typeof value !== 'string') continue;
+    if (value.length > MAX_FACT_LENGTH) {
+      throw new Error(`audit: fact "${key}" is longer than ${MAX_FACT_LENGTH} characters`);
+    }
+    if (EMAIL_PATTERN.test(value)) {
+      throw new Error(
+        `audit: fact "${key}" looks like an e-mail address; audit facts must not hold personal data`,
+      );
+    }
+    if (URL_PATTERN.test(value)) {
+      throw new Error(
+        `audit: fact "${key}" holds a URL; download links are credentials and must not be stored`,
+      );
+    }
+  }
+}
+
+const writeConflictSchema = z.object({
+  name: z.string(),
+  $metadata: z.object({ httpStatusCode: z.number().optional() }).optional(),
+});
+
+/** True when S3 refused the write because the key exists or another conditional write was in flight. */
+function isWriteConflict(error: unknown): boolean {
+  const parsed = writeConflictSchema.safeParse(error);
+  if (!parsed.success) return false;
+  const { name, $metadata } = parsed.data;
+  return (
+    name === 'PreconditionFailed' ||
+    name === 'ConditionalRequestConflict' ||
+    $metadata?.httpStatusCode === 412
+  );
+}

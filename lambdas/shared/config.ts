@@ -1,0 +1,74 @@
+import { z } from 'zod';
+import { ConfigurationError } from './errors.ts';
+
+const csv = z
+  .string()
+  .default('')
+  .transform((value) =>
+    value
+      .split(',')
+      .map((item) => item.trim().toLowerCase())
+      .filter((item) => item !== ''),
+  );
+const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+
+/** Environment of the step Lambdas, validated once at cold start. */
+export const stepEnvSchema = z.object({
+  TABLE_NAME: z.string().min(1),
+  ARCHIVE_BUCKET: z.string().min(1),
+  AUDIT_BUCKET: z.string().min(1),
+  KMS_KEY_ID: z.string().min(1).optional(),
+  PLATFORM_SECRET_ID: z.string().min(1),
+  PLATFORM_BASE_URL: z.url(),
+  PLATFORM_EXPORT_URL: z.url(),
+  PLATFORM_ACTIVITY_URL: z.url(),
+  SPOT_ID: z.string().min(1),
+  SSO_TOKEN_HEADER: z.string().min(1).default('x-svc-sso-access-token'),
+  USER_ID_FIELD: z.string().min(1).default('svc_user_id'),
+  PLATFORM_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+  DOWNLOAD_ALLOWED_HOSTS: csv,
+  DOWNLOAD_INSECURE_HOSTS: csv,
+  POLL_INITIAL_SECONDS: seconds(30),
+  POLL_MAX_SECONDS: seconds(1800),
+  POLL_BUDGET_SECONDS: seconds(72 * 3600),
+  EXPORT_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(3),
+  RETRY_AFTER_CAP_SECONDS: z.coerce.number().int().nonnegative().default(20),
+});
+export type StepEnv = z.infer<typeof stepEnvSchema>;
+
+/** Environment of the intake Lambda. */
+export const intakeEnvSchema = z.object({
+  TABLE_NAME: z.string().min(1),
+  AUDIT_BUCKET: z.string().min(1),
+  KMS_KEY_ID: z.string().min(1).optional(),
+  PLATFORM_SECRET_ID: z.string().min(1),
+  STATE_MACHINE_ARN: z.string().min(1),
+  QUARANTINE_QUEUE_URL: z.url(),
+});
+export type IntakeEnv = z.infer<typeof intakeEnvSchema>;
+
+/** Parses an environment with `schema`; a failure names every variable and what it needs. */
+export function parseEnv<T extends z.ZodType>(
+  schema: T,
+  env: Record<string, string | undefined>,
+): z.infer<T> {
+  const parsed = schema.safeParse(env);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
+  throw new ConfigurationError(
+    `invalid Lambda environment: ${problems.join('; ')}; redeploy the stack to set them`,
+  );
+}
+
+/** The export poll schedule: doubling waits from `initial`, capped at `max`, within `budget` in total. */
+export interface PollSchedule {
+  readonly initialSeconds: number;
+  readonly maxSeconds: number;
+  readonly budgetSeconds: number;
+}
+
+/** Seconds to wait before poll number `polls + 1`. */
+export function nextWaitSeconds(schedule: PollSchedule, polls: number): number {
+  const doubled = schedule.initialSeconds * 2 ** Math.min(polls, 30);
+  return Math.min(doubled, schedule.maxSeconds);
+}

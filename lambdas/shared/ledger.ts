@@ -1,0 +1,274 @@
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import {
+  type DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  UpdateCommand,
+} from '@aws-sdk/lib-dynamodb';
+import { z } from 'zod';
+import type { Deadlines } from './deadlines.ts';
+import { LedgerStateError, RequestCancelledError } from './errors.ts';
+import type { DsrRequest } from './request.ts';
+
+export const STATUSES = ['received', 'running', 'completed', 'failed', 'cancelled', 'rejected'] as const;
+export const STEPS = ['resolving', 'exporting', 'archiving', 'erasing', 'verifying'] as const;
+export const OUTCOMES = ['exported', 'erased', 'no_data'] as const;
+export type Status = (typeof STATUSES)[number];
+export type Step = (typeof STEPS)[number];
+export type Outcome = (typeof OUTCOMES)[number];
+
+/** Name of the index that lists requests by status and due date. */
+export const STATUS_DUE_INDEX = 'by-status-due';
+
+const archiveFacts = z.object({
+  key: z.string(),
+  bytes: z.number().int().nonnegative(),
+  sha256: z.string(),
+  version_id: z.string().optional(),
+  verified_at: z.string(),
+  entries: z.number().int().nonnegative(),
+});
+export type ArchiveFacts = z.infer<typeof archiveFacts>;
+
+/** One request in the ledger. Identifiers live here and nowhere in workflow state. */
+export const ledgerItemSchema = z.object({
+  request_id: z.string(),
+  fingerprint: z.string(),
+  status: z.enum(STATUSES),
+  step: z.enum(STEPS).optional(),
+  outcome: z.enum(OUTCOMES).optional(),
+  type: z.enum(['access', 'erasure']).optional(),
+  regulation: z.enum(['gdpr', 'ccpa']).optional(),
+  primary_key: z.string().optional(),
+  received_at: z.string().optional(),
+  verification: z.object({ method: z.string(), verified_by: z.string(), verified_at: z.string() }).optional(),
+  reference: z.string().optional(),
+  submitted_by: z.string().optional(),
+  due_at: z.string().optional(),
+  extension_limit_at: z.string().optional(),
+  confirm_by: z.string().nullable().optional(),
+  extended: z.boolean().default(false),
+  extension_reason: z.string().optional(),
+  svc_user_id: z.string().optional(),
+  export_id: z.string().optional(),
+  export_attempts: z.number().int().nonnegative().default(0),
+  export_status: z.enum(['starting', 'pending', 'completed', 'failed']).optional(),
+  export_polls: z.number().int().nonnegative().default(0),
+  export_waited_seconds: z.number().int().nonnegative().default(0),
+  export_started_at: z.string().optional(),
+  archive: archiveFacts.optional(),
+  erasure: z
+    .object({ outcome: z.enum(['deleted', 'already_absent']), platform_status: z.number(), at: z.string() })
+    .optional(),
+  erasure_verification: z.object({ platform_answer: z.literal('not_found'), at: z.string() }).optional(),
+  error: z.object({ code: z.string(), message: z.string() }).optional(),
+  rejection_errors: z.array(z.string()).optional(),
+  cancel_reason: z.string().optional(),
+  duplicates: z.number().int().nonnegative().default(0),
+  conflicts: z.number().int().nonnegative().default(0),
+  executions: z.number().int().nonnegative().default(0),
+  created_at: z.string(),
+  updated_at: z.string(),
+  completed_at: z.string().optional(),
+});
+export type LedgerItem = z.infer<typeof ledgerItemSchema>;
+
+/** Fields a step may set; `undefined` leaves a field alone, `null` removes it. */
+export type LedgerPatch = { [K in keyof LedgerItem]?: LedgerItem[K] | null };
+
+export type CreateResult =
+  | { readonly created: true; readonly item: LedgerItem }
+  | { readonly created: false; readonly existing: LedgerItem };
+
+/**
+ * The request ledger on DynamoDB. Every write is conditional, so two executions, a redrive and an
+ * operator command can never overwrite each other's facts.
+ */
+export class Ledger {
+  constructor(
+    private readonly db: DynamoDBDocumentClient,
+    readonly tableName: string,
+    private readonly clock: () => Date = () => new Date(),
+  ) {}
+
+  /** Records a valid request as `received`, unless the request_id is already known. */
+  async createReceived(
+    request: DsrRequest,
+    fingerprint: string,
+    deadlines: Deadlines,
+  ): Promise<CreateResult> {
+    const now = this.clock().toISOString();
+    return this.#create({
+      ...request,
+      ...deadlines,
+      request_id: request.request_id,
+      fingerprint,
+      status: 'received',
+      extended: false,
+      export_attempts: 0,
+      export_polls: 0,
+      export_waited_seconds: 0,
+      duplicates: 0,
+      conflicts: 0,
+      executions: 0,
+      created_at: now,
+      updated_at: now,
+    });
+  }
+
+  /** Records an invalid request as `rejected` with every field error, unless the id is already known. */
+  async createRejected(
+    requestId: string,
+    fingerprint: string,
+    errors: readonly string[],
+  ): Promise<CreateResult> {
+    const now = this.clock().toISOString();
+    return this.#create({
+      request_id: requestId,
+      fingerprint,
+      status: 'rejected',
+      rejection_errors: [...errors],
+      extended: false,
+      export_attempts: 0,
+      export_polls: 0,
+      export_waited_seconds: 0,
+      duplicates: 0,
+      conflicts: 0,
+      executions: 0,
+      created_at: now,
+      updated_at: now,
+      completed_at: now,
+    });
+  }
+
+  async get(requestId: string): Promise<LedgerItem | undefined> {
+    const { Item } = await this.db.send(
+      new GetCommand({ TableName: this.tableName, Key: { request_id: requestId }, ConsistentRead: true }),
+    );
+    return Item === undefined ? undefined : parseItem(Item);
+  }
+
+  /** The item, or a LedgerStateError when the ledger has never heard of the request. */
+  async require(requestId: string): Promise<LedgerItem> {
+    const item = await this.get(requestId);
+    if (item === undefined) throw new LedgerStateError('the ledger has no record of this request');
+    return item;
+  }
+
+  /**
+   * Applies `patch` when the item's status is one of `allowed`. A request cancelled meanwhile
+   * raises RequestCancelledError; any other mismatch raises LedgerStateError naming both statuses.
+   */
+  async update(requestId: string, patch: LedgerPatch, allowed: readonly Status[]): Promise<LedgerItem> {
+    const sets: string[] = ['#updated_at = :updated_at'];
+    const removes: string[] = [];
+    const names: Record<string, string> = { '#updated_at': 'updated_at', '#status': 'status' };
+    const values: Record<string, unknown> = { ':updated_at': this.clock().toISOString() };
+    for (const [field, value] of Object.entries(patch)) {
+      if (value === undefined || field === 'request_id' || field === 'updated_at') continue;
+      names[`#${field}`] = field;
+      if (value === null) removes.push(`#${field}`);
+      else {
+        sets.push(`#${field} = :${field}`);
+        values[`:${field}`] = value;
+      }
+    }
+    allowed.forEach((status, index) => {
+      values[`:allowed${index}`] = status;
+    });
+    const condition = `attribute_exists(request_id) AND #status IN (${allowed.map((_, index) => `:allowed${index}`).join(', ')})`;
+    try {
+      const { Attributes } = await this.db.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { request_id: requestId },
+          UpdateExpression: `SET ${sets.join(', ')}${removes.length > 0 ? ` REMOVE ${removes.join(', ')}` : ''}`,
+          ConditionExpression: condition,
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      return parseItem(Attributes ?? {});
+    } catch (error) {
+      if (!(error instanceof ConditionalCheckFailedException || isConditionalFailure(error))) throw error;
+      const current = await this.get(requestId);
+      if (current === undefined) throw new LedgerStateError('the ledger has no record of this request');
+      if (current.status === 'cancelled') throw new RequestCancelledError('the request was cancelled');
+      throw new LedgerStateError(
+        `the request is ${current.status}; this change needs ${allowed.join(' or ')}`,
+      );
+    }
+  }
+
+  /** Adds one to a counter (duplicates, conflicts, executions) whatever the status. */
+  async increment(requestId: string, counter: 'duplicates' | 'conflicts' | 'executions'): Promise<void> {
+    await this.db.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: { request_id: requestId },
+        UpdateExpression: 'SET #counter = if_not_exists(#counter, :zero) + :one, #updated_at = :now',
+        ConditionExpression: 'attribute_exists(request_id)',
+        ExpressionAttributeNames: { '#counter': counter, '#updated_at': 'updated_at' },
+        ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':now': this.clock().toISOString() },
+      }),
+    );
+  }
+
+  /** Requests with this status, earliest due first, optionally only those due before `dueBefore`. */
+  async listByStatus(
+    status: Status,
+    options: { dueBefore?: string; limit?: number; cursor?: Record<string, unknown> } = {},
+  ): Promise<{ items: LedgerItem[]; cursor?: Record<string, unknown> }> {
+    const values: Record<string, unknown> = { ':status': status };
+    let keyCondition = '#status = :status';
+    if (options.dueBefore !== undefined) {
+      keyCondition += ' AND due_at < :due';
+      values[':due'] = options.dueBefore;
+    }
+    const { Items, LastEvaluatedKey } = await this.db.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        IndexName: STATUS_DUE_INDEX,
+        KeyConditionExpression: keyCondition,
+        ExpressionAttributeNames: { '#status': 'status' },
+        ExpressionAttributeValues: values,
+        ...(options.limit ? { Limit: options.limit } : {}),
+        ...(options.cursor ? { ExclusiveStartKey: options.cursor } : {}),
+      }),
+    );
+    return { items: (Items ?? []).map(parseItem), ...(LastEvaluatedKey ? { cursor: LastEvaluatedKey } : {}) };
+  }
+
+  async #create(item: LedgerItem): Promise<CreateResult> {
+    const parsed = ledgerItemSchema.parse(item);
+    try {
+      await this.db.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: parsed,
+          ConditionExpression: 'attribute_not_exists(request_id)',
+        }),
+      );
+      return { created: true, item: parsed };
+    } catch (error) {
+      if (!(error instanceof ConditionalCheckFailedException || isConditionalFailure(error))) throw error;
+      return { created: false, existing: await this.require(item.request_id) };
+    }
+  }
+}
+
+function isConditionalFailure(error: unknown): boolean {
+  return error instanceof Error && error.name === 'ConditionalCheckFailedException';
+}
+
+function parseItem(raw: Record<string, unknown>): LedgerItem {
+  const parsed = ledgerItemSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw new LedgerStateError(
+      `a ledger item does not match the schema (${parsed.error.issues.map((issue) => issue.path.join('.')).join(', ')})`,
+    );
+  }
+  return parsed.data;
+}

@@ -1,0 +1,142 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import { Logger } from '@aws-lambda-powertools/logger';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DeleteObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { copyExportToS3, verifyStoredZip } from './archive.ts';
+import { AuditTrail } from './audit.ts';
+import { parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
+import type { DownloadPolicy } from './download-policy.ts';
+import { Ledger } from './ledger.ts';
+import { PlatformClient } from './platform-client.ts';
+import { type SecretSource, secretsManagerSource } from './secrets.ts';
+import type { ArchiveStore, StepDeps, StepLogger } from './step-deps.ts';
+
+/** The AWS clients a step needs; in Lambda they are module singletons, locally they point at stand-ins. */
+export interface AwsClients {
+  readonly s3: S3Client;
+  readonly dynamo: DynamoDBDocumentClient;
+}
+
+/** Builds the archive store over S3: copy, verify, and delete what fails verification. */
+export function s3ArchiveStore(
+  s3: S3Client,
+  options: { bucket: string; kmsKeyId?: string; policy: DownloadPolicy; idleTimeoutMs?: number },
+): ArchiveStore {
+  const target = (key: string) => ({
+    s3,
+    bucket: options.bucket,
+    key,
+    ...(options.kmsKeyId ? { kmsKeyId: options.kmsKeyId } : {}),
+  });
+  return {
+    async copy(link, key) {
+      const result = await copyExportToS3(link, target(key), {
+        policy: options.policy,
+        ...(options.idleTimeoutMs ? { idleTimeoutMs: options.idleTimeoutMs } : {}),
+      });
+      return {
+        bytes: result.bytes,
+        sha256: result.sha256,
+        ...(result.versionId ? { versionId: result.versionId } : {}),
+      };
+    },
+    async verify(key, expected) {
+      try {
+        const verified = await verifyStoredZip(target(key), expected);
+        return { entries: verified.entries.length };
+      } catch (error) {
+        // A copy that fails verification must not linger where it could be mistaken for the archive.
+        await s3.send(new DeleteObjectCommand({ Bucket: options.bucket, Key: key }));
+        throw error;
+      }
+    },
+  };
+}
+
+/** Wires the domain's dependencies from a validated environment. */
+export function buildStepDeps(
+  env: StepEnv,
+  clients: AwsClients,
+  secrets: SecretSource,
+  logger: StepLogger,
+  overrides: Partial<Pick<StepDeps, 'sleep' | 'clock'>> & { fetch?: typeof fetch } = {},
+): StepDeps {
+  const clock = overrides.clock ?? (() => new Date());
+  const platform = new PlatformClient(
+    {
+      baseUrl: env.PLATFORM_BASE_URL,
+      exportUrl: env.PLATFORM_EXPORT_URL,
+      activityUrl: env.PLATFORM_ACTIVITY_URL,
+      spotId: env.SPOT_ID,
+      timeoutMs: env.PLATFORM_TIMEOUT_MS,
+      ssoTokenHeader: env.SSO_TOKEN_HEADER,
+      userIdField: env.USER_ID_FIELD,
+    },
+    {
+      credentials: async () => {
+        const secret = await secrets();
+        return { ssoAccessToken: secret.sso_access_token, exportToken: secret.export_token };
+      },
+      logger,
+      ...(overrides.fetch ? { fetch: overrides.fetch } : {}),
+    },
+  );
+  return {
+    ledger: new Ledger(clients.dynamo, env.TABLE_NAME, clock),
+    audit: new AuditTrail(
+      { s3: clients.s3, bucket: env.AUDIT_BUCKET, ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}) },
+      { hmacKey: async () => (await secrets()).audit_hmac_key, clock },
+    ),
+    platform,
+    archive: s3ArchiveStore(clients.s3, {
+      bucket: env.ARCHIVE_BUCKET,
+      ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}),
+      policy: {
+        allowedHosts: env.DOWNLOAD_ALLOWED_HOSTS,
+        insecureHosts: env.DOWNLOAD_INSECURE_HOSTS,
+        maxRedirects: 3,
+      },
+    }),
+    schedule: {
+      initialSeconds: env.POLL_INITIAL_SECONDS,
+      maxSeconds: env.POLL_MAX_SECONDS,
+      budgetSeconds: env.POLL_BUDGET_SECONDS,
+    },
+    exportMaxAttempts: env.EXPORT_MAX_ATTEMPTS,
+    retryAfterCapSeconds: env.RETRY_AFTER_CAP_SECONDS,
+    clock,
+    sleep: overrides.sleep ?? ((ms) => delay(ms)),
+    logger,
+  };
+}
+
+let lambdaDeps: StepDeps | undefined;
+
+/** The deps of a step running in AWS Lambda: built once per container from its environment. */
+export function lambdaStepDeps(): StepDeps {
+  if (lambdaDeps === undefined) {
+    const env = parseEnv(stepEnvSchema, process.env);
+    const dynamo = DynamoDBDocumentClient.from(new DynamoDBClient({}), {
+      marshallOptions: { removeUndefinedValues: true },
+    });
+    lambdaDeps = buildStepDeps(
+      env,
+      { s3: new S3Client({}), dynamo },
+      secretsManagerSource(env.PLATFORM_SECRET_ID),
+      powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
+    );
+  }
+  return lambdaDeps;
+}
+
+/** Adapts a Powertools Logger (JSON lines, CloudWatch-friendly) to the StepLogger interface. */
+export function powertoolsLogger(logger: Logger): StepLogger {
+  const log =
+    (level: 'info' | 'warn' | 'error' | 'debug') =>
+    (message: string, attributes?: Record<string, unknown>) => {
+      if (attributes === undefined) logger[level](message);
+      else logger[level](message, attributes);
+    };
+  return { info: log('info'), warn: log('warn'), error: log('error'), debug: log('debug') };
+}

@@ -1,0 +1,34 @@
+import type { AuditTrail } from './audit.ts';
+import type { PollSchedule } from './config.ts';
+import type { Ledger } from './ledger.ts';
+import type { PlatformClient } from './platform-client.ts';
+
+/** Where the workflow keeps archives: copy from a link, then prove what was stored. */
+export interface ArchiveStore {
+  copy(link: URL, key: string): Promise<{ bytes: number; sha256: string; versionId?: string }>;
+  /** Verifies the stored zip; on failure removes it so no corrupt archive stays behind, then throws. */
+  verify(key: string, expected: { bytes: number; sha256: string }): Promise<{ entries: number }>;
+}
+
+/** What step code logs through. Powertools Logger satisfies it. */
+export interface StepLogger {
+  info(message: string, attributes?: Record<string, unknown>): void;
+  warn(message: string, attributes?: Record<string, unknown>): void;
+  error(message: string, attributes?: Record<string, unknown>): void;
+  debug(message: string, attributes?: Record<string, unknown>): void;
+}
+
+/** Everything a step's domain function needs, as narrow interfaces. */
+export interface StepDeps {
+  readonly ledger: Ledger;
+  readonly audit: Pick<AuditTrail, 'append'>;
+  readonly platform: Pick<PlatformClient, 'retrieveUser' | 'deleteUser' | 'startExport' | 'exportStatus'>;
+  readonly archive: ArchiveStore;
+  readonly schedule: PollSchedule;
+  readonly exportMaxAttempts: number;
+  /** Longest Retry-After honoured inside a step before handing the retry to Step Functions. */
+  readonly retryAfterCapSeconds: number;
+  readonly clock: () => Date;
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly logger: StepLogger;
+}

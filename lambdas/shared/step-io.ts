@@ -1,0 +1,65 @@
+import { z } from 'zod';
+
+/**
+ * Workflow state: what the execution input and every step's output may carry. Only request facts
+ * and step facts: no primary_key, svc_user_id, names, tokens or links (DESIGN.md section 4).
+ */
+export const executionInputSchema = z.strictObject({
+  request_id: z.uuid(),
+  type: z.enum(['access', 'erasure']),
+  regulation: z.enum(['gdpr', 'ccpa']),
+});
+export type ExecutionInput = z.infer<typeof executionInputSchema>;
+
+/** Every step is invoked with the request id; the ledger holds the rest. */
+export const stepInputSchema = z.looseObject({ request_id: z.uuid() });
+export type StepInput = z.infer<typeof stepInputSchema>;
+
+export const resolveOutputSchema = z.strictObject({
+  found: z.boolean(),
+  /** The ledger already shows an outcome: the execution ends without touching the platform. */
+  already_completed: z.boolean(),
+});
+export type ResolveOutput = z.infer<typeof resolveOutputSchema>;
+
+export const exportStateSchema = z.strictObject({
+  export_id: z.string(),
+  attempt: z.number().int().positive(),
+  status: z.enum(['pending', 'completed', 'failed']),
+  polls: z.number().int().nonnegative(),
+  wait_seconds: z.number().int().nonnegative(),
+  waited_seconds: z.number().int().nonnegative(),
+});
+export type ExportState = z.infer<typeof exportStateSchema>;
+
+export const archiveOutputSchema = z.strictObject({
+  key: z.string(),
+  bytes: z.number().int().nonnegative(),
+  sha256: z.string(),
+  entries: z.number().int().nonnegative(),
+});
+export type ArchiveOutput = z.infer<typeof archiveOutputSchema>;
+
+export const eraseOutputSchema = z.strictObject({ outcome: z.enum(['deleted', 'already_absent']) });
+export type EraseOutput = z.infer<typeof eraseOutputSchema>;
+
+export const verifyErasureOutputSchema = z.strictObject({ verified: z.literal(true) });
+
+export const recordOutcomeInputSchema = z.looseObject({
+  request_id: z.uuid(),
+  outcome: z.enum(['exported', 'erased', 'no_data']),
+});
+export const recordOutcomeOutputSchema = z.strictObject({
+  status: z.literal('completed'),
+  outcome: z.enum(['exported', 'erased', 'no_data']),
+});
+
+/** What a Catch puts at `$.error`: the ASL error name and the Lambda's cause string. */
+export const recordFailureInputSchema = z.looseObject({
+  request_id: z.uuid(),
+  error: z.looseObject({ Error: z.string(), Cause: z.string().optional() }),
+});
+export const recordFailureOutputSchema = z.strictObject({
+  status: z.enum(['failed', 'cancelled', 'completed']),
+  code: z.string(),
+});

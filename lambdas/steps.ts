@@ -1,0 +1,34 @@
+import { archiveExportStep } from './archive-export/archive-export.ts';
+import { checkExportStep } from './check-export/check-export.ts';
+import { eraseSubjectStep } from './erase-subject/erase-subject.ts';
+import { recordFailureStep } from './record-failure/record-failure.ts';
+import { recordOutcomeStep } from './record-outcome/record-outcome.ts';
+import { resolveSubjectStep } from './resolve-subject/resolve-subject.ts';
+import type { AnyStep } from './shared/step-handler.ts';
+import { startExportStep } from './start-export/start-export.ts';
+import { verifyErasureStep } from './verify-erasure/verify-erasure.ts';
+
+/** Every workflow step by name; the state machine and the local runtime both read this list. */
+export const STEPS = {
+  ResolveSubject: resolveSubjectStep,
+  StartExport: startExportStep,
+  CheckExport: checkExportStep,
+  ArchiveExport: archiveExportStep,
+  EraseSubject: eraseSubjectStep,
+  VerifyErasure: verifyErasureStep,
+  RecordOutcome: recordOutcomeStep,
+  RecordFailure: recordFailureStep,
+} as const satisfies Record<string, AnyStep>;
+export type StepName = keyof typeof STEPS;
+
+/** The directory under lambdas/ of each step's handler, for bundling. */
+export const STEP_DIRECTORIES: Readonly<Record<StepName, string>> = {
+  ResolveSubject: 'resolve-subject',
+  StartExport: 'start-export',
+  CheckExport: 'check-export',
+  ArchiveExport: 'archive-export',
+  EraseSubject: 'erase-subject',
+  VerifyErasure: 'verify-erasure',
+  RecordOutcome: 'record-outcome',
+  RecordFailure: 'record-failure',
+};

@@ -1,0 +1,143 @@
+import { Duration } from 'aws-cdk-lib';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
+import { Construct } from 'constructs';
+import { EXPORT_RESTART_ERRORS, RETRYABLE_ERRORS } from '../lambdas/shared/errors.ts';
+import type { StepName } from '../lambdas/steps.ts';
+
+export interface DsrWorkflowProps {
+  /** The Lambda of each step. */
+  readonly functions: Readonly<Record<StepName, lambda.IFunction>>;
+  /** Longest an execution may run: the export wait budget plus the time the other steps take. */
+  readonly executionTimeout: Duration;
+  /** Optional extra settings for the state machine (logs, tracing, encryption). */
+  readonly stateMachineProps?: Partial<sfn.StateMachineProps>;
+}
+
+/** Retry of transient platform and download errors: backoff with full jitter. */
+const TRANSIENT_RETRY: sfn.RetryProps = {
+  errors: [...RETRYABLE_ERRORS],
+  interval: Duration.seconds(2),
+  backoffRate: 2,
+  maxAttempts: 6,
+  maxDelay: Duration.minutes(5),
+  jitterStrategy: sfn.JitterType.FULL,
+};
+
+/**
+ * The data-subject request workflow (DESIGN.md section 4), Standard type, JSONPath. State carries
+ * request and step facts only; identifiers stay in the ledger.
+ */
+export class DsrWorkflow extends Construct {
+  readonly stateMachine: sfn.StateMachine;
+
+  constructor(scope: Construct, id: string, props: DsrWorkflowProps) {
+    super(scope, id);
+    const fn = props.functions;
+
+    const task = (
+      name: string,
+      step: StepName,
+      payload: Record<string, unknown>,
+      resultPath: string | null,
+    ) =>
+      new tasks.LambdaInvoke(this, name, {
+        lambdaFunction: fn[step],
+        payload: sfn.TaskInput.fromObject(payload),
+        payloadResponseOnly: true,
+        resultPath: resultPath === null ? sfn.JsonPath.DISCARD : resultPath,
+        taskTimeout: sfn.Timeout.duration(Duration.minutes(15)),
+      });
+    const requestId = { 'request_id.$': '$.request_id' };
+
+    const recordFailure = task(
+      'RecordFailure',
+      'RecordFailure',
+      { ...requestId, 'error.$': '$.error' },
+      '$.failure',
+    );
+    recordFailure.addRetry(TRANSIENT_RETRY);
+    const failed = new sfn.Fail(this, 'RequestFailed', {
+      errorPath: '$.error.Error',
+      cause: 'see the ledger entry of this request',
+    });
+    const cancelled = new sfn.Succeed(this, 'Cancelled');
+    recordFailure.next(
+      new sfn.Choice(this, 'WasCancelled?')
+        .when(sfn.Condition.stringEquals('$.failure.status', 'cancelled'), cancelled)
+        .when(
+          sfn.Condition.stringEquals('$.failure.status', 'completed'),
+          new sfn.Succeed(this, 'CompletedMeanwhile'),
+        )
+        .otherwise(failed),
+    );
+
+    // Every task ends in RecordFailure when it fails for good; nothing is retried on States.ALL.
+    const guard = <T extends tasks.LambdaInvoke>(state: T, extraRetries: sfn.RetryProps[] = []): T => {
+      for (const retry of extraRetries) state.addRetry(retry);
+      state.addRetry(TRANSIENT_RETRY);
+      state.addCatch(recordFailure, { errors: ['States.ALL'], resultPath: '$.error' });
+      return state;
+    };
+
+    const outcome = (name: string, value: 'exported' | 'erased' | 'no_data') =>
+      guard(task(name, 'RecordOutcome', { ...requestId, outcome: value }, '$.result')).next(
+        new sfn.Succeed(this, `${name}Done`),
+      );
+
+    const resolve = guard(task('ResolveSubject', 'ResolveSubject', requestId, '$.subject'));
+    const startExport = guard(task('StartExport', 'StartExport', requestId, '$.export'), [
+      // A new, counted export attempt: StartExport's ledger check decides whether one is allowed.
+      { errors: [...EXPORT_RESTART_ERRORS], interval: Duration.seconds(30), backoffRate: 2, maxAttempts: 2 },
+    ]);
+    const waitForExport = new sfn.Wait(this, 'WaitForExport', {
+      time: sfn.WaitTime.secondsPath('$.export.wait_seconds'),
+    });
+    const checkExport = guard(
+      task('CheckExport', 'CheckExport', { ...requestId, 'waited.$': '$.export.wait_seconds' }, '$.export'),
+    );
+    const archive = guard(task('ArchiveExport', 'ArchiveExport', requestId, '$.archive'));
+    const erase = guard(task('EraseSubject', 'EraseSubject', requestId, '$.erasure'));
+    const verifyErasure = guard(task('VerifyErasure', 'VerifyErasure', requestId, '$.erasure_verification'), [
+      { errors: ['ErasureNotVerifiedError'], interval: Duration.seconds(10), backoffRate: 2, maxAttempts: 3 },
+    ]);
+
+    const definition = resolve.next(
+      new sfn.Choice(this, 'AlreadyCompleted?')
+        .when(
+          sfn.Condition.booleanEquals('$.subject.already_completed', true),
+          new sfn.Succeed(this, 'NothingToDo'),
+        )
+        .when(sfn.Condition.booleanEquals('$.subject.found', false), outcome('RecordNoData', 'no_data'))
+        .otherwise(
+          startExport
+            .next(waitForExport)
+            .next(checkExport)
+            .next(
+              new sfn.Choice(this, 'ExportReady?')
+                .when(
+                  sfn.Condition.stringEquals('$.export.status', 'completed'),
+                  archive.next(
+                    new sfn.Choice(this, 'RequestType?')
+                      .when(
+                        sfn.Condition.stringEquals('$.type', 'erasure'),
+                        erase.next(verifyErasure).next(outcome('RecordErased', 'erased')),
+                      )
+                      .otherwise(outcome('RecordExported', 'exported')),
+                  ),
+                )
+                .when(sfn.Condition.stringEquals('$.export.status', 'failed'), startExport)
+                .otherwise(waitForExport),
+            ),
+        ),
+    );
+
+    this.stateMachine = new sfn.StateMachine(this, 'StateMachine', {
+      stateMachineType: sfn.StateMachineType.STANDARD,
+      definitionBody: sfn.DefinitionBody.fromChainable(definition),
+      timeout: props.executionTimeout,
+      ...props.stateMachineProps,
+    });
+  }
+}

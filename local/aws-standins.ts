@@ -1,0 +1,144 @@
+/**
+ * Local stand-ins for the AWS services svc-dsr uses, speaking the real wire protocols on loopback:
+ * fauxqs for SQS and S3 (in memory) and dynalite for DynamoDB (in memory or on LevelDB). The same
+ * SDK code paths run against them as against AWS; only the client config differs.
+ */
+
+import { Server } from 'node:http';
+import { createRequire } from 'node:module';
+import type { AddressInfo, Socket } from 'node:net';
+import { buildApp } from 'fauxqs';
+import { ConfigurationError } from '#shared/errors';
+
+/** The services the stand-ins answer for. */
+export type AwsService = 'sqs' | 's3' | 'dynamodb';
+
+/** Dummy credentials: the stand-ins accept any, but the SDK refuses to sign without some. */
+export interface AwsStandInCredentials {
+  readonly accessKeyId: string;
+  readonly secretAccessKey: string;
+}
+
+/** What an SDK v3 client needs to talk to a stand-in; spread it into the client's constructor. */
+export interface AwsClientConfig {
+  readonly region: string;
+  readonly endpoint: string;
+  readonly credentials: AwsStandInCredentials;
+  /** S3 only: the stand-in cannot serve virtual-hosted bucket names (`<bucket>.localhost` does not resolve). */
+  readonly forcePathStyle?: boolean;
+}
+
+/** Running stand-ins; `close()` stops both servers and releases every handle. */
+export interface AwsStandIns {
+  readonly region: string;
+  readonly credentials: AwsStandInCredentials;
+  readonly endpoints: { readonly sqs: string; readonly s3: string; readonly dynamodb: string };
+  /**
+   * SDK client config for one service. The SQS config carries an explicit endpoint, which also makes
+   * the SDK ignore the host of a QueueUrl (fauxqs hands out `sqs.<region>.localhost` URLs that do
+   * not resolve here) and send every call to the stand-in.
+   */
+  clientConfig(service: AwsService): AwsClientConfig;
+  close(): Promise<void>;
+}
+
+/** Options for {@link startAwsStandIns}. */
+export interface AwsStandInsOptions {
+  /** Directory for dynalite's LevelDB store, so the ledger survives a restart. @default in memory */
+  readonly dynamoPath?: string;
+}
+
+const REGION = 'us-east-1';
+const CREDENTIALS: AwsStandInCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
+const LOOPBACK = '127.0.0.1';
+
+/** Starts fauxqs and dynalite on free loopback ports. */
+export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promise<AwsStandIns> {
+  // startFauxqs() always binds 0.0.0.0; building the app and listening ourselves keeps it on loopback.
+  const fauxqs = buildApp({ logger: false, defaultRegion: REGION });
+  let dynamo: Server | undefined;
+  try {
+    const fauxqsUrl = await fauxqs.listen({ port: 0, host: LOOPBACK });
+    dynamo = createDynalite(options.dynamoPath);
+    const dynamoSockets = trackSockets(dynamo);
+    const dynamoUrl = await listen(dynamo);
+    const dynamoServer = dynamo;
+    const endpoints = { sqs: fauxqsUrl, s3: fauxqsUrl, dynamodb: dynamoUrl };
+    let closing: Promise<void> | undefined;
+
+    return {
+      region: REGION,
+      credentials: CREDENTIALS,
+      endpoints,
+      clientConfig(service) {
+        const base = { region: REGION, endpoint: endpoints[service], credentials: { ...CREDENTIALS } };
+        return service === 's3' ? { ...base, forcePathStyle: true } : base;
+      },
+      close() {
+        closing ??= Promise.all([fauxqs.close(), closeServer(dynamoServer, dynamoSockets)]).then(
+          () => undefined,
+        );
+        return closing;
+      },
+    };
+  } catch (error) {
+    await fauxqs.close();
+    if (dynamo?.listening) await closeServer(dynamo, new Set());
+    throw error;
+  }
+}
+
+const DYNALITE_OPTIONS = {
+  // Tables are ACTIVE at once: nothing here is worth the 500 ms dynalite spends in CREATING by default.
+  createTableMs: 0,
+  deleteTableMs: 0,
+  updateTableMs: 0,
+};
+
+function createDynalite(path: string | undefined): Server {
+  // dynalite is CommonJS without type declarations, so check what it hands back instead of trusting it.
+  const dynalite: unknown = createRequire(import.meta.url)('dynalite');
+  if (typeof dynalite !== 'function') {
+    throw new ConfigurationError(
+      'The dynalite package did not export a server factory; reinstall dependencies',
+    );
+  }
+  const server: unknown = dynalite(path === undefined ? DYNALITE_OPTIONS : { ...DYNALITE_OPTIONS, path });
+  if (!(server instanceof Server)) {
+    throw new ConfigurationError('dynalite did not return an HTTP server; reinstall dependencies');
+  }
+  return server;
+}
+
+function trackSockets(server: Server): Set<Socket> {
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  return sockets;
+}
+
+function listen(server: Server): Promise<string> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, LOOPBACK, () => {
+      server.off('error', reject);
+      const address: AddressInfo | string | null = server.address();
+      if (address === null || typeof address === 'string') {
+        reject(new ConfigurationError('The DynamoDB stand-in is not listening on a TCP port'));
+        return;
+      }
+      resolve(`http://${LOOPBACK}:${address.port}`);
+    });
+  });
+}
+
+function closeServer(server: Server, sockets: Set<Socket>): Promise<void> {
+  return new Promise((resolve, reject) => {
+    // SDK clients keep connections alive; dynalite's close waits for them unless they are cut.
+    server.close((error) => (error ? reject(error) : resolve()));
+    server.closeAllConnections();
+    for (const socket of sockets) socket.destroy();
+  });
+}

@@ -1,0 +1,93 @@
+import { createHash } from 'node:crypto';
+import type { CommentRecord, PlatformData, UserRecord } from './platform.ts';
+import type { BufferEntry } from './zip.ts';
+
+/** The four documented files of an export archive, in the order they are written. */
+export const EXPORT_FILE_NAMES = ['dislikes.json', 'likes.json', 'messages.json', 'profile.json'] as const;
+
+/** Short stable identifiers derived from a comment id, standing in for the platform's own. */
+export function derivedId(kind: string, id: string, length = 12): string {
+  return createHash('sha256').update(`${kind}\u0000${id}`).digest('hex').slice(0, length);
+}
+
+/** An address from the documentation range (RFC 5737), stable per message. */
+function documentationIp(commentId: string): string {
+  const digest = createHash('sha256').update(`ip\u0000${commentId}`).digest();
+  return `192.0.2.${(digest[0] ?? 0) % 254 || 1}`;
+}
+
+export function messageContent(comment: CommentRecord): { id: string; text: string; type: 'text' }[] {
+  return [{ id: derivedId('content', comment.id, 8), text: comment.text, type: 'text' }];
+}
+
+function exportedMessage(data: PlatformData, comment: CommentRecord): Record<string, unknown> {
+  return {
+    manually_resolved: false,
+    author_id: comment.authorId,
+    moderator_id: null,
+    spot_id: data.spotId,
+    state: 'approved',
+    parent_comment_id: comment.parentId,
+    conversation_id: comment.conversationId,
+    published: true,
+    conv_message_id: `${comment.conversationId}_${comment.id}`,
+    written_at: comment.writtenAt,
+    content: messageContent(comment),
+    stars: 0,
+    metadata: {},
+    tags: [],
+    tags_metadata: {},
+    type: comment.parentId === null ? 'comment' : 'reply',
+    never_hard_delete: false,
+    additional_data: { labels: {} },
+    anonymous_user_id: null,
+    anonymous_user_name: null,
+    anonymous_image_id: null,
+    ip: documentationIp(comment.id),
+    edited: false,
+    token: derivedId('token', comment.id, 24),
+    id: comment.id,
+  };
+}
+
+function profile(data: PlatformData, user: UserRecord): Record<string, unknown> {
+  const roles: { role: string; stage: string }[] = [{ role: 'registered', stage: 'system' }];
+  if (user.role !== 'registered') roles.push({ role: user.role, stage: data.spotId });
+  return {
+    user_id: user.svcUserId,
+    registered: user.registered,
+    social_ids: [],
+    sso: user.primaryKey === null ? null : { primary_key: user.primaryKey },
+    roles,
+    basic: {
+      user_name: user.userName,
+      display_name: user.displayName,
+      image_id: user.imageUrl,
+      gender: null,
+      birthday: null,
+      about: user.bio,
+      location: user.location,
+      email: user.email,
+      email_verified: user.emailVerified,
+    },
+  };
+}
+
+/**
+ * Builds the archive's JSON files from the user's data as it is now. The export keeps these bytes,
+ * so a later change or deletion of the user does not change what the download holds.
+ */
+export function snapshotExportFiles(data: PlatformData, user: UserRecord): BufferEntry[] {
+  const votes = [...(data.votes.get(user.svcUserId) ?? new Map()).entries()].sort(([a], [b]) =>
+    a < b ? -1 : a > b ? 1 : 0,
+  );
+  const votedWith = (value: string) =>
+    votes.filter(([, vote]) => vote === value).map(([commentId]) => commentId);
+  const files: Record<(typeof EXPORT_FILE_NAMES)[number], unknown> = {
+    'dislikes.json': votedWith('dislike'),
+    'likes.json': votedWith('like'),
+    'messages.json': data.commentsBy(user.svcUserId).map((comment) => exportedMessage(data, comment)),
+    'profile.json': profile(data, user),
+  };
+  return EXPORT_FILE_NAMES.map((name) => ({ name, data: Buffer.from(JSON.stringify(files[name], null, 2)) }));
+}

@@ -1,0 +1,374 @@
+import { randomBytes } from 'node:crypto';
+import { snapshotExportFiles } from './archive.ts';
+import type { ParseOutcome } from './config-file.ts';
+import {
+  type ExportIdShape,
+  type FaultKind,
+  type FaultProfile,
+  parseFaultProfile,
+  type ResolvedFaults,
+  resolveFaults,
+} from './faults.ts';
+import { type CommentRecord, PlatformData, type UserRecord } from './platform.ts';
+import { createRandom, pseudoRandomBytes, type Random } from './prng.ts';
+import { type EmulatorState, parseEmulatorState } from './state.ts';
+import { planZip, type ZipPlan } from './zip.ts';
+
+export type CredentialKind = 'sso_access_token' | 'export_token';
+export type CredentialLocation = 'header' | 'query' | 'body';
+
+/** What a request presented where its endpoint expects a credential. Never holds the value. */
+export interface CredentialUse {
+  /** The credential the value matched: the expected one, the other one, unknown, or none (absent). */
+  kind: CredentialKind | 'unknown' | 'none';
+  expected: CredentialKind;
+  location: CredentialLocation;
+  name: string;
+  present: boolean;
+  valid: boolean;
+}
+
+/** A known token found somewhere its endpoint does not read it from, e.g. in a URL. */
+export interface StrayCredential {
+  kind: CredentialKind;
+  location: CredentialLocation;
+  name: string;
+}
+
+export type InjectedFault = FaultKind | 'truncate';
+
+export interface CallRecord {
+  seq: number;
+  at: string;
+  method: string;
+  path: string;
+  status: number | null;
+  fault: InjectedFault | null;
+  credential: CredentialUse | null;
+  stray_credentials: StrayCredential[];
+  duration_ms: number;
+}
+
+export type ExportOutcome = 'completed' | 'failed';
+
+export interface ExportRecord {
+  number: number;
+  publicId: string;
+  idBody: unknown;
+  svcUserId: string;
+  primaryKey: string | null;
+  createdAt: number;
+  readyAfterPolls: number;
+  outcome: ExportOutcome;
+  polls: number;
+  linkToken: string | null;
+  linkCreatedAt: number | null;
+  linkExpiresAt: number | null;
+  paddingBytes: number;
+  zip: ZipPlan;
+  downloads: number;
+}
+
+export type ExportStatusAnswer =
+  | { status: 'pending' }
+  | { status: 'failed' }
+  | { status: 'completed'; link: string };
+
+const MAX_CALLS = 10_000;
+
+export interface EmulatorSettings {
+  spotId: string;
+  ssoAccessToken: string;
+  exportToken: string;
+  state: EmulatorState;
+  faults: FaultProfile;
+  now: () => number;
+}
+
+/**
+ * The emulator's state and behaviour, independent of HTTP: the platform data, exports, the fault
+ * profile with its seeded random streams, the call log and the control operations.
+ */
+export class Emulator {
+  readonly spotId: string;
+  readonly ssoAccessToken: string;
+  readonly exportToken: string;
+  readonly now: () => number;
+  baseUrl = '';
+  data: PlatformData;
+  faults: ResolvedFaults;
+  activityEnabled = true;
+  private baselineState: EmulatorState;
+  private readonly initialFaults: FaultProfile;
+  private randoms: { faults: Random; names: Random; exports: Random; downloads: Random };
+  private readonly exports = new Map<string, ExportRecord>();
+  private readonly downloads = new Map<string, ExportRecord>();
+  private exportCounter = 0;
+  private calls: CallRecord[] = [];
+  private callCounter = 0;
+  private droppedCalls = 0;
+
+  constructor(settings: EmulatorSettings) {
+    this.spotId = settings.spotId;
+    this.ssoAccessToken = settings.ssoAccessToken;
+    this.exportToken = settings.exportToken;
+    this.now = settings.now;
+    this.baselineState = settings.state;
+    this.initialFaults = settings.faults;
+    this.faults = resolveFaults(settings.faults);
+    this.randoms = seededRandoms(this.faults.seed);
+    this.data = PlatformData.fromState(this.spotId, this.baselineState, this.randoms.names, this.now);
+  }
+
+  /** Back to the baseline state and the start-up fault profile, with fresh counters and PRNGs. */
+  reset(): void {
+    this.faults = resolveFaults(this.initialFaults);
+    this.restart();
+  }
+
+  /** Makes a state document the new baseline and applies it; the fault profile stays. */
+  loadState(document: unknown): ParseOutcome<EmulatorState> {
+    const outcome = parseEmulatorState(document);
+    if (!outcome.success) return outcome;
+    this.baselineState = outcome.value;
+    this.restart();
+    return outcome;
+  }
+
+  /** Replaces the fault profile (unset keys take their defaults) and reseeds the random streams. */
+  setFaults(document: unknown): ParseOutcome<ResolvedFaults> {
+    const outcome = parseFaultProfile(document);
+    if (!outcome.success) return outcome;
+    this.faults = resolveFaults(outcome.value);
+    this.randoms = seededRandoms(this.faults.seed);
+    this.data = this.rebindNames(this.data);
+    return { success: true, value: this.faults };
+  }
+
+  /** Decides whether a platform request gets a fault; draws from the fault stream only when it may. */
+  drawFault(pathname: string): FaultKind | null {
+    if (this.faults.error_rate <= 0) return null;
+    if (!this.faults.paths.some((prefix) => pathname.startsWith(prefix))) return null;
+    if (this.randoms.faults.next() >= this.faults.error_rate) return null;
+    return this.faults.errors[this.randoms.faults.below(this.faults.errors.length)] ?? null;
+  }
+
+  /** Decides whether a download is cut short and, if so, after how many bytes. */
+  drawTruncation(size: number): number | null {
+    if (this.faults.truncate_download_rate <= 0 || size < 2) return null;
+    if (this.randoms.downloads.next() >= this.faults.truncate_download_rate) return null;
+    return Math.max(1, Math.min(size - 1, Math.floor(size * (0.1 + 0.8 * this.randoms.downloads.next()))));
+  }
+
+  startExport(user: UserRecord): ExportRecord {
+    this.exportCounter += 1;
+    const number = this.exportCounter;
+    const shape = this.faults.export_id_shape;
+    const publicId = shape === 'bare_string' ? `exp_${number.toString(36).padStart(6, '0')}` : String(number);
+    const paddingBytes = this.faults.export_padding_bytes;
+    const seed = this.faults.seed;
+    const files = snapshotExportFiles(this.data, user);
+    const zip = planZip(
+      files,
+      paddingBytes > 0
+        ? [{ name: 'padding.bin', size: paddingBytes, chunks: () => pseudoRandomBytes(seed, paddingBytes) }]
+        : [],
+    );
+    // A scripted outcome (export_outcomes[n-1] for the n-th export) wins over the failure rate.
+    const scripted = this.faults.export_outcomes[number - 1];
+    const failed =
+      scripted !== undefined
+        ? scripted === 'failed'
+        : this.faults.export_failure_rate > 0 &&
+          this.randoms.exports.next() < this.faults.export_failure_rate;
+    const record: ExportRecord = {
+      number,
+      publicId,
+      idBody: exportIdBody(shape, number, publicId),
+      svcUserId: user.svcUserId,
+      primaryKey: user.primaryKey,
+      createdAt: this.now(),
+      readyAfterPolls: this.faults.export_ready_after_polls,
+      outcome: failed ? 'failed' : 'completed',
+      polls: 0,
+      linkToken: null,
+      linkCreatedAt: null,
+      linkExpiresAt: null,
+      paddingBytes,
+      zip,
+      downloads: 0,
+    };
+    this.exports.set(publicId, record);
+    return record;
+  }
+
+  findExport(publicId: string): ExportRecord | undefined {
+    return this.exports.get(publicId);
+  }
+
+  /** Counts a status poll and answers it: pending for the first N polls, then the outcome. */
+  pollExport(record: ExportRecord): ExportStatusAnswer {
+    record.polls += 1;
+    if (record.polls <= record.readyAfterPolls) return { status: 'pending' };
+    if (record.outcome === 'failed') return { status: 'failed' };
+    if (record.linkToken === null) {
+      const token = randomBytes(24).toString('base64url');
+      record.linkToken = token;
+      record.linkCreatedAt = this.now();
+      record.linkExpiresAt = record.linkCreatedAt + this.faults.link_ttl_seconds * 1000;
+      this.downloads.set(token, record);
+    }
+    return { status: 'completed', link: `${this.baseUrl}/_downloads/${record.linkToken}.zip` };
+  }
+
+  findDownload(token: string): ExportRecord | undefined {
+    return this.downloads.get(token);
+  }
+
+  record(call: Omit<CallRecord, 'seq'>): void {
+    this.callCounter += 1;
+    this.calls.push({ seq: this.callCounter, ...call });
+    if (this.calls.length > MAX_CALLS) {
+      this.calls.shift();
+      this.droppedCalls += 1;
+    }
+  }
+
+  // ---- control operations, shared by the HTTP control API and in-process callers ----
+
+  usersView(): Record<string, unknown>[] {
+    return [...this.data.users.values()].map((user) => this.userView(user));
+  }
+
+  userView(user: UserRecord): Record<string, unknown> {
+    return {
+      primary_key: user.primaryKey,
+      svc_user_id: user.svcUserId,
+      registered: user.registered,
+      user_name: user.userName,
+      display_name: user.displayName,
+      email: user.email,
+      email_verified: user.emailVerified,
+      image_url: user.imageUrl,
+      location: user.location,
+      private_profile: user.privateProfile,
+      user_metadata: user.userMetadata,
+      bio: user.bio,
+      role: user.role,
+      settings: { notifications: user.settings },
+      created_at: new Date(user.createdAt).toISOString(),
+      updated_at: new Date(user.updatedAt).toISOString(),
+    };
+  }
+
+  /** Finds a user by primary_key, or by svc_user_id (guests have no primary_key). */
+  findUser(key: string): UserRecord | undefined {
+    return this.data.userByPrimaryKey(key) ?? this.data.users.get(key);
+  }
+
+  commentsView(): Record<string, unknown>[] {
+    return [...this.data.comments.values()].map((comment: CommentRecord) => {
+      const author = this.data.users.get(comment.authorId);
+      const rank = this.data.rankOf(comment.id);
+      return {
+        id: comment.id,
+        conversation_id: comment.conversationId,
+        parent_id: comment.parentId,
+        text: comment.text,
+        written_at: comment.writtenAt,
+        author_svc_user_id: comment.authorId,
+        author_primary_key: author?.primaryKey ?? null,
+        author_registered: author?.registered ?? false,
+        likes: rank.up,
+        dislikes: rank.down,
+      };
+    });
+  }
+
+  exportsView(): Record<string, unknown>[] {
+    const now = this.now();
+    return [...this.exports.values()].map((record) => ({
+      id: record.publicId,
+      svc_user_id: record.svcUserId,
+      primary_key: record.primaryKey,
+      status: this.currentStatus(record),
+      outcome: record.outcome,
+      polls: record.polls,
+      ready_after_polls: record.readyAfterPolls,
+      created_at: new Date(record.createdAt).toISOString(),
+      link_created_at: record.linkCreatedAt === null ? null : new Date(record.linkCreatedAt).toISOString(),
+      link_expires_at: record.linkExpiresAt === null ? null : new Date(record.linkExpiresAt).toISOString(),
+      link_expired: record.linkExpiresAt !== null && now >= record.linkExpiresAt,
+      byte_size: record.zip.size,
+      padding_bytes: record.paddingBytes,
+      downloads: record.downloads,
+    }));
+  }
+
+  /** Makes an export's link expire now; undefined when unknown, false when it has no link yet. */
+  expireExport(publicId: string): boolean | undefined {
+    const record = this.exports.get(publicId);
+    if (!record) return undefined;
+    if (record.linkExpiresAt === null) return false;
+    record.linkExpiresAt = this.now();
+    return true;
+  }
+
+  callsView(): { calls: CallRecord[]; dropped: number } {
+    return { calls: this.calls.map((call) => structuredClone(call)), dropped: this.droppedCalls };
+  }
+
+  clearCalls(): void {
+    this.calls = [];
+    this.droppedCalls = 0;
+  }
+
+  private currentStatus(record: ExportRecord): string {
+    return record.polls <= record.readyAfterPolls ? 'pending' : record.outcome;
+  }
+
+  private restart(): void {
+    this.randoms = seededRandoms(this.faults.seed);
+    this.data = PlatformData.fromState(this.spotId, this.baselineState, this.randoms.names, this.now);
+    this.exports.clear();
+    this.downloads.clear();
+    this.exportCounter = 0;
+    this.activityEnabled = true;
+    this.clearCalls();
+    this.callCounter = 0;
+  }
+
+  /** Keeps the data but makes later name suffixes come from the new seed's stream. */
+  private rebindNames(data: PlatformData): PlatformData {
+    data.useNames(this.randoms.names);
+    return data;
+  }
+}
+
+function seededRandoms(seed: number) {
+  return {
+    faults: createRandom(seed, 'faults'),
+    names: createRandom(seed, 'names'),
+    exports: createRandom(seed, 'exports'),
+    downloads: createRandom(seed, 'downloads'),
+  };
+}
+
+function exportIdBody(shape: ExportIdShape, number: number, publicId: string): unknown {
+  switch (shape) {
+    case 'id_number':
+      return { id: number };
+    case 'id_string':
+      return { id: publicId };
+    case 'export_id':
+      return { export_id: publicId };
+    case 'exportId':
+      return { exportId: publicId };
+    case 'data.id':
+      return { data: { id: publicId } };
+    case 'bare_number':
+      return number;
+    case 'bare_string':
+      return publicId;
+  }
+}

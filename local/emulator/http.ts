@@ -1,0 +1,100 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ExportRecord } from './emulator.ts';
+
+export type JsonReply = { kind: 'json'; status: number; body: unknown; headers?: Record<string, string> };
+export type TextReply = { kind: 'text'; status: number; body: string };
+export type DownloadReply = { kind: 'download'; record: ExportRecord; head: boolean };
+
+/** What a handler answers; the server turns it into bytes (or a streamed archive). */
+export type Reply = JsonReply | TextReply | DownloadReply;
+
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+export class BodyTooLargeError extends Error {
+  override readonly name = 'BodyTooLargeError';
+}
+
+export function json(status: number, body: unknown, headers?: Record<string, string>): JsonReply {
+  return headers ? { kind: 'json', status, body, headers } : { kind: 'json', status, body };
+}
+
+/** The error body shape used for every refusal; never carries a credential or submitted value. */
+export function failure(
+  status: number,
+  code: string,
+  message: string,
+  extra: Record<string, unknown> = {},
+): JsonReply {
+  return json(status, { success: false, error: { code, message, ...extra } });
+}
+
+export function invalidField(field: string, message: string): JsonReply {
+  return failure(400, 'invalid_field', `${field}: ${message}`, { field });
+}
+
+export function readBody(request: IncomingMessage, limit = MAX_BODY_BYTES): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) tooLarge = true;
+      else chunks.push(chunk);
+    });
+    request.on('end', () =>
+      tooLarge ? reject(new BodyTooLargeError('request body too large')) : resolve(Buffer.concat(chunks)),
+    );
+    request.on('error', reject);
+  });
+}
+
+export type Query = { values: Map<string, string>; duplicate: string | null };
+
+export function parseQuery(search: URLSearchParams): Query {
+  const values = new Map<string, string>();
+  let duplicate: string | null = null;
+  for (const [key, value] of search) {
+    if (values.has(key)) duplicate ??= key;
+    values.set(key, value);
+  }
+  return { values, duplicate };
+}
+
+export function sendReply(response: ServerResponse, reply: JsonReply | TextReply): void {
+  const isJson = reply.kind === 'json';
+  const payload = isJson ? JSON.stringify(reply.body) : reply.body;
+  const headers: Record<string, string | number> = {
+    'Content-Type': isJson ? 'application/json; charset=utf-8' : 'text/plain; charset=utf-8',
+    'Content-Length': Buffer.byteLength(payload),
+    'Cache-Control': 'no-store',
+    ...(reply.kind === 'json' ? reply.headers : {}),
+  };
+  response.writeHead(reply.status, headers);
+  response.end(payload);
+}
+
+/** Resolves when the response can take more data, or when the client has gone away. */
+export function writable(response: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      response.off('drain', done);
+      response.off('close', done);
+      resolve();
+    };
+    response.once('drain', done);
+    response.once('close', done);
+  });
+}
+
+/** Resolves once the chunk has been handed to the socket (or the socket is gone). */
+export function flushed(response: ServerResponse, chunk: Buffer): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      response.off('close', done);
+      resolve();
+    };
+    response.once('close', done);
+    response.write(chunk, done);
+  });
+}

@@ -1,0 +1,334 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { EmulatorConfigError } from './config-file.ts';
+import { EmulatorControl, handleControlRequest } from './control.ts';
+import { Emulator, type InjectedFault } from './emulator.ts';
+import { credentialFor, handlePlatformRequest, type PlatformRequest, strayCredentials } from './endpoints.ts';
+import { type FaultKind, type FaultProfile, parseFaultProfile } from './faults.ts';
+import {
+  BodyTooLargeError,
+  type DownloadReply,
+  failure,
+  flushed,
+  parseQuery,
+  readBody,
+  sendReply,
+  writable,
+} from './http.ts';
+import { type EmulatorState, parseEmulatorState } from './state.ts';
+
+export { EmulatorConfigError } from './config-file.ts';
+export { EmulatorControl } from './control.ts';
+
+export interface EmulatorOptions {
+  /** @default '127.0.0.1' */
+  host?: string;
+  /** @default 0 (a free port) */
+  port?: number;
+  /** @default the state's spot_id, else 'sp_demo' */
+  spotId?: string;
+  /** @default a random string */
+  ssoAccessToken?: string;
+  /** @default a random string */
+  exportToken?: string;
+  /** Parsed state (see state.ts). @default empty */
+  state?: EmulatorState;
+  /** Parsed fault profile (see faults.ts). @default no faults */
+  faults?: FaultProfile;
+  /** Clock in milliseconds; tests move it to expire links. @default Date.now */
+  now?: () => number;
+}
+
+export interface RunningEmulator {
+  url: string;
+  spotId: string;
+  ssoAccessToken: string;
+  exportToken: string;
+  /** Stops accepting, destroys open sockets, resolves when closed. */
+  close(): Promise<void>;
+}
+
+const CONTROL_PREFIX = '/_emulator';
+const controls = new WeakMap<RunningEmulator, EmulatorControl>();
+
+/** The in-process twin of the HTTP control API for an emulator started in this process. */
+export function emulatorControl(running: RunningEmulator): EmulatorControl {
+  const control = controls.get(running);
+  if (!control)
+    throw new Error('emulatorControl() needs an emulator returned by startEmulator() in this process');
+  return control;
+}
+
+interface Lifecycle {
+  sockets: Set<Socket>;
+  /** Wakes stalled ("timeout" fault) requests so close() does not wait for them. */
+  stalls: Set<() => void>;
+  closing: boolean;
+}
+
+/** Starts the platform emulator: all eight endpoints, the download links and /_emulator/ on one base url. */
+export async function startEmulator(options: EmulatorOptions = {}): Promise<RunningEmulator> {
+  const state = parseEmulatorState(options.state ?? {});
+  if (!state.success) {
+    throw new EmulatorConfigError(
+      `Emulator state is invalid: ${state.problems.map((p) => `${p.field}: ${p.message}`).join('; ')}`,
+      state.problems,
+    );
+  }
+  const faults = parseFaultProfile(options.faults ?? {});
+  if (!faults.success) {
+    throw new EmulatorConfigError(
+      `Emulator fault profile is invalid: ${faults.problems.map((p) => `${p.field}: ${p.message}`).join('; ')}`,
+      faults.problems,
+    );
+  }
+  const emulator = new Emulator({
+    spotId: options.spotId ?? state.value.spot_id ?? 'sp_demo',
+    ssoAccessToken: options.ssoAccessToken ?? randomBytes(24).toString('base64url'),
+    exportToken: options.exportToken ?? randomBytes(24).toString('base64url'),
+    state: state.value,
+    faults: faults.value,
+    now: options.now ?? Date.now,
+  });
+  const control = new EmulatorControl(emulator);
+  const lifecycle: Lifecycle = { sockets: new Set(), stalls: new Set(), closing: false };
+
+  const server = createServer((request, response) => {
+    handle(emulator, control, lifecycle, request, response).catch((error: unknown) => {
+      // An emulator bug must not take the server down, nor hide: one line on stderr (stdout stays
+      // machine-readable), and a plain 500 that leaks nothing to the client.
+      const reason = error instanceof Error ? `${error.name}: ${error.message}` : 'unknown error';
+      process.stderr.write(
+        `svc-dsr emulator: internal error while answering ${request.method ?? ''}: ${reason}\n`,
+      );
+      if (!response.headersSent)
+        sendReply(response, failure(500, 'emulator_error', 'internal emulator error'));
+      else response.destroy();
+    });
+  });
+  server.on('connection', (socket) => {
+    lifecycle.sockets.add(socket);
+    socket.on('close', () => lifecycle.sockets.delete(socket));
+  });
+
+  const host = options.host ?? '127.0.0.1';
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 0);
+  const url = `http://${urlHost(host)}:${port}`;
+  emulator.baseUrl = url;
+
+  let closed: Promise<void> | undefined;
+  const running: RunningEmulator = {
+    url,
+    spotId: emulator.spotId,
+    ssoAccessToken: emulator.ssoAccessToken,
+    exportToken: emulator.exportToken,
+    close() {
+      closed ??= new Promise<void>((resolve) => {
+        lifecycle.closing = true;
+        server.close(() => resolve());
+        for (const wake of lifecycle.stalls) wake();
+        server.closeAllConnections();
+        for (const socket of lifecycle.sockets) socket.destroy();
+      });
+      return closed;
+    },
+  };
+  controls.set(running, control);
+  return running;
+}
+
+function urlHost(host: string): string {
+  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
+  if (host === '::') return '[::1]';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+async function handle(
+  emulator: Emulator,
+  control: EmulatorControl,
+  lifecycle: Lifecycle,
+  request: IncomingMessage,
+  response: ServerResponse,
+): Promise<void> {
+  const started = performance.now();
+  const method = request.method ?? 'GET';
+  const url = new URL(request.url ?? '/', 'http://emulator.invalid');
+  const isControl = url.pathname === CONTROL_PREFIX || url.pathname.startsWith(`${CONTROL_PREFIX}/`);
+  const platformRequest: PlatformRequest = {
+    method,
+    pathname: url.pathname,
+    query: parseQuery(url.searchParams),
+    headers: request.headers,
+    body: Buffer.alloc(0),
+    credential: null,
+  };
+  const record = (status: number | null, fault: InjectedFault | null) => {
+    if (isControl) return;
+    emulator.record({
+      at: new Date(emulator.now()).toISOString(),
+      method,
+      path: redactedPath(url, emulator),
+      status,
+      fault,
+      credential: platformRequest.credential,
+      stray_credentials: strayCredentials(emulator, platformRequest),
+      duration_ms: Math.round(performance.now() - started),
+    });
+  };
+
+  try {
+    platformRequest.body = await readBody(request);
+  } catch (error) {
+    if (!(error instanceof BodyTooLargeError)) {
+      response.destroy();
+      record(null, null);
+      return;
+    }
+    sendReply(response, failure(413, 'body_too_large', 'the request body is larger than 1 MiB'));
+    record(413, null);
+    return;
+  }
+
+  if (isControl) {
+    sendReply(response, handleControlRequest(emulator, control, method, url.pathname, platformRequest.body));
+    return;
+  }
+
+  const fault = emulator.drawFault(url.pathname);
+  if (fault) {
+    platformRequest.credential = credentialFor(emulator, platformRequest);
+    const status = await injectFault(emulator, lifecycle, request, response, fault);
+    record(status, fault);
+    return;
+  }
+
+  const reply = handlePlatformRequest(emulator, platformRequest);
+  if (reply.kind !== 'download') {
+    sendReply(response, reply);
+    record(reply.status, null);
+    return;
+  }
+  const truncated = await sendDownload(emulator, response, reply);
+  record(200, truncated ? 'truncate' : null);
+}
+
+const FAULT_ANSWERS: Record<'500' | '502' | '503', { code: string; message: string }> = {
+  '500': { code: 'internal_error', message: 'internal server error (injected by the fault profile)' },
+  '502': { code: 'bad_gateway', message: 'bad gateway (injected by the fault profile)' },
+  '503': { code: 'service_unavailable', message: 'service unavailable (injected by the fault profile)' },
+};
+
+/** Answers a fault; resolves to the status sent, or null when no answer was sent. */
+async function injectFault(
+  emulator: Emulator,
+  lifecycle: Lifecycle,
+  request: IncomingMessage,
+  response: ServerResponse,
+  fault: FaultKind,
+): Promise<number | null> {
+  switch (fault) {
+    case '500':
+    case '502':
+    case '503': {
+      const answer = FAULT_ANSWERS[fault];
+      sendReply(response, failure(Number(fault), answer.code, answer.message));
+      return Number(fault);
+    }
+    case '429':
+      sendReply(response, {
+        kind: 'json',
+        status: 429,
+        body: {
+          success: false,
+          error: { code: 'rate_limited', message: 'too many requests (injected by the fault profile)' },
+        },
+        headers: { 'Retry-After': String(emulator.faults.retry_after_seconds) },
+      });
+      return 429;
+    case 'timeout': {
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          lifecycle.stalls.delete(wake);
+          response.off('close', wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, emulator.faults.timeout_ms);
+        lifecycle.stalls.add(wake);
+        response.once('close', wake);
+      });
+      if (lifecycle.closing || request.socket.destroyed) return null;
+      sendReply(
+        response,
+        failure(504, 'gateway_timeout', 'upstream timed out (injected by the fault profile)'),
+      );
+      return 504;
+    }
+    case 'reset':
+      request.socket.destroy();
+      return null;
+  }
+}
+
+/** Streams an archive with its full Content-Length; a truncation fault cuts it short. Resolves true if cut. */
+async function sendDownload(
+  emulator: Emulator,
+  response: ServerResponse,
+  reply: DownloadReply,
+): Promise<boolean> {
+  const { record, head } = reply;
+  const size = record.zip.size;
+  response.writeHead(200, {
+    'Content-Type': 'application/zip',
+    'Content-Length': size,
+    'Content-Disposition': `attachment; filename="export-${record.publicId}.zip"`,
+    'Cache-Control': 'no-store',
+  });
+  if (head) {
+    response.end();
+    return false;
+  }
+  record.downloads += 1;
+  const cutoff = emulator.drawTruncation(size);
+  let sent = 0;
+  for (const chunk of record.zip.chunks()) {
+    if (response.destroyed) return false;
+    if (cutoff !== null && sent + chunk.length >= cutoff) {
+      await flushed(response, chunk.subarray(0, cutoff - sent));
+      response.socket?.destroy();
+      return true;
+    }
+    sent += chunk.length;
+    if (!response.write(chunk)) await writable(response);
+  }
+  response.end();
+  return false;
+}
+
+const SECRET_QUERY_PARAMETERS = new Set(['access_token', 'apikey', 'code_a']);
+
+/** The request path for the call log: token values, session codes and download tokens become [redacted]. */
+function redactedPath(url: URL, emulator: Emulator): string {
+  const tokens = [emulator.ssoAccessToken, emulator.exportToken].filter((token) => token !== '');
+  const scrub = (text: string) =>
+    tokens.reduce(
+      (out, token) => out.split(token).join('[redacted]').split(encodeURIComponent(token)).join('[redacted]'),
+      text,
+    );
+  const pathname = scrub(url.pathname.replace(/^\/_downloads\/[^/]+\.zip$/, '/_downloads/[redacted].zip'));
+  const parts: string[] = [];
+  for (const [key, value] of url.searchParams) {
+    const secret = SECRET_QUERY_PARAMETERS.has(key) || tokens.some((token) => value.includes(token));
+    parts.push(`${encodeURIComponent(key)}=${secret ? '[redacted]' : encodeURIComponent(value)}`);
+  }
+  return parts.length > 0 ? `${pathname}?${scrub(parts.join('&'))}` : pathname;
+}

@@ -1,0 +1,213 @@
+import * as zlib from 'node:zlib';
+
+/** An entry whose bytes are already in memory (the four JSON files). */
+export interface BufferEntry {
+  name: string;
+  data: Buffer;
+}
+
+/** An entry produced on demand, stored uncompressed so the archive size is known before sending. */
+export interface StreamEntry {
+  name: string;
+  size: number;
+  chunks: () => Iterable<Buffer>;
+}
+
+export interface ZipPlan {
+  /** Exact byte length of the archive, usable as Content-Length before any byte is produced. */
+  size: number;
+  /** Produces the archive bytes in order; can be called once per download. */
+  chunks: () => Generator<Buffer>;
+}
+
+/** The largest streamed entry this writer supports: ZIP64 is not needed below 4 GiB. */
+export const MAX_STREAM_ENTRY_BYTES = 4_000_000_000;
+
+const LOCAL_HEADER_SIGNATURE = 0x04034b50;
+const DATA_DESCRIPTOR_SIGNATURE = 0x08074b50;
+const CENTRAL_HEADER_SIGNATURE = 0x02014b50;
+const END_OF_CENTRAL_DIRECTORY_SIGNATURE = 0x06054b50;
+const FLAG_UTF8_NAME = 0x0800;
+const FLAG_DATA_DESCRIPTOR = 0x0008;
+const METHOD_STORED = 0;
+const METHOD_DEFLATE = 8;
+const VERSION_NEEDED = 20;
+const VERSION_MADE_BY_UNIX = (3 << 8) | VERSION_NEEDED;
+const UNIX_FILE_MODE = 0o100644;
+// 2020-01-01 00:00:00 written as raw DOS fields, so the bytes do not depend on the time zone.
+const DOS_DATE = ((2020 - 1980) << 9) | (1 << 5) | 1;
+const DOS_TIME = 0;
+
+const crc32 = nativeOrPortableCrc32();
+
+interface PreparedEntry {
+  name: Buffer;
+  method: number;
+  flags: number;
+  crc: number;
+  compressedSize: number;
+  uncompressedSize: number;
+  data?: Buffer;
+  stream?: StreamEntry;
+  offset: number;
+}
+
+/**
+ * Plans a deterministic zip: buffer entries are deflated up front; stream entries are stored and
+ * followed by a data descriptor, so their CRC is computed while the bytes go out.
+ */
+export function planZip(buffers: BufferEntry[], streams: StreamEntry[] = []): ZipPlan {
+  const entries: PreparedEntry[] = [];
+  let offset = 0;
+  for (const entry of buffers) {
+    const compressed = zlib.deflateRawSync(entry.data, { level: 6 });
+    const prepared: PreparedEntry = {
+      name: Buffer.from(entry.name, 'utf8'),
+      method: METHOD_DEFLATE,
+      flags: FLAG_UTF8_NAME,
+      crc: crc32(entry.data, 0),
+      compressedSize: compressed.length,
+      uncompressedSize: entry.data.length,
+      data: compressed,
+      offset,
+    };
+    entries.push(prepared);
+    offset += 30 + prepared.name.length + compressed.length;
+  }
+  for (const entry of streams) {
+    if (!Number.isSafeInteger(entry.size) || entry.size < 0 || entry.size > MAX_STREAM_ENTRY_BYTES) {
+      throw new RangeError(`zip entry ${entry.name} must be 0..${MAX_STREAM_ENTRY_BYTES} bytes`);
+    }
+    const prepared: PreparedEntry = {
+      name: Buffer.from(entry.name, 'utf8'),
+      method: METHOD_STORED,
+      flags: FLAG_UTF8_NAME | FLAG_DATA_DESCRIPTOR,
+      crc: 0,
+      compressedSize: entry.size,
+      uncompressedSize: entry.size,
+      stream: entry,
+      offset,
+    };
+    entries.push(prepared);
+    offset += 30 + prepared.name.length + entry.size + 16;
+  }
+  const centralDirectorySize = entries.reduce((sum, entry) => sum + 46 + entry.name.length, 0);
+  const size = offset + centralDirectorySize + 22;
+  if (size > 0xffffffff) throw new RangeError('zip archive would need ZIP64');
+
+  const chunks = function* (): Generator<Buffer> {
+    // CRCs of stream entries are filled in as they are produced; keep the plan reusable.
+    const crcs = entries.map((entry) => entry.crc);
+    for (const [index, entry] of entries.entries()) {
+      yield localHeader(entry);
+      if (entry.data) {
+        yield entry.data;
+        continue;
+      }
+      let crc = 0;
+      let produced = 0;
+      for (const chunk of entry.stream?.chunks() ?? []) {
+        crc = crc32(chunk, crc);
+        produced += chunk.length;
+        yield chunk;
+      }
+      if (produced !== entry.uncompressedSize) {
+        throw new Error(
+          `zip entry ${entry.name.toString()} produced ${produced} bytes, planned ${entry.uncompressedSize}`,
+        );
+      }
+      crcs[index] = crc;
+      yield dataDescriptor(crc, entry.uncompressedSize);
+    }
+    for (const [index, entry] of entries.entries()) {
+      yield centralHeader(entry, crcs[index] ?? 0);
+    }
+    yield endOfCentralDirectory(entries.length, centralDirectorySize, offset);
+  };
+  return { size, chunks };
+}
+
+function localHeader(entry: PreparedEntry): Buffer {
+  const header = Buffer.alloc(30 + entry.name.length);
+  const deferred = (entry.flags & FLAG_DATA_DESCRIPTOR) !== 0;
+  header.writeUInt32LE(LOCAL_HEADER_SIGNATURE, 0);
+  header.writeUInt16LE(VERSION_NEEDED, 4);
+  header.writeUInt16LE(entry.flags, 6);
+  header.writeUInt16LE(entry.method, 8);
+  header.writeUInt16LE(DOS_TIME, 10);
+  header.writeUInt16LE(DOS_DATE, 12);
+  header.writeUInt32LE(deferred ? 0 : entry.crc, 14);
+  header.writeUInt32LE(deferred ? 0 : entry.compressedSize, 18);
+  header.writeUInt32LE(deferred ? 0 : entry.uncompressedSize, 22);
+  header.writeUInt16LE(entry.name.length, 26);
+  header.writeUInt16LE(0, 28);
+  entry.name.copy(header, 30);
+  return header;
+}
+
+function dataDescriptor(crc: number, size: number): Buffer {
+  const descriptor = Buffer.alloc(16);
+  descriptor.writeUInt32LE(DATA_DESCRIPTOR_SIGNATURE, 0);
+  descriptor.writeUInt32LE(crc, 4);
+  descriptor.writeUInt32LE(size, 8);
+  descriptor.writeUInt32LE(size, 12);
+  return descriptor;
+}
+
+function centralHeader(entry: PreparedEntry, crc: number): Buffer {
+  const header = Buffer.alloc(46 + entry.name.length);
+  header.writeUInt32LE(CENTRAL_HEADER_SIGNATURE, 0);
+  header.writeUInt16LE(VERSION_MADE_BY_UNIX, 4);
+  header.writeUInt16LE(VERSION_NEEDED, 6);
+  header.writeUInt16LE(entry.flags, 8);
+  header.writeUInt16LE(entry.method, 10);
+  header.writeUInt16LE(DOS_TIME, 12);
+  header.writeUInt16LE(DOS_DATE, 14);
+  header.writeUInt32LE(crc, 16);
+  header.writeUInt32LE(entry.compressedSize, 20);
+  header.writeUInt32LE(entry.uncompressedSize, 24);
+  header.writeUInt16LE(entry.name.length, 28);
+  header.writeUInt16LE(0, 30);
+  header.writeUInt16LE(0, 32);
+  header.writeUInt16LE(0, 34);
+  header.writeUInt16LE(0, 36);
+  header.writeUInt32LE((UNIX_FILE_MODE << 16) >>> 0, 38);
+  header.writeUInt32LE(entry.offset, 42);
+  entry.name.copy(header, 46);
+  return header;
+}
+
+function endOfCentralDirectory(
+  count: number,
+  centralDirectorySize: number,
+  centralDirectoryOffset: number,
+): Buffer {
+  const record = Buffer.alloc(22);
+  record.writeUInt32LE(END_OF_CENTRAL_DIRECTORY_SIGNATURE, 0);
+  record.writeUInt16LE(0, 4);
+  record.writeUInt16LE(0, 6);
+  record.writeUInt16LE(count, 8);
+  record.writeUInt16LE(count, 10);
+  record.writeUInt32LE(centralDirectorySize, 12);
+  record.writeUInt32LE(centralDirectoryOffset, 16);
+  record.writeUInt16LE(0, 20);
+  return record;
+}
+
+type Crc32 = (data: Buffer, previous: number) => number;
+
+// zlib.crc32 exists from Node 20.15; older 20.x releases get the table-driven version.
+function nativeOrPortableCrc32(): Crc32 {
+  if (typeof zlib.crc32 === 'function') return (data, previous) => zlib.crc32(data, previous);
+  const table = new Uint32Array(256);
+  for (let n = 0; n < 256; n += 1) {
+    let c = n;
+    for (let k = 0; k < 8; k += 1) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    table[n] = c >>> 0;
+  }
+  return (data, previous) => {
+    let crc = (previous ^ 0xffffffff) >>> 0;
+    for (const byte of data) crc = (table[(crc ^ byte) & 0xff] ?? 0) ^ (crc >>> 8);
+    return (crc ^ 0xffffffff) >>> 0;
+  };
+}

@@ -1,0 +1,299 @@
+/**
+ * Runs a resolved state machine with aws-local-stepfunctions, handing every Lambda Task to an
+ * in-process handler the way Lambda would: the payload and the result cross a JSON boundary, and a
+ * thrown error surfaces by its `name` so Retry and Catch match exactly as they do in AWS.
+ */
+import './polyfills.ts';
+import {
+  ExecutionAbortedError,
+  ExecutionError,
+  ExecutionTimeoutError,
+  type RunOptions,
+  StateMachine,
+  type StateMachineDefinition,
+} from 'aws-local-stepfunctions';
+import { z } from 'zod';
+import { ConfigurationError } from '#shared/errors';
+import { LOCAL_ACCOUNT_ID, LOCAL_PARTITION, LOCAL_REGION, type ResolvedStateMachine } from './asl.ts';
+
+/** An in-process Lambda handler: gets the invocation payload; its return value becomes the task's Payload. */
+export type LocalLambda = (payload: unknown) => Promise<unknown>;
+
+/** How a {@link LocalStateMachine} runs its tasks and how much it compresses time. */
+export interface RunnerOptions {
+  /** Logical id of the Lambda in the template -> in-process handler. */
+  readonly handlers: Readonly<Record<string, LocalLambda>>;
+  /** Every Wait state lasts this many ms instead of its real duration. @default 0 */
+  readonly waitMs?: number;
+  /** Every Retry interval lasts this many ms. @default 0 */
+  readonly retryIntervalMs?: number;
+}
+
+/** Identifies one execution, as Step Functions would in the context object (`$$.Execution`). */
+export interface RunContext {
+  /** `$$.Execution.Name`. */
+  readonly executionName: string;
+  /** `$$.Execution.Id`. @default arn:aws:states:us-east-1:000000000000:execution:<state machine>:<name> */
+  readonly executionArn?: string;
+  /** Aborting it stops the execution with status ABORTED. */
+  readonly signal?: AbortSignal;
+}
+
+/** One entry of the execution's event log; a deep copy, safe to keep and to mutate. */
+export interface ExecutionEvent {
+  readonly type: string;
+  readonly [key: string]: unknown;
+}
+
+/** How an execution ended, with its full event log. */
+export interface ExecutionResult {
+  readonly status: 'SUCCEEDED' | 'FAILED' | 'ABORTED' | 'TIMED_OUT';
+  readonly output?: unknown;
+  readonly error?: string;
+  readonly cause?: string;
+  /** Every state's entered/exited with input and output, task failures, retries and catches. */
+  readonly events: readonly ExecutionEvent[];
+}
+
+type Overrides = NonNullable<RunOptions['overrides']>;
+type TaskOverrides = NonNullable<Overrides['taskResourceLocalHandlers']>;
+type TaskOverride = TaskOverrides[string];
+type JsonValue = Parameters<TaskOverride>[0];
+
+const LAMBDA_INVOKE = /^arn:[^:]+:states:::lambda:invoke$/;
+const LAMBDA_INVOKE_ANY = /^arn:[^:]+:states:::lambda:invoke(\.|$)/;
+const LAMBDA_FUNCTION_ARN = /^arn:[^:]+:lambda:[^:]*:[^:]*:function:([^:]+)(?::[^:]+)?$/;
+
+/** Lambda's own error when a function does not exist; the closest AWS answer to a missing handler. */
+const FUNCTION_NOT_FOUND = 'Lambda.ResourceNotFoundException';
+
+const invokeParametersSchema = z.looseObject({
+  FunctionName: z.string().min(1),
+  Payload: z.unknown().optional(),
+});
+
+/**
+ * A synthesized state machine, validated and built once (that costs ~300 ms), then run as often as
+ * needed with in-process Lambda handlers.
+ */
+export class LocalStateMachine {
+  readonly #machine: StateMachine;
+  readonly #overrides: Overrides;
+  readonly #stateMachineArn: string;
+  readonly #stateMachineName: string;
+  readonly #functions: ReadonlyMap<string, string>;
+  readonly #handlers: Readonly<Record<string, LocalLambda>>;
+
+  constructor(resolved: ResolvedStateMachine, options: RunnerOptions) {
+    const definition = structuredClone(resolved.definition);
+    if (!isStateMachineDefinition(definition)) {
+      throw new ConfigurationError(
+        'The resolved definition has no StartAt or States; resolve it with resolveStateMachine',
+      );
+    }
+    this.#functions = resolved.functions;
+    this.#handlers = options.handlers;
+    this.#stateMachineName = resolved.logicalId;
+    this.#stateMachineArn = `arn:${LOCAL_PARTITION}:states:${LOCAL_REGION}:${LOCAL_ACCOUNT_ID}:stateMachine:${resolved.logicalId}`;
+
+    const taskResourceLocalHandlers: TaskOverrides = {};
+    const waitTimeOverrides: Record<string, number> = {};
+    const retryIntervalOverrides: Record<string, number> = {};
+    for (const [name, state] of allStates(definition.States)) {
+      if (state.Type === 'Task') taskResourceLocalHandlers[name] = this.#taskOverride(name, state.Resource);
+      if (state.Type === 'Wait') waitTimeOverrides[name] = options.waitMs ?? 0;
+      if (state.Retry !== undefined) retryIntervalOverrides[name] = options.retryIntervalMs ?? 0;
+    }
+    this.#overrides = { taskResourceLocalHandlers, waitTimeOverrides, retryIntervalOverrides };
+    this.#machine = new StateMachine(definition);
+  }
+
+  /** Runs one execution to its end and returns its status, output or error, and event log. */
+  async run(input: unknown, context: RunContext): Promise<ExecutionResult> {
+    if (context.executionName.length === 0) throw new ConfigurationError('executionName must not be empty');
+    const executionInput = jsonCopy(input, 'the execution input');
+    const executionArn =
+      context.executionArn ??
+      `arn:${LOCAL_PARTITION}:states:${LOCAL_REGION}:${LOCAL_ACCOUNT_ID}:execution:${this.#stateMachineName}:${context.executionName}`;
+    const execution = this.#machine.run(executionInput, {
+      overrides: this.#overrides,
+      context: {
+        Execution: { Id: executionArn, Name: context.executionName },
+        StateMachine: { Id: this.#stateMachineArn, Name: this.#stateMachineName },
+      },
+    });
+
+    const events: ExecutionEvent[] = [];
+    // The library's events hold live references to state data; copy each as soon as it arrives.
+    const collecting = (async () => {
+      for await (const event of execution.eventLogs) events.push(copyEvent(event));
+    })();
+    const abort = () => execution.abort();
+    if (context.signal?.aborted) abort();
+    context.signal?.addEventListener('abort', abort, { once: true });
+
+    try {
+      const output = await execution.result;
+      await collecting;
+      return { status: 'SUCCEEDED', output: structuredClone(output), events };
+    } catch (error) {
+      await collecting;
+      return { ...describeFailure(error), events };
+    } finally {
+      context.signal?.removeEventListener('abort', abort);
+    }
+  }
+
+  #taskOverride(stateName: string, resource: string): TaskOverride {
+    if (LAMBDA_INVOKE.test(resource)) {
+      return async (input) => {
+        const parameters = invokeParametersSchema.safeParse(input);
+        if (!parameters.success) {
+          throw namedError(
+            'States.Runtime',
+            `Task ${stateName}: lambda:invoke needs Parameters with a FunctionName string: ${z.prettifyError(parameters.error)}`,
+          );
+        }
+        const handler = this.#handlerFor(stateName, parameters.data.FunctionName);
+        const payload = parameters.data.Payload === undefined ? {} : parameters.data.Payload;
+        const result = await invoke(handler, payload);
+        return { ExecutedVersion: '$LATEST', Payload: result, StatusCode: 200 };
+      };
+    }
+    if (LAMBDA_FUNCTION_ARN.test(resource)) {
+      return async (input) => invoke(this.#handlerFor(stateName, resource), input);
+    }
+    const why = LAMBDA_INVOKE_ANY.test(resource)
+      ? 'callback and async invocations (.waitForTaskToken) are not supported locally'
+      : 'the local runner executes only Lambda tasks (lambda:invoke or a function ARN)';
+    throw new ConfigurationError(`Task state ${stateName} uses the resource ${resource}: ${why}`);
+  }
+
+  #handlerFor(stateName: string, functionName: string): LocalLambda {
+    const logicalId = this.#logicalIdOf(functionName);
+    if (logicalId === undefined) {
+      const known = [...new Set(this.#functions.values())].join(', ') || 'none';
+      throw namedError(
+        FUNCTION_NOT_FOUND,
+        `Task ${stateName}: FunctionName ${functionName} is not a Lambda function of the template (functions in this state machine: ${known})`,
+      );
+    }
+    const handler = Object.hasOwn(this.#handlers, logicalId) ? this.#handlers[logicalId] : undefined;
+    if (handler === undefined) {
+      const registered = Object.keys(this.#handlers).join(', ') || 'none';
+      throw namedError(
+        FUNCTION_NOT_FOUND,
+        `Task ${stateName}: no local handler for the Lambda with logical id ${logicalId}; handlers are registered for: ${registered}`,
+      );
+    }
+    return handler;
+  }
+
+  #logicalIdOf(functionName: string): string | undefined {
+    const exact = this.#functions.get(functionName);
+    if (exact !== undefined) return exact;
+    // A qualified ARN (…:function:Name:alias) or a bare function name still names the same function.
+    const name = LAMBDA_FUNCTION_ARN.exec(functionName)?.[1] ?? functionName;
+    return [...this.#functions.values()].find((logicalId) => logicalId === name);
+  }
+}
+
+interface StateSummary {
+  readonly Type: string;
+  readonly Resource: string;
+  readonly Retry: unknown;
+}
+
+const stateSchema = z.looseObject({
+  Type: z.string(),
+  Resource: z.string().optional(),
+  Retry: z.array(z.unknown()).optional(),
+  Branches: z.array(z.looseObject({ States: z.record(z.string(), z.unknown()) })).optional(),
+  Iterator: z.looseObject({ States: z.record(z.string(), z.unknown()) }).optional(),
+  ItemProcessor: z.looseObject({ States: z.record(z.string(), z.unknown()) }).optional(),
+});
+
+/** Every state, including those nested in Parallel branches and Map iterators; overrides are keyed by name. */
+function* allStates(states: Record<string, unknown>): Generator<[string, StateSummary]> {
+  for (const [name, raw] of Object.entries(states)) {
+    const state = stateSchema.safeParse(raw);
+    if (!state.success) {
+      throw new ConfigurationError(`State ${name} is not an ASL state: ${z.prettifyError(state.error)}`);
+    }
+    const { Type, Resource = '', Retry, Branches = [], Iterator, ItemProcessor } = state.data;
+    yield [name, { Type, Resource, Retry }];
+    for (const branch of [...Branches, Iterator, ItemProcessor]) {
+      if (branch !== undefined) yield* allStates(branch.States);
+    }
+  }
+}
+
+function isStateMachineDefinition(
+  value: Record<string, unknown>,
+): value is Record<string, unknown> & StateMachineDefinition {
+  return typeof value.StartAt === 'string' && typeof value.States === 'object' && value.States !== null;
+}
+
+/** Calls a handler across the JSON boundary Lambda puts between a state machine and its code. */
+async function invoke(handler: LocalLambda, payload: unknown): Promise<JsonValue> {
+  const event = jsonCopy(payload, 'the Lambda payload');
+  let result: unknown;
+  try {
+    result = await handler(event);
+  } catch (thrown) {
+    throw asLambdaError(thrown);
+  }
+  return jsonCopy(result, 'the Lambda result');
+}
+
+/**
+ * The error Step Functions sees when a Lambda throws: Error is the error's name and Cause is the
+ * JSON document Lambda reports ({errorType, errorMessage, trace}), so local Catch outputs look like AWS's.
+ */
+function asLambdaError(thrown: unknown): Error {
+  const errorType = thrown instanceof Error ? thrown.name : 'Error';
+  const errorMessage = thrown instanceof Error ? thrown.message : String(thrown);
+  const trace = thrown instanceof Error ? (thrown.stack ?? '').split('\n') : [];
+  return namedError(errorType, JSON.stringify({ errorType, errorMessage, trace }));
+}
+
+function namedError(name: string, message: string): Error {
+  const error = new Error(message);
+  error.name = name;
+  return error;
+}
+
+/** A JSON round trip: what survives serialization, as Lambda and Step Functions would pass it on. */
+function jsonCopy(value: unknown, what: string): JsonValue {
+  const text = JSON.stringify(value);
+  if (text === undefined) return null;
+  const copy: unknown = JSON.parse(text);
+  if (!isJsonValue(copy)) throw namedError('States.Runtime', `${what} is not JSON`);
+  return copy;
+}
+
+function isJsonValue(value: unknown): value is JsonValue {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return true;
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (Array.isArray(value)) return value.every(isJsonValue);
+  if (typeof value === 'object') return Object.values(value).every(isJsonValue);
+  return false;
+}
+
+function copyEvent(event: { readonly type: string }): ExecutionEvent {
+  const copy: ExecutionEvent = structuredClone(event);
+  // A failure's Cause may be an Error object from the library; keep the log plain data.
+  const cause = copy.Cause;
+  return cause instanceof Error ? { ...copy, Cause: cause.message } : copy;
+}
+
+function describeFailure(error: unknown): Omit<ExecutionResult, 'events'> {
+  if (error instanceof ExecutionAbortedError) return { status: 'ABORTED' };
+  if (error instanceof ExecutionTimeoutError) {
+    return { status: 'TIMED_OUT', error: 'States.Timeout', cause: 'The execution ran past TimeoutSeconds' };
+  }
+  if (error instanceof ExecutionError && error.cause instanceof Error) {
+    return { status: 'FAILED', error: error.cause.name, cause: error.cause.message };
+  }
+  throw error;
+}

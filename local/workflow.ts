@@ -1,0 +1,235 @@
+import './polyfills.ts';
+import { randomBytes } from 'node:crypto';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CreateBucketCommand, PutBucketVersioningCommand, S3Client } from '@aws-sdk/client-s3';
+import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { AuditTrail } from '#shared/audit';
+import { stepEnvSchema } from '#shared/config';
+import { Ledger } from '#shared/ledger';
+import { buildStepDeps } from '#shared/runtime';
+import type { PlatformSecret } from '#shared/secrets';
+import type { StepDeps, StepLogger } from '#shared/step-deps';
+import { type AnyStep, makeStepHandler } from '#shared/step-handler';
+import type { ExecutionInput } from '#shared/step-io';
+import { sqsQuarantine } from '../lambdas/intake/aws.ts';
+import { makeIntakeHandler } from '../lambdas/intake/handler.ts';
+import type { IntakeDeps } from '../lambdas/intake/intake.ts';
+import { STEPS, type StepName } from '../lambdas/steps.ts';
+import { resolveStateMachine } from './asl.ts';
+import type { AwsStandIns } from './aws-standins.ts';
+import { createLedgerTable } from './ledger-table.ts';
+import { type ExecutionResult, type LocalLambda, LocalStateMachine } from './sfn-runner.ts';
+import { stepFunctionIds, synthesizeTemplate } from './template.ts';
+
+/** Where the platform (usually the emulator) is and the tokens it accepts. */
+export interface PlatformEndpoint {
+  readonly url: string;
+  readonly spotId: string;
+  readonly ssoAccessToken: string;
+  readonly exportToken: string;
+}
+
+export interface LocalWorkflowOptions {
+  readonly aws: AwsStandIns;
+  readonly platform: PlatformEndpoint;
+  /** Every Wait lasts this many ms (the definition still says how long it would wait in AWS). @default 0 */
+  readonly waitMs?: number;
+  /** Every Retry interval lasts this many ms. @default 0 */
+  readonly retryIntervalMs?: number;
+  /** Step environment overrides (poll schedule, attempts, timeouts), as strings like Lambda env. */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Receives every log line (JSON). @default discarded */
+  readonly logSink?: (line: string) => void;
+  /** Stack configuration the template is synthesized with. */
+  readonly stackConfig?: unknown;
+  readonly fetch?: typeof fetch;
+}
+
+/** Names of the local resources, mirroring the stack's. */
+export const LOCAL_NAMES = {
+  table: 'svc-dsr-ledger',
+  archiveBucket: 'svc-dsr-archive',
+  auditBucket: 'svc-dsr-audit',
+  intakeQueue: 'svc-dsr-intake',
+  intakeDeadLetterQueue: 'svc-dsr-intake-dlq',
+  quarantineQueue: 'svc-dsr-quarantine',
+} as const;
+
+/** The workflow running on one machine: the synthesized definition, the real handlers, local AWS. */
+export interface LocalWorkflow {
+  readonly ledger: Ledger;
+  readonly audit: AuditTrail;
+  readonly s3: S3Client;
+  readonly sqs: SQSClient;
+  readonly queueUrls: {
+    readonly intake: string;
+    readonly quarantine: string;
+    readonly intakeDeadLetter: string;
+  };
+  readonly machine: LocalStateMachine;
+  readonly definition: Record<string, unknown>;
+  readonly stepDeps: StepDeps;
+  /** The intake Lambda's handler, wired to the local stores and this workflow. */
+  readonly intake: (event: SQSEvent) => Promise<SQSBatchResponse>;
+  /** StartExecution: runs the machine in the background; a name already used is not started again. */
+  startExecution(name: string, input: ExecutionInput): Promise<'started' | 'already_exists'>;
+  /** Every execution started so far, by name. */
+  readonly executions: ReadonlyMap<string, Promise<ExecutionResult>>;
+  /** Resolves when every execution started so far has ended. */
+  settled(): Promise<Map<string, ExecutionResult>>;
+  close(): Promise<void>;
+}
+
+/** Builds the local workflow: resources on the stand-ins, the machine from the synthesized template. */
+export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise<LocalWorkflow> {
+  const { aws, platform } = options;
+  const s3 = new S3Client(aws.clientConfig('s3'));
+  const sqs = new SQSClient(aws.clientConfig('sqs'));
+  const dynamoClient = new DynamoDBClient(aws.clientConfig('dynamodb'));
+  const dynamo = DynamoDBDocumentClient.from(dynamoClient, {
+    marshallOptions: { removeUndefinedValues: true },
+  });
+
+  await createLedgerTable(dynamoClient, LOCAL_NAMES.table);
+  for (const bucket of [LOCAL_NAMES.archiveBucket, LOCAL_NAMES.auditBucket]) {
+    await s3.send(new CreateBucketCommand({ Bucket: bucket })).catch(ignoreExisting);
+    await s3.send(
+      new PutBucketVersioningCommand({ Bucket: bucket, VersioningConfiguration: { Status: 'Enabled' } }),
+    );
+  }
+  const queueUrls = await createQueues(sqs);
+
+  const logger = jsonLogger(options.logSink ?? (() => {}));
+  const secret: PlatformSecret = {
+    sso_access_token: platform.ssoAccessToken,
+    export_token: platform.exportToken,
+    audit_hmac_key: randomBytes(32).toString('hex'),
+  };
+  const secrets = async () => secret;
+  const platformHost = new URL(platform.url).host;
+  const env = stepEnvSchema.parse({
+    TABLE_NAME: LOCAL_NAMES.table,
+    ARCHIVE_BUCKET: LOCAL_NAMES.archiveBucket,
+    AUDIT_BUCKET: LOCAL_NAMES.auditBucket,
+    PLATFORM_SECRET_ID: 'local',
+    PLATFORM_BASE_URL: platform.url,
+    PLATFORM_EXPORT_URL: platform.url,
+    PLATFORM_ACTIVITY_URL: platform.url,
+    SPOT_ID: platform.spotId,
+    DOWNLOAD_INSECURE_HOSTS: platformHost,
+    ...options.env,
+  });
+  const stepDeps = buildStepDeps(env, { s3, dynamo }, secrets, logger, {
+    sleep: async () => {},
+    ...(options.fetch ? { fetch: options.fetch } : {}),
+  });
+
+  const template = synthesizeTemplate(options.stackConfig ?? {});
+  const resolved = resolveStateMachine(template);
+  const ids = stepFunctionIds(template);
+  const handlers: Record<string, LocalLambda> = {};
+  for (const step of Object.keys(ids) as StepName[]) {
+    const definition: AnyStep = STEPS[step];
+    handlers[ids[step]] = makeStepHandler(definition, () => stepDeps);
+  }
+  const machine = new LocalStateMachine(resolved, {
+    handlers,
+    waitMs: options.waitMs ?? 0,
+    retryIntervalMs: options.retryIntervalMs ?? 0,
+  });
+
+  const executions = new Map<string, Promise<ExecutionResult>>();
+  const startExecution = async (name: string, input: ExecutionInput) => {
+    if (executions.has(name)) return 'already_exists' as const;
+    executions.set(name, machine.run(input, { executionName: name }));
+    return 'started' as const;
+  };
+  const audit = new AuditTrail(
+    { s3, bucket: LOCAL_NAMES.auditBucket },
+    { hmacKey: () => secret.audit_hmac_key },
+  );
+  const ledger = new Ledger(dynamo, LOCAL_NAMES.table);
+  const intakeDeps: IntakeDeps = {
+    ledger,
+    audit,
+    quarantine: sqsQuarantine(sqs, queueUrls.quarantine),
+    startExecution,
+    logger,
+  };
+
+  return {
+    ledger,
+    audit,
+    s3,
+    sqs,
+    queueUrls,
+    machine,
+    definition: resolved.definition,
+    stepDeps,
+    intake: makeIntakeHandler(() => intakeDeps),
+    startExecution,
+    executions,
+    async settled() {
+      const results = new Map<string, ExecutionResult>();
+      let seen = -1;
+      // Executions may start more executions (none do today); loop until the set stops growing.
+      while (seen !== executions.size) {
+        seen = executions.size;
+        for (const [name, execution] of executions) results.set(name, await execution);
+      }
+      return results;
+    },
+    async close() {
+      await Promise.allSettled(executions.values());
+      s3.destroy();
+      sqs.destroy();
+      dynamoClient.destroy();
+    },
+  };
+}
+
+async function createQueues(sqs: SQSClient) {
+  const create = async (name: string, attributes: Record<string, string> = {}) => {
+    const { QueueUrl } = await sqs.send(new CreateQueueCommand({ QueueName: name, Attributes: attributes }));
+    if (QueueUrl === undefined) throw new Error(`the local SQS did not return a URL for ${name}`);
+    return QueueUrl;
+  };
+  const intakeDeadLetter = await create(LOCAL_NAMES.intakeDeadLetterQueue);
+  const { Attributes } = await sqs.send(
+    new GetQueueAttributesCommand({ QueueUrl: intakeDeadLetter, AttributeNames: ['QueueArn'] }),
+  );
+  const dlqArn = Attributes?.QueueArn;
+  if (dlqArn === undefined) throw new Error('the local SQS did not return the dead-letter queue ARN');
+  const intake = await create(LOCAL_NAMES.intakeQueue, {
+    VisibilityTimeout: '30',
+    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount: 5 }),
+  });
+  const quarantine = await create(LOCAL_NAMES.quarantineQueue);
+  return { intake, quarantine, intakeDeadLetter };
+}
+
+function ignoreExisting(error: unknown): void {
+  if (
+    error instanceof Error &&
+    (error.name === 'BucketAlreadyOwnedByYou' || error.name === 'BucketAlreadyExists')
+  )
+    return;
+  throw error;
+}
+
+/** A StepLogger that writes Powertools-shaped JSON lines to `sink`. */
+export function jsonLogger(sink: (line: string) => void): StepLogger {
+  const log = (level: string) => (message: string, attributes?: Record<string, unknown>) =>
+    sink(
+      JSON.stringify({
+        level,
+        message,
+        timestamp: new Date().toISOString(),
+        service: 'svc-dsr',
+        ...attributes,
+      }),
+    );
+  return { info: log('INFO'), warn: log('WARN'), error: log('ERROR'), debug: log('DEBUG') };
+}

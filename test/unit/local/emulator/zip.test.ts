@@ -1,0 +1,79 @@
+import { crc32 } from 'node:zlib';
+import { describe, expect, it } from 'vitest';
+import { pseudoRandomBytes } from '#local/emulator/prng';
+import { planZip } from '#local/emulator/zip';
+import { unzip } from './helpers.ts';
+
+function collect(chunks: Iterable<Buffer>): Buffer {
+  return Buffer.concat([...chunks]);
+}
+
+describe('planZip', () => {
+  it('announces exactly the size it produces and writes entries any unzip reads with correct CRCs', async () => {
+    // Prepare
+    const plan = planZip(
+      [
+        { name: 'a.json', data: Buffer.from('{"a":1}') },
+        { name: 'ünïcode.json', data: Buffer.from('[]') },
+      ],
+      [{ name: 'padding.bin', size: 70_001, chunks: () => pseudoRandomBytes(1, 70_001, 4096) }],
+    );
+
+    // Act
+    const bytes = collect(plan.chunks());
+    const entries = await unzip(bytes);
+
+    // Assess
+    expect(bytes.length).toBe(plan.size);
+    expect(entries.get('a.json')?.data.toString()).toBe('{"a":1}');
+    expect(entries.get('ünïcode.json')?.data.toString()).toBe('[]');
+    const padding = entries.get('padding.bin');
+    expect(padding?.data.length).toBe(70_001);
+    expect(padding?.crc32).toBe(crc32(padding?.data ?? Buffer.alloc(0)));
+    expect(entries.get('a.json')?.compressionMethod).toBe(8);
+  });
+
+  it('produces identical bytes on every run, independent of the clock and time zone', () => {
+    // Prepare
+    const make = () =>
+      planZip(
+        [{ name: 'x.json', data: Buffer.from('x') }],
+        [{ name: 'p', size: 10, chunks: () => pseudoRandomBytes(5, 10) }],
+      );
+
+    // Act
+    const first = collect(make().chunks());
+    const second = collect(make().chunks());
+
+    // Assess
+    expect(first.equals(second)).toBe(true);
+    expect(first.readUInt16LE(10)).toBe(0);
+    expect(first.readUInt16LE(12)).toBe(((2020 - 1980) << 9) | (1 << 5) | 1);
+  });
+
+  it('produces a large archive lazily, chunk by chunk, without holding it in memory', () => {
+    // Prepare
+    const size = 2 * 1024 * 1024 * 1024;
+    const plan = planZip([], [{ name: 'padding.bin', size, chunks: () => pseudoRandomBytes(1, size) }]);
+    const before = process.memoryUsage().arrayBuffers;
+
+    // Act
+    const iterator = plan.chunks();
+    let produced = 0;
+    for (let index = 0; index < 40; index += 1) produced += iterator.next().value?.length ?? 0;
+    iterator.return(undefined);
+
+    // Assess
+    expect(plan.size).toBe(size + 30 + 11 + 16 + 46 + 11 + 22);
+    expect(produced).toBeGreaterThan(9 * 1024 * 1024);
+    expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(256 * 1024 * 1024);
+  });
+
+  it('refuses a streamed entry that would need ZIP64', () => {
+    // Act
+    const plan = () => planZip([], [{ name: 'big', size: 5 * 1024 ** 3, chunks: () => [] }]);
+
+    // Assess
+    expect(plan).toThrow(RangeError);
+  });
+});

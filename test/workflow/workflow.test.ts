@@ -1,0 +1,442 @@
+import { createHash } from 'node:crypto';
+import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { ReceiveMessageCommand, SendMessageBatchCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { emulatorControl } from '#local/emulator/server';
+import type { ExecutionResult } from '#local/sfn-runner';
+import { LOCAL_NAMES } from '#local/workflow';
+import { type Harness, requestFor, startHarness, TEST_EXPORT_TOKEN, TEST_SSO_TOKEN } from './harness.ts';
+
+let harness: Harness | undefined;
+afterEach(async () => {
+  await harness?.close();
+  harness = undefined;
+});
+
+async function start(options: Parameters<typeof startHarness>[0] = {}): Promise<Harness> {
+  harness = await startHarness(options);
+  return harness;
+}
+
+/** Sends requests through the intake queue, lets intake consume them, and waits for every execution. */
+async function submit(h: Harness, ...bodies: unknown[]): Promise<Map<string, ExecutionResult>> {
+  await h.workflow.sqs.send(
+    new SendMessageBatchCommand({
+      QueueUrl: h.workflow.queueUrls.intake,
+      Entries: bodies.map((body, index) => ({
+        Id: String(index),
+        MessageBody: typeof body === 'string' ? body : JSON.stringify(body),
+      })),
+    }),
+  );
+  await h.poller.drain();
+  return h.workflow.settled();
+}
+
+function platformCalls(h: Harness, method: string, pathPrefix: string) {
+  return emulatorControl(h.emulator)
+    .calls()
+    .filter((call) => call.method === method && call.path.startsWith(pathPrefix));
+}
+
+async function storedBytes(h: Harness, bucket: string, key: string): Promise<Buffer> {
+  const { Body } = await h.workflow.s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+  return Buffer.from((await Body?.transformToByteArray()) ?? []);
+}
+
+/** The zip the emulator serves for its export `exportId`, fetched as any client would. */
+async function emulatorZip(h: Harness, exportId: string): Promise<Buffer> {
+  const status = await fetch(
+    `${h.emulator.url}/gdpr/export/status/${exportId}?access_token=${TEST_EXPORT_TOKEN}&spot_id=${h.emulator.spotId}`,
+  );
+  const body: unknown = await status.json();
+  const link = typeof body === 'object' && body !== null && 'link' in body ? String(body.link) : '';
+  return Buffer.from(await (await fetch(link)).arrayBuffer());
+}
+
+async function quarantined(h: Harness) {
+  const { Messages = [] } = await h.workflow.sqs.send(
+    new ReceiveMessageCommand({
+      QueueUrl: h.workflow.queueUrls.quarantine,
+      MaxNumberOfMessages: 10,
+      MessageAttributeNames: ['All'],
+    }),
+  );
+  return Messages.map((message) => ({
+    body: message.Body ?? '',
+    reason: message.MessageAttributes?.reason?.StringValue ?? '',
+  }));
+}
+
+describe('access request for an existing user', () => {
+  it('ends exported, with the archive byte-identical to the platform zip', async () => {
+    const h = await start();
+    const request = requestFor('u-alice');
+
+    const results = await submit(h, request);
+
+    expect(results.get(request.request_id)?.status).toBe('SUCCEEDED');
+    const item = await h.workflow.ledger.require(request.request_id);
+    expect(item).toMatchObject({ status: 'completed', outcome: 'exported', export_attempts: 1 });
+    const archive = item.archive;
+    if (archive === undefined) throw new Error('no archive recorded');
+    const stored = await storedBytes(h, LOCAL_NAMES.archiveBucket, archive.key);
+    const platformZip = await emulatorZip(h, item.export_id ?? '');
+    expect(stored.equals(platformZip)).toBe(true);
+    expect(archive.sha256).toBe(createHash('sha256').update(platformZip).digest('hex'));
+    expect(archive.bytes).toBe(platformZip.length);
+    expect(archive.key).not.toContain('u-alice');
+    const verification = await h.workflow.audit.verify(request.request_id);
+    expect(verification).toMatchObject({ ok: true });
+  });
+});
+
+describe('erasure request', () => {
+  it('archives, then deletes, then verifies not-found, and the comments stay under a guest', async () => {
+    const h = await start();
+    const control = emulatorControl(h.emulator);
+    const commentsBefore = control.comments().filter((comment) => comment.author_primary_key === 'u-alice');
+    const request = requestFor('u-alice', { type: 'erasure' });
+
+    const results = await submit(h, request);
+
+    expect(results.get(request.request_id)?.status).toBe('SUCCEEDED');
+    const item = await h.workflow.ledger.require(request.request_id);
+    expect(item).toMatchObject({ status: 'completed', outcome: 'erased', erasure: { outcome: 'deleted' } });
+    expect(item.erasure_verification?.platform_answer).toBe('not_found');
+    expect(control.user('u-alice')).toBeUndefined();
+    // Order: the archive was verified before the DELETE, and the DELETE came before the proving GET.
+    const calls = control.calls();
+    const download = calls.findIndex((call) => call.path.startsWith('/_downloads/'));
+    const deletion = calls.findIndex((call) => call.method === 'DELETE');
+    const proof = calls.findLastIndex(
+      (call) => call.method === 'GET' && call.path.startsWith('/sso/v1/user/'),
+    );
+    expect(download).toBeGreaterThan(-1);
+    expect(deletion).toBeGreaterThan(download);
+    expect(proof).toBeGreaterThan(deletion);
+    expect(calls[proof]?.status).toBe(404);
+    const commentsAfter = control.comments();
+    expect(commentsBefore.length).toBeGreaterThan(0);
+    for (const before of commentsBefore) {
+      const after = commentsAfter.find((comment) => comment.id === before.id);
+      expect(after).toMatchObject({ text: before.text, author_registered: false });
+      expect(after?.author_svc_user_id).not.toBe(before.author_svc_user_id);
+    }
+  });
+});
+
+describe('unknown primary_key', () => {
+  it.each(['access', 'erasure'])('records no_data for %s and starts no export', async (type) => {
+    const h = await start();
+    const request = requestFor('u-nobody', { type });
+
+    const results = await submit(h, request);
+
+    expect(results.get(request.request_id)?.status).toBe('SUCCEEDED');
+    expect(await h.workflow.ledger.require(request.request_id)).toMatchObject({
+      status: 'completed',
+      outcome: 'no_data',
+    });
+    expect(platformCalls(h, 'POST', '/gdpr/export')).toHaveLength(0);
+    expect(platformCalls(h, 'DELETE', '/sso/v1/user/')).toHaveLength(0);
+  });
+});
+
+describe('failed exports', () => {
+  it('starts a new export after one failure and records two attempts', async () => {
+    const h = await start({ faults: { export_outcomes: ['failed', 'completed'] } });
+    const request = requestFor('u-bruno');
+
+    await submit(h, request);
+
+    const item = await h.workflow.ledger.require(request.request_id);
+    expect(item).toMatchObject({ status: 'completed', outcome: 'exported', export_attempts: 2 });
+    expect(platformCalls(h, 'POST', '/gdpr/export')).toHaveLength(2);
+    const actions = (await h.workflow.audit.list(request.request_id)).map((record) => record.action);
+    expect(actions.filter((action) => action === 'export_started')).toHaveLength(2);
+    expect(actions).toContain('export_failed');
+  });
+
+  it('fails with ExportFailed once the attempts are spent', async () => {
+    const h = await start({ faults: { export_failure_rate: 1 }, env: { EXPORT_MAX_ATTEMPTS: '2' } });
+    const request = requestFor('u-bruno');
+
+    const results = await submit(h, request);
+
+    expect(results.get(request.request_id)).toMatchObject({ status: 'FAILED', error: 'ExportFailedError' });
+    const item = await h.workflow.ledger.require(request.request_id);
+    expect(item).toMatchObject({ status: 'failed', error: { code: 'export_failed' }, export_attempts: 2 });
+    expect(platformCalls(h, 'POST', '/gdpr/export')).toHaveLength(2);
+  });
+
+  it('fails with ExportTimedOut when the export stays pending past the budget', async () => {
+    const h = await start({
+      faults: { export_ready_after_polls: 1000 },
+      env: { POLL_INITIAL_SECONDS: '30', POLL_MAX_SECONDS: '60', POLL_BUDGET_SECONDS: '300' },
+    });
+    const request = requestFor('u-bruno');
+
+    const results = await submit(h, request);
+
+    expect(results.get(request.request_id)).toMatchObject({ status: 'FAILED', error: 'ExportTimedOutError' });
+    const item = await h.workflow.ledger.require(request.request_id);
+    expect(item).toMatchObject({ status: 'failed', error: { code: 'export_timed_out' } });
+    expect(item.export_waited_seconds).toBe(300);
+    expect(item.archive).toBeUndefined();
+  });
+});
+
+describe('transient platform faults', () => {
+  it('retries 429s, 5xx, timeouts and dropped connections to success', async () => {
+    const h = await start({
+      faults: {
+        seed: 11,
+        error_rate: 0.35,
+        errors: ['500', '503', '429', 'timeout', 'reset'],
+        retry_after_seconds: 1,
+        timeout_ms: 1500,
+        paths: ['/sso/', '/gdpr/export/status/'],
+      },
+      env: { PLATFORM_TIMEOUT_MS: '500' },
+    });
+    const requests = ['u-alice', 'u-bruno', 'u-chloe'].map((key) => requestFor(key));
+
+    const results = await submit(h, ...requests);
+
+    for (const request of requests) {
+      expect(results.get(request.request_id)?.status).toBe('SUCCEEDED');
+      expect(await h.workflow.ledger.require(request.request_id)).toMatchObject({ outcome: 'exported' });
+    }
+    const faults = new Set(
+      emulatorControl(h.emulator)
+        .calls()
+        .map((call) => call.fault),
+    );
+    for (const kind of ['500', '503', '429', 'timeout', 'reset']) expect(faults).toContain(kind);
+  });
+
+  it('retries a truncated download and never records a corrupt archive', async () => {
+    const h = await start({ faults: { seed: 3, truncate_download_rate: 0.6 } });
+    const requests = ['u-alice', 'u-bruno', 'u-chloe'].map((key) => requestFor(key));
+
+    await submit(h, ...requests);
+
+    const downloads = platformCalls(h, 'GET', '/_downloads/');
+    expect(downloads.some((call) => call.fault === 'truncate')).toBe(true);
+    emulatorControl(h.emulator).setFaults({});
+    for (const request of requests) {
+      const item = await h.workflow.ledger.require(request.request_id);
+      expect(item.status).toBe('completed');
+      const archive = item.archive;
+      if (archive === undefined) throw new Error('no archive');
+      const stored = await storedBytes(h, LOCAL_NAMES.archiveBucket, archive.key);
+      expect(createHash('sha256').update(stored).digest('hex')).toBe(archive.sha256);
+      expect(stored.equals(await emulatorZip(h, item.export_id ?? ''))).toBe(true);
+    }
+  });
+});
+
+describe('download allowlist', () => {
+  it('refuses a link whose host is not allowed and fetches nothing', async () => {
+    const h = await start({
+      env: { DOWNLOAD_INSECURE_HOSTS: '127.0.0.1:9', DOWNLOAD_ALLOWED_HOSTS: 'exports.example.com' },
+    });
+    const request = requestFor('u-alice');
+
+    const results = await submit(h, request);
+
+    expect(results.get(request.request_id)).toMatchObject({
+      status: 'FAILED',
+      error: 'DownloadHostNotAllowedError',
+    });
+    expect(platformCalls(h, 'GET', '/_downloads/')).toHaveLength(0);
+    const item = await h.workflow.ledger.require(request.request_id);
+    expect(item).toMatchObject({ status: 'failed', error: { code: 'download_host_not_allowed' } });
+    expect(item.archive).toBeUndefined();
+    const { KeyCount } = await h.workflow.s3.send(
+      new ListObjectsV2Command({ Bucket: LOCAL_NAMES.archiveBucket }),
+    );
+    expect(KeyCount ?? 0).toBe(0);
+  });
+});
+
+describe('intake', () => {
+  it('runs one execution and one export for the same message sent twice', async () => {
+    const h = await start();
+    const request = requestFor('u-alice');
+    await h.workflow.sqs.send(
+      new SendMessageCommand({ QueueUrl: h.workflow.queueUrls.intake, MessageBody: JSON.stringify(request) }),
+    );
+
+    await submit(h, request);
+
+    expect(h.workflow.executions.size).toBe(1);
+    expect(platformCalls(h, 'POST', '/gdpr/export')).toHaveLength(1);
+    expect(await h.workflow.ledger.require(request.request_id)).toMatchObject({
+      duplicates: 1,
+      status: 'completed',
+    });
+  });
+
+  it('quarantines a conflicting message and leaves the original untouched', async () => {
+    const h = await start();
+    const original = requestFor('u-alice');
+    await submit(h, original);
+    const before = await h.workflow.ledger.require(original.request_id);
+
+    await submit(h, { ...original, type: 'erasure' });
+
+    const after = await h.workflow.ledger.require(original.request_id);
+    expect(after).toMatchObject({
+      type: 'access',
+      fingerprint: before.fingerprint,
+      outcome: 'exported',
+      conflicts: 1,
+    });
+    expect(platformCalls(h, 'DELETE', '/sso/v1/user/')).toHaveLength(0);
+    const held = await quarantined(h);
+    expect(held).toHaveLength(1);
+    expect(held[0]?.reason).toContain('conflict');
+  });
+
+  it('rejects or quarantines invalid messages and still processes the rest of the batch', async () => {
+    const h = await start();
+    const good = requestFor('u-bruno');
+    const invalid = requestFor('u-chloe', { type: 'delete', regulaton: 'gdpr' });
+
+    const results = await submit(h, '{not json', invalid, good);
+
+    expect(results.get(good.request_id)?.status).toBe('SUCCEEDED');
+    expect(await h.workflow.ledger.require(good.request_id)).toMatchObject({ outcome: 'exported' });
+    const rejected = await h.workflow.ledger.require(invalid.request_id);
+    expect(rejected.status).toBe('rejected');
+    expect(rejected.rejection_errors).toEqual(
+      expect.arrayContaining(['type: must be "access" or "erasure"', expect.stringContaining('"regulaton"')]),
+    );
+    expect(results.has(invalid.request_id)).toBe(false);
+    const held = await quarantined(h);
+    expect(held.map((message) => message.reason).sort()).toEqual([
+      expect.stringContaining('invalid request'),
+      'message body is not JSON',
+    ]);
+  });
+});
+
+describe('re-running an execution', () => {
+  it('starts no second export and no second deletion for a completed request', async () => {
+    const h = await start();
+    const request = requestFor('u-alice', { type: 'erasure' });
+    await submit(h, request);
+    const before = await h.workflow.ledger.require(request.request_id);
+
+    const rerun = await h.workflow.machine.run(
+      { request_id: request.request_id, type: 'erasure', regulation: 'gdpr' },
+      { executionName: `${request.request_id}-again` },
+    );
+
+    expect(rerun.status).toBe('SUCCEEDED');
+    expect(platformCalls(h, 'POST', '/gdpr/export')).toHaveLength(1);
+    expect(platformCalls(h, 'DELETE', '/sso/v1/user/')).toHaveLength(1);
+    const after = await h.workflow.ledger.require(request.request_id);
+    expect(after.archive).toEqual(before.archive);
+    expect(after.completed_at).toBe(before.completed_at);
+  });
+
+  it('resumes a request interrupted after its archive without a second export', async () => {
+    const h = await start();
+    const request = requestFor('u-bruno', { type: 'erasure' });
+    await submit(h, request);
+    // Rewind the ledger to "archived, not yet erased", as if the execution had died there.
+    await h.workflow.ledger.update(
+      request.request_id,
+      { status: 'running', outcome: null, erasure: null, erasure_verification: null, completed_at: null },
+      ['completed'],
+    );
+
+    const rerun = await h.workflow.machine.run(
+      { request_id: request.request_id, type: 'erasure', regulation: 'gdpr' },
+      { executionName: `${request.request_id}-resume` },
+    );
+
+    expect(rerun.status).toBe('SUCCEEDED');
+    expect(platformCalls(h, 'POST', '/gdpr/export')).toHaveLength(1);
+    expect(await h.workflow.ledger.require(request.request_id)).toMatchObject({
+      status: 'completed',
+      outcome: 'erased',
+    });
+  });
+});
+
+describe('no identifiers, tokens or links leave the ledger', () => {
+  it('keeps them out of logs, execution state and error messages in a faulty run', async () => {
+    const h = await start({
+      faults: {
+        seed: 5,
+        error_rate: 0.3,
+        errors: ['500', '429', 'reset'],
+        retry_after_seconds: 1,
+        export_outcomes: ['failed'],
+      },
+    });
+    const requests = [
+      requestFor('u-alice', { type: 'erasure' }),
+      requestFor('u-bruno'),
+      requestFor('u-nobody'),
+    ];
+    const notAllowed = await startHarness({ env: { DOWNLOAD_INSECURE_HOSTS: '127.0.0.1:9' } });
+    try {
+      const results = [
+        ...(await submit(h, ...requests)).values(),
+        ...(await submit(notAllowed, requestFor('u-alice'))).values(),
+      ];
+      const users = emulatorControl(h.emulator).users();
+      const secrets = [
+        TEST_SSO_TOKEN,
+        TEST_EXPORT_TOKEN,
+        'u-alice',
+        'u-bruno',
+        'u-nobody',
+        ...users.map((user) => String(user.svc_user_id)),
+        'u_sample_alice',
+        '_downloads',
+        h.emulator.url,
+        notAllowed.emulator.url,
+      ];
+      const ledgerErrors = await Promise.all(
+        requests.map(
+          async (request) => (await h.workflow.ledger.require(request.request_id)).error?.message ?? '',
+        ),
+      );
+      const haystacks = {
+        logs: [...h.logs, ...notAllowed.logs].join('\n'),
+        events: JSON.stringify(results.map((result) => result.events)),
+        errors: JSON.stringify(results.map((result) => [result.error, result.cause])),
+        ledgerErrors: ledgerErrors.join('\n'),
+      };
+      expect(haystacks.logs.length).toBeGreaterThan(1000);
+      expect(haystacks.events).toContain('TaskStateEntered'.slice(0, 4));
+      for (const [where, text] of Object.entries(haystacks)) {
+        for (const secret of secrets) {
+          expect({ where, leaked: text.includes(secret) ? secret : null }).toEqual({ where, leaked: null });
+        }
+      }
+    } finally {
+      await notAllowed.close();
+    }
+  });
+});
+
+describe('stored objects', () => {
+  it('keeps archives under keys built from the request id', async () => {
+    const h = await start();
+    const request = requestFor('u-chloe');
+    await submit(h, request);
+    const item = await h.workflow.ledger.require(request.request_id);
+    const head = await h.workflow.s3.send(
+      new HeadObjectCommand({ Bucket: LOCAL_NAMES.archiveBucket, Key: item.archive?.key }),
+    );
+    expect(head.ContentLength).toBe(item.archive?.bytes);
+    expect(item.archive?.key).toBe(`exports/${request.request_id}/attempt-1.zip`);
+  });
+});
