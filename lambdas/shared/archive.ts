@@ -323,8 +323,9 @@ async function throwForStatus(response: Response): Promise<void> {
       retryAfter,
     );
   }
-  if (status >= 500)
+  if (status >= 500) {
     throw new PlatformUnavailableError(`${DOWNLOAD}: the download answered ${status}`, status);
+  }
   if (status >= 200 && status < 300) {
     throw new PlatformResponseInvalidError(`${DOWNLOAD}: the download answered ${status} instead of 200`);
   }

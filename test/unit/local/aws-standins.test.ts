@@ -6,8 +6,10 @@ import { join } from 'node:path';
 import {
   ConditionalCheckFailedException,
   CreateTableCommand,
+  type CreateTableCommandInput,
   DescribeTableCommand,
   DynamoDBClient,
+  waitUntilTableExists,
 } from '@aws-sdk/client-dynamodb';
 import {
   CreateBucketCommand,
@@ -52,6 +54,15 @@ afterAll(async () => {
   dynamo.destroy();
   await standIns.close();
 });
+
+/** Creates a table and waits until it is ACTIVE: like DynamoDB, dynalite refuses items while CREATING. */
+async function createTable(client: DynamoDBClient, input: CreateTableCommandInput): Promise<void> {
+  await client.send(new CreateTableCommand(input));
+  await waitUntilTableExists(
+    { client, maxWaitTime: 10, minDelay: 0.05, maxDelay: 0.2 },
+    { TableName: input.TableName },
+  );
+}
 
 function sha256(data: Uint8Array): string {
   return createHash('sha256').update(data).digest('hex');
@@ -275,37 +286,42 @@ describe('DynamoDB stand-in', () => {
   const table = 'ledger-test';
 
   beforeAll(async () => {
-    await dynamo.send(
-      new CreateTableCommand({
-        TableName: table,
-        BillingMode: 'PAY_PER_REQUEST',
-        AttributeDefinitions: [
-          { AttributeName: 'request_id', AttributeType: 'S' },
-          { AttributeName: 'status', AttributeType: 'S' },
-          { AttributeName: 'due_at', AttributeType: 'S' },
-        ],
-        KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
-        GlobalSecondaryIndexes: [
-          {
-            IndexName: 'by-status-due',
-            KeySchema: [
-              { AttributeName: 'status', KeyType: 'HASH' },
-              { AttributeName: 'due_at', KeyType: 'RANGE' },
-            ],
-            Projection: { ProjectionType: 'ALL' },
-          },
-        ],
-      }),
-    );
+    await createTable(dynamo, {
+      TableName: table,
+      BillingMode: 'PAY_PER_REQUEST',
+      AttributeDefinitions: [
+        { AttributeName: 'request_id', AttributeType: 'S' },
+        { AttributeName: 'status', AttributeType: 'S' },
+        { AttributeName: 'due_at', AttributeType: 'S' },
+      ],
+      KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: 'by-status-due',
+          KeySchema: [
+            { AttributeName: 'status', KeyType: 'HASH' },
+            { AttributeName: 'due_at', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'ALL' },
+        },
+      ],
+    });
   });
 
-  it('creates the table ACTIVE at once', async () => {
+  it('describes the table and its GSI as ACTIVE with the requested key schema', async () => {
     // Act
     const described = await dynamo.send(new DescribeTableCommand({ TableName: table }));
 
     // Assess
     expect(described.Table?.TableStatus).toBe('ACTIVE');
-    expect(described.Table?.GlobalSecondaryIndexes?.[0]?.IndexStatus).toBe('ACTIVE');
+    expect(described.Table?.GlobalSecondaryIndexes?.[0]).toMatchObject({
+      IndexName: 'by-status-due',
+      IndexStatus: 'ACTIVE',
+      KeySchema: [
+        { AttributeName: 'status', KeyType: 'HASH' },
+        { AttributeName: 'due_at', KeyType: 'RANGE' },
+      ],
+    });
   });
 
   it('refuses a second conditional put for the same key with ConditionalCheckFailedException', async () => {
@@ -391,16 +407,14 @@ describe('AwsStandIns.close', () => {
     const directory = await mkdtemp(join(tmpdir(), 'svc-dsr-dynalite-'));
     const write = async () => {
       const first = await startAwsStandIns({ dynamoPath: directory });
-      const client = DynamoDBDocumentClient.from(new DynamoDBClient(first.clientConfig('dynamodb')));
-      await client.send(
-        new CreateTableCommand({
-          TableName: 'persisted',
-          BillingMode: 'PAY_PER_REQUEST',
-          AttributeDefinitions: [{ AttributeName: 'request_id', AttributeType: 'S' }],
-          KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
-        }),
-      );
-      await client.send(
+      const client = new DynamoDBClient(first.clientConfig('dynamodb'));
+      await createTable(client, {
+        TableName: 'persisted',
+        BillingMode: 'PAY_PER_REQUEST',
+        AttributeDefinitions: [{ AttributeName: 'request_id', AttributeType: 'S' }],
+        KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
+      });
+      await DynamoDBDocumentClient.from(client).send(
         new PutCommand({ TableName: 'persisted', Item: { request_id: 'r-keep', step: 'erasing' } }),
       );
       client.destroy();

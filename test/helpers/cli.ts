@@ -1,0 +1,55 @@
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+export const CLI = fileURLToPath(new URL('../../bin/svc-dsr.mjs', import.meta.url));
+
+/** Runs the CLI to completion as a user would and returns its exit code and output. */
+export function runCli(args: string[], options: { env?: Record<string, string>; timeoutMs?: number } = {}) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: { ...process.env, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`svc-dsr ${args.join(' ')} did not finish in time; stderr: ${stderr}`));
+    }, options.timeoutMs ?? 60_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Starts a long-running CLI command and resolves with its first stdout line. */
+export function spawnCli(
+  args: string[],
+): Promise<{ child: ChildProcessWithoutNullStreams; firstLine: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { stdio: 'pipe' });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const lines = createInterface({ input: child.stdout });
+    lines.once('line', (line) => resolve({ child, firstLine: line }));
+    child.once('exit', (code) => reject(new Error(`exited ${code} before printing; stderr: ${stderr}`)));
+  });
+}
+
+/** Resolves with the exit code once the child has exited. */
+export function exited(child: ChildProcessWithoutNullStreams): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) resolve(child.exitCode);
+    else child.once('exit', (code) => resolve(code));
+  });
+}
