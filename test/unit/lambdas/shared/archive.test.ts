@@ -529,12 +529,15 @@ describe('copyExportToS3', () => {
   });
 
   it('passes an S3 failure through unchanged and hangs up on the platform', async () => {
-    // Prepare
-    const body = pseudoRandomBytes(16 * MiB);
-    let hungUp: Promise<boolean> = Promise.resolve(false);
-    const link = serve(origin, '/exports/nowhere.zip', (response) => {
-      hungUp = once(response, 'close').then(() => !response.writableFinished);
-      return sendBody(response, body);
+    // Prepare: a body far longer than the copy will ever read, sent until the client hangs up
+    const chunk = pseudoRandomBytes(64 * 1024);
+    let hungUp: Promise<void> = Promise.reject(new Error('the download was never requested'));
+    const link = serve(origin, '/exports/nowhere.zip', async (response) => {
+      hungUp = once(response, 'close').then(() => undefined);
+      response.writeHead(200, { 'content-length': String(1024 * MiB) });
+      while (!response.destroyed) {
+        if (!response.write(chunk)) await Promise.race([once(response, 'drain'), hungUp]);
+      }
     });
     // Act
     const error = await failure(
@@ -542,7 +545,7 @@ describe('copyExportToS3', () => {
     );
     // Assess
     expect(error.name).toBe('NoSuchBucket');
-    expect(await hungUp).toBe(true);
+    await expect(hungUp).resolves.toBeUndefined();
   });
 
   it('fails with PlatformTimeoutError when the body stalls longer than the idle timeout', async () => {
