@@ -11,7 +11,6 @@ import {
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { mockClient } from 'aws-sdk-client-mock';
-import type { CustomMatcher } from 'aws-sdk-client-mock-vitest';
 import { buildApp } from 'fauxqs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -24,11 +23,6 @@ import {
   subjectHash,
 } from '#shared/audit';
 import { ConfigurationError } from '#shared/errors';
-
-declare module 'vitest' {
-  // biome-ignore lint/suspicious/noExplicitAny: must repeat vitest's own declaration to merge with it
-  interface Assertion<T = any> extends CustomMatcher<T> {}
-}
 
 const HMAC_KEY = 'test-audit-hmac-key-0123456789abcdef';
 const PRIMARY_KEY = 'site-user-8472-unique-pk';

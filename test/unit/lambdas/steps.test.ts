@@ -1,0 +1,354 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createLedgerTable } from '#local/ledger-table';
+import { computeDeadlines } from '#shared/deadlines';
+import {
+  ErasureNotVerifiedError,
+  ExportFailedError,
+  ExportStartUncertainError,
+  InvalidArchiveError,
+  LedgerStateError,
+  PlatformThrottledError,
+  RequestCancelledError,
+  StepInputError,
+} from '#shared/errors';
+import { Ledger, type LedgerPatch } from '#shared/ledger';
+import type { StepDeps } from '#shared/step-deps';
+import { makeStepHandler } from '#shared/step-handler';
+import { archiveExport } from '../../../lambdas/archive-export/archive-export.ts';
+import { checkExport } from '../../../lambdas/check-export/check-export.ts';
+import { eraseSubject } from '../../../lambdas/erase-subject/erase-subject.ts';
+import { recordFailure } from '../../../lambdas/record-failure/record-failure.ts';
+import { recordOutcome } from '../../../lambdas/record-outcome/record-outcome.ts';
+import { resolveSubject, resolveSubjectStep } from '../../../lambdas/resolve-subject/resolve-subject.ts';
+import { startExport } from '../../../lambdas/start-export/start-export.ts';
+import { verifyErasure } from '../../../lambdas/verify-erasure/verify-erasure.ts';
+import { startDynamo } from '../../helpers/dynamo.ts';
+
+let dynamo: Awaited<ReturnType<typeof startDynamo>>;
+let ledger: Ledger;
+
+beforeAll(async () => {
+  dynamo = await startDynamo();
+  await createLedgerTable(dynamo.client, 'steps');
+  ledger = new Ledger(dynamo.doc, 'steps');
+});
+afterAll(async () => {
+  await dynamo.close();
+});
+
+function fakePlatform() {
+  return {
+    retrieveUser: vi.fn(async (_primaryKey: string) => ({
+      found: true as const,
+      svcUserId: 'svc-1',
+      user: {},
+    })),
+    deleteUser: vi.fn(async (_primaryKey: string) => ({ outcome: 'deleted' as const, status: 200 })),
+    startExport: vi.fn(async (_svcUserId: string) => ({ exportId: 'exp-1' })),
+    exportStatus: vi.fn(async (_exportId: string) => ({ status: 'pending' as const, reported: 'pending' })),
+  };
+}
+
+let platform: ReturnType<typeof fakePlatform>;
+let deps: StepDeps;
+let sleeps: number[];
+
+beforeEach(() => {
+  platform = fakePlatform();
+  sleeps = [];
+  deps = {
+    ledger,
+    audit: { append: vi.fn(async () => ({}) as never) },
+    platform,
+    archive: {
+      copy: vi.fn(async () => ({ bytes: 10, sha256: 'ab'.repeat(32) })),
+      verify: vi.fn(async () => ({ entries: 4 })),
+    },
+    schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600 },
+    exportMaxAttempts: 2,
+    retryAfterCapSeconds: 5,
+    clock: () => new Date('2026-11-21T12:00:00Z'),
+    sleep: async (ms) => {
+      sleeps.push(ms);
+    },
+    logger: { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} },
+  };
+});
+
+/** A request in the ledger, moved to `patch` (status running unless said otherwise). */
+async function requestIn(patch: LedgerPatch = {}, type: 'access' | 'erasure' = 'access'): Promise<string> {
+  const id = randomUUID();
+  await ledger.createReceived(
+    {
+      request_id: id,
+      type,
+      regulation: 'gdpr',
+      primary_key: 'subject-pk-77',
+      received_at: '2026-11-20T00:00:00Z',
+      verification: { method: 'm', verified_by: 'v', verified_at: '2026-11-20T00:00:00Z' },
+    },
+    'fp',
+    computeDeadlines('gdpr', new Date('2026-11-20T00:00:00Z')),
+  );
+  await ledger.update(id, { status: 'running', ...patch }, ['received']);
+  return id;
+}
+
+const archived = { key: 'k', bytes: 10, sha256: 'ab', entries: 4, verified_at: '2026-11-21T00:00:00Z' };
+
+describe('makeStepHandler', () => {
+  it('rejects input that does not match the step contract', async () => {
+    const handler = makeStepHandler(resolveSubjectStep, () => deps);
+    await expect(handler({ request_id: 'not-a-uuid' })).rejects.toBeInstanceOf(StepInputError);
+    expect(platform.retrieveUser).not.toHaveBeenCalled();
+  });
+
+  it('honours a Retry-After under the cap once, then succeeds', async () => {
+    const id = await requestIn();
+    platform.retrieveUser.mockRejectedValueOnce(new PlatformThrottledError('slow down', 3));
+    const handler = makeStepHandler(resolveSubjectStep, () => deps);
+    await expect(handler({ request_id: id })).resolves.toEqual({ found: true, already_completed: false });
+    expect(sleeps).toEqual([3000]);
+    expect(platform.retrieveUser).toHaveBeenCalledTimes(2);
+  });
+
+  it('hands a Retry-After over the cap back to Step Functions without sleeping', async () => {
+    const id = await requestIn();
+    platform.retrieveUser.mockRejectedValueOnce(new PlatformThrottledError('slow down', 60));
+    const handler = makeStepHandler(resolveSubjectStep, () => deps);
+    await expect(handler({ request_id: id })).rejects.toBeInstanceOf(PlatformThrottledError);
+    expect(sleeps).toEqual([]);
+  });
+});
+
+describe('resolveSubject', () => {
+  it('stops a cancelled request without calling the platform', async () => {
+    const id = await requestIn();
+    await ledger.update(id, { status: 'cancelled' }, ['running']);
+    await expect(resolveSubject({ request_id: id }, deps)).rejects.toBeInstanceOf(RequestCancelledError);
+    expect(platform.retrieveUser).not.toHaveBeenCalled();
+  });
+
+  it('does not look the subject up again once resolved (after an erasure it would be gone)', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1' });
+    await expect(resolveSubject({ request_id: id }, deps)).resolves.toEqual({
+      found: true,
+      already_completed: false,
+    });
+    expect(platform.retrieveUser).not.toHaveBeenCalled();
+  });
+
+  it('hashes the subject in the audit record and keeps svc_user_id in the ledger only', async () => {
+    const id = await requestIn();
+    await resolveSubject({ request_id: id }, deps);
+    expect(deps.audit.append).toHaveBeenCalledWith(
+      id,
+      expect.objectContaining({
+        facts: { found: true },
+        subject: { primaryKey: 'subject-pk-77', svcUserId: 'svc-1' },
+      }),
+    );
+    expect((await ledger.require(id)).svc_user_id).toBe('svc-1');
+  });
+});
+
+describe('startExport', () => {
+  it('refuses an attempt past the limit without calling the platform', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1', export_attempts: 2, export_status: 'failed' });
+    await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(ExportFailedError);
+    expect(platform.startExport).not.toHaveBeenCalled();
+  });
+
+  it('resumes the export under way instead of starting a second one', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_attempts: 1,
+      export_id: 'exp-9',
+      export_status: 'pending',
+    });
+    const state = await startExport({ request_id: id }, deps);
+    expect(state).toMatchObject({ export_id: 'exp-9', attempt: 1, status: 'pending' });
+    expect(platform.startExport).not.toHaveBeenCalled();
+  });
+
+  it('counts an uncertain start as a spent attempt and rethrows', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1' });
+    platform.startExport.mockRejectedValueOnce(new ExportStartUncertainError('answered 503'));
+    await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(ExportStartUncertainError);
+    expect(await ledger.require(id)).toMatchObject({ export_attempts: 1, export_status: 'failed' });
+    expect(deps.audit.append).toHaveBeenCalledWith(
+      id,
+      expect.objectContaining({ action: 'export_start_uncertain' }),
+    );
+  });
+
+  it('refuses to start before the subject is resolved', async () => {
+    const id = await requestIn();
+    await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
+  });
+});
+
+describe('checkExport', () => {
+  it('waits at least as long as a throttling platform asked, capped by the schedule', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_id: 'exp-1',
+      export_status: 'pending',
+      export_attempts: 1,
+    });
+    platform.exportStatus.mockRejectedValueOnce(new PlatformThrottledError('slow', 90));
+    const state = await checkExport({ request_id: id, waited: 30 }, deps);
+    expect(state).toMatchObject({ status: 'pending', wait_seconds: 90, polls: 1, waited_seconds: 30 });
+  });
+
+  it('doubles the wait up to the cap', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_id: 'exp-1',
+      export_status: 'pending',
+      export_attempts: 1,
+    });
+    const waits = [];
+    for (let poll = 0; poll < 4; poll += 1)
+      waits.push((await checkExport({ request_id: id, waited: 10 }, deps)).wait_seconds);
+    expect(waits).toEqual([60, 120, 120, 120]);
+  });
+
+  it('records a failed export so StartExport can begin the next attempt', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_id: 'exp-1',
+      export_status: 'pending',
+      export_attempts: 1,
+    });
+    platform.exportStatus.mockResolvedValueOnce({ status: 'failed' } as never);
+    expect((await checkExport({ request_id: id, waited: 30 }, deps)).status).toBe('failed');
+    expect((await ledger.require(id)).export_status).toBe('failed');
+  });
+});
+
+describe('archiveExport', () => {
+  it('records nothing when the stored zip fails verification', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_id: 'exp-1',
+      export_status: 'completed',
+      export_attempts: 1,
+    });
+    platform.exportStatus.mockResolvedValueOnce({
+      status: 'completed',
+      link: new URL('https://cdn.example.com/x.zip'),
+    } as never);
+    vi.mocked(deps.archive.verify).mockRejectedValueOnce(new InvalidArchiveError('profile.json is missing'));
+    await expect(archiveExport({ request_id: id }, deps)).rejects.toBeInstanceOf(InvalidArchiveError);
+    expect((await ledger.require(id)).archive).toBeUndefined();
+  });
+
+  it('refuses to archive an export that has not completed', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_id: 'exp-1',
+      export_status: 'pending',
+      export_attempts: 1,
+    });
+    await expect(archiveExport({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
+    expect(deps.archive.copy).not.toHaveBeenCalled();
+  });
+
+  it('returns the recorded archive without downloading again', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1', archive: archived });
+    await expect(archiveExport({ request_id: id }, deps)).resolves.toEqual({
+      key: 'k',
+      bytes: 10,
+      sha256: 'ab',
+      entries: 4,
+    });
+    expect(platform.exportStatus).not.toHaveBeenCalled();
+  });
+});
+
+describe('eraseSubject', () => {
+  it('refuses to delete before a verified archive exists', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1' }, 'erasure');
+    await expect(eraseSubject({ request_id: id }, deps)).rejects.toThrow('no verified archive');
+    expect(platform.deleteUser).not.toHaveBeenCalled();
+  });
+
+  it('never deletes twice', async () => {
+    const id = await requestIn(
+      {
+        svc_user_id: 'svc-1',
+        archive: archived,
+        erasure: { outcome: 'deleted', platform_status: 200, at: 'x' },
+      },
+      'erasure',
+    );
+    await expect(eraseSubject({ request_id: id }, deps)).resolves.toEqual({ outcome: 'deleted' });
+    expect(platform.deleteUser).not.toHaveBeenCalled();
+  });
+
+  it('refuses to erase for an access request', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1', archive: archived }, 'access');
+    await expect(eraseSubject({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
+  });
+});
+
+describe('verifyErasure', () => {
+  it('fails when the platform still knows the subject', async () => {
+    const id = await requestIn(
+      {
+        svc_user_id: 'svc-1',
+        archive: archived,
+        erasure: { outcome: 'deleted', platform_status: 200, at: 'x' },
+      },
+      'erasure',
+    );
+    await expect(verifyErasure({ request_id: id }, deps)).rejects.toBeInstanceOf(ErasureNotVerifiedError);
+    expect((await ledger.require(id)).erasure_verification).toBeUndefined();
+  });
+});
+
+describe('recordOutcome', () => {
+  it('refuses to record an erasure that was not verified', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1', archive: archived }, 'erasure');
+    await expect(recordOutcome({ request_id: id, outcome: 'erased' }, deps)).rejects.toBeInstanceOf(
+      LedgerStateError,
+    );
+    expect((await ledger.require(id)).status).toBe('running');
+  });
+
+  it('writes the final audit record with the on-time fact', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1', archive: archived });
+    await recordOutcome({ request_id: id, outcome: 'exported' }, deps);
+    expect(await ledger.require(id)).toMatchObject({ status: 'completed', outcome: 'exported' });
+    expect(deps.audit.append).toHaveBeenCalledWith(
+      id,
+      expect.objectContaining({ final: true, facts: expect.objectContaining({ on_time: true }) }),
+    );
+  });
+});
+
+describe('recordFailure', () => {
+  it('records the code and a message scrubbed of identifiers', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1-long' });
+    const cause = JSON.stringify({
+      errorType: 'X',
+      errorMessage: 'lookup of subject-pk-77 / svc-1-long failed at https://x.test/a?access_token=zzz',
+    });
+    await recordFailure({ request_id: id, error: { Error: 'PlatformRejectedError', Cause: cause } }, deps);
+    const item = await ledger.require(id);
+    expect(item.status).toBe('failed');
+    expect(item.error?.code).toBe('platform_rejected');
+    expect(item.error?.message).not.toMatch(/subject-pk-77|svc-1-long|access_token=zzz|x\.test/);
+  });
+
+  it('confirms a cancellation instead of recording a failure', async () => {
+    const id = await requestIn();
+    await ledger.update(id, { status: 'cancelled' }, ['running']);
+    await expect(
+      recordFailure({ request_id: id, error: { Error: 'RequestCancelledError', Cause: '' } }, deps),
+    ).resolves.toEqual({ status: 'cancelled', code: 'request_cancelled' });
+    expect((await ledger.require(id)).status).toBe('cancelled');
+  });
+});
