@@ -14,7 +14,7 @@ import type { StepDeps, StepLogger } from '#shared/step-deps';
 import { type AnyStep, makeStepHandler } from '#shared/step-handler';
 import type { ExecutionInput } from '#shared/step-io';
 import { sqsQuarantine } from '../lambdas/intake/aws.ts';
-import { makeIntakeHandler } from '../lambdas/intake/handler.ts';
+import { type IntakeObserver, makeIntakeHandler } from '../lambdas/intake/handler.ts';
 import type { IntakeDeps } from '../lambdas/intake/intake.ts';
 import { STEPS, type StepName } from '../lambdas/steps.ts';
 import { resolveStateMachine } from './asl.ts';
@@ -45,6 +45,12 @@ export interface LocalWorkflowOptions {
   /** Stack configuration the template is synthesized with. */
   readonly stackConfig?: unknown;
   readonly fetch?: typeof fetch;
+  /** The platform secret; local mode keeps one per data dir so audit subject hashes stay stable. @default random */
+  readonly secret?: PlatformSecret;
+  /** How intake starts executions; local mode passes StartExecution through the Step Functions shim. @default in-process */
+  readonly intakeStarter?: IntakeDeps['startExecution'];
+  /** Sees each intake result. */
+  readonly observe?: IntakeObserver;
 }
 
 /** Names of the local resources, mirroring the stack's. */
@@ -102,7 +108,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   const queueUrls = await createQueues(sqs);
 
   const logger = jsonLogger(options.logSink ?? (() => {}));
-  const secret: PlatformSecret = {
+  const secret: PlatformSecret = options.secret ?? {
     sso_access_token: platform.ssoAccessToken,
     export_token: platform.exportToken,
     audit_hmac_key: randomBytes(32).toString('hex'),
@@ -155,7 +161,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     ledger,
     audit,
     quarantine: sqsQuarantine(sqs, queueUrls.quarantine),
-    startExecution,
+    startExecution: options.intakeStarter ?? startExecution,
     logger,
   };
 
@@ -168,7 +174,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     machine,
     definition: resolved.definition,
     stepDeps,
-    intake: makeIntakeHandler(() => intakeDeps),
+    intake: makeIntakeHandler(() => intakeDeps, options.observe),
     startExecution,
     executions,
     async settled() {

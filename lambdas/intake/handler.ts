@@ -12,14 +12,21 @@ import { Ledger } from '#shared/ledger';
 import { powertoolsLogger } from '#shared/runtime';
 import { secretsManagerSource } from '#shared/secrets';
 import { sfnStarter, sqsQuarantine } from './aws.ts';
-import { type IntakeDeps, intakeMessage } from './intake.ts';
+import { type IntakeDeps, type IntakeResult, intakeMessage } from './intake.ts';
+
+/** Sees what became of each message; local mode uses it to report per input line. */
+export type IntakeObserver = (message: SQSRecord, result: IntakeResult) => void;
 
 /** The SQS handler: one message's failure never fails the others (partial batch response). */
-export function makeIntakeHandler(deps: () => IntakeDeps) {
+export function makeIntakeHandler(deps: () => IntakeDeps, observe?: IntakeObserver) {
   return async (event: SQSEvent, context?: Context): Promise<SQSBatchResponse> => {
     const processor = new BatchProcessor(EventType.SQS);
     const intakeDeps = deps();
-    const record = async (message: SQSRecord) => intakeMessage(message.body, intakeDeps);
+    const record = async (message: SQSRecord) => {
+      const result = await intakeMessage(message.body, intakeDeps);
+      observe?.(message, result);
+      return result;
+    };
     return processPartialResponse(event, record, processor, context ? { context } : {});
   };
 }

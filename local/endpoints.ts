@@ -1,0 +1,66 @@
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+
+/** The names the CLI needs, as the stack outputs them (same keys as `cdk deploy --outputs-file`). */
+export const stackNamesSchema = z.object({
+  IntakeQueueUrl: z.string().min(1),
+  QuarantineQueueUrl: z.string().min(1),
+  LedgerTableName: z.string().min(1),
+  ArchiveBucketName: z.string().min(1),
+  AuditBucketName: z.string().min(1),
+  StateMachineArn: z.string().min(1),
+});
+export type StackNames = z.infer<typeof stackNamesSchema>;
+
+/** What `svc-dsr local --serve` writes to `<data-dir>/endpoints.json` so other commands can reach it. */
+export const localEndpointsSchema = z.object({
+  region: z.string(),
+  credentials: z.object({ accessKeyId: z.string(), secretAccessKey: z.string() }),
+  endpoints: z.object({ sqs: z.url(), s3: z.url(), dynamodb: z.url(), sfn: z.url() }),
+  outputs: stackNamesSchema,
+  /** The serving process, so a stale file (its process gone) can be told apart. */
+  pid: z.number().int(),
+  platform: z.object({ url: z.url(), spot_id: z.string() }),
+});
+export type LocalEndpoints = z.infer<typeof localEndpointsSchema>;
+
+export const ENDPOINTS_FILE = 'endpoints.json';
+
+/** Writes the endpoints file atomically. */
+export async function writeLocalEndpoints(dataDir: string, endpoints: LocalEndpoints): Promise<void> {
+  const path = join(dataDir, ENDPOINTS_FILE);
+  await writeFile(`${path}.tmp`, `${JSON.stringify(endpoints, null, 2)}\n`);
+  await rename(`${path}.tmp`, path);
+}
+
+/** Reads the endpoints of a serving local mode; a clear error when none is running. */
+export async function readLocalEndpoints(dataDir: string): Promise<LocalEndpoints> {
+  const path = join(dataDir, ENDPOINTS_FILE);
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch {
+    throw new Error(
+      `no local mode is serving from ${dataDir}: start one with \`svc-dsr local --serve --data-dir ${dataDir}\``,
+    );
+  }
+  const parsed = localEndpointsSchema.safeParse(JSON.parse(text));
+  if (!parsed.success)
+    throw new Error(`${path} is not a valid endpoints file; restart \`svc-dsr local --serve\``);
+  if (!processAlive(parsed.data.pid)) {
+    throw new Error(
+      `the local mode that wrote ${path} is no longer running: start it again with \`svc-dsr local --serve --data-dir ${dataDir}\``,
+    );
+  }
+  return parsed.data;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return error instanceof Error && 'code' in error && error.code === 'EPERM';
+  }
+}
