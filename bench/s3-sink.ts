@@ -1,8 +1,8 @@
 /**
- * A minimal S3 endpoint for the benchmark: it speaks just enough of the multipart protocol for
- * lib-storage's Upload (create, upload part, complete, abort, single put) and discards the bytes
- * after counting them. A real bucket absorbs parts in parallel; an in-memory stand-in that stores
- * them would measure itself instead of the copy.
+ * A minimal S3 endpoint for the benchmark: it speaks just enough of the protocol for the archive
+ * copy (create, upload part, complete, abort, single put, and HEAD for the stored size) and
+ * discards the bytes after counting them. A real bucket absorbs parts in parallel; an in-memory
+ * stand-in that stores them would measure itself instead of the copy.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -52,6 +52,10 @@ export async function startS3Sink(): Promise<S3Sink> {
       } else if (request.method === 'PUT') {
         stored.set(key, bytes);
         response.writeHead(200, { etag: '"single"' }).end();
+      } else if (request.method === 'HEAD') {
+        const size = stored.get(key);
+        if (size === undefined) response.writeHead(404).end();
+        else response.writeHead(200, { 'content-length': String(size) }).end();
       } else {
         response.writeHead(400).end();
       }

@@ -1,16 +1,48 @@
 import { Command, CommanderError } from 'commander';
+import { registerCancelCommand } from './cli/commands/cancel.ts';
+import { registerExtendCommand } from './cli/commands/extend.ts';
+import { registerListCommand } from './cli/commands/list.ts';
+import { registerPackageCommand } from './cli/commands/package.ts';
+import { registerReportCommand } from './cli/commands/report.ts';
+import { registerRetryCommand } from './cli/commands/retry.ts';
+import { registerStatusCommand } from './cli/commands/status.ts';
+import { registerSubmitCommand } from './cli/commands/submit.ts';
+import { registerVerifyCommand } from './cli/commands/verify.ts';
 import { registerEmulatorCommand } from './cli/emulator.ts';
 import { CliError, EXIT } from './cli/io.ts';
+import { registerLocalCommand } from './cli/local.ts';
 import { registerStartCommand } from './cli/start.ts';
 
 const program = new Command()
   .name('svc-dsr')
   .description('GDPR and CCPA data-subject requests for sites on the svc comment platform')
   .showHelpAfterError('(run with --help for usage and examples)')
-  .exitOverride();
+  .exitOverride()
+  .addHelpText(
+    'after',
+    `
+The operator commands (submit ... report) work against a serving local mode (the default:
+--target local, --data-dir .svc-dsr) or a deployed stack (--target aws with --stack-outputs FILE
+from \`npx cdk deploy --outputs-file FILE\`, or --config FILE).
 
+Exit codes: 0 ok, 1 the operation failed or the request is not in the state asked, 2 invalid input.`,
+  );
+
+// Running things locally.
 registerStartCommand(program);
 registerEmulatorCommand(program);
+registerLocalCommand(program);
+
+// Operator commands: the same code against a deployed stack or a serving local mode.
+registerSubmitCommand(program);
+registerStatusCommand(program);
+registerListCommand(program);
+registerCancelCommand(program);
+registerExtendCommand(program);
+registerRetryCommand(program);
+registerPackageCommand(program);
+registerVerifyCommand(program);
+registerReportCommand(program);
 
 try {
   await program.parseAsync(process.argv);

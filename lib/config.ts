@@ -1,42 +1,274 @@
 import { z } from 'zod';
+import { MINIMUM_RETENTION_MONTHS } from '../lambdas/shared/audit.ts';
+import { downloadPolicySchema } from '../lambdas/shared/download-policy.ts';
+
+/** The cdk.json context key that holds the configuration. */
+export const CONFIG_CONTEXT_KEY = 'svc-dsr';
+
+/**
+ * Defaults that let `cdk synth` and the tests run with no configuration at all. None of them names
+ * a real platform: the `.invalid` top-level domain never resolves. A stack synthesized with any of
+ * them still in place cannot be deployed (see `placeholderKeys`).
+ */
+export const PLACEHOLDERS = {
+  spotId: 'sp_demo',
+  platformBaseUrl: 'https://api.example-platform.invalid/api',
+  platformExportUrl: 'https://export.example-platform.invalid',
+  platformActivityUrl: 'https://activity.example-platform.invalid',
+  downloadAllowedHosts: ['*.example-platform.invalid'],
+} as const;
+
+/** The values CloudWatch Logs accepts as a retention period, in days. */
+export const LOG_RETENTION_DAYS = [
+  1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+] as const;
+
+/** A compliance lock cannot be shortened, so a typo here would bind every record for good. */
+const MAX_AUDIT_RETENTION_MONTHS = 120;
+
+/** What to write for each key: the fix half of every error message. */
+export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, string>> = {
+  spotId: 'the spot id the platform issued for your site, e.g. "sp_AbC123"',
+  platformBaseUrl:
+    'the https base URL of the platform API (svc-api.md {base_url}), e.g. "https://api.example.com/api"',
+  platformExportUrl: 'the https URL of the export service (svc-api.md {export_url})',
+  platformActivityUrl: 'the https URL of the activity service (svc-api.md {activity_url})',
+  downloadAllowedHosts:
+    'a list of hosts export downloads may come from: "host", "host:port" or "*.example.com" (at least two labels after "*.")',
+  platformSecretName:
+    'the name of an existing Secrets Manager secret (letters, digits and /_+=.@-), or leave it out to have the stack create one',
+  platformSecretKeyArn:
+    'the ARN of the KMS key that encrypts the existing secret (arn:aws:kms:<region>:<account>:key/<id>); only with platformSecretName',
+  ssoTokenHeader: 'an HTTP header name, e.g. "x-svc-sso-access-token"',
+  userIdField: 'a JSON field name of letters, digits and "_", e.g. "svc_user_id"',
+  pollInitialSeconds: 'a whole number of seconds from 1 to 3600, at most pollMaxSeconds',
+  pollMaxSeconds:
+    'a whole number of seconds from 1 to 86400, between pollInitialSeconds and pollBudgetSeconds',
+  pollBudgetSeconds: 'a whole number of seconds from 60 to 2592000 (30 days), at least pollMaxSeconds',
+  exportMaxAttempts: 'a whole number from 1 to 10',
+  accessArchiveRetentionDays: 'a whole number of days from 1 to 3650',
+  erasureArchiveRetentionDays: 'a whole number of days from 1 to 3650',
+  auditRetentionMonths: `a whole number of months from ${MINIMUM_RETENTION_MONTHS} (CCPA record keeping) to ${MAX_AUDIT_RETENTION_MONTHS}`,
+  alarmEmail: 'an e-mail address for alarm notifications, or leave it out',
+  deadlineDueSoonDays: 'a whole number of days from 1 to 60',
+  deadlineSweepMinutes: 'a whole number of minutes from 5 to 1440',
+  logRetentionDays: `one of ${LOG_RETENTION_DAYS.join(', ')}`,
+};
+
+const httpsUrl = z.url({ protocol: /^https$/, error: 'expected an https URL' });
+const wholeNumber = (min: number, max: number) => z.number().int().min(min).max(max);
+
+const allowedHost = downloadPolicySchema.shape.allowedHosts.element.refine(
+  (host) => !host.startsWith('*.') || host.slice(2).split('.').length >= 2,
+  'a wildcard must cover a domain of at least two labels, such as *.example.com',
+);
+
+const baseSchema = z.strictObject({
+  spotId: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,128}$/, 'expected 1-128 letters, digits, "_" or "-"')
+    .default(PLACEHOLDERS.spotId),
+  platformBaseUrl: httpsUrl.default(PLACEHOLDERS.platformBaseUrl),
+  platformExportUrl: httpsUrl.default(PLACEHOLDERS.platformExportUrl),
+  platformActivityUrl: httpsUrl.default(PLACEHOLDERS.platformActivityUrl),
+  downloadAllowedHosts: z
+    .array(allowedHost)
+    .min(1)
+    .default([...PLACEHOLDERS.downloadAllowedHosts]),
+  platformSecretName: z
+    .string()
+    .regex(/^[A-Za-z0-9/_+=.@-]{1,512}$/, 'expected a Secrets Manager secret name')
+    .optional(),
+  platformSecretKeyArn: z
+    .string()
+    .regex(/^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key\/[A-Za-z0-9-]+$/, 'expected a KMS key ARN')
+    .optional(),
+  ssoTokenHeader: z
+    .string()
+    .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/, 'expected an HTTP header name')
+    .default('x-svc-sso-access-token'),
+  userIdField: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'expected a field name')
+    .default('svc_user_id'),
+  pollInitialSeconds: wholeNumber(1, 3600).default(30),
+  pollMaxSeconds: wholeNumber(1, 86_400).default(1800),
+  pollBudgetSeconds: wholeNumber(60, 30 * 86_400).default(72 * 3600),
+  exportMaxAttempts: wholeNumber(1, 10).default(3),
+  accessArchiveRetentionDays: wholeNumber(1, 3650).default(90),
+  erasureArchiveRetentionDays: wholeNumber(1, 3650).default(30),
+  auditRetentionMonths: wholeNumber(MINIMUM_RETENTION_MONTHS, MAX_AUDIT_RETENTION_MONTHS).default(
+    MINIMUM_RETENTION_MONTHS,
+  ),
+  alarmEmail: z.email().optional(),
+  deadlineDueSoonDays: wholeNumber(1, 60).default(7),
+  deadlineSweepMinutes: wholeNumber(5, 1440).default(60),
+  logRetentionDays: z
+    .number()
+    .refine((days) => (LOG_RETENTION_DAYS as readonly number[]).includes(days), {
+      message: 'CloudWatch Logs does not accept this retention',
+    })
+    .default(365),
+});
 
 /** Stack configuration, from cdk.json context (`svc-dsr` key) or stack props; validated at synth. */
-export const stackConfigSchema = z.strictObject({
-  spotId: z.string().min(1).default('sp_demo'),
-  platformBaseUrl: z.url({ protocol: /^https$/ }).default('https://api.example-platform.invalid/api'),
-  platformExportUrl: z.url({ protocol: /^https$/ }).default('https://export.example-platform.invalid'),
-  platformActivityUrl: z.url({ protocol: /^https$/ }).default('https://activity.example-platform.invalid'),
-  downloadAllowedHosts: z.array(z.string().min(1)).min(1).default(['*.example-platform.invalid']),
-  /** Name of an existing Secrets Manager secret; a new empty one is created when omitted. */
-  platformSecretName: z.string().min(1).optional(),
-  pollInitialSeconds: z.number().int().positive().default(30),
-  pollMaxSeconds: z.number().int().positive().default(1800),
-  pollBudgetSeconds: z
-    .number()
-    .int()
-    .positive()
-    .default(72 * 3600),
-  exportMaxAttempts: z.number().int().min(1).max(10).default(3),
-  accessArchiveRetentionDays: z.number().int().positive().default(90),
-  erasureArchiveRetentionDays: z.number().int().positive().default(30),
-  auditRetentionMonths: z.number().int().min(24).default(24),
-  alarmEmail: z.email().optional(),
+export const stackConfigSchema = baseSchema.superRefine((config, context) => {
+  // Compared only when each side is valid on its own, so one bad value yields one message.
+  const valid = (key: 'pollInitialSeconds' | 'pollMaxSeconds' | 'pollBudgetSeconds') =>
+    baseSchema.shape[key].safeParse(config[key]).success;
+  if (
+    valid('pollInitialSeconds') &&
+    valid('pollMaxSeconds') &&
+    config.pollInitialSeconds > config.pollMaxSeconds
+  ) {
+    context.addIssue({
+      code: 'custom',
+      path: ['pollMaxSeconds'],
+      message: `must be at least pollInitialSeconds (${config.pollInitialSeconds})`,
+    });
+  }
+  if (
+    valid('pollMaxSeconds') &&
+    valid('pollBudgetSeconds') &&
+    config.pollMaxSeconds > config.pollBudgetSeconds
+  ) {
+    context.addIssue({
+      code: 'custom',
+      path: ['pollBudgetSeconds'],
+      message: `must be at least pollMaxSeconds (${config.pollMaxSeconds})`,
+    });
+  }
+  if (config.platformSecretKeyArn !== undefined && config.platformSecretName === undefined) {
+    context.addIssue({
+      code: 'custom',
+      path: ['platformSecretKeyArn'],
+      message: 'only applies to an existing secret named by platformSecretName',
+    });
+  }
 });
 export type StackConfig = z.infer<typeof stackConfigSchema>;
+export type StackConfigInput = z.input<typeof stackConfigSchema>;
+export type ConfigKey = keyof StackConfig;
 
-/** Validates the raw configuration; the error names each key, what it received and the fix. */
+/** Every configuration key, in the order the docs list them. */
+export const CONFIG_KEYS = Object.keys(baseSchema.shape) as readonly ConfigKey[];
+
+/** A configuration that failed validation; the message lists every problem with its fix. */
+export class StackConfigError extends Error {
+  override readonly name = 'StackConfigError';
+
+  constructor(readonly problems: readonly string[]) {
+    super(problems.join('\n'));
+  }
+}
+
+/**
+ * Validates the raw configuration (an object, or a JSON string as `cdk -c svc-dsr='{...}'` passes
+ * it). Throws a StackConfigError naming each key, the value received and the fix.
+ */
 export function parseStackConfig(raw: unknown): StackConfig {
-  const parsed = stackConfigSchema.safeParse(raw ?? {});
+  const input = fromContext(raw);
+  const parsed = stackConfigSchema.safeParse(input ?? {});
   if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.map((issue) => {
-    const key = issue.path.join('.') || '(config)';
-    const received =
-      raw !== null && typeof raw === 'object' && issue.path.length > 0
-        ? JSON.stringify(valueAt(raw, issue.path))
-        : 'n/a';
-    return `svc-dsr config "${key}": ${issue.message} (received ${received}); set it in cdk.json under context."svc-dsr".${key}`;
-  });
-  throw new Error(problems.join('\n'));
+  throw new StackConfigError(parsed.error.issues.flatMap((issue) => describeIssue(issue, input)));
+}
+
+/**
+ * The keys still on their placeholder default. Synth accepts them so the stack can be built with no
+ * configuration; the stack refuses to deploy with them.
+ */
+export function placeholderKeys(config: StackConfig): ConfigKey[] {
+  const keys: ConfigKey[] = [];
+  if (config.spotId === PLACEHOLDERS.spotId) keys.push('spotId');
+  if (config.platformBaseUrl === PLACEHOLDERS.platformBaseUrl) keys.push('platformBaseUrl');
+  if (config.platformExportUrl === PLACEHOLDERS.platformExportUrl) keys.push('platformExportUrl');
+  if (config.platformActivityUrl === PLACEHOLDERS.platformActivityUrl) keys.push('platformActivityUrl');
+  if (config.downloadAllowedHosts.some((host) => host.endsWith('.invalid')))
+    keys.push('downloadAllowedHosts');
+  return keys;
+}
+
+/**
+ * Days of Object Lock retention that cover `months` calendar months from any start date: the
+ * longest run of that many months in a four-year cycle (24 months -> 731 days).
+ */
+export function retentionDaysForMonths(months: number): number {
+  let longest = 0;
+  for (let start = 0; start < 48; start++) {
+    const from = Date.UTC(2024, start, 1);
+    const to = Date.UTC(2024, start + months, 1);
+    longest = Math.max(longest, Math.round((to - from) / 86_400_000));
+  }
+  return longest;
+}
+
+function fromContext(raw: unknown): unknown {
+  if (typeof raw !== 'string') return raw;
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}
+
+function describeIssue(issue: z.core.$ZodIssue, input: unknown): string[] {
+  const where = `cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }`;
+  if (issue.code === 'unrecognized_keys') {
+    return issue.keys.map((key) => {
+      const suggestion = closestKey(key);
+      return (
+        `svc-dsr config "${key}": not a configuration key (received ${show(valueAt(input, [key]))}). ` +
+        `Fix: ${suggestion === undefined ? 'remove it' : `rename it to "${suggestion}"`} in ${where}; the keys are listed in docs/deploy.md`
+      );
+    });
+  }
+  const [first] = issue.path;
+  if (first === undefined) {
+    return [
+      `svc-dsr config: expected an object of settings (received ${show(input)}). Fix: set ${where}, or pass the object as stack props.`,
+    ];
+  }
+  const key = String(first);
+  const hint = isConfigKey(key) ? CONFIG_HINTS[key] : 'a valid value';
+  const path = issue.path.map(String).join('.');
+  return [
+    `svc-dsr config "${path}": ${issue.message} (received ${show(valueAt(input, issue.path))}). ` +
+      `Fix: set "${key}" in ${where} to ${hint}.`,
+  ];
+}
+
+function isConfigKey(key: string): key is ConfigKey {
+  return (CONFIG_KEYS as readonly string[]).includes(key);
+}
+
+/** The known key a typo most likely meant: same letters ignoring case, or two edits away. */
+function closestKey(key: string): ConfigKey | undefined {
+  let best: { key: ConfigKey; distance: number } | undefined;
+  for (const candidate of CONFIG_KEYS) {
+    const distance = editDistance(key.toLowerCase(), candidate.toLowerCase());
+    if (distance <= 2 && (best === undefined || distance < best.distance))
+      best = { key: candidate, distance };
+  }
+  return best?.key;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const substitution = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current.push(Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitution));
+    }
+    previous = current;
+  }
+  return previous[b.length] ?? 0;
+}
+
+function show(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 120 ? `${text.slice(0, 117)}...` : text;
 }
 
 function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {

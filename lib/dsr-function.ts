@@ -1,65 +1,252 @@
-import { Duration } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
+import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
+import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
+import { STATUS_DUE_INDEX } from '../lambdas/shared/ledger.ts';
+import { acknowledge, nagArn } from './nag.ts';
+
+/** The Lambda runtime of every function: the newest Node.js LTS that Lambda offers. */
+export const FUNCTION_RUNTIME = lambda.Runtime.NODEJS_24_X;
 
 export interface DsrFunctionProps {
   /** Path of the handler module (lambdas/<dir>/handler.ts). */
   readonly entry: string;
+  /** Plain settings; resources are added with the bind helpers, which grant access too. */
   readonly environment?: Record<string, string>;
+  readonly description?: string;
   /** @default Duration.seconds(60) */
   readonly timeout?: Duration;
   /** @default 512 */
   readonly memorySize?: number;
   /** @default logs.RetentionDays.ONE_YEAR */
   readonly logRetention?: logs.RetentionDays;
+  /** Encrypts the function's log group; the key must let CloudWatch Logs use it. @default AWS-owned key */
+  readonly logKey?: kms.IKey;
 }
 
+/** What a function may do with the ledger. */
+export type LedgerAccess = 'read' | 'readWrite';
+/** What a function may do with archive objects. */
+export type ArchiveAccess = 'read' | 'write';
+
 /**
- * A Lambda function with the house defaults: Node.js 22 on arm64, an explicit log group with
- * retention, minified ESM bundle with source maps and kept names (error names are the ASL contract),
- * and X-Ray tracing.
+ * A Lambda function with the house defaults: Node.js on arm64, its own role with no managed
+ * policies, an explicit log group with retention, a minified ESM bundle with source maps and kept
+ * names (error names are the ASL contract), and X-Ray tracing. Resources are attached with the
+ * `bind…()` helpers, each of which sets the environment variable and grants exactly the actions the
+ * shared modules call, scoped to the resource (and prefix) they use.
  */
 export class DsrFunction extends Construct {
   readonly function: NodejsFunction;
   readonly logGroup: logs.LogGroup;
+  readonly role: iam.Role;
+  /** The role's policy, where every grant lands and where reviewed wildcards are acknowledged. */
+  readonly policy: iam.Policy;
+  readonly #environment = new Map<string, string>();
 
   constructor(scope: Construct, id: string, props: DsrFunctionProps) {
     super(scope, id);
     this.logGroup = new logs.LogGroup(this, 'Logs', {
       retention: props.logRetention ?? logs.RetentionDays.ONE_YEAR,
+      removalPolicy: RemovalPolicy.RETAIN,
+      ...(props.logKey ? { encryptionKey: props.logKey } : {}),
     });
+    this.role = new iam.Role(this, 'Role', {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: `svc-dsr ${id} function`,
+    });
+    this.role.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        resources: [this.logGroup.logGroupArn],
+      }),
+    );
+    const policy = this.role.node.tryFindChild('DefaultPolicy');
+    if (!(policy instanceof iam.Policy)) throw new Error(`${this.node.path}: the role has no default policy`);
+    this.policy = policy;
+
     this.function = new NodejsFunction(this, 'Function', {
       entry: props.entry,
       handler: 'handler',
-      runtime: lambda.Runtime.NODEJS_22_X,
+      ...(props.description ? { description: props.description } : {}),
+      runtime: FUNCTION_RUNTIME,
       architecture: lambda.Architecture.ARM_64,
       memorySize: props.memorySize ?? 512,
       timeout: props.timeout ?? Duration.seconds(60),
       tracing: lambda.Tracing.ACTIVE,
+      role: this.role,
       logGroup: this.logGroup,
       loggingFormat: lambda.LoggingFormat.JSON,
       environment: {
         NODE_OPTIONS: '--enable-source-maps',
         POWERTOOLS_SERVICE_NAME: 'svc-dsr',
-        ...props.environment,
       },
       bundling: {
         format: OutputFormat.ESM,
         minify: true,
         sourceMap: true,
         keepNames: true,
-        target: 'node22',
+        target: 'node24',
         mainFields: ['module', 'main'],
         banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
       },
     });
+    acknowledge(
+      this.policy,
+      'AwsSolutions-IAM5',
+      'X-Ray PutTraceSegments and PutTelemetryRecords do not support resource-level permissions',
+      ['Resource::*'],
+    );
+    for (const [name, value] of Object.entries(props.environment ?? {})) this.bindEnvironment(name, value);
   }
 
-  /** Adds an environment variable; used by the bind helpers that also add the matching grant. */
-  addEnvironment(name: string, value: string): this {
+  /** Sets a plain environment variable; a second, different value for the same name is a mistake. */
+  bindEnvironment(name: string, value: string): this {
+    const current = this.#environment.get(name);
+    if (current !== undefined && current !== value) {
+      throw new Error(`${this.node.path}: ${name} is already set to a different value`);
+    }
+    this.#environment.set(name, value);
     this.function.addEnvironment(name, value);
     return this;
+  }
+
+  /** TABLE_NAME, with item access on the table and Query on the status/due index. */
+  bindLedger(table: dynamodb.ITable, access: LedgerAccess): this {
+    this.bindEnvironment('TABLE_NAME', table.tableName);
+    const itemActions =
+      access === 'read'
+        ? ['dynamodb:GetItem']
+        : ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
+    this.#allow(itemActions, [table.tableArn]);
+    this.#allow(['dynamodb:Query'], [`${table.tableArn}/index/${STATUS_DUE_INDEX}`]);
+    this.#allowKey(
+      table.encryptionKey,
+      access === 'read'
+        ? ['kms:Decrypt', 'kms:DescribeKey']
+        : ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey'],
+      'dynamodb',
+    );
+    return this;
+  }
+
+  /**
+   * ARCHIVE_BUCKET (and KMS_KEY_ID), with access to objects under `prefix`. Writing covers a
+   * streamed multipart upload with SSE-KMS (GenerateDataKey, and Decrypt to complete it), tagging,
+   * the ranged reads of verification and the delete of a copy that failed it.
+   */
+  bindArchiveBucket(bucket: s3.IBucket, access: ArchiveAccess, prefix = 'exports/'): this {
+    this.bindEnvironment('ARCHIVE_BUCKET', bucket.bucketName);
+    this.#bindBucketKey(bucket);
+    const objects = bucket.arnForObjects(`${prefix}*`);
+    this.#allow(
+      access === 'read'
+        ? ['s3:GetObject']
+        : [
+            's3:PutObject',
+            's3:PutObjectTagging',
+            's3:AbortMultipartUpload',
+            's3:GetObject',
+            's3:DeleteObject',
+          ],
+      [objects],
+    );
+    // Without ListBucket a missing object answers 403 instead of 404, and verification could not
+    // tell "the copy vanished" from "access denied".
+    this.#allow(['s3:ListBucket'], [bucket.bucketArn]);
+    this.#allowKey(
+      bucket.encryptionKey,
+      access === 'read' ? ['kms:Decrypt'] : ['kms:Decrypt', 'kms:GenerateDataKey'],
+      's3',
+    );
+    acknowledge(
+      this.policy,
+      'AwsSolutions-IAM5',
+      `Archive objects are named exports/<request_id>/attempt-<n>.zip; the grant is limited to that prefix of this bucket`,
+      [`Resource::${nagArn(bucket)}/${prefix}*`],
+    );
+    return this;
+  }
+
+  /**
+   * AUDIT_BUCKET (and KMS_KEY_ID): put and read records under `audit/`, list that prefix. No
+   * retention or delete permission: records get the bucket's default compliance retention.
+   */
+  bindAuditBucket(bucket: s3.IBucket): this {
+    this.bindEnvironment('AUDIT_BUCKET', bucket.bucketName);
+    this.#bindBucketKey(bucket);
+    this.#allow(['s3:PutObject', 's3:GetObject'], [bucket.arnForObjects(`${AUDIT_PREFIX}*`)]);
+    this.#allow(['s3:ListBucket'], [bucket.bucketArn], {
+      StringLike: { 's3:prefix': [`${AUDIT_PREFIX}*`] },
+    });
+    this.#allowKey(bucket.encryptionKey, ['kms:Decrypt', 'kms:GenerateDataKey'], 's3');
+    acknowledge(
+      this.policy,
+      'AwsSolutions-IAM5',
+      'Audit records are named audit/<request_id>/<seq>-<step>.json; the grant is limited to that prefix of this bucket',
+      [`Resource::${nagArn(bucket)}/${AUDIT_PREFIX}*`],
+    );
+    return this;
+  }
+
+  /** PLATFORM_SECRET_ID, with GetSecretValue on that secret and Decrypt of its key through Secrets Manager. */
+  bindSecret(secret: secretsmanager.ISecret, key: kms.IKey | undefined = secret.encryptionKey): this {
+    this.bindEnvironment('PLATFORM_SECRET_ID', secret.secretFullArn ?? secret.secretName);
+    // A secret referenced by name has a partial ARN; its full ARN ends in six random characters.
+    this.#allow(['secretsmanager:GetSecretValue'], [secret.secretFullArn ?? `${secret.secretArn}-??????`]);
+    this.#allowKey(key, ['kms:Decrypt'], 'secretsmanager');
+    return this;
+  }
+
+  /** `envName` = the queue URL, with SendMessage on it and the key use SQS needs for an encrypted queue. */
+  bindQueue(queue: sqs.IQueue, access: 'send', envName: string): this {
+    this.bindEnvironment(envName, queue.queueUrl);
+    if (access === 'send') {
+      this.#allow(['sqs:SendMessage'], [queue.queueArn]);
+      this.#allowKey(queue.encryptionMasterKey, ['kms:Decrypt', 'kms:GenerateDataKey'], 'sqs');
+    }
+    return this;
+  }
+
+  /** STATE_MACHINE_ARN, with StartExecution on it; `key` is the state machine's own KMS key, if any. */
+  bindStateMachine(stateMachine: sfn.IStateMachine, access: 'start', key?: kms.IKey): this {
+    this.bindEnvironment('STATE_MACHINE_ARN', stateMachine.stateMachineArn);
+    if (access === 'start') {
+      this.#allow(['states:StartExecution'], [stateMachine.stateMachineArn]);
+      if (key !== undefined) {
+        // Step Functions encrypts the execution input under this context.
+        this.#allow(['kms:Decrypt', 'kms:GenerateDataKey'], [key.keyArn], {
+          StringEquals: { 'kms:EncryptionContext:aws:states:stateMachineArn': stateMachine.stateMachineArn },
+        });
+      }
+    }
+    return this;
+  }
+
+  #bindBucketKey(bucket: s3.IBucket): void {
+    if (bucket.encryptionKey !== undefined) this.bindEnvironment('KMS_KEY_ID', bucket.encryptionKey.keyArn);
+  }
+
+  #allow(actions: string[], resources: string[], conditions?: Record<string, unknown>): void {
+    this.policy.addStatements(
+      new iam.PolicyStatement({ actions, resources, ...(conditions ? { conditions } : {}) }),
+    );
+  }
+
+  /** Key use only when it comes through `service` in this region: the key cannot be used directly. */
+  #allowKey(key: kms.IKey | undefined, actions: string[], service: string): void {
+    if (key === undefined) return;
+    this.#allow(actions, [key.keyArn], {
+      StringEquals: { 'kms:ViaService': `${service}.${Stack.of(this).region}.amazonaws.com` },
+    });
   }
 }

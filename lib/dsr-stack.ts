@@ -1,19 +1,48 @@
 import { fileURLToPath } from 'node:url';
-import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import {
+  Annotations,
+  CfnOutput,
+  CfnRule,
+  Duration,
+  Fn,
+  RemovalPolicy,
+  Stack,
+  type StackProps,
+} from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
+import { DEADLINE_METRICS } from '../lambdas/deadline-sweep/deadline-sweep.ts';
 import { STATUS_DUE_INDEX } from '../lambdas/shared/ledger.ts';
 import { STEP_DIRECTORIES, type StepName } from '../lambdas/steps.ts';
-import { parseStackConfig, type StackConfig } from './config.ts';
+import {
+  CONFIG_CONTEXT_KEY,
+  parseStackConfig,
+  placeholderKeys,
+  retentionDaysForMonths,
+  type StackConfig,
+} from './config.ts';
+import { DsrAlarms } from './dsr-alarms.ts';
 import { DsrFunction } from './dsr-function.ts';
 import { DsrWorkflow } from './dsr-workflow.ts';
+import { acknowledge } from './nag.ts';
 
 const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
+
+/** The S3 object tag that carries the request type, which the archive lifecycle rules expire by. */
+export const REQUEST_TYPE_TAG = 'request-type';
+
+/** Namespace of the metrics the deadline sweep publishes. */
+export const METRICS_NAMESPACE = 'svc-dsr';
 
 export interface DsrStackProps extends StackProps {
   /** Configuration; when omitted it is read from the `svc-dsr` context key. */
@@ -23,26 +52,46 @@ export interface DsrStackProps extends StackProps {
 /** The svc-dsr stack: intake for data-subject requests and the workflow that answers them. */
 export class DsrStack extends Stack {
   readonly config: StackConfig;
+  /** Encrypts personal data: queues, ledger, archives, audit records, the secret, execution history. */
   readonly key: kms.Key;
+  /** Encrypts operational data: log groups and the alarm topic. */
+  readonly operationsKey: kms.Key;
   readonly intakeQueue: sqs.Queue;
   readonly intakeDeadLetterQueue: sqs.Queue;
   readonly quarantineQueue: sqs.Queue;
   readonly ledger: dynamodb.Table;
   readonly archiveBucket: s3.Bucket;
   readonly auditBucket: s3.Bucket;
+  readonly accessLogBucket: s3.Bucket;
   readonly secret: secretsmanager.ISecret;
   readonly workflow: DsrWorkflow;
+  readonly functions: Readonly<Record<StepName | 'Intake' | 'DeadlineSweep', DsrFunction>>;
+  readonly alarms: DsrAlarms;
 
   constructor(scope: Construct, id: string, props: DsrStackProps = {}) {
     super(scope, id, props);
-    this.config = parseStackConfig(props.config ?? this.node.tryGetContext('svc-dsr'));
+    // Access-log delivery by bucket policy rather than the legacy LogDeliveryWrite ACL, whatever
+    // the app's cdk.json says: ACLs stay disabled on every bucket.
+    this.node.setContext('@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy', true);
+    this.config = parseStackConfig(props.config ?? this.node.tryGetContext(CONFIG_CONTEXT_KEY));
     const config = this.config;
+    this.#refuseDeployWithPlaceholders(config);
+    const logRetention = retentionDays(config.logRetentionDays);
 
     this.key = new kms.Key(this, 'DataKey', {
-      description: 'svc-dsr: encrypts requests, ledger, archives and audit records',
+      description:
+        'svc-dsr: encrypts requests, ledger, archives, audit records, the secret and execution history',
       enableKeyRotation: true,
+      removalPolicy: RemovalPolicy.RETAIN,
     });
+    this.operationsKey = new kms.Key(this, 'OperationsKey', {
+      description: 'svc-dsr: encrypts log groups and alarm notifications',
+      enableKeyRotation: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    this.#letServicesUseOperationsKey();
 
+    // Queues
     const queueDefaults = {
       encryption: sqs.QueueEncryption.KMS,
       encryptionMasterKey: this.key,
@@ -56,12 +105,18 @@ export class DsrStack extends Stack {
       ...queueDefaults,
       retentionPeriod: Duration.days(14),
     });
+    acknowledge(
+      this.quarantineQueue,
+      'AwsSolutions-SQS3',
+      'The quarantine queue is itself the end of the line for messages intake could not accept; operators read it, nothing consumes it automatically, and it is alarmed',
+    );
     this.intakeQueue = new sqs.Queue(this, 'IntakeQueue', {
       ...queueDefaults,
       visibilityTimeout: Duration.minutes(6),
       deadLetterQueue: { queue: this.intakeDeadLetterQueue, maxReceiveCount: 5 },
     });
 
+    // Ledger
     this.ledger = new dynamodb.Table(this, 'Ledger', {
       partitionKey: { name: 'request_id', type: dynamodb.AttributeType.STRING },
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
@@ -77,6 +132,21 @@ export class DsrStack extends Stack {
       sortKey: { name: 'due_at', type: dynamodb.AttributeType.STRING },
     });
 
+    // Buckets
+    const auditRetentionDays = retentionDaysForMonths(config.auditRetentionMonths);
+    this.accessLogBucket = new s3.Bucket(this, 'AccessLogBucket', {
+      // S3 server access logging can only deliver to a bucket encrypted with S3-managed keys.
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      enforceSSL: true,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      removalPolicy: RemovalPolicy.RETAIN,
+      // Who read an archive is evidence too: kept as long as the audit records.
+      lifecycleRules: [
+        { id: 'expire-access-logs', expiration: Duration.days(auditRetentionDays) },
+        { id: 'abort-incomplete-uploads', abortIncompleteMultipartUploadAfter: Duration.days(1) },
+      ],
+    });
     const bucketDefaults = {
       encryption: s3.BucketEncryption.KMS,
       encryptionKey: this.key,
@@ -84,95 +154,261 @@ export class DsrStack extends Stack {
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
       enforceSSL: true,
       versioned: true,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      serverAccessLogsBucket: this.accessLogBucket,
       removalPolicy: RemovalPolicy.RETAIN,
     } as const;
+    const longestArchiveDays = Math.max(
+      config.accessArchiveRetentionDays,
+      config.erasureArchiveRetentionDays,
+    );
     this.archiveBucket = new s3.Bucket(this, 'ArchiveBucket', {
       ...bucketDefaults,
+      serverAccessLogsPrefix: 'archive/',
       lifecycleRules: [
         {
+          id: 'expire-access-archives',
+          tagFilters: { [REQUEST_TYPE_TAG]: 'access' },
+          expiration: Duration.days(config.accessArchiveRetentionDays),
+        },
+        {
+          id: 'expire-erasure-archives',
+          tagFilters: { [REQUEST_TYPE_TAG]: 'erasure' },
+          expiration: Duration.days(config.erasureArchiveRetentionDays),
+        },
+        {
+          // An archive without its type tag still never outlives the longest configured retention.
+          id: 'expire-untyped-archives',
+          prefix: 'exports/',
+          expiration: Duration.days(longestArchiveDays),
+        },
+        {
+          // Expiry leaves the data as a noncurrent version; it goes a day later, with half-done uploads.
+          id: 'purge-noncurrent-and-incomplete',
           noncurrentVersionExpiration: Duration.days(1),
           abortIncompleteMultipartUploadAfter: Duration.days(1),
+          expiredObjectDeleteMarker: true,
         },
       ],
     });
     this.auditBucket = new s3.Bucket(this, 'AuditBucket', {
       ...bucketDefaults,
+      serverAccessLogsPrefix: 'audit/',
       objectLockEnabled: true,
-      objectLockDefaultRetention: s3.ObjectLockRetention.compliance(
-        Duration.days(Math.ceil(config.auditRetentionMonths * 30.5)),
-      ),
+      objectLockDefaultRetention: s3.ObjectLockRetention.compliance(Duration.days(auditRetentionDays)),
     });
 
-    this.secret = config.platformSecretName
-      ? secretsmanager.Secret.fromSecretNameV2(this, 'PlatformSecret', config.platformSecretName)
-      : new secretsmanager.Secret(this, 'PlatformSecret', {
-          description: 'svc-dsr: JSON with sso_access_token, export_token and audit_hmac_key',
-          encryptionKey: this.key,
-        });
+    // Secret
+    if (config.platformSecretName !== undefined) {
+      this.secret = secretsmanager.Secret.fromSecretNameV2(this, 'PlatformSecret', config.platformSecretName);
+    } else {
+      const secret = new secretsmanager.Secret(this, 'PlatformSecret', {
+        description:
+          'svc-dsr: JSON {"sso_access_token", "export_token", "audit_hmac_key" (>= 32 chars)}; set with put-secret-value',
+        encryptionKey: this.key,
+        removalPolicy: RemovalPolicy.RETAIN,
+      });
+      acknowledge(
+        secret,
+        'AwsSolutions-SMG4',
+        'The tokens are issued by the comment platform, which offers no API to rotate them; rotation is the manual procedure in docs/deploy.md',
+      );
+      this.secret = secret;
+    }
+    const secretKey =
+      config.platformSecretKeyArn === undefined
+        ? undefined
+        : kms.Key.fromKeyArn(this, 'PlatformSecretKey', config.platformSecretKeyArn);
 
-    const stepEnvironment: Record<string, string> = {
-      TABLE_NAME: this.ledger.tableName,
-      ARCHIVE_BUCKET: this.archiveBucket.bucketName,
-      AUDIT_BUCKET: this.auditBucket.bucketName,
-      KMS_KEY_ID: this.key.keyArn,
-      PLATFORM_SECRET_ID: this.secret.secretArn,
+    // Step functions
+    const functionDefaults = { logRetention, logKey: this.operationsKey } as const;
+    const stepSettings: Record<string, string> = {
       PLATFORM_BASE_URL: config.platformBaseUrl,
       PLATFORM_EXPORT_URL: config.platformExportUrl,
       PLATFORM_ACTIVITY_URL: config.platformActivityUrl,
       SPOT_ID: config.spotId,
+      SSO_TOKEN_HEADER: config.ssoTokenHeader,
+      USER_ID_FIELD: config.userIdField,
       DOWNLOAD_ALLOWED_HOSTS: config.downloadAllowedHosts.join(','),
       POLL_INITIAL_SECONDS: String(config.pollInitialSeconds),
       POLL_MAX_SECONDS: String(config.pollMaxSeconds),
       POLL_BUDGET_SECONDS: String(config.pollBudgetSeconds),
       EXPORT_MAX_ATTEMPTS: String(config.exportMaxAttempts),
     };
-    const stepFunctions = Object.fromEntries(
-      Object.entries(STEP_DIRECTORIES).map(([step, dir]) => {
-        const fn = new DsrFunction(this, step, {
-          entry: `${lambdasDir}${dir}/handler.ts`,
-          environment: { ...stepEnvironment, DSR_STEP: step },
-          timeout: step === 'ArchiveExport' ? Duration.minutes(15) : Duration.minutes(1),
-          memorySize: step === 'ArchiveExport' ? 1024 : 512,
-        });
-        this.ledger.grantReadWriteData(fn.function);
-        this.auditBucket.grantReadWrite(fn.function);
-        this.secret.grantRead(fn.function);
-        if (step === 'ArchiveExport') this.archiveBucket.grantReadWrite(fn.function);
-        return [step, fn.function];
-      }),
-    ) as Record<StepName, DsrFunction['function']>;
+    const steps = mapRecord(STEP_DIRECTORIES, (dir, step) => {
+      const archives = step === 'ArchiveExport';
+      const fn = new DsrFunction(this, step, {
+        ...functionDefaults,
+        entry: `${lambdasDir}${dir}/handler.ts`,
+        description: `svc-dsr workflow step ${step}`,
+        environment: { ...stepSettings, DSR_STEP: step },
+        timeout: archives ? Duration.minutes(15) : Duration.minutes(1),
+        memorySize: archives ? 1024 : 512,
+      });
+      fn.bindLedger(this.ledger, 'readWrite')
+        .bindAuditBucket(this.auditBucket)
+        .bindSecret(this.secret, secretKey);
+      if (archives) fn.bindArchiveBucket(this.archiveBucket, 'write');
+      // The shared step environment names the archive bucket for every step; only ArchiveExport
+      // is granted access to it.
+      else fn.bindEnvironment('ARCHIVE_BUCKET', this.archiveBucket.bucketName);
+      return fn;
+    });
 
+    // Workflow
+    const workflowLogs = new logs.LogGroup(this, 'WorkflowLogs', {
+      // The vendedlogs prefix keeps the log delivery resource policy small however many machines log.
+      logGroupName: `/aws/vendedlogs/states/${this.stackName}-workflow`,
+      retention: logRetention,
+      encryptionKey: this.operationsKey,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
     this.workflow = new DsrWorkflow(this, 'Workflow', {
-      functions: stepFunctions,
+      functions: mapRecord(steps, (fn) => fn.function),
       executionTimeout: Duration.seconds(config.pollBudgetSeconds).plus(Duration.days(1)),
+      logDestination: workflowLogs,
+      encryptionKey: this.key,
+      tracing: true,
     });
 
+    // Intake
     const intake = new DsrFunction(this, 'Intake', {
+      ...functionDefaults,
       entry: `${lambdasDir}intake/handler.ts`,
+      description: 'svc-dsr intake: validates requests, records them, starts their executions',
       timeout: Duration.minutes(1),
-      environment: {
-        TABLE_NAME: this.ledger.tableName,
-        AUDIT_BUCKET: this.auditBucket.bucketName,
-        KMS_KEY_ID: this.key.keyArn,
-        PLATFORM_SECRET_ID: this.secret.secretArn,
-        STATE_MACHINE_ARN: this.workflow.stateMachine.stateMachineArn,
-        QUARANTINE_QUEUE_URL: this.quarantineQueue.queueUrl,
-      },
     });
-    this.ledger.grantReadWriteData(intake.function);
-    this.auditBucket.grantReadWrite(intake.function);
-    this.secret.grantRead(intake.function);
-    this.quarantineQueue.grantSendMessages(intake.function);
-    this.workflow.stateMachine.grantStartExecution(intake.function);
+    intake
+      .bindLedger(this.ledger, 'readWrite')
+      .bindAuditBucket(this.auditBucket)
+      .bindSecret(this.secret, secretKey)
+      .bindQueue(this.quarantineQueue, 'send', 'QUARANTINE_QUEUE_URL')
+      .bindStateMachine(this.workflow.stateMachine, 'start', this.key);
     intake.function.addEventSource(
       new SqsEventSource(this.intakeQueue, { batchSize: 10, reportBatchItemFailures: true }),
     );
 
-    new CfnOutput(this, 'IntakeQueueUrl', { value: this.intakeQueue.queueUrl });
-    new CfnOutput(this, 'QuarantineQueueUrl', { value: this.quarantineQueue.queueUrl });
-    new CfnOutput(this, 'LedgerTableName', { value: this.ledger.tableName });
-    new CfnOutput(this, 'ArchiveBucketName', { value: this.archiveBucket.bucketName });
-    new CfnOutput(this, 'AuditBucketName', { value: this.auditBucket.bucketName });
-    new CfnOutput(this, 'StateMachineArn', { value: this.workflow.stateMachine.stateMachineArn });
+    // Deadline sweep
+    const sweep = new DsrFunction(this, 'DeadlineSweep', {
+      ...functionDefaults,
+      entry: `${lambdasDir}deadline-sweep/handler.ts`,
+      description: 'svc-dsr deadline sweep: publishes counts of overdue and due-soon requests',
+      timeout: Duration.minutes(2),
+      memorySize: 256,
+      environment: {
+        DUE_SOON_DAYS: String(config.deadlineDueSoonDays),
+        METRICS_NAMESPACE,
+        METRICS_STACK: this.stackName,
+      },
+    });
+    sweep.bindLedger(this.ledger, 'read');
+    const sweepEvery = Duration.minutes(config.deadlineSweepMinutes);
+    new events.Rule(this, 'DeadlineSweepSchedule', {
+      description: 'svc-dsr: counts open requests by deadline',
+      schedule: events.Schedule.rate(sweepEvery),
+      targets: [
+        new targets.LambdaFunction(sweep.function, { retryAttempts: 2, maxEventAge: Duration.hours(1) }),
+      ],
+    });
+
+    this.functions = { ...steps, Intake: intake, DeadlineSweep: sweep };
+
+    // Alarms
+    this.alarms = new DsrAlarms(this, 'Alarms', {
+      topicKey: this.operationsKey,
+      ...(config.alarmEmail ? { email: config.alarmEmail } : {}),
+      intakeDeadLetterQueue: this.intakeDeadLetterQueue,
+      quarantineQueue: this.quarantineQueue,
+      stateMachine: this.workflow.stateMachine,
+      functions: mapRecord(this.functions, (fn) => fn.function),
+      overdueRequests: new cloudwatch.Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName: DEADLINE_METRICS.overdue,
+        dimensionsMap: { Stack: this.stackName },
+        statistic: 'Maximum',
+        period: sweepEvery,
+      }),
+    });
+
+    // What the CLI reads (cdk deploy --outputs-file outputs.json)
+    const outputs: Record<string, string> = {
+      IntakeQueueUrl: this.intakeQueue.queueUrl,
+      IntakeDeadLetterQueueUrl: this.intakeDeadLetterQueue.queueUrl,
+      QuarantineQueueUrl: this.quarantineQueue.queueUrl,
+      LedgerTableName: this.ledger.tableName,
+      ArchiveBucketName: this.archiveBucket.bucketName,
+      AuditBucketName: this.auditBucket.bucketName,
+      StateMachineArn: this.workflow.stateMachine.stateMachineArn,
+      PlatformSecretArn: this.secret.secretArn,
+      DataKeyArn: this.key.keyArn,
+      AlarmTopicArn: this.alarms.topic.topicArn,
+      Region: this.region,
+    };
+    for (const [name, value] of Object.entries(outputs)) new CfnOutput(this, name, { value });
   }
+
+  /**
+   * Synth accepts the placeholder defaults (tests and `npm run synth` need no configuration), but a
+   * deployment with them would talk to hosts that do not exist. A template rule makes
+   * CloudFormation refuse it before any resource is created, and synth warns.
+   */
+  #refuseDeployWithPlaceholders(config: StackConfig): void {
+    const keys = placeholderKeys(config);
+    if (keys.length === 0) return;
+    const message =
+      `svc-dsr is not configured for deployment: ${keys.join(', ')} still hold placeholder values. ` +
+      `Fix: set them under context "${CONFIG_CONTEXT_KEY}" in cdk.json (docs/deploy.md lists every key), then deploy again.`;
+    Annotations.of(this).addWarningV2('svc-dsr:placeholder-config', message);
+    new CfnRule(this, 'RequireDeploymentConfig', {
+      assertions: [{ assert: Fn.conditionEquals('placeholder', 'configured'), assertDescription: message }],
+    });
+  }
+
+  /** CloudWatch Logs encrypts this stack's log groups and CloudWatch publishes alarms to the encrypted topic. */
+  #letServicesUseOperationsKey(): void {
+    this.operationsKey.addToResourcePolicy(
+      new iam.PolicyStatement({
+        principals: [new iam.ServicePrincipal(`logs.${this.region}.amazonaws.com`)],
+        actions: [
+          'kms:Encrypt',
+          'kms:Decrypt',
+          'kms:ReEncryptFrom',
+          'kms:ReEncryptTo',
+          'kms:GenerateDataKey',
+          'kms:DescribeKey',
+        ],
+        resources: ['*'],
+        conditions: {
+          ArnLike: {
+            'kms:EncryptionContext:aws:logs:arn': `arn:${this.partition}:logs:${this.region}:${this.account}:log-group:*`,
+          },
+        },
+      }),
+    );
+    this.operationsKey.addToResourcePolicy(
+      new iam.PolicyStatement({
+        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['kms:Decrypt', 'kms:GenerateDataKey'],
+        resources: ['*'],
+      }),
+    );
+  }
+}
+
+/** The same keys, each value mapped. */
+function mapRecord<K extends string, T, U>(
+  record: Readonly<Record<K, T>>,
+  map: (value: T, key: K) => U,
+): Record<K, U> {
+  const mapped: Partial<Record<K, U>> = {};
+  for (const [key, value] of Object.entries(record) as [K, T][]) mapped[key] = map(value, key);
+  return mapped as Record<K, U>;
+}
+
+function retentionDays(days: number): logs.RetentionDays {
+  const match = Object.values(logs.RetentionDays).find(
+    (value): value is logs.RetentionDays => typeof value === 'number' && value === days,
+  );
+  if (match === undefined) throw new Error(`CloudWatch Logs has no retention of ${days} days`);
+  return match;
 }

@@ -1,18 +1,28 @@
 import { Duration } from 'aws-cdk-lib';
+import type * as kms from 'aws-cdk-lib/aws-kms';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import { EXPORT_RESTART_ERRORS, RETRYABLE_ERRORS } from '../lambdas/shared/errors.ts';
 import type { StepName } from '../lambdas/steps.ts';
+import { acknowledge, nagArn } from './nag.ts';
 
 export interface DsrWorkflowProps {
   /** The Lambda of each step. */
   readonly functions: Readonly<Record<StepName, lambda.IFunction>>;
   /** Longest an execution may run: the export wait budget plus the time the other steps take. */
   readonly executionTimeout: Duration;
-  /** Optional extra settings for the state machine (logs, tracing, encryption). */
-  readonly stateMachineProps?: Partial<sfn.StateMachineProps>;
+  /**
+   * Where execution events are logged (all events, without execution data: state carries step
+   * facts only, but nothing needs to copy it into a second store). @default no logging
+   */
+  readonly logDestination?: logs.ILogGroup;
+  /** Encrypts execution history and logged events with this key. @default AWS-owned key */
+  readonly encryptionKey?: kms.IKey;
+  /** X-Ray tracing of executions. @default false */
+  readonly tracing?: boolean;
 }
 
 /** Retry of transient platform and download errors: backoff with full jitter. */
@@ -137,7 +147,52 @@ export class DsrWorkflow extends Construct {
       stateMachineType: sfn.StateMachineType.STANDARD,
       definitionBody: sfn.DefinitionBody.fromChainable(definition),
       timeout: props.executionTimeout,
-      ...props.stateMachineProps,
+      tracingEnabled: props.tracing ?? false,
+      ...(props.logDestination
+        ? {
+            logs: {
+              destination: props.logDestination,
+              level: sfn.LogLevel.ALL,
+              includeExecutionData: false,
+            },
+          }
+        : {}),
+      ...(props.encryptionKey
+        ? {
+            encryptionConfiguration: new sfn.CustomerManagedEncryptionConfiguration(
+              props.encryptionKey,
+              Duration.minutes(5),
+            ),
+          }
+        : {}),
     });
+    this.#acknowledgeWildcards(props);
+  }
+
+  /** The wildcards CDK's own grants put in the state machine role's policy, each for its reason. */
+  #acknowledgeWildcards(props: DsrWorkflowProps): void {
+    const policy = this.stateMachine.role.node.tryFindChild('DefaultPolicy');
+    if (policy === undefined) return;
+    const invocable = [...new Set(Object.values(props.functions))];
+    acknowledge(
+      policy,
+      'AwsSolutions-IAM5',
+      'LambdaInvoke grants each step function and its versions (<arn>:*); every ARN is a function of this workflow',
+      invocable.map((fn) => `Resource::${nagArn(fn)}:*`),
+    );
+    const unscoped = [
+      ...(props.tracing ? ['X-Ray (PutTraceSegments, PutTelemetryRecords, GetSampling*)'] : []),
+      ...(props.logDestination
+        ? ['CloudWatch Logs vended log delivery (CreateLogDelivery and friends)']
+        : []),
+    ];
+    if (unscoped.length > 0) {
+      acknowledge(
+        policy,
+        'AwsSolutions-IAM5',
+        `${unscoped.join(' and ')} do not support resource-level permissions`,
+        ['Resource::*'],
+      );
+    }
   }
 }

@@ -1,7 +1,8 @@
 /**
  * Local stand-ins for the AWS services svc-dsr uses, speaking the real wire protocols on loopback:
- * fauxqs for SQS and S3 (in memory) and dynalite for DynamoDB (in memory or on LevelDB). The same
- * SDK code paths run against them as against AWS; only the client config differs.
+ * fauxqs for SQS, S3 either in fauxqs's memory or as plain files on disk (`s3-disk.ts`), and
+ * dynalite for DynamoDB (in memory or on LevelDB). The same SDK code paths run against them as
+ * against AWS; only the client config differs.
  */
 
 import { Server } from 'node:http';
@@ -9,6 +10,7 @@ import { createRequire } from 'node:module';
 import type { AddressInfo, Socket } from 'node:net';
 import { buildApp } from 'fauxqs';
 import { ConfigurationError } from '#shared/errors';
+import { type DiskS3, startDiskS3 } from './s3-disk.ts';
 
 /** The services the stand-ins answer for. */
 export type AwsService = 'sqs' | 's3' | 'dynamodb';
@@ -28,7 +30,7 @@ export interface AwsClientConfig {
   readonly forcePathStyle?: boolean;
 }
 
-/** Running stand-ins; `close()` stops both servers and releases every handle. */
+/** Running stand-ins; `close()` stops every server and releases every handle. */
 export interface AwsStandIns {
   readonly region: string;
   readonly credentials: AwsStandInCredentials;
@@ -46,24 +48,32 @@ export interface AwsStandIns {
 export interface AwsStandInsOptions {
   /** Directory for dynalite's LevelDB store, so the ledger survives a restart. @default in memory */
   readonly dynamoPath?: string;
+  /**
+   * Data folder for S3: each object becomes the file `<s3Root>/<bucket>/<key>`, kept across restarts
+   * (fauxqs still serves SQS). @default in memory, in fauxqs
+   */
+  readonly s3Root?: string;
 }
 
 const REGION = 'us-east-1';
 const CREDENTIALS: AwsStandInCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
 const LOOPBACK = '127.0.0.1';
 
-/** Starts fauxqs and dynalite on free loopback ports. */
+/** Starts fauxqs, dynalite and (with `s3Root`) the disk S3 on free loopback ports. */
 export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promise<AwsStandIns> {
   // startFauxqs() always binds 0.0.0.0; building the app and listening ourselves keeps it on loopback.
   const fauxqs = buildApp({ logger: false, defaultRegion: REGION });
   let dynamo: Server | undefined;
+  let diskS3: DiskS3 | undefined;
   try {
     const fauxqsUrl = await fauxqs.listen({ port: 0, host: LOOPBACK });
     dynamo = createDynalite(options.dynamoPath);
     const dynamoSockets = trackSockets(dynamo);
     const dynamoUrl = await listen(dynamo);
     const dynamoServer = dynamo;
-    const endpoints = { sqs: fauxqsUrl, s3: fauxqsUrl, dynamodb: dynamoUrl };
+    if (options.s3Root !== undefined) diskS3 = await startDiskS3({ root: options.s3Root });
+    const s3Server = diskS3;
+    const endpoints = { sqs: fauxqsUrl, s3: s3Server?.endpoint ?? fauxqsUrl, dynamodb: dynamoUrl };
     let closing: Promise<void> | undefined;
 
     return {
@@ -75,15 +85,18 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
         return service === 's3' ? { ...base, forcePathStyle: true } : base;
       },
       close() {
-        closing ??= Promise.all([fauxqs.close(), closeServer(dynamoServer, dynamoSockets)]).then(
-          () => undefined,
-        );
+        closing ??= Promise.all([
+          fauxqs.close(),
+          closeServer(dynamoServer, dynamoSockets),
+          s3Server?.close(),
+        ]).then(() => undefined);
         return closing;
       },
     };
   } catch (error) {
     await fauxqs.close();
     if (dynamo?.listening) await closeServer(dynamo, new Set());
+    await diskS3?.close();
     throw error;
   }
 }

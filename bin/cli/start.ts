@@ -1,35 +1,65 @@
-import { fileURLToPath } from 'node:url';
+import { randomUUID } from 'node:crypto';
+import { rm } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { runEmulator, untilStopped } from './emulator.ts';
+import { startLocalMode } from '#local/local-mode';
+import { printSummary, summarize } from './local.ts';
 
-const SAMPLE_STATE = fileURLToPath(new URL('../../local/emulator/sample-state.json', import.meta.url));
+/** The sample requests `npm start` submits: one of each path through the workflow. */
+export function sampleRequests(now = new Date()): string[] {
+  const received = new Date(now.getTime() - 2 * 24 * 3600 * 1000).toISOString();
+  const verification = { method: 'email_link', verified_by: 'privacy-team', verified_at: received };
+  const request = (fields: Record<string, unknown>) =>
+    JSON.stringify({ request_id: randomUUID(), received_at: received, verification, ...fields });
+  return [
+    request({ type: 'access', regulation: 'gdpr', primary_key: 'u-alice', reference: 'DEMO-1' }),
+    request({ type: 'erasure', regulation: 'ccpa', primary_key: 'u-bruno', reference: 'DEMO-2' }),
+    request({ type: 'access', regulation: 'gdpr', primary_key: 'u-nobody', reference: 'DEMO-3' }),
+    JSON.stringify({ request_id: randomUUID(), type: 'delete', regulation: 'gdpr' }),
+  ];
+}
 
-/** `npm start`: the emulator with the sample platform state, and how to talk to it. */
+/** `npm start`: the whole workflow on this machine with sample data, shown as it runs. */
 export function registerStartCommand(program: Command): void {
   program
     .command('start')
-    .description('start the platform emulator with sample data and show how to use it')
-    .option('--port <port>', 'port to listen on (0 picks a free port)', '0')
-    .action(async (flags: { port: string }) => {
-      const emulator = await runEmulator({ host: '127.0.0.1', port: flags.port, state: SAMPLE_STATE });
-      const sso = emulator.ssoAccessToken;
-      process.stderr.write(
-        [
-          '',
-          `svc-dsr: the platform emulator is running at ${emulator.url} with the sample state.`,
-          '',
-          'Try it:',
-          `  curl -s -H 'x-svc-sso-access-token: ${sso}' ${emulator.url}/sso/v1/user/u-alice`,
-          `  curl -s -X POST ${emulator.url}/gdpr/export -H 'content-type: application/json' \\`,
-          `       -d '{"access_token":"${emulator.exportToken}","spot_id":"${emulator.spotId}","user_id":"<svc_user_id>"}'`,
-          `  curl -s ${emulator.url}/_emulator/users`,
-          '',
-          'The control API (reset, state, faults, calls) is described in docs/emulator.md.',
-          'Ctrl-C stops it.',
-          '',
-        ].join('\n'),
-      );
-      await untilStopped();
-      await emulator.close();
+    .description(
+      'run a demonstration: sample requests through the whole workflow, locally, with no AWS account',
+    )
+    .option('--data-dir <dir>', 'where to keep the demonstration (emptied first)', '.svc-dsr/demo')
+    .action(async (flags: { dataDir: string }) => {
+      const write = (text: string) => process.stdout.write(text);
+      await rm(flags.dataDir, { recursive: true, force: true });
+      write('svc-dsr: starting the platform emulator, local AWS stand-ins and the state machine...\n');
+      const mode = await startLocalMode({ dataDir: flags.dataDir });
+      try {
+        write(`platform emulator: ${mode.emulator.url} (sample state: 4 users, comments, votes)\n`);
+        const lines = sampleRequests();
+        write(
+          `submitting ${lines.length} requests: an access, an erasure, an unknown user, an invalid message\n`,
+        );
+        const seen = new Map<string, string>();
+        const watch = setInterval(() => {
+          void (async () => {
+            for (const id of seen.keys()) {
+              const item = await mode.workflow.ledger.get(id);
+              const state = item
+                ? `${item.status}${item.step ? ` (${item.step})` : ''}${item.outcome ? `: ${item.outcome}` : ''}`
+                : '';
+              if (state !== '' && seen.get(id) !== state) {
+                seen.set(id, state);
+                write(`  ${id}  ${state}\n`);
+              }
+            }
+          })();
+        }, 50);
+        const outcomes = await mode.submit(lines);
+        for (const outcome of outcomes) if (outcome.kind === 'accepted') seen.set(outcome.requestId, '');
+        await mode.idle();
+        clearInterval(watch);
+        printSummary(mode, await summarize(mode, outcomes), write);
+        write('\nNext: `npx svc-dsr local --help`, `npx svc-dsr emulator --help`, and README.md.\n');
+      } finally {
+        await mode.close();
+      }
     });
 }

@@ -5,8 +5,16 @@
 import { createHash } from 'node:crypto';
 import { PassThrough, Readable } from 'node:stream';
 import { crc32 } from 'node:zlib';
-import { GetObjectCommand, HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  PutObjectCommand,
+  type S3Client,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
 import yauzl from 'yauzl';
 import { z } from 'zod';
 import { assertDownloadAllowed, type DownloadPolicy } from './download-policy.ts';
@@ -53,7 +61,7 @@ export interface CopyOptions {
   readonly partSizeBytes?: number;
   /** Longest wait for the next byte from the platform. @default 30000 */
   readonly idleTimeoutMs?: number;
-  /** Parts uploaded at once; memory is about (queueSize + 2) x partSizeBytes. @default 2 */
+  /** Parts uploaded at once; memory is about (queueSize + 1) x partSizeBytes. @default 2 */
   readonly queueSize?: number;
 }
 
@@ -127,38 +135,24 @@ export async function copyExportToS3(
   assertDownloadAllowed(link, options.policy);
   const connection = new AbortController();
   const watchdog = new IdleWatchdog(idleTimeoutMs, () => connection.abort());
-  let body: Readable | undefined;
+  // An S3 failure hangs up on the platform at once, rather than after the next part is read.
+  const upload = new PartUploader(target, partSizeBytes, queueSize, () => connection.abort());
+  let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
   try {
     const response = await openDownload(link, options.policy, options.fetch ?? globalThis.fetch, {
       signal: connection.signal,
       watchdog,
     });
     const tally = new DownloadTally(declaredLength(response));
-    const source = response.body === null ? Readable.from([]) : Readable.fromWeb(response.body);
-    body = Readable.from(hashAndCount(source, tally, watchdog), { objectMode: false });
-    const upload = new Upload({
-      client: target.s3,
-      params: {
-        Bucket: target.bucket,
-        Key: target.key,
-        Body: body,
-        ContentType: 'application/zip',
-        // Real S3 then checks every part against a SHA-256 computed before it left this process.
-        ChecksumAlgorithm: 'SHA256',
-        ...(target.kmsKeyId === undefined
-          ? {}
-          : { ServerSideEncryption: 'aws:kms', SSEKMSKeyId: target.kmsKeyId }),
-      },
-      partSize: partSizeBytes,
-      queueSize,
-      leavePartsOnError: false,
-    });
-    let output: Awaited<ReturnType<Upload['done']>>;
+    reader = response.body?.getReader();
+    let output: StoredOutput;
     try {
-      output = await upload.done();
+      if (reader !== undefined) await copyBody(reader, tally, watchdog, upload);
+      output = await upload.finish();
     } catch (error) {
-      // The download's own failure says what went wrong, even if aborting the upload failed too.
-      throw tally.failure ?? error;
+      await upload.abort();
+      // Whichever failed first says what went wrong: the download, S3, or the abort after them.
+      throw upload.failure ?? tally.failure ?? error;
     }
     return {
       bytes: tally.bytes,
@@ -167,10 +161,10 @@ export async function copyExportToS3(
       ...(output.ETag === undefined ? {} : { etag: output.ETag }),
     };
   } finally {
-    watchdog.disarm();
+    watchdog.stop();
     // Releases the platform connection when S3 failed first and nothing reads the body any more.
     connection.abort();
-    body?.destroy();
+    reader?.cancel().catch(() => undefined);
   }
 }
 
@@ -363,52 +357,51 @@ class DownloadTally {
 }
 
 /**
- * Passes the body through, hashing and counting. The idle timer runs only while waiting on the
- * platform, not while S3 is slow to take a part, so a slow upload is never mistaken for a stall.
+ * Reads the body straight from fetch's reader, hashing, counting and handing each chunk to the
+ * upload. The idle timer runs only while waiting on the platform, not while S3 is slow to take a
+ * part, so a slow upload is never mistaken for a stall.
  */
-async function* hashAndCount(
-  source: Readable,
+async function copyBody(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
   tally: DownloadTally,
   watchdog: IdleWatchdog,
-): AsyncGenerator<Buffer> {
-  const chunks = source[Symbol.asyncIterator]();
-  try {
-    for (;;) {
-      let next: IteratorResult<unknown>;
-      watchdog.arm();
-      try {
-        next = await chunks.next();
-      } catch {
-        throw tally.fail(
-          watchdog.fired
-            ? idleTimeout(watchdog)
-            : new TruncatedDownloadError(
-                `${DOWNLOAD}: the download broke off after ${tally.bytes} bytes${tally.announced}`,
-              ),
-        );
-      } finally {
-        watchdog.disarm();
-      }
-      if (next.done) break;
-      const chunk = next.value;
-      if (!Buffer.isBuffer(chunk)) {
-        throw tally.fail(
-          new PlatformResponseInvalidError(`${DOWNLOAD}: the body stream produced a non-byte chunk`),
-        );
-      }
-      tally.bytes += chunk.length;
-      if (tally.declared !== undefined && tally.bytes > tally.declared) {
-        throw tally.fail(
-          new TruncatedDownloadError(
-            `${DOWNLOAD}: the download sent more than the announced ${tally.declared} bytes; the transfer is corrupt`,
-          ),
-        );
-      }
-      tally.hash.update(chunk);
-      yield chunk;
+  upload: PartUploader,
+): Promise<void> {
+  for (;;) {
+    let next: Awaited<ReturnType<typeof reader.read>>;
+    watchdog.arm();
+    try {
+      next = await reader.read();
+    } catch {
+      // S3 failed first and hung up on the platform: its error is the one that matters.
+      if (upload.failure !== undefined) throw upload.failure;
+      throw tally.fail(
+        watchdog.fired
+          ? idleTimeout(watchdog)
+          : new TruncatedDownloadError(
+              `${DOWNLOAD}: the download broke off after ${tally.bytes} bytes${tally.announced}`,
+            ),
+      );
+    } finally {
+      watchdog.disarm();
     }
-  } finally {
-    source.destroy();
+    if (next.done) break;
+    const chunk = next.value;
+    if (!(chunk instanceof Uint8Array)) {
+      throw tally.fail(
+        new PlatformResponseInvalidError(`${DOWNLOAD}: the body stream produced a non-byte chunk`),
+      );
+    }
+    tally.bytes += chunk.length;
+    if (tally.declared !== undefined && tally.bytes > tally.declared) {
+      throw tally.fail(
+        new TruncatedDownloadError(
+          `${DOWNLOAD}: the download sent more than the announced ${tally.declared} bytes; the transfer is corrupt`,
+        ),
+      );
+    }
+    tally.hash.update(chunk);
+    await upload.write(chunk);
   }
   if (tally.declared !== undefined && tally.bytes < tally.declared) {
     throw tally.fail(
@@ -423,9 +416,14 @@ function idleTimeout(watchdog: IdleWatchdog): PlatformTimeoutError {
   return new PlatformTimeoutError(`${DOWNLOAD}: no bytes arrived for ${watchdog.ms} ms`);
 }
 
-/** A timer armed while waiting on the platform; when it fires the download is aborted. */
+/**
+ * A timer armed while waiting on the platform; when it fires the download is aborted. It is armed
+ * once per chunk, so it reuses one timer: disarming only marks it, and a marked timer that fires
+ * does nothing.
+ */
 class IdleWatchdog {
   fired = false;
+  #armed = false;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -434,17 +432,254 @@ class IdleWatchdog {
   ) {}
 
   arm(): void {
-    this.disarm();
-    this.#timer = setTimeout(() => {
-      this.fired = true;
-      this.onIdle();
-    }, this.ms);
+    this.#armed = true;
+    if (this.#timer === undefined) {
+      this.#timer = setTimeout(() => {
+        if (!this.#armed) return;
+        this.fired = true;
+        this.onIdle();
+      }, this.ms);
+    } else {
+      this.#timer.refresh();
+    }
   }
 
   disarm(): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#armed = false;
+  }
+
+  /** Disarms for good and lets the process exit. */
+  stop(): void {
+    this.#armed = false;
+    clearTimeout(this.#timer);
     this.#timer = undefined;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upload
+
+/** What S3 answered for the stored object. */
+interface StoredOutput {
+  readonly ETag?: string;
+  readonly VersionId?: string;
+}
+
+interface UploadedPart {
+  readonly PartNumber: number;
+  readonly ETag: string;
+  readonly ChecksumSHA256?: string;
+}
+
+/** S3 refuses a multipart upload with more parts than this. */
+const MAX_PARTS = 10_000;
+
+/**
+ * Cuts the body into parts and uploads up to `queueSize` of them at once; a body that fits in one
+ * part is stored with a single PutObject. Every request carries the SHA-256 of its body, computed
+ * once here: S3 checks it, and the same digest is the SigV4 payload hash, which the SDK would
+ * otherwise compute again. A part's buffer is refilled once S3 has taken it, so memory stays at
+ * (queueSize + 1) parts whatever the size of the archive.
+ */
+class PartUploader {
+  /** The first S3 failure; it stops the copy. */
+  failure: unknown;
+  readonly #inFlight = new Set<Promise<void>>();
+  readonly #spare: Buffer[] = [];
+  readonly #parts: UploadedPart[] = [];
+  #buffer: Buffer | undefined;
+  #filled = 0;
+  #partCount = 0;
+  #uploadId: Promise<string> | undefined;
+
+  constructor(
+    private readonly target: ArchiveTarget,
+    private readonly partSize: number,
+    private readonly queueSize: number,
+    private readonly onFailure: () => void,
+  ) {}
+
+  /** Takes a chunk; resolves once there is room for the next, which is when S3 keeps up. */
+  async write(chunk: Uint8Array): Promise<void> {
+    let offset = 0;
+    while (offset < chunk.length) {
+      // A full part waits for the next byte: only then is it known not to be the whole body.
+      if (this.#filled === this.partSize) await this.#sendPart();
+      this.#buffer ??= this.#spare.pop() ?? Buffer.allocUnsafe(this.partSize);
+      const length = Math.min(chunk.length - offset, this.partSize - this.#filled);
+      this.#buffer.set(
+        length === chunk.length ? chunk : chunk.subarray(offset, offset + length),
+        this.#filled,
+      );
+      this.#filled += length;
+      offset += length;
+    }
+  }
+
+  /** Stores what was written: one PutObject for a single part, else the last part and Complete. */
+  async finish(): Promise<StoredOutput> {
+    if (this.#partCount === 0) {
+      const body = this.#buffer?.subarray(0, this.#filled) ?? Buffer.alloc(0);
+      const checksum = sha256Digest(body);
+      const put = new PutObjectCommand({
+        ...this.#objectParams(),
+        Body: body,
+        ChecksumAlgorithm: 'SHA256',
+        ChecksumSHA256: checksum.toString('base64'),
+      });
+      put.middlewareStack.add(payloadHash(checksum), PAYLOAD_HASH);
+      return this.target.s3.send(put);
+    }
+    await this.#sendPart();
+    await Promise.all(this.#inFlight);
+    this.#throwIfFailed();
+    const uploadId = await this.#created();
+    const parts = [...this.#parts].sort((left, right) => left.PartNumber - right.PartNumber);
+    return this.target.s3.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: this.target.bucket,
+        Key: this.target.key,
+        UploadId: uploadId,
+        MultipartUpload: { Parts: parts },
+      }),
+    );
+  }
+
+  /** Removes an unfinished multipart upload, so no object and no billed parts are left behind. */
+  async abort(): Promise<void> {
+    if (this.#uploadId === undefined) return;
+    // A part still on its way could otherwise land after the abort and be kept.
+    await Promise.all(this.#inFlight);
+    let uploadId: string;
+    try {
+      uploadId = await this.#uploadId;
+    } catch {
+      return;
+    }
+    await this.target.s3
+      .send(
+        new AbortMultipartUploadCommand({
+          Bucket: this.target.bucket,
+          Key: this.target.key,
+          UploadId: uploadId,
+        }),
+      )
+      // The failure that led here is the one to report; the bucket's lifecycle rule removes leftovers.
+      .catch(() => undefined);
+  }
+
+  #objectParams() {
+    const { bucket, key, kmsKeyId } = this.target;
+    return {
+      Bucket: bucket,
+      Key: key,
+      ContentType: 'application/zip',
+      ...(kmsKeyId === undefined ? {} : { ServerSideEncryption: 'aws:kms' as const, SSEKMSKeyId: kmsKeyId }),
+    };
+  }
+
+  async #sendPart(): Promise<void> {
+    while (this.#inFlight.size >= this.queueSize) await Promise.race(this.#inFlight);
+    this.#throwIfFailed();
+    const buffer = this.#buffer;
+    if (buffer === undefined) throw new Error('no part to send');
+    const body = buffer.subarray(0, this.#filled);
+    this.#buffer = undefined;
+    this.#filled = 0;
+    this.#partCount += 1;
+    const partNumber = this.#partCount;
+    if (partNumber > MAX_PARTS) {
+      throw new ConfigurationError(
+        `copyExportToS3: the archive needs more than ${MAX_PARTS} parts; raise partSizeBytes`,
+      );
+    }
+    const task = this.#uploadPart(partNumber, body).then(
+      (part) => {
+        this.#parts.push(part);
+        this.#spare.push(buffer);
+      },
+      (error: unknown) => this.#fail(error),
+    );
+    this.#inFlight.add(task);
+    void task.then(() => this.#inFlight.delete(task));
+  }
+
+  async #uploadPart(partNumber: number, body: Buffer): Promise<UploadedPart> {
+    const checksum = sha256Digest(body);
+    const uploadId = await this.#created();
+    const command = new UploadPartCommand({
+      Bucket: this.target.bucket,
+      Key: this.target.key,
+      UploadId: uploadId,
+      PartNumber: partNumber,
+      Body: body,
+      ChecksumAlgorithm: 'SHA256',
+      ChecksumSHA256: checksum.toString('base64'),
+    });
+    command.middlewareStack.add(payloadHash(checksum), PAYLOAD_HASH);
+    const output = await this.target.s3.send(command);
+    if (output.ETag === undefined) throw new Error(`S3 returned no ETag for part ${partNumber}`);
+    // Complete repeats the checksum S3 reported; a stand-in that reports none gets none back.
+    return {
+      PartNumber: partNumber,
+      ETag: output.ETag,
+      ...(output.ChecksumSHA256 === undefined ? {} : { ChecksumSHA256: output.ChecksumSHA256 }),
+    };
+  }
+
+  #created(): Promise<string> {
+    if (this.#uploadId === undefined) {
+      const created = this.target.s3
+        .send(new CreateMultipartUploadCommand({ ...this.#objectParams(), ChecksumAlgorithm: 'SHA256' }))
+        .then((output) => {
+          if (output.UploadId === undefined) throw new Error('S3 returned no UploadId');
+          return output.UploadId;
+        });
+      // Awaited by every part and by abort(); this keeps a failure from counting as unhandled meanwhile.
+      created.catch(() => undefined);
+      this.#uploadId = created;
+    }
+    return this.#uploadId;
+  }
+
+  #fail(error: unknown): void {
+    if (this.failure !== undefined) return;
+    this.failure = error;
+    this.onFailure();
+  }
+
+  #throwIfFailed(): void {
+    if (this.failure !== undefined) throw this.failure;
+  }
+}
+
+function sha256Digest(body: Uint8Array): Buffer {
+  return createHash('sha256').update(body).digest();
+}
+
+const PAYLOAD_HASH = { step: 'build', name: 'archivePayloadHash' } as const;
+
+/**
+ * The body's SHA-256 is already in the checksum header: handing it to the signer as the payload
+ * hash saves it a second pass over the body. The value is the one the signer would compute.
+ */
+function payloadHash(sha256: Buffer) {
+  const hex = sha256.toString('hex');
+  return <Args extends { request: unknown }, Output>(next: (args: Args) => Promise<Output>) =>
+    (args: Args): Promise<Output> => {
+      if (isHttpRequest(args.request)) args.request.headers['x-amz-content-sha256'] = hex;
+      return next(args);
+    };
+}
+
+function isHttpRequest(request: unknown): request is { headers: Record<string, string> } {
+  return (
+    typeof request === 'object' &&
+    request !== null &&
+    'headers' in request &&
+    typeof request.headers === 'object' &&
+    request.headers !== null
+  );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,10 +9,17 @@ import {
   type ResolvedFaults,
   resolveFaults,
 } from './faults.ts';
+import {
+  type EmulatorSnapshot,
+  type ExportSnapshot,
+  MAX_CALLS,
+  SNAPSHOT_FORMAT,
+  SNAPSHOT_VERSION,
+} from './persistence.ts';
 import { type CommentRecord, PlatformData, type UserRecord } from './platform.ts';
 import { createRandom, pseudoRandomBytes, type Random } from './prng.ts';
 import { type EmulatorState, parseEmulatorState } from './state.ts';
-import { planZip, type ZipPlan } from './zip.ts';
+import { type DeflatedEntry, deflateEntry, planZip, type ZipPlan } from './zip.ts';
 
 export type CredentialKind = 'sso_access_token' | 'export_token';
 export type CredentialLocation = 'header' | 'query' | 'body';
@@ -51,10 +58,13 @@ export interface CallRecord {
 
 export type ExportOutcome = 'completed' | 'failed';
 
+/** What endpoint 6 answers, in the shape the fault profile's export_id_shape chose. */
+export type ExportIdBody = number | string | Record<string, unknown>;
+
 export interface ExportRecord {
   number: number;
   publicId: string;
-  idBody: unknown;
+  idBody: ExportIdBody;
   svcUserId: string;
   primaryKey: string | null;
   createdAt: number;
@@ -65,6 +75,10 @@ export interface ExportRecord {
   linkCreatedAt: number | null;
   linkExpiresAt: number | null;
   paddingBytes: number;
+  /** The seed the padding entry is generated from (the profile's seed when the export started). */
+  paddingSeed: number;
+  /** The four JSON entries as captured when the export started, already deflated. */
+  files: DeflatedEntry[];
   zip: ZipPlan;
   downloads: number;
 }
@@ -74,8 +88,6 @@ export type ExportStatusAnswer =
   | { status: 'failed' }
   | { status: 'completed'; link: string };
 
-const MAX_CALLS = 10_000;
-
 export interface EmulatorSettings {
   spotId: string;
   ssoAccessToken: string;
@@ -83,6 +95,15 @@ export interface EmulatorSettings {
   state: EmulatorState;
   faults: FaultProfile;
   now: () => number;
+}
+
+/** What a restart may change about a saved emulator; everything else comes from the snapshot. */
+export interface RestoreSettings {
+  now: () => number;
+  /** Replaces the saved fault profile, both the one in effect and the one reset() returns to. */
+  faults?: FaultProfile | undefined;
+  ssoAccessToken?: string | undefined;
+  exportToken?: string | undefined;
 }
 
 /**
@@ -97,7 +118,10 @@ export class Emulator {
   baseUrl = '';
   data: PlatformData;
   faults: ResolvedFaults;
-  activityEnabled = true;
+  /** Called after every change a snapshot must record (the persistence layer listens here). */
+  onChange: () => void = () => undefined;
+  private activity = true;
+  private durableChange = false;
   private baselineState: EmulatorState;
   private readonly initialFaults: FaultProfile;
   private randoms: { faults: Random; names: Random; exports: Random; downloads: Random };
@@ -120,10 +144,95 @@ export class Emulator {
     this.data = PlatformData.fromState(this.spotId, this.baselineState, this.randoms.names, this.now);
   }
 
+  /**
+   * Rebuilds an emulator saved by toSnapshot(): data, exports and their links, counters, random
+   * streams and the call log continue where they were. Given faults replace the saved profile; the
+   * random streams then continue only if the seed stays the same.
+   */
+  static restore(snapshot: EmulatorSnapshot, settings: RestoreSettings): Emulator {
+    const emulator = new Emulator({
+      spotId: snapshot.spotId,
+      ssoAccessToken: settings.ssoAccessToken ?? snapshot.ssoAccessToken,
+      exportToken: settings.exportToken ?? snapshot.exportToken,
+      state: snapshot.baselineState,
+      faults: settings.faults ?? snapshot.initialFaults,
+      now: settings.now,
+    });
+    if (settings.faults === undefined) emulator.faults = structuredClone(snapshot.faults);
+    if (emulator.faults.seed === snapshot.faults.seed) {
+      emulator.randoms = seededRandoms(emulator.faults.seed, snapshot.randomStreams);
+    }
+    emulator.data = PlatformData.fromSnapshot(
+      snapshot.spotId,
+      snapshot.platform,
+      emulator.randoms.names,
+      settings.now,
+    );
+    emulator.activity = snapshot.activityEnabled;
+    for (const saved of snapshot.exports) {
+      const record = restoredExport(saved);
+      emulator.exports.set(record.publicId, record);
+      if (record.linkToken !== null) emulator.downloads.set(record.linkToken, record);
+    }
+    emulator.exportCounter = snapshot.exportCounter;
+    emulator.calls = snapshot.calls.map((call) => structuredClone(call));
+    emulator.callCounter = snapshot.callCounter;
+    emulator.droppedCalls = snapshot.droppedCalls;
+    return emulator;
+  }
+
+  /** The whole state as a plain document (see persistence.ts); serialise it before the next change. */
+  toSnapshot(savedAt: string): EmulatorSnapshot {
+    return {
+      format: SNAPSHOT_FORMAT,
+      version: SNAPSHOT_VERSION,
+      savedAt,
+      spotId: this.spotId,
+      ssoAccessToken: this.ssoAccessToken,
+      exportToken: this.exportToken,
+      baselineState: this.baselineState,
+      initialFaults: this.initialFaults,
+      faults: this.faults,
+      activityEnabled: this.activity,
+      randomStreams: {
+        faults: this.randoms.faults.position(),
+        names: this.randoms.names.position(),
+        exports: this.randoms.exports.position(),
+        downloads: this.randoms.downloads.position(),
+      },
+      platform: this.data.toSnapshot(),
+      exportCounter: this.exportCounter,
+      exports: [...this.exports.values()].map(savedExport),
+      callCounter: this.callCounter,
+      droppedCalls: this.droppedCalls,
+      calls: this.calls,
+    };
+  }
+
+  /**
+   * True once after a change that a client must not be able to repeat after a crash (a deletion,
+   * an export start, a new download link): the server saves it before answering.
+   */
+  takeDurableChange(): boolean {
+    const taken = this.durableChange;
+    this.durableChange = false;
+    return taken;
+  }
+
+  get activityEnabled(): boolean {
+    return this.activity;
+  }
+
+  set activityEnabled(enabled: boolean) {
+    this.activity = enabled;
+    this.onChange();
+  }
+
   /** Back to the baseline state and the start-up fault profile, with fresh counters and PRNGs. */
   reset(): void {
     this.faults = resolveFaults(this.initialFaults);
     this.restart();
+    this.onChange();
   }
 
   /** Makes a state document the new baseline and applies it; the fault profile stays. */
@@ -132,6 +241,7 @@ export class Emulator {
     if (!outcome.success) return outcome;
     this.baselineState = outcome.value;
     this.restart();
+    this.onChange();
     return outcome;
   }
 
@@ -142,6 +252,7 @@ export class Emulator {
     this.faults = resolveFaults(outcome.value);
     this.randoms = seededRandoms(this.faults.seed);
     this.data = this.rebindNames(this.data);
+    this.onChange();
     return { success: true, value: this.faults };
   }
 
@@ -160,20 +271,22 @@ export class Emulator {
     return Math.max(1, Math.min(size - 1, Math.floor(size * (0.1 + 0.8 * this.randoms.downloads.next()))));
   }
 
+  /** Deletes an SSO user (comments go to a new guest) as endpoint 5 does. */
+  deleteUser(user: UserRecord): UserRecord {
+    const guest = this.data.deleteUser(user);
+    this.durableChange = true;
+    this.onChange();
+    return guest;
+  }
+
   startExport(user: UserRecord): ExportRecord {
     this.exportCounter += 1;
     const number = this.exportCounter;
     const shape = this.faults.export_id_shape;
     const publicId = shape === 'bare_string' ? `exp_${number.toString(36).padStart(6, '0')}` : String(number);
     const paddingBytes = this.faults.export_padding_bytes;
-    const seed = this.faults.seed;
-    const files = snapshotExportFiles(this.data, user);
-    const zip = planZip(
-      files,
-      paddingBytes > 0
-        ? [{ name: 'padding.bin', size: paddingBytes, chunks: () => pseudoRandomBytes(seed, paddingBytes) }]
-        : [],
-    );
+    const paddingSeed = this.faults.seed;
+    const files = snapshotExportFiles(this.data, user).map(deflateEntry);
     // A scripted outcome (export_outcomes[n-1] for the n-th export) wins over the failure rate.
     const scripted = this.faults.export_outcomes[number - 1];
     const failed =
@@ -195,10 +308,14 @@ export class Emulator {
       linkCreatedAt: null,
       linkExpiresAt: null,
       paddingBytes,
-      zip,
+      paddingSeed,
+      files,
+      zip: exportZip(files, paddingBytes, paddingSeed),
       downloads: 0,
     };
     this.exports.set(publicId, record);
+    this.durableChange = true;
+    this.onChange();
     return record;
   }
 
@@ -209,6 +326,7 @@ export class Emulator {
   /** Counts a status poll and answers it: pending for the first N polls, then the outcome. */
   pollExport(record: ExportRecord): ExportStatusAnswer {
     record.polls += 1;
+    this.onChange();
     if (record.polls <= record.readyAfterPolls) return { status: 'pending' };
     if (record.outcome === 'failed') return { status: 'failed' };
     if (record.linkToken === null) {
@@ -217,6 +335,7 @@ export class Emulator {
       record.linkCreatedAt = this.now();
       record.linkExpiresAt = record.linkCreatedAt + this.faults.link_ttl_seconds * 1000;
       this.downloads.set(token, record);
+      this.durableChange = true;
     }
     return { status: 'completed', link: `${this.baseUrl}/_downloads/${record.linkToken}.zip` };
   }
@@ -225,6 +344,13 @@ export class Emulator {
     return this.downloads.get(token);
   }
 
+  /** Counts a download of an export's archive (HEAD requests do not count). */
+  countDownload(record: ExportRecord): void {
+    record.downloads += 1;
+    this.onChange();
+  }
+
+  /** Appends a platform request to the call log; every platform request ends here, changes or not. */
   record(call: Omit<CallRecord, 'seq'>): void {
     this.callCounter += 1;
     this.calls.push({ seq: this.callCounter, ...call });
@@ -232,6 +358,7 @@ export class Emulator {
       this.calls.shift();
       this.droppedCalls += 1;
     }
+    this.onChange();
   }
 
   // ---- control operations, shared by the HTTP control API and in-process callers ----
@@ -311,6 +438,7 @@ export class Emulator {
     if (!record) return undefined;
     if (record.linkExpiresAt === null) return false;
     record.linkExpiresAt = this.now();
+    this.onChange();
     return true;
   }
 
@@ -321,6 +449,7 @@ export class Emulator {
   clearCalls(): void {
     this.calls = [];
     this.droppedCalls = 0;
+    this.onChange();
   }
 
   private currentStatus(record: ExportRecord): string {
@@ -345,16 +474,57 @@ export class Emulator {
   }
 }
 
-function seededRandoms(seed: number) {
+type StreamPositions = EmulatorSnapshot['randomStreams'];
+
+function seededRandoms(seed: number, positions?: StreamPositions) {
   return {
-    faults: createRandom(seed, 'faults'),
-    names: createRandom(seed, 'names'),
-    exports: createRandom(seed, 'exports'),
-    downloads: createRandom(seed, 'downloads'),
+    faults: createRandom(seed, 'faults', positions?.faults),
+    names: createRandom(seed, 'names', positions?.names),
+    exports: createRandom(seed, 'exports', positions?.exports),
+    downloads: createRandom(seed, 'downloads', positions?.downloads),
   };
 }
 
-function exportIdBody(shape: ExportIdShape, number: number, publicId: string): unknown {
+/** The archive: the captured JSON entries, plus padding regenerated from its seed and size. */
+function exportZip(files: DeflatedEntry[], paddingBytes: number, paddingSeed: number): ZipPlan {
+  return planZip(
+    files,
+    paddingBytes > 0
+      ? [
+          {
+            name: 'padding.bin',
+            size: paddingBytes,
+            chunks: () => pseudoRandomBytes(paddingSeed, paddingBytes),
+          },
+        ]
+      : [],
+  );
+}
+
+function savedExport(record: ExportRecord): ExportSnapshot {
+  const { zip: _zip, files, ...fields } = record;
+  return {
+    ...fields,
+    files: files.map((file) => ({
+      name: file.name,
+      crc32: file.crc32,
+      size: file.size,
+      deflated: file.deflated.toString('base64'),
+    })),
+  };
+}
+
+function restoredExport(saved: ExportSnapshot): ExportRecord {
+  const files = saved.files.map((file) => ({
+    name: file.name,
+    crc32: file.crc32,
+    size: file.size,
+    deflated: Buffer.from(file.deflated, 'base64'),
+  }));
+  return { ...saved, files, zip: exportZip(files, saved.paddingBytes, saved.paddingSeed) };
+}
+
+function exportIdBody(shape: ExportIdShape, number: number, publicId: string): ExportIdBody {
   switch (shape) {
     case 'id_number':
       return { id: number };

@@ -391,7 +391,7 @@ function updateUser(emulator: Emulator, request: PlatformRequest): Reply {
 function deleteUser(emulator: Emulator, _request: PlatformRequest, primaryKey: string): Reply {
   const user = emulator.data.userByPrimaryKey(primaryKey);
   if (!user) return json(404, { success: false });
-  emulator.data.deleteUser(user);
+  emulator.deleteUser(user);
   return json(200, { success: true });
 }
 

@@ -43,7 +43,10 @@ const faultShape = {
   export_outcomes: z.array(z.enum(['completed', 'failed'], { error: 'must be "completed" or "failed"' })),
 };
 
-const resolvedFaultsSchema = z.strictObject(faultShape, { error: unknownKeys(Object.keys(faultShape)) });
+/** A fault profile with every key present, as the emulator holds it (and saves it in a snapshot). */
+export const resolvedFaultsSchema = z.strictObject(faultShape, {
+  error: unknownKeys(Object.keys(faultShape)),
+});
 
 /** A fault profile as written in a file or sent to PUT /_emulator/faults; every key is optional. */
 export const faultProfileSchema = resolvedFaultsSchema.partial();

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { PlatformSnapshot } from './persistence.ts';
 import type { Random } from './prng.ts';
 import {
   codePointLength,
@@ -124,6 +125,43 @@ export class PlatformData {
       const voter = data.userByPrimaryKey(vote.primary_key);
       if (voter) data.setVote(voter.svcUserId, vote.comment_id, vote.value);
     }
+    return data;
+  }
+
+  /** Everything needed to rebuild this data exactly, user counter included (see fromSnapshot). */
+  toSnapshot(): PlatformSnapshot {
+    const votes: PlatformSnapshot['votes'] = [];
+    for (const [svcUserId, byComment] of this.votes) {
+      for (const [commentId, value] of byComment) votes.push({ svcUserId, commentId, value });
+    }
+    return {
+      userCounter: this.userCounter,
+      conversations: [...this.conversations.values()],
+      users: [...this.users.values()],
+      comments: [...this.comments.values()],
+      votes,
+    };
+  }
+
+  /** Rebuilds data saved by toSnapshot; the snapshot schema has checked every cross reference. */
+  static fromSnapshot(
+    spotId: string,
+    snapshot: PlatformSnapshot,
+    names: Random,
+    now: () => number,
+  ): PlatformData {
+    const data = new PlatformData(spotId, names, now);
+    data.userCounter = snapshot.userCounter;
+    for (const conversation of snapshot.conversations)
+      data.conversations.set(conversation.id, { ...conversation });
+    for (const user of snapshot.users) {
+      const copy = structuredClone(user);
+      data.users.set(copy.svcUserId, copy);
+      if (copy.primaryKey !== null) data.byPrimaryKey.set(copy.primaryKey, copy.svcUserId);
+      data.byUserName.set(copy.userName.toLowerCase(), copy.svcUserId);
+    }
+    for (const comment of snapshot.comments) data.comments.set(comment.id, { ...comment });
+    for (const vote of snapshot.votes) data.setVote(vote.svcUserId, vote.commentId, vote.value);
     return data;
   }
 

@@ -16,6 +16,7 @@ import {
   sendReply,
   writable,
 } from './http.ts';
+import { loadSnapshotFile, SnapshotWriter } from './persistence.ts';
 import { type EmulatorState, parseEmulatorState } from './state.ts';
 
 export { EmulatorConfigError } from './config-file.ts';
@@ -38,6 +39,13 @@ export interface EmulatorOptions {
   faults?: FaultProfile;
   /** Clock in milliseconds; tests move it to expire links. @default Date.now */
   now?: () => number;
+  /**
+   * A file that keeps the emulator's whole state across restarts (see docs/emulator.md,
+   * "Persistence"). When it exists the emulator continues from it and `state` is ignored; `faults`,
+   * when given, replaces the saved fault profile. Every change is saved to it.
+   * @default no file: the state lives in memory only
+   */
+  persistPath?: string;
 }
 
 export interface RunningEmulator {
@@ -65,7 +73,13 @@ interface Lifecycle {
   /** Wakes stalled ("timeout" fault) requests so close() does not wait for them. */
   stalls: Set<() => void>;
   closing: boolean;
+  /** Requests being answered; close() lets them finish before the last snapshot is saved. */
+  active: Set<Promise<void>>;
+  writer: SnapshotWriter | null;
 }
+
+/** How long close() waits for requests in progress before it saves the last snapshot anyway. */
+const CLOSE_GRACE_MS = 1_000;
 
 /** Starts the platform emulator: all eight endpoints, the download links and /_emulator/ on one base url. */
 export async function startEmulator(options: EmulatorOptions = {}): Promise<RunningEmulator> {
@@ -83,19 +97,42 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
       faults.problems,
     );
   }
-  const emulator = new Emulator({
-    spotId: options.spotId ?? state.value.spot_id ?? 'sp_demo',
-    ssoAccessToken: options.ssoAccessToken ?? randomBytes(24).toString('base64url'),
-    exportToken: options.exportToken ?? randomBytes(24).toString('base64url'),
-    state: state.value,
-    faults: faults.value,
-    now: options.now ?? Date.now,
-  });
+  const now = options.now ?? Date.now;
+  const snapshot =
+    options.persistPath === undefined ? undefined : await loadSnapshotFile(options.persistPath);
+  if (snapshot && options.spotId !== undefined && options.spotId !== snapshot.spotId) {
+    throw new EmulatorConfigError(
+      `Emulator snapshot file ${options.persistPath} was saved for spot_id "${snapshot.spotId}", not "${options.spotId}". ` +
+        'Leave the spot id out to continue that platform, or delete the file to start fresh.',
+    );
+  }
+  const emulator = snapshot
+    ? Emulator.restore(snapshot, {
+        now,
+        faults: options.faults === undefined ? undefined : faults.value,
+        ssoAccessToken: options.ssoAccessToken,
+        exportToken: options.exportToken,
+      })
+    : new Emulator({
+        spotId: options.spotId ?? state.value.spot_id ?? 'sp_demo',
+        ssoAccessToken: options.ssoAccessToken ?? randomBytes(24).toString('base64url'),
+        exportToken: options.exportToken ?? randomBytes(24).toString('base64url'),
+        state: state.value,
+        faults: faults.value,
+        now,
+      });
+  const writer = options.persistPath === undefined ? null : openWriter(options.persistPath, emulator);
   const control = new EmulatorControl(emulator);
-  const lifecycle: Lifecycle = { sockets: new Set(), stalls: new Set(), closing: false };
+  const lifecycle: Lifecycle = {
+    sockets: new Set(),
+    stalls: new Set(),
+    closing: false,
+    active: new Set(),
+    writer,
+  };
 
   const server = createServer((request, response) => {
-    handle(emulator, control, lifecycle, request, response).catch((error: unknown) => {
+    const task = handle(emulator, control, lifecycle, request, response).catch((error: unknown) => {
       // An emulator bug must not take the server down, nor hide: one line on stderr (stdout stays
       // machine-readable), and a plain 500 that leaks nothing to the client.
       const reason = error instanceof Error ? `${error.name}: ${error.message}` : 'unknown error';
@@ -106,6 +143,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
         sendReply(response, failure(500, 'emulator_error', 'internal emulator error'));
       else response.destroy();
     });
+    lifecycle.active.add(task);
+    void task.finally(() => lifecycle.active.delete(task));
   });
   server.on('connection', (socket) => {
     lifecycle.sockets.add(socket);
@@ -132,18 +171,53 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
     ssoAccessToken: emulator.ssoAccessToken,
     exportToken: emulator.exportToken,
     close() {
-      closed ??= new Promise<void>((resolve) => {
-        lifecycle.closing = true;
-        server.close(() => resolve());
-        for (const wake of lifecycle.stalls) wake();
-        server.closeAllConnections();
-        for (const socket of lifecycle.sockets) socket.destroy();
-      });
+      closed ??= (async () => {
+        await new Promise<void>((resolve) => {
+          lifecycle.closing = true;
+          server.close(() => resolve());
+          for (const wake of lifecycle.stalls) wake();
+          server.closeAllConnections();
+          for (const socket of lifecycle.sockets) socket.destroy();
+        });
+        if (writer) {
+          await settled(lifecycle.active, CLOSE_GRACE_MS);
+          await writer.close();
+        }
+      })();
       return closed;
     },
   };
   controls.set(running, control);
   return running;
+}
+
+/** Opens the persist file for writing and saves the starting point, so a crash right away loses nothing. */
+function openWriter(path: string, emulator: Emulator): SnapshotWriter {
+  const writer = new SnapshotWriter(path, () =>
+    JSON.stringify(emulator.toSnapshot(new Date().toISOString())),
+  );
+  try {
+    writer.start();
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new EmulatorConfigError(
+      `Cannot write emulator snapshot file ${path}: ${reason}. Choose a path in a folder you can write to.`,
+      [],
+      { cause: error },
+    );
+  }
+  emulator.onChange = () => writer.markDirty();
+  return writer;
+}
+
+/** Resolves when every task has settled, or after timeoutMs, whichever comes first. */
+async function settled(tasks: Set<Promise<void>>, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, timeoutMs);
+  });
+  await Promise.race([Promise.allSettled([...tasks]), timeout]);
+  clearTimeout(timer);
 }
 
 function urlHost(host: string): string {
@@ -213,8 +287,11 @@ async function handle(
 
   const reply = handlePlatformRequest(emulator, platformRequest);
   if (reply.kind !== 'download') {
-    sendReply(response, reply);
     record(reply.status, null);
+    // A deletion, an export start or a new link is on disk before the client hears of it, so a
+    // crash can never make a client repeat it; the call-log entry goes into the same snapshot.
+    if (emulator.takeDurableChange()) lifecycle.writer?.saveNow();
+    sendReply(response, reply);
     return;
   }
   const truncated = await sendDownload(emulator, response, reply);
@@ -297,7 +374,7 @@ async function sendDownload(
     response.end();
     return false;
   }
-  record.downloads += 1;
+  emulator.countDownload(record);
   const cutoff = emulator.drawTruncation(size);
   let sent = 0;
   for (const chunk of record.zip.chunks()) {

@@ -6,6 +6,18 @@ export interface BufferEntry {
   data: Buffer;
 }
 
+/**
+ * A buffer entry already deflated. An export keeps its entries in this form, so the archive served
+ * after a restart is byte-identical even if another zlib version would deflate differently.
+ */
+export interface DeflatedEntry {
+  name: string;
+  deflated: Buffer;
+  crc32: number;
+  /** Uncompressed length in bytes. */
+  size: number;
+}
+
 /** An entry produced on demand, stored uncompressed so the archive size is known before sending. */
 export interface StreamEntry {
   name: string;
@@ -52,27 +64,48 @@ interface PreparedEntry {
   offset: number;
 }
 
+/** Deflates a buffer entry the way planZip does. */
+export function deflateEntry(entry: BufferEntry): DeflatedEntry {
+  return {
+    name: entry.name,
+    deflated: zlib.deflateRawSync(entry.data, { level: 6 }),
+    crc32: crc32(entry.data, 0),
+    size: entry.data.length,
+  };
+}
+
+/** Whether a deflated entry inflates to exactly its recorded size and CRC (a check on loaded data). */
+export function entryMatches(entry: DeflatedEntry): boolean {
+  try {
+    const data = zlib.inflateRawSync(entry.deflated, { maxOutputLength: entry.size + 1 });
+    return data.length === entry.size && crc32(data, 0) === entry.crc32;
+  } catch {
+    return false;
+  }
+}
+
 /**
- * Plans a deterministic zip: buffer entries are deflated up front; stream entries are stored and
- * followed by a data descriptor, so their CRC is computed while the bytes go out.
+ * Plans a deterministic zip: buffer entries are deflated up front (or come deflated); stream
+ * entries are stored and followed by a data descriptor, so their CRC is computed while the bytes
+ * go out.
  */
-export function planZip(buffers: BufferEntry[], streams: StreamEntry[] = []): ZipPlan {
+export function planZip(buffers: (BufferEntry | DeflatedEntry)[], streams: StreamEntry[] = []): ZipPlan {
   const entries: PreparedEntry[] = [];
   let offset = 0;
   for (const entry of buffers) {
-    const compressed = zlib.deflateRawSync(entry.data, { level: 6 });
+    const deflated = 'deflated' in entry ? entry : deflateEntry(entry);
     const prepared: PreparedEntry = {
-      name: Buffer.from(entry.name, 'utf8'),
+      name: Buffer.from(deflated.name, 'utf8'),
       method: METHOD_DEFLATE,
       flags: FLAG_UTF8_NAME,
-      crc: crc32(entry.data, 0),
-      compressedSize: compressed.length,
-      uncompressedSize: entry.data.length,
-      data: compressed,
+      crc: deflated.crc32,
+      compressedSize: deflated.deflated.length,
+      uncompressedSize: deflated.size,
+      data: deflated.deflated,
       offset,
     };
     entries.push(prepared);
-    offset += 30 + prepared.name.length + compressed.length;
+    offset += 30 + prepared.name.length + deflated.deflated.length;
   }
   for (const entry of streams) {
     if (!Number.isSafeInteger(entry.size) || entry.size < 0 || entry.size > MAX_STREAM_ENTRY_BYTES) {

@@ -1,46 +1,616 @@
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
+import { STATUS_DUE_INDEX } from '#shared/ledger';
+import { DEADLINE_METRICS } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
+import { STEP_DIRECTORIES } from '../../lambdas/steps.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
+import { type CfnObject, productionConfig } from './fixtures.ts';
 
-function synth(): Template {
+function synth(config: unknown): Template {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-  return Template.fromStack(new DsrStack(app, 'Test'));
+  return Template.fromStack(new DsrStack(app, 'Test', { config }));
 }
 
-describe('DsrStack queues', () => {
-  it('encrypts every queue with the customer-managed key', () => {
-    const template = synth();
-    const queues = template.findResources('AWS::SQS::Queue');
-    expect(Object.keys(queues)).toHaveLength(3);
-    for (const queue of Object.values(queues)) {
-      expect(queue.Properties.KmsMasterKeyId).toEqual({
-        'Fn::GetAtt': [expect.stringMatching(/^DataKey/), 'Arn'],
-      });
+const template = synth(productionConfig);
+const resources = template.toJSON().Resources as Record<string, { Type: string; Properties: CfnObject }>;
+
+function ofType(type: string): [string, CfnObject][] {
+  return Object.entries(resources)
+    .filter(([, resource]) => resource.Type === type)
+    .map(([id, resource]) => [id, resource.Properties ?? {}]);
+}
+function idOf(type: string, prefix: string): string {
+  const matches = ofType(type).filter(([id]) => id.startsWith(prefix));
+  if (matches.length !== 1) throw new Error(`expected one ${type} named ${prefix}*, found ${matches.length}`);
+  return matches[0]?.[0] ?? '';
+}
+const getAtt = (id: string, attribute = 'Arn') => ({ 'Fn::GetAtt': [id, attribute] });
+
+const dataKey = idOf('AWS::KMS::Key', 'DataKey');
+const operationsKey = idOf('AWS::KMS::Key', 'OperationsKey');
+const archiveBucket = idOf('AWS::S3::Bucket', 'ArchiveBucket');
+const auditBucket = idOf('AWS::S3::Bucket', 'AuditBucket');
+const accessLogBucket = idOf('AWS::S3::Bucket', 'AccessLogBucket');
+const stepNames = Object.keys(STEP_DIRECTORIES);
+const functionNames = [...stepNames, 'Intake', 'DeadlineSweep'];
+
+/** The statements of a function's role policy (`<name>Role…DefaultPolicy…`). */
+function statementsOf(functionName: string): CfnObject[] {
+  const id = idOf('AWS::IAM::Policy', `${functionName}RoleDefaultPolicy`);
+  return resources[id]?.Properties.PolicyDocument.Statement ?? [];
+}
+const actionsOf = (statement: CfnObject): string[] => [statement.Action].flat();
+
+describe('encryption', () => {
+  it('rotates both customer-managed keys and keeps them on stack deletion', () => {
+    const keys = template.findResources('AWS::KMS::Key');
+    expect(Object.keys(keys).sort()).toEqual([dataKey, operationsKey].sort());
+    for (const key of Object.values(keys)) {
+      expect(key.Properties.EnableKeyRotation).toBe(true);
+      expect(key.DeletionPolicy).toBe('Retain');
     }
-    template.hasResourceProperties('AWS::KMS::Key', { EnableKeyRotation: true });
   });
 
+  it('encrypts every queue with the data key', () => {
+    const queues = ofType('AWS::SQS::Queue');
+    expect(queues).toHaveLength(3);
+    for (const [, queue] of queues) expect(queue.KmsMasterKeyId).toEqual(getAtt(dataKey));
+  });
+
+  it('encrypts the ledger with the data key', () => {
+    template.hasResourceProperties('AWS::DynamoDB::Table', {
+      SSESpecification: { SSEEnabled: true, SSEType: 'KMS', KMSMasterKeyId: getAtt(dataKey) },
+    });
+  });
+
+  it('encrypts archives and audit records with the data key (bucket keys on) and access logs with S3 keys', () => {
+    for (const bucket of [archiveBucket, auditBucket]) {
+      expect(resources[bucket]?.Properties.BucketEncryption.ServerSideEncryptionConfiguration).toEqual([
+        {
+          BucketKeyEnabled: true,
+          ServerSideEncryptionByDefault: { SSEAlgorithm: 'aws:kms', KMSMasterKeyID: getAtt(dataKey) },
+        },
+      ]);
+    }
+    // Server access log delivery supports only SSE-S3 on the target bucket.
+    expect(resources[accessLogBucket]?.Properties.BucketEncryption.ServerSideEncryptionConfiguration).toEqual(
+      [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }],
+    );
+  });
+
+  it('encrypts the platform secret, execution history, every log group and the alarm topic', () => {
+    template.hasResourceProperties('AWS::SecretsManager::Secret', { KmsKeyId: getAtt(dataKey) });
+    template.hasResourceProperties('AWS::StepFunctions::StateMachine', {
+      EncryptionConfiguration: { Type: 'CUSTOMER_MANAGED_KMS_KEY', KmsKeyId: getAtt(dataKey) },
+    });
+    const logGroups = ofType('AWS::Logs::LogGroup');
+    expect(logGroups).toHaveLength(functionNames.length + 1);
+    for (const [, logGroup] of logGroups) expect(logGroup.KmsKeyId).toEqual(getAtt(operationsKey));
+    template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: getAtt(operationsKey) });
+  });
+
+  it('lets CloudWatch Logs use the operations key only for log groups of this account and region', () => {
+    const policy = resources[operationsKey]?.Properties.KeyPolicy.Statement;
+    const logsStatement = policy.find((statement: CfnObject) =>
+      JSON.stringify(statement.Principal).includes('logs.'),
+    );
+    expect(logsStatement.Condition.ArnLike['kms:EncryptionContext:aws:logs:arn']).toBeDefined();
+    expect(actionsOf(logsStatement).every((action) => !action.includes('*'))).toBe(true);
+  });
+});
+
+describe('TLS only', () => {
+  const deniesPlainHttp = (statements: CfnObject[]) =>
+    statements.some(
+      (statement) =>
+        statement.Effect === 'Deny' && statement.Condition?.Bool?.['aws:SecureTransport'] === 'false',
+    );
+
+  it('refuses non-TLS access to every queue, bucket and the topic', () => {
+    const policies = [
+      ...ofType('AWS::SQS::QueuePolicy'),
+      ...ofType('AWS::S3::BucketPolicy'),
+      ...ofType('AWS::SNS::TopicPolicy'),
+    ];
+    expect(policies).toHaveLength(3 + 3 + 1);
+    for (const [id, policy] of policies) {
+      expect({ id, tlsOnly: deniesPlainHttp(policy.PolicyDocument.Statement) }).toEqual({
+        id,
+        tlsOnly: true,
+      });
+    }
+  });
+});
+
+describe('queues', () => {
   it('sends intake messages to the dead-letter queue after five receives', () => {
-    synth().hasResourceProperties('AWS::SQS::Queue', {
-      RedrivePolicy: { deadLetterTargetArn: Match.anyValue(), maxReceiveCount: 5 },
+    template.hasResourceProperties('AWS::SQS::Queue', {
+      RedrivePolicy: {
+        deadLetterTargetArn: getAtt(idOf('AWS::SQS::Queue', 'IntakeDeadLetterQueue')),
+        maxReceiveCount: 5,
+      },
     });
   });
 
   it('keeps dead letters and quarantined messages for 14 days', () => {
-    const queues = synth().findResources('AWS::SQS::Queue', {
-      Properties: { MessageRetentionPeriod: 14 * 24 * 3600 },
-    });
-    expect(Object.keys(queues)).toHaveLength(2);
-  });
-
-  it('refuses non-TLS access to every queue', () => {
-    const policies = synth().findResources('AWS::SQS::QueuePolicy');
-    expect(Object.keys(policies)).toHaveLength(3);
-    for (const policy of Object.values(policies)) {
-      expect(policy.Properties.PolicyDocument.Statement).toContainEqual(
-        expect.objectContaining({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
+    for (const prefix of ['IntakeDeadLetterQueue', 'QuarantineQueue']) {
+      expect(resources[idOf('AWS::SQS::Queue', prefix)]?.Properties.MessageRetentionPeriod).toBe(
+        14 * 24 * 3600,
       );
     }
+  });
+
+  it('feeds intake from the queue with partial batch responses', () => {
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: getAtt(idOf('AWS::SQS::Queue', 'IntakeQueue')),
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      BatchSize: 10,
+    });
+  });
+});
+
+describe('ledger', () => {
+  it('has point-in-time recovery, deletion protection and the status/due index', () => {
+    const ledger = template.findResources('AWS::DynamoDB::Table');
+    const [table] = Object.values(ledger);
+    expect(table?.DeletionPolicy).toBe('Retain');
+    expect(table?.Properties).toMatchObject({
+      PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+      DeletionProtectionEnabled: true,
+      KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: STATUS_DUE_INDEX,
+          KeySchema: [
+            { AttributeName: 'status', KeyType: 'HASH' },
+            { AttributeName: 'due_at', KeyType: 'RANGE' },
+          ],
+        },
+      ],
+    });
+  });
+});
+
+describe('buckets', () => {
+  it('blocks public access on every bucket and keeps them on stack deletion', () => {
+    const buckets = template.findResources('AWS::S3::Bucket');
+    expect(Object.keys(buckets)).toHaveLength(3);
+    for (const bucket of Object.values(buckets)) {
+      expect(bucket.DeletionPolicy).toBe('Retain');
+      expect(bucket.Properties.PublicAccessBlockConfiguration).toEqual({
+        BlockPublicAcls: true,
+        BlockPublicPolicy: true,
+        IgnorePublicAcls: true,
+        RestrictPublicBuckets: true,
+      });
+      expect(bucket.Properties.OwnershipControls).toEqual({
+        Rules: [{ ObjectOwnership: 'BucketOwnerEnforced' }],
+      });
+    }
+  });
+
+  it('versions archives and audit records and logs access to both into the log bucket', () => {
+    for (const [bucket, prefix] of [
+      [archiveBucket, 'archive/'],
+      [auditBucket, 'audit/'],
+    ] as const) {
+      expect(resources[bucket]?.Properties).toMatchObject({
+        VersioningConfiguration: { Status: 'Enabled' },
+        LoggingConfiguration: { DestinationBucketName: { Ref: accessLogBucket }, LogFilePrefix: prefix },
+      });
+    }
+  });
+
+  it('locks audit records in compliance mode for at least 24 months by default', () => {
+    expect(resources[auditBucket]?.Properties).toMatchObject({
+      ObjectLockEnabled: true,
+      ObjectLockConfiguration: {
+        ObjectLockEnabled: 'Enabled',
+        Rule: { DefaultRetention: { Mode: 'COMPLIANCE', Days: 731 } },
+      },
+    });
+  });
+
+  it('locks audit records for the configured number of months', () => {
+    const longer = synth({ ...productionConfig, auditRetentionMonths: 84 });
+
+    longer.hasResourceProperties('AWS::S3::Bucket', {
+      ObjectLockConfiguration: { Rule: { DefaultRetention: { Mode: 'COMPLIANCE', Days: 2557 } } },
+    });
+  });
+
+  it('expires archives by their request-type tag, untagged ones at the longest retention, and purges leftovers', () => {
+    const rules = resources[archiveBucket]?.Properties.LifecycleConfiguration.Rules;
+
+    expect(rules).toEqual([
+      {
+        Id: 'expire-access-archives',
+        Status: 'Enabled',
+        TagFilters: [{ Key: 'request-type', Value: 'access' }],
+        ExpirationInDays: 90,
+      },
+      {
+        Id: 'expire-erasure-archives',
+        Status: 'Enabled',
+        TagFilters: [{ Key: 'request-type', Value: 'erasure' }],
+        ExpirationInDays: 30,
+      },
+      { Id: 'expire-untyped-archives', Status: 'Enabled', Prefix: 'exports/', ExpirationInDays: 90 },
+      {
+        Id: 'purge-noncurrent-and-incomplete',
+        Status: 'Enabled',
+        NoncurrentVersionExpiration: { NoncurrentDays: 1 },
+        AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 },
+        ExpiredObjectDeleteMarker: true,
+      },
+    ]);
+  });
+
+  it('follows the configured archive retention per request type', () => {
+    const custom = synth({
+      ...productionConfig,
+      accessArchiveRetentionDays: 45,
+      erasureArchiveRetentionDays: 200,
+    });
+    const bucket = Object.entries(custom.findResources('AWS::S3::Bucket')).find(([id]) =>
+      id.startsWith('ArchiveBucket'),
+    )?.[1];
+    const days = Object.fromEntries(
+      bucket?.Properties.LifecycleConfiguration.Rules.map((rule: CfnObject) => [
+        rule.Id,
+        rule.ExpirationInDays,
+      ]),
+    );
+
+    expect(days).toMatchObject({
+      'expire-access-archives': 45,
+      'expire-erasure-archives': 200,
+      'expire-untyped-archives': 200,
+    });
+  });
+
+  it('keeps access logs as long as the audit records and lets only the logging service write them', () => {
+    expect(resources[accessLogBucket]?.Properties.LifecycleConfiguration.Rules).toContainEqual(
+      expect.objectContaining({ Id: 'expire-access-logs', ExpirationInDays: 731 }),
+    );
+    const policy = ofType('AWS::S3::BucketPolicy').find(([, p]) => p.Bucket.Ref === accessLogBucket)?.[1];
+    const allow = policy?.PolicyDocument.Statement.filter(
+      (statement: CfnObject) => statement.Effect === 'Allow',
+    );
+    const fromBucket = (bucket: string) =>
+      expect.objectContaining({
+        Principal: { Service: 'logging.s3.amazonaws.com' },
+        Action: 's3:PutObject',
+        Condition: {
+          ArnLike: { 'aws:SourceArn': getAtt(bucket) },
+          StringEquals: { 'aws:SourceAccount': { Ref: 'AWS::AccountId' } },
+        },
+      });
+    expect(allow).toEqual([fromBucket(archiveBucket), fromBucket(auditBucket)]);
+  });
+});
+
+describe('functions', () => {
+  const functions = ofType('AWS::Lambda::Function');
+
+  it('runs every function on Node.js 24 arm64, traced, logging JSON to its own log group', () => {
+    expect(functions).toHaveLength(functionNames.length);
+    for (const [id, fn] of functions) {
+      expect({ id, fn }).toMatchObject({
+        id,
+        fn: {
+          Runtime: 'nodejs24.x',
+          Architectures: ['arm64'],
+          TracingConfig: { Mode: 'Active' },
+          LoggingConfig: { LogFormat: 'JSON', LogGroup: { Ref: expect.stringMatching(/Logs[0-9A-F]{8}$/) } },
+          Environment: { Variables: { NODE_OPTIONS: '--enable-source-maps' } },
+        },
+      });
+    }
+  });
+
+  it('keeps function logs for the configured retention', () => {
+    const retained = synth({ ...productionConfig, logRetentionDays: 90 });
+    const groups = Object.values(retained.findResources('AWS::Logs::LogGroup'));
+    expect(groups.map((group) => group.Properties.RetentionInDays)).toEqual(groups.map(() => 90));
+  });
+
+  it('marks each step Lambda with its DSR_STEP and gives it exactly the step environment', () => {
+    const stepEnv = [
+      'ARCHIVE_BUCKET',
+      'AUDIT_BUCKET',
+      'DOWNLOAD_ALLOWED_HOSTS',
+      'DSR_STEP',
+      'EXPORT_MAX_ATTEMPTS',
+      'KMS_KEY_ID',
+      'NODE_OPTIONS',
+      'PLATFORM_ACTIVITY_URL',
+      'PLATFORM_BASE_URL',
+      'PLATFORM_EXPORT_URL',
+      'PLATFORM_SECRET_ID',
+      'POLL_BUDGET_SECONDS',
+      'POLL_INITIAL_SECONDS',
+      'POLL_MAX_SECONDS',
+      'POWERTOOLS_SERVICE_NAME',
+      'SPOT_ID',
+      'SSO_TOKEN_HEADER',
+      'TABLE_NAME',
+      'USER_ID_FIELD',
+    ];
+    const steps = functions.filter(([, fn]) => fn.Environment.Variables.DSR_STEP !== undefined);
+    expect(steps.map(([, fn]) => fn.Environment.Variables.DSR_STEP).sort()).toEqual([...stepNames].sort());
+    for (const [, fn] of steps) expect(Object.keys(fn.Environment.Variables).sort()).toEqual(stepEnv);
+  });
+
+  it('passes the platform settings and brand-name overrides through to the steps', () => {
+    const renamed = synth({ ...productionConfig, ssoTokenHeader: 'x-acme-sso', userIdField: 'acme_user_id' });
+
+    renamed.hasResourceProperties('AWS::Lambda::Function', {
+      Environment: {
+        Variables: Match.objectLike({
+          DSR_STEP: 'ResolveSubject',
+          SSO_TOKEN_HEADER: 'x-acme-sso',
+          USER_ID_FIELD: 'acme_user_id',
+          SPOT_ID: productionConfig.spotId,
+          PLATFORM_BASE_URL: productionConfig.platformBaseUrl,
+          DOWNLOAD_ALLOWED_HOSTS: 'downloads.comments.example.com,*.cdn.example.net',
+        }),
+      },
+    });
+  });
+
+  it('gives ArchiveExport 15 minutes and 1 GiB, and the other steps one minute', () => {
+    for (const [, fn] of functions) {
+      const step = fn.Environment.Variables.DSR_STEP;
+      if (step === 'ArchiveExport') expect(fn).toMatchObject({ Timeout: 900, MemorySize: 1024 });
+      else if (step !== undefined) expect(fn.Timeout).toBe(60);
+    }
+  });
+});
+
+describe('IAM', () => {
+  const policies = ofType('AWS::IAM::Policy');
+  const allStatements = policies.flatMap(([id, policy]) =>
+    policy.PolicyDocument.Statement.map((statement: CfnObject) => ({ id, statement })),
+  );
+
+  it('never grants a wildcard action', () => {
+    for (const { id, statement } of allStatements) {
+      const wild = actionsOf(statement).filter((action) => action.includes('*'));
+      expect({ id, wild }).toEqual({ id, wild: [] });
+    }
+  });
+
+  it('uses no managed policies', () => {
+    for (const [id, role] of ofType('AWS::IAM::Role'))
+      expect({ id, managed: role.ManagedPolicyArns }).toEqual({ id, managed: undefined });
+  });
+
+  it('grants Resource "*" only for X-Ray and log delivery, which have no resource-level permissions', () => {
+    const unscoped = allStatements
+      .filter(({ statement }) => [statement.Resource].flat().includes('*'))
+      .flatMap(({ statement }) => actionsOf(statement));
+    for (const action of new Set(unscoped)) expect(action).toMatch(/^(xray|logs):/);
+  });
+
+  it('lets only ArchiveExport write archive objects, and only under exports/', () => {
+    const archiveArn = JSON.stringify(getAtt(archiveBucket));
+    const archiveWriters = allStatements.filter(
+      ({ statement }) =>
+        JSON.stringify(statement.Resource).includes(archiveArn) &&
+        actionsOf(statement).includes('s3:PutObject'),
+    );
+    expect(archiveWriters.map(({ id }) => id)).toEqual([expect.stringMatching(/^ArchiveExportRole/)]);
+    expect(archiveWriters[0]?.statement.Resource).toEqual({
+      'Fn::Join': ['', [getAtt(archiveBucket), '/exports/*']],
+    });
+    expect(actionsOf(archiveWriters[0]?.statement).sort()).toEqual(
+      [
+        's3:AbortMultipartUpload',
+        's3:DeleteObject',
+        's3:GetObject',
+        's3:PutObject',
+        's3:PutObjectTagging',
+      ].sort(),
+    );
+  });
+
+  it('lets the audit writers put and read records under audit/ but never change retention or delete', () => {
+    const auditArn = JSON.stringify(getAtt(auditBucket));
+    for (const name of [...stepNames, 'Intake']) {
+      const onAudit = statementsOf(name).filter((statement) =>
+        JSON.stringify(statement.Resource).includes(auditArn),
+      );
+      expect(onAudit.flatMap(actionsOf).sort()).toEqual(['s3:GetObject', 's3:ListBucket', 's3:PutObject']);
+      const list = onAudit.find((statement) => actionsOf(statement).includes('s3:ListBucket'));
+      expect(list?.Condition).toEqual({ StringLike: { 's3:prefix': ['audit/*'] } });
+    }
+  });
+
+  it('uses the data key only through the service that stores the data', () => {
+    for (const name of functionNames) {
+      const keyStatements = statementsOf(name).filter(
+        (statement) =>
+          JSON.stringify(statement.Resource) === JSON.stringify(getAtt(dataKey)) &&
+          // The SQS event source's Decrypt grant is CDK's own and covered by the queue policy.
+          !(name === 'Intake' && statement.Condition === undefined),
+      );
+      for (const statement of keyStatements) {
+        expect(Object.keys(statement.Condition?.StringEquals ?? {})).toEqual([
+          expect.stringMatching(/^kms:(ViaService|EncryptionContext:aws:states:stateMachineArn)$/),
+        ]);
+      }
+    }
+  });
+
+  it('lets the deadline sweep only read the ledger index', () => {
+    const actions = statementsOf('DeadlineSweep').flatMap(actionsOf);
+    expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual([
+      'dynamodb:GetItem',
+      'dynamodb:Query',
+    ]);
+    expect(actions.some((action) => action.startsWith('s3:') || action.startsWith('secretsmanager:'))).toBe(
+      false,
+    );
+  });
+
+  it('lets intake start the state machine and send to quarantine, nothing more on SQS and Step Functions', () => {
+    const actions = statementsOf('Intake').flatMap(actionsOf);
+    expect(actions.filter((action) => action.startsWith('states:'))).toEqual(['states:StartExecution']);
+    expect(actions.filter((action) => action === 'sqs:SendMessage')).toHaveLength(1);
+  });
+});
+
+describe('secrets', () => {
+  it('creates the platform secret without putting any value in the template', () => {
+    const [[, secret]] = ofType('AWS::SecretsManager::Secret') as [[string, CfnObject]];
+    expect(secret.SecretString).toBeUndefined();
+    expect(secret.GenerateSecretString?.SecretStringTemplate).toBeUndefined();
+    const text = JSON.stringify(template.toJSON());
+    expect(text).not.toMatch(/"(sso_access_token|export_token|audit_hmac_key)"\s*:/);
+    for (const [, fn] of ofType('AWS::Lambda::Function')) {
+      const names = Object.keys(fn.Environment.Variables);
+      expect(names.filter((name) => /TOKEN(?!_HEADER)|PASSWORD|HMAC|SECRET(?!_ID)/.test(name))).toEqual([]);
+    }
+  });
+
+  it('references an existing secret by name and grants only that secret and its key', () => {
+    const existing = synth({
+      ...productionConfig,
+      platformSecretName: 'svc-dsr/platform',
+      platformSecretKeyArn: 'arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab',
+    });
+
+    existing.resourceCountIs('AWS::SecretsManager::Secret', 0);
+    existing.hasResourceProperties('AWS::Lambda::Function', {
+      Environment: {
+        Variables: Match.objectLike({ DSR_STEP: 'ResolveSubject', PLATFORM_SECRET_ID: 'svc-dsr/platform' }),
+      },
+    });
+    const text = JSON.stringify(existing.toJSON());
+    expect(text).toContain(':secret:svc-dsr/platform-??????');
+    expect(text).toContain('"arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"');
+  });
+});
+
+describe('state machine', () => {
+  it('logs all events without execution data and is traced', () => {
+    template.hasResourceProperties('AWS::StepFunctions::StateMachine', {
+      LoggingConfiguration: {
+        Level: 'ALL',
+        IncludeExecutionData: false,
+        Destinations: [
+          { CloudWatchLogsLogGroup: { LogGroupArn: getAtt(idOf('AWS::Logs::LogGroup', 'WorkflowLogs')) } },
+        ],
+      },
+      TracingConfiguration: { Enabled: true },
+      StateMachineType: 'STANDARD',
+    });
+  });
+
+  it('times out an execution a day after the export budget', () => {
+    const definition = JSON.stringify(ofType('AWS::StepFunctions::StateMachine')[0]?.[1].DefinitionString);
+    expect(definition).toContain(`\\"TimeoutSeconds\\":${259_200 + 86_400}`);
+  });
+});
+
+describe('deadline sweep', () => {
+  const sweep = ofType('AWS::Lambda::Function').find(([id]) => id.startsWith('DeadlineSweep'));
+
+  it('runs on the configured schedule', () => {
+    const every15 = synth({ ...productionConfig, deadlineSweepMinutes: 15 });
+    every15.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(15 minutes)' });
+    template.hasResourceProperties('AWS::Events::Rule', {
+      ScheduleExpression: 'rate(1 hour)',
+      Targets: [Match.objectLike({ Arn: getAtt(sweep?.[0] ?? '') })],
+    });
+  });
+
+  it('publishes to the metric the overdue alarm watches', () => {
+    const env = sweep?.[1].Environment.Variables;
+    expect(env).toMatchObject({ DUE_SOON_DAYS: '7', METRICS_NAMESPACE: 'svc-dsr', METRICS_STACK: 'Test' });
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      Namespace: env.METRICS_NAMESPACE,
+      MetricName: DEADLINE_METRICS.overdue,
+      Dimensions: [{ Name: 'Stack', Value: env.METRICS_STACK }],
+      Period: 3600,
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+    });
+  });
+});
+
+describe('alarms', () => {
+  const alarms = ofType('AWS::CloudWatch::Alarm');
+  const topic = idOf('AWS::SNS::Topic', 'AlarmsTopic');
+
+  it('sends every alarm and its recovery to the alarm topic', () => {
+    for (const [id, alarm] of alarms) {
+      expect({ id, actions: alarm.AlarmActions, ok: alarm.OKActions }).toEqual({
+        id,
+        actions: [{ Ref: topic }],
+        ok: [{ Ref: topic }],
+      });
+    }
+  });
+
+  it('watches the dead-letter and quarantine queues, failed and timed-out executions', () => {
+    const watched = alarms.map(([, alarm]) => alarm.MetricName);
+    expect(watched.filter((name) => name === 'ApproximateNumberOfMessagesVisible')).toHaveLength(2);
+    expect(watched).toContain('ExecutionsFailed');
+    expect(watched).toContain('ExecutionsTimedOut');
+    for (const queue of ['IntakeDeadLetterQueue', 'QuarantineQueue']) {
+      template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        MetricName: 'ApproximateNumberOfMessagesVisible',
+        Dimensions: [{ Name: 'QueueName', Value: getAtt(idOf('AWS::SQS::Queue', queue), 'QueueName') }],
+      });
+    }
+  });
+
+  it('watches errors and throttles of every function', () => {
+    for (const metric of ['Errors', 'Throttles']) {
+      const watchedFunctions = alarms
+        .filter(([, alarm]) => alarm.MetricName === metric && alarm.Namespace === 'AWS/Lambda')
+        .map(([, alarm]) => alarm.Dimensions[0].Value.Ref);
+      expect(watchedFunctions.sort()).toEqual(
+        ofType('AWS::Lambda::Function')
+          .map(([id]) => id)
+          .sort(),
+      );
+    }
+  });
+
+  it('subscribes the configured e-mail address, and nobody without one', () => {
+    template.hasResourceProperties('AWS::SNS::Subscription', {
+      Protocol: 'email',
+      Endpoint: productionConfig.alarmEmail,
+      TopicArn: { Ref: topic },
+    });
+    const { alarmEmail: _none, ...withoutEmail } = productionConfig;
+    synth(withoutEmail).resourceCountIs('AWS::SNS::Subscription', 0);
+  });
+});
+
+describe('outputs', () => {
+  it('exports everything the CLI needs', () => {
+    const outputs = template.toJSON().Outputs as Record<string, { Value: unknown }>;
+    expect(Object.keys(outputs).sort()).toEqual(
+      [
+        'AlarmTopicArn',
+        'ArchiveBucketName',
+        'AuditBucketName',
+        'DataKeyArn',
+        'IntakeDeadLetterQueueUrl',
+        'IntakeQueueUrl',
+        'LedgerTableName',
+        'PlatformSecretArn',
+        'QuarantineQueueUrl',
+        'Region',
+        'StateMachineArn',
+      ].sort(),
+    );
+    expect(outputs.Region?.Value).toEqual({ Ref: 'AWS::Region' });
+    expect(outputs.IntakeQueueUrl?.Value).toEqual({ Ref: idOf('AWS::SQS::Queue', 'IntakeQueue') });
   });
 });

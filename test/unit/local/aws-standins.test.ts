@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -371,6 +371,85 @@ describe('DynamoDB stand-in', () => {
   });
 });
 
+describe('startAwsStandIns with an s3Root', () => {
+  let directory: string;
+  let onDisk: AwsStandIns;
+  let client: S3Client;
+
+  beforeAll(async () => {
+    directory = await mkdtemp(join(tmpdir(), 'svc-dsr-s3-root-'));
+    onDisk = await startAwsStandIns({ s3Root: directory });
+    client = new S3Client(onDisk.clientConfig('s3'));
+  });
+
+  afterAll(async () => {
+    client.destroy();
+    await onDisk.close();
+    await rm(directory, { recursive: true, force: true });
+  });
+
+  it('serves S3 from its own loopback endpoint while fauxqs keeps SQS', async () => {
+    // Prepare
+    const queues = new SQSClient(onDisk.clientConfig('sqs'));
+
+    // Act
+    const { QueueUrl } = await queues.send(new CreateQueueCommand({ QueueName: 'still-fauxqs' }));
+    queues.destroy();
+
+    // Assess
+    expect(onDisk.endpoints.s3).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(onDisk.endpoints.s3).not.toBe(onDisk.endpoints.sqs);
+    expect(onDisk.clientConfig('s3')).toMatchObject({ endpoint: onDisk.endpoints.s3, forcePathStyle: true });
+    expect(QueueUrl).toContain('still-fauxqs');
+  });
+
+  it('writes each object as a plain file under <s3Root>/<bucket>/<key>', async () => {
+    // Prepare
+    await client.send(new CreateBucketCommand({ Bucket: 'svc-dsr-archive' }));
+
+    // Act
+    await client.send(
+      new PutObjectCommand({
+        Bucket: 'svc-dsr-archive',
+        Key: 'exports/r-1/attempt-1.zip',
+        Body: 'zip bytes',
+      }),
+    );
+
+    // Assess
+    expect(
+      await readFile(join(directory, 'svc-dsr-archive', 'exports', 'r-1', 'attempt-1.zip'), 'utf8'),
+    ).toBe('zip bytes');
+  });
+
+  it('keeps S3 objects across a restart on the same s3Root', async () => {
+    // Prepare
+    await client.send(new CreateBucketCommand({ Bucket: 'svc-dsr-audit' }));
+    await client.send(
+      new PutObjectCommand({
+        Bucket: 'svc-dsr-audit',
+        Key: 'audit/r-1/000000-Intake.json',
+        Body: '{}',
+        ContentType: 'application/json',
+      }),
+    );
+    const second = await startAwsStandIns({ s3Root: directory });
+    const reader = new S3Client(second.clientConfig('s3'));
+
+    // Act
+    const read = await reader.send(
+      new GetObjectCommand({ Bucket: 'svc-dsr-audit', Key: 'audit/r-1/000000-Intake.json' }),
+    );
+    const body = await read.Body?.transformToString();
+    reader.destroy();
+    await second.close();
+
+    // Assess
+    expect(body).toBe('{}');
+    expect(read.ContentType).toBe('application/json');
+  });
+});
+
 describe('AwsStandIns.close', () => {
   function tcpHandles(): number {
     return process.getActiveResourcesInfo().filter((name) => name.startsWith('TCP')).length;
@@ -380,8 +459,9 @@ describe('AwsStandIns.close', () => {
     // Prepare
     const before = tcpHandles();
     const local = await startAwsStandIns();
-    const queueClient = new SQSClient(local.clientConfig('sqs'));
-    const tableClient = new DynamoDBClient(local.clientConfig('dynamodb'));
+    // No retries: a retried long poll would open a fresh socket while the handles are counted.
+    const queueClient = new SQSClient({ ...local.clientConfig('sqs'), maxAttempts: 1 });
+    const tableClient = new DynamoDBClient({ ...local.clientConfig('dynamodb'), maxAttempts: 1 });
     const { QueueUrl } = await queueClient.send(new CreateQueueCommand({ QueueName: 'closing' }));
     const pendingPoll = queueClient.send(new ReceiveMessageCommand({ QueueUrl, WaitTimeSeconds: 20 }));
     pendingPoll.catch(() => undefined);
@@ -400,6 +480,27 @@ describe('AwsStandIns.close', () => {
     });
     queueClient.destroy();
     tableClient.destroy();
+  });
+
+  it('stops the disk S3 too when started with an s3Root', async () => {
+    // Prepare
+    const before = tcpHandles();
+    const directory = await mkdtemp(join(tmpdir(), 'svc-dsr-s3-close-'));
+    const local = await startAwsStandIns({ s3Root: directory });
+    const client = new S3Client(local.clientConfig('s3'));
+    await client.send(new CreateBucketCommand({ Bucket: 'closing' }));
+
+    // Act
+    await local.close();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+
+    // Assess: at most as many as before (an unrelated kept-alive socket may have timed out meanwhile)
+    expect(tcpHandles()).toBeLessThanOrEqual(before);
+    await expect(client.send(new CreateBucketCommand({ Bucket: 'again' }))).rejects.toMatchObject({
+      code: 'ECONNREFUSED',
+    });
+    client.destroy();
+    await rm(directory, { recursive: true, force: true });
   });
 
   it('keeps DynamoDB items across a restart when given a dynamoPath', async () => {

@@ -1,12 +1,17 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import {
+  AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
+  CreateBucketCommand,
   CreateMultipartUploadCommand,
   GetObjectCommand,
   HeadObjectCommand,
@@ -19,6 +24,7 @@ import { type FauxqsServer, startFauxqs } from 'fauxqs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import yazl from 'yazl';
 import { z } from 'zod';
+import { startDiskS3 } from '#local/s3-disk';
 import {
   type ArchiveTarget,
   copyExportToS3,
@@ -1057,5 +1063,91 @@ describe('hashStoredObject', () => {
     const hashed = await hashStoredObject(stored);
     // Assess
     expect(hashed).toEqual({ bytes: zip.length, sha256: sha256(zip) });
+  });
+});
+
+describe('copyExportToS3 part uploads', () => {
+  const signedRequest = z.object({
+    query: z.record(z.string(), z.unknown()),
+    headers: z.record(z.string(), z.string()),
+  });
+
+  it('sends each part with its own SHA-256 as checksum and payload hash, refilling part buffers without mixing bytes', async () => {
+    // Prepare: the disk stand-in refuses a part whose checksum or payload hash does not match its bytes;
+    // one part in flight at a time, so later parts refill the buffers of earlier ones.
+    const root = await mkdtemp(join(tmpdir(), 'archive-parts-'));
+    const disk = await startDiskS3({ root });
+    const s3 = localS3Client(disk.endpoint);
+    const sentParts = new Map<number, { payloadHash?: string; checksum?: string }>();
+    s3.middlewareStack.add(
+      (next) => async (args) => {
+        const request = signedRequest.safeParse(args.request);
+        const partNumber = request.success ? Number(request.data.query.partNumber) : Number.NaN;
+        if (request.success && Number.isInteger(partNumber)) {
+          sentParts.set(partNumber, {
+            payloadHash: request.data.headers['x-amz-content-sha256'],
+            checksum: request.data.headers['x-amz-checksum-sha256'],
+          });
+        }
+        return next(args);
+      },
+      { step: 'deserialize', name: 'recordSignedParts' },
+    );
+    await s3.send(new CreateBucketCommand({ Bucket: BUCKET }));
+    const partSize = 5 * MiB;
+    const body = pseudoRandomBytes(3 * partSize + MiB + 17, 11);
+    const link = serve(origin, '/exports/parts.zip', (response) => sendBody(response, body));
+    const stored: ArchiveTarget = { s3, bucket: BUCKET, key: 'archives/parts.zip' };
+    try {
+      // Act
+      const result = await copyExportToS3(link, stored, { policy, partSizeBytes: partSize, queueSize: 1 });
+      // Assess
+      expect(result).toMatchObject({ bytes: body.length, sha256: sha256(body) });
+      expect(await hashStoredObject(stored)).toEqual({ bytes: body.length, sha256: sha256(body) });
+      expect([...sentParts.keys()].sort()).toEqual([1, 2, 3, 4]);
+      for (const [partNumber, sent] of sentParts) {
+        const part = body.subarray((partNumber - 1) * partSize, partNumber * partSize);
+        const digest = createHash('sha256').update(part).digest();
+        expect(sent).toEqual({ payloadHash: digest.toString('hex'), checksum: digest.toString('base64') });
+      }
+    } finally {
+      s3.destroy();
+      await disk.close();
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('aborts the multipart upload and reports the S3 error when a part is refused', async () => {
+    // Prepare
+    const client = new S3Client({
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    });
+    const s3Mock = mockClient(client);
+    s3Mock.on(CreateMultipartUploadCommand).resolves({ UploadId: 'upload-9' });
+    s3Mock
+      .on(UploadPartCommand)
+      .rejects(Object.assign(new Error('We encountered an internal error.'), { name: 'InternalError' }));
+    s3Mock.on(AbortMultipartUploadCommand).resolves({});
+    const body = pseudoRandomBytes(12 * MiB);
+    const fakeFetch: typeof fetch = async () =>
+      new Response(body, { status: 200, headers: { 'content-length': String(body.length) } });
+    // Act
+    const error = await failure(
+      copyExportToS3(
+        new URL(`https://exports.example.com/x.zip?sig=${LINK_SECRET}`),
+        { s3: client, bucket: BUCKET, key: 'archives/refused.zip' },
+        { policy, fetch: fakeFetch, partSizeBytes: 5 * MiB },
+      ),
+    );
+    // Assess
+    expect(error.name).toBe('InternalError');
+    expect(s3Mock).toHaveReceivedCommandWith(AbortMultipartUploadCommand, {
+      Bucket: BUCKET,
+      Key: 'archives/refused.zip',
+      UploadId: 'upload-9',
+    });
+    expect(s3Mock).not.toHaveReceivedCommand(CompleteMultipartUploadCommand);
+    s3Mock.restore();
   });
 });

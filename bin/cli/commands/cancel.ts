@@ -1,0 +1,197 @@
+import { StopExecutionCommand } from '@aws-sdk/client-sfn';
+import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import type { Command } from 'commander';
+import { type LedgerItem, ledgerItemSchema } from '#shared/ledger';
+import {
+  type CliIo,
+  type CommandResult,
+  parseReason,
+  parseRequestId,
+  processIo,
+  writeJson,
+} from '../format.ts';
+import { CliError, EXIT } from '../io.ts';
+import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import {
+  erasureStarted,
+  executionArn,
+  executionNames,
+  hasName,
+  isConditionalFailure,
+  loadRequest,
+} from './common.ts';
+
+/** Options of `svc-dsr cancel`. */
+export interface CancelOptions {
+  readonly requestId: string;
+  readonly reason: string;
+  readonly json?: boolean;
+}
+
+/** What `cancel --json` prints. */
+export interface CancelResult {
+  readonly request_id: string;
+  readonly status: 'cancelled';
+  readonly previous_status: string;
+  readonly step: string | null;
+  readonly reason: string;
+  /** Executions StopExecution accepted (one that had already ended keeps its outcome). */
+  readonly stopped: string[];
+  /** StopExecution failures other than "does not exist": the execution still ends at its next step. */
+  readonly stop_errors: { execution: string; error: string }[];
+}
+
+/**
+ * Cancels a received or running request before erasure has started: a conditional ledger update
+ * (so it cannot race past the delete), then StopExecution of its executions. Refusals are exit 1.
+ */
+export async function runCancel(
+  context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 'names' | 'target' | 'clock'>,
+  options: CancelOptions,
+  io: CliIo,
+): Promise<CommandResult<CancelResult>> {
+  const requestId = parseRequestId(options.requestId);
+  const reason = parseReason(options.reason);
+  const item = await loadRequest(context, requestId);
+  refuseIfNotCancellable(item);
+
+  const now = context.clock().toISOString();
+  let updated: LedgerItem;
+  try {
+    const { Attributes } = await context.dynamo.send(
+      new UpdateCommand({
+        TableName: context.names.LedgerTableName,
+        Key: { request_id: requestId },
+        UpdateExpression:
+          'SET #status = :cancelled, #cancel_reason = :reason, #updated_at = :now, #completed_at = :now',
+        // The same rules as refuseIfNotCancellable, checked atomically: a step that moved on to
+        // erasing in the meantime wins, and the cancel is refused.
+        ConditionExpression:
+          'attribute_exists(request_id) AND #status IN (:received, :running)' +
+          ' AND (attribute_not_exists(#step) OR NOT (#step IN (:erasing, :verifying)))' +
+          ' AND attribute_not_exists(#erasure) AND attribute_not_exists(#erasure_verification)',
+        ExpressionAttributeNames: {
+          '#status': 'status',
+          '#step': 'step',
+          '#cancel_reason': 'cancel_reason',
+          '#updated_at': 'updated_at',
+          '#completed_at': 'completed_at',
+          '#erasure': 'erasure',
+          '#erasure_verification': 'erasure_verification',
+        },
+        ExpressionAttributeValues: {
+          ':cancelled': 'cancelled',
+          ':reason': reason,
+          ':now': now,
+          ':received': 'received',
+          ':running': 'running',
+          ':erasing': 'erasing',
+          ':verifying': 'verifying',
+        },
+        ReturnValues: 'ALL_NEW',
+      }),
+    );
+    updated = ledgerItemSchema.parse(Attributes ?? {});
+  } catch (error) {
+    if (!isConditionalFailure(error)) throw error;
+    const current = await loadRequest(context, requestId);
+    refuseIfNotCancellable(current);
+    throw new CliError(
+      `request ${requestId} changed while it was being cancelled; run the command again`,
+      EXIT.failed,
+    );
+  }
+
+  const stopped: string[] = [];
+  const stopErrors: CancelResult['stop_errors'] = [];
+  for (const name of executionNames(requestId, updated.executions)) {
+    try {
+      await context.sfn.send(
+        new StopExecutionCommand({
+          executionArn: executionArn(context.names.StateMachineArn, name),
+          error: 'RequestCancelled',
+          cause: 'cancelled by an operator with svc-dsr cancel',
+        }),
+      );
+      stopped.push(name);
+    } catch (error) {
+      if (hasName(error, 'ExecutionDoesNotExist')) continue;
+      stopErrors.push({
+        execution: name,
+        error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+      });
+    }
+  }
+
+  const result: CancelResult = {
+    request_id: requestId,
+    status: 'cancelled',
+    previous_status: item.status,
+    step: item.step ?? null,
+    reason,
+    stopped,
+    stop_errors: stopErrors,
+  };
+  if (options.json === true) writeJson(io, result);
+  else {
+    io.out(`cancelled ${requestId} (was ${item.status}${item.step ? `, step ${item.step}` : ''})\n`);
+    if (stopped.length > 0) io.err(`asked Step Functions to stop: ${stopped.join(', ')}\n`);
+  }
+  for (const failure of stopErrors) {
+    io.err(
+      `warning: could not stop execution ${failure.execution} (${failure.error}); it ends at its next step, which finds the request cancelled\n`,
+    );
+  }
+  return { exitCode: EXIT.ok, result };
+}
+
+function refuseIfNotCancellable(item: LedgerItem): void {
+  if (item.status !== 'received' && item.status !== 'running') {
+    throw new CliError(
+      `request ${item.request_id} is ${item.status}; only received or running requests can be cancelled`,
+      EXIT.failed,
+    );
+  }
+  if (erasureStarted(item)) {
+    throw new CliError(
+      `request ${item.request_id} cannot be cancelled: its erasure has started (step ${item.step ?? 'erasing'}); let it finish and check it with svc-dsr status`,
+      EXIT.failed,
+    );
+  }
+}
+
+interface CancelFlags extends TargetFlags {
+  readonly reason?: string;
+  readonly json?: boolean;
+}
+
+/** Registers `svc-dsr cancel`. */
+export function registerCancelCommand(program: Command): void {
+  const command = program
+    .command('cancel')
+    .description('cancel a received or running request (refused once its erasure has started)')
+    .argument('<request_id>', 'the request id')
+    .requiredOption('--reason <reason>', 'why (kept in the ledger)')
+    .option('--json', 'print the result as JSON');
+  addTargetOptions(command)
+    .addHelpText(
+      'after',
+      `
+The ledger is updated first, conditionally, so a request whose erasure starts at the same moment is
+refused rather than half-cancelled; then its executions are stopped.
+
+Exit codes: 0 cancelled, 1 no such request or not cancellable (the message says why), 2 invalid flags.
+
+Example:
+  $ npx svc-dsr cancel 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --reason "subject withdrew the request"`,
+    )
+    .action(async (requestId: string, flags: CancelFlags) => {
+      const options = {
+        requestId: parseRequestId(requestId),
+        reason: parseReason(flags.reason),
+        json: flags.json === true,
+      };
+      const { exitCode } = await withTarget(flags, (context) => runCancel(context, options, processIo));
+      process.exitCode = exitCode;
+    });
+}

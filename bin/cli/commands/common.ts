@@ -1,0 +1,68 @@
+import type { LedgerItem } from '#shared/ledger';
+import { CliError, EXIT } from '../io.ts';
+import type { CliContext } from '../target.ts';
+
+/** The ledger item, or exit 1 naming where it looked. */
+export async function loadRequest(
+  context: Pick<CliContext, 'ledger' | 'target'>,
+  requestId: string,
+): Promise<LedgerItem> {
+  const item = await context.ledger.get(requestId);
+  if (item === undefined) {
+    throw new CliError(
+      `no request ${requestId} in the ledger (${context.ledger.tableName}, target ${context.target}): check the id, or the --target/--stack-outputs you meant`,
+      EXIT.failed,
+    );
+  }
+  return item;
+}
+
+/** The ARN of an execution of the state machine (`...:execution:<machine>:<name>`). */
+export function executionArn(stateMachineArn: string, name: string): string {
+  const match = /^(arn:[^:]+:states:[^:]*:[^:]*):stateMachine:([^:]+)$/.exec(stateMachineArn);
+  if (match === null) {
+    throw new CliError(
+      `StateMachineArn ${stateMachineArn} is not a state machine ARN; check the outputs file`,
+      EXIT.usage,
+    );
+  }
+  return `${match[1]}:execution:${match[2]}:${name}`;
+}
+
+/** The name of the execution a retry starts: `<request_id>-retry-<n>`. */
+export function retryExecutionName(requestId: string, n: number): string {
+  return `${requestId}-retry-${n}`;
+}
+
+/**
+ * Every execution name a request may have had: intake's (the request id) and each retry's. Retry
+ * numbers follow the `executions` counter, so they run from 2 to executions + 1 at most.
+ */
+export function executionNames(requestId: string, executions: number): string[] {
+  const names = [requestId];
+  for (let n = 1; n <= executions + 1; n += 1) names.push(retryExecutionName(requestId, n));
+  return names;
+}
+
+/** True for DynamoDB's conditional-write refusal, whichever SDK copy threw it. */
+export function isConditionalFailure(error: unknown): boolean {
+  return error instanceof Error && error.name === 'ConditionalCheckFailedException';
+}
+
+/** True when the error has this `name` (SDK exceptions from another package copy fail `instanceof`). */
+export function hasName(error: unknown, name: string): boolean {
+  return error instanceof Error && error.name === name;
+}
+
+/** The statuses a request is still being worked on in. */
+export const OPEN_STATUSES = ['received', 'running'] as const;
+
+/** True once an erasure request has reached the platform's delete (or later). */
+export function erasureStarted(item: LedgerItem): boolean {
+  return (
+    item.step === 'erasing' ||
+    item.step === 'verifying' ||
+    item.erasure !== undefined ||
+    item.erasure_verification !== undefined
+  );
+}

@@ -1,0 +1,223 @@
+import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { type LedgerItem, ledgerItemSchema, STATUSES, type Status } from '#shared/ledger';
+import { type CliIo, type CommandResult, describeDue, formatTable, processIo, writeJson } from '../format.ts';
+import { CliError, EXIT, parseOption } from '../io.ts';
+import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { OPEN_STATUSES } from './common.ts';
+
+/** Options of `svc-dsr list`. */
+export interface ListOptions {
+  /** Comma-separated statuses. @default received,running */
+  readonly status?: string;
+  /** Only requests due within this many days from now (overdue ones included). */
+  readonly dueWithin?: string | number;
+  /** Only requests whose due date has passed. */
+  readonly overdue?: boolean;
+  readonly json?: boolean;
+}
+
+/** One listed request: no subject identifiers. */
+export interface ListedRequest {
+  readonly request_id: string;
+  readonly status: Status;
+  readonly step: string | null;
+  readonly outcome: string | null;
+  readonly type: string | null;
+  readonly regulation: string | null;
+  readonly reference: string | null;
+  readonly received_at: string | null;
+  readonly due_at: string | null;
+  readonly extended: boolean;
+  /** "in 3 days", "2 days overdue". */
+  readonly due: string;
+}
+
+/** What `list --json` prints. */
+export interface ListResult {
+  readonly statuses: Status[];
+  /** Only requests due before this instant were listed; null for all. */
+  readonly due_before: string | null;
+  readonly count: number;
+  readonly requests: ListedRequest[];
+}
+
+const DAY_MS = 24 * 3600 * 1000;
+
+const statusListSchema = z
+  .string()
+  .transform((value) => value.split(',').map((status) => status.trim()))
+  .pipe(
+    z
+      .array(z.enum(STATUSES, { message: `each status must be one of ${STATUSES.join(', ')}` }))
+      .min(1, 'name at least one status'),
+  );
+const daysSchema = z.coerce
+  .number({ message: 'must be a number of days' })
+  .nonnegative('must be 0 or more days')
+  .max(3650, 'must be at most 3650 days');
+
+/** Validated list options, so the command line is checked before any connection is made. */
+export function parseListOptions(options: ListOptions): {
+  statuses: Status[];
+  dueBefore?: (now: Date) => string;
+} {
+  const statuses = [
+    ...new Set(
+      options.status === undefined
+        ? [...OPEN_STATUSES]
+        : parseOption('--status', statusListSchema, options.status),
+    ),
+  ];
+  if (options.overdue === true && options.dueWithin !== undefined) {
+    throw new CliError('--overdue and --due-within both set a due date limit; pass one of them');
+  }
+  if (options.overdue === true) return { statuses, dueBefore: (now) => now.toISOString() };
+  if (options.dueWithin !== undefined) {
+    const days = parseOption('--due-within', daysSchema, options.dueWithin);
+    return { statuses, dueBefore: (now) => new Date(now.getTime() + days * DAY_MS).toISOString() };
+  }
+  return { statuses };
+}
+
+/**
+ * Lists requests by status from the ledger's status/due-date index, earliest due first. Rejected
+ * requests have no due date, so the index does not hold them: they are found with a filtered scan.
+ */
+export async function runList(
+  context: Pick<CliContext, 'ledger' | 'dynamo' | 'names' | 'clock'>,
+  options: ListOptions,
+  io: CliIo,
+): Promise<CommandResult<ListResult>> {
+  const { statuses, dueBefore } = parseListOptions(options);
+  const now = context.clock();
+  const before = dueBefore?.(now);
+  const items: LedgerItem[] = [];
+  for (const status of statuses) {
+    if (status === 'rejected') {
+      if (before === undefined) items.push(...(await scanRejected(context)));
+      continue;
+    }
+    let cursor: Record<string, unknown> | undefined;
+    do {
+      const page = await context.ledger.listByStatus(status, {
+        ...(before === undefined ? {} : { dueBefore: before }),
+        ...(cursor === undefined ? {} : { cursor }),
+      });
+      items.push(...page.items);
+      cursor = page.cursor;
+    } while (cursor !== undefined);
+  }
+  items.sort(byDueDate);
+  const requests = items.map((item) => listed(item, now));
+  const result: ListResult = { statuses, due_before: before ?? null, count: requests.length, requests };
+  if (options.json === true) writeJson(io, result);
+  else if (requests.length === 0) {
+    io.err(`no ${statuses.join(' or ')} requests${before === undefined ? '' : ` due before ${before}`}\n`);
+  } else {
+    io.out(
+      formatTable(
+        ['REQUEST ID', 'STATUS', 'STEP', 'TYPE', 'REG', 'DUE', '', 'REFERENCE'],
+        requests.map((request) => [
+          request.request_id,
+          request.status,
+          request.step ?? request.outcome ?? '',
+          request.type ?? '',
+          request.regulation ?? '',
+          `${request.due_at ?? ''}${request.extended ? ' (extended)' : ''}`,
+          request.status === 'received' || request.status === 'running' ? request.due : '',
+          request.reference ?? '',
+        ]),
+      ),
+    );
+  }
+  return { exitCode: EXIT.ok, result };
+}
+
+async function scanRejected(context: Pick<CliContext, 'dynamo' | 'names'>): Promise<LedgerItem[]> {
+  const items: LedgerItem[] = [];
+  let cursor: Record<string, unknown> | undefined;
+  do {
+    const page = await context.dynamo.send(
+      new ScanCommand({
+        TableName: context.names.LedgerTableName,
+        FilterExpression: '#status = :rejected',
+        ExpressionAttributeNames: { '#status': 'status' },
+        ExpressionAttributeValues: { ':rejected': 'rejected' },
+        ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
+      }),
+    );
+    for (const raw of page.Items ?? []) {
+      const parsed = ledgerItemSchema.safeParse(raw);
+      if (parsed.success) items.push(parsed.data);
+    }
+    cursor = page.LastEvaluatedKey;
+  } while (cursor !== undefined);
+  return items;
+}
+
+function byDueDate(a: LedgerItem, b: LedgerItem): number {
+  const left = a.due_at ?? a.created_at;
+  const right = b.due_at ?? b.created_at;
+  return left < right ? -1 : left > right ? 1 : a.request_id < b.request_id ? -1 : 1;
+}
+
+function listed(item: LedgerItem, now: Date): ListedRequest {
+  return {
+    request_id: item.request_id,
+    status: item.status,
+    step: item.step ?? null,
+    outcome: item.outcome ?? null,
+    type: item.type ?? null,
+    regulation: item.regulation ?? null,
+    reference: item.reference ?? null,
+    received_at: item.received_at ?? null,
+    due_at: item.due_at ?? null,
+    extended: item.extended,
+    due: describeDue(item.due_at, now),
+  };
+}
+
+interface ListFlags extends TargetFlags {
+  readonly status?: string;
+  readonly dueWithin?: string;
+  readonly overdue?: boolean;
+  readonly json?: boolean;
+}
+
+/** Registers `svc-dsr list`. */
+export function registerListCommand(program: Command): void {
+  const command = program
+    .command('list')
+    .description(
+      'list requests by status, earliest due date first (default: the open ones, received and running)',
+    )
+    .option('--status <statuses>', `comma-separated: ${STATUSES.join(', ')}`)
+    .option('--due-within <days>', 'only requests due within this many days (overdue ones included)')
+    .option('--overdue', 'only requests past their due date')
+    .option('--json', 'print JSON');
+  addTargetOptions(command)
+    .addHelpText(
+      'after',
+      `
+Exit codes: 0 listed (even when nothing matched), 2 invalid flags.
+
+Examples:
+  $ npx svc-dsr list
+  $ npx svc-dsr list --overdue
+  $ npx svc-dsr list --status failed,cancelled --json
+  $ npx svc-dsr list --due-within 7 --target aws --stack-outputs outputs.json`,
+    )
+    .action(async (flags: ListFlags) => {
+      const options: ListOptions = {
+        ...(flags.status === undefined ? {} : { status: flags.status }),
+        ...(flags.dueWithin === undefined ? {} : { dueWithin: flags.dueWithin }),
+        overdue: flags.overdue === true,
+        json: flags.json === true,
+      };
+      parseListOptions(options);
+      const { exitCode } = await withTarget(flags, (context) => runList(context, options, processIo));
+      process.exitCode = exitCode;
+    });
+}

@@ -1,0 +1,218 @@
+import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { rename, stat, unlink } from 'node:fs/promises';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { GetObjectCommand, type GetObjectCommandOutput } from '@aws-sdk/client-s3';
+import type { Command } from 'commander';
+import { z } from 'zod';
+import type { ArchiveFacts, LedgerItem } from '#shared/ledger';
+import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
+import { CliError, EXIT, parseOption } from '../io.ts';
+import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { hasName, loadRequest } from './common.ts';
+
+/** Options of `svc-dsr package`. */
+export interface PackageOptions {
+  readonly requestId: string;
+  /** Download the archive to this file. Required: see {@link PRESIGNER_MISSING}. */
+  readonly out?: string;
+  /** Link lifetime in seconds, 1 to 604800 (7 days). @default 3600 */
+  readonly expiresIn?: string | number;
+  /** Replace `out` if it exists. */
+  readonly force?: boolean;
+  readonly json?: boolean;
+}
+
+/** What `package --json` prints. */
+export interface PackageResult {
+  readonly request_id: string;
+  readonly path: string;
+  readonly key: string;
+  readonly version_id: string | null;
+  readonly bytes: number;
+  readonly sha256: string;
+  /** Always true: a copy whose bytes or SHA-256 differ from the ledger is deleted and the command fails. */
+  readonly verified: true;
+}
+
+/** Why the presigned-link mode is unavailable in this build. */
+export const PRESIGNER_MISSING =
+  'a presigned link needs the @aws-sdk/s3-request-presigner package, which this installation does not include; download a verified copy with --out FILE and hand that to the subject';
+
+const expiresInSchema = z.coerce
+  .number({ message: 'must be a number of seconds' })
+  .int('must be a whole number of seconds')
+  .min(1, 'must be at least 1 second')
+  .max(7 * 24 * 3600, 'must be at most 604800 seconds (7 days, the longest a presigned link can live)');
+
+const PROGRESS_FROM_BYTES = 64 * 1024 * 1024;
+
+/** Checks the options before any AWS call: a bad value or the link mode is exit 2. */
+export function checkPackageOptions(options: PackageOptions): { out: string } {
+  parseOption('--expires-in', expiresInSchema, options.expiresIn ?? 3600);
+  if (options.out === undefined) throw new CliError(PRESIGNER_MISSING, EXIT.usage);
+  if (options.out.trim() === '') throw new CliError('--out: give a file path');
+  return { out: options.out };
+}
+
+/**
+ * Downloads the archive of a completed request to `out` (streamed, mode 0600, through a temporary
+ * file) and checks its byte count and SHA-256 against the ledger; a mismatch deletes the copy and
+ * is exit 1.
+ */
+export async function runPackage(
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target'>,
+  options: PackageOptions,
+  io: CliIo,
+): Promise<CommandResult<PackageResult>> {
+  const requestId = parseRequestId(options.requestId);
+  const { out } = checkPackageOptions(options);
+  const item = await loadRequest(context, requestId);
+  const archive = packageable(item);
+  if (options.force !== true && (await exists(out))) {
+    throw new CliError(`--out: ${out} already exists; choose another path or pass --force to replace it`);
+  }
+
+  let answer: GetObjectCommandOutput;
+  try {
+    answer = await context.s3.send(
+      new GetObjectCommand({
+        Bucket: context.names.ArchiveBucketName,
+        Key: archive.key,
+        ...(archive.version_id === undefined ? {} : { VersionId: archive.version_id }),
+      }),
+    );
+  } catch (error) {
+    if (hasName(error, 'NoSuchKey') || hasName(error, 'NoSuchVersion') || hasName(error, 'NotFound')) {
+      throw new CliError(
+        `the archive of request ${requestId} (${archive.key}) is no longer in the bucket; the lifecycle rule may have expired it`,
+        EXIT.failed,
+      );
+    }
+    throw error;
+  }
+  if (!(answer.Body instanceof Readable))
+    throw new CliError('S3 returned no readable body for the archive', EXIT.failed);
+
+  const hash = createHash('sha256');
+  let bytes = 0;
+  const total = answer.ContentLength ?? archive.bytes;
+  const showProgress = options.json !== true && total >= PROGRESS_FROM_BYTES;
+  let shownTenth = 0;
+  const tally = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      hash.update(chunk);
+      bytes += chunk.length;
+      const tenth = Math.floor((bytes / total) * 10);
+      if (showProgress && tenth > shownTenth && tenth < 10) {
+        shownTenth = tenth;
+        io.err(`package: ${tenth * 10}% of ${total} bytes\n`);
+      }
+      done(null, chunk);
+    },
+  });
+  const partial = `${out}.partial-${process.pid}`;
+  try {
+    // The archive is personal data: only the operator may read the copy.
+    await pipeline(answer.Body, tally, createWriteStream(partial, { flags: 'wx', mode: 0o600 }));
+  } catch (error) {
+    await unlink(partial).catch(() => {});
+    throw new CliError(
+      `the download of ${archive.key} failed (${error instanceof Error ? error.message : String(error)}); nothing was written to ${out}`,
+      EXIT.failed,
+    );
+  }
+  const sha256 = hash.digest('hex');
+  if (bytes !== archive.bytes || sha256 !== archive.sha256.toLowerCase()) {
+    await unlink(partial).catch(() => {});
+    throw new CliError(
+      `the downloaded archive does not match the ledger (${bytes} bytes, sha256 ${sha256}; the ledger says ${archive.bytes} bytes, sha256 ${archive.sha256}); nothing was written; run svc-dsr verify ${requestId}`,
+      EXIT.failed,
+    );
+  }
+  await rename(partial, out);
+
+  const result: PackageResult = {
+    request_id: requestId,
+    path: out,
+    key: archive.key,
+    version_id: archive.version_id ?? null,
+    bytes,
+    sha256,
+    verified: true,
+  };
+  if (options.json === true) writeJson(io, result);
+  else io.out(`wrote ${out}: ${bytes} bytes, sha256 ${sha256} (matches the ledger)\n`);
+  return { exitCode: EXIT.ok, result };
+}
+
+function packageable(item: LedgerItem): ArchiveFacts {
+  if (item.status !== 'completed') {
+    throw new CliError(
+      `request ${item.request_id} is ${item.status}; a package exists only for a completed request`,
+      EXIT.failed,
+    );
+  }
+  if (item.archive === undefined) {
+    throw new CliError(
+      `request ${item.request_id} has no archive (outcome ${item.outcome ?? 'unknown'}): there is nothing to hand over`,
+      EXIT.failed,
+    );
+  }
+  return item.archive;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface PackageFlags extends TargetFlags {
+  readonly out?: string;
+  readonly expiresIn?: string;
+  readonly force?: boolean;
+  readonly json?: boolean;
+}
+
+/** Registers `svc-dsr package`. */
+export function registerPackageCommand(program: Command): void {
+  const command = program
+    .command('package')
+    .description("hand over a completed request's access package: a verified local copy of its archive")
+    .argument('<request_id>', 'the request id')
+    .option('--out <file>', 'download the archive to this file (checked against the ledger SHA-256)')
+    .option('--expires-in <seconds>', 'lifetime of a presigned link, at most 604800 (7 days)', '3600')
+    .option('--force', 'replace --out if it exists')
+    .option('--json', 'print the result as JSON');
+  addTargetOptions(command)
+    .addHelpText(
+      'after',
+      `
+The copy is streamed to a temporary file (readable only by you), its size and SHA-256 are checked
+against the ledger, and only then renamed to --out. Presigned links are not available in this build
+(they need @aws-sdk/s3-request-presigner); without --out the command explains this and exits 2.
+
+Exit codes: 0 written and verified, 1 no such request, no archive, or the copy does not match,
+2 invalid flags.
+
+Example:
+  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --out alice-export.zip`,
+    )
+    .action(async (requestId: string, flags: PackageFlags) => {
+      const options: PackageOptions = {
+        requestId: parseRequestId(requestId),
+        ...(flags.out === undefined ? {} : { out: flags.out }),
+        ...(flags.expiresIn === undefined ? {} : { expiresIn: flags.expiresIn }),
+        force: flags.force === true,
+        json: flags.json === true,
+      };
+      checkPackageOptions(options);
+      const { exitCode } = await withTarget(flags, (context) => runPackage(context, options, processIo));
+      process.exitCode = exitCode;
+    });
+}

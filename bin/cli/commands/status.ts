@@ -1,0 +1,165 @@
+import type { Command } from 'commander';
+import type { LedgerItem } from '#shared/ledger';
+import {
+  type CliIo,
+  type CommandResult,
+  describeDue,
+  parseRequestId,
+  processIo,
+  writeJson,
+} from '../format.ts';
+import { EXIT } from '../io.ts';
+import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { loadRequest } from './common.ts';
+
+/** Options of `svc-dsr status`. */
+export interface StatusOptions {
+  readonly requestId: string;
+  readonly json?: boolean;
+  /** Include primary_key and svc_user_id (hidden by default). */
+  readonly showSubject?: boolean;
+}
+
+/** A ledger item as status shows it: the subject's identifiers only when asked for. */
+export type RequestView = Omit<LedgerItem, 'primary_key' | 'svc_user_id'> & {
+  primary_key?: string;
+  svc_user_id?: string;
+};
+
+/** The ledger item without the subject's identifiers unless `showSubject`. */
+export function viewOf(item: LedgerItem, showSubject: boolean): RequestView {
+  if (showSubject) return item;
+  const { primary_key: _primaryKey, svc_user_id: _svcUserId, ...rest } = item;
+  return rest;
+}
+
+/** Prints one request's ledger item. An unknown id is exit 1. */
+export async function runStatus(
+  context: Pick<CliContext, 'ledger' | 'target' | 'clock'>,
+  options: StatusOptions,
+  io: CliIo,
+): Promise<CommandResult<RequestView>> {
+  const requestId = parseRequestId(options.requestId);
+  const item = await loadRequest(context, requestId);
+  const view = viewOf(item, options.showSubject === true);
+  if (options.json === true) writeJson(io, view);
+  else io.out(describeRequest(item, options.showSubject === true, context.clock()));
+  return { exitCode: EXIT.ok, result: view };
+}
+
+/** The human-readable page of one request. */
+export function describeRequest(item: LedgerItem, showSubject: boolean, now: Date): string {
+  const rows: [string, string][] = [];
+  const add = (label: string, value: string | undefined) => {
+    if (value !== undefined && value !== '') rows.push([label, value]);
+  };
+  add('request', item.request_id);
+  add(
+    'status',
+    [item.status, item.step ? `(step ${item.step})` : '', item.outcome ? `outcome ${item.outcome}` : '']
+      .filter(Boolean)
+      .join(' '),
+  );
+  add('type', [item.type, item.regulation].filter(Boolean).join(', '));
+  add('reference', item.reference);
+  add('submitted by', item.submitted_by);
+  add('received', item.received_at);
+  if (item.verification) {
+    const { method, verified_by: by, verified_at: at } = item.verification;
+    add('verified', `${method} by ${by} at ${at}`);
+  }
+  if (item.due_at) {
+    const open = item.status === 'received' || item.status === 'running';
+    add('due', `${item.due_at}${open ? ` (${describeDue(item.due_at, now)})` : ''}`);
+  }
+  add('extended', item.extended ? `yes: ${item.extension_reason ?? 'no reason recorded'}` : undefined);
+  add('may extend to', item.extended ? undefined : item.extension_limit_at);
+  add('confirm by', item.confirm_by ?? undefined);
+  if (item.export_id !== undefined || item.export_attempts > 0) {
+    add(
+      'export',
+      [
+        item.export_id ? `id ${item.export_id}` : '',
+        `attempt ${item.export_attempts}`,
+        item.export_status ? `status ${item.export_status}` : '',
+        `${item.export_polls} poll${item.export_polls === 1 ? '' : 's'}`,
+        `waited ${item.export_waited_seconds} s`,
+        item.export_started_at ? `started ${item.export_started_at}` : '',
+      ]
+        .filter(Boolean)
+        .join(', '),
+    );
+  }
+  if (item.archive) {
+    const archive = item.archive;
+    add(
+      'archive',
+      `${archive.key}, ${archive.bytes} bytes, ${archive.entries} entries, verified ${archive.verified_at}`,
+    );
+    add('sha256', archive.sha256);
+  }
+  if (item.erasure) {
+    add(
+      'erasure',
+      `${item.erasure.outcome} (platform answered ${item.erasure.platform_status}) at ${item.erasure.at}`,
+    );
+  }
+  if (item.erasure_verification) {
+    add(
+      'erasure check',
+      `platform answers ${item.erasure_verification.platform_answer} at ${item.erasure_verification.at}`,
+    );
+  }
+  if (item.error) add('error', `${item.error.code}: ${item.error.message}`);
+  if (item.rejection_errors) add('rejected', item.rejection_errors.join('; '));
+  add('cancel reason', item.cancel_reason);
+  add(
+    'counters',
+    `executions ${item.executions}, duplicates ${item.duplicates}, conflicts ${item.conflicts}`,
+  );
+  add('created', item.created_at);
+  add('updated', item.updated_at);
+  add('completed', item.completed_at);
+  if (showSubject) {
+    add('primary_key', item.primary_key);
+    add('svc_user_id', item.svc_user_id);
+  } else if (item.primary_key !== undefined) {
+    add('subject', 'hidden (pass --show-subject to see primary_key and svc_user_id)');
+  }
+  const width = Math.max(...rows.map(([label]) => label.length));
+  return `${rows.map(([label, value]) => `${label.padEnd(width)}  ${value}`).join('\n')}\n`;
+}
+
+interface StatusFlags extends TargetFlags {
+  readonly json?: boolean;
+  readonly showSubject?: boolean;
+}
+
+/** Registers `svc-dsr status`. */
+export function registerStatusCommand(program: Command): void {
+  const command = program
+    .command('status')
+    .description("show a request's ledger record: status, step, deadlines, export, archive, erasure, errors")
+    .argument('<request_id>', 'the request id')
+    .option('--json', 'print the ledger item as JSON')
+    .option('--show-subject', "also show the subject's primary_key and svc_user_id");
+  addTargetOptions(command)
+    .addHelpText(
+      'after',
+      `
+Exit codes: 0 shown, 1 no such request, 2 invalid request id or flags.
+
+Examples:
+  $ npx svc-dsr status 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f
+  $ npx svc-dsr status 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --json --target aws --stack-outputs outputs.json`,
+    )
+    .action(async (requestId: string, flags: StatusFlags) => {
+      const options = {
+        requestId: parseRequestId(requestId),
+        json: flags.json === true,
+        showSubject: flags.showSubject === true,
+      };
+      const { exitCode } = await withTarget(flags, (context) => runStatus(context, options, processIo));
+      process.exitCode = exitCode;
+    });
+}

@@ -1,0 +1,659 @@
+import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { extname } from 'node:path';
+import {
+  SendMessageBatchCommand,
+  type SendMessageBatchCommandOutput,
+  type SendMessageBatchRequestEntry,
+} from '@aws-sdk/client-sqs';
+import type { Command } from 'commander';
+import { z } from 'zod';
+import {
+  type DsrRequest,
+  dsrRequestSchema,
+  fingerprint,
+  formatIssues,
+  MAX_REQUEST_BYTES,
+} from '#shared/request';
+import { type CliIo, type CommandResult, processIo, writeJson } from '../format.ts';
+import { CliError, EXIT, parseOption } from '../io.ts';
+import { addTargetOptions, type CliContext, type TargetFlags, withLazyTarget } from '../target.ts';
+
+/** The fields of one request given as flags. */
+export interface RequestFlags {
+  readonly requestId?: string;
+  readonly type?: string;
+  readonly regulation?: string;
+  readonly primaryKey?: string;
+  readonly receivedAt?: string;
+  readonly verificationMethod?: string;
+  readonly verifiedBy?: string;
+  readonly verifiedAt?: string;
+  readonly reference?: string;
+  readonly submittedBy?: string;
+}
+
+/** What to submit and how. Either `file` or `request`. */
+export interface SubmitOptions {
+  readonly file?: string;
+  /** `csv` or `jsonl`; default from the file's extension. */
+  readonly format?: string;
+  readonly request?: RequestFlags;
+  readonly dryRun?: boolean;
+  readonly json?: boolean;
+  /** A progress line on stderr every this many lines (not with `json`). @default 1000 */
+  readonly progressEvery?: number;
+}
+
+/** The result of a submit; `--json` prints exactly this. No primary_key anywhere. */
+export interface SubmitSummary {
+  readonly dry_run: boolean;
+  readonly source: 'flags' | 'csv' | 'jsonl';
+  /** Requests read (blank lines are not counted). */
+  readonly lines: number;
+  /** Lines that passed validation (sent or, in a dry run, would be sent). */
+  readonly valid: number;
+  readonly sent: { line: number; request_id: string }[];
+  readonly bad_lines: { line: number; request_id: string | null; errors: string[] }[];
+  /** A request id that appears again with the same content: sent once. */
+  readonly duplicates: { line: number; request_id: string; first_line: number }[];
+  /** Valid lines SQS did not take (after one retry), or not attempted after the queue kept failing. */
+  readonly failed: { line: number; request_id: string; code: string; message: string }[];
+}
+
+/** What submit needs from the target. */
+export type SubmitTarget = Pick<CliContext, 'sqs' | 'names'>;
+
+const BATCH_SIZE = 10;
+const PARALLEL_BATCHES = 4;
+const DEFAULT_PROGRESS_EVERY = 1000;
+
+const formatSchema = z.enum(['csv', 'jsonl'], { message: 'must be "csv" or "jsonl"' });
+
+/** The flag of each request field, so an error names what the operator typed. */
+const FLAG_OF: Record<string, string> = {
+  request_id: '--request-id',
+  type: '--type',
+  regulation: '--regulation',
+  primary_key: '--primary-key',
+  received_at: '--received-at',
+  verification: '--verification-method, --verified-by and --verified-at',
+  'verification.method': '--verification-method',
+  'verification.verified_by': '--verified-by',
+  'verification.verified_at': '--verified-at',
+  reference: '--reference',
+  submitted_by: '--submitted-by',
+};
+
+/** CSV header names and the request field each fills. Both spellings of the verification fields work. */
+const CSV_COLUMNS: Record<string, string> = {
+  request_id: 'request_id',
+  type: 'type',
+  regulation: 'regulation',
+  primary_key: 'primary_key',
+  received_at: 'received_at',
+  'verification.method': 'verification.method',
+  verification_method: 'verification.method',
+  'verification.verified_by': 'verification.verified_by',
+  verified_by: 'verification.verified_by',
+  verification_verified_by: 'verification.verified_by',
+  'verification.verified_at': 'verification.verified_at',
+  verified_at: 'verification.verified_at',
+  verification_verified_at: 'verification.verified_at',
+  reference: 'reference',
+  submitted_by: 'submitted_by',
+};
+const REQUIRED_FIELDS = [
+  'request_id',
+  'type',
+  'regulation',
+  'primary_key',
+  'received_at',
+  'verification.method',
+  'verification.verified_by',
+  'verification.verified_at',
+];
+
+interface Candidate {
+  readonly line: number;
+  readonly value?: unknown;
+  /** Set when the line could not even be turned into an object. */
+  readonly problem?: string;
+}
+
+interface ValidLine {
+  readonly line: number;
+  readonly request: DsrRequest;
+  readonly body: string;
+}
+
+/**
+ * Validates one request (flags) or every line of a CSV/JSONL file and, unless `dryRun`, sends the
+ * valid ones to the intake queue with SendMessageBatch. `connect` is called only when something is
+ * to be sent. Exit code: 1 when a valid line could not be sent, else 2 when a line was bad, else 0.
+ */
+export async function runSubmit(
+  options: SubmitOptions,
+  io: CliIo,
+  connect: () => Promise<SubmitTarget>,
+): Promise<CommandResult<SubmitSummary>> {
+  const { source, candidates } = await readCandidates(options);
+  const bad: SubmitSummary['bad_lines'] = [];
+  const duplicates: SubmitSummary['duplicates'] = [];
+  const valid: ValidLine[] = [];
+  const seen = new Map<string, { line: number; fingerprint: string }>();
+
+  for (const candidate of candidates) {
+    const checked = checkCandidate(candidate);
+    if ('errors' in checked) {
+      bad.push({ line: candidate.line, request_id: checked.requestId, errors: checked.errors });
+      continue;
+    }
+    const { request } = checked;
+    const print = fingerprint(request);
+    const earlier = seen.get(request.request_id);
+    if (earlier !== undefined) {
+      if (earlier.fingerprint === print) {
+        duplicates.push({ line: candidate.line, request_id: request.request_id, first_line: earlier.line });
+      } else {
+        bad.push({
+          line: candidate.line,
+          request_id: request.request_id,
+          errors: [
+            `request_id: already used on line ${earlier.line} with different content; intake would reject this as a conflict: give it its own request_id`,
+          ],
+        });
+      }
+      continue;
+    }
+    seen.set(request.request_id, { line: candidate.line, fingerprint: print });
+    valid.push({ line: candidate.line, request, body: checked.body });
+  }
+
+  if (source === 'flags' && bad.length > 0) {
+    const errors = flagErrors(bad.flatMap((entry) => entry.errors));
+    throw new CliError(`the request is invalid: ${errors.join('; ')}`, EXIT.usage);
+  }
+
+  const dryRun = options.dryRun === true;
+  let sent: SubmitSummary['sent'] = [];
+  let failed: SubmitSummary['failed'] = [];
+  if (!dryRun && valid.length > 0) {
+    const target = await connect();
+    const progress = progressReporter(io, options, candidates.length, valid);
+    ({ sent, failed } = await sendAll(target, valid, progress));
+  }
+
+  const summary: SubmitSummary = {
+    dry_run: dryRun,
+    source,
+    lines: candidates.length,
+    valid: valid.length,
+    sent,
+    bad_lines: bad,
+    duplicates,
+    failed,
+  };
+  const exitCode = failed.length > 0 ? EXIT.failed : bad.length > 0 ? EXIT.usage : EXIT.ok;
+  if (options.json === true) writeJson(io, summary);
+  else printSummary(io, summary);
+  return { exitCode, result: summary };
+}
+
+async function readCandidates(
+  options: SubmitOptions,
+): Promise<{ source: SubmitSummary['source']; candidates: Candidate[] }> {
+  const given = Object.entries(options.request ?? {}).filter(([, value]) => value !== undefined);
+  if (options.file === undefined) {
+    if (options.format !== undefined)
+      throw new CliError('--format applies to --file; drop it or pass --file');
+    return { source: 'flags', candidates: [{ line: 1, value: requestFromFlags(options.request ?? {}) }] };
+  }
+  if (given.length > 0) {
+    const flags = given.map(([field]) => `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`);
+    throw new CliError(
+      `--file submits the requests in the file; drop ${flags.join(', ')} (or drop --file to submit one request from flags)`,
+    );
+  }
+  const format = fileFormat(options.file, options.format);
+  let text: string;
+  try {
+    text = await readFile(options.file, 'utf8');
+  } catch (error) {
+    const code = error instanceof Error && 'code' in error ? String(error.code) : '';
+    throw new CliError(
+      code === 'ENOENT'
+        ? `--file: ${options.file} does not exist; check the path`
+        : `--file: cannot read ${options.file} (${error instanceof Error ? error.message : String(error)})`,
+    );
+  }
+  text = text.replace(/^\uFEFF/, '');
+  return {
+    source: format,
+    candidates: format === 'csv' ? csvCandidates(text, options.file) : jsonlCandidates(text),
+  };
+}
+
+function fileFormat(file: string, format: string | undefined): 'csv' | 'jsonl' {
+  if (format !== undefined) return parseOption('--format', formatSchema, format);
+  const extension = extname(file).toLowerCase();
+  if (extension === '.csv') return 'csv';
+  if (extension === '.jsonl' || extension === '.ndjson') return 'jsonl';
+  throw new CliError(
+    `--file: cannot tell the format of ${file} from its extension; name it .csv or .jsonl, or pass --format csv|jsonl`,
+  );
+}
+
+function requestFromFlags(flags: RequestFlags): Record<string, unknown> {
+  const verification = {
+    method: flags.verificationMethod,
+    verified_by: flags.verifiedBy,
+    verified_at: flags.verifiedAt,
+  };
+  return {
+    request_id: flags.requestId ?? randomUUID(),
+    type: flags.type,
+    regulation: flags.regulation,
+    primary_key: flags.primaryKey,
+    received_at: flags.receivedAt,
+    verification,
+    ...(flags.reference === undefined ? {} : { reference: flags.reference }),
+    ...(flags.submittedBy === undefined ? {} : { submitted_by: flags.submittedBy }),
+  };
+}
+
+function jsonlCandidates(text: string): Candidate[] {
+  const candidates: Candidate[] = [];
+  text.split('\n').forEach((raw, index) => {
+    const body = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+    if (body.trim() === '') return;
+    const line = index + 1;
+    let value: unknown;
+    try {
+      value = JSON.parse(body);
+    } catch {
+      // JSON.parse quotes part of the line in its message, which may be a primary_key.
+      candidates.push({ line, problem: 'is not valid JSON: each line must be one JSON object' });
+      return;
+    }
+    candidates.push({ line, value });
+  });
+  return candidates;
+}
+
+function csvCandidates(text: string, file: string): Candidate[] {
+  const records = parseCsv(text);
+  const header = records.shift();
+  if (header === undefined)
+    throw new CliError(`--file: ${file} is empty; the first row must name the columns`);
+  if (header.error !== undefined) throw new CliError(`--file: ${file} line ${header.line}: ${header.error}`);
+  const names = header.cells.map((cell) => cell.trim().toLowerCase());
+  const unknown = names.filter((name) => CSV_COLUMNS[name] === undefined);
+  if (unknown.length === names.length) {
+    // Probably a data row: do not echo it, it may hold a primary_key.
+    throw new CliError(
+      `--file: the first row of ${file} names no known column; add a header row such as ${REQUIRED_FIELDS.join(',')}`,
+    );
+  }
+  if (unknown.length > 0) {
+    throw new CliError(
+      `--file: ${file} has unknown column(s) ${unknown.map((name) => `"${name}"`).join(', ')}; the columns are ${Object.keys(CSV_COLUMNS).join(', ')}`,
+    );
+  }
+  const fields = names.map((name) => CSV_COLUMNS[name] ?? name);
+  const repeated = fields.find((field, index) => fields.indexOf(field) !== index);
+  if (repeated !== undefined) throw new CliError(`--file: ${file} names the column for ${repeated} twice`);
+  const missing = REQUIRED_FIELDS.filter((field) => !fields.includes(field));
+  if (missing.length > 0) {
+    throw new CliError(`--file: ${file} lacks the column(s) ${missing.join(', ')}; every request needs them`);
+  }
+  return records.map((record): Candidate => {
+    if (record.error !== undefined) return { line: record.line, problem: record.error };
+    if (record.cells.length !== fields.length) {
+      return {
+        line: record.line,
+        problem: `has ${record.cells.length} cells, but the header has ${fields.length} columns`,
+      };
+    }
+    const value: Record<string, unknown> = {};
+    const verification: Record<string, string> = {};
+    record.cells.forEach((cell, column) => {
+      const field = fields[column];
+      // An empty cell is an absent field, so an optional column may be left blank.
+      if (field === undefined || cell === '') return;
+      if (field.startsWith('verification.')) verification[field.slice('verification.'.length)] = cell;
+      else value[field] = cell;
+    });
+    if (Object.keys(verification).length > 0) value.verification = verification;
+    return { line: record.line, value };
+  });
+}
+
+interface CsvRecord {
+  readonly line: number;
+  readonly cells: string[];
+  readonly error?: string;
+}
+
+/** RFC 4180: quoted cells may hold commas, doubled quotes and line breaks. Blank lines are skipped. */
+export function parseCsv(text: string): CsvRecord[] {
+  const records: CsvRecord[] = [];
+  let index = 0;
+  let line = 1;
+  while (index < text.length) {
+    const startLine = line;
+    const cells: string[] = [];
+    let cell = '';
+    let quoted = false;
+    let ended = false;
+    while (index < text.length && !ended) {
+      const char = text[index];
+      if (quoted) {
+        if (char === '"' && text[index + 1] === '"') {
+          cell += '"';
+          index += 2;
+          continue;
+        }
+        if (char === '"') quoted = false;
+        else {
+          if (char === '\n') line += 1;
+          cell += char;
+        }
+        index += 1;
+        continue;
+      }
+      if (char === '"' && cell === '') quoted = true;
+      else if (char === ',') {
+        cells.push(cell);
+        cell = '';
+      } else if (char === '\n' || char === '\r') {
+        if (char === '\r' && text[index + 1] === '\n') index += 1;
+        line += 1;
+        ended = true;
+      } else cell += char;
+      index += 1;
+    }
+    cells.push(cell);
+    if (quoted) {
+      records.push({
+        line: startLine,
+        cells,
+        error:
+          'a quoted cell that starts here is never closed (a " is missing), so the rest of the file was read into it',
+      });
+      continue;
+    }
+    if (cells.length === 1 && cells[0]?.trim() === '') continue;
+    records.push({ line: startLine, cells });
+  }
+  return records;
+}
+
+type Checked = { request: DsrRequest; body: string } | { requestId: string | null; errors: string[] };
+
+function checkCandidate(candidate: Candidate): Checked {
+  if (candidate.problem !== undefined) return { requestId: null, errors: [candidate.problem] };
+  const { value } = candidate;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    return { requestId: null, errors: ['must be a JSON object with the request fields'] };
+  }
+  const parsed = dsrRequestSchema.safeParse(value);
+  const requestId = 'request_id' in value ? z.uuid().safeParse(value.request_id) : undefined;
+  const id = requestId?.success ? requestId.data : null;
+  if (!parsed.success) return { requestId: id, errors: formatIssues(parsed.error.issues) };
+  const body = JSON.stringify(parsed.data);
+  const bytes = Buffer.byteLength(body, 'utf8');
+  if (bytes > MAX_REQUEST_BYTES) {
+    return { requestId: id, errors: [`is ${bytes} bytes as a message; the limit is ${MAX_REQUEST_BYTES}`] };
+  }
+  return { request: parsed.data, body };
+}
+
+/** Rewrites `field: message` into `--flag: message` for a request given as flags. */
+function flagErrors(errors: readonly string[]): string[] {
+  return errors.map((error) => {
+    const colon = error.indexOf(': ');
+    const field = colon === -1 ? '' : error.slice(0, colon);
+    const flag = FLAG_OF[field];
+    return flag === undefined ? error : `${flag}: ${error.slice(colon + 2)}`;
+  });
+}
+
+type Progress = (done: number) => void;
+
+function progressReporter(
+  io: CliIo,
+  options: SubmitOptions,
+  total: number,
+  valid: readonly ValidLine[],
+): Progress {
+  const every = options.progressEvery ?? DEFAULT_PROGRESS_EVERY;
+  if (options.json === true || valid.length <= every) return () => {};
+  let reported = 0;
+  return (done) => {
+    if (done - reported < every && done !== valid.length) return;
+    reported = done;
+    const percent = Math.floor((done / valid.length) * 100);
+    io.err(`submit: ${done}/${valid.length} valid lines sent (${percent}%) of ${total} read\n`);
+  };
+}
+
+async function sendAll(
+  target: SubmitTarget,
+  valid: readonly ValidLine[],
+  progress: Progress,
+): Promise<{ sent: SubmitSummary['sent']; failed: SubmitSummary['failed'] }> {
+  const batches: ValidLine[][] = [];
+  for (let start = 0; start < valid.length; start += BATCH_SIZE) {
+    batches.push(valid.slice(start, start + BATCH_SIZE));
+  }
+  const sent: SubmitSummary['sent'] = [];
+  const failed: SubmitSummary['failed'] = [];
+  let next = 0;
+  let done = 0;
+  let stopped: string | undefined;
+
+  const worker = async () => {
+    for (;;) {
+      const batch = batches[next];
+      next += 1;
+      if (batch === undefined) return;
+      if (stopped !== undefined) {
+        for (const entry of batch) {
+          failed.push({
+            line: entry.line,
+            request_id: entry.request.request_id,
+            code: 'not_attempted',
+            message: stopped,
+          });
+        }
+        continue;
+      }
+      const outcome = await sendBatch(target, batch);
+      sent.push(...outcome.sent);
+      failed.push(...outcome.failed);
+      if (outcome.unreachable !== undefined) {
+        stopped ??= `not sent after the queue failed twice (${outcome.unreachable}); submit the file again once it works: lines already sent count as duplicates`;
+      }
+      done += batch.length;
+      progress(done);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PARALLEL_BATCHES, batches.length) }, worker));
+  sent.sort((a, b) => a.line - b.line);
+  failed.sort((a, b) => a.line - b.line);
+  return { sent, failed };
+}
+
+/** One batch, and one more try for the entries SQS could not take (not for those it refused as malformed). */
+async function sendBatch(
+  target: SubmitTarget,
+  batch: readonly ValidLine[],
+): Promise<{ sent: SubmitSummary['sent']; failed: SubmitSummary['failed']; unreachable?: string }> {
+  const byId = new Map(batch.map((entry) => [`line-${entry.line}`, entry]));
+  const sent: SubmitSummary['sent'] = [];
+  const failed: SubmitSummary['failed'] = [];
+  let pending = [...byId.keys()];
+  for (let attempt = 1; attempt <= 2 && pending.length > 0; attempt += 1) {
+    const entries: SendMessageBatchRequestEntry[] = pending.map((id) => ({
+      Id: id,
+      MessageBody: byId.get(id)?.body ?? '',
+    }));
+    let answer: SendMessageBatchCommandOutput;
+    try {
+      answer = await target.sqs.send(
+        new SendMessageBatchCommand({ QueueUrl: target.names.IntakeQueueUrl, Entries: entries }),
+      );
+    } catch (error) {
+      if (attempt === 2) {
+        const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+        for (const id of pending) {
+          const entry = byId.get(id);
+          if (entry)
+            failed.push({
+              line: entry.line,
+              request_id: entry.request.request_id,
+              code: 'send_failed',
+              message: reason,
+            });
+        }
+        return { sent, failed, unreachable: reason };
+      }
+      continue;
+    }
+    const succeeded = new Set((answer.Successful ?? []).map((entry) => entry.Id));
+    const refused = new Map((answer.Failed ?? []).map((entry) => [entry.Id, entry]));
+    const retry: string[] = [];
+    for (const id of pending) {
+      const entry = byId.get(id);
+      if (entry === undefined) continue;
+      if (succeeded.has(id)) {
+        sent.push({ line: entry.line, request_id: entry.request.request_id });
+        continue;
+      }
+      const failure = refused.get(id);
+      // A sender fault (a malformed entry) fails the same way twice; anything else may pass on retry.
+      if (attempt === 2 || failure?.SenderFault === true) {
+        failed.push({
+          line: entry.line,
+          request_id: entry.request.request_id,
+          code: failure?.Code ?? 'no_answer',
+          message: failure?.Message ?? 'SQS did not report this entry as sent',
+        });
+      } else retry.push(id);
+    }
+    pending = retry;
+  }
+  return { sent, failed };
+}
+
+function printSummary(io: CliIo, summary: SubmitSummary): void {
+  for (const bad of summary.bad_lines) {
+    const id = bad.request_id === null ? '' : ` (request ${bad.request_id})`;
+    io.err(`line ${bad.line}${id}: ${bad.errors.join('; ')}\n`);
+  }
+  for (const duplicate of summary.duplicates) {
+    io.err(
+      `line ${duplicate.line}: request ${duplicate.request_id} repeats line ${duplicate.first_line} with the same content; ${summary.dry_run ? 'counted' : 'sent'} once\n`,
+    );
+  }
+  for (const failure of summary.failed) {
+    io.err(
+      `line ${failure.line}: request ${failure.request_id} was not sent: ${failure.code}: ${failure.message}\n`,
+    );
+  }
+  const bad = summary.bad_lines.length;
+  const badText = `${bad} bad line${bad === 1 ? '' : 's'}`;
+  if (summary.dry_run) {
+    io.out(
+      summary.source === 'flags'
+        ? 'dry run: the request is valid; nothing was sent\n'
+        : `dry run: ${summary.valid} valid, ${badText} of ${summary.lines}; nothing was sent\n`,
+    );
+    return;
+  }
+  for (const entry of summary.sent) io.out(`${entry.request_id}\n`);
+  const parts = [`${summary.sent.length} sent`];
+  if (summary.source !== 'flags') parts.push(badText);
+  if (summary.duplicates.length > 0) parts.push(`${summary.duplicates.length} repeated`);
+  if (summary.failed.length > 0) parts.push(`${summary.failed.length} not sent`);
+  io.err(`submit: ${parts.join(', ')}\n`);
+}
+
+interface SubmitFlags extends TargetFlags, RequestFlags {
+  readonly file?: string;
+  readonly format?: string;
+  readonly dryRun?: boolean;
+  readonly json?: boolean;
+}
+
+/** Registers `svc-dsr submit`. */
+export function registerSubmitCommand(program: Command): void {
+  const command = program
+    .command('submit')
+    .description('submit one request (flags) or a CSV/JSONL file of requests to the intake queue')
+    .option('--file <file>', 'CSV (header row of field names) or JSONL (one request per line)')
+    .option('--format <format>', 'csv or jsonl (default: from the file extension)')
+    .option('--dry-run', 'validate every line and report the bad ones; send nothing')
+    .option('--json', 'print a machine-readable summary')
+    .option('--request-id <uuid>', 'the idempotency key (default: a random UUID)')
+    .option('--type <type>', 'access or erasure')
+    .option('--regulation <regulation>', 'gdpr or ccpa')
+    .option('--primary-key <id>', "the subject's user id on the site")
+    .option('--received-at <time>', 'when the subject asked (RFC 3339): the statutory clock starts here')
+    .option('--verification-method <method>', "how the subject's identity was verified")
+    .option('--verified-by <who>', 'who verified it')
+    .option('--verified-at <time>', 'when it was verified (RFC 3339)')
+    .option('--reference <ticket>', "the team's ticket id")
+    .option('--submitted-by <who>', 'who submits the request');
+  addTargetOptions(command)
+    .addHelpText(
+      'after',
+      `
+A file's lines are all validated first. Bad lines are reported with their line number and field
+errors and never sent; the valid ones are sent in batches of 10. In a CSV file the columns are the
+request's field names, the verification fields written verification.method, verification.verified_by,
+verification.verified_at (or verification_method, verified_by, verified_at); an empty cell is an
+absent field. Every line of a file needs its own request_id (the idempotency key), so submitting a
+file twice is safe. The request ids sent are printed on stdout, one per line.
+
+Exit codes: 0 everything valid was sent, 2 a flag or line was invalid (the valid lines were still
+sent), 1 a valid line could not be sent.
+
+Examples:
+  $ npx svc-dsr submit --type erasure --regulation gdpr --primary-key u-alice \\
+      --received-at 2026-11-20T09:00:00Z --verification-method email_link \\
+      --verified-by privacy-team --verified-at 2026-11-20T09:05:00Z --reference DSR-1042
+  $ npx svc-dsr submit --file requests.jsonl --dry-run
+  $ npx svc-dsr submit --file requests.csv --target aws --stack-outputs outputs.json --json`,
+    )
+    .action(async (flags: SubmitFlags) => {
+      const { file, format, dryRun, json, ...rest } = flags;
+      const request: RequestFlags = {
+        requestId: rest.requestId,
+        type: rest.type,
+        regulation: rest.regulation,
+        primaryKey: rest.primaryKey,
+        receivedAt: rest.receivedAt,
+        verificationMethod: rest.verificationMethod,
+        verifiedBy: rest.verifiedBy,
+        verifiedAt: rest.verifiedAt,
+        reference: rest.reference,
+        submittedBy: rest.submittedBy,
+      };
+      const { exitCode } = await withLazyTarget(flags, (connect) =>
+        runSubmit(
+          {
+            ...(file === undefined ? {} : { file }),
+            ...(format === undefined ? {} : { format }),
+            request,
+            dryRun: dryRun === true,
+            json: json === true,
+          },
+          processIo,
+          connect,
+        ),
+      );
+      process.exitCode = exitCode;
+    });
+}

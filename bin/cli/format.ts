@@ -1,0 +1,115 @@
+import { z } from 'zod';
+import { CliError, EXIT } from './io.ts';
+
+/** Where a command writes: `out` is what a script reads (results, JSON), `err` is for people (progress, warnings). */
+export interface CliIo {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+/** The process's own streams. */
+export const processIo: CliIo = {
+  out: (text) => {
+    process.stdout.write(text);
+  },
+  err: (text) => {
+    process.stderr.write(text);
+  },
+};
+
+/** An io that keeps everything written, for tests and for callers that print elsewhere. */
+export function collectingIo(): CliIo & { stdout(): string; stderr(): string } {
+  let stdout = '';
+  let stderr = '';
+  return {
+    out: (text) => {
+      stdout += text;
+    },
+    err: (text) => {
+      stderr += text;
+    },
+    stdout: () => stdout,
+    stderr: () => stderr,
+  };
+}
+
+/** The exit code a command asks for, with what it found (the same object `--json` prints). */
+export interface CommandResult<T> {
+  readonly exitCode: number;
+  readonly result: T;
+}
+
+/** Writes one JSON document and a newline. */
+export function writeJson(io: CliIo, value: unknown): void {
+  io.out(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Left-aligned columns separated by two spaces, with a header row. */
+export function formatTable(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = headers.map((header, column) =>
+    Math.max(header.length, ...rows.map((row) => (row[column] ?? '').length)),
+  );
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return `${[line(headers), ...rows.map(line)].join('\n')}\n`;
+}
+
+const FORMULA_START = /^[=+\-@\t\r]/;
+
+/**
+ * One CSV cell (RFC 4180). Cells that a spreadsheet would run as a formula get a leading
+ * apostrophe: free text such as a cancel reason must not execute when an auditor opens the file.
+ */
+export function csvCell(value: string | number | boolean | null | undefined): string {
+  if (value === null || value === undefined) return '';
+  let text = String(value);
+  if (typeof value === 'string' && FORMULA_START.test(text)) text = `'${text}`;
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+/** One CSV line, CRLF-terminated as RFC 4180 asks. */
+export function csvRow(cells: readonly (string | number | boolean | null | undefined)[]): string {
+  return `${cells.map(csvCell).join(',')}\r\n`;
+}
+
+const DAY_MS = 24 * 3600 * 1000;
+
+/** "in 3 days", "due today", "2 days overdue": how a due date relates to now. */
+export function describeDue(dueAt: string | undefined, now: Date): string {
+  if (dueAt === undefined) return '';
+  const days = (Date.parse(dueAt) - now.getTime()) / DAY_MS;
+  if (Number.isNaN(days)) return '';
+  if (days < 0) {
+    const late = Math.floor(-days);
+    if (late === 0) return 'overdue by less than a day';
+    return `${late} day${late === 1 ? '' : 's'} overdue`;
+  }
+  const left = Math.floor(days);
+  if (left === 0) return 'due within a day';
+  return `in ${left} day${left === 1 ? '' : 's'}`;
+}
+
+const requestIdSchema = z.uuid('must be a request id (a UUID, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f)');
+
+/** Validates a request-id argument (exit 2 when it cannot be one). */
+export function parseRequestId(value: unknown): string {
+  const parsed = requestIdSchema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  throw new CliError(`<request_id>: ${parsed.error.issues[0]?.message ?? 'invalid'}`, EXIT.usage);
+}
+
+const reasonSchema = z
+  .string({ message: 'is required' })
+  .trim()
+  .min(1, 'must not be empty: say why, it is kept in the ledger')
+  .max(500, 'must be at most 500 characters');
+
+/** Validates a `--reason` (required, 1-500 characters). */
+export function parseReason(value: unknown): string {
+  const parsed = reasonSchema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  throw new CliError(`--reason: ${parsed.error.issues[0]?.message ?? 'invalid'}`, EXIT.usage);
+}

@@ -1,0 +1,220 @@
+import { readFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { loadFaultsFile } from '#local/emulator/faults';
+import { loadStateFile } from '#local/emulator/state';
+import { type LineOutcome, type LocalMode, startLocalMode } from '#local/local-mode';
+import type { LedgerItem } from '#shared/ledger';
+import { untilStopped } from './emulator.ts';
+import { CliError, EXIT, parseOption } from './io.ts';
+
+export interface LocalFlags {
+  dataDir: string;
+  platformState?: string;
+  faults?: string;
+  requests?: string;
+  json?: boolean;
+  serve?: boolean;
+  waitMs: string;
+}
+
+/** The `--json` summary of a run (the contract scripts rely on). */
+export interface LocalSummary {
+  requests: {
+    request_id: string;
+    status: string;
+    outcome: string | null;
+    error: { code: string; message: string } | null;
+    archive: { key: string; path: string; bytes: number; sha256: string } | null;
+  }[];
+  quarantined: { line: number; reason: string }[];
+  duplicates: { request_id: string; line: number }[];
+  conflicts: { request_id: string; line: number }[];
+  counts: { completed: number; failed: number; rejected: number; cancelled: number };
+}
+
+const TERMINAL = new Set(['completed', 'failed', 'rejected', 'cancelled']);
+
+/** Builds the summary from the line outcomes and the ledger. */
+export async function summarize(mode: LocalMode, outcomes: readonly LineOutcome[]): Promise<LocalSummary> {
+  const summary: LocalSummary = {
+    requests: [],
+    quarantined: [],
+    duplicates: [],
+    conflicts: [],
+    counts: { completed: 0, failed: 0, rejected: 0, cancelled: 0 },
+  };
+  const listed = new Set<string>();
+  for (const outcome of outcomes) {
+    if (outcome.kind === 'quarantined')
+      summary.quarantined.push({ line: outcome.line, reason: outcome.reason });
+    else if (outcome.kind === 'duplicate')
+      summary.duplicates.push({ request_id: outcome.requestId, line: outcome.line });
+    else if (outcome.kind === 'conflict')
+      summary.conflicts.push({ request_id: outcome.requestId, line: outcome.line });
+    else if (outcome.kind === 'rejected')
+      summary.quarantined.push({ line: outcome.line, reason: outcome.reason ?? 'invalid request' });
+    if (outcome.kind === 'quarantined' || outcome.kind === 'conflict' || listed.has(outcome.requestId))
+      continue;
+    listed.add(outcome.requestId);
+    const item = await mode.workflow.ledger.require(outcome.requestId);
+    summary.requests.push(requestSummary(mode, item));
+    const { status } = item;
+    if (status === 'completed' || status === 'failed' || status === 'rejected' || status === 'cancelled') {
+      summary.counts[status] += 1;
+    }
+  }
+  return summary;
+}
+
+function requestSummary(mode: LocalMode, item: LedgerItem): LocalSummary['requests'][number] {
+  const error =
+    item.error ??
+    (item.status === 'rejected'
+      ? { code: 'rejected', message: (item.rejection_errors ?? []).join('; ') }
+      : null);
+  return {
+    request_id: item.request_id,
+    status: item.status,
+    outcome: item.outcome ?? null,
+    error,
+    archive: item.archive
+      ? {
+          key: item.archive.key,
+          path: mode.pathOf('svc-dsr-archive', item.archive.key),
+          bytes: item.archive.bytes,
+          sha256: item.archive.sha256,
+        }
+      : null,
+  };
+}
+
+/** Prints the summary as a table a person reads, with where things are on disk. */
+export function printSummary(mode: LocalMode, summary: LocalSummary, write: (text: string) => void): void {
+  const rows = summary.requests.map((request) => [
+    request.request_id,
+    request.status,
+    request.outcome ?? request.error?.code ?? '',
+    request.archive ? `${request.archive.bytes} B` : '',
+  ]);
+  const header = ['request', 'status', 'outcome', 'archive'];
+  const widths = header.map((cell, index) =>
+    Math.max(cell.length, ...rows.map((row) => (row[index] ?? '').length)),
+  );
+  const line = (cells: string[]) => cells.map((cell, index) => cell.padEnd(widths[index] ?? 0)).join('  ');
+  write(`\n${line(header)}\n${line(widths.map((width) => '-'.repeat(width)))}\n`);
+  for (const row of rows) write(`${line(row)}\n`);
+  for (const quarantined of summary.quarantined)
+    write(`line ${quarantined.line}: quarantined (${quarantined.reason})\n`);
+  for (const duplicate of summary.duplicates)
+    write(`line ${duplicate.line}: duplicate of ${duplicate.request_id}\n`);
+  for (const conflict of summary.conflicts)
+    write(`line ${conflict.line}: conflicts with ${conflict.request_id}; the original is kept\n`);
+  const counts = summary.counts;
+  write(
+    `\n${counts.completed} completed, ${counts.failed} failed, ${counts.rejected} rejected, ${counts.cancelled} cancelled\n` +
+      `archives:           ${mode.pathOf('svc-dsr-archive', 'exports')}\n` +
+      `audit records:      ${mode.pathOf('svc-dsr-audit', 'audit')}\n` +
+      `execution histories: ${mode.dataDir}/executions\n` +
+      `ledger:             ${mode.dataDir}/ledger (query it with \`svc-dsr status <request_id> --data-dir ${mode.dataDir}\`)\n`,
+  );
+}
+
+const waitMsSchema = z.coerce
+  .number({ message: 'must be a number' })
+  .int('must be a whole number')
+  .min(0)
+  .max(60_000);
+
+/** Runs local mode for the flags; returns the exit code. */
+export async function runLocal(
+  flags: LocalFlags,
+  write = (text: string) => process.stdout.write(text),
+): Promise<number> {
+  const waitMs = parseOption('--wait-ms', waitMsSchema, flags.waitMs);
+  const platformState =
+    flags.platformState === undefined
+      ? undefined
+      : await loadInput(() => loadStateFile(flags.platformState ?? ''));
+  const faults =
+    flags.faults === undefined ? undefined : await loadInput(() => loadFaultsFile(flags.faults ?? ''));
+  let lines: string[] | undefined;
+  if (flags.requests !== undefined) {
+    const path = flags.requests;
+    lines = await readFile(path, 'utf8').then(
+      (text) => text.split(/\r?\n/),
+      () => {
+        throw new CliError(`--requests: cannot read ${path}; give a JSONL file with one request per line`);
+      },
+    );
+    if (lines.at(-1) === '') lines.pop();
+  }
+  const progress = flags.json ? () => {} : (text: string) => process.stderr.write(text);
+  const mode = await startLocalMode({
+    dataDir: flags.dataDir,
+    waitMs,
+    ...(platformState ? { platformState } : {}),
+    ...(faults ? { faults } : {}),
+  });
+  try {
+    progress(`svc-dsr local: data in ${mode.dataDir}; platform emulator at ${mode.emulator.url}\n`);
+    let exitCode: number = EXIT.ok;
+    if (lines !== undefined) {
+      const outcomes = await mode.submit(lines);
+      progress(`submitted ${lines.length} line(s); waiting for every request to finish\n`);
+      await mode.idle();
+      const summary = await summarize(mode, outcomes);
+      if (flags.json) write(`${JSON.stringify(summary, null, 2)}\n`);
+      else printSummary(mode, summary, write);
+      if (!summary.requests.every((request) => TERMINAL.has(request.status))) exitCode = EXIT.failed;
+    }
+    if (flags.serve) {
+      progress(
+        `serving: other commands reach it with --target local --data-dir ${mode.dataDir} (Ctrl-C stops it)\n`,
+      );
+      await untilStopped();
+    }
+    return exitCode;
+  } finally {
+    await mode.close();
+  }
+}
+
+async function loadInput<T>(load: () => Promise<T>): Promise<T> {
+  try {
+    return await load();
+  } catch (error) {
+    throw new CliError(error instanceof Error ? error.message : String(error));
+  }
+}
+
+export function registerLocalCommand(program: Command): void {
+  program
+    .command('local')
+    .description(
+      'run the whole workflow on this machine: platform emulator, local AWS stand-ins, the synthesized state machine',
+    )
+    .option(
+      '--data-dir <dir>',
+      'where the ledger, archives, audit records and execution histories are kept',
+      '.svc-dsr',
+    )
+    .option('--platform-state <file>', 'initial platform state for a new data dir (emulator state format)')
+    .option('--faults <file>', 'platform fault profile (emulator fault format)')
+    .option('--requests <file>', 'JSONL: one request per line (invalid lines are quarantined and reported)')
+    .option('--json', 'print the run summary as JSON')
+    .option('--serve', 'keep running so other commands reach it with --target local')
+    .option('--wait-ms <ms>', 'how long each Wait state lasts locally', '10')
+    .addHelpText(
+      'after',
+      `
+Exit codes: 0 when every request reached a terminal status (whatever it is), 1 otherwise, 2 for bad input.
+
+Examples:
+  $ npx svc-dsr local --requests requests.jsonl --json
+  $ npx svc-dsr local --serve --data-dir .svc-dsr     # then: npx svc-dsr list --target local`,
+    )
+    .action(async (flags: LocalFlags) => {
+      process.exitCode = await runLocal(flags);
+    });
+}

@@ -1,0 +1,321 @@
+/**
+ * Where the operator commands send their AWS calls: a deployed stack (its `cdk deploy` outputs or
+ * a config file) or a serving local mode. Both use the same SDK clients; only their config differs.
+ */
+import { readFile } from 'node:fs/promises';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { S3Client } from '@aws-sdk/client-s3';
+import { SFNClient } from '@aws-sdk/client-sfn';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { type LocalEndpoints, readLocalEndpoints, type StackNames, stackNamesSchema } from '#local/endpoints';
+import { Ledger } from '#shared/ledger';
+import { CliError, EXIT, parseOption } from './io.ts';
+
+/** The target flags every operator command takes. */
+export interface TargetFlags {
+  readonly target?: string;
+  readonly stackOutputs?: string;
+  readonly stack?: string;
+  readonly config?: string;
+  readonly dataDir?: string;
+}
+
+/** Where to connect, as resolved from the flags and files. */
+export type ResolvedTarget =
+  | {
+      readonly kind: 'aws';
+      readonly names: StackNames;
+      /** From a `Region` output or key; otherwise the SDK's chain (AWS_REGION, the profile). */
+      readonly region?: string;
+      /** The file the names came from, for messages. */
+      readonly source: string;
+    }
+  | {
+      readonly kind: 'local';
+      readonly names: StackNames;
+      readonly local: LocalEndpoints;
+      readonly dataDir: string;
+    };
+
+/** What a command works with: SDK clients, the stack's names, and the ledger over them. */
+export interface CliContext {
+  readonly target: 'aws' | 'local';
+  readonly names: StackNames;
+  readonly sqs: SQSClient;
+  readonly s3: S3Client;
+  readonly dynamo: DynamoDBDocumentClient;
+  readonly sfn: SFNClient;
+  readonly ledger: Ledger;
+  readonly clock: () => Date;
+  /** Releases the clients' sockets. */
+  close(): void;
+}
+
+/** The default folder of a local mode's data. */
+export const DEFAULT_DATA_DIR = '.svc-dsr';
+
+const targetSchema = z.enum(['aws', 'local'], { message: 'must be "aws" or "local"' });
+const namesWithRegion = stackNamesSchema.extend({ Region: z.string().min(1).optional() });
+const jsonObject = z.record(z.string(), z.unknown());
+
+/** Adds `--target`, `--stack-outputs`, `--stack`, `--config` and `--data-dir` to a command. */
+export function addTargetOptions(command: Command): Command {
+  return command
+    .option('--target <target>', 'aws or local (default: aws with --stack-outputs/--config, else local)')
+    .option('--stack-outputs <file>', 'AWS: the JSON written by `npx cdk deploy --outputs-file <file>`')
+    .option('--stack <name>', 'AWS: which stack of the outputs file (default: the only one)')
+    .option('--config <file>', 'AWS: a JSON file with the output keys at the top level')
+    .option('--data-dir <dir>', 'local: the folder of the serving local mode', DEFAULT_DATA_DIR);
+}
+
+/** Reads and validates whatever the flags point at; every problem is a CliError that says the fix. */
+export async function resolveTarget(flags: TargetFlags): Promise<ResolvedTarget> {
+  const awsFile = flags.stackOutputs ?? flags.config;
+  const kind =
+    flags.target === undefined
+      ? awsFile === undefined
+        ? 'local'
+        : 'aws'
+      : parseOption('--target', targetSchema, flags.target);
+  if (kind === 'local') {
+    if (awsFile !== undefined) {
+      throw new CliError(
+        `${flags.stackOutputs === undefined ? '--config' : '--stack-outputs'} is for --target aws; drop it, or pass --target aws`,
+      );
+    }
+    const dataDir = flags.dataDir ?? DEFAULT_DATA_DIR;
+    const local = await readLocal(dataDir);
+    return { kind: 'local', names: local.outputs, local, dataDir };
+  }
+  if (flags.stackOutputs !== undefined && flags.config !== undefined) {
+    throw new CliError('give either --stack-outputs or --config, not both');
+  }
+  if (flags.stackOutputs !== undefined) return readStackOutputs(flags.stackOutputs, flags.stack);
+  if (flags.config !== undefined) {
+    if (flags.stack !== undefined)
+      throw new CliError('--stack picks a stack of --stack-outputs; a --config file holds one');
+    return readConfig(flags.config);
+  }
+  throw new CliError(
+    '--target aws needs the stack names: pass --stack-outputs FILE (written by `npx cdk deploy --outputs-file FILE`) or --config FILE',
+  );
+}
+
+/** Builds the SDK clients and the ledger for a resolved target. */
+export function openContext(target: ResolvedTarget, clock: () => Date = () => new Date()): CliContext {
+  if (target.kind === 'local') {
+    const { region, credentials, endpoints } = target.local;
+    const base = { region, credentials };
+    return contextFromClients(
+      {
+        target: 'local',
+        names: target.names,
+        sqs: new SQSClient({ ...base, endpoint: endpoints.sqs }),
+        // The local S3 cannot serve virtual-hosted bucket names.
+        s3: new S3Client({ ...base, endpoint: endpoints.s3, forcePathStyle: true }),
+        dynamoClient: new DynamoDBClient({ ...base, endpoint: endpoints.dynamodb }),
+        sfn: new SFNClient({ ...base, endpoint: endpoints.sfn }),
+      },
+      clock,
+    );
+  }
+  const base = target.region === undefined ? {} : { region: target.region };
+  return contextFromClients(
+    {
+      target: 'aws',
+      names: target.names,
+      sqs: new SQSClient(base),
+      s3: new S3Client(base),
+      dynamoClient: new DynamoDBClient(base),
+      sfn: new SFNClient(base),
+    },
+    clock,
+  );
+}
+
+/** A context over clients the caller built (local-mode code and tests). */
+export function contextFromClients(
+  clients: {
+    target: 'aws' | 'local';
+    names: StackNames;
+    sqs: SQSClient;
+    s3: S3Client;
+    dynamoClient: DynamoDBClient;
+    sfn: SFNClient;
+  },
+  clock: () => Date = () => new Date(),
+): CliContext {
+  const dynamo = DynamoDBDocumentClient.from(clients.dynamoClient, {
+    marshallOptions: { removeUndefinedValues: true },
+  });
+  return {
+    target: clients.target,
+    names: clients.names,
+    sqs: clients.sqs,
+    s3: clients.s3,
+    dynamo,
+    sfn: clients.sfn,
+    ledger: new Ledger(dynamo, clients.names.LedgerTableName, clock),
+    clock,
+    close() {
+      clients.sqs.destroy();
+      clients.s3.destroy();
+      dynamo.destroy();
+      clients.dynamoClient.destroy();
+      clients.sfn.destroy();
+    },
+  };
+}
+
+/** Resolves the target, runs `work` with a context, and always releases the clients. */
+export async function withTarget<T>(
+  flags: TargetFlags,
+  work: (context: CliContext) => Promise<T>,
+): Promise<T> {
+  return withLazyTarget(flags, async (connect) => work(await connect()));
+}
+
+/**
+ * Like withTarget, but connects only when `work` asks: a command that may finish without AWS
+ * (`submit --dry-run`) never needs a target to exist.
+ */
+export async function withLazyTarget<T>(
+  flags: TargetFlags,
+  work: (connect: () => Promise<CliContext>) => Promise<T>,
+): Promise<T> {
+  let context: CliContext | undefined;
+  const connect = async () => {
+    context ??= openContext(await resolveTarget(flags));
+    return context;
+  };
+  try {
+    return await work(connect);
+  } catch (error) {
+    throw context === undefined ? error : explainAwsError(error, context.target);
+  } finally {
+    context?.close();
+  }
+}
+
+/** Adds the fix to the SDK errors an operator meets first (no credentials, no region, nothing listening). */
+export function explainAwsError(error: unknown, target: 'aws' | 'local'): unknown {
+  if (!(error instanceof Error) || error instanceof CliError) return error;
+  const code = 'code' in error && typeof error.code === 'string' ? error.code : '';
+  if (error.name === 'CredentialsProviderError') {
+    return new CliError(
+      'no AWS credentials were found: set AWS_PROFILE (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY), or run `aws sso login`',
+      EXIT.failed,
+    );
+  }
+  if (/region is missing/i.test(error.message)) {
+    return new CliError(
+      'no AWS region is set: export AWS_REGION, or add "Region" to the outputs/config file',
+      EXIT.failed,
+    );
+  }
+  if (target === 'local' && (code === 'ECONNREFUSED' || error.name === 'ECONNREFUSED')) {
+    return new CliError(
+      'the local mode did not answer: is `svc-dsr local --serve` still running? Start it again and retry',
+      EXIT.failed,
+    );
+  }
+  if (
+    error.name === 'ResourceNotFoundException' ||
+    error.name === 'QueueDoesNotExist' ||
+    error.name === 'NoSuchBucket'
+  ) {
+    return new CliError(
+      `${error.name}: ${error.message} (check that the outputs file belongs to the deployed stack and region)`,
+      EXIT.failed,
+    );
+  }
+  return error;
+}
+
+async function readLocal(dataDir: string): Promise<LocalEndpoints> {
+  try {
+    return await readLocalEndpoints(dataDir);
+  } catch (error) {
+    const message =
+      error instanceof SyntaxError ? `the endpoints file in ${dataDir} is not JSON` : errorText(error);
+    // Not a bad command line: the command is right, but there is nothing to talk to yet.
+    throw new CliError(
+      message.includes('svc-dsr local --serve')
+        ? message
+        : `${message}; start svc-dsr local --serve --data-dir ${dataDir} and try again`,
+      EXIT.failed,
+    );
+  }
+}
+
+async function readJsonFile(path: string, flag: string, what: string): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    const missing = error instanceof Error && 'code' in error && error.code === 'ENOENT';
+    throw new CliError(
+      missing
+        ? `${flag}: ${path} does not exist; ${what}`
+        : `${flag}: cannot read ${path} (${errorText(error)})`,
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new CliError(`${flag}: ${path} is not JSON; ${what}`);
+  }
+  const parsed = jsonObject.safeParse(json);
+  if (!parsed.success) throw new CliError(`${flag}: ${path} must hold a JSON object; ${what}`);
+  return parsed.data;
+}
+
+const OUTPUTS_HINT = 'write it with `npx cdk deploy --outputs-file <file>`';
+
+async function readStackOutputs(path: string, stack: string | undefined): Promise<ResolvedTarget> {
+  const outputs = await readJsonFile(path, '--stack-outputs', OUTPUTS_HINT);
+  const stacks = Object.keys(outputs);
+  if (stacks.length === 0) throw new CliError(`--stack-outputs: ${path} lists no stacks; ${OUTPUTS_HINT}`);
+  let name: string;
+  if (stack !== undefined) {
+    if (!stacks.includes(stack)) {
+      throw new CliError(
+        `--stack: ${path} has no stack "${stack}"; it has ${stacks.map((s) => `"${s}"`).join(', ')}`,
+      );
+    }
+    name = stack;
+  } else if (stacks.length === 1 && stacks[0] !== undefined) {
+    name = stacks[0];
+  } else {
+    throw new CliError(
+      `--stack-outputs: ${path} holds several stacks (${stacks.map((s) => `"${s}"`).join(', ')}); pick one with --stack NAME`,
+    );
+  }
+  const names = parseNames(outputs[name], `--stack-outputs: stack "${name}" in ${path}`);
+  return { kind: 'aws', names, ...(names.Region ? { region: names.Region } : {}), source: path };
+}
+
+async function readConfig(path: string): Promise<ResolvedTarget> {
+  const config = await readJsonFile(path, '--config', 'it holds the stack output keys at the top level');
+  const names = parseNames(config, `--config: ${path}`);
+  return { kind: 'aws', names, ...(names.Region ? { region: names.Region } : {}), source: path };
+}
+
+function parseNames(value: unknown, where: string): z.infer<typeof namesWithRegion> {
+  const parsed = namesWithRegion.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const fields = [
+    ...new Set(parsed.error.issues.map((issue) => issue.path.map(String).join('.') || '(root)')),
+  ];
+  throw new CliError(
+    `${where} lacks or has invalid ${fields.join(', ')}; expected the svc-dsr stack outputs (${Object.keys(stackNamesSchema.shape).join(', ')})`,
+  );
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,125 @@
+import type { Ledger, Status } from '#shared/ledger';
+
+/** Statuses of requests that still owe the subject an answer. */
+export const OPEN_STATUSES = ['received', 'running'] as const satisfies readonly Status[];
+
+const DAY_MS = 24 * 3600 * 1000;
+/** How many overdue request ids a sweep reports by name; the count is always complete. */
+const MAX_LISTED = 50;
+
+/** What the sweep reads: the ledger's status/due index. */
+export interface DeadlineSweepDeps {
+  readonly ledger: Pick<Ledger, 'listByStatus'>;
+  readonly clock: () => Date;
+}
+
+export interface DeadlineSweepOptions {
+  /** A request due within this many days from now counts as due soon. */
+  readonly dueSoonDays: number;
+  /** Items per index page. @default 100 */
+  readonly pageSize?: number;
+}
+
+/** The open requests by deadline, at `checked_at`. */
+export interface DeadlineCounts {
+  readonly checked_at: string;
+  /** Open requests whose due date has passed. */
+  readonly overdue: number;
+  /** Open requests due from now until `due_soon_before`. */
+  readonly due_soon: number;
+  readonly due_soon_before: string;
+  readonly by_status: Readonly<Record<(typeof OPEN_STATUSES)[number], { overdue: number; due_soon: number }>>;
+  /** The earliest due date among overdue requests. */
+  readonly oldest_overdue_due_at?: string;
+  /** Up to 50 overdue request ids, most overdue first (request ids identify no one). */
+  readonly overdue_request_ids: readonly string[];
+}
+
+/**
+ * Counts open requests that are overdue or due soon, reading only the part of the status/due index
+ * that is due before the horizon, page by page, so the cost grows with the requests at risk rather
+ * than with the ledger.
+ */
+export async function sweepDeadlines(
+  deps: DeadlineSweepDeps,
+  options: DeadlineSweepOptions,
+): Promise<DeadlineCounts> {
+  if (!Number.isFinite(options.dueSoonDays) || options.dueSoonDays <= 0) {
+    throw new RangeError('dueSoonDays must be a positive number');
+  }
+  const now = deps.clock();
+  const horizon = new Date(now.getTime() + options.dueSoonDays * DAY_MS).toISOString();
+  const byStatus = { received: { overdue: 0, due_soon: 0 }, running: { overdue: 0, due_soon: 0 } };
+  const overdue: { requestId: string; dueAt: number }[] = [];
+  let dueSoon = 0;
+
+  for (const status of OPEN_STATUSES) {
+    let cursor: Record<string, unknown> | undefined;
+    do {
+      const page = await deps.ledger.listByStatus(status, {
+        dueBefore: horizon,
+        limit: options.pageSize ?? 100,
+        ...(cursor === undefined ? {} : { cursor }),
+      });
+      for (const item of page.items) {
+        const dueAt = item.due_at === undefined ? Number.NaN : Date.parse(item.due_at);
+        if (Number.isNaN(dueAt)) continue;
+        if (dueAt < now.getTime()) {
+          byStatus[status].overdue += 1;
+          overdue.push({ requestId: item.request_id, dueAt });
+        } else {
+          byStatus[status].due_soon += 1;
+          dueSoon += 1;
+        }
+      }
+      cursor = page.cursor;
+    } while (cursor !== undefined);
+  }
+
+  overdue.sort((a, b) => a.dueAt - b.dueAt);
+  const oldest = overdue[0];
+  return {
+    checked_at: now.toISOString(),
+    overdue: overdue.length,
+    due_soon: dueSoon,
+    due_soon_before: horizon,
+    by_status: byStatus,
+    ...(oldest === undefined ? {} : { oldest_overdue_due_at: new Date(oldest.dueAt).toISOString() }),
+    overdue_request_ids: overdue.slice(0, MAX_LISTED).map((entry) => entry.requestId),
+  };
+}
+
+/** Metric names the sweep publishes; the stack's overdue alarm watches OverdueRequests. */
+export const DEADLINE_METRICS = {
+  overdue: 'OverdueRequests',
+  dueSoon: 'DueSoonRequests',
+} as const;
+
+/**
+ * One CloudWatch Embedded Metric Format line: CloudWatch Logs turns it into the two metrics, with
+ * no SDK call and no IAM permission.
+ */
+export function deadlineMetricsLine(
+  counts: DeadlineCounts,
+  metrics: { namespace: string; dimensions: Readonly<Record<string, string>> },
+): string {
+  const dimensionNames = Object.keys(metrics.dimensions);
+  return JSON.stringify({
+    _aws: {
+      Timestamp: Date.parse(counts.checked_at),
+      CloudWatchMetrics: [
+        {
+          Namespace: metrics.namespace,
+          Dimensions: [dimensionNames],
+          Metrics: [
+            { Name: DEADLINE_METRICS.overdue, Unit: 'Count' },
+            { Name: DEADLINE_METRICS.dueSoon, Unit: 'Count' },
+          ],
+        },
+      ],
+    },
+    ...metrics.dimensions,
+    [DEADLINE_METRICS.overdue]: counts.overdue,
+    [DEADLINE_METRICS.dueSoon]: counts.due_soon,
+  });
+}

@@ -1,0 +1,71 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { z } from 'zod';
+import { parseEnv } from '#shared/config';
+import { Ledger } from '#shared/ledger';
+import { powertoolsLogger } from '#shared/runtime';
+import type { StepLogger } from '#shared/step-deps';
+import {
+  type DeadlineCounts,
+  type DeadlineSweepDeps,
+  deadlineMetricsLine,
+  sweepDeadlines,
+} from './deadline-sweep.ts';
+
+/** Environment of the deadline sweep Lambda. */
+export const deadlineSweepEnvSchema = z.object({
+  TABLE_NAME: z.string().min(1),
+  DUE_SOON_DAYS: z.coerce.number().int().positive().default(7),
+  METRICS_NAMESPACE: z.string().min(1).default('svc-dsr'),
+  /** The `Stack` dimension, so two deployments in one account keep apart. */
+  METRICS_STACK: z.string().min(1),
+});
+
+/** What the handler needs besides the ledger. */
+export interface DeadlineSweepHandlerDeps extends DeadlineSweepDeps {
+  readonly dueSoonDays: number;
+  readonly namespace: string;
+  readonly stack: string;
+  /** Writes one line where CloudWatch Logs picks up Embedded Metric Format. */
+  readonly emit: (line: string) => void;
+  readonly logger: StepLogger;
+}
+
+/** The scheduled handler: sweep, publish the counts as metrics, log a summary. */
+export function makeDeadlineSweepHandler(deps: () => DeadlineSweepHandlerDeps) {
+  return async (): Promise<DeadlineCounts> => {
+    const sweepDeps = deps();
+    const counts = await sweepDeadlines(sweepDeps, { dueSoonDays: sweepDeps.dueSoonDays });
+    sweepDeps.emit(
+      deadlineMetricsLine(counts, { namespace: sweepDeps.namespace, dimensions: { Stack: sweepDeps.stack } }),
+    );
+    const summary = { ...counts };
+    if (counts.overdue > 0) sweepDeps.logger.warn('open requests are overdue', summary);
+    else sweepDeps.logger.info('deadline sweep', summary);
+    return counts;
+  };
+}
+
+let lambdaDeps: DeadlineSweepHandlerDeps | undefined;
+
+function deadlineSweepLambdaDeps(): DeadlineSweepHandlerDeps {
+  if (lambdaDeps === undefined) {
+    const env = parseEnv(deadlineSweepEnvSchema, process.env);
+    const dynamo = DynamoDBDocumentClient.from(new DynamoDBClient({}));
+    lambdaDeps = {
+      ledger: new Ledger(dynamo, env.TABLE_NAME),
+      clock: () => new Date(),
+      dueSoonDays: env.DUE_SOON_DAYS,
+      namespace: env.METRICS_NAMESPACE,
+      stack: env.METRICS_STACK,
+      // Straight to stdout, as Powertools Metrics does: the runtime's JSON log format wraps
+      // console output, and a wrapped line is no longer read as Embedded Metric Format.
+      emit: (line) => process.stdout.write(`${line}\n`),
+      logger: powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
+    };
+  }
+  return lambdaDeps;
+}
+
+export const handler = makeDeadlineSweepHandler(deadlineSweepLambdaDeps);

@@ -1,0 +1,116 @@
+import { Duration } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type * as kms from 'aws-cdk-lib/aws-kms';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
+import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+
+export interface DsrAlarmsProps {
+  /** Encrypts the alarm topic; its key policy must let CloudWatch use it. */
+  readonly topicKey: kms.IKey;
+  /** Subscribed to the topic when given (the address must confirm the subscription). */
+  readonly email?: string;
+  readonly intakeDeadLetterQueue: sqs.IQueue;
+  readonly quarantineQueue: sqs.IQueue;
+  readonly stateMachine: sfn.IStateMachine;
+  /** Every Lambda of the stack, by a readable name used in the alarm description. */
+  readonly functions: Readonly<Record<string, lambda.IFunction>>;
+  /** The deadline sweep's OverdueRequests metric. */
+  readonly overdueRequests: cloudwatch.IMetric;
+}
+
+const FIVE_MINUTES = Duration.minutes(5);
+
+/**
+ * The alarms an operator must see, all on one KMS-encrypted SNS topic: dead letters, quarantined
+ * messages, failed or timed-out executions, overdue requests, and Lambda errors and throttles.
+ */
+export class DsrAlarms extends Construct {
+  readonly topic: sns.Topic;
+  readonly alarms: cloudwatch.Alarm[] = [];
+
+  constructor(scope: Construct, id: string, props: DsrAlarmsProps) {
+    super(scope, id);
+    this.topic = new sns.Topic(this, 'Topic', {
+      displayName: 'svc-dsr alarms',
+      masterKey: props.topicKey,
+      enforceSSL: true,
+    });
+    if (props.email !== undefined) {
+      this.topic.addSubscription(new subscriptions.EmailSubscription(props.email));
+    }
+
+    this.#add(
+      'IntakeDeadLetters',
+      props.intakeDeadLetterQueue.metricApproximateNumberOfMessagesVisible({
+        period: FIVE_MINUTES,
+        statistic: 'Maximum',
+      }),
+      'Intake messages failed five times and sit in the dead-letter queue; inspect them and redrive (docs/deploy.md)',
+    );
+    this.#add(
+      'Quarantined',
+      props.quarantineQueue.metricApproximateNumberOfMessagesVisible({
+        period: FIVE_MINUTES,
+        statistic: 'Maximum',
+      }),
+      'Messages that could not be accepted are in the quarantine queue, each with its reason attribute',
+    );
+    this.#add(
+      'ExecutionsFailed',
+      props.stateMachine.metricFailed({ period: FIVE_MINUTES, statistic: 'Sum' }),
+      'A request failed after its retries; svc-dsr status <request_id> shows the error, svc-dsr retry runs it again',
+    );
+    this.#add(
+      'ExecutionsTimedOut',
+      props.stateMachine.metricTimedOut({ period: FIVE_MINUTES, statistic: 'Sum' }),
+      'An execution ran past its timeout (export budget plus a day); the request needs an operator',
+    );
+    this.#add(
+      'OverdueRequests',
+      props.overdueRequests,
+      'Open requests are past their statutory due date; svc-dsr list --overdue names them',
+    );
+    for (const [name, fn] of Object.entries(props.functions)) {
+      // Transient platform errors are retried by the workflow and also count as Lambda errors, so
+      // only errors that persist for two of three five-minute periods raise this alarm.
+      this.#add(
+        `${name}Errors`,
+        fn.metricErrors({ period: FIVE_MINUTES, statistic: 'Sum' }),
+        `The ${name} Lambda has been failing for at least ten minutes`,
+        { evaluationPeriods: 3, datapointsToAlarm: 2 },
+      );
+      this.#add(
+        `${name}Throttles`,
+        fn.metricThrottles({ period: FIVE_MINUTES, statistic: 'Sum' }),
+        `The ${name} Lambda is throttled: the account or function concurrency limit is reached`,
+      );
+    }
+  }
+
+  #add(
+    id: string,
+    metric: cloudwatch.IMetric,
+    description: string,
+    evaluation: { evaluationPeriods: number; datapointsToAlarm: number } = {
+      evaluationPeriods: 1,
+      datapointsToAlarm: 1,
+    },
+  ): void {
+    const alarm = new cloudwatch.Alarm(this, id, {
+      metric,
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      ...evaluation,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      alarmDescription: `svc-dsr: ${description}`,
+    });
+    alarm.addAlarmAction(new actions.SnsAction(this.topic));
+    alarm.addOkAction(new actions.SnsAction(this.topic));
+    this.alarms.push(alarm);
+  }
+}

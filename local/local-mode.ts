@@ -1,0 +1,228 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SFNClient } from '@aws-sdk/client-sfn';
+import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { z } from 'zod';
+import { type PlatformSecret, platformSecretSchema } from '#shared/secrets';
+import { sfnStarter } from '../lambdas/intake/aws.ts';
+import type { IntakeResult } from '../lambdas/intake/intake.ts';
+import { type AwsStandIns, startAwsStandIns } from './aws-standins.ts';
+import type { FaultProfile } from './emulator/faults.ts';
+import { type RunningEmulator, startEmulator } from './emulator/server.ts';
+import { type EmulatorState, loadStateFile } from './emulator/state.ts';
+import { writeLocalEndpoints } from './endpoints.ts';
+import { SqsPoller } from './event-source.ts';
+import { type SfnShim, startSfnShim } from './sfn-shim.ts';
+import { LOCAL_NAMES, type LocalWorkflow, startLocalWorkflow } from './workflow.ts';
+
+export const SAMPLE_STATE_FILE = fileURLToPath(new URL('./emulator/sample-state.json', import.meta.url));
+const LOCAL_STATE_MACHINE_ARN = 'arn:aws:states:us-east-1:000000000000:stateMachine:svc-dsr-local';
+
+export interface LocalModeOptions {
+  /** Everything local mode keeps: ledger, archives, audit records, execution histories, platform state. */
+  readonly dataDir: string;
+  /** Initial platform state, used when the data dir has no platform state yet. @default the sample state */
+  readonly platformState?: EmulatorState;
+  readonly faults?: FaultProfile;
+  /** How long every Wait lasts locally, in ms: the definition still says how long AWS would wait. @default 10 */
+  readonly waitMs?: number;
+  /** Step environment overrides, as Lambda env strings (poll schedule, attempts...). */
+  readonly env?: Readonly<Record<string, string>>;
+  readonly logSink?: (line: string) => void;
+}
+
+/** What became of one submitted line. */
+export type LineOutcome =
+  | {
+      readonly line: number;
+      readonly kind: 'accepted' | 'duplicate' | 'conflict' | 'rejected';
+      readonly requestId: string;
+      readonly reason?: string;
+    }
+  | { readonly line: number; readonly kind: 'quarantined'; readonly reason: string };
+
+/** The whole product on one machine, with its state under `dataDir`. */
+export interface LocalMode {
+  readonly dataDir: string;
+  readonly emulator: RunningEmulator;
+  readonly aws: AwsStandIns;
+  readonly shim: SfnShim;
+  readonly workflow: LocalWorkflow;
+  /** Where a stored S3 object lives on disk. */
+  pathOf(bucket: string, key: string): string;
+  /** Sends lines through the intake queue, lets intake consume them, and reports each line's fate. */
+  submit(lines: readonly string[]): Promise<LineOutcome[]>;
+  /** Drains the intake queue and waits until no execution is running. */
+  idle(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts local mode: the platform emulator, the AWS stand-ins on disk, the synthesized state
+ * machine behind the Step Functions shim, and the SQS event-source poller. On a data dir left by a
+ * killed run it restarts the executions that were running; every step is idempotent against the
+ * ledger, so nothing is done twice.
+ */
+export async function startLocalMode(options: LocalModeOptions): Promise<LocalMode> {
+  const dataDir = resolve(options.dataDir);
+  await mkdir(dataDir, { recursive: true });
+  const emulator = await startEmulator({
+    persistPath: join(dataDir, 'platform.json'),
+    state: options.platformState ?? (await loadStateFile(SAMPLE_STATE_FILE)),
+    ...(options.faults ? { faults: options.faults } : {}),
+    ...(await platformTokens(dataDir)),
+  });
+  const aws = await startAwsStandIns({ dynamoPath: join(dataDir, 'ledger'), s3Root: join(dataDir, 's3') });
+  const secret = await localSecret(dataDir, emulator);
+
+  const outcomes = new Map<string, IntakeResult>();
+  let shim: SfnShim | undefined;
+  const workflow = await startLocalWorkflow({
+    aws,
+    platform: emulator,
+    secret,
+    waitMs: options.waitMs ?? 10,
+    ...(options.env ? { env: options.env } : {}),
+    ...(options.logSink ? { logSink: options.logSink } : {}),
+    intakeStarter: (name, input) => {
+      if (shim === undefined) throw new Error('the Step Functions shim is not running yet');
+      return sfnStarter(sfnClient(shim.endpoint, aws), shim.stateMachineArn)(name, input);
+    },
+    observe: (message, result) => outcomes.set(message.messageId, result),
+  });
+  shim = await startSfnShim({
+    machine: workflow.machine,
+    stateMachineArn: LOCAL_STATE_MACHINE_ARN,
+    definition: workflow.definition,
+    dataDir: join(dataDir, 'executions'),
+  });
+  const runningShim = shim;
+  for (const interrupted of runningShim.interrupted) await runningShim.restart(interrupted.name);
+  await restartStranded(workflow, runningShim, aws);
+
+  const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
+  await writeLocalEndpoints(dataDir, {
+    region: aws.region,
+    credentials: aws.credentials,
+    endpoints: { ...aws.endpoints, sfn: runningShim.endpoint },
+    outputs: {
+      IntakeQueueUrl: workflow.queueUrls.intake,
+      QuarantineQueueUrl: workflow.queueUrls.quarantine,
+      LedgerTableName: LOCAL_NAMES.table,
+      ArchiveBucketName: LOCAL_NAMES.archiveBucket,
+      AuditBucketName: LOCAL_NAMES.auditBucket,
+      StateMachineArn: runningShim.stateMachineArn,
+    },
+    pid: process.pid,
+    platform: { url: emulator.url, spot_id: emulator.spotId },
+  });
+
+  return {
+    dataDir,
+    emulator,
+    aws,
+    shim: runningShim,
+    workflow,
+    pathOf: (bucket, key) => join(dataDir, 's3', bucket, ...key.split('/')),
+    async submit(lines) {
+      const sent: { line: number; messageId: string }[] = [];
+      const outcomesByLine: LineOutcome[] = [];
+      const entries = lines
+        .map((body, index) => ({ line: index + 1, body }))
+        .filter(({ body }) => body.trim() !== '');
+      for (let start = 0; start < entries.length; start += 10) {
+        const batch = entries.slice(start, start + 10);
+        const { Successful = [], Failed = [] } = await workflow.sqs.send(
+          new SendMessageBatchCommand({
+            QueueUrl: workflow.queueUrls.intake,
+            Entries: batch.map(({ line, body }) => ({ Id: String(line), MessageBody: body })),
+          }),
+        );
+        for (const failed of Failed) {
+          outcomesByLine.push({
+            line: Number(failed.Id),
+            kind: 'quarantined',
+            reason: `the queue refused it: ${failed.Message ?? failed.Code}`,
+          });
+        }
+        for (const ok of Successful) sent.push({ line: Number(ok.Id), messageId: ok.MessageId ?? '' });
+        await poller.drain();
+      }
+      await poller.drain();
+      for (const { line, messageId } of sent) {
+        const result = outcomes.get(messageId);
+        if (result === undefined) throw new Error(`line ${line} was sent but intake never reported on it`);
+        outcomesByLine.push({ line, ...result });
+      }
+      return outcomesByLine.sort((a, b) => a.line - b.line);
+    },
+    async idle() {
+      await poller.drain();
+      await runningShim.idle();
+    },
+    async close() {
+      await runningShim.close();
+      await workflow.close();
+      await aws.close();
+      await emulator.close();
+    },
+  };
+}
+
+function sfnClient(endpoint: string, aws: AwsStandIns): SFNClient {
+  return new SFNClient({ region: aws.region, endpoint, credentials: aws.credentials });
+}
+
+/** Requests the ledger holds as received or running with no live execution (a crash between intake and start). */
+async function restartStranded(workflow: LocalWorkflow, shim: SfnShim, aws: AwsStandIns): Promise<void> {
+  const known = new Set(shim.executions().map((record) => record.name));
+  const start = sfnStarter(sfnClient(shim.endpoint, aws), shim.stateMachineArn);
+  for (const status of ['received', 'running'] as const) {
+    const { items } = await workflow.ledger.listByStatus(status);
+    for (const item of items) {
+      if (known.has(item.request_id) || item.type === undefined || item.regulation === undefined) continue;
+      await start(item.request_id, {
+        request_id: item.request_id,
+        type: item.type,
+        regulation: item.regulation,
+      });
+    }
+  }
+}
+
+const tokensSchema = z.object({ sso_access_token: z.string(), export_token: z.string() });
+
+/** The emulator's tokens, kept in the data dir so a restarted platform accepts the same ones. */
+async function platformTokens(dataDir: string): Promise<{ ssoAccessToken: string; exportToken: string }> {
+  const path = join(dataDir, 'platform-tokens.json');
+  try {
+    const tokens = tokensSchema.parse(JSON.parse(await readFile(path, 'utf8')));
+    return { ssoAccessToken: tokens.sso_access_token, exportToken: tokens.export_token };
+  } catch {
+    const tokens = {
+      sso_access_token: randomBytes(24).toString('base64url'),
+      export_token: randomBytes(24).toString('base64url'),
+    };
+    await writeFile(path, `${JSON.stringify(tokens)}\n`, { mode: 0o600 });
+    return { ssoAccessToken: tokens.sso_access_token, exportToken: tokens.export_token };
+  }
+}
+
+/** The local stand-in for the platform secret, with an audit HMAC key that lives as long as the data dir. */
+async function localSecret(dataDir: string, emulator: RunningEmulator): Promise<PlatformSecret> {
+  const path = join(dataDir, 'audit-hmac-key');
+  let key: string;
+  try {
+    key = (await readFile(path, 'utf8')).trim();
+  } catch {
+    key = randomBytes(32).toString('hex');
+    await writeFile(path, `${key}\n`, { mode: 0o600 });
+  }
+  return platformSecretSchema.parse({
+    sso_access_token: emulator.ssoAccessToken,
+    export_token: emulator.exportToken,
+    audit_hmac_key: key,
+  });
+}

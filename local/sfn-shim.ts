@@ -1,0 +1,922 @@
+/**
+ * A small Step Functions API on loopback, backed by a {@link LocalStateMachine}: enough of the
+ * AWS JSON 1.0 protocol that the real `SFNClient` (and so the intake Lambda's StartExecution code)
+ * works unchanged in local mode. Executions run in this process; with a data directory each one is
+ * also a JSON file a person can read, and a restarted shim knows which executions a crash cut short.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { dirname, join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import { z } from 'zod';
+import { ConfigurationError } from '#shared/errors';
+import type { ExecutionEvent, ExecutionResult, LocalStateMachine } from './sfn-runner.ts';
+
+/** Status of an execution, as DescribeExecution reports it. */
+export type ExecutionStatus = 'RUNNING' | ExecutionResult['status'];
+
+/** What the shim knows about one execution; also the content of `<dataDir>/<name>.json`. */
+export interface ExecutionRecord {
+  readonly name: string;
+  readonly executionArn: string;
+  readonly input: unknown;
+  readonly status: ExecutionStatus;
+  /** ISO 8601. */
+  readonly startDate: string;
+  /** ISO 8601; absent while RUNNING. */
+  readonly stopDate?: string;
+  readonly output?: unknown;
+  readonly error?: string;
+  readonly cause?: string;
+  /** The runner's event log, filled in when the execution ends (empty while it runs). */
+  readonly events: readonly ExecutionEvent[];
+}
+
+/** How to start a {@link SfnShim}. */
+export interface ShimOptions {
+  /** Built once by the caller; every execution runs on it. */
+  readonly machine: LocalStateMachine;
+  /** The ARN clients must use (`arn:<partition>:states:<region>:<account>:stateMachine:<name>`). */
+  readonly stateMachineArn: string;
+  /** The resolved ASL, for DescribeStateMachine and to tell Lambda tasks apart in the history. */
+  readonly definition: Record<string, unknown>;
+  /**
+   * A directory of its own for execution records: one `<name>.json` per execution, written at start
+   * and at end, so a person can read its history and a restart knows what ran.
+   * @default none (memory only)
+   */
+  readonly dataDir?: string;
+  /** @default 0 (any free port) */
+  readonly port?: number;
+  /** Called with a copy of the record when an execution ends, after the record is written. */
+  readonly onExecutionEnd?: (record: ExecutionRecord) => void;
+}
+
+/** How {@link SfnShim.close} treats executions that are still running. */
+export interface CloseOptions {
+  /** How long to wait for running executions to end. @default 5000 */
+  readonly timeoutMs?: number;
+}
+
+/** A running Step Functions shim. */
+export interface SfnShim {
+  /** `http://127.0.0.1:<port>`, for `new SFNClient({ endpoint })`. */
+  readonly endpoint: string;
+  readonly stateMachineArn: string;
+  /**
+   * Executions whose record said RUNNING when the shim started (a killed run); the caller decides
+   * to restart them. Until then they answer as RUNNING, and StopExecution marks them ABORTED.
+   */
+  readonly interrupted: readonly ExecutionRecord[];
+  /** Starts an interrupted execution again under the same name and input, replacing its record. */
+  restart(name: string): Promise<void>;
+  /** Resolves when no execution is running and every record is written. */
+  idle(): Promise<void>;
+  /** Copies of the records of all executions known (this run and the data directory). */
+  executions(): ExecutionRecord[];
+  /**
+   * Stops answering, waits up to `timeoutMs` for running executions to end, then abandons the rest
+   * as a killed process would: they are aborted without writing their record again, so it still
+   * says RUNNING and the next shim on the same data directory lists them in `interrupted`.
+   * Rejects (after closing) if an execution record could not be written.
+   */
+  close(options?: CloseOptions): Promise<void>;
+}
+
+/** Starts the shim on 127.0.0.1, loading the records already in `dataDir`. */
+export async function startSfnShim(options: ShimOptions): Promise<SfnShim> {
+  const arns = parseStateMachineArn(options.stateMachineArn);
+  const loaded = options.dataDir === undefined ? [] : await loadRecords(options.dataDir);
+  const registry = new Registry(options, arns, loaded);
+
+  const server = createServer((request, response) => {
+    answer(registry, request, response).catch((error: unknown) => {
+      // A shim bug must not take local mode down; the client gets a 500, stderr gets one line.
+      const reason = error instanceof Error ? `${error.name}: ${error.message}` : 'unknown error';
+      process.stderr.write(`svc-dsr sfn shim: internal error: ${reason}\n`);
+      if (!response.headersSent) sendJson(response, 500, { __type: 'InternalFailure', message: reason });
+      else response.destroy();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 0);
+
+  let closed: Promise<void> | undefined;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    stateMachineArn: options.stateMachineArn,
+    interrupted: loaded.filter((record) => record.status === 'RUNNING'),
+    restart: (name) => registry.restart(name),
+    idle: () => registry.idle(),
+    executions: () => registry.records(),
+    close(closeOptions = {}) {
+      closed ??= (async () => {
+        registry.closing = true;
+        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        try {
+          await registry.shutdown(closeOptions.timeoutMs ?? 5_000);
+        } finally {
+          server.closeAllConnections();
+          await stopped;
+        }
+      })();
+      return closed;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Executions
+
+const NAME = /^[A-Za-z0-9_-]{1,80}$/;
+const STATE_MACHINE_ARN =
+  /^arn:(?<partition>[^:]+):states:(?<region>[^:]*):(?<account>[^:]*):stateMachine:(?<name>[^:]+)$/;
+const EXECUTION_ARN = /^arn:[^:]+:states:[^:]*:[^:]*:execution:[^:]+:([^:]+)$/;
+/** Step Functions' limit on an execution input, in UTF-8 bytes. */
+const MAX_INPUT_BYTES = 256 * 1024;
+const ROLE_ARN_SUFFIX = ':role/svc-dsr-local-state-machine';
+
+interface MachineArns {
+  readonly stateMachineName: string;
+  readonly executionArnPrefix: string;
+  readonly roleArn: string;
+}
+
+function parseStateMachineArn(stateMachineArn: string): MachineArns {
+  const parts = STATE_MACHINE_ARN.exec(stateMachineArn)?.groups;
+  if (parts?.partition === undefined || parts.account === undefined || parts.name === undefined) {
+    throw new ConfigurationError(
+      `stateMachineArn ${stateMachineArn} is not a state machine ARN; expected arn:<partition>:states:<region>:<account>:stateMachine:<name>`,
+    );
+  }
+  const { partition, region = '', account, name } = parts;
+  return {
+    stateMachineName: name,
+    executionArnPrefix: `arn:${partition}:states:${region}:${account}:execution:${name}:`,
+    roleArn: `arn:${partition}:iam::${account}${ROLE_ARN_SUFFIX}`,
+  };
+}
+
+interface Execution {
+  record: ExecutionRecord;
+  /** Order of (re)start, newest highest; ListExecutions sorts and pages on it. */
+  sequence: number;
+  /** Present while the execution runs in this process. */
+  run?: { readonly controller: AbortController; readonly settled: Promise<void>; stop?: StopRequest };
+  /** Set by close() for an execution it gave up waiting for: nothing about it is written again. */
+  abandoned: boolean;
+  /** Record writes of this execution, in order. */
+  writes: Promise<void>;
+}
+
+interface StopRequest {
+  readonly error?: string;
+  readonly cause?: string;
+}
+
+class Registry {
+  closing = false;
+  readonly startedAt = new Date();
+  readonly #executions = new Map<string, Execution>();
+  /** Task state name -> Resource, to name the right history event for a failed task. */
+  readonly taskResources: ReadonlyMap<string, string>;
+  readonly #writeFailures: unknown[] = [];
+  readonly #restarting = new Set<string>();
+  #sequence = 0;
+
+  constructor(
+    readonly options: ShimOptions,
+    readonly arns: MachineArns,
+    loaded: readonly ExecutionRecord[],
+  ) {
+    this.taskResources = taskResources(options.definition);
+    const oldestFirst = [...loaded].sort(
+      (a, b) => a.startDate.localeCompare(b.startDate) || a.name.localeCompare(b.name),
+    );
+    for (const record of oldestFirst) {
+      this.#executions.set(record.name, {
+        record,
+        sequence: this.#nextSequence(),
+        abandoned: false,
+        writes: Promise.resolve(),
+      });
+    }
+  }
+
+  /** StartExecution: the same name and input while RUNNING is the same execution, as in AWS. */
+  async start(name: string, input: unknown): Promise<ExecutionRecord> {
+    const existing = this.#executions.get(name);
+    if (existing !== undefined) {
+      if (existing.record.status === 'RUNNING' && isDeepStrictEqual(existing.record.input, input)) {
+        return existing.record;
+      }
+      throw apiFault(
+        'ExecutionAlreadyExists',
+        `Execution Already Exists: '${existing.record.executionArn}' (status ${existing.record.status}${existing.record.status === 'RUNNING' ? ', with a different input' : ''})`,
+      );
+    }
+    const execution: Execution = {
+      record: this.#freshRecord(name, input),
+      sequence: this.#nextSequence(),
+      abandoned: false,
+      writes: Promise.resolve(),
+    };
+    this.#executions.set(name, execution);
+    try {
+      await this.#persist(execution);
+    } catch (error) {
+      this.#executions.delete(name);
+      throw error;
+    }
+    this.#launch(execution);
+    return execution.record;
+  }
+
+  async restart(name: string): Promise<void> {
+    const execution = this.#executions.get(name);
+    if (execution === undefined) {
+      throw new ConfigurationError(`No execution named ${name} to restart`);
+    }
+    const running = execution.run !== undefined || this.#restarting.has(name);
+    if (execution.record.status !== 'RUNNING' || running || this.closing) {
+      const why = this.closing
+        ? 'the shim is closing'
+        : running
+          ? 'it is running'
+          : `it ended with ${execution.record.status}`;
+      throw new ConfigurationError(
+        `Execution ${name} cannot be restarted: ${why}; only interrupted executions can`,
+      );
+    }
+    this.#restarting.add(name);
+    try {
+      execution.record = this.#freshRecord(name, execution.record.input);
+      execution.sequence = this.#nextSequence();
+      await this.#persist(execution);
+      this.#launch(execution);
+    } finally {
+      this.#restarting.delete(name);
+    }
+  }
+
+  /** StopExecution: aborts a running execution; one that already ended keeps its outcome. */
+  async stop(execution: Execution, request: StopRequest): Promise<ExecutionRecord> {
+    const { run } = execution;
+    if (run !== undefined) {
+      run.stop ??= request;
+      run.controller.abort();
+      await run.settled;
+      return execution.record;
+    }
+    if (execution.record.status !== 'RUNNING') return execution.record;
+    // An interrupted execution has no run to abort; stopping it settles its record for good.
+    const now = Date.now();
+    execution.record = {
+      ...execution.record,
+      status: 'ABORTED',
+      stopDate: new Date(now).toISOString(),
+      ...errorDetails(request),
+      events: [
+        {
+          type: 'ExecutionStarted',
+          timestamp: Date.parse(execution.record.startDate),
+          input: execution.record.input,
+        },
+        { type: 'ExecutionAborted', timestamp: now },
+      ],
+    };
+    await this.#persist(execution);
+    this.#notifyEnd(execution.record);
+    return execution.record;
+  }
+
+  find(name: string): Execution | undefined {
+    return this.#executions.get(name);
+  }
+
+  /** Newest first. */
+  list(): Execution[] {
+    return [...this.#executions.values()].sort((a, b) => b.sequence - a.sequence);
+  }
+
+  records(): ExecutionRecord[] {
+    return this.list().map((execution) => structuredClone(execution.record));
+  }
+
+  async idle(): Promise<void> {
+    for (;;) {
+      const running = [...this.#executions.values()].flatMap((execution) =>
+        execution.run === undefined ? [] : [execution.run.settled],
+      );
+      if (running.length === 0) break;
+      await Promise.all(running);
+    }
+    await Promise.all([...this.#executions.values()].map((execution) => execution.writes));
+  }
+
+  async shutdown(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    try {
+      await Promise.race([this.idle(), timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
+    for (const execution of this.#executions.values()) {
+      if (execution.run === undefined) continue;
+      execution.abandoned = true;
+      execution.run.controller.abort();
+    }
+    await Promise.all([...this.#executions.values()].map((execution) => execution.writes));
+    const [failure] = this.#writeFailures;
+    if (failure !== undefined) {
+      throw new ConfigurationError(
+        `The shim could not write ${this.#writeFailures.length} execution record(s) to ${this.options.dataDir}`,
+        { cause: failure },
+      );
+    }
+  }
+
+  #freshRecord(name: string, input: unknown): ExecutionRecord {
+    return {
+      name,
+      executionArn: `${this.arns.executionArnPrefix}${name}`,
+      input,
+      status: 'RUNNING',
+      startDate: new Date().toISOString(),
+      events: [],
+    };
+  }
+
+  #nextSequence(): number {
+    this.#sequence += 1;
+    return this.#sequence;
+  }
+
+  #launch(execution: Execution): void {
+    const controller = new AbortController();
+    const { name, executionArn, input } = execution.record;
+    const settled = (async () => {
+      let result: ExecutionResult;
+      try {
+        result = await this.options.machine.run(input, {
+          executionName: name,
+          executionArn,
+          signal: controller.signal,
+        });
+      } catch (error) {
+        // The runner throws only for what it cannot describe as an execution outcome.
+        const cause = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+        result = { status: 'FAILED', error: 'States.Runtime', cause, events: [] };
+      }
+      const stop = execution.run?.stop;
+      execution.run = undefined;
+      if (execution.abandoned) return;
+      execution.record = {
+        ...execution.record,
+        status: result.status,
+        stopDate: new Date().toISOString(),
+        ...(result.status === 'SUCCEEDED' ? { output: result.output } : {}),
+        ...(result.status === 'ABORTED' && stop !== undefined ? errorDetails(stop) : errorDetails(result)),
+        events: result.events,
+      };
+      try {
+        await this.#persist(execution);
+      } catch (error) {
+        // The record in memory is right; close() reports that the file is not.
+        this.#writeFailures.push(error);
+      }
+      this.#notifyEnd(execution.record);
+    })();
+    execution.run = { controller, settled };
+  }
+
+  #notifyEnd(record: ExecutionRecord): void {
+    const listener = this.options.onExecutionEnd;
+    if (listener === undefined) return;
+    try {
+      listener(structuredClone(record));
+    } catch {
+      // A progress display that throws must not change the execution or its record.
+    }
+  }
+
+  #persist(execution: Execution): Promise<void> {
+    const { dataDir } = this.options;
+    if (dataDir === undefined || execution.abandoned) return Promise.resolve();
+    const text = `${JSON.stringify(execution.record, null, 2)}\n`;
+    const path = join(dataDir, `${execution.record.name}.json`);
+    const write = execution.writes.then(() => writeAtomically(path, text));
+    execution.writes = write.catch(() => {});
+    return write;
+  }
+}
+
+/** Only the fields that are set, so records and answers carry no `error: undefined`. */
+function errorDetails(source: StopRequest): { error?: string; cause?: string } {
+  return {
+    ...(source.error === undefined ? {} : { error: source.error }),
+    ...(source.cause === undefined ? {} : { cause: source.cause }),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records on disk
+
+const RECORD_FILE = /^([A-Za-z0-9_-]{1,80})\.json$/;
+
+const recordSchema = z.object({
+  name: z.string().regex(NAME),
+  executionArn: z.string().min(1),
+  input: z.unknown(),
+  status: z.enum(['RUNNING', 'SUCCEEDED', 'FAILED', 'ABORTED', 'TIMED_OUT']),
+  startDate: z.iso.datetime(),
+  stopDate: z.iso.datetime().optional(),
+  output: z.unknown().optional(),
+  error: z.string().optional(),
+  cause: z.string().optional(),
+  events: z.array(z.looseObject({ type: z.string() })),
+});
+
+async function loadRecords(dataDir: string): Promise<ExecutionRecord[]> {
+  await mkdir(dataDir, { recursive: true });
+  const records: ExecutionRecord[] = [];
+  for (const file of (await readdir(dataDir)).sort()) {
+    const fileName = RECORD_FILE.exec(file)?.[1];
+    if (fileName === undefined) continue;
+    const path = join(dataDir, file);
+    let json: unknown;
+    try {
+      json = JSON.parse(await readFile(path, 'utf8'));
+    } catch (error) {
+      throw new ConfigurationError(
+        `${path} is not JSON; the executions directory holds only execution records`,
+        {
+          cause: error,
+        },
+      );
+    }
+    const parsed = recordSchema.safeParse(json);
+    if (!parsed.success) {
+      throw new ConfigurationError(
+        `${path} is not an execution record (the executions directory holds only those): ${z.prettifyError(parsed.error)}`,
+      );
+    }
+    if (parsed.data.name !== fileName) {
+      throw new ConfigurationError(
+        `${path} holds the record of execution ${parsed.data.name}; rename the file to ${parsed.data.name}.json`,
+      );
+    }
+    records.push(parsed.data);
+  }
+  return records;
+}
+
+/** Write to a temporary file and rename it over the record, so a reader never sees half a record. */
+async function writeAtomically(path: string, text: string): Promise<void> {
+  const temporary = join(dirname(path), `.${randomUUID()}.tmp`);
+  try {
+    await writeFile(temporary, text);
+    await rename(temporary, path);
+  } catch (error) {
+    await rm(temporary, { force: true });
+    throw error;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The wire protocol
+
+const TARGET_PREFIX = 'AWSStepFunctions.';
+/** Generous for a 256 KiB input escaped inside a JSON string. */
+const MAX_BODY_BYTES = 2 * 1024 * 1024;
+const DEFAULT_PAGE_SIZE = 100;
+
+/** Errors answered as 400 `{__type, message}`; the SDK turns `__type` into its exception class. */
+const apiFaults = new WeakSet<Error>();
+
+function apiFault(type: string, message: string): Error {
+  const error = new Error(message);
+  error.name = type;
+  apiFaults.add(error);
+  return error;
+}
+
+type Operation = (registry: Registry, body: unknown) => Promise<Record<string, unknown>>;
+
+const OPERATIONS: Readonly<Record<string, Operation>> = {
+  StartExecution: startExecution,
+  DescribeExecution: describeExecution,
+  ListExecutions: listExecutions,
+  GetExecutionHistory: getExecutionHistory,
+  StopExecution: stopExecution,
+  DescribeStateMachine: describeStateMachine,
+};
+
+async function answer(registry: Registry, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  const target = request.headers['x-amz-target'];
+  const operationName =
+    typeof target === 'string' && target.startsWith(TARGET_PREFIX) ? target.slice(TARGET_PREFIX.length) : '';
+  const operation = Object.hasOwn(OPERATIONS, operationName) ? OPERATIONS[operationName] : undefined;
+  if (request.method !== 'POST' || (request.url ?? '/') !== '/' || operation === undefined) {
+    request.resume();
+    const what = typeof target === 'string' ? target : 'no X-Amz-Target';
+    sendJson(response, 400, {
+      __type: 'UnknownOperationException',
+      message: `${request.method ?? ''} ${request.url ?? ''} with ${what} is not an operation this shim answers (${Object.keys(OPERATIONS).join(', ')})`,
+    });
+    return;
+  }
+  if (registry.closing) {
+    request.resume();
+    sendJson(response, 503, { __type: 'ServiceUnavailable', message: 'The Step Functions shim is closing' });
+    return;
+  }
+  try {
+    const body = await readJsonBody(request);
+    sendJson(response, 200, await operation(registry, body));
+  } catch (error) {
+    if (error instanceof Error && apiFaults.has(error)) {
+      sendJson(response, 400, { __type: error.name, message: error.message });
+      return;
+    }
+    throw error;
+  }
+}
+
+async function readJsonBody(request: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request) {
+    const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk));
+    size += buffer.length;
+    if (size > MAX_BODY_BYTES)
+      throw apiFault('ValidationException', `Request body over ${MAX_BODY_BYTES} bytes`);
+    chunks.push(buffer);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim() === '') return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw apiFault('SerializationException', 'The request body is not JSON');
+  }
+}
+
+function sendJson(response: ServerResponse, status: number, body: Record<string, unknown>): void {
+  const text = JSON.stringify(body);
+  response.writeHead(status, {
+    'content-type': 'application/x-amz-json-1.0',
+    'content-length': Buffer.byteLength(text),
+    'x-amzn-requestid': randomUUID(),
+  });
+  response.end(text);
+}
+
+function parseRequest<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw apiFault('ValidationException', z.prettifyError(parsed.error));
+  return parsed.data;
+}
+
+const pageSize = z.number().int().min(0).max(1000).optional();
+
+const startRequest = z.looseObject({
+  stateMachineArn: z.string(),
+  name: z.string().optional(),
+  input: z.string().optional(),
+});
+
+async function startExecution(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
+  const request = parseRequest(startRequest, body);
+  checkStateMachine(registry, request.stateMachineArn);
+  const name = request.name ?? randomUUID();
+  if (!NAME.test(name)) {
+    throw apiFault('InvalidName', `Invalid Name: '${name}' (1 to 80 characters of A-Z, a-z, 0-9, - and _)`);
+  }
+  const inputText = request.input ?? '{}';
+  if (Buffer.byteLength(inputText) > MAX_INPUT_BYTES) {
+    throw apiFault('InvalidExecutionInput', `The input is over ${MAX_INPUT_BYTES} bytes`);
+  }
+  let input: unknown;
+  try {
+    input = JSON.parse(inputText);
+  } catch {
+    throw apiFault('InvalidExecutionInput', 'Invalid State Machine Execution Input: the input is not JSON');
+  }
+  if (registry.closing) throw apiFault('ValidationException', 'The Step Functions shim is closing');
+  const record = await registry.start(name, input);
+  return { executionArn: record.executionArn, startDate: epochSeconds(record.startDate) };
+}
+
+const describeRequest = z.looseObject({
+  executionArn: z.string(),
+  includedData: z.enum(['ALL_DATA', 'METADATA_ONLY']).optional(),
+});
+
+async function describeExecution(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
+  const request = parseRequest(describeRequest, body);
+  const { record } = findExecution(registry, request.executionArn);
+  const withData = request.includedData !== 'METADATA_ONLY';
+  return {
+    executionArn: record.executionArn,
+    stateMachineArn: registry.options.stateMachineArn,
+    name: record.name,
+    status: record.status,
+    startDate: epochSeconds(record.startDate),
+    ...(record.stopDate === undefined ? {} : { stopDate: epochSeconds(record.stopDate) }),
+    ...(withData ? { input: JSON.stringify(record.input), inputDetails: { included: true } } : {}),
+    ...(withData && record.status === 'SUCCEEDED'
+      ? { output: JSON.stringify(record.output ?? null), outputDetails: { included: true } }
+      : {}),
+    ...(record.error === undefined ? {} : { error: record.error }),
+    ...(record.cause === undefined ? {} : { cause: record.cause }),
+    redriveCount: 0,
+  };
+}
+
+const listRequest = z.looseObject({
+  stateMachineArn: z.string(),
+  statusFilter: z
+    .enum(['RUNNING', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'ABORTED', 'PENDING_REDRIVE'])
+    .optional(),
+  maxResults: pageSize,
+  nextToken: z.string().optional(),
+});
+
+async function listExecutions(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
+  const request = parseRequest(listRequest, body);
+  checkStateMachine(registry, request.stateMachineArn);
+  const limit = request.maxResults || DEFAULT_PAGE_SIZE;
+  const before =
+    request.nextToken === undefined ? Number.POSITIVE_INFINITY : readToken(request.nextToken, 'list');
+  const matching = registry
+    .list()
+    .filter((execution) => execution.sequence < before)
+    .filter(
+      (execution) => request.statusFilter === undefined || execution.record.status === request.statusFilter,
+    );
+  const page = matching.slice(0, limit);
+  const last = page.at(-1);
+  return {
+    executions: page.map(({ record }) => ({
+      executionArn: record.executionArn,
+      stateMachineArn: registry.options.stateMachineArn,
+      name: record.name,
+      status: record.status,
+      startDate: epochSeconds(record.startDate),
+      ...(record.stopDate === undefined ? {} : { stopDate: epochSeconds(record.stopDate) }),
+      redriveCount: 0,
+    })),
+    ...(matching.length > limit && last !== undefined
+      ? { nextToken: writeToken('list', last.sequence) }
+      : {}),
+  };
+}
+
+const historyRequest = z.looseObject({
+  executionArn: z.string(),
+  maxResults: pageSize,
+  reverseOrder: z.boolean().optional(),
+  nextToken: z.string().optional(),
+  includeExecutionData: z.boolean().optional(),
+});
+
+async function getExecutionHistory(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
+  const request = parseRequest(historyRequest, body);
+  const { record } = findExecution(registry, request.executionArn);
+  const events = historyEvents(record, registry, request.includeExecutionData ?? true);
+  if (request.reverseOrder === true) events.reverse();
+  const limit = request.maxResults || DEFAULT_PAGE_SIZE;
+  const offset = request.nextToken === undefined ? 0 : readToken(request.nextToken, 'history');
+  const end = offset + limit;
+  return {
+    events: events.slice(offset, end),
+    ...(end < events.length ? { nextToken: writeToken('history', end) } : {}),
+  };
+}
+
+const stopRequest = z.looseObject({
+  executionArn: z.string(),
+  error: z.string().max(256).optional(),
+  cause: z.string().max(32_768).optional(),
+});
+
+async function stopExecution(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
+  const request = parseRequest(stopRequest, body);
+  const execution = findExecution(registry, request.executionArn);
+  const record = await registry.stop(execution, { error: request.error, cause: request.cause });
+  return { stopDate: epochSeconds(record.stopDate ?? new Date().toISOString()) };
+}
+
+const describeMachineRequest = z.looseObject({ stateMachineArn: z.string() });
+
+async function describeStateMachine(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
+  const request = parseRequest(describeMachineRequest, body);
+  checkStateMachine(registry, request.stateMachineArn);
+  return {
+    stateMachineArn: registry.options.stateMachineArn,
+    name: registry.arns.stateMachineName,
+    status: 'ACTIVE',
+    definition: JSON.stringify(registry.options.definition, null, 2),
+    roleArn: registry.arns.roleArn,
+    type: 'STANDARD',
+    creationDate: registry.startedAt.getTime() / 1000,
+    loggingConfiguration: { level: 'OFF', includeExecutionData: false },
+  };
+}
+
+function checkStateMachine(registry: Registry, stateMachineArn: string): void {
+  if (!stateMachineArn.startsWith('arn:')) throw apiFault('InvalidArn', `Invalid Arn: '${stateMachineArn}'`);
+  if (stateMachineArn !== registry.options.stateMachineArn) {
+    throw apiFault('StateMachineDoesNotExist', `State Machine Does Not Exist: '${stateMachineArn}'`);
+  }
+}
+
+function findExecution(registry: Registry, executionArn: string): Execution {
+  const name = EXECUTION_ARN.exec(executionArn)?.[1];
+  if (name === undefined) throw apiFault('InvalidArn', `Invalid Arn: '${executionArn}'`);
+  const execution = registry.find(name);
+  if (execution === undefined || execution.record.executionArn !== executionArn) {
+    throw apiFault('ExecutionDoesNotExist', `Execution Does Not Exist: '${executionArn}'`);
+  }
+  return execution;
+}
+
+const tokenSchema = z.object({ kind: z.enum(['list', 'history']), at: z.number().int().min(0) });
+
+function writeToken(kind: 'list' | 'history', at: number): string {
+  return Buffer.from(JSON.stringify({ kind, at })).toString('base64url');
+}
+
+function readToken(token: string, kind: 'list' | 'history'): number {
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
+  } catch {
+    json = undefined;
+  }
+  const parsed = tokenSchema.safeParse(json);
+  if (!parsed.success || parsed.data.kind !== kind) {
+    throw apiFault('InvalidToken', `Invalid Token: '${token}' was not returned by this operation`);
+  }
+  return parsed.data.at;
+}
+
+function epochSeconds(iso: string): number {
+  return Date.parse(iso) / 1000;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Execution history: the runner's event log in the shape of GetExecutionHistory
+
+const stateData = z.looseObject({
+  name: z.string(),
+  type: z.string(),
+  input: z.unknown().optional(),
+  output: z.unknown().optional(),
+});
+const stateEvent = z.looseObject({ state: stateData });
+const failureEvent = z.looseObject({ Error: z.unknown().optional(), Cause: z.unknown().optional() });
+const iterationEvent = z.looseObject({ parentState: stateData, index: z.number() });
+const LAMBDA_FUNCTION_ARN = /^arn:[^:]+:lambda:/;
+const SERVICE_INTEGRATION = /^arn:[^:]+:states:::([^:.]+):([^.]+)/;
+
+type Details = Record<string, unknown>;
+
+/** Maps each runner event to the AWS history event(s) it stands for; events AWS has no form of are left out. */
+function historyEvents(record: ExecutionRecord, registry: Registry, withData: boolean): Details[] {
+  const data = (key: 'input' | 'output', value: unknown): Details =>
+    withData ? { [key]: JSON.stringify(value ?? null), [`${key}Details`]: { truncated: false } } : {};
+  const failure = (event: ExecutionEvent): Details => {
+    const parsed = failureEvent.safeParse(event);
+    const error = parsed.success ? parsed.data.Error : undefined;
+    const cause = parsed.success ? parsed.data.Cause : undefined;
+    return {
+      ...(typeof error === 'string' ? { error } : {}),
+      ...(cause === undefined ? {} : { cause: typeof cause === 'string' ? cause : JSON.stringify(cause) }),
+    };
+  };
+  const recordDetails = errorDetails({ error: record.error, cause: record.cause });
+
+  // While an execution runs the runner has not handed over its log yet; its start is still known.
+  const source: readonly ExecutionEvent[] =
+    record.events.length > 0
+      ? record.events
+      : [{ type: 'ExecutionStarted', timestamp: Date.parse(record.startDate), input: record.input }];
+
+  const mapped: { timestamp: unknown; type: string; details: Details }[] = [];
+  const add = (event: ExecutionEvent, type: string, details: Details = {}) =>
+    mapped.push({ timestamp: event.timestamp, type, details });
+
+  for (const event of source) {
+    switch (event.type) {
+      case 'ExecutionStarted':
+        add(event, 'ExecutionStarted', {
+          executionStartedEventDetails: { ...data('input', event.input), roleArn: registry.arns.roleArn },
+        });
+        break;
+      case 'ExecutionSucceeded':
+        add(event, 'ExecutionSucceeded', { executionSucceededEventDetails: data('output', event.output) });
+        break;
+      case 'ExecutionFailed':
+        add(event, 'ExecutionFailed', { executionFailedEventDetails: failure(event) });
+        break;
+      case 'ExecutionAborted':
+        add(event, 'ExecutionAborted', { executionAbortedEventDetails: recordDetails });
+        break;
+      case 'ExecutionTimeout':
+        add(event, 'ExecutionTimedOut', { executionTimedOutEventDetails: recordDetails });
+        break;
+      case 'StateEntered':
+      case 'StateExited': {
+        const parsed = stateEvent.safeParse(event);
+        if (!parsed.success) break;
+        const { name, type, input, output } = parsed.data.state;
+        if (event.type === 'StateEntered') {
+          add(event, `${type}StateEntered`, { stateEnteredEventDetails: { name, ...data('input', input) } });
+        } else {
+          add(event, `${type}StateExited`, { stateExitedEventDetails: { name, ...data('output', output) } });
+        }
+        break;
+      }
+      case 'StateFailed': {
+        const parsed = stateEvent.safeParse(event);
+        if (!parsed.success) break;
+        const { name, type } = parsed.data.state;
+        if (type === 'Task') {
+          const resource = registry.taskResources.get(name) ?? '';
+          if (LAMBDA_FUNCTION_ARN.test(resource)) {
+            add(event, 'LambdaFunctionFailed', { lambdaFunctionFailedEventDetails: failure(event) });
+          } else {
+            const [, resourceType = 'unknown', action = resource] = SERVICE_INTEGRATION.exec(resource) ?? [];
+            add(event, 'TaskFailed', {
+              taskFailedEventDetails: { resourceType, resource: action, ...failure(event) },
+            });
+          }
+        } else if (type === 'Map' || type === 'Parallel') {
+          add(event, `${type}StateFailed`);
+        }
+        // A Fail state or a failed Pass/Choice shows in AWS only as the ExecutionFailed that follows.
+        break;
+      }
+      case 'MapIterationStarted':
+      case 'MapIterationSucceeded':
+      case 'MapIterationFailed': {
+        const parsed = iterationEvent.safeParse(event);
+        if (!parsed.success) break;
+        const key = `${event.type.charAt(0).toLowerCase()}${event.type.slice(1)}EventDetails`;
+        add(event, event.type, { [key]: { name: parsed.data.parentState.name, index: parsed.data.index } });
+        break;
+      }
+      default:
+        // StateRetried, StateCaught and Parallel branch events have no AWS history event of their own.
+        break;
+    }
+  }
+
+  return mapped.map(({ timestamp, type, details }, index) => ({
+    timestamp: (typeof timestamp === 'number' ? timestamp : Date.parse(record.startDate)) / 1000,
+    type,
+    id: index + 1,
+    previousEventId: index,
+    ...details,
+  }));
+}
+
+/** Task state name -> Resource, through Parallel branches and Map iterators. */
+function taskResources(definition: Record<string, unknown>): Map<string, string> {
+  const resources = new Map<string, string>();
+  const scope = z.looseObject({ States: z.record(z.string(), z.unknown()) });
+  const state = z.looseObject({
+    Type: z.string().optional(),
+    Resource: z.string().optional(),
+    Branches: z.array(z.unknown()).optional(),
+    Iterator: z.unknown().optional(),
+    ItemProcessor: z.unknown().optional(),
+  });
+  const visit = (candidate: unknown) => {
+    const parsed = scope.safeParse(candidate);
+    if (!parsed.success) return;
+    for (const [name, raw] of Object.entries(parsed.data.States)) {
+      const parsedState = state.safeParse(raw);
+      if (!parsedState.success) continue;
+      const { Type, Resource, Branches = [], Iterator, ItemProcessor } = parsedState.data;
+      if (Type === 'Task' && Resource !== undefined) resources.set(name, Resource);
+      for (const nested of [...Branches, Iterator, ItemProcessor]) visit(nested);
+    }
+  };
+  visit(definition);
+  return resources;
+}

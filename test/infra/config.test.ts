@@ -1,0 +1,253 @@
+import { readFileSync } from 'node:fs';
+import { App } from 'aws-cdk-lib';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
+import { describe, expect, it } from 'vitest';
+import {
+  CONFIG_KEYS,
+  type ConfigKey,
+  PLACEHOLDERS,
+  parseStackConfig,
+  placeholderKeys,
+  retentionDaysForMonths,
+  StackConfigError,
+} from '../../lib/config.ts';
+import { DsrStack } from '../../lib/dsr-stack.ts';
+import { productionConfig } from './fixtures.ts';
+
+function problemsOf(raw: unknown): string[] {
+  try {
+    parseStackConfig(raw);
+  } catch (error) {
+    if (error instanceof StackConfigError) return [...error.problems];
+    throw error;
+  }
+  throw new Error('expected the configuration to be refused');
+}
+
+describe('parseStackConfig', () => {
+  it('accepts no configuration at all, with placeholder platform settings and documented defaults', () => {
+    const config = parseStackConfig(undefined);
+
+    expect(config).toMatchObject({
+      spotId: PLACEHOLDERS.spotId,
+      platformBaseUrl: PLACEHOLDERS.platformBaseUrl,
+      ssoTokenHeader: 'x-svc-sso-access-token',
+      userIdField: 'svc_user_id',
+      pollInitialSeconds: 30,
+      pollMaxSeconds: 1800,
+      pollBudgetSeconds: 259_200,
+      exportMaxAttempts: 3,
+      accessArchiveRetentionDays: 90,
+      erasureArchiveRetentionDays: 30,
+      auditRetentionMonths: 24,
+      deadlineDueSoonDays: 7,
+      deadlineSweepMinutes: 60,
+      logRetentionDays: 365,
+    });
+    expect(config.platformSecretName).toBeUndefined();
+    expect(config.alarmEmail).toBeUndefined();
+  });
+
+  it('accepts the JSON string that `cdk -c svc-dsr=...` passes', () => {
+    const config = parseStackConfig(JSON.stringify({ spotId: 'sp_live', exportMaxAttempts: 5 }));
+
+    expect(config.spotId).toBe('sp_live');
+    expect(config.exportMaxAttempts).toBe(5);
+  });
+
+  // One bad value per key: the message must name the key, quote what it received and say what to write.
+  const invalid: Record<ConfigKey, { value: unknown; fix: RegExp }> = {
+    spotId: { value: 'sp demo', fix: /spot id the platform issued/ },
+    platformBaseUrl: { value: 'http://api.example.com', fix: /https base URL of the platform API/ },
+    platformExportUrl: { value: 'export.example.com', fix: /https URL of the export service/ },
+    platformActivityUrl: { value: 42, fix: /https URL of the activity service/ },
+    downloadAllowedHosts: { value: [], fix: /list of hosts export downloads may come from/ },
+    platformSecretName: { value: 'has spaces', fix: /name of an existing Secrets Manager secret/ },
+    platformSecretKeyArn: { value: 'alias/mine', fix: /ARN of the KMS key/ },
+    ssoTokenHeader: { value: 'x token', fix: /HTTP header name/ },
+    userIdField: { value: 'user-id', fix: /JSON field name/ },
+    pollInitialSeconds: { value: 0, fix: /whole number of seconds from 1 to 3600/ },
+    pollMaxSeconds: { value: 1.5, fix: /whole number of seconds from 1 to 86400/ },
+    pollBudgetSeconds: { value: 31 * 86_400, fix: /2592000 \(30 days\)/ },
+    exportMaxAttempts: { value: 11, fix: /whole number from 1 to 10/ },
+    accessArchiveRetentionDays: { value: -1, fix: /whole number of days from 1 to 3650/ },
+    erasureArchiveRetentionDays: { value: '30', fix: /whole number of days from 1 to 3650/ },
+    auditRetentionMonths: { value: 12, fix: /from 24 \(CCPA record keeping\) to 120/ },
+    alarmEmail: { value: 'ops-at-example.com', fix: /e-mail address for alarm notifications/ },
+    deadlineDueSoonDays: { value: 0, fix: /whole number of days from 1 to 60/ },
+    deadlineSweepMinutes: { value: 1, fix: /whole number of minutes from 5 to 1440/ },
+    logRetentionDays: { value: 100, fix: /one of 1, 3, 5, 7, 14, 30/ },
+  };
+
+  it('has a refusal case for every configuration key', () => {
+    expect(Object.keys(invalid).sort()).toEqual([...CONFIG_KEYS].sort());
+  });
+
+  for (const [key, { value, fix }] of Object.entries(invalid)) {
+    it(`refuses an invalid ${key}, naming the key, the value received and the fix`, () => {
+      const problems = problemsOf({
+        ...(key === 'platformSecretKeyArn' ? { platformSecretName: 'svc-dsr/platform' } : {}),
+        [key]: value,
+      });
+
+      expect(problems).toHaveLength(1);
+      const [problem] = problems;
+      expect(problem).toContain(`svc-dsr config "${key}`);
+      expect(problem).toContain(`(received ${JSON.stringify(value)})`);
+      expect(problem).toContain(`Fix: set "${key}" in cdk.json "context": { "svc-dsr"`);
+      expect(problem).toMatch(fix);
+    });
+  }
+
+  it('names the entry of a list that is wrong', () => {
+    const problems = problemsOf({
+      downloadAllowedHosts: ['downloads.example.com', 'https://cdn.example.com/x'],
+    });
+
+    expect(problems).toEqual([expect.stringContaining('"downloadAllowedHosts.1"')]);
+    expect(problems[0]).toContain('(received "https://cdn.example.com/x")');
+  });
+
+  it('refuses a wildcard that would allow downloads from a whole top-level domain', () => {
+    const problems = problemsOf({ downloadAllowedHosts: ['*.com'] });
+
+    expect(problems[0]).toContain('a wildcard must cover a domain of at least two labels');
+  });
+
+  it('refuses a poll schedule whose cap is below its first wait or above its budget', () => {
+    expect(problemsOf({ pollInitialSeconds: 600, pollMaxSeconds: 300 })).toEqual([
+      expect.stringContaining('"pollMaxSeconds": must be at least pollInitialSeconds (600) (received 300)'),
+    ]);
+    expect(problemsOf({ pollMaxSeconds: 7200, pollBudgetSeconds: 3600 })).toEqual([
+      expect.stringContaining('"pollBudgetSeconds": must be at least pollMaxSeconds (7200) (received 3600)'),
+    ]);
+  });
+
+  it('refuses a secret key without the existing secret it would decrypt', () => {
+    const problems = problemsOf({
+      platformSecretKeyArn: 'arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab',
+    });
+
+    expect(problems[0]).toContain('"platformSecretKeyArn": only applies to an existing secret');
+  });
+
+  it('refuses an unknown key and suggests the one a typo meant', () => {
+    const problems = problemsOf({ pollMaxSecond: 600, colour: 'blue' });
+
+    expect(problems).toEqual([
+      expect.stringContaining(
+        '"pollMaxSecond": not a configuration key (received 600). Fix: rename it to "pollMaxSeconds"',
+      ),
+      expect.stringContaining('"colour": not a configuration key (received "blue"). Fix: remove it'),
+    ]);
+  });
+
+  it('refuses a configuration that is not an object', () => {
+    expect(problemsOf('not json')).toEqual([
+      expect.stringContaining('svc-dsr config: expected an object of settings (received "not json")'),
+    ]);
+    expect(problemsOf([1, 2])).toEqual([expect.stringContaining('(received [1,2])')]);
+  });
+
+  it('lists every problem at once', () => {
+    expect(problemsOf({ spotId: '', exportMaxAttempts: 0, alarmEmail: 'x' })).toHaveLength(3);
+  });
+});
+
+describe('placeholderKeys', () => {
+  it('lists every platform setting still on its placeholder', () => {
+    expect(placeholderKeys(parseStackConfig({}))).toEqual([
+      'spotId',
+      'platformBaseUrl',
+      'platformExportUrl',
+      'platformActivityUrl',
+      'downloadAllowedHosts',
+    ]);
+  });
+
+  for (const key of [
+    'spotId',
+    'platformBaseUrl',
+    'platformExportUrl',
+    'platformActivityUrl',
+    'downloadAllowedHosts',
+  ] as const) {
+    it(`reports ${key} alone when only it is missing`, () => {
+      const { [key]: _missing, ...rest } = productionConfig;
+
+      expect(placeholderKeys(parseStackConfig(rest))).toEqual([key]);
+    });
+  }
+
+  it('is empty for a complete configuration', () => {
+    expect(placeholderKeys(parseStackConfig(productionConfig))).toEqual([]);
+  });
+});
+
+describe('retentionDaysForMonths', () => {
+  it('covers the longest run of that many calendar months', () => {
+    expect(retentionDaysForMonths(1)).toBe(31);
+    expect(retentionDaysForMonths(12)).toBe(366);
+    expect(retentionDaysForMonths(24)).toBe(731);
+    expect(retentionDaysForMonths(36)).toBe(1096);
+  });
+});
+
+describe('the stack and its configuration', () => {
+  it('fails synth with the message when cdk.json context is invalid', () => {
+    const app = new App({
+      context: { 'aws:cdk:bundling-stacks': [], 'svc-dsr': { ...productionConfig, auditRetentionMonths: 6 } },
+    });
+
+    expect(() => new DsrStack(app, 'Test')).toThrow(
+      /svc-dsr config "auditRetentionMonths": .*\(received 6\)\. Fix: set "auditRetentionMonths"/,
+    );
+  });
+
+  it('prefers configuration passed as props over context', () => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [], 'svc-dsr': { spotId: 'sp_context' } } });
+
+    const stack = new DsrStack(app, 'Test', { config: productionConfig });
+
+    expect(stack.config.spotId).toBe(productionConfig.spotId);
+  });
+
+  it('synthesizes with placeholders but warns and adds a rule that makes CloudFormation refuse the deploy', () => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new DsrStack(app, 'Test', { config: { ...productionConfig, spotId: undefined } });
+
+    const template = Template.fromStack(stack).toJSON();
+    const rule = template.Rules?.RequireDeploymentConfig;
+    expect(rule?.Assertions).toEqual([
+      {
+        Assert: { 'Fn::Equals': ['placeholder', 'configured'] },
+        AssertDescription: expect.stringContaining(
+          'svc-dsr is not configured for deployment: spotId still hold placeholder values',
+        ),
+      },
+    ]);
+    Annotations.fromStack(stack).hasWarning('/Test', Match.stringLikeRegexp('spotId still hold placeholder'));
+  });
+
+  it('adds no such rule once every platform setting is configured', () => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new DsrStack(app, 'Test', { config: productionConfig });
+
+    expect(Template.fromStack(stack).toJSON().Rules?.RequireDeploymentConfig).toBeUndefined();
+  });
+});
+
+describe('docs/deploy.md', () => {
+  const deployDoc = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
+
+  it('documents every configuration key with its default', () => {
+    const defaults = parseStackConfig({});
+    for (const key of CONFIG_KEYS) {
+      const row = deployDoc.split('\n').find((line) => line.startsWith(`| \`${key}\``));
+      expect({ key, documented: row !== undefined }).toEqual({ key, documented: true });
+      const value = defaults[key];
+      if (typeof value === 'number')
+        expect({ key, row }).toEqual({ key, row: expect.stringContaining(`\`${value}\``) });
+    }
+  });
+});

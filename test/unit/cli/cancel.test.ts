@@ -1,0 +1,166 @@
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { ExecutionDoesNotExist, SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
+import { DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { runCancel } from '../../../bin/cli/commands/cancel.ts';
+import { collectingIo } from '../../../bin/cli/format.ts';
+import { CliError } from '../../../bin/cli/io.ts';
+import { ledgerRecord, NOW, REQUEST_ID, testContext } from './helpers.ts';
+
+const dbMock = mockClient(DynamoDBDocumentClient);
+const sfnMock = mockClient(SFNClient);
+
+beforeEach(() => {
+  dbMock.reset();
+  sfnMock.reset();
+});
+
+const EXECUTION_PREFIX = 'arn:aws:states:eu-west-1:111122223333:execution:dsr:';
+
+function conditionalFailure(): ConditionalCheckFailedException {
+  return new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+}
+
+async function failure(promise: Promise<unknown>): Promise<CliError> {
+  const caught = await promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  if (!(caught instanceof CliError)) throw new Error(`expected a CliError, got ${String(caught)}`);
+  return caught;
+}
+
+describe('runCancel', () => {
+  it('cancels a running request with a conditional update that excludes a started erasure, then stops its executions', async () => {
+    // Prepare
+    const item = ledgerRecord({ type: 'erasure', executions: 2 });
+    dbMock.on(GetCommand).resolves({ Item: item });
+    dbMock
+      .on(UpdateCommand)
+      .resolves({ Attributes: { ...item, status: 'cancelled', cancel_reason: 'withdrawn' } });
+    sfnMock
+      .on(StopExecutionCommand)
+      .rejects(new ExecutionDoesNotExist({ message: 'Execution Does Not Exist', $metadata: {} }))
+      .on(StopExecutionCommand, { executionArn: `${EXECUTION_PREFIX}${REQUEST_ID}` })
+      .resolves({ stopDate: NOW })
+      .on(StopExecutionCommand, { executionArn: `${EXECUTION_PREFIX}${REQUEST_ID}-retry-2` })
+      .resolves({ stopDate: NOW });
+    const io = collectingIo();
+    // Act
+    const { exitCode, result } = await runCancel(
+      testContext(),
+      { requestId: REQUEST_ID, reason: ' withdrawn ' },
+      io,
+    );
+    // Assess
+    expect(exitCode).toBe(0);
+    expect(dbMock).toHaveReceivedCommandWith(UpdateCommand, {
+      TableName: 'ledger',
+      Key: { request_id: REQUEST_ID },
+      UpdateExpression:
+        'SET #status = :cancelled, #cancel_reason = :reason, #updated_at = :now, #completed_at = :now',
+      ConditionExpression:
+        'attribute_exists(request_id) AND #status IN (:received, :running)' +
+        ' AND (attribute_not_exists(#step) OR NOT (#step IN (:erasing, :verifying)))' +
+        ' AND attribute_not_exists(#erasure) AND attribute_not_exists(#erasure_verification)',
+      ExpressionAttributeValues: expect.objectContaining({
+        ':cancelled': 'cancelled',
+        ':reason': 'withdrawn',
+        ':now': NOW.toISOString(),
+        ':erasing': 'erasing',
+        ':verifying': 'verifying',
+      }),
+    });
+    expect(sfnMock).toHaveReceivedCommandWith(StopExecutionCommand, {
+      executionArn: `${EXECUTION_PREFIX}${REQUEST_ID}`,
+    });
+    expect(result.stopped).toEqual([REQUEST_ID, `${REQUEST_ID}-retry-2`]);
+    expect(result.stop_errors).toEqual([]);
+    expect(io.stdout()).toBe(`cancelled ${REQUEST_ID} (was running, step exporting)\n`);
+  });
+
+  it('refuses once the erasure has started, without touching the ledger or the executions', async () => {
+    dbMock.on(GetCommand).resolves({ Item: ledgerRecord({ type: 'erasure', step: 'erasing' }) });
+    const error = await failure(
+      runCancel(testContext(), { requestId: REQUEST_ID, reason: 'too late' }, collectingIo()),
+    );
+    expect(error.exitCode).toBe(1);
+    expect(error.message).toContain('its erasure has started');
+    expect(dbMock.commandCalls(UpdateCommand)).toHaveLength(0);
+    expect(sfnMock.calls()).toHaveLength(0);
+  });
+
+  it('refuses when an erasure is recorded even though the step moved on', async () => {
+    dbMock.on(GetCommand).resolves({
+      Item: ledgerRecord({
+        type: 'erasure',
+        step: 'archiving',
+        erasure: { outcome: 'deleted', platform_status: 200, at: '2026-11-20T10:00:00Z' },
+      }),
+    });
+    const error = await failure(
+      runCancel(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
+    );
+    expect(error.message).toContain('erasure has started');
+  });
+
+  it('refuses a request that has ended, naming its status', async () => {
+    dbMock
+      .on(GetCommand)
+      .resolves({ Item: ledgerRecord({ status: 'completed', step: undefined, outcome: 'exported' }) });
+    const error = await failure(
+      runCancel(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
+    );
+    expect(error.exitCode).toBe(1);
+    expect(error.message).toContain('is completed; only received or running requests can be cancelled');
+  });
+
+  it('explains the refusal when the erasure started between the read and the conditional write', async () => {
+    // Prepare
+    dbMock
+      .on(GetCommand)
+      .resolvesOnce({ Item: ledgerRecord({ type: 'erasure', step: 'archiving' }) })
+      .resolves({ Item: ledgerRecord({ type: 'erasure', step: 'erasing' }) });
+    dbMock.on(UpdateCommand).rejects(conditionalFailure());
+    // Act
+    const error = await failure(
+      runCancel(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
+    );
+    // Assess
+    expect(error.exitCode).toBe(1);
+    expect(error.message).toContain('erasure has started (step erasing)');
+    expect(sfnMock.calls()).toHaveLength(0);
+  });
+
+  it('still reports the cancel when Step Functions refuses to stop an execution, with a warning', async () => {
+    const item = ledgerRecord();
+    dbMock.on(GetCommand).resolves({ Item: item });
+    dbMock.on(UpdateCommand).resolves({ Attributes: { ...item, status: 'cancelled' } });
+    sfnMock
+      .on(StopExecutionCommand)
+      .rejects(Object.assign(new Error('not allowed'), { name: 'AccessDeniedException' }));
+    const io = collectingIo();
+    const { exitCode, result } = await runCancel(
+      testContext(),
+      { requestId: REQUEST_ID, reason: 'r', json: true },
+      io,
+    );
+    expect(exitCode).toBe(0);
+    expect(result.stop_errors[0]).toEqual({
+      execution: REQUEST_ID,
+      error: 'AccessDeniedException: not allowed',
+    });
+    expect(io.stderr()).toContain('finds the request cancelled');
+    expect(JSON.parse(io.stdout())).toMatchObject({ status: 'cancelled', previous_status: 'running' });
+  });
+
+  it('refuses an empty reason with exit 2 before reading anything', async () => {
+    const error = await failure(
+      runCancel(testContext(), { requestId: REQUEST_ID, reason: '  ' }, collectingIo()),
+    );
+    expect(error.exitCode).toBe(2);
+    expect(error.message).toContain('--reason');
+    expect(dbMock.calls()).toHaveLength(0);
+  });
+});

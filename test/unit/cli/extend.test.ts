@@ -1,0 +1,106 @@
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { runExtend } from '../../../bin/cli/commands/extend.ts';
+import { collectingIo } from '../../../bin/cli/format.ts';
+import { ledgerRecord, NOW, REQUEST_ID, testContext } from './helpers.ts';
+
+const dbMock = mockClient(DynamoDBDocumentClient);
+
+beforeEach(() => {
+  dbMock.reset();
+});
+
+describe('runExtend', () => {
+  it('moves due_at to the statutory limit with a conditional update that allows one extension', async () => {
+    // Prepare
+    dbMock.on(GetCommand).resolves({
+      Item: ledgerRecord({
+        regulation: 'ccpa',
+        due_at: '2026-12-01T00:00:00.000Z',
+        extension_limit_at: '2027-01-15T00:00:00.000Z',
+      }),
+    });
+    dbMock.on(UpdateCommand).resolves({});
+    const io = collectingIo();
+    // Act
+    const { exitCode, result } = await runExtend(
+      testContext(),
+      { requestId: REQUEST_ID, reason: 'several accounts to search' },
+      io,
+    );
+    // Assess
+    expect(exitCode).toBe(0);
+    expect(dbMock).toHaveReceivedCommandWith(UpdateCommand, {
+      TableName: 'ledger',
+      Key: { request_id: REQUEST_ID },
+      UpdateExpression:
+        'SET #due_at = :new_due, #extended = :true, #extension_reason = :reason, #updated_at = :now',
+      ConditionExpression:
+        'attribute_exists(request_id) AND #status IN (:received, :running) AND #due_at = :old_due' +
+        ' AND (attribute_not_exists(#extended) OR #extended = :false)',
+      ExpressionAttributeValues: expect.objectContaining({
+        ':new_due': '2027-01-15T00:00:00.000Z',
+        ':old_due': '2026-12-01T00:00:00.000Z',
+        ':reason': 'several accounts to search',
+        ':now': NOW.toISOString(),
+      }),
+    });
+    expect(result).toEqual({
+      request_id: REQUEST_ID,
+      regulation: 'ccpa',
+      previous_due_at: '2026-12-01T00:00:00.000Z',
+      due_at: '2027-01-15T00:00:00.000Z',
+      reason: 'several accounts to search',
+    });
+    expect(io.stdout()).toContain('due 2026-12-01T00:00:00.000Z -> 2027-01-15T00:00:00.000Z');
+    expect(io.stderr()).toContain('tell the subject about the extension and its reason before 2026-12-01');
+  });
+
+  it('refuses a second extension (exit 1)', async () => {
+    dbMock.on(GetCommand).resolves({ Item: ledgerRecord({ extended: true, extension_reason: 'first' }) });
+    await expect(
+      runExtend(testContext(), { requestId: REQUEST_ID, reason: 'again' }, collectingIo()),
+    ).rejects.toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('already been extended once'),
+    });
+    expect(dbMock.commandCalls(UpdateCommand)).toHaveLength(0);
+  });
+
+  it('refuses once the original deadline has passed', async () => {
+    dbMock.on(GetCommand).resolves({ Item: ledgerRecord({ due_at: '2026-11-20T00:00:00.000Z' }) });
+    await expect(
+      runExtend(testContext(), { requestId: REQUEST_ID, reason: 'late' }, collectingIo()),
+    ).rejects.toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('has passed; extend only before it'),
+    });
+  });
+
+  it('refuses a request that is no longer open', async () => {
+    dbMock.on(GetCommand).resolves({ Item: ledgerRecord({ status: 'failed' }) });
+    await expect(
+      runExtend(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
+    ).rejects.toThrow('is failed; only received or running requests can be extended');
+  });
+
+  it('reports the rule that applies when another operator extended it first', async () => {
+    dbMock
+      .on(GetCommand)
+      .resolvesOnce({ Item: ledgerRecord() })
+      .resolves({ Item: ledgerRecord({ extended: true }) });
+    dbMock
+      .on(UpdateCommand)
+      .rejects(
+        new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }),
+      );
+    await expect(
+      runExtend(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
+    ).rejects.toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('already been extended once'),
+    });
+  });
+});

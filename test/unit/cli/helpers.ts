@@ -1,0 +1,83 @@
+import { Readable } from 'node:stream';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { S3Client } from '@aws-sdk/client-s3';
+import { SFNClient } from '@aws-sdk/client-sfn';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import type { StackNames } from '#local/endpoints';
+import type { LedgerItem } from '#shared/ledger';
+import { type CliContext, contextFromClients } from '../../../bin/cli/target.ts';
+
+export const NOW = new Date('2026-11-21T12:00:00.000Z');
+
+export const NAMES: StackNames = {
+  IntakeQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/111122223333/intake',
+  QuarantineQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/111122223333/quarantine',
+  LedgerTableName: 'ledger',
+  ArchiveBucketName: 'archives',
+  AuditBucketName: 'audit',
+  StateMachineArn: 'arn:aws:states:eu-west-1:111122223333:stateMachine:dsr',
+};
+
+export const REQUEST_ID = '7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f';
+/** Subject identifiers a test greps the output for: they must never appear unless asked for. */
+export const PRIMARY_KEY = 'site-user-pk-93817';
+export const SVC_USER_ID = 'svc-uid-secret-5521';
+
+const config = { region: 'eu-west-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } };
+
+/** A context over fresh clients; tests mock them with aws-sdk-client-mock (or point them at dynalite). */
+export function testContext(
+  overrides: { dynamoClient?: DynamoDBClient; s3?: S3Client; names?: Partial<StackNames> } = {},
+  clock: () => Date = () => NOW,
+): CliContext {
+  return contextFromClients(
+    {
+      target: 'aws',
+      names: { ...NAMES, ...overrides.names },
+      sqs: new SQSClient(config),
+      s3: overrides.s3 ?? new S3Client(config),
+      dynamoClient: overrides.dynamoClient ?? new DynamoDBClient(config),
+      sfn: new SFNClient(config),
+    },
+    clock,
+  );
+}
+
+/** A stored ledger item (as DynamoDB returns it) for a running access request. */
+export function ledgerRecord(overrides: Partial<LedgerItem> = {}): LedgerItem {
+  return {
+    request_id: REQUEST_ID,
+    fingerprint: 'fp',
+    status: 'running',
+    step: 'exporting',
+    type: 'access',
+    regulation: 'gdpr',
+    primary_key: PRIMARY_KEY,
+    svc_user_id: SVC_USER_ID,
+    received_at: '2026-11-20T09:00:00Z',
+    verification: { method: 'email_link', verified_by: 'privacy-team', verified_at: '2026-11-20T09:05:00Z' },
+    reference: 'DSR-1042',
+    due_at: '2026-12-20T09:00:00.000Z',
+    extension_limit_at: '2027-02-20T09:00:00.000Z',
+    confirm_by: null,
+    extended: false,
+    export_attempts: 1,
+    export_polls: 0,
+    export_waited_seconds: 0,
+    duplicates: 0,
+    conflicts: 0,
+    executions: 1,
+    created_at: '2026-11-20T09:10:00.000Z',
+    updated_at: '2026-11-20T09:10:00.000Z',
+    ...overrides,
+  };
+}
+
+/** An S3 GetObject body as the SDK hands it out in Node: a Readable with the SDK's helpers. */
+export function s3Body(bytes: Buffer) {
+  return Object.assign(Readable.from([bytes]), {
+    transformToByteArray: async () => new Uint8Array(bytes),
+    transformToString: async (encoding?: string) => bytes.toString(encoding === 'base64' ? 'base64' : 'utf8'),
+    transformToWebStream: () => new Blob([new Uint8Array(bytes)]).stream(),
+  });
+}

@@ -1,0 +1,154 @@
+import { randomUUID } from 'node:crypto';
+import { SFNClient, StartExecutionCommand, StopExecutionCommand } from '@aws-sdk/client-sfn';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { computeDeadlines } from '#shared/deadlines';
+import { Ledger, type LedgerItem, type LedgerPatch, type Status } from '#shared/ledger';
+import { runCancel } from '../../../bin/cli/commands/cancel.ts';
+import { runExtend } from '../../../bin/cli/commands/extend.ts';
+import { runRetry } from '../../../bin/cli/commands/retry.ts';
+import { collectingIo } from '../../../bin/cli/format.ts';
+import type { CliContext } from '../../../bin/cli/target.ts';
+import { createLedgerTable } from '../../../local/ledger-table.ts';
+import { startDynamo } from '../../helpers/dynamo.ts';
+import { NOW, PRIMARY_KEY, testContext } from './helpers.ts';
+
+/** The conditional writes run against dynalite, so their expressions are parsed and evaluated for real. */
+const sfnMock = mockClient(SFNClient);
+let dynamo: Awaited<ReturnType<typeof startDynamo>>;
+let context: CliContext;
+
+/** A ledger whose first read returns an older copy of the item: the state another writer has since changed. */
+class StaleOnce extends Ledger {
+  #stale: LedgerItem | undefined;
+  constructor(db: DynamoDBDocumentClient, stale: LedgerItem) {
+    super(db, 'ledger', () => NOW);
+    this.#stale = stale;
+  }
+  override async get(requestId: string): Promise<LedgerItem | undefined> {
+    const stale = this.#stale;
+    this.#stale = undefined;
+    return stale ?? super.get(requestId);
+  }
+}
+
+beforeAll(async () => {
+  dynamo = await startDynamo();
+  await createLedgerTable(dynamo.client, 'ledger');
+  context = testContext({ dynamoClient: dynamo.client });
+});
+afterAll(async () => {
+  await dynamo.close();
+});
+beforeEach(() => {
+  sfnMock.reset();
+  sfnMock.on(StopExecutionCommand).resolves({ stopDate: NOW });
+  sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
+});
+
+/** A request in the ledger, moved to `patch` (from received). */
+async function stored(patch: LedgerPatch = {}, from: Status[] = ['received']): Promise<LedgerItem> {
+  const requestId = randomUUID();
+  const receivedAt = '2026-11-20T09:00:00Z';
+  await context.ledger.createReceived(
+    {
+      request_id: requestId,
+      type: 'erasure',
+      regulation: 'gdpr',
+      primary_key: PRIMARY_KEY,
+      received_at: receivedAt,
+      verification: { method: 'email_link', verified_by: 'pt', verified_at: receivedAt },
+    },
+    'fp',
+    computeDeadlines('gdpr', new Date(receivedAt)),
+  );
+  return Object.keys(patch).length === 0
+    ? context.ledger.require(requestId)
+    : context.ledger.update(requestId, patch, from);
+}
+
+describe('cancel against DynamoDB', () => {
+  it('records cancelled with the reason and the time', async () => {
+    const item = await stored({ status: 'running', step: 'exporting' });
+    await runCancel(context, { requestId: item.request_id, reason: 'subject withdrew' }, collectingIo());
+    expect(await context.ledger.require(item.request_id)).toMatchObject({
+      status: 'cancelled',
+      cancel_reason: 'subject withdrew',
+      completed_at: NOW.toISOString(),
+      step: 'exporting',
+    });
+  });
+
+  it('is refused by the condition when the erasure started after the item was read', async () => {
+    // Prepare: the table says erasing; the command first reads the older exporting copy
+    const now = await stored({ status: 'running', step: 'erasing' });
+    const stale = { ...now, step: 'exporting' as const };
+    // Act
+    const error = await runCancel(
+      { ...context, ledger: new StaleOnce(context.dynamo, stale) },
+      { requestId: now.request_id, reason: 'r' },
+      collectingIo(),
+    ).catch((caught: unknown) => caught);
+    // Assess
+    expect(error).toMatchObject({ exitCode: 1, message: expect.stringContaining('erasure has started') });
+    expect(await context.ledger.require(now.request_id)).toMatchObject({
+      status: 'running',
+      step: 'erasing',
+    });
+    expect(sfnMock.calls()).toHaveLength(0);
+  });
+});
+
+describe('extend against DynamoDB', () => {
+  it('sets the new due date once; a second operator working from the old copy is refused', async () => {
+    // Prepare
+    const item = await stored();
+    // Act
+    await runExtend(context, { requestId: item.request_id, reason: 'complex' }, collectingIo());
+    const second = await runExtend(
+      { ...context, ledger: new StaleOnce(context.dynamo, item) },
+      { requestId: item.request_id, reason: 'again' },
+      collectingIo(),
+    ).catch((caught: unknown) => caught);
+    // Assess
+    expect(await context.ledger.require(item.request_id)).toMatchObject({
+      due_at: item.extension_limit_at,
+      extended: true,
+      extension_reason: 'complex',
+    });
+    expect(second).toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('already been extended once'),
+    });
+  });
+});
+
+describe('retry against DynamoDB', () => {
+  it('clears the error, keeps the attempt history, counts the execution; a concurrent retry is refused', async () => {
+    // Prepare
+    const running = await stored({ status: 'running', step: 'exporting', export_attempts: 3 });
+    const failedItem = await context.ledger.update(
+      running.request_id,
+      { status: 'failed', error: { code: 'export_failed', message: 'gave up' }, executions: 1 },
+      ['running'],
+    );
+    // Act
+    const first = await runRetry(context, { requestId: failedItem.request_id }, collectingIo());
+    const second = await runRetry(
+      { ...context, ledger: new StaleOnce(context.dynamo, failedItem) },
+      { requestId: failedItem.request_id },
+      collectingIo(),
+    ).catch((caught: unknown) => caught);
+    // Assess
+    expect(first.result.execution).toBe(`${failedItem.request_id}-retry-2`);
+    const after = await context.ledger.require(failedItem.request_id);
+    expect(after).toMatchObject({ status: 'received', executions: 2, export_attempts: 3 });
+    expect(after.error).toBeUndefined();
+    expect(second).toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('only failed requests can be retried'),
+    });
+    expect(sfnMock.commandCalls(StartExecutionCommand)).toHaveLength(1);
+  });
+});

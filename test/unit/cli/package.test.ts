@@ -1,0 +1,143 @@
+import { createHash } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { GetObjectCommand, NoSuchKey, S3Client } from '@aws-sdk/client-s3';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { PRESIGNER_MISSING, runPackage } from '../../../bin/cli/commands/package.ts';
+import { collectingIo } from '../../../bin/cli/format.ts';
+import { ledgerRecord, REQUEST_ID, s3Body, testContext } from './helpers.ts';
+
+const dbMock = mockClient(DynamoDBDocumentClient);
+const s3Mock = mockClient(S3Client);
+const ZIP = Buffer.from('PK\u0003\u0004 pretend this is the export of the subject');
+const KEY = `exports/${REQUEST_ID}/attempt-1.zip`;
+let dir: string;
+
+function completed(overrides: Partial<Parameters<typeof ledgerRecord>[0]> = {}) {
+  return ledgerRecord({
+    status: 'completed',
+    step: undefined,
+    outcome: 'exported',
+    archive: {
+      key: KEY,
+      bytes: ZIP.length,
+      sha256: createHash('sha256').update(ZIP).digest('hex'),
+      version_id: 'v-3',
+      verified_at: '2026-11-20T10:00:00Z',
+      entries: 4,
+    },
+    completed_at: '2026-11-20T10:00:01Z',
+    ...overrides,
+  });
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'svc-dsr-package-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+beforeEach(() => {
+  dbMock.reset();
+  s3Mock.reset();
+});
+
+describe('runPackage --out', () => {
+  it('downloads the recorded version of the archive, checks it against the ledger, and writes it readable only by the owner', async () => {
+    // Prepare
+    dbMock.on(GetCommand).resolves({ Item: completed() });
+    s3Mock.on(GetObjectCommand).callsFake(() => ({ Body: s3Body(ZIP), ContentLength: ZIP.length }));
+    const out = join(dir, 'ok.zip');
+    const io = collectingIo();
+    // Act
+    const { exitCode, result } = await runPackage(testContext(), { requestId: REQUEST_ID, out }, io);
+    // Assess
+    expect(exitCode).toBe(0);
+    expect(s3Mock).toHaveReceivedCommandWith(GetObjectCommand, {
+      Bucket: 'archives',
+      Key: KEY,
+      VersionId: 'v-3',
+    });
+    expect(await readFile(out)).toEqual(ZIP);
+    expect((await stat(out)).mode & 0o777).toBe(0o600);
+    expect(result).toMatchObject({ path: out, bytes: ZIP.length, verified: true });
+    expect(io.stdout()).toContain('(matches the ledger)');
+  });
+
+  it('deletes the copy and exits 1 when its SHA-256 differs from the ledger', async () => {
+    // Prepare
+    dbMock.on(GetCommand).resolves({ Item: completed() });
+    const tampered = Buffer.from(ZIP);
+    tampered[10] = 0x21;
+    s3Mock.on(GetObjectCommand).callsFake(() => ({ Body: s3Body(tampered) }));
+    const out = join(dir, 'tampered.zip');
+    // Act
+    const error = await runPackage(testContext(), { requestId: REQUEST_ID, out }, collectingIo()).catch(
+      (caught: unknown) => caught,
+    );
+    // Assess
+    expect(error).toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('does not match the ledger'),
+    });
+    expect((await readdir(dir)).filter((name) => name.startsWith('tampered'))).toEqual([]);
+  });
+
+  it('exits 1 when the archive has gone from the bucket', async () => {
+    dbMock.on(GetCommand).resolves({ Item: completed() });
+    s3Mock.on(GetObjectCommand).rejects(new NoSuchKey({ message: 'gone', $metadata: {} }));
+    await expect(
+      runPackage(testContext(), { requestId: REQUEST_ID, out: join(dir, 'gone.zip') }, collectingIo()),
+    ).rejects.toMatchObject({ exitCode: 1, message: expect.stringContaining('no longer in the bucket') });
+  });
+
+  it('refuses to replace an existing file unless --force', async () => {
+    dbMock.on(GetCommand).resolves({ Item: completed() });
+    s3Mock.on(GetObjectCommand).callsFake(() => ({ Body: s3Body(ZIP) }));
+    const out = join(dir, 'exists.zip');
+    await writeFile(out, 'keep me');
+    await expect(
+      runPackage(testContext(), { requestId: REQUEST_ID, out }, collectingIo()),
+    ).rejects.toMatchObject({
+      exitCode: 2,
+      message: expect.stringContaining('pass --force'),
+    });
+    expect(await readFile(out, 'utf8')).toBe('keep me');
+    await runPackage(testContext(), { requestId: REQUEST_ID, out, force: true }, collectingIo());
+    expect(await readFile(out)).toEqual(ZIP);
+  });
+
+  it('refuses a request without an archive or not completed (exit 1)', async () => {
+    dbMock.on(GetCommand).resolvesOnce({ Item: completed({ outcome: 'no_data', archive: undefined }) });
+    await expect(
+      runPackage(testContext(), { requestId: REQUEST_ID, out: join(dir, 'x.zip') }, collectingIo()),
+    ).rejects.toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('has no archive (outcome no_data)'),
+    });
+    dbMock.on(GetCommand).resolves({ Item: ledgerRecord() });
+    await expect(
+      runPackage(testContext(), { requestId: REQUEST_ID, out: join(dir, 'x.zip') }, collectingIo()),
+    ).rejects.toThrow('is running; a package exists only for a completed request');
+    expect(s3Mock.calls()).toHaveLength(0);
+  });
+});
+
+describe('runPackage link mode', () => {
+  it('explains that presigned links need a package that is not installed (exit 2), before any AWS call', async () => {
+    await expect(runPackage(testContext(), { requestId: REQUEST_ID }, collectingIo())).rejects.toMatchObject({
+      exitCode: 2,
+      message: PRESIGNER_MISSING,
+    });
+    expect(dbMock.calls()).toHaveLength(0);
+  });
+
+  it('refuses an expiry beyond 7 days', async () => {
+    await expect(
+      runPackage(testContext(), { requestId: REQUEST_ID, expiresIn: '604801' }, collectingIo()),
+    ).rejects.toThrow('--expires-in: must be at most 604800 seconds');
+  });
+});

@@ -1,0 +1,143 @@
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { ExecutionAlreadyExists, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
+import { DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { runRetry } from '../../../bin/cli/commands/retry.ts';
+import { collectingIo } from '../../../bin/cli/format.ts';
+import { ledgerRecord, NAMES, NOW, REQUEST_ID, testContext } from './helpers.ts';
+
+const dbMock = mockClient(DynamoDBDocumentClient);
+const sfnMock = mockClient(SFNClient);
+
+beforeEach(() => {
+  dbMock.reset();
+  sfnMock.reset();
+});
+
+const failed = (overrides = {}) =>
+  ledgerRecord({
+    status: 'failed',
+    step: 'exporting',
+    executions: 1,
+    export_attempts: 3,
+    error: { code: 'export_failed', message: 'the platform failed the export 3 times' },
+    ...overrides,
+  });
+
+describe('runRetry', () => {
+  it('resets a failed request, bumps executions, and starts <request_id>-retry-<n> with the state-safe input', async () => {
+    // Prepare
+    dbMock
+      .on(GetCommand)
+      .resolves({ Item: failed({ svc_user_id: undefined, type: 'erasure', regulation: 'ccpa' }) });
+    dbMock.on(UpdateCommand).resolves({});
+    sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
+    const io = collectingIo();
+    // Act
+    const { exitCode, result } = await runRetry(testContext(), { requestId: REQUEST_ID }, io);
+    // Assess
+    expect(exitCode).toBe(0);
+    expect(dbMock).toHaveReceivedCommandWith(UpdateCommand, {
+      TableName: 'ledger',
+      Key: { request_id: REQUEST_ID },
+      UpdateExpression: 'SET #status = :status, #executions = :n, #updated_at = :now REMOVE #error',
+      ConditionExpression:
+        'attribute_exists(request_id) AND #status = :failed AND (attribute_not_exists(#executions) OR #executions = :executions)',
+      ExpressionAttributeValues: {
+        ':status': 'received',
+        ':n': 2,
+        ':now': NOW.toISOString(),
+        ':failed': 'failed',
+        ':executions': 1,
+      },
+    });
+    expect(sfnMock).toHaveReceivedCommandWith(StartExecutionCommand, {
+      stateMachineArn: NAMES.StateMachineArn,
+      name: `${REQUEST_ID}-retry-2`,
+      input: JSON.stringify({ request_id: REQUEST_ID, type: 'erasure', regulation: 'ccpa' }),
+    });
+    expect(result).toMatchObject({ status: 'received', started: true, execution_arn: 'arn:exec' });
+    expect(result.previous_error?.code).toBe('export_failed');
+    expect(io.stdout()).toContain(`execution ${REQUEST_ID}-retry-2 started`);
+  });
+
+  it('resumes a request whose subject was already resolved as running, since the later steps need running', async () => {
+    dbMock.on(GetCommand).resolves({ Item: failed() });
+    dbMock.on(UpdateCommand).resolves({});
+    sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
+    const { result } = await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());
+    expect(result.status).toBe('running');
+    expect(dbMock.commandCalls(UpdateCommand)[0]?.args[0].input.ExpressionAttributeValues).toMatchObject({
+      ':status': 'running',
+    });
+  });
+
+  it('refuses anything but a failed request, without writing or starting anything', async () => {
+    dbMock.on(GetCommand).resolves({ Item: ledgerRecord({ status: 'running' }) });
+    await expect(runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo())).rejects.toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('is running; only failed requests can be retried'),
+    });
+    expect(dbMock.commandCalls(UpdateCommand)).toHaveLength(0);
+    expect(sfnMock.calls()).toHaveLength(0);
+  });
+
+  it('puts the request back to failed when the execution cannot start, so the retry can be repeated', async () => {
+    // Prepare
+    dbMock.on(GetCommand).resolves({ Item: failed() });
+    dbMock.on(UpdateCommand).resolves({});
+    sfnMock
+      .on(StartExecutionCommand)
+      .rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
+    // Act
+    const error = await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo()).catch(
+      (caught: unknown) => caught,
+    );
+    // Assess
+    expect(error).toMatchObject({ exitCode: 1, message: expect.stringContaining('is failed again') });
+    const restore = dbMock.commandCalls(UpdateCommand)[1]?.args[0].input;
+    expect(restore).toMatchObject({
+      ConditionExpression: '#status = :status AND #executions = :n',
+      ExpressionAttributeValues: {
+        ':failed': 'failed',
+        ':executions': 1,
+        ':n': 2,
+        ':status': 'running',
+        ':error': { code: 'export_failed', message: 'the platform failed the export 3 times' },
+      },
+    });
+  });
+
+  it('treats an execution of that name that already exists as started by an earlier attempt', async () => {
+    dbMock.on(GetCommand).resolves({ Item: failed() });
+    dbMock.on(UpdateCommand).resolves({});
+    sfnMock
+      .on(StartExecutionCommand)
+      .rejects(new ExecutionAlreadyExists({ message: 'exists', $metadata: {} }));
+    const { exitCode, result } = await runRetry(
+      testContext(),
+      { requestId: REQUEST_ID, json: true },
+      collectingIo(),
+    );
+    expect(exitCode).toBe(0);
+    expect(result.started).toBe(false);
+    expect(dbMock.commandCalls(UpdateCommand)).toHaveLength(1);
+  });
+
+  it('reports a concurrent retry instead of starting a second execution', async () => {
+    dbMock
+      .on(GetCommand)
+      .resolvesOnce({ Item: failed() })
+      .resolves({ Item: failed({ status: 'running', executions: 2 }) });
+    dbMock
+      .on(UpdateCommand)
+      .rejects(
+        new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }),
+      );
+    await expect(runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo())).rejects.toThrow(
+      'is running; only failed requests can be retried',
+    );
+    expect(sfnMock.calls()).toHaveLength(0);
+  });
+});

@@ -1,0 +1,224 @@
+import { DynamoDBDocumentClient, GetCommand, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { runList } from '../../../bin/cli/commands/list.ts';
+import { runStatus } from '../../../bin/cli/commands/status.ts';
+import { collectingIo } from '../../../bin/cli/format.ts';
+import { CliError } from '../../../bin/cli/io.ts';
+import { ledgerRecord, NOW, PRIMARY_KEY, REQUEST_ID, SVC_USER_ID, testContext } from './helpers.ts';
+
+const dbMock = mockClient(DynamoDBDocumentClient);
+
+beforeEach(() => {
+  dbMock.reset();
+});
+
+describe('runStatus', () => {
+  it('shows status, step, deadlines, export and archive facts, and hides the subject', async () => {
+    // Prepare
+    dbMock.on(GetCommand).resolves({
+      Item: ledgerRecord({
+        status: 'completed',
+        step: undefined,
+        outcome: 'exported',
+        export_id: 'exp-42',
+        archive: {
+          key: `exports/${REQUEST_ID}/attempt-1.zip`,
+          bytes: 2048,
+          sha256: 'ab'.repeat(32),
+          verified_at: '2026-11-20T10:00:00Z',
+          entries: 4,
+        },
+        completed_at: '2026-11-20T10:00:01Z',
+      }),
+    });
+    const io = collectingIo();
+    // Act
+    const { exitCode } = await runStatus(testContext(), { requestId: REQUEST_ID }, io);
+    // Assess
+    expect(exitCode).toBe(0);
+    expect(dbMock).toHaveReceivedCommandWith(GetCommand, {
+      TableName: 'ledger',
+      Key: { request_id: REQUEST_ID },
+    });
+    const text = io.stdout();
+    expect(text).toMatch(/status\s+completed outcome exported/);
+    expect(text).toMatch(/due\s+2026-12-20T09:00:00.000Z/);
+    expect(text).toContain('id exp-42, attempt 1');
+    expect(text).toContain(`exports/${REQUEST_ID}/attempt-1.zip, 2048 bytes, 4 entries`);
+    expect(text).toContain('pass --show-subject');
+    expect(text).not.toContain(PRIMARY_KEY);
+    expect(text).not.toContain(SVC_USER_ID);
+  });
+
+  it('prints the ledger item as JSON without primary_key and svc_user_id', async () => {
+    dbMock
+      .on(GetCommand)
+      .resolves({ Item: ledgerRecord({ error: { code: 'export_failed', message: 'gave up' } }) });
+    const io = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID, json: true }, io);
+    const printed = JSON.parse(io.stdout());
+    expect(printed).toMatchObject({
+      request_id: REQUEST_ID,
+      status: 'running',
+      step: 'exporting',
+      executions: 1,
+    });
+    expect(printed.error).toEqual({ code: 'export_failed', message: 'gave up' });
+    expect(printed).not.toHaveProperty('primary_key');
+    expect(printed).not.toHaveProperty('svc_user_id');
+  });
+
+  it('shows the subject only with --show-subject', async () => {
+    dbMock.on(GetCommand).resolves({ Item: ledgerRecord() });
+    const human = collectingIo();
+    const machine = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID, showSubject: true }, human);
+    await runStatus(testContext(), { requestId: REQUEST_ID, showSubject: true, json: true }, machine);
+    expect(human.stdout()).toContain(PRIMARY_KEY);
+    expect(JSON.parse(machine.stdout())).toMatchObject({
+      primary_key: PRIMARY_KEY,
+      svc_user_id: SVC_USER_ID,
+    });
+  });
+
+  it('explains the field errors of a rejected request', async () => {
+    dbMock.on(GetCommand).resolves({
+      Item: {
+        request_id: REQUEST_ID,
+        fingerprint: 'fp',
+        status: 'rejected',
+        rejection_errors: ['type: must be "access" or "erasure"'],
+        created_at: '2026-11-20T09:00:00Z',
+        updated_at: '2026-11-20T09:00:00Z',
+      },
+    });
+    const io = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID }, io);
+    expect(io.stdout()).toMatch(/rejected\s+type: must be "access" or "erasure"/);
+  });
+
+  it('exits 1 with a clear message for an unknown request id', async () => {
+    dbMock.on(GetCommand).resolves({});
+    const error = await runStatus(testContext(), { requestId: REQUEST_ID }, collectingIo()).catch(
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(CliError);
+    expect(error).toMatchObject({ exitCode: 1 });
+    expect(String(error)).toContain(`no request ${REQUEST_ID} in the ledger`);
+  });
+
+  it('exits 2 for something that is not a request id, without reading the ledger', async () => {
+    await expect(runStatus(testContext(), { requestId: 'DSR-1042' }, collectingIo())).rejects.toMatchObject({
+      exitCode: 2,
+    });
+    expect(dbMock.commandCalls(GetCommand)).toHaveLength(0);
+  });
+});
+
+describe('runList', () => {
+  const early = ledgerRecord({
+    request_id: 'aaaaaaaa-0000-4000-8000-000000000001',
+    due_at: '2026-11-25T00:00:00.000Z',
+  });
+  const late = ledgerRecord({
+    request_id: 'aaaaaaaa-0000-4000-8000-000000000002',
+    status: 'received',
+    step: undefined,
+    due_at: '2026-12-30T00:00:00.000Z',
+  });
+  const overdue = ledgerRecord({
+    request_id: 'aaaaaaaa-0000-4000-8000-000000000003',
+    due_at: '2026-11-01T00:00:00.000Z',
+  });
+
+  it('queries the status index for received and running requests, follows pages, and sorts by due date', async () => {
+    // Prepare
+    dbMock
+      .on(QueryCommand, { ExpressionAttributeValues: { ':status': 'received' } })
+      .resolves({ Items: [late] })
+      .on(QueryCommand, { ExpressionAttributeValues: { ':status': 'running' } })
+      .resolvesOnce({ Items: [early], LastEvaluatedKey: { request_id: early.request_id } })
+      .resolvesOnce({ Items: [overdue] });
+    const io = collectingIo();
+    // Act
+    const { result } = await runList(testContext(), { json: true }, io);
+    // Assess
+    expect(dbMock).toHaveReceivedCommandWith(QueryCommand, {
+      TableName: 'ledger',
+      IndexName: 'by-status-due',
+    });
+    expect(dbMock.commandCalls(QueryCommand)[2]?.args[0].input.ExclusiveStartKey).toEqual({
+      request_id: early.request_id,
+    });
+    expect(result.requests.map((request) => request.request_id)).toEqual([
+      overdue.request_id,
+      early.request_id,
+      late.request_id,
+    ]);
+    expect(result.requests[0]?.due).toBe('20 days overdue');
+    expect(JSON.parse(io.stdout()).count).toBe(3);
+    expect(io.stdout()).not.toContain(PRIMARY_KEY);
+  });
+
+  it('asks the index only for requests due before now with --overdue', async () => {
+    dbMock.on(QueryCommand).resolves({ Items: [overdue] });
+    const io = collectingIo();
+    await runList(testContext(), { overdue: true }, io);
+    expect(dbMock).toHaveReceivedCommandWith(QueryCommand, {
+      KeyConditionExpression: '#status = :status AND due_at < :due',
+      ExpressionAttributeValues: { ':status': 'running', ':due': NOW.toISOString() },
+    });
+    expect(io.stdout()).toMatch(/REQUEST ID\s+STATUS/);
+    expect(io.stdout()).toContain('20 days overdue');
+  });
+
+  it('limits to requests due within the given days with --due-within', async () => {
+    dbMock.on(QueryCommand).resolves({ Items: [] });
+    const io = collectingIo();
+    await runList(testContext(), { dueWithin: '7', status: 'running' }, io);
+    expect(dbMock).toHaveReceivedCommandWith(QueryCommand, {
+      ExpressionAttributeValues: { ':status': 'running', ':due': '2026-11-28T12:00:00.000Z' },
+    });
+    expect(dbMock.commandCalls(QueryCommand)).toHaveLength(1);
+    expect(io.stderr()).toContain('no running requests due before 2026-11-28T12:00:00.000Z');
+  });
+
+  it('finds rejected requests, which have no due date and so are not in the index, with a filtered scan', async () => {
+    dbMock.on(ScanCommand).resolves({
+      Items: [
+        {
+          request_id: REQUEST_ID,
+          fingerprint: 'fp',
+          status: 'rejected',
+          rejection_errors: ['x'],
+          created_at: '2026-11-20T09:00:00Z',
+          updated_at: '2026-11-20T09:00:00Z',
+        },
+      ],
+    });
+    const { result } = await runList(testContext(), { status: 'rejected' }, collectingIo());
+    expect(dbMock).toHaveReceivedCommandWith(ScanCommand, {
+      FilterExpression: '#status = :rejected',
+      ExpressionAttributeValues: { ':rejected': 'rejected' },
+    });
+    expect(dbMock.commandCalls(QueryCommand)).toHaveLength(0);
+    expect(result.requests).toHaveLength(1);
+  });
+
+  it('refuses an unknown status and contradictory date limits with exit 2', async () => {
+    await expect(runList(testContext(), { status: 'running,done' }, collectingIo())).rejects.toMatchObject({
+      exitCode: 2,
+      message: expect.stringContaining('--status'),
+    });
+    await expect(
+      runList(testContext(), { overdue: true, dueWithin: 3 }, collectingIo()),
+    ).rejects.toMatchObject({
+      exitCode: 2,
+    });
+    await expect(runList(testContext(), { dueWithin: 'soon' }, collectingIo())).rejects.toThrow(
+      '--due-within: must be a number of days',
+    );
+    expect(dbMock.calls()).toHaveLength(0);
+  });
+});

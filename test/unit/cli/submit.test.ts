@@ -1,0 +1,422 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { parseCsv, runSubmit, type SubmitTarget } from '../../../bin/cli/commands/submit.ts';
+import { collectingIo } from '../../../bin/cli/format.ts';
+import { CliError } from '../../../bin/cli/io.ts';
+import { NAMES, PRIMARY_KEY } from './helpers.ts';
+
+const sqsMock = mockClient(SQSClient);
+let dir: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'svc-dsr-submit-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+beforeEach(() => {
+  sqsMock.reset();
+});
+
+function request(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    request_id: randomUUID(),
+    type: 'access',
+    regulation: 'gdpr',
+    primary_key: PRIMARY_KEY,
+    received_at: '2026-11-20T09:00:00Z',
+    verification: { method: 'email_link', verified_by: 'privacy-team', verified_at: '2026-11-20T09:05:00Z' },
+    ...overrides,
+  };
+}
+
+async function file(name: string, lines: string[]): Promise<string> {
+  const path = join(dir, name);
+  await writeFile(path, `${lines.join('\n')}\n`);
+  return path;
+}
+
+function target(): { connect: () => Promise<SubmitTarget>; calls: () => number } {
+  let calls = 0;
+  const sqs = new SQSClient({ region: 'eu-west-1', credentials: { accessKeyId: 't', secretAccessKey: 't' } });
+  return {
+    connect: async () => {
+      calls += 1;
+      return { sqs, names: NAMES };
+    },
+    calls: () => calls,
+  };
+}
+
+/** SQS accepting every entry of every batch. */
+function acceptAll(): void {
+  sqsMock.on(SendMessageBatchCommand).callsFake((input: { Entries?: { Id?: string }[] }) => ({
+    Successful: (input.Entries ?? []).map((entry) => ({ Id: entry.Id, MessageId: `m-${entry.Id}` })),
+    Failed: [],
+  }));
+}
+
+describe('runSubmit with a JSONL file', () => {
+  it('sends the valid lines in batches of at most 10, the validated request as each body', async () => {
+    // Prepare
+    acceptAll();
+    const requests = Array.from({ length: 23 }, () => request());
+    const path = await file(
+      'many.jsonl',
+      requests.map((r) => JSON.stringify(r)),
+    );
+    const io = collectingIo();
+    // Act
+    const { exitCode, result } = await runSubmit({ file: path }, io, target().connect);
+    // Assess
+    expect(exitCode).toBe(0);
+    const batches = sqsMock.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input);
+    expect(batches.map((batch) => batch.Entries?.length).sort()).toEqual([10, 10, 3]);
+    expect(batches.every((batch) => batch.QueueUrl === NAMES.IntakeQueueUrl)).toBe(true);
+    const entries = batches.flatMap((batch) => batch.Entries ?? []);
+    const first = entries.find((entry) => entry.Id === 'line-1');
+    expect(JSON.parse(first?.MessageBody ?? '')).toEqual(requests[0]);
+    expect(result.sent.map((entry) => entry.request_id)).toEqual(requests.map((r) => r.request_id));
+    expect(io.stdout().trim().split('\n')).toEqual(requests.map((r) => r.request_id));
+  });
+
+  it('reports every bad line with its number and field errors, sends the rest, and exits 2', async () => {
+    // Prepare
+    acceptAll();
+    const good = request();
+    const path = await file('mixed.jsonl', [
+      JSON.stringify(good),
+      '',
+      JSON.stringify(request({ type: 'acces', received_at: undefined, extra: 1 })),
+      `{"primary_key": "${PRIMARY_KEY}", not json`,
+      '[1,2]',
+    ]);
+    const io = collectingIo();
+    // Act
+    const { exitCode, result } = await runSubmit({ file: path }, io, target().connect);
+    // Assess
+    expect(exitCode).toBe(2);
+    expect(result.sent).toEqual([{ line: 1, request_id: good.request_id }]);
+    expect(result.bad_lines.map((bad) => bad.line)).toEqual([3, 4, 5]);
+    expect(result.bad_lines[0]?.errors).toEqual([
+      'type: must be "access" or "erasure"',
+      'received_at: is required',
+      'unknown field(s) "extra": remove them or fix the spelling',
+    ]);
+    expect(io.stderr()).toContain('line 4: is not valid JSON');
+    expect(io.stderr()).toContain('line 5: must be a JSON object');
+    expect(`${io.stdout()}${io.stderr()}`).not.toContain(PRIMARY_KEY);
+  });
+
+  it('validates without sending or connecting on --dry-run', async () => {
+    // Prepare
+    const path = await file('dry.jsonl', [
+      JSON.stringify(request()),
+      JSON.stringify(request({ regulation: 'hipaa' })),
+    ]);
+    const io = collectingIo();
+    const sqs = target();
+    // Act
+    const { exitCode, result } = await runSubmit({ file: path, dryRun: true }, io, sqs.connect);
+    // Assess
+    expect(exitCode).toBe(2);
+    expect(sqs.calls()).toBe(0);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand)).toHaveLength(0);
+    expect(result).toMatchObject({ dry_run: true, valid: 1, sent: [] });
+    expect(io.stderr()).toContain('line 2 (request');
+    expect(io.stderr()).toContain('regulation: must be "gdpr" or "ccpa"');
+    expect(io.stdout()).toContain('dry run: 1 valid, 1 bad line of 2; nothing was sent');
+  });
+
+  it('exits 0 on a dry run of a file with no bad line', async () => {
+    const path = await file('clean.jsonl', [JSON.stringify(request())]);
+    const { exitCode } = await runSubmit({ file: path, dryRun: true }, collectingIo(), target().connect);
+    expect(exitCode).toBe(0);
+  });
+
+  it('sends a repeated request once and refuses the same id with different content', async () => {
+    // Prepare
+    acceptAll();
+    const original = request();
+    const path = await file('repeats.jsonl', [
+      JSON.stringify(original),
+      JSON.stringify(original),
+      JSON.stringify({ ...original, type: 'erasure' }),
+    ]);
+    // Act
+    const { exitCode, result } = await runSubmit({ file: path }, collectingIo(), target().connect);
+    // Assess
+    expect(exitCode).toBe(2);
+    expect(result.sent).toHaveLength(1);
+    expect(result.duplicates).toEqual([{ line: 2, request_id: original.request_id, first_line: 1 }]);
+    expect(result.bad_lines[0]).toMatchObject({ line: 3, request_id: original.request_id });
+    expect(result.bad_lines[0]?.errors[0]).toContain('already used on line 1 with different content');
+  });
+
+  it('retries the entries SQS could not take once, and only those', async () => {
+    // Prepare
+    const requests = [request(), request(), request()];
+    sqsMock
+      .on(SendMessageBatchCommand)
+      .resolvesOnce({
+        Successful: [{ Id: 'line-1', MessageId: 'm1', MD5OfMessageBody: 'x' }],
+        Failed: [
+          { Id: 'line-2', Code: 'InternalError', SenderFault: false },
+          { Id: 'line-3', Code: 'ServiceUnavailable', SenderFault: false },
+        ],
+      })
+      .resolvesOnce({
+        Successful: [{ Id: 'line-2', MessageId: 'm2', MD5OfMessageBody: 'x' }],
+        Failed: [{ Id: 'line-3', Code: 'ServiceUnavailable', SenderFault: false, Message: 'try later' }],
+      });
+    const path = await file(
+      'retry.jsonl',
+      requests.map((r) => JSON.stringify(r)),
+    );
+    const io = collectingIo();
+    // Act
+    const { exitCode, result } = await runSubmit({ file: path }, io, target().connect);
+    // Assess
+    expect(exitCode).toBe(1);
+    const calls = sqsMock.commandCalls(SendMessageBatchCommand);
+    expect(calls).toHaveLength(2);
+    expect(calls[1]?.args[0].input.Entries?.map((entry) => entry.Id)).toEqual(['line-2', 'line-3']);
+    expect(result.sent.map((entry) => entry.line)).toEqual([1, 2]);
+    expect(result.failed).toEqual([
+      { line: 3, request_id: requests[2]?.request_id, code: 'ServiceUnavailable', message: 'try later' },
+    ]);
+    expect(io.stderr()).toContain('line 3: request');
+  });
+
+  it('does not retry an entry SQS refused as malformed', async () => {
+    sqsMock.on(SendMessageBatchCommand).resolves({
+      Successful: [],
+      Failed: [{ Id: 'line-1', Code: 'InvalidMessageContents', SenderFault: true, Message: 'bad' }],
+    });
+    const path = await file('sender.jsonl', [JSON.stringify(request())]);
+    const { exitCode, result } = await runSubmit({ file: path }, collectingIo(), target().connect);
+    expect(exitCode).toBe(1);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand)).toHaveLength(1);
+    expect(result.failed[0]?.code).toBe('InvalidMessageContents');
+  });
+
+  it('stops sending once a batch fails twice and reports the lines not attempted', async () => {
+    // Prepare
+    sqsMock.on(SendMessageBatchCommand).rejects(new Error('connect ETIMEDOUT'));
+    const path = await file(
+      'down.jsonl',
+      Array.from({ length: 60 }, () => JSON.stringify(request())),
+    );
+    // Act
+    const { exitCode, result } = await runSubmit({ file: path }, collectingIo(), target().connect);
+    // Assess
+    expect(exitCode).toBe(1);
+    expect(result.sent).toHaveLength(0);
+    expect(result.failed).toHaveLength(60);
+    // Four batches were in flight at once; each tried twice; the other two were never attempted.
+    expect(sqsMock.commandCalls(SendMessageBatchCommand)).toHaveLength(8);
+    expect(result.failed.filter((failure) => failure.code === 'not_attempted')).toHaveLength(20);
+    expect(result.failed[0]?.message).toContain('ETIMEDOUT');
+  });
+
+  it('prints progress on stderr for a long file, and none with --json', async () => {
+    // Prepare
+    acceptAll();
+    const path = await file(
+      'progress.jsonl',
+      Array.from({ length: 25 }, () => JSON.stringify(request())),
+    );
+    const human = collectingIo();
+    const machine = collectingIo();
+    // Act
+    await runSubmit({ file: path, progressEvery: 10 }, human, target().connect);
+    await runSubmit({ file: path, progressEvery: 10, json: true }, machine, target().connect);
+    // Assess
+    expect(human.stderr()).toMatch(/submit: 10\/25 valid lines sent \(40%\)/);
+    expect(human.stderr()).toMatch(/submit: 25\/25 valid lines sent \(100%\)/);
+    expect(machine.stderr()).toBe('');
+    expect(JSON.parse(machine.stdout())).toMatchObject({ lines: 25, valid: 25 });
+  });
+
+  it('refuses an extension it cannot read as CSV or JSONL, naming --format', async () => {
+    const path = await file('requests.txt', [JSON.stringify(request())]);
+    await expect(runSubmit({ file: path }, collectingIo(), target().connect)).rejects.toThrow(
+      /--format csv\|jsonl/,
+    );
+  });
+
+  it('refuses a missing file with exit 2', async () => {
+    const error = await runSubmit({ file: join(dir, 'nope.jsonl') }, collectingIo(), target().connect).catch(
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(CliError);
+    expect(error).toMatchObject({ exitCode: 2 });
+    expect(String(error)).toContain('does not exist');
+  });
+});
+
+describe('runSubmit with a CSV file', () => {
+  it('reads both spellings of the verification columns, quoted cells, and blank optional cells', async () => {
+    // Prepare
+    acceptAll();
+    const [a, b] = [randomUUID(), randomUUID()];
+    const dotted = await file('dotted.csv', [
+      'request_id,type,regulation,primary_key,received_at,verification.method,verification.verified_by,verification.verified_at,reference',
+      `${a},erasure,ccpa,${PRIMARY_KEY},2026-11-20T09:00:00Z,email_link,"Privacy, Team",2026-11-20T09:05:00Z,`,
+    ]);
+    const flat = await file('flat.csv', [
+      'request_id,type,regulation,primary_key,received_at,verification_method,verified_by,verified_at,submitted_by',
+      `${b},access,gdpr,${PRIMARY_KEY},2026-11-20T09:00:00Z,"id ""check""",pt,2026-11-20T09:05:00Z,jane`,
+    ]);
+    // Act
+    const first = await runSubmit({ file: dotted }, collectingIo(), target().connect);
+    const second = await runSubmit({ file: flat }, collectingIo(), target().connect);
+    // Assess
+    expect(first.exitCode).toBe(0);
+    expect(second.exitCode).toBe(0);
+    const bodies = sqsMock
+      .commandCalls(SendMessageBatchCommand)
+      .flatMap((call) => call.args[0].input.Entries ?? [])
+      .map((entry) => JSON.parse(entry.MessageBody ?? ''));
+    expect(bodies[0]).toEqual({
+      request_id: a,
+      type: 'erasure',
+      regulation: 'ccpa',
+      primary_key: PRIMARY_KEY,
+      received_at: '2026-11-20T09:00:00Z',
+      verification: {
+        method: 'email_link',
+        verified_by: 'Privacy, Team',
+        verified_at: '2026-11-20T09:05:00Z',
+      },
+    });
+    expect(bodies[1]).toMatchObject({ verification: { method: 'id "check"' }, submitted_by: 'jane' });
+  });
+
+  it('numbers bad rows by their line in the file, counting line breaks inside quoted cells', async () => {
+    // Prepare
+    const path = await file('lines.csv', [
+      'request_id,type,regulation,primary_key,received_at,verification.method,verified_by,verified_at,reference',
+      `${randomUUID()},access,gdpr,u-1,2026-11-20T09:00:00Z,email,pt,2026-11-20T09:05:00Z,"two`,
+      `line ref"`,
+      `${randomUUID()},access,gdpr,u-2,yesterday,email,pt,2026-11-20T09:05:00Z,`,
+      `${randomUUID()},access,gdpr`,
+    ]);
+    // Act
+    const { exitCode, result } = await runSubmit(
+      { file: path, dryRun: true },
+      collectingIo(),
+      target().connect,
+    );
+    // Assess
+    expect(exitCode).toBe(2);
+    expect(result.valid).toBe(1);
+    expect(result.bad_lines.map((bad) => [bad.line, bad.errors[0]])).toEqual([
+      [4, 'received_at: must be an RFC 3339 date-time, e.g. 2026-11-02T09:30:00Z'],
+      [5, 'has 3 cells, but the header has 9 columns'],
+    ]);
+  });
+
+  it('refuses an unknown column and a missing required column before reading any row', async () => {
+    const unknown = await file('unknown.csv', ['request_id,typ', `${randomUUID()},access`]);
+    const missing = await file('missing.csv', ['request_id,type', `${randomUUID()},access`]);
+    await expect(
+      runSubmit({ file: unknown, dryRun: true }, collectingIo(), target().connect),
+    ).rejects.toThrow('unknown column(s) "typ"');
+    await expect(
+      runSubmit({ file: missing, dryRun: true }, collectingIo(), target().connect),
+    ).rejects.toThrow(/lacks the column\(s\) regulation, primary_key, received_at/);
+  });
+
+  it('does not echo a first row that is data rather than a header', async () => {
+    const headless = await file('headless.csv', [
+      `${randomUUID()},access,gdpr,${PRIMARY_KEY},2026-11-20T09:00:00Z,e,pt,2026-11-20T09:05:00Z`,
+    ]);
+    const error = await runSubmit({ file: headless, dryRun: true }, collectingIo(), target().connect).catch(
+      (caught: unknown) => caught,
+    );
+    expect(error).toMatchObject({
+      exitCode: 2,
+      message: expect.stringContaining('names no known column; add a header row'),
+    });
+    expect(String(error)).not.toContain(PRIMARY_KEY);
+  });
+});
+
+describe('runSubmit with flags', () => {
+  it('sends one request with a random request id when none is given, and prints the id', async () => {
+    // Prepare
+    acceptAll();
+    const io = collectingIo();
+    // Act
+    const { exitCode, result } = await runSubmit(
+      {
+        request: {
+          type: 'erasure',
+          regulation: 'gdpr',
+          primaryKey: PRIMARY_KEY,
+          receivedAt: '2026-11-20T09:00:00Z',
+          verificationMethod: 'email_link',
+          verifiedBy: 'privacy-team',
+          verifiedAt: '2026-11-20T09:05:00Z',
+          reference: 'DSR-1',
+        },
+      },
+      io,
+      target().connect,
+    );
+    // Assess
+    expect(exitCode).toBe(0);
+    const id = result.sent[0]?.request_id ?? '';
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(io.stdout()).toBe(`${id}\n`);
+    expect(sqsMock).toHaveReceivedCommandWith(SendMessageBatchCommand, {
+      QueueUrl: NAMES.IntakeQueueUrl,
+      Entries: [expect.objectContaining({ Id: 'line-1' })],
+    });
+    expect(io.stderr()).not.toContain(PRIMARY_KEY);
+  });
+
+  it('names the flags that are missing or invalid (exit 2) and sends nothing', async () => {
+    const connect = vi.fn();
+    const error = await runSubmit(
+      { request: { type: 'delete', regulation: 'gdpr' } },
+      collectingIo(),
+      connect,
+    ).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(CliError);
+    expect(error).toMatchObject({ exitCode: 2 });
+    const message = String(error);
+    expect(message).toContain('--type: must be "access" or "erasure"');
+    expect(message).toContain('--primary-key: is required');
+    expect(message).toContain('--verified-at: is required');
+    expect(connect).not.toHaveBeenCalled();
+  });
+
+  it('refuses request flags together with --file', async () => {
+    await expect(
+      runSubmit({ file: 'x.jsonl', request: { type: 'access' } }, collectingIo(), target().connect),
+    ).rejects.toThrow('drop --type');
+  });
+});
+
+describe('parseCsv', () => {
+  it('handles CRLF, doubled quotes, commas and line breaks in quoted cells, and skips blank lines', () => {
+    expect(parseCsv('a,b\r\n"x, ""y""","1\n2"\r\n\r\nlast,\n')).toEqual([
+      { line: 1, cells: ['a', 'b'] },
+      { line: 2, cells: ['x, "y"', '1\n2'] },
+      { line: 5, cells: ['last', ''] },
+    ]);
+  });
+
+  it('reports a quoted cell that is never closed on the line where it opens', () => {
+    const records = parseCsv('a,b\n"open,1\n2,3\n');
+    expect(records[1]).toMatchObject({ line: 2 });
+    expect(records[1]?.error).toContain('never closed');
+  });
+});

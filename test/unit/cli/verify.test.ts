@@ -1,0 +1,148 @@
+import { createHash } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { CreateBucketCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { buildApp } from 'fauxqs';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { AuditTrail, auditRecordKey } from '#shared/audit';
+import { runVerify } from '../../../bin/cli/commands/verify.ts';
+import { collectingIo } from '../../../bin/cli/format.ts';
+import { ledgerRecord, testContext } from './helpers.ts';
+
+/** S3 is fauxqs on loopback, so hashStoredObject and the audit chain read real objects; the ledger is mocked. */
+const dbMock = mockClient(DynamoDBDocumentClient);
+const app = buildApp({ logger: false });
+let s3: S3Client;
+const ZIP = Buffer.from('PK\u0003\u0004 archive bytes for verify');
+
+beforeAll(async () => {
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const address: AddressInfo | string | null = app.server.address();
+  if (address === null || typeof address === 'string') throw new Error('fauxqs did not bind a TCP port');
+  s3 = new S3Client({
+    endpoint: `http://127.0.0.1:${address.port}`,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  });
+  await s3.send(new CreateBucketCommand({ Bucket: 'archives' }));
+  await s3.send(new CreateBucketCommand({ Bucket: 'audit' }));
+});
+afterAll(async () => {
+  s3.destroy();
+  await app.close();
+});
+beforeEach(() => {
+  dbMock.reset();
+});
+
+let counter = 0;
+/** A completed request with its archive and a two-record audit chain stored in S3. */
+async function storedRequest(): Promise<{ requestId: string; key: string }> {
+  counter += 1;
+  const requestId = `7d3c2f9e-1b4a-4c8e-9f2d-${String(counter).padStart(12, '0')}`;
+  const key = `exports/${requestId}/attempt-1.zip`;
+  await s3.send(new PutObjectCommand({ Bucket: 'archives', Key: key, Body: ZIP }));
+  const trail = new AuditTrail({ s3, bucket: 'audit' }, { hmacKey: () => 'k'.repeat(32) });
+  await trail.append(requestId, { eventId: 'Intake', step: 'Intake', action: 'request_received', facts: {} });
+  await trail.append(requestId, {
+    eventId: 'RecordOutcome',
+    step: 'RecordOutcome',
+    action: 'request_completed',
+    facts: { outcome: 'exported' },
+    final: true,
+  });
+  dbMock.on(GetCommand, { Key: { request_id: requestId } }).resolves({
+    Item: ledgerRecord({
+      request_id: requestId,
+      status: 'completed',
+      step: undefined,
+      outcome: 'exported',
+      archive: {
+        key,
+        bytes: ZIP.length,
+        sha256: createHash('sha256').update(ZIP).digest('hex'),
+        verified_at: '2026-11-20T10:00:00Z',
+        entries: 4,
+      },
+    }),
+  });
+  return { requestId, key };
+}
+
+describe('runVerify', () => {
+  it('exits 0 when the stored archive matches the ledger and the audit chain holds', async () => {
+    // Prepare
+    const { requestId } = await storedRequest();
+    const io = collectingIo();
+    // Act
+    const { exitCode, result } = await runVerify(testContext({ s3 }), { requestId }, io);
+    // Assess
+    expect(exitCode).toBe(0);
+    expect(result.archive).toMatchObject({ status: 'match', actual: { bytes: ZIP.length } });
+    expect(result.audit).toMatchObject({ ok: true, records: 2 });
+    expect(io.stdout()).toContain('archive  OK');
+    expect(io.stdout()).toContain('audit    OK: 2 record(s)');
+  });
+
+  it('exits 1 when the stored bytes differ from what the ledger recorded', async () => {
+    const { requestId, key } = await storedRequest();
+    await s3.send(
+      new PutObjectCommand({ Bucket: 'archives', Key: key, Body: Buffer.concat([ZIP, Buffer.from('!')]) }),
+    );
+    const io = collectingIo();
+    const { exitCode, result } = await runVerify(testContext({ s3 }), { requestId, json: true }, io);
+    expect(exitCode).toBe(1);
+    expect(result.archive.status).toBe('mismatch');
+    expect(result.audit.ok).toBe(true);
+    expect(JSON.parse(io.stdout())).toMatchObject({ ok: false, archive: { status: 'mismatch' } });
+  });
+
+  it('exits 1 and names the record when the audit chain was altered', async () => {
+    // Prepare: rewrite record 0 with a changed fact, keeping its old hash
+    const { requestId } = await storedRequest();
+    const recordKey = auditRecordKey(requestId, 0, 'Intake');
+    const original = await s3.send(new GetObjectCommand({ Bucket: 'audit', Key: recordKey }));
+    const record = JSON.parse((await original.Body?.transformToString()) ?? '{}');
+    await s3.send(
+      new PutObjectCommand({
+        Bucket: 'audit',
+        Key: recordKey,
+        Body: JSON.stringify({ ...record, facts: { tampered: true } }),
+      }),
+    );
+    const io = collectingIo();
+    // Act
+    const { exitCode, result } = await runVerify(testContext({ s3 }), { requestId }, io);
+    // Assess
+    expect(exitCode).toBe(1);
+    expect(result.archive.status).toBe('match');
+    expect(result.audit).toMatchObject({ ok: false, at: 0 });
+    expect(io.stdout()).toContain('audit    BROKEN: hash does not match the record content (record 0)');
+  });
+
+  it('reports an archive that is gone from the bucket as missing (exit 1)', async () => {
+    const { requestId } = await storedRequest();
+    dbMock.on(GetCommand, { Key: { request_id: requestId } }).resolves({
+      Item: ledgerRecord({
+        request_id: requestId,
+        status: 'completed',
+        archive: { key: 'exports/none.zip', bytes: 1, sha256: '00', verified_at: 'x', entries: 4 },
+      }),
+    });
+    const { exitCode, result } = await runVerify(testContext({ s3 }), { requestId }, collectingIo());
+    expect(exitCode).toBe(1);
+    expect(result.archive.status).toBe('missing');
+  });
+
+  it('checks only the chain when the ledger records no archive', async () => {
+    const { requestId } = await storedRequest();
+    dbMock
+      .on(GetCommand, { Key: { request_id: requestId } })
+      .resolves({ Item: ledgerRecord({ request_id: requestId, status: 'completed', outcome: 'no_data' }) });
+    const { exitCode, result } = await runVerify(testContext({ s3 }), { requestId }, collectingIo());
+    expect(exitCode).toBe(0);
+    expect(result.archive.status).toBe('none');
+  });
+});

@@ -1,0 +1,299 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { parseEnv } from '#shared/config';
+import { ConfigurationError } from '#shared/errors';
+import { Ledger, type LedgerItem, ledgerItemSchema, type Status } from '#shared/ledger';
+import type { DsrRequest } from '#shared/request';
+import {
+  DEADLINE_METRICS,
+  type DeadlineCounts,
+  deadlineMetricsLine,
+  sweepDeadlines,
+} from '../../../../lambdas/deadline-sweep/deadline-sweep.ts';
+import {
+  deadlineSweepEnvSchema,
+  makeDeadlineSweepHandler,
+} from '../../../../lambdas/deadline-sweep/handler.ts';
+import { createLedgerTable } from '../../../../local/ledger-table.ts';
+import { startDynamo } from '../../../helpers/dynamo.ts';
+
+const NOW = new Date('2026-12-01T12:00:00.000Z');
+const clock = () => NOW;
+const DAY_MS = 24 * 3600 * 1000;
+
+let dynamo: Awaited<ReturnType<typeof startDynamo>>;
+let table = 0;
+
+beforeAll(async () => {
+  dynamo = await startDynamo();
+});
+afterAll(async () => {
+  await dynamo.close();
+});
+
+/** A fresh ledger table holding one request per entry, with that due date and status. */
+async function ledgerWith(
+  entries: { due: Date; status: Status }[],
+): Promise<{ ledger: Ledger; ids: string[] }> {
+  table += 1;
+  const tableName = `ledger-${table}`;
+  await createLedgerTable(dynamo.client, tableName);
+  const ledger = new Ledger(dynamo.doc, tableName, clock);
+  const ids: string[] = [];
+  for (const { due, status } of entries) {
+    const request: DsrRequest = {
+      request_id: randomUUID(),
+      type: 'access',
+      regulation: 'gdpr',
+      primary_key: 'u-1',
+      received_at: new Date(due.getTime() - 30 * DAY_MS).toISOString(),
+      verification: { method: 'email_link', verified_by: 'privacy', verified_at: '2026-11-01T00:00:00Z' },
+    };
+    await ledger.createReceived(request, 'fp', {
+      due_at: due.toISOString(),
+      extension_limit_at: new Date(due.getTime() + 60 * DAY_MS).toISOString(),
+      confirm_by: null,
+    });
+    if (status !== 'received') await ledger.update(request.request_id, { status }, ['received']);
+    ids.push(request.request_id);
+  }
+  return { ledger, ids };
+}
+
+const daysFromNow = (days: number) => new Date(NOW.getTime() + days * DAY_MS);
+
+/** A ledger item as the index returns it, for fakes that stand in for the ledger. */
+function indexed(requestId: string, dueAt: Date, status: Status = 'received'): LedgerItem {
+  return ledgerItemSchema.parse({
+    request_id: requestId,
+    fingerprint: 'fp',
+    status,
+    due_at: dueAt.toISOString(),
+    created_at: NOW.toISOString(),
+    updated_at: NOW.toISOString(),
+  });
+}
+
+describe('sweepDeadlines', () => {
+  it('counts open requests that are overdue and due soon, and nothing else', async () => {
+    const { ledger, ids } = await ledgerWith([
+      { due: daysFromNow(-3), status: 'received' },
+      { due: daysFromNow(-1), status: 'running' },
+      { due: daysFromNow(2), status: 'running' },
+      { due: daysFromNow(6.9), status: 'received' },
+      { due: daysFromNow(8), status: 'received' },
+      { due: daysFromNow(-5), status: 'completed' },
+      { due: daysFromNow(-5), status: 'failed' },
+      { due: daysFromNow(1), status: 'cancelled' },
+    ]);
+
+    const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 });
+
+    expect(counts).toEqual({
+      checked_at: NOW.toISOString(),
+      overdue: 2,
+      due_soon: 2,
+      due_soon_before: daysFromNow(7).toISOString(),
+      by_status: { received: { overdue: 1, due_soon: 1 }, running: { overdue: 1, due_soon: 1 } },
+      oldest_overdue_due_at: daysFromNow(-3).toISOString(),
+      overdue_request_ids: [ids[0], ids[1]],
+    });
+  });
+
+  it('counts a request due this very moment as due soon, and one due at the horizon not at all', async () => {
+    const { ledger } = await ledgerWith([
+      { due: NOW, status: 'running' },
+      { due: daysFromNow(7), status: 'running' },
+    ]);
+
+    const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 });
+
+    expect(counts).toMatchObject({ overdue: 0, due_soon: 1 });
+  });
+
+  it('follows the configured due-soon window', async () => {
+    const { ledger } = await ledgerWith([
+      { due: daysFromNow(2), status: 'received' },
+      { due: daysFromNow(10), status: 'received' },
+    ]);
+
+    expect((await sweepDeadlines({ ledger, clock }, { dueSoonDays: 1 })).due_soon).toBe(0);
+    expect((await sweepDeadlines({ ledger, clock }, { dueSoonDays: 14 })).due_soon).toBe(2);
+  });
+
+  it('reads every page of the index', async () => {
+    const { ledger } = await ledgerWith(
+      Array.from({ length: 7 }, (_, index) => ({
+        due: daysFromNow(-index - 1),
+        status: 'received' as const,
+      })),
+    );
+    const listByStatus = vi.spyOn(ledger, 'listByStatus');
+
+    const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7, pageSize: 2 });
+
+    expect(counts.overdue).toBe(7);
+    const receivedPages = listByStatus.mock.calls.filter(([status]) => status === 'received');
+    expect(receivedPages.length).toBeGreaterThanOrEqual(4);
+    expect(receivedPages.slice(1).every(([, options]) => options?.cursor !== undefined)).toBe(true);
+    expect(
+      listByStatus.mock.calls.every(([, options]) => options?.dueBefore === daysFromNow(7).toISOString()),
+    ).toBe(true);
+  });
+
+  it('reports zeros and no oldest date for an empty ledger', async () => {
+    const { ledger } = await ledgerWith([]);
+
+    const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 });
+
+    expect(counts).toMatchObject({ overdue: 0, due_soon: 0, overdue_request_ids: [] });
+    expect(counts.oldest_overdue_due_at).toBeUndefined();
+  });
+
+  it('names at most 50 overdue requests, most overdue first, while counting them all', async () => {
+    const items = Array.from({ length: 60 }, (_, index) =>
+      indexed(`req-${String(index).padStart(2, '0')}`, daysFromNow(-(index + 1))),
+    );
+    const ledger = {
+      listByStatus: async (status: Status) => ({ items: status === 'received' ? items : [] }),
+    };
+
+    const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 });
+
+    expect(counts.overdue).toBe(60);
+    expect(counts.overdue_request_ids).toHaveLength(50);
+    expect(counts.overdue_request_ids[0]).toBe('req-59');
+    expect(counts.oldest_overdue_due_at).toBe(daysFromNow(-60).toISOString());
+  });
+
+  it('refuses a due-soon window that is not a positive number of days', async () => {
+    const { ledger } = await ledgerWith([]);
+
+    await expect(sweepDeadlines({ ledger, clock }, { dueSoonDays: 0 })).rejects.toThrow(RangeError);
+  });
+
+  it('lets a ledger failure through, so the scheduled invocation fails and alarms', async () => {
+    const ledger = {
+      listByStatus: async () => {
+        throw new Error('ProvisionedThroughputExceededException');
+      },
+    };
+
+    await expect(sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 })).rejects.toThrow(
+      'ProvisionedThroughputExceededException',
+    );
+  });
+});
+
+const counts: DeadlineCounts = {
+  checked_at: NOW.toISOString(),
+  overdue: 3,
+  due_soon: 5,
+  due_soon_before: daysFromNow(7).toISOString(),
+  by_status: { received: { overdue: 1, due_soon: 2 }, running: { overdue: 2, due_soon: 3 } },
+  oldest_overdue_due_at: daysFromNow(-4).toISOString(),
+  overdue_request_ids: ['a', 'b', 'c'],
+};
+
+describe('deadlineMetricsLine', () => {
+  it('is one Embedded Metric Format document with both counts under the stack dimension', () => {
+    const line = deadlineMetricsLine(counts, { namespace: 'svc-dsr', dimensions: { Stack: 'SvcDsr' } });
+
+    expect(line).not.toContain('\n');
+    expect(JSON.parse(line)).toEqual({
+      _aws: {
+        Timestamp: NOW.getTime(),
+        CloudWatchMetrics: [
+          {
+            Namespace: 'svc-dsr',
+            Dimensions: [['Stack']],
+            Metrics: [
+              { Name: DEADLINE_METRICS.overdue, Unit: 'Count' },
+              { Name: DEADLINE_METRICS.dueSoon, Unit: 'Count' },
+            ],
+          },
+        ],
+      },
+      Stack: 'SvcDsr',
+      OverdueRequests: 3,
+      DueSoonRequests: 5,
+    });
+  });
+});
+
+describe('the deadline sweep handler', () => {
+  function harness(overdue: number) {
+    const lines: string[] = [];
+    const logged: { level: string; message: string; attributes?: Record<string, unknown> }[] = [];
+    const log = (level: string) => (message: string, attributes?: Record<string, unknown>) => {
+      logged.push({ level, message, ...(attributes ? { attributes } : {}) });
+    };
+    const items = Array.from({ length: overdue }, (_, index) =>
+      indexed(`late-${index}`, daysFromNow(-1), 'running'),
+    );
+    const handler = makeDeadlineSweepHandler(() => ({
+      ledger: {
+        listByStatus: async (status: Status) => ({
+          items: status === 'running' ? items : [],
+        }),
+      },
+      clock,
+      dueSoonDays: 7,
+      namespace: 'svc-dsr',
+      stack: 'SvcDsr',
+      emit: (line) => lines.push(line),
+      logger: { info: log('info'), warn: log('warn'), error: log('error'), debug: log('debug') },
+    }));
+    return { handler, lines, logged };
+  }
+
+  it('publishes the counts as one metric line and warns with the overdue request ids', async () => {
+    const { handler, lines, logged } = harness(2);
+
+    const result = await handler();
+
+    expect(result.overdue).toBe(2);
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0] ?? '{}')).toMatchObject({
+      OverdueRequests: 2,
+      DueSoonRequests: 0,
+      Stack: 'SvcDsr',
+    });
+    expect(logged).toEqual([
+      {
+        level: 'warn',
+        message: 'open requests are overdue',
+        attributes: expect.objectContaining({ overdue: 2, overdue_request_ids: ['late-0', 'late-1'] }),
+      },
+    ]);
+  });
+
+  it('still publishes a zero, so the alarm recovers, and logs at info when nothing is late', async () => {
+    const { handler, lines, logged } = harness(0);
+
+    await handler();
+
+    expect(JSON.parse(lines[0] ?? '{}')).toMatchObject({ OverdueRequests: 0 });
+    expect(logged.map((entry) => entry.level)).toEqual(['info']);
+  });
+});
+
+describe('deadlineSweepEnvSchema', () => {
+  it('names the missing variables', () => {
+    expect(() => parseEnv(deadlineSweepEnvSchema, { DUE_SOON_DAYS: '7' })).toThrow(ConfigurationError);
+    expect(() => parseEnv(deadlineSweepEnvSchema, { DUE_SOON_DAYS: '7' })).toThrow(
+      /TABLE_NAME.*METRICS_STACK/,
+    );
+  });
+
+  it('reads the window and defaults the namespace', () => {
+    expect(
+      parseEnv(deadlineSweepEnvSchema, { TABLE_NAME: 't', METRICS_STACK: 's', DUE_SOON_DAYS: '3' }),
+    ).toEqual({
+      TABLE_NAME: 't',
+      METRICS_STACK: 's',
+      DUE_SOON_DAYS: 3,
+      METRICS_NAMESPACE: 'svc-dsr',
+    });
+  });
+});

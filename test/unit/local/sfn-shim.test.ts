@@ -1,0 +1,875 @@
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  DescribeExecutionCommand,
+  DescribeStateMachineCommand,
+  ExecutionAlreadyExists,
+  ExecutionDoesNotExist,
+  GetExecutionHistoryCommand,
+  type HistoryEvent,
+  InvalidArn,
+  InvalidExecutionInput,
+  InvalidName,
+  InvalidToken,
+  ListExecutionsCommand,
+  SFNClient,
+  StartExecutionCommand,
+  StateMachineDoesNotExist,
+  StopExecutionCommand,
+} from '@aws-sdk/client-sfn';
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type ResolvedStateMachine, resolveStateMachine } from '#local/asl';
+import { type LocalLambda, LocalStateMachine } from '#local/sfn-runner';
+import { type ExecutionRecord, type SfnShim, startSfnShim } from '#local/sfn-shim';
+import { ConfigurationError, PlatformUnavailableError } from '#shared/errors';
+import type { ExecutionInput } from '#shared/step-io';
+import { sfnStarter } from '../../../lambdas/intake/aws.ts';
+import { synthesizeWorkflowFixture } from '../../fixtures/workflow-fixture-stack.ts';
+
+/** What each fixture Lambda does in the current test; the machine is built once and delegates here. */
+interface Behaviour {
+  resolve: LocalLambda;
+  startExport: LocalLambda;
+  recordFailure: LocalLambda;
+}
+
+let behaviour: Behaviour;
+let resolveCalls: unknown[];
+let resolved: ResolvedStateMachine;
+let machine: LocalStateMachine;
+let stateMachineArn: string;
+
+let shim: SfnShim | undefined;
+let sfn: SFNClient;
+let dataDir: string;
+/** Releases every gate a test left closed, so no handler outlives its test. */
+let openGates: (() => void)[];
+
+const noData: LocalLambda = async () => ({ found: false, wait_seconds: 0 });
+const found: LocalLambda = async () => ({ found: true, wait_seconds: 3600 });
+
+/** A handler that waits until the test releases it. */
+function gated(then: LocalLambda): { handler: LocalLambda; release: () => void; entered: Promise<void> } {
+  let release: () => void = () => {};
+  let signalEntered: () => void = () => {};
+  const opened = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const entered = new Promise<void>((resolve) => {
+    signalEntered = resolve;
+  });
+  openGates.push(release);
+  return {
+    handler: async (payload) => {
+      signalEntered();
+      await opened;
+      return then(payload);
+    },
+    release,
+    entered,
+  };
+}
+
+async function openShim(
+  options: { dataDir?: string; onExecutionEnd?: (record: ExecutionRecord) => void } = {},
+) {
+  const opened = await startSfnShim({
+    machine,
+    stateMachineArn,
+    definition: resolved.definition,
+    ...options,
+  });
+  sfn.destroy();
+  sfn = clientFor(opened);
+  shim = opened;
+  return opened;
+}
+
+function clientFor(target: SfnShim): SFNClient {
+  return new SFNClient({
+    endpoint: target.endpoint,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    maxAttempts: 1,
+  });
+}
+
+function start(name: string, input: unknown = { request_id: name }) {
+  return sfn.send(new StartExecutionCommand({ stateMachineArn, name, input: JSON.stringify(input) }));
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected the call to fail');
+}
+
+function executionArn(name: string): string {
+  return `arn:aws:states:us-east-1:000000000000:execution:${resolved.logicalId}:${name}`;
+}
+
+async function history(name: string, extra: Record<string, unknown> = {}): Promise<HistoryEvent[]> {
+  const answer = await sfn.send(
+    new GetExecutionHistoryCommand({ executionArn: executionArn(name), ...extra }),
+  );
+  return answer.events ?? [];
+}
+
+beforeAll(() => {
+  resolved = resolveStateMachine(synthesizeWorkflowFixture());
+  stateMachineArn = `arn:aws:states:us-east-1:000000000000:stateMachine:${resolved.logicalId}`;
+  const logicalId = (prefix: string) => {
+    const id = [...resolved.functions.values()].find((candidate) => candidate.startsWith(prefix));
+    if (id === undefined) throw new Error(`fixture has no Lambda ${prefix}`);
+    return id;
+  };
+  machine = new LocalStateMachine(resolved, {
+    handlers: {
+      [logicalId('ResolveFunction')]: (payload) => {
+        resolveCalls.push(payload);
+        return behaviour.resolve(payload);
+      },
+      [logicalId('ExportFunction')]: (payload) => behaviour.startExport(payload),
+      [logicalId('FailureFunction')]: (payload) => behaviour.recordFailure(payload),
+    },
+  });
+});
+
+beforeEach(async () => {
+  behaviour = {
+    resolve: noData,
+    startExport: async () => ({ export_id: 'exp-1' }),
+    recordFailure: async () => ({ recorded: true }),
+  };
+  resolveCalls = [];
+  openGates = [];
+  dataDir = await mkdtemp(join(tmpdir(), 'sfn-shim-'));
+  sfn = new SFNClient({});
+  shim = undefined;
+});
+
+afterEach(async () => {
+  for (const release of openGates) release();
+  await shim?.close({ timeoutMs: 1_000 });
+  sfn.destroy();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+describe('StartExecution and DescribeExecution', () => {
+  it('runs an execution in the background to SUCCEEDED and describes it as AWS does', async () => {
+    // Prepare
+    const running = await openShim();
+
+    // Act
+    const started = await start('req-1', { request_id: 'req-1', type: 'access' });
+    await running.idle();
+    const described = await sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('req-1') }));
+
+    // Assess
+    expect(started.executionArn).toBe(executionArn('req-1'));
+    expect(described).toMatchObject({
+      executionArn: executionArn('req-1'),
+      stateMachineArn,
+      name: 'req-1',
+      status: 'SUCCEEDED',
+      redriveCount: 0,
+    });
+    expect(JSON.parse(described.input ?? '')).toEqual({ request_id: 'req-1', type: 'access' });
+    expect(JSON.parse(described.output ?? '')).toMatchObject({ request_id: 'req-1', outcome: 'no_data' });
+    expect(described.startDate?.getTime()).toBe(started.startDate?.getTime());
+    expect(described.stopDate?.getTime()).toBeGreaterThanOrEqual(described.startDate?.getTime() ?? Infinity);
+  });
+
+  it('answers at once and reports RUNNING while the execution waits on a task', async () => {
+    // Prepare
+    await openShim();
+    const gate = gated(noData);
+    behaviour.resolve = gate.handler;
+
+    // Act
+    await start('slow');
+    await gate.entered;
+    const whileRunning = await sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('slow') }));
+    gate.release();
+    await shim?.idle();
+    const afterwards = await sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('slow') }));
+
+    // Assess
+    expect(whileRunning.status).toBe('RUNNING');
+    expect(whileRunning.stopDate).toBeUndefined();
+    expect(whileRunning.output).toBeUndefined();
+    expect(afterwards.status).toBe('SUCCEEDED');
+  });
+
+  it('returns the same execution for the same name and input while it runs, and refuses another input', async () => {
+    // Prepare
+    await openShim();
+    const gate = gated(noData);
+    behaviour.resolve = gate.handler;
+    const first = await start('twice', { request_id: 'twice' });
+    await gate.entered;
+
+    // Act
+    const second = await start('twice', { request_id: 'twice' });
+    const different = await rejection(start('twice', { request_id: 'other' }));
+    gate.release();
+    await shim?.idle();
+
+    // Assess
+    expect(second.executionArn).toBe(first.executionArn);
+    expect(second.startDate?.getTime()).toBe(first.startDate?.getTime());
+    expect(different).toBeInstanceOf(ExecutionAlreadyExists);
+    expect(resolveCalls).toHaveLength(1);
+    expect(shim?.executions().map((record) => record.status)).toEqual(['SUCCEEDED']);
+  });
+
+  it('throws ExecutionAlreadyExists for a name whose execution has ended, without running it again', async () => {
+    // Prepare
+    const running = await openShim();
+    await start('done');
+    await running.idle();
+
+    // Act
+    const error = await rejection(start('done'));
+
+    // Assess
+    expect(error).toBeInstanceOf(ExecutionAlreadyExists);
+    expect(String(Object(error).message)).toContain(executionArn('done'));
+    expect(resolveCalls).toHaveLength(1);
+  });
+
+  it('lets sfnStarter report started, then already_exists', async () => {
+    // Prepare
+    const running = await openShim();
+    const startExecution = sfnStarter(sfn, stateMachineArn);
+    const input: ExecutionInput = {
+      request_id: '6f1c2a44-8d0e-4b7a-9c3e-2f5d1a7b9e10',
+      type: 'access',
+      regulation: 'gdpr',
+    };
+
+    // Act
+    const first = await startExecution(input.request_id, input);
+    await running.idle();
+    const second = await startExecution(input.request_id, input);
+
+    // Assess
+    expect([first, second]).toEqual(['started', 'already_exists']);
+    expect(resolveCalls).toEqual([expect.objectContaining({ request_id: input.request_id })]);
+  });
+
+  it('passes the execution ARN and name to the machine as $$.Execution', async () => {
+    // Prepare
+    const running = await openShim();
+
+    // Act
+    await start('context-check');
+    await running.idle();
+
+    // Assess
+    expect(resolveCalls).toEqual([
+      {
+        request_id: 'context-check',
+        execution_id: executionArn('context-check'),
+        execution_name: 'context-check',
+      },
+    ]);
+  });
+});
+
+describe('request validation', () => {
+  it('throws ExecutionDoesNotExist for an execution it never ran, and InvalidArn for a malformed ARN', async () => {
+    // Prepare
+    await openShim();
+
+    // Act
+    const missing = await rejection(
+      sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('never-started') })),
+    );
+    const otherMachine = await rejection(
+      sfn.send(
+        new DescribeExecutionCommand({
+          executionArn: 'arn:aws:states:us-east-1:000000000000:execution:Other:x',
+        }),
+      ),
+    );
+    const malformed = await rejection(sfn.send(new DescribeExecutionCommand({ executionArn: 'not-an-arn' })));
+
+    // Assess
+    expect(missing).toBeInstanceOf(ExecutionDoesNotExist);
+    expect(otherMachine).toBeInstanceOf(ExecutionDoesNotExist);
+    expect(malformed).toBeInstanceOf(InvalidArn);
+  });
+
+  it('throws StateMachineDoesNotExist for another state machine ARN, running nothing', async () => {
+    // Prepare
+    await openShim();
+    const wrongArn = 'arn:aws:states:us-east-1:000000000000:stateMachine:Elsewhere';
+
+    // Act
+    const started = await rejection(
+      sfn.send(new StartExecutionCommand({ stateMachineArn: wrongArn, name: 'x', input: '{}' })),
+    );
+    const listed = await rejection(sfn.send(new ListExecutionsCommand({ stateMachineArn: wrongArn })));
+    const described = await rejection(
+      sfn.send(new DescribeStateMachineCommand({ stateMachineArn: wrongArn })),
+    );
+
+    // Assess
+    expect(started).toBeInstanceOf(StateMachineDoesNotExist);
+    expect(listed).toBeInstanceOf(StateMachineDoesNotExist);
+    expect(described).toBeInstanceOf(StateMachineDoesNotExist);
+    expect(shim?.executions()).toEqual([]);
+  });
+
+  it('throws InvalidName for a name with other characters or over 80 characters', async () => {
+    // Prepare
+    await openShim();
+
+    // Act
+    const spaced = await rejection(start('has space'));
+    const colon = await rejection(start('a:b'));
+    const long = await rejection(start('x'.repeat(81)));
+    const longest = await start('y'.repeat(80));
+
+    // Assess
+    expect(spaced).toBeInstanceOf(InvalidName);
+    expect(colon).toBeInstanceOf(InvalidName);
+    expect(long).toBeInstanceOf(InvalidName);
+    expect(longest.executionArn).toBe(executionArn('y'.repeat(80)));
+  });
+
+  it('throws InvalidExecutionInput for input that is not JSON', async () => {
+    // Prepare
+    await openShim();
+
+    // Act
+    const error = await rejection(
+      sfn.send(new StartExecutionCommand({ stateMachineArn, name: 'bad-input', input: '{not json' })),
+    );
+
+    // Assess
+    expect(error).toBeInstanceOf(InvalidExecutionInput);
+    expect(shim?.executions()).toEqual([]);
+  });
+
+  it('answers an unknown operation with a 400 naming the operations it knows', async () => {
+    // Prepare
+    const running = await openShim();
+
+    // Act
+    const response = await fetch(running.endpoint, {
+      method: 'POST',
+      headers: {
+        'x-amz-target': 'AWSStepFunctions.CreateStateMachine',
+        'content-type': 'application/x-amz-json-1.0',
+      },
+      body: '{}',
+    });
+    const body: unknown = await response.json();
+
+    // Assess
+    expect(response.status).toBe(400);
+    expect(body).toMatchObject({
+      __type: 'UnknownOperationException',
+      message: expect.stringContaining('StartExecution'),
+    });
+  });
+
+  it('answers timestamps as epoch seconds on the wire', async () => {
+    // Prepare
+    const running = await openShim();
+    const before = Date.now() / 1000;
+
+    // Act
+    const response = await fetch(running.endpoint, {
+      method: 'POST',
+      headers: {
+        'x-amz-target': 'AWSStepFunctions.StartExecution',
+        'content-type': 'application/x-amz-json-1.0',
+      },
+      body: JSON.stringify({ stateMachineArn, name: 'raw', input: '{}' }),
+    });
+    const body: unknown = await response.json();
+
+    // Assess
+    expect(response.headers.get('content-type')).toBe('application/x-amz-json-1.0');
+    expect(body).toEqual({ executionArn: executionArn('raw'), startDate: expect.any(Number) });
+    expect(Object(body).startDate).toBeGreaterThanOrEqual(Math.floor(before));
+    expect(Object(body).startDate).toBeLessThan(before + 60);
+  });
+});
+
+describe('ListExecutions', () => {
+  it('filters by status and pages newest first with nextToken', async () => {
+    // Prepare
+    const running = await openShim();
+    for (const name of ['a', 'b', 'c']) {
+      await start(name);
+      await running.idle();
+    }
+    behaviour.startExport = async () => {
+      throw new PlatformUnavailableError('503 from the platform', 503);
+    };
+    behaviour.resolve = found;
+    await start('failing');
+    await running.idle();
+    behaviour.resolve = noData;
+    await start('d');
+    await running.idle();
+
+    // Act
+    const firstPage = await sfn.send(
+      new ListExecutionsCommand({ stateMachineArn, statusFilter: 'SUCCEEDED', maxResults: 3 }),
+    );
+    const secondPage = await sfn.send(
+      new ListExecutionsCommand({
+        stateMachineArn,
+        statusFilter: 'SUCCEEDED',
+        maxResults: 3,
+        nextToken: firstPage.nextToken,
+      }),
+    );
+    const failed = await sfn.send(new ListExecutionsCommand({ stateMachineArn, statusFilter: 'FAILED' }));
+    const all = await sfn.send(new ListExecutionsCommand({ stateMachineArn }));
+
+    // Assess
+    expect(firstPage.executions?.map((item) => item.name)).toEqual(['d', 'c', 'b']);
+    expect(firstPage.nextToken).toEqual(expect.any(String));
+    expect(secondPage.executions?.map((item) => item.name)).toEqual(['a']);
+    expect(secondPage.nextToken).toBeUndefined();
+    expect(failed.executions).toEqual([
+      expect.objectContaining({
+        name: 'failing',
+        status: 'FAILED',
+        executionArn: executionArn('failing'),
+        stateMachineArn,
+        startDate: expect.any(Date),
+        stopDate: expect.any(Date),
+      }),
+    ]);
+    expect(all.executions?.map((item) => item.name)).toEqual(['d', 'failing', 'c', 'b', 'a']);
+  });
+
+  it('throws InvalidToken for a token it did not hand out', async () => {
+    // Prepare
+    await openShim();
+
+    // Act
+    const error = await rejection(
+      sfn.send(new ListExecutionsCommand({ stateMachineArn, nextToken: 'forged' })),
+    );
+
+    // Assess
+    expect(error).toBeInstanceOf(InvalidToken);
+  });
+});
+
+describe('GetExecutionHistory', () => {
+  it('maps every state entered and exited to AWS history events with names, inputs and outputs', async () => {
+    // Prepare
+    const running = await openShim();
+    await start('hist', { request_id: 'hist' });
+    await running.idle();
+
+    // Act
+    const events = await history('hist');
+
+    // Assess
+    expect(events.map((event) => event.type)).toEqual([
+      'ExecutionStarted',
+      'TaskStateEntered',
+      'TaskStateExited',
+      'ChoiceStateEntered',
+      'ChoiceStateExited',
+      'PassStateEntered',
+      'PassStateExited',
+      'ExecutionSucceeded',
+    ]);
+    expect(events.map((event) => event.id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(events.map((event) => event.previousEventId)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(events.every((event) => event.timestamp instanceof Date)).toBe(true);
+    expect(JSON.parse(events[0]?.executionStartedEventDetails?.input ?? '')).toEqual({ request_id: 'hist' });
+    expect(events[1]?.stateEnteredEventDetails?.name).toBe('Resolve');
+    expect(JSON.parse(events[1]?.stateEnteredEventDetails?.input ?? '')).toEqual({ request_id: 'hist' });
+    expect(events[2]?.stateExitedEventDetails?.name).toBe('Resolve');
+    expect(JSON.parse(events[2]?.stateExitedEventDetails?.output ?? '')).toEqual({
+      request_id: 'hist',
+      resolved: { found: false, wait_seconds: 0 },
+    });
+    expect(events[3]?.stateEnteredEventDetails?.name).toBe('Found?');
+    expect(JSON.parse(events[7]?.executionSucceededEventDetails?.output ?? '')).toMatchObject({
+      outcome: 'no_data',
+    });
+  });
+
+  it('names the Wait state on the found path', async () => {
+    // Prepare
+    const running = await openShim();
+    behaviour.resolve = found;
+    await start('waits');
+    await running.idle();
+
+    // Act
+    const events = await history('waits');
+
+    // Assess
+    const entered = events
+      .filter((event) => event.type?.endsWith('StateEntered'))
+      .map((event) => `${event.type}:${event.stateEnteredEventDetails?.name}`);
+    expect(entered).toEqual([
+      'TaskStateEntered:Resolve',
+      'ChoiceStateEntered:Found?',
+      'WaitStateEntered:WaitForExport',
+      'TaskStateEntered:StartExport',
+      'SucceedStateEntered:Done',
+    ]);
+  });
+
+  it('hides inputs and outputs when includeExecutionData is false', async () => {
+    // Prepare
+    const running = await openShim();
+    await start('private', { request_id: 'private', secret_marker: 'do-not-show' });
+    await running.idle();
+
+    // Act
+    const events = await history('private', { includeExecutionData: false });
+
+    // Assess
+    expect(events).toHaveLength(8);
+    expect(JSON.stringify(events)).not.toContain('do-not-show');
+    expect(events[0]?.executionStartedEventDetails?.input).toBeUndefined();
+    expect(events[1]?.stateEnteredEventDetails).toEqual({ name: 'Resolve' });
+    expect(events[2]?.stateExitedEventDetails).toEqual({ name: 'Resolve' });
+  });
+
+  it('returns the events newest first with reverseOrder, and pages with maxResults and nextToken', async () => {
+    // Prepare
+    const running = await openShim();
+    await start('pages');
+    await running.idle();
+
+    // Act
+    const reversed = await history('pages', { reverseOrder: true });
+    const first = await sfn.send(
+      new GetExecutionHistoryCommand({ executionArn: executionArn('pages'), maxResults: 5 }),
+    );
+    const second = await sfn.send(
+      new GetExecutionHistoryCommand({
+        executionArn: executionArn('pages'),
+        maxResults: 5,
+        nextToken: first.nextToken,
+      }),
+    );
+
+    // Assess
+    expect(reversed.map((event) => event.id)).toEqual([8, 7, 6, 5, 4, 3, 2, 1]);
+    expect(reversed[0]?.type).toBe('ExecutionSucceeded');
+    expect(first.events?.map((event) => event.id)).toEqual([1, 2, 3, 4, 5]);
+    expect(second.events?.map((event) => event.id)).toEqual([6, 7, 8]);
+    expect(second.nextToken).toBeUndefined();
+  });
+
+  it('throws ExecutionDoesNotExist for an unknown execution', async () => {
+    // Prepare
+    await openShim();
+
+    // Act
+    const error = await rejection(history('nobody'));
+
+    // Assess
+    expect(error).toBeInstanceOf(ExecutionDoesNotExist);
+  });
+});
+
+describe('failures and StopExecution', () => {
+  it('reports a failed execution with the error name and cause, and TaskFailed events in its history', async () => {
+    // Prepare
+    const running = await openShim();
+    behaviour.resolve = found;
+    behaviour.startExport = async () => {
+      throw new PlatformUnavailableError('503 from the platform', 503);
+    };
+
+    // Act
+    await start('broken');
+    await running.idle();
+    const described = await sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('broken') }));
+    const events = await history('broken');
+
+    // Assess
+    expect(described.status).toBe('FAILED');
+    expect(described.error).toBe('PlatformUnavailableError');
+    expect(JSON.parse(described.cause ?? '')).toMatchObject({ errorMessage: '503 from the platform' });
+    expect(described.output).toBeUndefined();
+    const taskFailures = events.filter((event) => event.type === 'TaskFailed');
+    expect(taskFailures).toHaveLength(3);
+    expect(taskFailures[0]?.taskFailedEventDetails).toMatchObject({
+      resourceType: 'lambda',
+      resource: 'invoke',
+      error: 'PlatformUnavailableError',
+    });
+    expect(events.at(-1)).toMatchObject({
+      type: 'ExecutionFailed',
+      executionFailedEventDetails: { error: 'PlatformUnavailableError' },
+    });
+  });
+
+  it('aborts a running execution on StopExecution, recording the error and cause given', async () => {
+    // Prepare
+    const ended: ExecutionRecord[] = [];
+    await openShim({ onExecutionEnd: (record) => ended.push(record) });
+    const gate = gated(noData);
+    behaviour.resolve = gate.handler;
+    await start('to-stop');
+    await gate.entered;
+
+    // Act
+    const stopped = await sfn.send(
+      new StopExecutionCommand({
+        executionArn: executionArn('to-stop'),
+        error: 'Operator',
+        cause: 'no longer needed',
+      }),
+    );
+    const described = await sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('to-stop') }));
+    const events = await history('to-stop');
+
+    // Assess
+    expect(described).toMatchObject({ status: 'ABORTED', error: 'Operator', cause: 'no longer needed' });
+    expect(described.stopDate?.getTime()).toBe(stopped.stopDate?.getTime());
+    expect(events.at(-1)).toMatchObject({
+      type: 'ExecutionAborted',
+      executionAbortedEventDetails: { error: 'Operator', cause: 'no longer needed' },
+    });
+    expect(ended.map((record) => [record.name, record.status])).toEqual([['to-stop', 'ABORTED']]);
+  });
+
+  it('leaves an execution that already ended as it was on StopExecution', async () => {
+    // Prepare
+    const running = await openShim();
+    await start('finished');
+    await running.idle();
+
+    // Act
+    await sfn.send(new StopExecutionCommand({ executionArn: executionArn('finished'), error: 'Late' }));
+    const described = await sfn.send(
+      new DescribeExecutionCommand({ executionArn: executionArn('finished') }),
+    );
+
+    // Assess
+    expect(described.status).toBe('SUCCEEDED');
+    expect(described.error).toBeUndefined();
+  });
+});
+
+describe('DescribeStateMachine', () => {
+  it('returns the definition as a JSON string, ACTIVE and STANDARD', async () => {
+    // Prepare
+    await openShim();
+
+    // Act
+    const described = await sfn.send(new DescribeStateMachineCommand({ stateMachineArn }));
+
+    // Assess
+    expect(described).toMatchObject({
+      stateMachineArn,
+      name: resolved.logicalId,
+      status: 'ACTIVE',
+      type: 'STANDARD',
+    });
+    expect(JSON.parse(described.definition ?? '')).toEqual(resolved.definition);
+  });
+});
+
+describe('execution records in the data directory', () => {
+  async function recordOnDisk(name: string): Promise<unknown> {
+    return JSON.parse(await readFile(join(dataDir, `${name}.json`), 'utf8'));
+  }
+
+  it('writes a record at start and at end, and leaves no temporary files', async () => {
+    // Prepare
+    await openShim({ dataDir });
+    const gate = gated(noData);
+    behaviour.resolve = gate.handler;
+
+    // Act
+    await start('kept', { request_id: 'kept' });
+    await gate.entered;
+    const atStart = await recordOnDisk('kept');
+    gate.release();
+    await shim?.idle();
+    const atEnd = await recordOnDisk('kept');
+
+    // Assess
+    expect(atStart).toMatchObject({
+      name: 'kept',
+      status: 'RUNNING',
+      input: { request_id: 'kept' },
+      events: [],
+    });
+    expect(atEnd).toMatchObject({
+      name: 'kept',
+      executionArn: executionArn('kept'),
+      status: 'SUCCEEDED',
+      output: { outcome: 'no_data' },
+      stopDate: expect.any(String),
+    });
+    expect(Object(atEnd).events.at(-1)).toMatchObject({ type: 'ExecutionSucceeded' });
+    expect(await readdir(dataDir)).toEqual(['kept.json']);
+  });
+
+  it('answers for old executions after a restart and lists a killed one as interrupted; restart completes it', async () => {
+    // Prepare: one execution ends, another is still running when the first shim goes away.
+    const first = await openShim({ dataDir });
+    await start('old');
+    await first.idle();
+    const gate = gated(noData);
+    behaviour.resolve = gate.handler;
+    await start('killed', { request_id: 'killed' });
+    await gate.entered;
+    await first.close({ timeoutMs: 20 });
+    gate.release();
+    behaviour.resolve = noData;
+    const ended: ExecutionRecord[] = [];
+
+    // Act
+    const second = await openShim({ dataDir, onExecutionEnd: (record) => ended.push(record) });
+    const old = await sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('old') }));
+    const oldHistory = await history('old');
+    const killedBefore = await sfn.send(
+      new DescribeExecutionCommand({ executionArn: executionArn('killed') }),
+    );
+    const interrupted = second.interrupted.map((record) => record.name);
+    await second.restart('killed');
+    await second.idle();
+    const killedAfter = await sfn.send(
+      new DescribeExecutionCommand({ executionArn: executionArn('killed') }),
+    );
+
+    // Assess
+    expect(old.status).toBe('SUCCEEDED');
+    expect(oldHistory.at(-1)?.type).toBe('ExecutionSucceeded');
+    expect(killedBefore.status).toBe('RUNNING');
+    expect(interrupted).toEqual(['killed']);
+    expect(killedAfter.status).toBe('SUCCEEDED');
+    expect(JSON.parse(killedAfter.output ?? '')).toMatchObject({ request_id: 'killed', outcome: 'no_data' });
+    expect(await recordOnDisk('killed')).toMatchObject({ status: 'SUCCEEDED' });
+    expect(ended.map((record) => record.name)).toEqual(['killed']);
+  });
+
+  it('lists a RUNNING record written by hand as interrupted', async () => {
+    // Prepare
+    const record = {
+      name: 'by-hand',
+      executionArn: executionArn('by-hand'),
+      input: { request_id: 'by-hand' },
+      status: 'RUNNING',
+      startDate: '2026-01-02T03:04:05.000Z',
+      events: [],
+    };
+    await writeFile(join(dataDir, 'by-hand.json'), JSON.stringify(record));
+
+    // Act
+    const running = await openShim({ dataDir });
+    const listed = await sfn.send(new ListExecutionsCommand({ stateMachineArn, statusFilter: 'RUNNING' }));
+    await running.restart('by-hand');
+    await running.idle();
+
+    // Assess
+    expect(running.interrupted).toEqual([record]);
+    expect(listed.executions?.map((item) => item.name)).toEqual(['by-hand']);
+    expect(resolveCalls).toEqual([expect.objectContaining({ request_id: 'by-hand' })]);
+    expect(running.executions()).toEqual([expect.objectContaining({ name: 'by-hand', status: 'SUCCEEDED' })]);
+  });
+
+  it('marks an interrupted execution ABORTED on StopExecution instead of restarting it', async () => {
+    // Prepare
+    const record = {
+      name: 'abandon-me',
+      executionArn: executionArn('abandon-me'),
+      input: { request_id: 'abandon-me' },
+      status: 'RUNNING',
+      startDate: '2026-01-02T03:04:05.000Z',
+      events: [],
+    };
+    await writeFile(join(dataDir, 'abandon-me.json'), JSON.stringify(record));
+    const running = await openShim({ dataDir });
+
+    // Act
+    await sfn.send(
+      new StopExecutionCommand({ executionArn: executionArn('abandon-me'), cause: 'operator gave up' }),
+    );
+    const events = await history('abandon-me');
+    const restarted = await rejection(running.restart('abandon-me'));
+
+    // Assess
+    expect(await recordOnDisk('abandon-me')).toMatchObject({ status: 'ABORTED', cause: 'operator gave up' });
+    expect(events.map((event) => event.type)).toEqual(['ExecutionStarted', 'ExecutionAborted']);
+    expect(restarted).toBeInstanceOf(ConfigurationError);
+    expect(resolveCalls).toEqual([]);
+  });
+
+  it('waits in close() for a running execution to end and writes its final record', async () => {
+    // Prepare
+    const running = await openShim({ dataDir });
+    const gate = gated(noData);
+    behaviour.resolve = gate.handler;
+    await start('finishing');
+    await gate.entered;
+
+    // Act
+    setTimeout(gate.release, 50);
+    await running.close({ timeoutMs: 5_000 });
+
+    // Assess
+    expect(await recordOnDisk('finishing')).toMatchObject({ status: 'SUCCEEDED' });
+    await expect(fetch(running.endpoint, { method: 'POST' })).rejects.toThrow();
+  });
+
+  it('refuses to restart an execution that was not interrupted', async () => {
+    // Prepare
+    const running = await openShim({ dataDir });
+    await start('complete');
+    await running.idle();
+
+    // Act
+    const ended = await rejection(running.restart('complete'));
+    const unknown = await rejection(running.restart('unknown'));
+
+    // Assess
+    expect(ended).toBeInstanceOf(ConfigurationError);
+    expect(String(Object(ended).message)).toContain('SUCCEEDED');
+    expect(unknown).toBeInstanceOf(ConfigurationError);
+  });
+
+  it('refuses to start on a data directory holding a file that is not an execution record', async () => {
+    // Prepare
+    await writeFile(join(dataDir, 'stray.json'), JSON.stringify({ hello: 'world' }));
+
+    // Act
+    const error = await rejection(
+      startSfnShim({ machine, stateMachineArn, definition: resolved.definition, dataDir }),
+    );
+
+    // Assess
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect(String(Object(error).message)).toContain('stray.json');
+  });
+});
+
+describe('startSfnShim options', () => {
+  it('refuses a stateMachineArn that is not a state machine ARN', async () => {
+    // Act
+    const error = await rejection(
+      startSfnShim({ machine, stateMachineArn: 'FixtureStateMachine', definition: resolved.definition }),
+    );
+
+    // Assess
+    expect(error).toBeInstanceOf(ConfigurationError);
+  });
+});
