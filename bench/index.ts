@@ -5,7 +5,10 @@
  * 2. State transitions per request, and the Step Functions cost per 1,000 requests.
  *
  * The measured processes run plain node on a bundle built at start, not TypeScript through tsx:
- * a Lambda runs a bundle too, and tsx would add its own memory to both figures.
+ * a Lambda runs a bundle too, and tsx would add its own memory to both figures. The S3 sink runs
+ * in a process of its own, so the emulator serving the download does not share an event loop with
+ * it. Baseline and copy take turns, BENCH_ROUNDS times (default 3): the table shows the median
+ * throughput and the highest peak RSS.
  */
 import './quiet.ts';
 import '#local/polyfills';
@@ -89,11 +92,17 @@ interface SinkProcess {
 }
 
 async function startSinkProcess(bundles: Bundles): Promise<SinkProcess> {
+  // The sink exits when its stdin closes, so it never outlives this process.
   const child: ChildProcess = spawn(process.execPath, [bundles.sink], {
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['pipe', 'pipe', 'inherit'],
   });
   if (child.stdout === null) throw new Error('the S3 sink has no stdout');
-  const [line] = await once(createInterface({ input: child.stdout }), 'line');
+  const [line] = await Promise.race([
+    once(createInterface({ input: child.stdout }), 'line'),
+    once(child, 'exit').then(([code]) => {
+      throw new Error(`the S3 sink exited with code ${code} before it started`);
+    }),
+  ]);
   const { endpoint } = z.object({ endpoint: z.string() }).parse(JSON.parse(String(line)));
   return {
     endpoint,
@@ -103,7 +112,7 @@ async function startSinkProcess(bundles: Bundles): Promise<SinkProcess> {
     },
     async close() {
       const exited = once(child, 'exit');
-      child.kill();
+      child.stdin?.end();
       await exited;
     },
   };

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -13,6 +14,9 @@ import { Construct } from 'constructs';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
 import { STATUS_DUE_INDEX } from '../lambdas/shared/ledger.ts';
 import { acknowledge, nagArn } from './nag.ts';
+
+const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
+const PROJECT_LOCK_FILE = fileURLToPath(new URL('../package-lock.json', import.meta.url));
 
 /** The Lambda runtime of every function: the newest Node.js LTS that Lambda offers. */
 export const FUNCTION_RUNTIME = lambda.Runtime.NODEJS_24_X;
@@ -76,6 +80,9 @@ export class DsrFunction extends Construct {
 
     this.function = new NodejsFunction(this, 'Function', {
       entry: props.entry,
+      // Found from this file, not the working directory, so synth works from anywhere.
+      depsLockFilePath: PROJECT_LOCK_FILE,
+      projectRoot: PROJECT_ROOT,
       handler: 'handler',
       ...(props.description ? { description: props.description } : {}),
       runtime: FUNCTION_RUNTIME,
@@ -171,7 +178,7 @@ export class DsrFunction extends Construct {
     acknowledge(
       this.policy,
       'AwsSolutions-IAM5',
-      `Archive objects are named exports/<request_id>/attempt-<n>.zip; the grant is limited to that prefix of this bucket`,
+      'Archive objects are named exports/<request_id>/attempt-<n>.zip; the grant is limited to that prefix of this bucket',
       [`Resource::${nagArn(bucket)}/${prefix}*`],
     );
     return this;
@@ -192,7 +199,7 @@ export class DsrFunction extends Construct {
     acknowledge(
       this.policy,
       'AwsSolutions-IAM5',
-      'Audit records are named audit/<request_id>/<seq>-<step>.json; the grant is limited to that prefix of this bucket',
+      'Audit records live under audit/<request_id>/; the grant is limited to that prefix of this bucket',
       [`Resource::${nagArn(bucket)}/${AUDIT_PREFIX}*`],
     );
     return this;

@@ -56,6 +56,8 @@ export interface LocalMode {
   submit(lines: readonly string[]): Promise<LineOutcome[]>;
   /** Drains the intake queue and waits until no execution is running. */
   idle(): Promise<void>;
+  /** Polls the intake queue continuously, as Lambda's event source mapping does; returns a stop function. */
+  pollContinuously(onError: (error: unknown) => void): () => Promise<void>;
   close(): Promise<void>;
 }
 
@@ -161,6 +163,23 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     async idle() {
       await poller.drain();
       await runningShim.idle();
+    },
+    pollContinuously(onError) {
+      let stopped = false;
+      const loop = (async () => {
+        while (!stopped) {
+          try {
+            await poller.pollOnce(1);
+          } catch (error) {
+            onError(error);
+            await new Promise((resolveDelay) => setTimeout(resolveDelay, 1000));
+          }
+        }
+      })();
+      return async () => {
+        stopped = true;
+        await loop;
+      };
     },
     async close() {
       await runningShim.close();

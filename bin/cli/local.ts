@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { loadFaultsFile } from '#local/emulator/faults';
 import { loadStateFile } from '#local/emulator/state';
-import { type LineOutcome, type LocalMode, startLocalMode } from '#local/local-mode';
+import type { LineOutcome, LocalMode } from '#local/local-mode';
 import type { LedgerItem } from '#shared/ledger';
 import { untilStopped } from './emulator.ts';
 import { CliError, EXIT, parseOption } from './io.ts';
@@ -150,6 +150,8 @@ export async function runLocal(
     if (lines.at(-1) === '') lines.pop();
   }
   const progress = flags.json ? () => {} : (text: string) => process.stderr.write(text);
+  // Loaded on use: it synthesizes the stack, which every other command can do without.
+  const { startLocalMode } = await import('#local/local-mode');
   const mode = await startLocalMode({
     dataDir: flags.dataDir,
     waitMs,
@@ -169,10 +171,16 @@ export async function runLocal(
       if (!summary.requests.every((request) => TERMINAL.has(request.status))) exitCode = EXIT.failed;
     }
     if (flags.serve) {
+      const stopPolling = mode.pollContinuously((error) =>
+        process.stderr.write(
+          `svc-dsr local: polling the intake queue failed: ${error instanceof Error ? error.message : String(error)}\n`,
+        ),
+      );
       progress(
         `serving: other commands reach it with --target local --data-dir ${mode.dataDir} (Ctrl-C stops it)\n`,
       );
       await untilStopped();
+      await stopPolling();
     }
     return exitCode;
   } finally {

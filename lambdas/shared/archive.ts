@@ -137,22 +137,20 @@ export async function copyExportToS3(
   const watchdog = new IdleWatchdog(idleTimeoutMs, () => connection.abort());
   // An S3 failure hangs up on the platform at once, rather than after the next part is read.
   const upload = new PartUploader(target, partSizeBytes, queueSize, () => connection.abort());
-  let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
   try {
     const response = await openDownload(link, options.policy, options.fetch ?? globalThis.fetch, {
       signal: connection.signal,
       watchdog,
     });
     const tally = new DownloadTally(declaredLength(response));
-    reader = response.body?.getReader();
     let output: StoredOutput;
     try {
-      if (reader !== undefined) await copyBody(reader, tally, watchdog, upload);
+      await copyBody(response.body, tally, watchdog, upload);
       output = await upload.finish();
     } catch (error) {
       await upload.abort();
-      // Whichever failed first says what went wrong: the download, S3, or the abort after them.
-      throw upload.failure ?? tally.failure ?? error;
+      // The download's own failure says what went wrong, even if a part in flight failed after it.
+      throw tally.failure ?? upload.failure ?? error;
     }
     return {
       bytes: tally.bytes,
@@ -164,7 +162,6 @@ export async function copyExportToS3(
     watchdog.stop();
     // Releases the platform connection when S3 failed first and nothing reads the body any more.
     connection.abort();
-    reader?.cancel().catch(() => undefined);
   }
 }
 
@@ -362,6 +359,29 @@ class DownloadTally {
  * part, so a slow upload is never mistaken for a stall.
  */
 async function copyBody(
+  body: ReadableStream<Uint8Array> | null,
+  tally: DownloadTally,
+  watchdog: IdleWatchdog,
+  upload: PartUploader,
+): Promise<void> {
+  // A reader rather than an async iterator: one promise per chunk and no stream adapter between.
+  const reader = (body ?? new Blob([]).stream()).getReader();
+  try {
+    await pump(reader, tally, watchdog, upload);
+  } finally {
+    // Stops a body nobody reads any more; a finished or broken one ignores this.
+    reader.cancel().catch(() => undefined);
+  }
+  if (tally.declared !== undefined && tally.bytes < tally.declared) {
+    throw tally.fail(
+      new TruncatedDownloadError(
+        `${DOWNLOAD}: the download ended after ${tally.bytes} bytes${tally.announced}`,
+      ),
+    );
+  }
+}
+
+async function pump(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   tally: DownloadTally,
   watchdog: IdleWatchdog,
@@ -402,13 +422,6 @@ async function copyBody(
     }
     tally.hash.update(chunk);
     await upload.write(chunk);
-  }
-  if (tally.declared !== undefined && tally.bytes < tally.declared) {
-    throw tally.fail(
-      new TruncatedDownloadError(
-        `${DOWNLOAD}: the download ended after ${tally.bytes} bytes${tally.announced}`,
-      ),
-    );
   }
 }
 
@@ -582,7 +595,7 @@ class PartUploader {
     while (this.#inFlight.size >= this.queueSize) await Promise.race(this.#inFlight);
     this.#throwIfFailed();
     const buffer = this.#buffer;
-    if (buffer === undefined) throw new Error('no part to send');
+    if (buffer === undefined) return;
     const body = buffer.subarray(0, this.#filled);
     this.#buffer = undefined;
     this.#filled = 0;

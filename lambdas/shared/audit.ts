@@ -32,7 +32,7 @@ const STEP_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
 const ACTION_PATTERN = /^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/;
 const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,128}$/;
 const FACT_KEY_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
-const RECORD_NAME_PATTERN = /^(\d{6})-([A-Za-z][A-Za-z0-9_-]{0,63})\.json$/;
+const RECORD_NAME_PATTERN = /^(\d{6})\.json$/;
 const EMAIL_PATTERN = /[^\s@<>()[\]]+@[^\s@<>()[\]]+\.[^\s@<>()[\]]+/;
 const URL_PATTERN = /\bhttps?:\/\//i;
 
@@ -183,9 +183,12 @@ export function recordHash(record: Readonly<Record<string, unknown>>): string {
   return `sha256:${createHash('sha256').update(canonicalJson(covered), 'utf8').digest('hex')}`;
 }
 
-/** The S3 key of a record: `audit/<request_id>/<seq, 6 digits>-<step>.json`. */
-export function auditRecordKey(requestId: string, seq: number, step: string): string {
-  return `${requestPrefix(requestId)}${String(seq).padStart(6, '0')}-${step}.json`;
+/**
+ * The S3 key of a record: `audit/<request_id>/<seq, 6 digits>.json`. The key depends on the seq
+ * alone, so the conditional write lets exactly one writer take each seq and the chain cannot fork.
+ */
+export function auditRecordKey(requestId: string, seq: number): string {
+  return `${requestPrefix(requestId)}${String(seq).padStart(6, '0')}.json`;
 }
 
 /**
@@ -328,7 +331,7 @@ export class AuditTrail {
     await this.#store.s3.send(
       new PutObjectCommand({
         Bucket: this.#store.bucket,
-        Key: auditRecordKey(record.request_id, record.seq, record.step),
+        Key: auditRecordKey(record.request_id, record.seq),
         Body: body,
         ContentType: 'application/json',
         // Two writers racing for the same key: exactly one wins, the other re-reads the chain.
@@ -455,7 +458,6 @@ function checkObject(requestId: string, object: StoredObject): CheckedObject {
   if (record.request_id !== requestId) return { ok: false, problem: 'belongs to another request' };
   if (record.seq !== name.seq)
     return { ok: false, problem: `holds seq ${record.seq} under a key for ${name.seq}` };
-  if (record.step !== name.step) return { ok: false, problem: 'holds a step that differs from its key' };
   // Hash what was stored, not zod's copy of it, so nothing can hide in a field the schema drops.
   if (recordHash(asObject.data) !== record.hash) {
     return { ok: false, problem: 'hash does not match the record content' };
@@ -463,13 +465,11 @@ function checkObject(requestId: string, object: StoredObject): CheckedObject {
   return { ok: true, record };
 }
 
-function parseRecordName(requestId: string, key: string): { seq: number; step: string } | undefined {
+function parseRecordName(requestId: string, key: string): { seq: number } | undefined {
   const prefix = requestPrefix(requestId);
   if (!key.startsWith(prefix)) return undefined;
-  const match = RECORD_NAME_PATTERN.exec(key.slice(prefix.length));
-  const [, seq, step] = match ?? [];
-  if (seq === undefined || step === undefined) return undefined;
-  return { seq: Number(seq), step };
+  const [, seq] = RECORD_NAME_PATTERN.exec(key.slice(prefix.length)) ?? [];
+  return seq === undefined ? undefined : { seq: Number(seq) };
 }
 
 function sealRecord(unsealed: Omit<AuditRecord, 'hash'>): AuditRecord {

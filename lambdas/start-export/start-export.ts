@@ -25,9 +25,10 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
   }
 
   const attempt = item.export_attempts + 1;
-  if (attempt > deps.exportMaxAttempts) {
+  const spent = item.export_attempts - item.export_attempts_base;
+  if (spent >= deps.exportMaxAttempts) {
     throw new ExportFailedError(
-      `the export did not succeed in ${item.export_attempts} attempt(s); the limit is ${deps.exportMaxAttempts}`,
+      `the export did not succeed in ${spent} attempt(s); the limit is ${deps.exportMaxAttempts}`,
     );
   }
   await deps.ledger.update(

@@ -43,13 +43,21 @@ export async function runRetry(
   // ResolveSubject moves `received` to `running`, but skips a subject it already resolved; every
   // later step needs `running`, so a request that got that far resumes as `running`.
   const status = item.svc_user_id === undefined ? 'received' : 'running';
+  const freshExport =
+    item.archive === undefined &&
+    ['export_failed', 'export_timed_out', 'download_link_expired'].includes(item.error?.code ?? '');
 
   try {
     await context.dynamo.send(
       new UpdateCommand({
         TableName: context.names.LedgerTableName,
         Key: { request_id: requestId },
-        UpdateExpression: 'SET #status = :status, #executions = :n, #updated_at = :now REMOVE #error',
+        // A retry gets a fresh export budget and wait budget; the attempts already spent stay on
+        // record. An export that failed, timed out or whose link expired is started anew.
+        UpdateExpression:
+          'SET #status = :status, #executions = :n, #updated_at = :now, #base = #attempts, #waited = :zero' +
+          (freshExport ? ', #export_status = :failed' : '') +
+          ' REMOVE #error',
         // The executions count doubles as a lock: two operators retrying at once start one execution.
         ConditionExpression:
           'attribute_exists(request_id) AND #status = :failed' +
@@ -59,11 +67,16 @@ export async function runRetry(
           '#executions': 'executions',
           '#updated_at': 'updated_at',
           '#error': 'error',
+          '#base': 'export_attempts_base',
+          '#attempts': 'export_attempts',
+          '#waited': 'export_waited_seconds',
+          ...(freshExport ? { '#export_status': 'export_status' } : {}),
         },
         ExpressionAttributeValues: {
           ':status': status,
           ':n': n,
           ':now': context.clock().toISOString(),
+          ':zero': 0,
           ':failed': 'failed',
           ':executions': item.executions,
         },

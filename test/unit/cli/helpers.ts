@@ -62,6 +62,7 @@ export function ledgerRecord(overrides: Partial<LedgerItem> = {}): LedgerItem {
     confirm_by: null,
     extended: false,
     export_attempts: 1,
+    export_attempts_base: 0,
     export_polls: 0,
     export_waited_seconds: 0,
     duplicates: 0,

@@ -41,7 +41,8 @@ describe('runRetry', () => {
     expect(dbMock).toHaveReceivedCommandWith(UpdateCommand, {
       TableName: 'ledger',
       Key: { request_id: REQUEST_ID },
-      UpdateExpression: 'SET #status = :status, #executions = :n, #updated_at = :now REMOVE #error',
+      UpdateExpression:
+        'SET #status = :status, #executions = :n, #updated_at = :now, #base = #attempts, #waited = :zero, #export_status = :failed REMOVE #error',
       ConditionExpression:
         'attribute_exists(request_id) AND #status = :failed AND (attribute_not_exists(#executions) OR #executions = :executions)',
       ExpressionAttributeValues: {
@@ -50,6 +51,7 @@ describe('runRetry', () => {
         ':now': NOW.toISOString(),
         ':failed': 'failed',
         ':executions': 1,
+        ':zero': 0,
       },
     });
     expect(sfnMock).toHaveReceivedCommandWith(StartExecutionCommand, {
@@ -60,6 +62,18 @@ describe('runRetry', () => {
     expect(result).toMatchObject({ status: 'received', started: true, execution_arn: 'arn:exec' });
     expect(result.previous_error?.code).toBe('export_failed');
     expect(io.stdout()).toContain(`execution ${REQUEST_ID}-retry-2 started`);
+  });
+
+  it('keeps the export under way when the failure was not the export itself', async () => {
+    dbMock
+      .on(GetCommand)
+      .resolves({ Item: failed({ error: { code: 'platform_auth', message: 'refused' } }) });
+    dbMock.on(UpdateCommand).resolves({});
+    sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
+    await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());
+    const update = dbMock.commandCalls(UpdateCommand)[0]?.args[0].input;
+    expect(update?.UpdateExpression).not.toContain('#export_status');
+    expect(update?.UpdateExpression).toContain('#base = #attempts');
   });
 
   it('resumes a request whose subject was already resolved as running, since the later steps need running', async () => {

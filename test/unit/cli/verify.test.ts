@@ -102,7 +102,7 @@ describe('runVerify', () => {
   it('exits 1 and names the record when the audit chain was altered', async () => {
     // Prepare: rewrite record 0 with a changed fact, keeping its old hash
     const { requestId } = await storedRequest();
-    const recordKey = auditRecordKey(requestId, 0, 'Intake');
+    const recordKey = auditRecordKey(requestId, 0);
     const original = await s3.send(new GetObjectCommand({ Bucket: 'audit', Key: recordKey }));
     const record = JSON.parse((await original.Body?.transformToString()) ?? '{}');
     await s3.send(

@@ -1095,7 +1095,7 @@ describe('svc-dsr modules on the disk S3', () => {
     // Assess
     expect(verdict).toMatchObject({ ok: true, records: 3 });
     const files = await readdir(join(root, 'svc-dsr-audit', 'audit', requestId));
-    expect(files).toEqual(['000000-Intake.json', '000001-ResolveSubject.json', '000002-RecordOutcome.json']);
+    expect(files).toEqual(['000000.json', '000001.json', '000002.json']);
     const first = JSON.parse(
       await readFile(join(root, 'svc-dsr-audit', 'audit', requestId, files[0] ?? ''), 'utf8'),
     );
@@ -1141,9 +1141,9 @@ describe('svc-dsr modules on the disk S3', () => {
     expect(record.seq).toBe(2);
     expect(verdict).toMatchObject({ ok: true, records: 3 });
     expect(await readdir(join(root, 'svc-dsr-audit', 'audit', requestId))).toEqual([
-      '000000-Intake.json',
-      '000001-ResolveSubject.json',
-      '000002-ResolveSubject.json',
+      '000000.json',
+      '000001.json',
+      '000002.json',
     ]);
   });
 });

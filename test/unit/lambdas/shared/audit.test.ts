@@ -188,11 +188,11 @@ describe('AuditTrail against fauxqs S3', () => {
     }
     expect(records.map((record) => record.final)).toEqual([false, false, false, false, true]);
     expect(await objectKeys(local, `audit/${requestId}/`)).toEqual([
-      `audit/${requestId}/000000-Intake.json`,
-      `audit/${requestId}/000001-ResolveSubject.json`,
-      `audit/${requestId}/000002-StartExport.json`,
-      `audit/${requestId}/000003-ArchiveExport.json`,
-      `audit/${requestId}/000004-RecordOutcome.json`,
+      `audit/${requestId}/000000.json`,
+      `audit/${requestId}/000001.json`,
+      `audit/${requestId}/000002.json`,
+      `audit/${requestId}/000003.json`,
+      `audit/${requestId}/000004.json`,
     ]);
     expect(verdict).toEqual({ ok: true, records: 5, head: records[4]?.hash });
   });
@@ -201,7 +201,7 @@ describe('AuditTrail against fauxqs S3', () => {
     // Prepare
     const requestId = randomUUID();
     await trail.append(requestId, event('Intake:accepted', { facts: { type: 'erasure', poll_count: 0 } }));
-    const key = auditRecordKey(requestId, 0, 'Intake');
+    const key = auditRecordKey(requestId, 0);
 
     // Act
     const answer = await local.s3.send(new GetObjectCommand({ Bucket: local.bucket, Key: key }));
@@ -244,7 +244,7 @@ describe('AuditTrail against fauxqs S3', () => {
     // Prepare
     const requestId = randomUUID();
     await appendAccessChain(trail, requestId);
-    const key = auditRecordKey(requestId, 2, 'StartExport');
+    const key = auditRecordKey(requestId, 2);
     const record = auditRecordSchema.parse(JSON.parse(await readBody(local, key)));
     await overwrite(local, key, { ...record, facts: { ...record.facts, export_id: '666' } });
 
@@ -259,7 +259,7 @@ describe('AuditTrail against fauxqs S3', () => {
     // Prepare
     const requestId = randomUUID();
     await appendAccessChain(trail, requestId);
-    const key = auditRecordKey(requestId, 1, 'ResolveSubject');
+    const key = auditRecordKey(requestId, 1);
     const record = auditRecordSchema.parse(JSON.parse(await readBody(local, key)));
     const forged = { ...record, facts: { found: false } };
     await overwrite(local, key, { ...forged, hash: recordHash(forged) });
@@ -275,9 +275,7 @@ describe('AuditTrail against fauxqs S3', () => {
     // Prepare
     const requestId = randomUUID();
     await appendAccessChain(trail, requestId);
-    await local.s3.send(
-      new DeleteObjectCommand({ Bucket: local.bucket, Key: auditRecordKey(requestId, 3, 'ArchiveExport') }),
-    );
+    await local.s3.send(new DeleteObjectCommand({ Bucket: local.bucket, Key: auditRecordKey(requestId, 3) }));
 
     // Act
     const verdict = await trail.verify(requestId);
@@ -293,7 +291,7 @@ describe('AuditTrail against fauxqs S3', () => {
     await trail.append(requestId, event('Intake:accepted'));
     const other = await trail.append(otherId, event('Intake:accepted'));
     await trail.append(otherId, event('ResolveSubject:found'));
-    await overwrite(local, auditRecordKey(requestId, 1, 'ResolveSubject'), {
+    await overwrite(local, auditRecordKey(requestId, 1), {
       ...other,
       seq: 1,
     });
@@ -319,7 +317,7 @@ describe('AuditTrail against fauxqs S3', () => {
       final: false,
       prev_hash: last.hash,
     };
-    await overwrite(local, auditRecordKey(requestId, 5, 'RecordFailure'), {
+    await overwrite(local, auditRecordKey(requestId, 5), {
       ...extra,
       hash: recordHash(extra),
     });
@@ -473,14 +471,14 @@ describe('AuditTrail against fauxqs S3', () => {
     // Prepare
     const requestId = randomUUID();
     await trail.append(requestId, event('Intake:accepted'));
-    await overwrite(local, auditRecordKey(requestId, 1, 'ResolveSubject'), { schema: 'something-else' });
+    await overwrite(local, auditRecordKey(requestId, 1), { schema: 'something-else' });
 
     // Act
     const listing = await rejectionOf(trail.list(requestId));
     const verdict = await trail.verify(requestId);
 
     // Assess
-    expect(String(listing)).toMatch(/000001-ResolveSubject\.json does not match svc-dsr\.audit\/1/);
+    expect(String(listing)).toMatch(/000001\.json does not match svc-dsr\.audit\/1/);
     expect(verdict).toMatchObject({ ok: false, at: 1 });
   });
 
@@ -550,7 +548,7 @@ describe('AuditTrail S3 requests', () => {
     // Assess
     expect(s3Mock).toHaveReceivedCommandWith(PutObjectCommand, {
       Bucket: local.bucket,
-      Key: `audit/${requestId}/000000-Intake.json`,
+      Key: `audit/${requestId}/000000.json`,
       ContentType: 'application/json',
       IfNoneMatch: '*',
       ChecksumAlgorithm: 'SHA256',
@@ -613,10 +611,10 @@ describe('AuditTrail S3 requests', () => {
     // Assess
     expect(record.seq).toBe(2);
     expect(s3Mock).toHaveReceivedNthCommandWith(PutObjectCommand, 1, {
-      Key: `audit/${requestId}/000001-CancelRequest.json`,
+      Key: `audit/${requestId}/000001.json`,
     });
     expect(s3Mock).toHaveReceivedNthCommandWith(PutObjectCommand, 2, {
-      Key: `audit/${requestId}/000002-CancelRequest.json`,
+      Key: `audit/${requestId}/000002.json`,
     });
     expect(await trail.verify(requestId)).toMatchObject({ ok: true, records: 3 });
   });

@@ -1,0 +1,141 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash, randomUUID } from 'node:crypto';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { CLI, runCli } from '../helpers/cli.ts';
+
+let workdir: string;
+let dataDir: string;
+let server: ChildProcess;
+
+const target = () => ['--target', 'local', '--data-dir', dataDir];
+
+function request(primaryKey: string, type: 'access' | 'erasure') {
+  return {
+    request_id: randomUUID(),
+    type,
+    regulation: 'ccpa',
+    primary_key: primaryKey,
+    received_at: new Date(Date.now() - 24 * 3600 * 1000).toISOString(),
+    verification: {
+      method: 'email_link',
+      verified_by: 'privacy-team',
+      verified_at: new Date().toISOString(),
+    },
+  };
+}
+
+async function statusOf(requestId: string): Promise<{ status: string; outcome?: string | null }> {
+  const result = await runCli(['status', requestId, '--json', ...target()]);
+  return z
+    .looseObject({ status: z.string(), outcome: z.string().nullish() })
+    .parse(JSON.parse(result.stdout));
+}
+
+async function untilTerminal(requestId: string): Promise<{ status: string; outcome?: string | null }> {
+  for (let attempt = 0; attempt < 120; attempt += 1) {
+    const current = await statusOf(requestId).catch(() => undefined);
+    if (current && ['completed', 'failed', 'rejected', 'cancelled'].includes(current.status)) return current;
+    await delay(500);
+  }
+  throw new Error(`request ${requestId} never reached a terminal status`);
+}
+
+beforeAll(async () => {
+  workdir = await mkdtemp(join(tmpdir(), 'svc-dsr-cli-local-'));
+  dataDir = join(workdir, 'data');
+  const faults = join(workdir, 'faults.json');
+  // The first request's three export attempts fail; everything after succeeds.
+  await writeFile(faults, JSON.stringify({ export_outcomes: ['failed', 'failed', 'failed'] }));
+  server = spawn(process.execPath, [CLI, 'local', '--serve', '--data-dir', dataDir, '--faults', faults], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  server.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  for (let attempt = 0; !stderr.includes('serving:'); attempt += 1) {
+    if (attempt > 240 || server.exitCode !== null)
+      throw new Error(`local mode did not start serving: ${stderr}`);
+    await delay(250);
+  }
+}, 120_000);
+
+afterAll(async () => {
+  if (server && server.exitCode === null) {
+    server.kill('SIGTERM');
+    await new Promise((resolve) => server.once('exit', resolve));
+  }
+  await rm(workdir, { recursive: true, force: true });
+});
+
+describe('the CLI against a serving local mode', () => {
+  const failing = request('u-alice', 'access');
+  const erasure = request('u-bruno', 'erasure');
+
+  it('submits, follows a failed request, retries it to success, and serves the rest', async () => {
+    const file = join(workdir, 'first.jsonl');
+    await writeFile(file, `${JSON.stringify(failing)}\n`);
+    const submitted = await runCli(['submit', '--file', file, ...target()]);
+    expect(submitted.code).toBe(0);
+    expect(submitted.stdout).toContain(failing.request_id);
+    expect(submitted.stdout).not.toContain('u-alice');
+
+    expect(await untilTerminal(failing.request_id)).toMatchObject({ status: 'failed' });
+    const failedStatus = await runCli(['status', failing.request_id, ...target()]);
+    expect(failedStatus.stdout).toContain('export_failed');
+
+    const retried = await runCli(['retry', failing.request_id, ...target()]);
+    expect(retried.code).toBe(0);
+    expect(await untilTerminal(failing.request_id)).toMatchObject({
+      status: 'completed',
+      outcome: 'exported',
+    });
+
+    const second = join(workdir, 'second.jsonl');
+    await writeFile(second, `${JSON.stringify(erasure)}\n`);
+    expect((await runCli(['submit', '--file', second, ...target()])).code).toBe(0);
+    expect(await untilTerminal(erasure.request_id)).toMatchObject({ status: 'completed', outcome: 'erased' });
+  }, 240_000);
+
+  it('lists completed requests', async () => {
+    const listed = await runCli(['list', '--status', 'completed', '--json', ...target()]);
+    expect(listed.code).toBe(0);
+    const ids = JSON.stringify(JSON.parse(listed.stdout));
+    expect(ids).toContain(failing.request_id);
+    expect(ids).toContain(erasure.request_id);
+  }, 60_000);
+
+  it('verifies the archive and the audit chain', async () => {
+    const verified = await runCli(['verify', failing.request_id, '--json', ...target()]);
+    expect(verified.code).toBe(0);
+  }, 60_000);
+
+  it('packages the access archive to a file whose SHA-256 matches the ledger', async () => {
+    const out = join(workdir, 'package.zip');
+    const packaged = await runCli(['package', failing.request_id, '--out', out, ...target()]);
+    expect(packaged.code).toBe(0);
+    const status = JSON.parse((await runCli(['status', failing.request_id, '--json', ...target()])).stdout);
+    const bytes = await readFile(out);
+    expect(createHash('sha256').update(bytes).digest('hex')).toBe(status.archive.sha256);
+    expect((await stat(out)).mode & 0o077).toBe(0);
+  }, 60_000);
+
+  it('reports the CCPA metrics', async () => {
+    const report = await runCli(['report', '--format', 'json', ...target()]);
+    expect(report.code).toBe(0);
+    const text = report.stdout;
+    expect(text).toContain(failing.request_id);
+    expect(text).not.toContain('u-alice');
+  }, 60_000);
+
+  it('refuses to cancel a request whose erasure is done, with exit code 1', async () => {
+    const cancelled = await runCli(['cancel', erasure.request_id, '--reason', 'withdrawn', ...target()]);
+    expect(cancelled.code).toBe(1);
+    expect(cancelled.stderr.length).toBeGreaterThan(0);
+  }, 60_000);
+});
