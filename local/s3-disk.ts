@@ -1049,12 +1049,30 @@ function parseTarget(req: IncomingMessage): Target {
 
 /** Query parameters that add nothing to an operation: the SDK's operation tag. */
 const NEUTRAL_QUERY = new Set(['x-id']);
+/** A presigned URL's signature parameters (signatures are not checked; expiry is). */
+const PRESIGN_QUERY = /^x-amz-/i;
 
 /** Refuses a query parameter the operation does not understand rather than ignoring what it asks for. */
 function allowQuery(query: URLSearchParams, allowed: readonly string[]): void {
   for (const name of query.keys()) {
-    if (!NEUTRAL_QUERY.has(name) && !allowed.includes(name)) throw notImplemented(`The ${name} parameter`);
+    if (!NEUTRAL_QUERY.has(name) && !PRESIGN_QUERY.test(name) && !allowed.includes(name)) {
+      throw notImplemented(`The ${name} parameter`);
+    }
   }
+}
+
+/** A presigned URL past its X-Amz-Date + X-Amz-Expires is refused, as S3 refuses it. */
+function refuseExpiredPresign(query: URLSearchParams, now = Date.now()): void {
+  const date = query.get('X-Amz-Date');
+  const expires = query.get('X-Amz-Expires');
+  if (date === null || expires === null) return;
+  const match = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(date);
+  if (match === null)
+    throw new S3Failure(400, 'AuthorizationQueryParametersError', 'X-Amz-Date must be yyyyMMddTHHmmssZ.');
+  const [, year, month, day, hour, minute, second] = match.map(Number);
+  const signedAt = Date.UTC(year ?? 0, (month ?? 1) - 1, day ?? 1, hour ?? 0, minute ?? 0, second ?? 0);
+  if (now > signedAt + Number(expires) * 1000)
+    throw new S3Failure(403, 'AccessDenied', 'Request has expired');
 }
 
 const XML_ESCAPES: Readonly<Record<string, string>> = {
@@ -1120,6 +1138,7 @@ async function handle(store: DiskStore, req: IncomingMessage, res: ServerRespons
   try {
     const target = parseTarget(req);
     resource = target.resource;
+    refuseExpiredPresign(target.query);
     await dispatch(store, req, res, target);
   } catch (error) {
     const failure =

@@ -106,18 +106,18 @@ describe('svc-dsr operator commands, run as a process', () => {
   });
 
   it('refuses bad input with exit 2 before looking for a target', async () => {
-    const [badId, noReason, linkMode, badDate] = await Promise.all([
+    const [badId, noReason, longLink, badDate] = await Promise.all([
       runCli(['status', 'DSR-1042']),
       runCli(['cancel', REQUEST_ID, '--reason', ' ']),
-      runCli(['package', REQUEST_ID]),
+      runCli(['package', REQUEST_ID, '--expires-in', '999999']),
       runCli(['report', '--from', 'yesterday']),
     ]);
     expect(badId.code).toBe(2);
     expect(badId.stderr).toContain('<request_id>: must be a request id');
     expect(noReason.code).toBe(2);
     expect(noReason.stderr).toContain('--reason: must not be empty');
-    expect(linkMode.code).toBe(2);
-    expect(linkMode.stderr).toContain('--out FILE');
+    expect(longLink.code).toBe(2);
+    expect(longLink.stderr).toContain('--expires-in: must be at most 604800 seconds');
     expect(badDate.code).toBe(2);
     expect(badDate.stderr).toContain('--from: must be a date');
   });

@@ -125,6 +125,25 @@ describe('the CLI against a serving local mode', () => {
     expect((await stat(out)).mode & 0o077).toBe(0);
   }, 60_000);
 
+  it('hands over a short-lived link that downloads the archive', async () => {
+    const linked = await runCli([
+      'package',
+      failing.request_id,
+      '--expires-in',
+      '600',
+      '--json',
+      ...target(),
+    ]);
+    expect(linked.code).toBe(0);
+    const { url, sha256, expires_at } = z
+      .object({ url: z.url(), sha256: z.string(), expires_at: z.string() })
+      .parse(JSON.parse(linked.stdout));
+    expect(new URL(url).searchParams.get('X-Amz-Expires')).toBe('600');
+    expect(Date.parse(expires_at) - Date.now()).toBeLessThanOrEqual(600_000);
+    const bytes = Buffer.from(await (await fetch(url)).arrayBuffer());
+    expect(createHash('sha256').update(bytes).digest('hex')).toBe(sha256);
+  }, 60_000);
+
   it('reports the CCPA metrics', async () => {
     const report = await runCli(['report', '--format', 'json', ...target()]);
     expect(report.code).toBe(0);

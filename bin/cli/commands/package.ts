@@ -3,7 +3,8 @@ import { createWriteStream } from 'node:fs';
 import { rename, stat, unlink } from 'node:fs/promises';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { GetObjectCommand, type GetObjectCommandOutput } from '@aws-sdk/client-s3';
+import { GetObjectCommand, type GetObjectCommandOutput, HeadObjectCommand } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { ArchiveFacts, LedgerItem } from '#shared/ledger';
@@ -15,13 +16,24 @@ import { hasName, loadRequest } from './common.ts';
 /** Options of `svc-dsr package`. */
 export interface PackageOptions {
   readonly requestId: string;
-  /** Download the archive to this file. Required: see {@link PRESIGNER_MISSING}. */
+  /** Download the archive to this file; without it, the command prints a short-lived link. */
   readonly out?: string;
   /** Link lifetime in seconds, 1 to 604800 (7 days). @default 3600 */
   readonly expiresIn?: string | number;
   /** Replace `out` if it exists. */
   readonly force?: boolean;
   readonly json?: boolean;
+}
+
+/** What `package --json` prints in link mode. */
+export interface PackageLinkResult {
+  readonly request_id: string;
+  /** A presigned GET of the exact archive version; anyone holding it can download until it expires. */
+  readonly url: string;
+  readonly expires_at: string;
+  readonly key: string;
+  readonly bytes: number;
+  readonly sha256: string;
 }
 
 /** What `package --json` prints. */
@@ -36,10 +48,6 @@ export interface PackageResult {
   readonly verified: true;
 }
 
-/** Why the presigned-link mode is unavailable in this build. */
-export const PRESIGNER_MISSING =
-  'a presigned link needs the @aws-sdk/s3-request-presigner package, which this installation does not include; download a verified copy with --out FILE and hand that to the subject';
-
 const expiresInSchema = z.coerce
   .number({ message: 'must be a number of seconds' })
   .int('must be a whole number of seconds')
@@ -48,12 +56,61 @@ const expiresInSchema = z.coerce
 
 const PROGRESS_FROM_BYTES = 64 * 1024 * 1024;
 
-/** Checks the options before any AWS call: a bad value or the link mode is exit 2. */
-export function checkPackageOptions(options: PackageOptions): { out: string } {
-  parseOption('--expires-in', expiresInSchema, options.expiresIn ?? 3600);
-  if (options.out === undefined) throw new CliError(PRESIGNER_MISSING, EXIT.usage);
-  if (options.out.trim() === '') throw new CliError('--out: give a file path');
-  return { out: options.out };
+/** Checks the options before any AWS call: a bad value is exit 2. */
+export function checkPackageOptions(options: PackageOptions): { out?: string; expiresIn: number } {
+  const expiresIn = parseOption('--expires-in', expiresInSchema, options.expiresIn ?? 3600);
+  if (options.out !== undefined && options.out.trim() === '') throw new CliError('--out: give a file path');
+  return { ...(options.out === undefined ? {} : { out: options.out }), expiresIn };
+}
+
+/**
+ * Link mode: a presigned GET of the archive version the ledger recorded, valid for `expiresIn`
+ * seconds. The object is checked to exist with the recorded size first, so a link never points at
+ * nothing. The link is a bearer credential: it is printed once, never logged.
+ */
+export async function runPackageLink(
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock'>,
+  options: PackageOptions,
+  io: CliIo,
+): Promise<CommandResult<PackageLinkResult>> {
+  const requestId = parseRequestId(options.requestId);
+  const { expiresIn } = checkPackageOptions(options);
+  const archive = packageable(await loadRequest(context, requestId));
+  const location = {
+    Bucket: context.names.ArchiveBucketName,
+    Key: archive.key,
+    ...(archive.version_id === undefined ? {} : { VersionId: archive.version_id }),
+  };
+  const head = await context.s3.send(new HeadObjectCommand(location)).catch((error: unknown) => {
+    if (hasName(error, 'NotFound') || hasName(error, 'NoSuchKey') || hasName(error, 'NoSuchVersion')) {
+      throw new CliError(
+        `the archive of request ${requestId} (${archive.key}) is no longer in the bucket; the lifecycle rule may have expired it`,
+        EXIT.failed,
+      );
+    }
+    throw error;
+  });
+  if (head.ContentLength !== archive.bytes) {
+    throw new CliError(
+      `the stored archive is ${head.ContentLength ?? 'of unknown size'} bytes, the ledger says ${archive.bytes}; run svc-dsr verify ${requestId}`,
+      EXIT.failed,
+    );
+  }
+  const url = await getSignedUrl(context.s3, new GetObjectCommand(location), { expiresIn });
+  const result: PackageLinkResult = {
+    request_id: requestId,
+    url,
+    expires_at: new Date(context.clock().getTime() + expiresIn * 1000).toISOString(),
+    key: archive.key,
+    bytes: archive.bytes,
+    sha256: archive.sha256,
+  };
+  if (options.json === true) writeJson(io, result);
+  else
+    io.out(
+      `${url}\n(valid until ${result.expires_at}; ${archive.bytes} bytes, sha256 ${archive.sha256}; anyone with this link can download the archive)\n`,
+    );
+  return { exitCode: EXIT.ok, result };
 }
 
 /**
@@ -68,6 +125,7 @@ export async function runPackage(
 ): Promise<CommandResult<PackageResult>> {
   const requestId = parseRequestId(options.requestId);
   const { out } = checkPackageOptions(options);
+  if (out === undefined) throw new CliError('--out: give the file to write the archive to');
   const item = await loadRequest(context, requestId);
   const archive = packageable(item);
   if (options.force !== true && (await exists(out))) {
@@ -183,7 +241,9 @@ interface PackageFlags extends TargetFlags {
 export function registerPackageCommand(program: Command): void {
   const command = program
     .command('package')
-    .description("hand over a completed request's access package: a verified local copy of its archive")
+    .description(
+      "hand over a completed request's access package: a short-lived download link, or a verified local copy",
+    )
     .argument('<request_id>', 'the request id')
     .option('--out <file>', 'download the archive to this file (checked against the ledger SHA-256)')
     .option('--expires-in <seconds>', 'lifetime of a presigned link, at most 604800 (7 days)', '3600')
@@ -194,13 +254,14 @@ export function registerPackageCommand(program: Command): void {
       'after',
       `
 The copy is streamed to a temporary file (readable only by you), its size and SHA-256 are checked
-against the ledger, and only then renamed to --out. Presigned links are not available in this build
-(they need @aws-sdk/s3-request-presigner); without --out the command explains this and exits 2.
+against the ledger, and only then renamed to --out. Without --out the command prints a presigned link
+to the recorded archive version that expires after --expires-in seconds (default one hour).
 
-Exit codes: 0 written and verified, 1 no such request, no archive, or the copy does not match,
-2 invalid flags.
+Exit codes: 0 link printed, or copy written and verified; 1 no such request, no archive, or the
+copy does not match; 2 invalid flags.
 
-Example:
+Examples:
+  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --expires-in 86400
   $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --out alice-export.zip`,
     )
     .action(async (requestId: string, flags: PackageFlags) => {
@@ -212,7 +273,13 @@ Example:
         json: flags.json === true,
       };
       checkPackageOptions(options);
-      const { exitCode } = await withTarget(flags, (context) => runPackage(context, options, processIo));
+      const { exitCode } = await withTarget(
+        flags,
+        async (context): Promise<{ exitCode: number }> =>
+          options.out === undefined
+            ? runPackageLink(context, options, processIo)
+            : runPackage(context, options, processIo),
+      );
       process.exitCode = exitCode;
     });
 }

@@ -2,11 +2,11 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { GetObjectCommand, NoSuchKey, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand, NoSuchKey, NotFound, S3Client } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { PRESIGNER_MISSING, runPackage } from '../../../bin/cli/commands/package.ts';
+import { runPackage, runPackageLink } from '../../../bin/cli/commands/package.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { ledgerRecord, REQUEST_ID, s3Body, testContext } from './helpers.ts';
 
@@ -126,18 +126,60 @@ describe('runPackage --out', () => {
   });
 });
 
-describe('runPackage link mode', () => {
-  it('explains that presigned links need a package that is not installed (exit 2), before any AWS call', async () => {
-    await expect(runPackage(testContext(), { requestId: REQUEST_ID }, collectingIo())).rejects.toMatchObject({
-      exitCode: 2,
-      message: PRESIGNER_MISSING,
+describe('runPackageLink', () => {
+  it('prints a presigned link to the recorded archive version that expires when asked', async () => {
+    const record = ledgerRecord({
+      status: 'completed',
+      outcome: 'exported',
+      archive: {
+        key: 'exports/r/attempt-1.zip',
+        bytes: 42,
+        sha256: 'ab'.repeat(32),
+        entries: 4,
+        verified_at: 'x',
+        version_id: 'v-7',
+      },
     });
-    expect(dbMock.calls()).toHaveLength(0);
+    dbMock.on(GetCommand).resolves({ Item: record });
+    s3Mock.on(HeadObjectCommand).resolves({ ContentLength: 42 });
+    const io = collectingIo();
+    const { exitCode, result } = await runPackageLink(
+      testContext(),
+      { requestId: REQUEST_ID, expiresIn: '86400', json: true },
+      io,
+    );
+    expect(exitCode).toBe(0);
+    const url = new URL(result.url);
+    expect(url.pathname).toContain('exports/r/attempt-1.zip');
+    expect(url.searchParams.get('X-Amz-Expires')).toBe('86400');
+    expect(url.searchParams.get('versionId')).toBe('v-7');
+    expect(s3Mock).toHaveReceivedCommandWith(HeadObjectCommand, {
+      Key: 'exports/r/attempt-1.zip',
+      VersionId: 'v-7',
+    });
+    expect(JSON.parse(io.stdout())).toMatchObject({ bytes: 42, key: 'exports/r/attempt-1.zip' });
   });
 
-  it('refuses an expiry beyond 7 days', async () => {
+  it('refuses with exit 1 when the archive is gone from the bucket', async () => {
+    dbMock.on(GetCommand).resolves({
+      Item: ledgerRecord({
+        status: 'completed',
+        outcome: 'exported',
+        archive: { key: 'k', bytes: 42, sha256: 'ab', entries: 4, verified_at: 'x' },
+      }),
+    });
+    s3Mock.on(HeadObjectCommand).rejects(new NotFound({ message: 'gone', $metadata: {} }));
     await expect(
-      runPackage(testContext(), { requestId: REQUEST_ID, expiresIn: '604801' }, collectingIo()),
+      runPackageLink(testContext(), { requestId: REQUEST_ID }, collectingIo()),
+    ).rejects.toMatchObject({
+      exitCode: 1,
+    });
+  });
+
+  it('refuses an expiry beyond 7 days before any AWS call', async () => {
+    await expect(
+      runPackageLink(testContext(), { requestId: REQUEST_ID, expiresIn: '604801' }, collectingIo()),
     ).rejects.toThrow('--expires-in: must be at most 604800 seconds');
+    expect(dbMock.calls()).toHaveLength(0);
   });
 });

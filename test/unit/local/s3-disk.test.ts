@@ -1147,3 +1147,26 @@ describe('svc-dsr modules on the disk S3', () => {
     ]);
   });
 });
+
+describe('presigned GET', () => {
+  it('serves a presigned link and refuses it once expired', async () => {
+    const key = `presign/${randomUUID()}.zip`;
+    await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: 'archive bytes' }));
+    const { getSignedUrl } = await import('@aws-sdk/s3-request-presigner');
+    const fresh = await getSignedUrl(s3, new GetObjectCommand({ Bucket: BUCKET, Key: key }), {
+      expiresIn: 600,
+    });
+    const stale = await getSignedUrl(s3, new GetObjectCommand({ Bucket: BUCKET, Key: key }), {
+      expiresIn: 1,
+      signingDate: new Date(Date.now() - 60_000),
+    });
+
+    const served = await fetch(fresh);
+    const refused = await fetch(stale);
+
+    expect(served.status).toBe(200);
+    expect(await served.text()).toBe('archive bytes');
+    expect(refused.status).toBe(403);
+    expect(await refused.text()).toContain('Request has expired');
+  });
+});
