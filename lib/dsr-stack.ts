@@ -22,6 +22,7 @@ import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { DEADLINE_METRICS } from '../lambdas/deadline-sweep/deadline-sweep.ts';
+import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
 import { STATUS_DUE_INDEX } from '../lambdas/shared/ledger.ts';
 import { STEP_DIRECTORIES, type StepName } from '../lambdas/steps.ts';
 import {
@@ -39,7 +40,6 @@ import { acknowledge } from './nag.ts';
 const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
 
 /** The S3 object tag that carries the request type, which the archive lifecycle rules expire by. */
-export const REQUEST_TYPE_TAG = 'request-type';
 
 /** Namespace of the metrics the deadline sweep publishes. */
 export const METRICS_NAMESPACE = 'svc-dsr';

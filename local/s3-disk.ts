@@ -508,6 +508,7 @@ const STORED_HEADERS = [
   'x-amz-object-lock-legal-hold',
   'x-amz-storage-class',
   'x-amz-website-redirect-location',
+  'x-amz-tagging',
 ];
 /** Returned on PUT, UploadPart and CompleteMultipartUpload too. */
 const SSE_HEADERS = [

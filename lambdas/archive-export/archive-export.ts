@@ -29,7 +29,8 @@ export async function archiveExport(input: StepInput, deps: StepDeps): Promise<A
     );
   }
   const key = archiveKey(input.request_id, item.export_attempts);
-  const copied = await deps.archive.copy(status.link, key);
+  if (item.type === undefined) throw new LedgerStateError('the ledger item has no request type');
+  const copied = await deps.archive.copy(status.link, key, item.type);
   const { entries } = await deps.archive.verify(key, { bytes: copied.bytes, sha256: copied.sha256 });
   const verifiedAt = deps.clock().toISOString();
   await deps.ledger.update(

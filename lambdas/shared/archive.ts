@@ -42,6 +42,8 @@ export interface ArchiveTarget {
   readonly key: string;
   /** KMS key for SSE-KMS; without it the bucket's default encryption applies. */
   readonly kmsKeyId?: string;
+  /** Object tags set with the upload (the lifecycle rules expire archives by request type). */
+  readonly tags?: Readonly<Record<string, string>>;
 }
 
 /** What was stored: the byte count and SHA-256 measured on the bytes as they went to S3. */
@@ -582,11 +584,12 @@ class PartUploader {
   }
 
   #objectParams() {
-    const { bucket, key, kmsKeyId } = this.target;
+    const { bucket, key, kmsKeyId, tags } = this.target;
     return {
       Bucket: bucket,
       Key: key,
       ContentType: 'application/zip',
+      ...(tags === undefined ? {} : { Tagging: new URLSearchParams(Object.entries(tags)).toString() }),
       ...(kmsKeyId === undefined ? {} : { ServerSideEncryption: 'aws:kms' as const, SSEKMSKeyId: kmsKeyId }),
     };
   }

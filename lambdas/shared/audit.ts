@@ -21,6 +21,9 @@ export const MINIMUM_RETENTION_MONTHS = 24;
 /** An HMAC key shorter than this makes low-entropy identifiers (numeric user ids) guessable. */
 export const MINIMUM_HMAC_KEY_LENGTH = 32;
 
+/** Chains kept in memory between appends (a Lambda container serves few requests; local mode, many). */
+const CACHED_CHAINS = 1000;
+
 /** How often append re-reads and tries again after another writer took the same key. */
 const CONFLICT_RETRIES = 3;
 const MAX_FACT_LENGTH = 256;
@@ -199,6 +202,7 @@ export class AuditTrail {
   readonly #store: AuditStore;
   readonly #deps: AuditTrailDeps;
   readonly #clock: () => Date;
+  readonly #chains = new Map<string, AuditRecord[]>();
 
   constructor(store: AuditStore, deps: AuditTrailDeps) {
     this.#store = store;
@@ -213,7 +217,10 @@ export class AuditTrail {
     const subjectHashes = event.subject === undefined ? undefined : await this.#subjectHashes(event.subject);
 
     for (let attempt = 0; ; attempt++) {
-      const records = await this.list(requestId);
+      // A chain this trail wrote last is read from memory; should another writer have appended
+      // meanwhile, the conditional write fails and the loop re-reads the bucket.
+      const cached = attempt === 0 ? this.#chains.get(requestId) : undefined;
+      const records = cached ?? (await this.list(requestId));
       const existing = records.find((record) => record.event_id === event.eventId);
       if (existing !== undefined) return existing;
 
@@ -242,8 +249,10 @@ export class AuditTrail {
       });
       try {
         await this.#put(record, now);
+        this.#remember(requestId, [...records, record]);
         return record;
       } catch (error) {
+        this.#chains.delete(requestId);
         if (!isWriteConflict(error)) throw error;
         if (attempt >= CONFLICT_RETRIES) {
           throw new Error(
@@ -259,11 +268,23 @@ export class AuditTrail {
   async list(requestId: string): Promise<AuditRecord[]> {
     assertRequestId(requestId);
     const objects = await this.#readObjects(requestId);
-    return objects.map((object) => {
+    const records = objects.map((object) => {
       const checked = checkObject(requestId, object);
       if (!checked.ok) throw new Error(`audit: ${object.key} ${checked.problem}`);
       return checked.record;
     });
+    this.#remember(requestId, records);
+    return records;
+  }
+
+  /** Keeps the chains this trail read or wrote last, so the next append need not re-read them. */
+  #remember(requestId: string, records: AuditRecord[]): void {
+    this.#chains.delete(requestId);
+    this.#chains.set(requestId, records);
+    if (this.#chains.size > CACHED_CHAINS) {
+      const oldest = this.#chains.keys().next();
+      if (!oldest.done) this.#chains.delete(oldest.value);
+    }
   }
 
   /**

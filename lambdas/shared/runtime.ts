@@ -4,6 +4,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DeleteObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { copyExportToS3, verifyStoredZip } from './archive.ts';
+import { REQUEST_TYPE_TAG } from './archive-tags.ts';
 import { AuditTrail } from './audit.ts';
 import { parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
 import type { DownloadPolicy } from './download-policy.ts';
@@ -30,11 +31,15 @@ export function s3ArchiveStore(
     ...(options.kmsKeyId ? { kmsKeyId: options.kmsKeyId } : {}),
   });
   return {
-    async copy(link, key) {
-      const result = await copyExportToS3(link, target(key), {
-        policy: options.policy,
-        ...(options.idleTimeoutMs ? { idleTimeoutMs: options.idleTimeoutMs } : {}),
-      });
+    async copy(link, key, requestType) {
+      const result = await copyExportToS3(
+        link,
+        { ...target(key), tags: { [REQUEST_TYPE_TAG]: requestType } },
+        {
+          policy: options.policy,
+          ...(options.idleTimeoutMs ? { idleTimeoutMs: options.idleTimeoutMs } : {}),
+        },
+      );
       return {
         bytes: result.bytes,
         sha256: result.sha256,

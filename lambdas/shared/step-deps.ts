@@ -5,7 +5,11 @@ import type { PlatformClient } from './platform-client.ts';
 
 /** Where the workflow keeps archives: copy from a link, then prove what was stored. */
 export interface ArchiveStore {
-  copy(link: URL, key: string): Promise<{ bytes: number; sha256: string; versionId?: string }>;
+  copy(
+    link: URL,
+    key: string,
+    requestType: 'access' | 'erasure',
+  ): Promise<{ bytes: number; sha256: string; versionId?: string }>;
   /** Verifies the stored zip; on failure removes it so no corrupt archive stays behind, then throws. */
   verify(key: string, expected: { bytes: number; sha256: string }): Promise<{ entries: number }>;
 }

@@ -1170,3 +1170,23 @@ describe('presigned GET', () => {
     expect(await refused.text()).toContain('Request has expired');
   });
 });
+
+describe('AuditTrail chain cache', () => {
+  it('recovers when another writer appended after this trail last wrote', async () => {
+    const bucket = 'svc-dsr-audit-cache';
+    await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+    const key = 'k'.repeat(40);
+    const first = new AuditTrail({ s3, bucket }, { hmacKey: () => key });
+    const second = new AuditTrail({ s3, bucket }, { hmacKey: () => key });
+    const requestId = randomUUID();
+    const step = (eventId: string): AuditEvent => ({ eventId, step: 'CheckExport', action: 'polled', facts: {} });
+    await first.append(requestId, step('a'));
+    await second.append(requestId, step('b'));
+
+    // first still remembers a one-record chain; its write at seq 1 must lose and re-read
+    const record = await first.append(requestId, step('c'));
+
+    expect(record.seq).toBe(2);
+    expect(await first.verify(requestId)).toMatchObject({ ok: true, records: 3 });
+  });
+});

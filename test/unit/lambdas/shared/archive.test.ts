@@ -794,6 +794,7 @@ describe('copyExportToS3', () => {
         bucket: BUCKET,
         key: 'archives/kms.zip',
         kmsKeyId: 'arn:aws:kms:us-east-1:111122223333:key/k-1',
+        tags: { 'request-type': 'erasure' },
       },
       { policy, fetch: fakeFetch, partSizeBytes: 5 * MiB },
     );
@@ -805,6 +806,7 @@ describe('copyExportToS3', () => {
       ServerSideEncryption: 'aws:kms',
       SSEKMSKeyId: 'arn:aws:kms:us-east-1:111122223333:key/k-1',
       ContentType: 'application/zip',
+      Tagging: 'request-type=erasure',
     });
     expect(s3Mock).toHaveReceivedCommandTimes(UploadPartCommand, 2);
     expect(s3Mock).toHaveReceivedCommandWith(UploadPartCommand, {
@@ -841,6 +843,7 @@ describe('copyExportToS3', () => {
     expect(put?.args[0].input).toMatchObject({ ChecksumAlgorithm: 'SHA256', ContentType: 'application/zip' });
     expect(put?.args[0].input).not.toHaveProperty('ServerSideEncryption');
     expect(put?.args[0].input).not.toHaveProperty('SSEKMSKeyId');
+    expect(put?.args[0].input).not.toHaveProperty('Tagging');
     s3Mock.restore();
   });
 });

@@ -682,8 +682,9 @@ describe('AuditTrail S3 requests', () => {
       .on(ListObjectsV2Command)
       .callsFake((input) => local.s3.send(new ListObjectsV2Command({ ...input, MaxKeys: 2 })));
 
-    // Act
-    const record = await trail.append(requestId, event('CheckExport:poll-4'));
+    // Act: a new trail, as in a fresh Lambda container, has to read the chain from the bucket
+    const fresh = new AuditTrail({ s3: client, bucket: local.bucket }, { hmacKey: () => HMAC_KEY });
+    const record = await fresh.append(requestId, event('CheckExport:poll-4'));
 
     // Assess
     expect(record.seq).toBe(3);

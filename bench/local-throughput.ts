@@ -1,0 +1,75 @@
+/**
+ * Local-mode throughput: N requests (mixed access and erasure, exports ready after 2 polls, waits
+ * compressed) end to end through local mode — intake queue, ledger, state machine, platform
+ * emulator, archive and audit stores — in this one process. Reports requests per second and CPU
+ * milliseconds per request (everything local mode runs, emulator and stand-ins included).
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { EmulatorState } from '#local/emulator/state';
+import { startLocalMode } from '#local/local-mode';
+
+export interface ThroughputResult {
+  readonly requests: number;
+  readonly completed: number;
+  readonly seconds: number;
+  readonly cpuMs: number;
+}
+
+function platformState(users: number): EmulatorState {
+  return {
+    spot_id: 'sp_bench',
+    conversations: [{ id: 'conv-1', url: 'https://example.com/a', title: 'A' }],
+    users: Array.from({ length: users }, (_, index) => ({ primary_key: `bench-${index}`, user_name: `bench_${index}` })),
+    comments: Array.from({ length: users }, (_, index) => ({
+      id: `c-${index}`,
+      primary_key: `bench-${index}`,
+      conversation_id: 'conv-1',
+      text: `comment ${index}`,
+      written_at: 1_700_000_000 + index,
+      parent_id: null,
+    })),
+    votes: [],
+  };
+}
+
+export async function localThroughput(requests: number): Promise<ThroughputResult> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'svc-dsr-bench-local-'));
+  const mode = await startLocalMode({
+    dataDir,
+    platformState: platformState(requests),
+    faults: { export_ready_after_polls: 2 },
+    waitMs: 0,
+  });
+  try {
+    const received = new Date().toISOString();
+    const lines = Array.from({ length: requests }, (_, index) =>
+      JSON.stringify({
+        request_id: randomUUID(),
+        type: index % 2 === 0 ? 'access' : 'erasure',
+        regulation: index % 3 === 0 ? 'ccpa' : 'gdpr',
+        primary_key: `bench-${index}`,
+        received_at: received,
+        verification: { method: 'bench', verified_by: 'bench', verified_at: received },
+      }),
+    );
+    const cpuBefore = process.cpuUsage();
+    const started = performance.now();
+    const outcomes = await mode.submit(lines);
+    await mode.idle();
+    const seconds = (performance.now() - started) / 1000;
+    const cpu = process.cpuUsage(cpuBefore);
+    let completed = 0;
+    for (const outcome of outcomes) {
+      if (outcome.kind !== 'accepted') continue;
+      const item = await mode.workflow.ledger.require(outcome.requestId);
+      if (item.status === 'completed') completed += 1;
+    }
+    return { requests, completed, seconds, cpuMs: (cpu.user + cpu.system) / 1000 };
+  } finally {
+    await mode.close();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
