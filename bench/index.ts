@@ -3,6 +3,7 @@
  * 1. Archive copy: the ArchiveExport copy of a large export into S3 versus the same download
  *    streamed to nowhere by plain fetch; throughput and the copying process's peak RSS.
  * 2. State transitions per request, and the Step Functions cost per 1,000 requests.
+ * 3. Local-mode throughput: BENCH_LOCAL_REQUESTS (default 1,000) mixed requests end to end.
  *
  * The measured processes run plain node on a bundle built at start, not TypeScript through tsx:
  * a Lambda runs a bundle too, and tsx would add its own memory to both figures. The S3 sink runs
@@ -28,6 +29,7 @@ import { startAwsStandIns } from '#local/aws-standins';
 import { emulatorControl, startEmulator } from '#local/emulator/server';
 import { SqsPoller } from '#local/event-source';
 import { startLocalWorkflow } from '#local/workflow';
+import { localThroughput } from './local-throughput.ts';
 
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -289,10 +291,36 @@ function printTable(title: string, header: string[], rows: string[][]) {
   console.log('');
 }
 
-const bundles = await bundle();
-try {
-  await archiveCopy(bundles);
-} finally {
-  await bundles.dispose();
+async function throughput() {
+  const requests = z.coerce
+    .number()
+    .int()
+    .positive()
+    .parse(process.env.BENCH_LOCAL_REQUESTS ?? '1000');
+  const result = await localThroughput(requests);
+  printTable(
+    `Local mode, ${requests} requests (half access, half erasure; exports ready after 2 polls; waits compressed to 0 ms)`,
+    ['completed', 'seconds', 'requests/s', 'CPU ms per request', 'target'],
+    [
+      [
+        `${result.completed}/${result.requests}`,
+        result.seconds.toFixed(1),
+        (result.requests / result.seconds).toFixed(1),
+        (result.cpuMs / result.requests).toFixed(0),
+        'at least 20 requests/s',
+      ],
+    ],
+  );
 }
-await transitions();
+
+const only = new Set((process.env.BENCH_ONLY ?? 'copy,transitions,local').split(','));
+if (only.has('copy')) {
+  const bundles = await bundle();
+  try {
+    await archiveCopy(bundles);
+  } finally {
+    await bundles.dispose();
+  }
+}
+if (only.has('transitions')) await transitions();
+if (only.has('local')) await throughput();

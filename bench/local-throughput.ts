@@ -22,7 +22,10 @@ function platformState(users: number): EmulatorState {
   return {
     spot_id: 'sp_bench',
     conversations: [{ id: 'conv-1', url: 'https://example.com/a', title: 'A' }],
-    users: Array.from({ length: users }, (_, index) => ({ primary_key: `bench-${index}`, user_name: `bench_${index}` })),
+    users: Array.from({ length: users }, (_, index) => ({
+      primary_key: `bench-${index}`,
+      user_name: `bench_${index}`,
+    })),
     comments: Array.from({ length: users }, (_, index) => ({
       id: `c-${index}`,
       primary_key: `bench-${index}`,

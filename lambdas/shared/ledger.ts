@@ -100,23 +100,11 @@ export class Ledger {
     fingerprint: string,
     deadlines: Deadlines,
   ): Promise<CreateResult> {
-    const now = this.clock().toISOString();
     return this.#create({
       ...request,
       ...deadlines,
-      request_id: request.request_id,
-      fingerprint,
+      ...this.#fresh(request.request_id, fingerprint),
       status: 'received',
-      extended: false,
-      export_attempts: 0,
-      export_attempts_base: 0,
-      export_polls: 0,
-      export_waited_seconds: 0,
-      duplicates: 0,
-      conflicts: 0,
-      executions: 0,
-      created_at: now,
-      updated_at: now,
     });
   }
 
@@ -126,12 +114,21 @@ export class Ledger {
     fingerprint: string,
     errors: readonly string[],
   ): Promise<CreateResult> {
-    const now = this.clock().toISOString();
+    const fresh = this.#fresh(requestId, fingerprint);
     return this.#create({
-      request_id: requestId,
-      fingerprint,
+      ...fresh,
       status: 'rejected',
       rejection_errors: [...errors],
+      completed_at: fresh.created_at,
+    });
+  }
+
+  /** The fields every new item starts with. */
+  #fresh(requestId: string, fingerprint: string) {
+    const now = this.clock().toISOString();
+    return {
+      request_id: requestId,
+      fingerprint,
       extended: false,
       export_attempts: 0,
       export_attempts_base: 0,
@@ -142,8 +139,7 @@ export class Ledger {
       executions: 0,
       created_at: now,
       updated_at: now,
-      completed_at: now,
-    });
+    };
   }
 
   async get(requestId: string): Promise<LedgerItem | undefined> {
