@@ -1179,7 +1179,12 @@ describe('AuditTrail chain cache', () => {
     const first = new AuditTrail({ s3, bucket }, { hmacKey: () => key });
     const second = new AuditTrail({ s3, bucket }, { hmacKey: () => key });
     const requestId = randomUUID();
-    const step = (eventId: string): AuditEvent => ({ eventId, step: 'CheckExport', action: 'polled', facts: {} });
+    const step = (eventId: string): AuditEvent => ({
+      eventId,
+      step: 'CheckExport',
+      action: 'polled',
+      facts: {},
+    });
     await first.append(requestId, step('a'));
     await second.append(requestId, step('b'));
 
