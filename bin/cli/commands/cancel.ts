@@ -19,6 +19,7 @@ import {
   hasName,
   isConditionalFailure,
   loadRequest,
+  recordOperatorAction,
 } from './common.ts';
 
 /** Options of `svc-dsr cancel`. */
@@ -46,7 +47,7 @@ export interface CancelResult {
  * (so it cannot race past the delete), then StopExecution of its executions. Refusals are exit 1.
  */
 export async function runCancel(
-  context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 's3' | 'names' | 'target' | 'clock'>,
   options: CancelOptions,
   io: CliIo,
 ): Promise<CommandResult<CancelResult>> {
@@ -101,6 +102,12 @@ export async function runCancel(
       EXIT.failed,
     );
   }
+
+  await recordOperatorAction(context, requestId, {
+    eventId: `Operator:cancel-${updated.executions}`,
+    action: 'request_cancelled',
+    facts: { previous_status: item.status, step: item.step ?? null },
+  });
 
   const stopped: string[] = [];
   const stopErrors: CancelResult['stop_errors'] = [];

@@ -1,3 +1,4 @@
+import { AuditTrail } from '#shared/audit';
 import type { LedgerItem } from '#shared/ledger';
 import { CliError, EXIT } from '../io.ts';
 import type { CliContext } from '../target.ts';
@@ -65,4 +66,32 @@ export function erasureStarted(item: LedgerItem): boolean {
     item.erasure !== undefined ||
     item.erasure_verification !== undefined
   );
+}
+
+/**
+ * Appends an operator action to the request's audit chain, after the ledger change it records.
+ * Operator records carry no subject, so no HMAC key is needed; the reason text stays in the ledger.
+ * A failure is exit 1 that says the change stands but its audit record is missing.
+ */
+export async function recordOperatorAction(
+  context: Pick<CliContext, 's3' | 'names'>,
+  requestId: string,
+  event: { eventId: string; action: string; facts: Record<string, string | number | boolean | null> },
+): Promise<void> {
+  const trail = new AuditTrail(
+    { s3: context.s3, bucket: context.names.AuditBucketName },
+    {
+      hmacKey: () => {
+        throw new Error('operator records carry no subject');
+      },
+    },
+  );
+  try {
+    await trail.append(requestId, { ...event, step: 'Operator' });
+  } catch (error) {
+    throw new CliError(
+      `the ledger change for ${requestId} is made, but its audit record (${event.action}) could not be written: ${error instanceof Error ? error.message : String(error)}`,
+      EXIT.failed,
+    );
+  }
 }

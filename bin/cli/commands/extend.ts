@@ -12,7 +12,7 @@ import {
 } from '../format.ts';
 import { CliError, EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { isConditionalFailure, loadRequest } from './common.ts';
+import { isConditionalFailure, loadRequest, recordOperatorAction } from './common.ts';
 
 /** Options of `svc-dsr extend`. */
 export interface ExtendOptions {
@@ -35,7 +35,7 @@ export interface ExtendResult {
  * (DESIGN.md section 6, `decideExtension`). Refusals are exit 1 with the rule that applied.
  */
 export async function runExtend(
-  context: Pick<CliContext, 'ledger' | 'dynamo' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 'dynamo' | 's3' | 'names' | 'target' | 'clock'>,
   options: ExtendOptions,
   io: CliIo,
 ): Promise<CommandResult<ExtendResult>> {
@@ -82,6 +82,12 @@ export async function runExtend(
       EXIT.failed,
     );
   }
+
+  await recordOperatorAction(context, requestId, {
+    eventId: 'Operator:extend',
+    action: 'deadline_extended',
+    facts: { previous_due_at: dueAt, due_at: newDueAt },
+  });
 
   const result: ExtendResult = {
     request_id: requestId,

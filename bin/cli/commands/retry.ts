@@ -5,7 +5,13 @@ import type { LedgerItem } from '#shared/ledger';
 import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { hasName, isConditionalFailure, loadRequest, retryExecutionName } from './common.ts';
+import {
+  hasName,
+  isConditionalFailure,
+  loadRequest,
+  recordOperatorAction,
+  retryExecutionName,
+} from './common.ts';
 
 /** Options of `svc-dsr retry`. */
 export interface RetryOptions {
@@ -31,7 +37,7 @@ export interface RetryResult {
  * the new execution resumes where the failed one stopped. Anything but `failed` is exit 1.
  */
 export async function runRetry(
-  context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 's3' | 'names' | 'target' | 'clock'>,
   options: RetryOptions,
   io: CliIo,
 ): Promise<CommandResult<RetryResult>> {
@@ -90,6 +96,12 @@ export async function runRetry(
       EXIT.failed,
     );
   }
+
+  await recordOperatorAction(context, requestId, {
+    eventId: `Operator:retry-${n}`,
+    action: 'request_retried',
+    facts: { execution: name, previous_error: item.error?.code ?? null, fresh_export: freshExport },
+  });
 
   let started = true;
   let arn: string | null = null;

@@ -1,4 +1,5 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { ExecutionDoesNotExist, SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
@@ -9,9 +10,14 @@ import { CliError } from '../../../bin/cli/io.ts';
 import { ledgerRecord, NOW, REQUEST_ID, testContext } from './helpers.ts';
 
 const dbMock = mockClient(DynamoDBDocumentClient);
+// Operator actions are appended to the audit chain; an empty chain takes seq 0.
+const s3Mock = mockClient(S3Client);
 const sfnMock = mockClient(SFNClient);
 
 beforeEach(() => {
+  s3Mock.reset();
+  s3Mock.on(ListObjectsV2Command).resolves({});
+  s3Mock.on(PutObjectCommand).resolves({});
   dbMock.reset();
   sfnMock.reset();
 });
@@ -162,5 +168,44 @@ describe('runCancel', () => {
     expect(error.exitCode).toBe(2);
     expect(error.message).toContain('--reason');
     expect(dbMock.calls()).toHaveLength(0);
+  });
+});
+
+describe('runCancel audit record', () => {
+  it('appends the cancellation to the audit chain, without the reason text', async () => {
+    const item = ledgerRecord({ executions: 1 });
+    dbMock.on(GetCommand).resolves({ Item: item });
+    dbMock
+      .on(UpdateCommand)
+      .resolves({ Attributes: { ...item, status: 'cancelled', cancel_reason: 'withdrawn by phone' } });
+    sfnMock.on(StopExecutionCommand).resolves({ stopDate: NOW });
+
+    await runCancel(testContext(), { requestId: REQUEST_ID, reason: 'withdrawn by phone' }, collectingIo());
+
+    expect(s3Mock).toHaveReceivedCommandWith(PutObjectCommand, {
+      Key: `audit/${REQUEST_ID}/000000.json`,
+      IfNoneMatch: '*',
+    });
+    const body = String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body);
+    expect(JSON.parse(body)).toMatchObject({
+      step: 'Operator',
+      action: 'request_cancelled',
+      facts: { previous_status: 'running' },
+    });
+    expect(body).not.toContain('withdrawn by phone');
+  });
+
+  it('says the ledger change stands when the audit record cannot be written (exit 1)', async () => {
+    const item = ledgerRecord({ executions: 1 });
+    dbMock.on(GetCommand).resolves({ Item: item });
+    dbMock.on(UpdateCommand).resolves({ Attributes: { ...item, status: 'cancelled' } });
+    s3Mock.on(PutObjectCommand).rejects(new Error('AccessDenied'));
+
+    await expect(
+      runCancel(testContext(), { requestId: REQUEST_ID, reason: 'withdrawn' }, collectingIo()),
+    ).rejects.toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('audit record (request_cancelled) could not be written'),
+    });
   });
 });

@@ -1,4 +1,5 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -7,8 +8,13 @@ import { collectingIo } from '../../../bin/cli/format.ts';
 import { ledgerRecord, NOW, REQUEST_ID, testContext } from './helpers.ts';
 
 const dbMock = mockClient(DynamoDBDocumentClient);
+// Operator actions are appended to the audit chain; an empty chain takes seq 0.
+const s3Mock = mockClient(S3Client);
 
 beforeEach(() => {
+  s3Mock.reset();
+  s3Mock.on(ListObjectsV2Command).resolves({});
+  s3Mock.on(PutObjectCommand).resolves({});
   dbMock.reset();
 });
 
@@ -101,6 +107,21 @@ describe('runExtend', () => {
     ).rejects.toMatchObject({
       exitCode: 1,
       message: expect.stringContaining('already been extended once'),
+    });
+  });
+});
+
+describe('runExtend audit record', () => {
+  it('appends the new and previous due dates to the audit chain', async () => {
+    const item = ledgerRecord({ regulation: 'gdpr' });
+    dbMock.on(GetCommand).resolves({ Item: item });
+    dbMock.on(UpdateCommand).resolves({});
+    await runExtend(testContext(), { requestId: REQUEST_ID, reason: 'complex request' }, collectingIo());
+    const body = String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body);
+    expect(JSON.parse(body)).toMatchObject({
+      step: 'Operator',
+      action: 'deadline_extended',
+      facts: { previous_due_at: item.due_at, due_at: item.extension_limit_at },
     });
   });
 });

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { SFNClient, StartExecutionCommand, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
@@ -16,6 +17,8 @@ import { NOW, PRIMARY_KEY, testContext } from './helpers.ts';
 
 /** The conditional writes run against dynalite, so their expressions are parsed and evaluated for real. */
 const sfnMock = mockClient(SFNClient);
+// Operator actions are appended to the audit chain; an empty chain takes seq 0.
+const s3Mock = mockClient(S3Client);
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
 let context: CliContext;
 
@@ -42,6 +45,9 @@ afterAll(async () => {
   await dynamo.close();
 });
 beforeEach(() => {
+  s3Mock.reset();
+  s3Mock.on(ListObjectsV2Command).resolves({});
+  s3Mock.on(PutObjectCommand).resolves({});
   sfnMock.reset();
   sfnMock.on(StopExecutionCommand).resolves({ stopDate: NOW });
   sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });

@@ -1,4 +1,5 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { ExecutionAlreadyExists, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
@@ -8,9 +9,14 @@ import { collectingIo } from '../../../bin/cli/format.ts';
 import { ledgerRecord, NAMES, NOW, REQUEST_ID, testContext } from './helpers.ts';
 
 const dbMock = mockClient(DynamoDBDocumentClient);
+// Operator actions are appended to the audit chain; an empty chain takes seq 0.
+const s3Mock = mockClient(S3Client);
 const sfnMock = mockClient(SFNClient);
 
 beforeEach(() => {
+  s3Mock.reset();
+  s3Mock.on(ListObjectsV2Command).resolves({});
+  s3Mock.on(PutObjectCommand).resolves({});
   dbMock.reset();
   sfnMock.reset();
 });
@@ -153,5 +159,19 @@ describe('runRetry', () => {
       'is running; only failed requests can be retried',
     );
     expect(sfnMock.calls()).toHaveLength(0);
+  });
+});
+
+describe('runRetry audit record', () => {
+  it('appends the retry and the execution it starts to the audit chain before starting it', async () => {
+    dbMock.on(GetCommand).resolves({ Item: failed() });
+    dbMock.on(UpdateCommand).resolves({});
+    sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
+    await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());
+    const body = String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body);
+    expect(JSON.parse(body)).toMatchObject({
+      action: 'request_retried',
+      facts: { execution: `${REQUEST_ID}-retry-2`, previous_error: 'export_failed', fresh_export: true },
+    });
   });
 });
