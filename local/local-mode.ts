@@ -81,6 +81,8 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
 
   const outcomes = new Map<string, IntakeResult>();
   let shim: SfnShim | undefined;
+  // One client for every StartExecution: a client per call would open a connection per request.
+  let sfn: SFNClient | undefined;
   const workflow = await startLocalWorkflow({
     aws,
     platform: emulator,
@@ -90,7 +92,8 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     ...(options.logSink ? { logSink: options.logSink } : {}),
     intakeStarter: (name, input) => {
       if (shim === undefined) throw new Error('the Step Functions shim is not running yet');
-      return sfnStarter(sfnClient(shim.endpoint, aws), shim.stateMachineArn)(name, input);
+      sfn ??= sfnClient(shim.endpoint, aws);
+      return sfnStarter(sfn, shim.stateMachineArn)(name, input);
     },
     observe: (message, result) => outcomes.set(message.messageId, result),
   });
@@ -183,6 +186,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     },
     async close() {
       await runningShim.close();
+      sfn?.destroy();
       await workflow.close();
       await aws.close();
       await emulator.close();

@@ -52,6 +52,16 @@ export interface DiskS3Options {
   readonly root: string;
   /** @default 0 (a free port) */
   readonly port?: number;
+  /**
+   * Flush each object and its sidecar to the disk (fdatasync) before answering. Without it, a
+   * write is still renamed into place whole before the answer, so a killed process never loses
+   * or tears an answered write; only a power cut or an operating-system crash can lose the writes
+   * of the last seconds, as it can for local mode's ledger (LevelDB does not sync either) and its
+   * emulator file. `svc-dsr verify` finds an archive lost that way. The flush costs about 1.5 ms
+   * per small object here, a sixth of a PUT and GET through the SDK.
+   * @default false
+   */
+  readonly syncWrites?: boolean;
 }
 
 const LOOPBACK = '127.0.0.1';
@@ -287,6 +297,7 @@ async function receiveBody(
   req: IncomingMessage,
   path: string,
   extra: ChecksumAlgorithm | undefined,
+  syncWrites: boolean,
 ): Promise<ReceivedBody> {
   const contentSha = header(req, 'x-amz-content-sha256')?.trim();
   const chunked =
@@ -363,7 +374,7 @@ async function receiveBody(
       }
       sent = { algorithm, value };
     }
-    const settled = await settleFile(path);
+    const settled = await settleFile(path, syncWrites);
     return {
       path,
       size,
@@ -467,8 +478,9 @@ async function* decodeAwsChunked(
   if (state !== 'done' && !endedWithoutTrailer) throw incompleteBody();
 }
 
-/** Flushes a finished file to disk and returns its stat, whose mtime the sidecar records. */
-async function settleFile(path: string): Promise<Stats> {
+/** A finished file's stat, whose mtime the sidecar records; flushed to the disk first when asked. */
+async function settleFile(path: string, flush: boolean): Promise<Stats> {
+  if (!flush) return stat(path);
   const handle = await open(path, 'r+');
   try {
     await handle.datasync();
@@ -638,7 +650,10 @@ class DiskStore {
   readonly #lock = new Mutex();
   readonly #background = new Set<Promise<unknown>>();
 
-  constructor(readonly root: string) {}
+  constructor(
+    readonly root: string,
+    readonly syncWrites: boolean,
+  ) {}
 
   tempPath(): string {
     return join(this.root, TMP_DIR, randomBytes(12).toString('hex'));
@@ -827,7 +842,7 @@ class DiskStore {
     const temp = this.tempPath();
     try {
       await writeFile(temp, text, { flag: 'wx' });
-      await settleFile(temp);
+      if (this.syncWrites) await settleFile(temp, true);
       await rename(temp, path);
     } catch (error) {
       await rm(temp, { force: true });
@@ -1345,7 +1360,7 @@ async function putObject(call: Call, key: string) {
   if (condition.ifNoneMatch !== undefined || condition.ifMatch !== undefined) {
     checkWriteCondition(await store.describe(bucket, key), condition);
   }
-  const received = await receiveBody(req, store.tempPath(), undefined);
+  const received = await receiveBody(req, store.tempPath(), undefined, store.syncWrites);
   const checksum =
     received.sent === undefined ? undefined : { ...received.sent, type: 'FULL_OBJECT' as const };
   const meta: ObjectMeta = {
@@ -1509,7 +1524,7 @@ async function uploadPart(call: Call, key: string) {
   const partNumber = parsePartNumber(query.get('partNumber'));
   const upload = await store.readUpload(uploadId, bucket, key);
   const algorithm = upload.checksumAlgorithm;
-  const received = await receiveBody(req, store.tempPath(), algorithm);
+  const received = await receiveBody(req, store.tempPath(), algorithm, store.syncWrites);
   try {
     if (algorithm !== undefined && received.sent !== undefined && received.sent.algorithm !== algorithm) {
       throw invalidRequest(
@@ -1627,7 +1642,7 @@ async function completeMultipartUpload(call: Call, key: string) {
       Readable.from(concatenated(), { objectMode: false }),
       createWriteStream(temp, { flags: 'wx' }),
     );
-    const settled = await settleFile(temp);
+    const settled = await settleFile(temp, store.syncWrites);
     const md5s = Buffer.concat(parts.map((part) => Buffer.from(normalizeEtag(part.etag), 'hex')));
     let checksum: ObjectMeta['checksum'];
     if (algorithm !== undefined) {
@@ -1691,7 +1706,7 @@ export async function startDiskS3(options: DiskS3Options): Promise<DiskS3> {
   await mkdir(join(root, UPLOADS_DIR), { recursive: true });
   await rm(join(root, TMP_DIR), { recursive: true, force: true });
   await mkdir(join(root, TMP_DIR), { recursive: true });
-  const store = new DiskStore(root);
+  const store = new DiskStore(root, options.syncWrites ?? false);
   const server = createServer((req, res) => {
     void handle(store, req, res);
   });

@@ -12,6 +12,7 @@ import {
 import {
   type EmulatorSnapshot,
   type ExportSnapshot,
+  JsonListBytes,
   MAX_CALLS,
   SNAPSHOT_FORMAT,
   SNAPSHOT_VERSION,
@@ -129,6 +130,10 @@ export class Emulator {
   private readonly downloads = new Map<string, ExportRecord>();
   private exportCounter = 0;
   private calls: CallRecord[] = [];
+  /** The call log as snapshot JSON, each entry encoded once when it is logged. */
+  private readonly callBytes = new JsonListBytes();
+  /** Each export's snapshot JSON, made again after a change to the export. */
+  private readonly savedExports = new WeakMap<ExportRecord, Buffer>();
   private callCounter = 0;
   private droppedCalls = 0;
 
@@ -176,6 +181,7 @@ export class Emulator {
     }
     emulator.exportCounter = snapshot.exportCounter;
     emulator.calls = snapshot.calls.map((call) => structuredClone(call));
+    for (const call of emulator.calls) emulator.callBytes.push(JSON.stringify(call));
     emulator.callCounter = snapshot.callCounter;
     emulator.droppedCalls = snapshot.droppedCalls;
     return emulator;
@@ -194,12 +200,7 @@ export class Emulator {
       initialFaults: this.initialFaults,
       faults: this.faults,
       activityEnabled: this.activity,
-      randomStreams: {
-        faults: this.randoms.faults.position(),
-        names: this.randoms.names.position(),
-        exports: this.randoms.exports.position(),
-        downloads: this.randoms.downloads.position(),
-      },
+      randomStreams: this.randomStreams(),
       platform: this.data.toSnapshot(),
       exportCounter: this.exportCounter,
       exports: [...this.exports.values()].map(savedExport),
@@ -210,6 +211,47 @@ export class Emulator {
   }
 
   /**
+   * JSON.stringify(toSnapshot(savedAt)) as UTF-8, made of bytes kept from earlier saves where
+   * nothing changed: call-log entries never change once logged, an export's entry changes only
+   * with its polls, link and downloads, and the platform data and the baseline now and then. On a
+   * busy emulator those are nearly all of the snapshot, so a save costs little more than a copy.
+   */
+  snapshotBytes(savedAt: string): Buffer {
+    const head = JSON.stringify({
+      format: SNAPSHOT_FORMAT,
+      version: SNAPSHOT_VERSION,
+      savedAt,
+      spotId: this.spotId,
+      ssoAccessToken: this.ssoAccessToken,
+      exportToken: this.exportToken,
+    });
+    const settings = JSON.stringify({
+      initialFaults: this.initialFaults,
+      faults: this.faults,
+      activityEnabled: this.activity,
+      randomStreams: this.randomStreams(),
+    });
+    const parts: Uint8Array[] = [
+      Buffer.from(`${head.slice(0, -1)},"baselineState":`),
+      stateBytes(this.baselineState),
+      Buffer.from(`,${settings.slice(1, -1)},"platform":`),
+      this.data.toSnapshotBytes(),
+      Buffer.from(`,"exportCounter":${this.exportCounter},"exports":[`),
+    ];
+    let first = true;
+    for (const record of this.exports.values()) {
+      if (!first) parts.push(COMMA);
+      first = false;
+      parts.push(this.exportBytes(record));
+    }
+    parts.push(
+      Buffer.from(`],"callCounter":${this.callCounter},"droppedCalls":${this.droppedCalls},"calls":[`),
+    );
+    parts.push(this.callBytes.bytes(), Buffer.from(']}'));
+    return Buffer.concat(parts);
+  }
+
+  /**
    * True once after a change that a client must not be able to repeat after a crash (a deletion,
    * an export start, a new download link): the server saves it before answering.
    */
@@ -217,6 +259,30 @@ export class Emulator {
     const taken = this.durableChange;
     this.durableChange = false;
     return taken;
+  }
+
+  /** JSON.stringify(savedExport(record)) as UTF-8; every change to an export forgets it. */
+  private exportBytes(record: ExportRecord): Buffer {
+    let bytes = this.savedExports.get(record);
+    if (bytes === undefined) {
+      const { zip: _zip, files, ...fields } = record;
+      bytes = Buffer.concat([
+        Buffer.from(`${JSON.stringify(fields).slice(0, -1)},"files":`),
+        filesBytes(files),
+        Buffer.from('}'),
+      ]);
+      this.savedExports.set(record, bytes);
+    }
+    return bytes;
+  }
+
+  private randomStreams(): StreamPositions {
+    return {
+      faults: this.randoms.faults.position(),
+      names: this.randoms.names.position(),
+      exports: this.randoms.exports.position(),
+      downloads: this.randoms.downloads.position(),
+    };
   }
 
   get activityEnabled(): boolean {
@@ -326,6 +392,7 @@ export class Emulator {
   /** Counts a status poll and answers it: pending for the first N polls, then the outcome. */
   pollExport(record: ExportRecord): ExportStatusAnswer {
     record.polls += 1;
+    this.savedExports.delete(record);
     this.onChange();
     if (record.polls <= record.readyAfterPolls) return { status: 'pending' };
     if (record.outcome === 'failed') return { status: 'failed' };
@@ -347,15 +414,19 @@ export class Emulator {
   /** Counts a download of an export's archive (HEAD requests do not count). */
   countDownload(record: ExportRecord): void {
     record.downloads += 1;
+    this.savedExports.delete(record);
     this.onChange();
   }
 
   /** Appends a platform request to the call log; every platform request ends here, changes or not. */
   record(call: Omit<CallRecord, 'seq'>): void {
     this.callCounter += 1;
-    this.calls.push({ seq: this.callCounter, ...call });
+    const entry = { seq: this.callCounter, ...call };
+    this.calls.push(entry);
+    this.callBytes.push(JSON.stringify(entry));
     if (this.calls.length > MAX_CALLS) {
       this.calls.shift();
+      this.callBytes.shift();
       this.droppedCalls += 1;
     }
     this.onChange();
@@ -438,6 +509,7 @@ export class Emulator {
     if (!record) return undefined;
     if (record.linkExpiresAt === null) return false;
     record.linkExpiresAt = this.now();
+    this.savedExports.delete(record);
     this.onChange();
     return true;
   }
@@ -448,6 +520,7 @@ export class Emulator {
 
   clearCalls(): void {
     this.calls = [];
+    this.callBytes.clear();
     this.droppedCalls = 0;
     this.onChange();
   }
@@ -501,17 +574,37 @@ function exportZip(files: DeflatedEntry[], paddingBytes: number, paddingSeed: nu
   );
 }
 
+const COMMA = Buffer.from(',');
+
+// Snapshot JSON of objects that are replaced, never changed: the baseline, an export's entries.
+const savedStates = new WeakMap<EmulatorState, Buffer>();
+const savedFiles = new WeakMap<DeflatedEntry[], Buffer>();
+
+function stateBytes(state: EmulatorState): Buffer {
+  let bytes = savedStates.get(state);
+  if (bytes === undefined) {
+    bytes = Buffer.from(JSON.stringify(state));
+    savedStates.set(state, bytes);
+  }
+  return bytes;
+}
+
+function filesBytes(files: DeflatedEntry[]): Buffer {
+  let bytes = savedFiles.get(files);
+  if (bytes === undefined) {
+    bytes = Buffer.from(JSON.stringify(files.map(savedFile)));
+    savedFiles.set(files, bytes);
+  }
+  return bytes;
+}
+
 function savedExport(record: ExportRecord): ExportSnapshot {
   const { zip: _zip, files, ...fields } = record;
-  return {
-    ...fields,
-    files: files.map((file) => ({
-      name: file.name,
-      crc32: file.crc32,
-      size: file.size,
-      deflated: file.deflated.toString('base64'),
-    })),
-  };
+  return { ...fields, files: files.map(savedFile) };
+}
+
+function savedFile(file: DeflatedEntry): ExportSnapshot['files'][number] {
+  return { name: file.name, crc32: file.crc32, size: file.size, deflated: file.deflated.toString('base64') };
 }
 
 function restoredExport(saved: ExportSnapshot): ExportRecord {

@@ -313,27 +313,110 @@ export async function loadSnapshotFile(path: string): Promise<EmulatorSnapshot |
 }
 
 /**
+ * The JSON text of a list that grows at its end and loses entries at its start (the call log),
+ * kept in one buffer: a snapshot then copies it in one piece, and no entry is encoded twice.
+ */
+export class JsonListBytes {
+  private buffer = Buffer.alloc(0);
+  private end = 0;
+  /** Where each entry's JSON starts (after its comma). */
+  private offsets: number[] = [];
+
+  /** Appends an entry, given as its JSON text. */
+  push(json: string): void {
+    const separator = this.offsets.length > 0 ? 1 : 0;
+    const length = Buffer.byteLength(json);
+    if (this.end + separator + length > this.buffer.length) this.grow(separator + length);
+    if (separator) this.buffer[this.end++] = 0x2c;
+    this.offsets.push(this.end);
+    this.end += this.buffer.write(json, this.end);
+  }
+
+  /** Drops the oldest entry. */
+  shift(): void {
+    this.offsets.shift();
+  }
+
+  clear(): void {
+    this.buffer = Buffer.alloc(0);
+    this.end = 0;
+    this.offsets = [];
+  }
+
+  /** The entries, comma-separated, without brackets; later pushes never change these bytes. */
+  bytes(): Buffer {
+    const first = this.offsets[0];
+    return first === undefined ? Buffer.alloc(0) : this.buffer.subarray(first, this.end);
+  }
+
+  /** Moves the live entries to a new buffer with room for `more` bytes and as much again. */
+  private grow(more: number): void {
+    const first = this.offsets[0] ?? this.end;
+    const live = this.end - first;
+    const buffer = Buffer.allocUnsafe(Math.max(64 * 1024, 2 * (live + more)));
+    this.buffer.copy(buffer, 0, first, this.end);
+    this.buffer = buffer;
+    this.end = live;
+    this.offsets = this.offsets.map((offset) => offset - first);
+  }
+}
+
+/** How a SnapshotWriter paces its writes; each one copies the whole state. */
+export interface SnapshotPacing {
+  /**
+   * Least time from the end of one write to the start of the next background write. A killed
+   * process loses at most about this long of the changes that are not saved at once.
+   * @default 0 (the next turn of the event loop)
+   */
+  readonly spacingMs?: number;
+  /**
+   * After a synchronous write, saveSoon() waits this many times as long as that write took, and
+   * every saveSoon() of the wait shares the next write: however large the state grows,
+   * synchronous writes then take at most 1/(factor + 1) of the time.
+   * @default 0 (the end of the current turn of the event loop)
+   */
+  readonly groupFactor?: number;
+  /** The longest saveSoon() waits for others to share its write. @default 100 */
+  readonly maxGroupWaitMs?: number;
+}
+
+/**
  * Saves snapshots of a running emulator to one file, always by writing a temporary file and
  * renaming it over the old one, so a reader (or a restart after a crash) sees a whole snapshot.
  *
  * markDirty() coalesces: at most one asynchronous write is in flight, and when it lands the latest
- * state is written once more if anything changed meanwhile. saveNow() writes synchronously, for
- * changes a client must never be able to repeat after a crash; an asynchronous write that was
- * serialised earlier never renames over a newer synchronous one.
+ * state is written once more (after `spacingMs`) if anything changed meanwhile. saveNow() writes
+ * synchronously, for changes a client must never be able to repeat after a crash; saveSoon() does
+ * the same a little later, in one write for every saveSoon() asked for until then (a group
+ * commit). An asynchronous write that was serialised earlier never renames over a newer
+ * synchronous one.
  */
 export class SnapshotWriter {
   private dirty = false;
   private draining: Promise<void> | null = null;
+  /** The saveSoon() write still to come; `write` does it at once. */
+  private group: { readonly saved: Promise<Error | null>; readonly write: () => void } | null = null;
   private written = 0;
   private committed = 0;
   private closed = false;
+  private closing = false;
   private lastError: unknown = null;
+  /** performance.now() when the last write of either kind ended. */
+  private lastWriteEnd = Number.NEGATIVE_INFINITY;
+  /** How long the last synchronous write took, in ms. */
+  private lastSyncCost = 0;
+  /** Ends the pause before a background write early (close() does not wait it out). */
+  private hurry: (() => void) | null = null;
+  private readonly pacing: Required<SnapshotPacing>;
 
   constructor(
     readonly path: string,
-    private readonly serialize: () => string,
+    private readonly serialize: () => string | Uint8Array,
     private readonly warn: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
-  ) {}
+    pacing: SnapshotPacing = {},
+  ) {
+    this.pacing = { spacingMs: 0, groupFactor: 0, maxGroupWaitMs: 100, ...pacing };
+  }
 
   /**
    * Creates the folder, removes temporary files that a killed emulator left behind and saves the
@@ -375,9 +458,45 @@ export class SnapshotWriter {
     }
   }
 
+  /**
+   * Saves synchronously at the end of this turn of the event loop, or later as `groupFactor`
+   * says, in one write shared by every saveSoon() until then: the snapshot holds all of their
+   * changes. Resolves with what saveNow() answered, once the file is renamed into place.
+   */
+  saveSoon(): Promise<Error | null> {
+    if (this.closed) return Promise.resolve(null);
+    if (this.group !== null) return this.group.saved;
+    let write = () => {};
+    const saved = new Promise<Error | null>((resolve) => {
+      write = () => {
+        clearTimeout(timer);
+        if (this.group?.saved !== saved) return;
+        this.group = null;
+        resolve(this.saveNow());
+      };
+    });
+    const wait = Math.min(
+      this.lastWriteEnd + this.lastSyncCost * this.pacing.groupFactor - performance.now(),
+      this.pacing.maxGroupWaitMs,
+    );
+    // Without a wait, still after this turn: the saves asked for in it share the write.
+    const timer = wait > 0 ? setTimeout(write, wait) : undefined;
+    if (wait <= 0) setImmediate(write);
+    this.group = { saved, write };
+    return saved;
+  }
+
+  /** The saveSoon() write still to come, if any: an answer that may have seen its changes waits for it. */
+  get pendingSave(): Promise<Error | null> | null {
+    return this.group?.saved ?? null;
+  }
+
   /** Writes the final snapshot, stops accepting changes and resolves once it is on disk. */
   async close(): Promise<void> {
     if (this.closed) return;
+    this.closing = true;
+    this.group?.write();
+    this.hurry?.();
     this.markDirty();
     while (this.draining) await this.draining;
     this.closed = true;
@@ -396,6 +515,13 @@ export class SnapshotWriter {
       // Lets every change of the current turn land first, so that they share one write.
       await new Promise<void>((resolve) => setImmediate(resolve));
       while (this.dirty) {
+        await this.pause();
+        if (this.group !== null) {
+          // Its write takes these changes too. Written earlier, a change that waits for that write
+          // would be on disk unanswered: a client killed meanwhile would repeat it after a restart.
+          await this.group.saved;
+          continue;
+        }
         this.dirty = false;
         const sequence = ++this.written;
         const temporary = this.temporaryPath(sequence);
@@ -413,13 +539,30 @@ export class SnapshotWriter {
           await rm(temporary, { force: true }).catch(() => undefined);
           this.failed(error);
         }
+        this.lastWriteEnd = performance.now();
       }
     } finally {
       this.draining = null;
     }
   }
 
+  /** Waits until `spacingMs` have passed since the last write, unless close() is waiting. */
+  private async pause(): Promise<void> {
+    const remaining = this.lastWriteEnd + this.pacing.spacingMs - performance.now();
+    if (remaining <= 0 || this.closing) return;
+    await new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.hurry = null;
+        resolve();
+      };
+      const timer = setTimeout(wake, remaining);
+      this.hurry = wake;
+    });
+  }
+
   private writeSync(): void {
+    const started = performance.now();
     this.dirty = false;
     const sequence = ++this.written;
     const temporary = this.temporaryPath(sequence);
@@ -431,6 +574,8 @@ export class SnapshotWriter {
       rmSync(temporary, { force: true });
       throw error;
     }
+    this.lastWriteEnd = performance.now();
+    this.lastSyncCost = this.lastWriteEnd - started;
   }
 
   private temporaryPath(sequence: number): string {

@@ -70,6 +70,7 @@ export type VoteValue = 'like' | 'dislike';
 const TAKEN_SUFFIX_LENGTH = 4;
 const DERIVED_SUFFIX_LENGTH = 6;
 const GUEST_SUFFIX_LENGTH = 8;
+const COMMA = Buffer.from(',');
 
 /** The platform's data: users, conversations, comments and votes of one account (spot). */
 export class PlatformData {
@@ -81,6 +82,11 @@ export class PlatformData {
   private readonly byPrimaryKey = new Map<string, string>();
   private readonly byUserName = new Map<string, string>();
   private userCounter = 0;
+  /** Counts changes, so that the snapshot JSON is made again only after one. */
+  private revision = 0;
+  private saved: { revision: number; bytes: Buffer } | null = null;
+  /** Snapshot JSON of each user and comment, forgotten when the record changes. */
+  private readonly recordBytes = new WeakMap<UserRecord | CommentRecord, Buffer>();
 
   constructor(
     readonly spotId: string,
@@ -143,6 +149,38 @@ export class PlatformData {
     };
   }
 
+  /** JSON.stringify(toSnapshot()) as UTF-8, kept until the data changes: most saves follow no change to it. */
+  toSnapshotBytes(): Buffer {
+    if (this.saved?.revision !== this.revision) {
+      const { userCounter, conversations, votes } = this.toSnapshot();
+      const parts = [
+        Buffer.from(
+          `{"userCounter":${userCounter},"conversations":${JSON.stringify(conversations)},"users":[`,
+        ),
+        ...this.listBytes(this.users.values()),
+        Buffer.from('],"comments":['),
+        ...this.listBytes(this.comments.values()),
+        Buffer.from(`],"votes":${JSON.stringify(votes)}}`),
+      ];
+      this.saved = { revision: this.revision, bytes: Buffer.concat(parts) };
+    }
+    return this.saved.bytes;
+  }
+
+  private *listBytes(records: Iterable<UserRecord | CommentRecord>): Generator<Buffer> {
+    let first = true;
+    for (const record of records) {
+      if (!first) yield COMMA;
+      first = false;
+      let bytes = this.recordBytes.get(record);
+      if (bytes === undefined) {
+        bytes = Buffer.from(JSON.stringify(record));
+        this.recordBytes.set(record, bytes);
+      }
+      yield bytes;
+    }
+  }
+
   /** Rebuilds data saved by toSnapshot; the snapshot schema has checked every cross reference. */
   static fromSnapshot(
     spotId: string,
@@ -171,6 +209,7 @@ export class PlatformData {
   }
 
   setVote(svcUserId: string, commentId: string, value: VoteValue): void {
+    this.revision += 1;
     const votes = this.votes.get(svcUserId) ?? new Map<string, VoteValue>();
     votes.set(commentId, value);
     this.votes.set(svcUserId, votes);
@@ -178,6 +217,7 @@ export class PlatformData {
 
   /** Creates an SSO user; a taken or missing user_name is made unique as the spec describes. */
   createUser(primaryKey: string, fields: UserFields, svcUserId?: string): UserRecord {
+    this.revision += 1;
     const timestamp = this.now();
     const displayName = fields.display_name || DEFAULT_DISPLAY_NAME;
     const id = svcUserId ?? this.nextSvcUserId(primaryKey);
@@ -211,6 +251,8 @@ export class PlatformData {
    * with email, as the spec requires.
    */
   updateUser(user: UserRecord, fields: UserFields): UserRecord {
+    this.revision += 1;
+    this.recordBytes.delete(user);
     if (fields.user_name !== undefined) this.assignUserName(user, fields.user_name);
     if (fields.display_name !== undefined) user.displayName = fields.display_name || DEFAULT_DISPLAY_NAME;
     if (fields.email !== undefined) {
@@ -233,9 +275,13 @@ export class PlatformData {
    * votes go with them.
    */
   deleteUser(user: UserRecord): UserRecord {
+    this.revision += 1;
     const guest = this.createGuest();
     for (const comment of this.comments.values()) {
-      if (comment.authorId === user.svcUserId) comment.authorId = guest.svcUserId;
+      if (comment.authorId === user.svcUserId) {
+        comment.authorId = guest.svcUserId;
+        this.recordBytes.delete(comment);
+      }
     }
     this.votes.delete(user.svcUserId);
     this.users.delete(user.svcUserId);

@@ -80,6 +80,13 @@ interface Lifecycle {
 
 /** How long close() waits for requests in progress before it saves the last snapshot anyway. */
 const CLOSE_GRACE_MS = 1_000;
+/**
+ * Every save writes the whole state, which grows with every export and call: back-to-back saves of
+ * a busy emulator would cost more than its requests. Background saves are spaced (a kill -9 loses
+ * at most about that long of the changes not saved at once), and the saves before an answer
+ * share one write when they come faster than it takes, so they use at most 1/(factor + 1) of the time.
+ */
+const SAVE_PACING = { spacingMs: 200, groupFactor: 8, maxGroupWaitMs: 200 };
 
 /** Starts the platform emulator: all eight endpoints, the download links and /_emulator/ on one base url. */
 export async function startEmulator(options: EmulatorOptions = {}): Promise<RunningEmulator> {
@@ -193,8 +200,11 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
 
 /** Opens the persist file for writing and saves the starting point, so a crash right away loses nothing. */
 function openWriter(path: string, emulator: Emulator): SnapshotWriter {
-  const writer = new SnapshotWriter(path, () =>
-    JSON.stringify(emulator.toSnapshot(new Date().toISOString())),
+  const writer = new SnapshotWriter(
+    path,
+    () => emulator.snapshotBytes(new Date().toISOString()),
+    undefined,
+    SAVE_PACING,
   );
   try {
     writer.start();
@@ -273,7 +283,10 @@ async function handle(
   }
 
   if (isControl) {
-    sendReply(response, handleControlRequest(emulator, control, method, url.pathname, platformRequest.body));
+    const reply = handleControlRequest(emulator, control, method, url.pathname, platformRequest.body);
+    // It may show a deletion or an export whose answer still waits for its write (see below).
+    await lifecycle.writer?.pendingSave;
+    sendReply(response, reply);
     return;
   }
 
@@ -290,7 +303,10 @@ async function handle(
     record(reply.status, null);
     // A deletion, an export start or a new link is on disk before the client hears of it, so a
     // crash can never make a client repeat it; the call-log entry goes into the same snapshot.
-    if (emulator.takeDurableChange()) lifecycle.writer?.saveNow();
+    // Those that come close together share one write (SAVE_PACING). An answer given meanwhile may
+    // have seen their changes, so it waits for that write too.
+    const { writer } = lifecycle;
+    if (writer) await (emulator.takeDurableChange() ? writer.saveSoon() : writer.pendingSave);
     sendReply(response, reply);
     return;
   }

@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -23,7 +23,7 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import yazl from 'yazl';
 import { type DiskS3, startDiskS3 } from '#local/s3-disk';
 import { copyExportToS3, verifyStoredZip } from '#shared/archive';
@@ -185,6 +185,47 @@ describe('startDiskS3', () => {
     await expect(after).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     client.destroy();
     await rm(folder, { recursive: true, force: true });
+  });
+});
+
+describe('syncWrites', () => {
+  async function datasyncsOfOnePut(syncWrites: boolean | undefined): Promise<number> {
+    const folder = await mkdtemp(join(tmpdir(), 'svc-dsr-s3-sync-'));
+    const probe = await open(join(folder, 'probe'), 'w');
+    const datasync = vi.spyOn(Object.getPrototypeOf(probe), 'datasync');
+    await probe.close();
+    const local = await startDiskS3(
+      syncWrites === undefined ? { root: folder } : { root: folder, syncWrites },
+    );
+    const client = clientFor(local.endpoint);
+    try {
+      await client.send(new CreateBucketCommand({ Bucket: 'flushed' }));
+      await client.send(new PutObjectCommand({ Bucket: 'flushed', Key: 'a/b.json', Body: '{"a":1}' }));
+      const stored = await readFile(join(folder, 'flushed', 'a', 'b.json'), 'utf8');
+      expect(stored).toBe('{"a":1}');
+      return datasync.mock.calls.length;
+    } finally {
+      datasync.mockRestore();
+      client.destroy();
+      await local.close();
+      await rm(folder, { recursive: true, force: true });
+    }
+  }
+
+  it('flushes the object and its sidecar to the disk before answering when asked to', async () => {
+    // Act
+    const flushes = await datasyncsOfOnePut(true);
+
+    // Assess
+    expect(flushes).toBe(2);
+  });
+
+  it('leaves flushing to the operating system by default', async () => {
+    // Act
+    const flushes = await datasyncsOfOnePut(undefined);
+
+    // Assess
+    expect(flushes).toBe(0);
   });
 });
 

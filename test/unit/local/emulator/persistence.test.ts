@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { copyFileSync } from 'node:fs';
+import { copyFileSync, readFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +8,13 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { emulatorSnapshotSchema, SnapshotWriter } from '#local/emulator/persistence';
+import { Emulator } from '#local/emulator/emulator';
+import {
+  emulatorSnapshotSchema,
+  JsonListBytes,
+  MAX_CALLS,
+  SnapshotWriter,
+} from '#local/emulator/persistence';
 import {
   EmulatorConfigError,
   type EmulatorOptions,
@@ -16,6 +22,7 @@ import {
   type RunningEmulator,
   startEmulator,
 } from '#local/emulator/server';
+import { parseEmulatorState } from '#local/emulator/state';
 import {
   EXPORT_TOKEN,
   exportUntilLink,
@@ -27,6 +34,7 @@ import {
   SPOT_ID,
   SSO_TOKEN,
   ssoHeaders,
+  TEST_STATE,
   testOptions,
 } from './helpers.ts';
 
@@ -491,5 +499,212 @@ describe('SnapshotWriter', () => {
     await expect(closing).rejects.toThrow(`Could not save the emulator's state to ${path}`);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(path);
+  });
+});
+
+describe('SnapshotWriter.saveSoon', () => {
+  /** Blocks the thread, so that a write takes a known time. */
+  const blockFor = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+
+  it('writes once for every saveSoon() of a turn, and resolves only when that write is on disk', async () => {
+    // Prepare
+    let version = 0;
+    const writer = new SnapshotWriter(file, () => `v${++version}`);
+    writer.start();
+
+    // Act
+    const first = writer.saveSoon();
+    const second = writer.saveSoon();
+    const pending = writer.pendingSave;
+    const onDiskBefore = readFileSync(file, 'utf8');
+
+    // Assess
+    expect(second).toBe(first);
+    expect(pending).toBe(first);
+    expect(onDiskBefore).toBe('v1');
+    expect(await first).toBeNull();
+    expect(await readFile(file, 'utf8')).toBe('v2');
+    expect(writer.pendingSave).toBeNull();
+    await writer.close();
+  });
+
+  it('waits groupFactor times the last synchronous write, and close() writes the waiting group at once', async () => {
+    // Prepare
+    let version = 0;
+    const writer = new SnapshotWriter(
+      file,
+      () => {
+        blockFor(20);
+        return `v${++version}`;
+      },
+      undefined,
+      { groupFactor: 50, maxGroupWaitMs: 60_000 },
+    );
+    writer.start();
+
+    // Act
+    const saved = writer.saveSoon();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const onDiskWhileWaiting = await readFile(file, 'utf8');
+    const closed = performance.now();
+    await writer.close();
+
+    // Assess
+    expect(onDiskWhileWaiting).toBe('v1');
+    expect(await saved).toBeNull();
+    expect(await readFile(file, 'utf8')).toBe('v3');
+    expect(performance.now() - closed).toBeLessThan(500);
+  });
+
+  it('holds background writes while a saveSoon() waits, so no change is on disk before its answer', async () => {
+    // Prepare
+    let version = 0;
+    const writer = new SnapshotWriter(
+      file,
+      () => {
+        blockFor(20);
+        return `v${++version}`;
+      },
+      undefined,
+      { groupFactor: 50, maxGroupWaitMs: 60_000 },
+    );
+    writer.start();
+
+    // Act
+    writer.markDirty();
+    const saved = writer.saveSoon();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const onDiskWhileWaiting = await readFile(file, 'utf8');
+    await writer.close();
+
+    // Assess
+    expect(onDiskWhileWaiting).toBe('v1');
+    expect(await saved).toBeNull();
+  });
+
+  it('spaces background writes by spacingMs, and close() does not wait out the spacing', async () => {
+    // Prepare
+    let version = 0;
+    const writer = new SnapshotWriter(file, () => `v${++version}`, undefined, { spacingMs: 60_000 });
+    writer.start();
+
+    // Act
+    writer.markDirty();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const onDiskWhileSpaced = await readFile(file, 'utf8');
+    const closed = performance.now();
+    await writer.close();
+
+    // Assess
+    expect(onDiskWhileSpaced).toBe('v1');
+    expect(await readFile(file, 'utf8')).toBe('v2');
+    expect(performance.now() - closed).toBeLessThan(500);
+  });
+});
+
+describe('persistence of a busy emulator', () => {
+  it('answers concurrent DELETEs only once a snapshot holding each of them is on disk', async () => {
+    // Prepare
+    const emulator = await start();
+    asyncWrites.held = true;
+
+    // Act
+    const answers = await Promise.all(
+      ['pk-alice', 'pk-bob', 'pk-carol'].map((key) => deleteUser(emulator.url, key)),
+    );
+    const onDisk = await saved();
+
+    // Assess
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200]);
+    expect(onDisk.platform.users.filter((user) => user.registered)).toEqual([]);
+    expect(onDisk.calls.map((call) => call.method)).toEqual(['DELETE', 'DELETE', 'DELETE']);
+  });
+});
+
+describe('Emulator.snapshotBytes', () => {
+  const savedAt = '2026-01-02T03:04:05.000Z';
+  const call = (path: string) => ({
+    at: savedAt,
+    method: 'GET',
+    path,
+    status: 200,
+    fault: null,
+    credential: null,
+    stray_credentials: [],
+    duration_ms: 1,
+  });
+  const sameAsStringify = (emulator: Emulator) =>
+    expect(emulator.snapshotBytes(savedAt).toString()).toBe(JSON.stringify(emulator.toSnapshot(savedAt)));
+
+  it('is the text of toSnapshot() after every kind of change, and after a restore', () => {
+    // Prepare
+    const state = parseEmulatorState(TEST_STATE);
+    if (!state.success) throw new Error('the test state is invalid');
+    const emulator = new Emulator({
+      spotId: SPOT_ID,
+      ssoAccessToken: SSO_TOKEN,
+      exportToken: EXPORT_TOKEN,
+      state: state.value,
+      faults: { export_ready_after_polls: 0, export_padding_bytes: 100 },
+      now: () => 1_800_000_000_000,
+    });
+    const user = (key: string) => {
+      const found = emulator.findUser(key);
+      if (!found) throw new Error(`no user ${key}`);
+      return found;
+    };
+
+    // Act and Assess
+    sameAsStringify(emulator);
+    emulator.record(call('/first'));
+    const record = emulator.startExport(user('pk-bob'));
+    sameAsStringify(emulator);
+    emulator.pollExport(record);
+    sameAsStringify(emulator);
+    emulator.countDownload(record);
+    sameAsStringify(emulator);
+    emulator.expireExport(record.publicId);
+    sameAsStringify(emulator);
+    emulator.data.updateUser(user('pk-carol'), { display_name: 'Carol Ünïcode ✓', bio: 'new' });
+    sameAsStringify(emulator);
+    emulator.deleteUser(user('pk-alice'));
+    sameAsStringify(emulator);
+    for (let index = 0; index <= MAX_CALLS; index += 1) emulator.record(call(`/many/${index}`));
+    sameAsStringify(emulator);
+    const text = emulator.snapshotBytes(savedAt).toString();
+    const restored = Emulator.restore(emulatorSnapshotSchema.parse(JSON.parse(text)), { now: () => 0 });
+    expect(restored.snapshotBytes(savedAt).toString()).toBe(text);
+    restored.record(call('/after-restore'));
+    sameAsStringify(restored);
+    restored.clearCalls();
+    sameAsStringify(restored);
+  });
+});
+
+describe('JsonListBytes', () => {
+  it('holds the JSON of the entries pushed and not shifted, across growth and multi-byte text', () => {
+    // Prepare
+    const list = new JsonListBytes();
+    const entries = Array.from({ length: 3_000 }, (_, index) => ({
+      index,
+      text: `ünïcode ✓ ${'x'.repeat(index % 50)}`,
+    }));
+
+    // Act
+    const empty = list.bytes().toString();
+    for (const entry of entries.slice(0, 1_000)) list.push(JSON.stringify(entry));
+    const early = list.bytes();
+    const earlyText = early.toString();
+    for (const entry of entries.slice(1_000)) list.push(JSON.stringify(entry));
+    for (let index = 0; index < 1_500; index += 1) list.shift();
+
+    // Assess
+    expect(empty).toBe('');
+    expect(earlyText).toBe(JSON.stringify(entries.slice(0, 1_000)).slice(1, -1));
+    expect(early.toString()).toBe(earlyText);
+    expect(`[${list.bytes().toString()}]`).toBe(JSON.stringify(entries.slice(1_500)));
+    list.clear();
+    list.push('{"a":1}');
+    expect(list.bytes().toString()).toBe('{"a":1}');
   });
 });
