@@ -66,9 +66,6 @@ export async function checkExport(input: CheckExportInput, deps: StepDeps): Prom
     );
   }
   const wait = Math.min(Math.max(nextWaitSeconds(deps.schedule, polls), retryAfter), remaining);
-  await deps.ledger.update(input.request_id, { export_polls: polls, export_waited_seconds: waited }, [
-    'running',
-  ]);
   deps.logger.debug('export pending', {
     export_id: exportId,
     polls,
