@@ -1,7 +1,7 @@
 import type { AuditTrail } from '#shared/audit';
-import { computeDeadlines } from '#shared/deadlines';
+import { computeDeadlines, type Deadlines } from '#shared/deadlines';
 import type { Ledger } from '#shared/ledger';
-import { parseRequestMessage } from '#shared/request';
+import { type DsrRequest, parseRequestMessage } from '#shared/request';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
 
@@ -57,29 +57,51 @@ export async function intakeMessage(body: string, deps: IntakeDeps): Promise<Int
   const { request } = parsed;
   const deadlines = computeDeadlines(request.regulation, new Date(request.received_at));
   const created = await deps.ledger.createReceived(request, parsed.fingerprint, deadlines);
-  if (!created.created)
-    return sameIdAgain(body, request.request_id, parsed.fingerprint, created.existing, deps);
-  await deps.audit.append(request.request_id, {
-    eventId: 'Intake',
-    step: 'Intake',
-    action: 'request_received',
-    facts: {
-      type: request.type,
-      regulation: request.regulation,
-      received_at: request.received_at,
-      due_at: deadlines.due_at,
-      confirm_by: deadlines.confirm_by,
-      verification_method: request.verification.method,
+  if (!created.created) {
+    const again = await sameIdAgain(body, request.request_id, parsed.fingerprint, created.existing, deps);
+    // A crash between the ledger write and StartExecution leaves a received request with no
+    // execution; the redelivered message finishes the job: the intake record (written once, by its
+    // eventId) and StartExecution (idempotent by name).
+    if (again.kind === 'duplicate' && created.existing.status === 'received') {
+      await accept(request, deadlines, deps, { newChain: false });
+    }
+    return again;
+  }
+  await accept(request, deadlines, deps, { newChain: true });
+  deps.logger.info('request accepted', { request_id: request.request_id, type: request.type });
+  return { kind: 'accepted', requestId: request.request_id };
+}
+
+/** Records the request's intake in its audit chain and starts its execution. */
+async function accept(
+  request: DsrRequest,
+  deadlines: Deadlines,
+  deps: IntakeDeps,
+  chain: { newChain: boolean },
+): Promise<void> {
+  await deps.audit.append(
+    request.request_id,
+    {
+      eventId: 'Intake',
+      step: 'Intake',
+      action: 'request_received',
+      facts: {
+        type: request.type,
+        regulation: request.regulation,
+        received_at: request.received_at,
+        due_at: deadlines.due_at,
+        confirm_by: deadlines.confirm_by,
+        verification_method: request.verification.method,
+      },
+      subject: { primaryKey: request.primary_key },
     },
-    subject: { primaryKey: request.primary_key },
-  });
+    chain,
+  );
   await start(
     request.request_id,
     { request_id: request.request_id, type: request.type, regulation: request.regulation },
     deps,
   );
-  deps.logger.info('request accepted', { request_id: request.request_id, type: request.type });
-  return { kind: 'accepted', requestId: request.request_id };
 }
 
 async function start(requestId: string, input: ExecutionInput, deps: IntakeDeps): Promise<void> {
@@ -96,15 +118,6 @@ async function sameIdAgain(
 ): Promise<IntakeResult> {
   if (existing.fingerprint === fingerprint) {
     await deps.ledger.increment(requestId, 'duplicates');
-    // A crash between the ledger write and StartExecution leaves a received request with no
-    // execution; the redelivered message finishes the job (StartExecution is idempotent by name).
-    if (existing.status === 'received' && existing.type && existing.regulation) {
-      await start(
-        requestId,
-        { request_id: requestId, type: existing.type, regulation: existing.regulation },
-        deps,
-      );
-    }
     deps.logger.info('duplicate request ignored', { request_id: requestId });
     return { kind: 'duplicate', requestId };
   }

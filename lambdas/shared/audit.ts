@@ -210,8 +210,16 @@ export class AuditTrail {
     this.#clock = deps.clock ?? (() => new Date());
   }
 
-  /** Appends the event as the request's next record, or returns the record already written for its eventId. */
-  async append(requestId: string, event: AuditEvent): Promise<AuditRecord> {
+  /**
+   * Appends the event as the request's next record, or returns the record already written for its
+   * eventId. `newChain` says the request was created just now, so its chain is taken to be empty
+   * without listing the bucket; should it not be, the conditional write fails and the chain is read.
+   */
+  async append(
+    requestId: string,
+    event: AuditEvent,
+    options: { newChain?: boolean } = {},
+  ): Promise<AuditRecord> {
     assertRequestId(requestId);
     assertEvent(event);
     const subjectHashes = event.subject === undefined ? undefined : await this.#subjectHashes(event.subject);
@@ -219,7 +227,10 @@ export class AuditTrail {
     for (let attempt = 0; ; attempt++) {
       // A chain this trail wrote last is read from memory; should another writer have appended
       // meanwhile, the conditional write fails and the loop re-reads the bucket.
-      const cached = attempt === 0 ? this.#chains.get(requestId) : undefined;
+      const cached =
+        attempt === 0
+          ? (this.#chains.get(requestId) ?? (options.newChain === true ? [] : undefined))
+          : undefined;
       const records = cached ?? (await this.list(requestId));
       const existing = records.find((record) => record.event_id === event.eventId);
       if (existing !== undefined) return existing;

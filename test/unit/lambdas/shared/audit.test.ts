@@ -619,6 +619,58 @@ describe('AuditTrail S3 requests', () => {
     expect(await trail.verify(requestId)).toMatchObject({ ok: true, records: 3 });
   });
 
+  it('writes the first record of a new chain without listing the bucket', async () => {
+    // Prepare
+    const trail = new AuditTrail({ s3: client, bucket: local.bucket }, { hmacKey: () => HMAC_KEY });
+    const requestId = randomUUID();
+
+    // Act
+    const record = await trail.append(requestId, event('Intake:accepted'), { newChain: true });
+
+    // Assess
+    expect(record).toMatchObject({ seq: 0, prev_hash: null });
+    expect(s3Mock).toHaveReceivedCommandTimes(ListObjectsV2Command, 0);
+    expect(s3Mock).toHaveReceivedCommandWith(PutObjectCommand, {
+      Key: `audit/${requestId}/000000.json`,
+      IfNoneMatch: '*',
+    });
+    expect(await trail.verify(requestId)).toMatchObject({ ok: true, records: 1 });
+  });
+
+  it('reads the chain and appends after it when a chain said to be new is not', async () => {
+    // Prepare: another writer already holds seq 0; the bucket refuses the overwrite.
+    const trail = new AuditTrail({ s3: client, bucket: local.bucket }, { hmacKey: () => HMAC_KEY });
+    const rival = new AuditTrail({ s3: local.s3, bucket: local.bucket }, { hmacKey: () => HMAC_KEY });
+    const requestId = randomUUID();
+    await rival.append(requestId, event('Intake:accepted'));
+    s3Mock.on(PutObjectCommand).rejectsOnce(conflict('PreconditionFailed')).callsFake(forwardPut);
+
+    // Act
+    const record = await trail.append(requestId, event('ResolveSubject:found'), { newChain: true });
+
+    // Assess
+    expect(record.seq).toBe(1);
+    expect(s3Mock).toHaveReceivedCommandTimes(ListObjectsV2Command, 1);
+    expect(await trail.verify(requestId)).toMatchObject({ ok: true, records: 2 });
+  });
+
+  it('returns the stored record, writing nothing new, when a new-chain append repeats its event', async () => {
+    // Prepare
+    const trail = new AuditTrail({ s3: client, bucket: local.bucket }, { hmacKey: () => HMAC_KEY });
+    const rival = new AuditTrail({ s3: local.s3, bucket: local.bucket }, { hmacKey: () => HMAC_KEY });
+    const requestId = randomUUID();
+    const first = await rival.append(requestId, event('Intake:accepted'));
+    s3Mock.on(PutObjectCommand).rejectsOnce(conflict('PreconditionFailed')).callsFake(forwardPut);
+
+    // Act
+    const again = await trail.append(requestId, event('Intake:accepted'), { newChain: true });
+
+    // Assess
+    expect(again).toEqual(first);
+    expect(s3Mock).toHaveReceivedCommandTimes(PutObjectCommand, 1);
+    expect(await trail.verify(requestId)).toMatchObject({ ok: true, records: 1 });
+  });
+
   it('returns the rival record when the race was lost to a retry of the same event', async () => {
     // Prepare
     const trail = new AuditTrail({ s3: client, bucket: local.bucket }, { hmacKey: () => HMAC_KEY });
