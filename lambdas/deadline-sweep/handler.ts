@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { parseEnv } from '#shared/config';
 import { Ledger } from '#shared/ledger';
 import { powertoolsLogger } from '#shared/runtime';
+import { withoutSdkLogging } from '#shared/sdk-clients';
 import type { StepLogger } from '#shared/step-deps';
 import {
   type DeadlineCounts,
@@ -52,7 +53,7 @@ let lambdaDeps: DeadlineSweepHandlerDeps | undefined;
 function deadlineSweepLambdaDeps(): DeadlineSweepHandlerDeps {
   if (lambdaDeps === undefined) {
     const env = parseEnv(deadlineSweepEnvSchema, process.env);
-    const dynamo = DynamoDBDocumentClient.from(new DynamoDBClient({}));
+    const dynamo = DynamoDBDocumentClient.from(withoutSdkLogging(new DynamoDBClient({})));
     lambdaDeps = {
       ledger: new Ledger(dynamo, env.TABLE_NAME),
       clock: () => new Date(),

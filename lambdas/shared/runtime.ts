@@ -10,6 +10,7 @@ import { parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
 import type { DownloadPolicy } from './download-policy.ts';
 import { Ledger } from './ledger.ts';
 import { PlatformClient } from './platform-client.ts';
+import { withoutSdkLogging } from './sdk-clients.ts';
 import { type SecretSource, secretsManagerSource } from './secrets.ts';
 import type { ArchiveStore, StepDeps, StepLogger } from './step-deps.ts';
 
@@ -66,7 +67,7 @@ export function buildStepDeps(
   secrets: SecretSource,
   logger: StepLogger,
   overrides: Partial<Pick<StepDeps, 'sleep' | 'clock'>> & { fetch?: typeof fetch } = {},
-): StepDeps {
+): StepDeps & { readonly audit: AuditTrail } {
   const clock = overrides.clock ?? (() => new Date());
   const platform = new PlatformClient(
     {
@@ -122,12 +123,12 @@ let lambdaDeps: StepDeps | undefined;
 export function lambdaStepDeps(): StepDeps {
   if (lambdaDeps === undefined) {
     const env = parseEnv(stepEnvSchema, process.env);
-    const dynamo = DynamoDBDocumentClient.from(new DynamoDBClient({}), {
+    const dynamo = DynamoDBDocumentClient.from(withoutSdkLogging(new DynamoDBClient({})), {
       marshallOptions: { removeUndefinedValues: true },
     });
     lambdaDeps = buildStepDeps(
       env,
-      { s3: new S3Client({}), dynamo },
+      { s3: withoutSdkLogging(new S3Client({})), dynamo },
       secretsManagerSource(env.PLATFORM_SECRET_ID),
       powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
     );
