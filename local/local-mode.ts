@@ -5,15 +5,17 @@ import { fileURLToPath } from 'node:url';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
+import { withoutSdkLogging } from '#shared/sdk-clients';
 import { type PlatformSecret, platformSecretSchema } from '#shared/secrets';
 import { sfnStarter } from '../lambdas/intake/aws.ts';
 import type { IntakeResult } from '../lambdas/intake/intake.ts';
-import { type AwsStandIns, startAwsStandIns } from './aws-standins.ts';
+import type { AwsStandIns } from './aws-standins.ts';
 import type { FaultProfile } from './emulator/faults.ts';
-import { type RunningEmulator, startEmulator } from './emulator/server.ts';
+import type { RunningEmulator } from './emulator/server.ts';
 import { type EmulatorState, loadStateFile } from './emulator/state.ts';
 import { writeLocalEndpoints } from './endpoints.ts';
 import { SqsPoller } from './event-source.ts';
+import { startLocalServices } from './services-thread.ts';
 import { type SfnShim, startSfnShim } from './sfn-shim.ts';
 import { LOCAL_NAMES, type LocalWorkflow, startLocalWorkflow } from './workflow.ts';
 
@@ -70,13 +72,16 @@ export interface LocalMode {
 export async function startLocalMode(options: LocalModeOptions): Promise<LocalMode> {
   const dataDir = resolve(options.dataDir);
   await mkdir(dataDir, { recursive: true });
-  const emulator = await startEmulator({
-    persistPath: join(dataDir, 'platform.json'),
-    state: options.platformState ?? (await loadStateFile(SAMPLE_STATE_FILE)),
-    ...(options.faults ? { faults: options.faults } : {}),
-    ...(await platformTokens(dataDir)),
+  // The emulator and the stand-ins get a thread of their own: everything below talks to them over HTTP.
+  const { emulator, aws } = await startLocalServices({
+    emulator: {
+      persistPath: join(dataDir, 'platform.json'),
+      state: options.platformState ?? (await loadStateFile(SAMPLE_STATE_FILE)),
+      ...(options.faults ? { faults: options.faults } : {}),
+      ...(await platformTokens(dataDir)),
+    },
+    aws: { dynamoPath: join(dataDir, 'ledger'), s3Root: join(dataDir, 's3') },
   });
-  const aws = await startAwsStandIns({ dynamoPath: join(dataDir, 'ledger'), s3Root: join(dataDir, 's3') });
   const secret = await localSecret(dataDir, emulator);
 
   const outcomes = new Map<string, IntakeResult>();
@@ -195,7 +200,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
 }
 
 function sfnClient(endpoint: string, aws: AwsStandIns): SFNClient {
-  return new SFNClient({ region: aws.region, endpoint, credentials: aws.credentials });
+  return withoutSdkLogging(new SFNClient({ region: aws.region, endpoint, credentials: aws.credentials }));
 }
 
 /** Requests the ledger holds as received or running with no live execution (a crash between intake and start). */

@@ -5,10 +5,11 @@ import { CreateBucketCommand, PutBucketVersioningCommand, S3Client } from '@aws-
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { AuditTrail } from '#shared/audit';
+import type { AuditTrail } from '#shared/audit';
 import { stepEnvSchema } from '#shared/config';
-import { Ledger } from '#shared/ledger';
+import type { Ledger } from '#shared/ledger';
 import { buildStepDeps } from '#shared/runtime';
+import { withoutSdkLogging } from '#shared/sdk-clients';
 import type { PlatformSecret } from '#shared/secrets';
 import type { StepDeps, StepLogger } from '#shared/step-deps';
 import { type AnyStep, makeStepHandler } from '#shared/step-handler';
@@ -91,9 +92,9 @@ export interface LocalWorkflow {
 /** Builds the local workflow: resources on the stand-ins, the machine from the synthesized template. */
 export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise<LocalWorkflow> {
   const { aws, platform } = options;
-  const s3 = new S3Client(aws.clientConfig('s3'));
-  const sqs = new SQSClient(aws.clientConfig('sqs'));
-  const dynamoClient = new DynamoDBClient(aws.clientConfig('dynamodb'));
+  const s3 = withoutSdkLogging(new S3Client(aws.clientConfig('s3')));
+  const sqs = withoutSdkLogging(new SQSClient(aws.clientConfig('sqs')));
+  const dynamoClient = withoutSdkLogging(new DynamoDBClient(aws.clientConfig('dynamodb')));
   const dynamo = DynamoDBDocumentClient.from(dynamoClient, {
     marshallOptions: { removeUndefinedValues: true },
   });
@@ -152,11 +153,9 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     executions.set(name, machine.run(input, { executionName: name }));
     return 'started' as const;
   };
-  const audit = new AuditTrail(
-    { s3, bucket: LOCAL_NAMES.auditBucket },
-    { hmacKey: () => secret.audit_hmac_key },
-  );
-  const ledger = new Ledger(dynamo, LOCAL_NAMES.table);
+  // Intake and the steps share one ledger and one audit trail, as they share this process: the
+  // trail then knows every chain it wrote and need not read it back from the bucket.
+  const { ledger, audit } = stepDeps;
   const intakeDeps: IntakeDeps = {
     ledger,
     audit,
