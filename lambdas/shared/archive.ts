@@ -207,7 +207,12 @@ export async function verifyStoredZip(
     zip.close();
   }
   if (expected.sha256 !== undefined) {
-    const recomputed = await hashObject(target, stored.etag);
+    // A zip small enough to have come whole in one read is hashed from that read, not fetched again.
+    const whole = await reader.wholeObject();
+    const recomputed =
+      whole === undefined
+        ? await hashObject(target, stored.etag)
+        : { bytes: whole.length, sha256: createHash('sha256').update(whole).digest('hex') };
     if (recomputed.bytes !== expected.bytes || recomputed.sha256 !== expected.sha256.toLowerCase()) {
       throw new InvalidArchiveError(
         'the SHA-256 of the stored archive does not match the one measured during the copy',
@@ -868,6 +873,13 @@ class S3RangeReader extends yauzl.RandomAccessReader {
     private readonly stored: StoredObject,
   ) {
     super();
+  }
+
+  /** The whole object, when one read-ahead window holds all of it. */
+  async wholeObject(): Promise<Buffer | undefined> {
+    const window = this.#window;
+    if (window === undefined || window.start !== 0 || window.end !== this.stored.size) return undefined;
+    return window.bytes.catch(() => undefined);
   }
 
   override _readStreamForRange(start: number, end: number): Readable {
