@@ -1,7 +1,7 @@
 /**
  * One measured download, in its own process so its peak RSS is its own: either the ArchiveExport
  * copy into S3 (`archive`) or the baseline, the same download streamed to nowhere by fetch (`baseline`).
- * Prints one JSON line: bytes, seconds, peak RSS. bench/index.ts runs it from a bundle; both modes
+ * Prints one JSON line: bytes, seconds, CPU seconds spent on the download, peak RSS. bench/index.ts runs it from a bundle; both modes
  * load the same modules, so both start from the same memory floor.
  */
 import { S3Client } from '@aws-sdk/client-s3';
@@ -19,6 +19,7 @@ const args = z
   .parse(JSON.parse(process.argv[2] ?? '{}'));
 
 const started = performance.now();
+const cpuBefore = process.cpuUsage();
 let bytes = 0;
 if (args.mode === 'baseline') {
   const response = await fetch(args.link);
@@ -42,6 +43,12 @@ if (args.mode === 'baseline') {
   s3.destroy();
 }
 const seconds = (performance.now() - started) / 1000;
+const cpu = process.cpuUsage(cpuBefore);
 process.stdout.write(
-  `${JSON.stringify({ bytes, seconds, peakRssBytes: process.resourceUsage().maxRSS * 1024 })}\n`,
+  `${JSON.stringify({
+    bytes,
+    seconds,
+    cpuSeconds: (cpu.user + cpu.system) / 1e6,
+    peakRssBytes: process.resourceUsage().maxRSS * 1024,
+  })}\n`,
 );

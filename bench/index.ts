@@ -17,7 +17,7 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -34,8 +34,19 @@ import { localThroughput } from './local-throughput.ts';
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
 const TRANSITION_PRICE_PER_1000 = 0.025;
-const workerResult = z.object({ bytes: z.number(), seconds: z.number(), peakRssBytes: z.number() });
+const workerResult = z.object({
+  bytes: z.number(),
+  seconds: z.number(),
+  cpuSeconds: z.number(),
+  peakRssBytes: z.number(),
+});
 type WorkerResult = z.infer<typeof workerResult>;
+
+/** One measured download, with the CPU the platform (this process) and the S3 stand-in spent on it. */
+interface Measured extends WorkerResult {
+  readonly platformCpuSeconds: number;
+  readonly sinkCpuSeconds: number;
+}
 
 const sizes = (process.env.BENCH_SIZES_MIB ?? '100,1024').split(',').map(Number);
 /** Each figure is measured this many times, baseline and copy taking turns; the table shows the median. */
@@ -90,6 +101,8 @@ interface SinkProcess {
   readonly endpoint: string;
   /** The size stored at `/<bucket>/<key>`, once its upload completed. */
   stored(path: string): Promise<number | undefined>;
+  /** CPU seconds the sink process has spent so far. */
+  cpuSeconds(): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -111,6 +124,10 @@ async function startSinkProcess(bundles: Bundles): Promise<SinkProcess> {
     async stored(path) {
       const response = await fetch(`${endpoint}${path}`, { method: 'HEAD' });
       return response.status === 200 ? Number(response.headers.get('content-length')) : undefined;
+    },
+    async cpuSeconds() {
+      const response = await fetch(`${endpoint}/_cpu`);
+      return z.object({ cpuSeconds: z.number() }).parse(await response.json()).cpuSeconds;
     },
     async close() {
       const exited = once(child, 'exit');
@@ -159,12 +176,22 @@ async function archiveCopy(bundles: Bundles) {
         `${emulator.url}/gdpr/export/status/${id}?access_token=${emulator.exportToken}&spot_id=${emulator.spotId}`,
       );
       const { link } = z.object({ link: z.string() }).parse(await status.json());
-      const baselines: WorkerResult[] = [];
-      const copies: WorkerResult[] = [];
+      const baselines: Measured[] = [];
+      const copies: Measured[] = [];
+      const measure = async (args: Record<string, string>): Promise<Measured> => {
+        const [platformBefore, sinkBefore] = [process.cpuUsage(), await sink.cpuSeconds()];
+        const result = await worker(bundles, args);
+        const platform = process.cpuUsage(platformBefore);
+        return {
+          ...result,
+          platformCpuSeconds: (platform.user + platform.system) / 1e6,
+          sinkCpuSeconds: (await sink.cpuSeconds()) - sinkBefore,
+        };
+      };
       for (let round = 1; round <= rounds; round += 1) {
-        const baseline = await worker(bundles, { mode: 'baseline', link });
+        const baseline = await measure({ mode: 'baseline', link });
         const key = `copy-${mib}-${round}`;
-        const archive = await worker(bundles, {
+        const archive = await measure({
           mode: 'archive',
           link,
           s3Endpoint: sink.endpoint,
@@ -180,10 +207,18 @@ async function archiveCopy(bundles: Bundles) {
         baselines.push(baseline);
         copies.push(archive);
       }
-      const mbps = (results: WorkerResult[]) =>
+      const mbps = (results: Measured[]) =>
         median(results.map((result) => result.bytes / MiB / result.seconds));
-      const peak = (results: WorkerResult[]) =>
-        Math.max(...results.map((result) => result.peakRssBytes / MiB));
+      const peak = (results: Measured[]) => Math.max(...results.map((result) => result.peakRssBytes / MiB));
+      // CPU seconds per GiB moved, median of the rounds: what the download costs each process.
+      const perGiB = (results: Measured[], pick: (result: Measured) => number) =>
+        median(results.map((result) => (pick(result) * 1024 * MiB) / result.bytes));
+      const cpu = (results: Measured[]) => {
+        const measuring = perGiB(results, (result) => result.cpuSeconds);
+        const platform = perGiB(results, (result) => result.platformCpuSeconds);
+        const s3 = perGiB(results, (result) => result.sinkCpuSeconds);
+        return [measuring, platform, s3, measuring + platform + s3].map((value) => value.toFixed(2));
+      };
       peaks[mib] = peak(copies);
       rows.push(
         [
@@ -192,6 +227,7 @@ async function archiveCopy(bundles: Bundles) {
           mbps(baselines).toFixed(1),
           peak(baselines).toFixed(0),
           '',
+          ...cpu(baselines),
         ],
         [
           `${mib} MiB`,
@@ -199,6 +235,7 @@ async function archiveCopy(bundles: Bundles) {
           mbps(copies).toFixed(1),
           peak(copies).toFixed(0),
           `${((mbps(copies) / mbps(baselines)) * 100).toFixed(0)}% of baseline`,
+          ...cpu(copies),
         ],
       );
     }
@@ -208,8 +245,21 @@ async function archiveCopy(bundles: Bundles) {
   }
   printTable(
     `Archive copy (MiB/s: median of ${rounds} runs; peak RSS of the measuring process: highest of ${rounds})`,
-    ['size', 'what', 'MiB/s', 'peak RSS MiB', 'vs baseline'],
+    [
+      'size',
+      'what',
+      'MiB/s',
+      'peak RSS MiB',
+      'vs baseline',
+      'CPU s/GiB: measured',
+      'platform',
+      'S3 stand-in',
+      'all',
+    ],
     rows,
+  );
+  console.log(
+    `CPU s/GiB: CPU seconds per GiB downloaded by the measured process, the emulator serving it, and the S3 stand-in taking the parts (medians). On ${availableParallelism()} cores, a download cannot run faster than "all" / ${availableParallelism()} seconds per GiB.\n`,
   );
   const small = peaks[100];
   const large = peaks[1024];
