@@ -113,10 +113,10 @@ export function printSummary(mode: LocalMode, summary: LocalSummary, write: (tex
   const counts = summary.counts;
   write(
     `\n${counts.completed} completed, ${counts.failed} failed, ${counts.rejected} rejected, ${counts.cancelled} cancelled\n` +
-      `archives:           ${mode.pathOf('svc-dsr-archive', 'exports')}\n` +
-      `audit records:      ${mode.pathOf('svc-dsr-audit', 'audit')}\n` +
+      `archives:            ${mode.pathOf('svc-dsr-archive', 'exports')}\n` +
+      `audit records:       ${mode.pathOf('svc-dsr-audit', 'audit')}\n` +
       `execution histories: ${mode.dataDir}/executions\n` +
-      `ledger:             ${mode.dataDir}/ledger (query it with \`svc-dsr status <request_id> --data-dir ${mode.dataDir}\`)\n`,
+      `ledger:              ${mode.dataDir}/ledger (query it with \`svc-dsr status <request_id> --data-dir ${mode.dataDir}\`)\n`,
   );
 }
 
