@@ -80,10 +80,7 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
       region: REGION,
       credentials: CREDENTIALS,
       endpoints,
-      clientConfig(service) {
-        const base = { region: REGION, endpoint: endpoints[service], credentials: { ...CREDENTIALS } };
-        return service === 's3' ? { ...base, forcePathStyle: true } : base;
-      },
+      clientConfig: (service) => standInClientConfig(REGION, CREDENTIALS, endpoints, service),
       close() {
         closing ??= Promise.all([
           fauxqs.close(),
@@ -99,6 +96,17 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
     await diskS3?.close();
     throw error;
   }
+}
+
+/** The SDK client config for one service of stand-ins running at `endpoints`. */
+export function standInClientConfig(
+  region: string,
+  credentials: AwsStandInCredentials,
+  endpoints: AwsStandIns['endpoints'],
+  service: AwsService,
+): AwsClientConfig {
+  const base = { region, endpoint: endpoints[service], credentials: { ...credentials } };
+  return service === 's3' ? { ...base, forcePathStyle: true } : base;
 }
 
 const DYNALITE_OPTIONS = {

@@ -1,10 +1,9 @@
 /** Runs on the thread services-thread.ts starts: the emulator and the AWS stand-ins. */
 import { parentPort, workerData } from 'node:worker_threads';
-import { z } from 'zod';
 import { type AwsStandIns, startAwsStandIns } from './aws-standins.ts';
 import { EmulatorConfigError } from './emulator/config-file.ts';
 import { type RunningEmulator, startEmulator } from './emulator/server.ts';
-import type { LocalServicesOptions, ServicesMessage } from './services-thread.ts';
+import { type LocalServicesOptions, type ServicesMessage, servicesCommandSchema } from './services-thread.ts';
 
 const port = parentPort;
 if (port === null) throw new Error('services-thread-main.ts runs only as a worker thread');
@@ -30,9 +29,8 @@ try {
 if (emulator !== undefined && aws !== undefined) {
   const services = { emulator, aws };
   const open = new Set<'emulator' | 'aws'>(['emulator', 'aws']);
-  const commandSchema = z.object({ close: z.enum(['emulator', 'aws']) });
   port.on('message', async (message: unknown) => {
-    const { close } = commandSchema.parse(message);
+    const { close } = servicesCommandSchema.parse(message);
     if (!open.delete(close)) return;
     await services[close].close();
     send({ kind: 'closed', service: close });

@@ -7,7 +7,7 @@
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { z } from 'zod';
-import type { AwsStandIns, AwsStandInsOptions } from './aws-standins.ts';
+import { type AwsStandIns, type AwsStandInsOptions, standInClientConfig } from './aws-standins.ts';
 import { EmulatorConfigError } from './emulator/config-file.ts';
 import type { EmulatorOptions, RunningEmulator } from './emulator/server.ts';
 
@@ -23,7 +23,8 @@ export interface LocalServices {
 }
 
 /** A service to stop, sent to the thread; it exits once both are stopped. */
-export type ServicesCommand = { readonly close: 'emulator' | 'aws' };
+export const servicesCommandSchema = z.object({ close: z.enum(['emulator', 'aws']) });
+export type ServicesCommand = z.infer<typeof servicesCommandSchema>;
 
 const problemSchema = z.object({ field: z.string(), message: z.string() });
 
@@ -110,10 +111,7 @@ export async function startLocalServices(options: LocalServicesOptions): Promise
       region,
       credentials,
       endpoints,
-      clientConfig(service) {
-        const base = { region, endpoint: endpoints[service], credentials: { ...credentials } };
-        return service === 's3' ? { ...base, forcePathStyle: true } : base;
-      },
+      clientConfig: (service) => standInClientConfig(region, credentials, endpoints, service),
       close: () => close('aws'),
     },
   };

@@ -625,10 +625,8 @@ const describeRequest = z.looseObject({
   includedData: z.enum(['ALL_DATA', 'METADATA_ONLY']).optional(),
 });
 
-async function describeExecution(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
-  const request = parseRequest(describeRequest, body);
-  const { record } = findExecution(registry, request.executionArn);
-  const withData = request.includedData !== 'METADATA_ONLY';
+/** What DescribeExecution and ListExecutions both say of an execution. */
+function executionSummary(registry: Registry, record: ExecutionRecord) {
   return {
     executionArn: record.executionArn,
     stateMachineArn: registry.options.stateMachineArn,
@@ -636,13 +634,24 @@ async function describeExecution(registry: Registry, body: unknown): Promise<Rec
     status: record.status,
     startDate: epochSeconds(record.startDate),
     ...(record.stopDate === undefined ? {} : { stopDate: epochSeconds(record.stopDate) }),
+    redriveCount: 0,
+  };
+}
+
+async function describeExecution(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
+  const request = parseRequest(describeRequest, body);
+  const { record } = findExecution(registry, request.executionArn);
+  const withData = request.includedData !== 'METADATA_ONLY';
+  const { redriveCount, ...summary } = executionSummary(registry, record);
+  return {
+    ...summary,
     ...(withData ? { input: JSON.stringify(record.input), inputDetails: { included: true } } : {}),
     ...(withData && record.status === 'SUCCEEDED'
       ? { output: JSON.stringify(record.output ?? null), outputDetails: { included: true } }
       : {}),
     ...(record.error === undefined ? {} : { error: record.error }),
     ...(record.cause === undefined ? {} : { cause: record.cause }),
-    redriveCount: 0,
+    redriveCount,
   };
 }
 
@@ -670,15 +679,7 @@ async function listExecutions(registry: Registry, body: unknown): Promise<Record
   const page = matching.slice(0, limit);
   const last = page.at(-1);
   return {
-    executions: page.map(({ record }) => ({
-      executionArn: record.executionArn,
-      stateMachineArn: registry.options.stateMachineArn,
-      name: record.name,
-      status: record.status,
-      startDate: epochSeconds(record.startDate),
-      ...(record.stopDate === undefined ? {} : { stopDate: epochSeconds(record.stopDate) }),
-      redriveCount: 0,
-    })),
+    executions: page.map(({ record }) => executionSummary(registry, record)),
     ...(matching.length > limit && last !== undefined
       ? { nextToken: writeToken('list', last.sequence) }
       : {}),

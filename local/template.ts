@@ -5,9 +5,16 @@ import { ConfigurationError } from '#shared/errors';
 import { STEPS, type StepName } from '../lambdas/steps.ts';
 import { DsrStack } from '../lib/dsr-stack.ts';
 
-/** Synthesizes the production stack in-process (no bundling) and returns its CloudFormation template. */
+/**
+ * Synthesizes the production stack in-process (no bundling) and returns its CloudFormation template.
+ * CDK's built-in template validation is left to `npm run synth` and the stack tests: here it would
+ * only add seconds to every local start.
+ */
 export function synthesizeTemplate(config: unknown = {}): Record<string, unknown> {
-  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const app = new App({
+    context: { 'aws:cdk:bundling-stacks': [] },
+    builtinCloudFormationValidation: false,
+  });
   const stack = new DsrStack(app, 'SvcDsrLocal', { config });
   return Template.fromStack(stack).toJSON();
 }

@@ -149,6 +149,18 @@ export function subjectHash(hmacKey: string, kind: SubjectKind, value: string): 
   return `hmac-sha256:${createHmac('sha256', hmacKey).update(`${kind}:${value}`, 'utf8').digest('hex')}`;
 }
 
+/** The HMAC of each identifier the subject carries, under its field name. */
+function hashSubject(hmacKey: string, subject: AuditSubject): { primary_key?: string; svc_user_id?: string } {
+  return {
+    ...(subject.primaryKey === undefined
+      ? {}
+      : { primary_key: subjectHash(hmacKey, 'primary_key', subject.primaryKey) }),
+    ...(subject.svcUserId === undefined
+      ? {}
+      : { svc_user_id: subjectHash(hmacKey, 'svc_user_id', subject.svcUserId) }),
+  };
+}
+
 /**
  * JSON with object keys sorted (by UTF-16 code unit, as RFC 8785) and no whitespace: the exact bytes
  * a record's hash covers. Accepts only what JSON can represent without loss.
@@ -408,15 +420,7 @@ export class AuditTrail {
       throw new Error('audit: a subject identifier is empty');
     }
     if (subject.primaryKey === undefined && subject.svcUserId === undefined) return undefined;
-    const key = await this.#hmacKey();
-    return {
-      ...(subject.primaryKey === undefined
-        ? {}
-        : { primary_key: subjectHash(key, 'primary_key', subject.primaryKey) }),
-      ...(subject.svcUserId === undefined
-        ? {}
-        : { svc_user_id: subjectHash(key, 'svc_user_id', subject.svcUserId) }),
-    };
+    return hashSubject(await this.#hmacKey(), subject);
   }
 
   async #expectedSubjectHashes(
@@ -426,15 +430,7 @@ export class AuditTrail {
     if (subject === undefined || (subject.primaryKey === undefined && subject.svcUserId === undefined)) {
       return {};
     }
-    const key = await this.#hmacKey(options.hmacKey);
-    return {
-      ...(subject.primaryKey === undefined
-        ? {}
-        : { primary_key: subjectHash(key, 'primary_key', subject.primaryKey) }),
-      ...(subject.svcUserId === undefined
-        ? {}
-        : { svc_user_id: subjectHash(key, 'svc_user_id', subject.svcUserId) }),
-    };
+    return hashSubject(await this.#hmacKey(options.hmacKey), subject);
   }
 
   /** Every object under the request's prefix, in key order (which is seq order). */
