@@ -1,4 +1,5 @@
 import { LedgerStateError } from '#shared/errors';
+import type { DeleteResult } from '#shared/platform-client';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest } from '#shared/step-guards';
 import { type EraseOutput, eraseOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
@@ -15,7 +16,7 @@ export async function eraseSubject(input: StepInput, deps: StepDeps): Promise<Er
     throw new LedgerStateError('erasure refused: there is no verified archive yet');
 
   await deps.ledger.update(input.request_id, { step: 'erasing' }, ['running']);
-  const result = await deps.platform.deleteUser(item.primary_key);
+  const result = await deleteOnce(item.step === 'erasing', item.primary_key, deps);
   const at = deps.clock().toISOString();
   await deps.ledger.update(
     input.request_id,
@@ -31,6 +32,19 @@ export async function eraseSubject(input: StepInput, deps: StepDeps): Promise<Er
   });
   deps.logger.info('subject erased', { outcome: result.outcome });
   return { outcome: result.outcome };
+}
+
+/**
+ * The DELETE, sent only when the subject is still there. An earlier attempt that got as far as
+ * `erasing` may have deleted the subject and stopped before recording it (a crash, a timeout on the
+ * answer); a look first means that deletion is recorded rather than sent again.
+ */
+async function deleteOnce(resumed: boolean, primaryKey: string, deps: StepDeps): Promise<DeleteResult> {
+  if (resumed && !(await deps.platform.retrieveUser(primaryKey)).found) {
+    deps.logger.info('subject already gone when the erasure resumed');
+    return { outcome: 'already_absent', status: 404 };
+  }
+  return deps.platform.deleteUser(primaryKey);
 }
 
 /** The EraseSubject step: contract and domain function. */

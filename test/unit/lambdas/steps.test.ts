@@ -288,6 +288,37 @@ describe('eraseSubject', () => {
     expect(platform.deleteUser).not.toHaveBeenCalled();
   });
 
+  it('records a resumed erasure whose subject is already gone without deleting again', async () => {
+    // A first attempt marked the step `erasing`, sent the DELETE, and stopped before recording it.
+    const id = await requestIn({ svc_user_id: 'svc-1', archive: archived, step: 'erasing' }, 'erasure');
+    platform.retrieveUser.mockResolvedValueOnce({ found: false } as never);
+
+    await expect(eraseSubject({ request_id: id }, deps)).resolves.toEqual({ outcome: 'already_absent' });
+
+    expect(platform.deleteUser).not.toHaveBeenCalled();
+    expect(await ledger.require(id)).toMatchObject({
+      erasure: { outcome: 'already_absent', platform_status: 404 },
+    });
+  });
+
+  it('deletes on a resumed erasure whose subject is still there', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1', archive: archived, step: 'erasing' }, 'erasure');
+
+    await expect(eraseSubject({ request_id: id }, deps)).resolves.toEqual({ outcome: 'deleted' });
+
+    expect(platform.retrieveUser).toHaveBeenCalledTimes(1);
+    expect(platform.deleteUser).toHaveBeenCalledTimes(1);
+  });
+
+  it('deletes without a look first on a first attempt', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1', archive: archived }, 'erasure');
+
+    await expect(eraseSubject({ request_id: id }, deps)).resolves.toEqual({ outcome: 'deleted' });
+
+    expect(platform.retrieveUser).not.toHaveBeenCalled();
+    expect(platform.deleteUser).toHaveBeenCalledTimes(1);
+  });
+
   it('refuses to erase for an access request', async () => {
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived }, 'access');
     await expect(eraseSubject({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
