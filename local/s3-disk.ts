@@ -70,6 +70,8 @@ const UPLOADS_DIR = '.uploads';
 const TMP_DIR = '.tmp';
 const MiB = 1024 * 1024;
 const MAX_OBJECT_BYTES = 5 * 1024 * MiB;
+/** A plain (not aws-chunked) body up to this size is received in memory and written in one call. */
+const BUFFERED_BODY_BYTES = MiB;
 const MIN_PART_BYTES = 5 * MiB;
 const MAX_PART_NUMBER = 10_000;
 const MAX_KEY_BYTES = 1024;
@@ -339,11 +341,21 @@ async function receiveBody(
       yield chunk;
     }
   }
+  // A small plain body (an audit record, a sidecar-sized object) is gathered in memory and
+  // written in one call; a stream pipeline costs more than the write itself at that size.
+  const buffered = !chunked && declared <= BUFFERED_BODY_BYTES;
+  let written: Stats | undefined;
   try {
-    await pipeline(
-      Readable.from(measured(), { objectMode: false }),
-      createWriteStream(path, { flags: 'wx' }),
-    );
+    if (buffered) {
+      const chunks: Buffer[] = [];
+      for await (const chunk of measured()) chunks.push(chunk);
+      written = await writeNewFile(path, Buffer.concat(chunks, size), syncWrites);
+    } else {
+      await pipeline(
+        Readable.from(measured(), { objectMode: false }),
+        createWriteStream(path, { flags: 'wx' }),
+      );
+    }
     if (size !== declared) throw incompleteBody();
     const digests = new Map([...digesters].map(([algorithm, hash]) => [algorithm, hash.digest()] as const));
     const md5Digest = md5.digest();
@@ -374,7 +386,7 @@ async function receiveBody(
       }
       sent = { algorithm, value };
     }
-    const settled = await settleFile(path, syncWrites);
+    const settled = written ?? (await settleFile(path, syncWrites));
     return {
       path,
       size,
@@ -484,6 +496,18 @@ async function settleFile(path: string, flush: boolean): Promise<Stats> {
   const handle = await open(path, 'r+');
   try {
     await handle.datasync();
+    return await handle.stat();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Creates `path` holding `data` and answers its stat; flushed to the disk first when asked. */
+async function writeNewFile(path: string, data: Buffer, flush: boolean): Promise<Stats> {
+  const handle = await open(path, 'wx');
+  try {
+    await handle.writeFile(data);
+    if (flush) await handle.datasync();
     return await handle.stat();
   } finally {
     await handle.close();
@@ -649,6 +673,10 @@ interface WriteCondition {
 class DiskStore {
   readonly #lock = new Mutex();
   readonly #background = new Set<Promise<unknown>>();
+  /** Buckets seen to exist: nothing here deletes a bucket, so one stays known once seen. */
+  readonly #buckets = new Set<string>();
+  /** Folders made or seen by a write; forgotten when a delete prunes folders. */
+  readonly #folders = new Set<string>();
 
   constructor(
     readonly root: string,
@@ -676,8 +704,11 @@ class DiskStore {
   }
 
   async bucketExists(bucket: string): Promise<boolean> {
+    if (this.#buckets.has(bucket)) return true;
     try {
-      return (await stat(this.#bucketDir(bucket))).isDirectory();
+      const exists = (await stat(this.#bucketDir(bucket))).isDirectory();
+      if (exists) this.#buckets.add(bucket);
+      return exists;
     } catch (error) {
       if (isMissing(error)) return false;
       throw error;
@@ -692,6 +723,7 @@ class DiskStore {
     await this.#lock.run(async () => {
       try {
         await mkdir(this.#bucketDir(bucket));
+        this.#buckets.add(bucket);
       } catch (error) {
         if (errorCode(error) !== 'EEXIST') throw error;
         throw new S3Failure(
@@ -805,14 +837,25 @@ class DiskStore {
       }
       const dataPath = this.#objectPath(bucket, key);
       const metaPath = this.#metaPath(bucket, key);
-      await this.#prepareParent(dataPath);
-      await this.#prepareParent(metaPath);
-      if ((await isDirectory(dataPath)) || (await isDirectory(metaPath))) throw keyConflict();
-      // Sidecar first: if the process dies between the renames, the sidecar no longer matches the
-      // file's stat and the next read rebuilds it from the bytes.
-      await this.#writeAtomic(metaPath, JSON.stringify(meta, null, 2));
-      await rename(file, dataPath);
+      try {
+        await this.#place(file, dataPath, metaPath, meta);
+      } catch (error) {
+        // A folder removed by hand since this store last wrote there: make the folders again, once.
+        if (!isMissing(error) || this.#folders.size === 0) throw error;
+        this.#folders.clear();
+        await this.#place(file, dataPath, metaPath, meta);
+      }
     });
+  }
+
+  async #place(file: string, dataPath: string, metaPath: string, meta: ObjectMeta): Promise<void> {
+    await this.#prepareParent(dataPath);
+    await this.#prepareParent(metaPath);
+    if ((await isDirectory(dataPath)) || (await isDirectory(metaPath))) throw keyConflict();
+    // Sidecar first: if the process dies between the renames, the sidecar no longer matches the
+    // file's stat and the next read rebuilds it from the bytes.
+    await this.#writeAtomic(metaPath, JSON.stringify(meta, null, 2));
+    await rename(file, dataPath);
   }
 
   async remove(bucket: string, key: string): Promise<void> {
@@ -823,14 +866,18 @@ class DiskStore {
       // A key that names a folder of other keys is no object: there is nothing to delete.
       if (await isFile(dataPath)) await unlink(dataPath);
       if (await isFile(metaPath)) await unlink(metaPath);
+      this.#folders.clear();
       await pruneEmptyFolders(dirname(dataPath), this.#bucketDir(bucket));
       await pruneEmptyFolders(dirname(metaPath), join(this.root, META_DIR));
     });
   }
 
   async #prepareParent(path: string): Promise<void> {
+    const folder = dirname(path);
+    if (this.#folders.has(folder)) return;
     try {
-      await mkdir(dirname(path), { recursive: true });
+      await mkdir(folder, { recursive: true });
+      this.#folders.add(folder);
     } catch (error) {
       const code = errorCode(error);
       if (code === 'ENOTDIR' || code === 'EEXIST') throw keyConflict();
@@ -1356,8 +1403,10 @@ async function putObject(call: Call, key: string) {
   await store.requireBucket(bucket);
   const condition = writeCondition(req);
   const headers = storedHeaders(req);
-  // Answer a lost race before the body is read; the commit checks again in case of a tie.
-  if (condition.ifNoneMatch !== undefined || condition.ifMatch !== undefined) {
+  // Answer a lost race before a large body is read; the commit checks again in case of a tie.
+  const small =
+    (parseLength(header(req, 'content-length')) ?? Number.POSITIVE_INFINITY) <= BUFFERED_BODY_BYTES;
+  if (!small && (condition.ifNoneMatch !== undefined || condition.ifMatch !== undefined)) {
     checkWriteCondition(await store.describe(bucket, key), condition);
   }
   const received = await receiveBody(req, store.tempPath(), undefined, store.syncWrites);

@@ -468,31 +468,35 @@ describe('PutObject and GetObject', () => {
     expect(await readFile(join(root, BUCKET, 'chunked', 'good.txt'), 'utf8')).toBe(data.toString());
   });
 
-  it('leaves neither the object nor a temporary file when the client drops the connection mid-body', async () => {
-    // Prepare
-    const { hostname, port } = new URL(server.endpoint);
-    const key = `dropped/${randomUUID()}.bin`;
-    const outgoing = request({
-      host: hostname,
-      port,
-      method: 'PUT',
-      path: `/${BUCKET}/${key}`,
-      headers: { 'content-length': '100000' },
-      agent: false,
-    });
-    outgoing.on('error', () => undefined);
+  // 100,000 bytes are received in memory, 3 MiB through a stream to the file.
+  it.each([100_000, 3 * MiB])(
+    'leaves neither the object nor a temporary file when the client drops a %d-byte body midway',
+    async (length) => {
+      // Prepare
+      const { hostname, port } = new URL(server.endpoint);
+      const key = `dropped/${randomUUID()}.bin`;
+      const outgoing = request({
+        host: hostname,
+        port,
+        method: 'PUT',
+        path: `/${BUCKET}/${key}`,
+        headers: { 'content-length': String(length) },
+        agent: false,
+      });
+      outgoing.on('error', () => undefined);
 
-    // Act
-    outgoing.write(randomBytes(50_000));
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    outgoing.destroy();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+      // Act
+      outgoing.write(randomBytes(length / 2));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      outgoing.destroy();
+      await new Promise((resolve) => setTimeout(resolve, 100));
 
-    // Assess
-    expect(await readdir(join(root, '.tmp'))).toEqual([]);
-    expect(await exists(join(root, BUCKET, ...key.split('/')))).toBe(false);
-    expect(await put(`dropped/${randomUUID()}.txt`, 'still serving')).toBeUndefined();
-  });
+      // Assess
+      expect(await readdir(join(root, '.tmp'))).toEqual([]);
+      expect(await exists(join(root, BUCKET, ...key.split('/')))).toBe(false);
+      expect(await put(`dropped/${randomUUID()}.txt`, 'still serving')).toBeUndefined();
+    },
+  );
 
   it('refuses an aws-chunked body shorter than its declared decoded length', async () => {
     // Prepare
@@ -1020,6 +1024,21 @@ describe('persistence', () => {
     // Assess
     expect(head).toMatchObject({ ETag: `"${md5Hex('hand made')}"`, ContentLength: 9 });
     expect(body).toBe('hand made');
+  });
+
+  it('makes a folder again when a person removed it while the stand-in runs', async () => {
+    // Prepare
+    const folder = `removed-${randomUUID()}`;
+    await put(`${folder}/first.txt`, 'one');
+    await rm(join(root, BUCKET, folder), { recursive: true });
+    await rm(join(root, '.meta', BUCKET, folder), { recursive: true });
+
+    // Act
+    await put(`${folder}/second.txt`, 'two');
+
+    // Assess
+    expect(await readFile(join(root, BUCKET, folder, 'second.txt'), 'utf8')).toBe('two');
+    expect(await readText(`${folder}/second.txt`)).toBe('two');
   });
 
   it('notices a file edited by hand and serves its new bytes with their ETag', async () => {
