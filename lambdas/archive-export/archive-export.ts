@@ -21,7 +21,6 @@ export async function archiveExport(input: StepInput, deps: StepDeps): Promise<A
   if (item.export_id === undefined || item.export_status !== 'completed') {
     throw new LedgerStateError('the export has not completed, so there is nothing to archive');
   }
-  await deps.ledger.update(input.request_id, { step: 'archiving' }, ['running']);
   const status = await deps.platform.exportStatus(item.export_id);
   if (status.status !== 'completed') {
     throw new PlatformResponseInvalidError(

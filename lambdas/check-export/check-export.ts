@@ -41,9 +41,15 @@ export async function checkExport(input: CheckExportInput, deps: StepDeps): Prom
   }
 
   if (status.status === 'completed' || status.status === 'failed') {
+    // A completed export moves the request on to archiving in the same write.
     await deps.ledger.update(
       input.request_id,
-      { export_status: status.status, export_polls: polls, export_waited_seconds: waited },
+      {
+        export_status: status.status,
+        export_polls: polls,
+        export_waited_seconds: waited,
+        ...(status.status === 'completed' ? { step: 'archiving' as const } : {}),
+      },
       ['running'],
     );
     await deps.audit.append(input.request_id, {

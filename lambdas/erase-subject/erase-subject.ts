@@ -18,9 +18,10 @@ export async function eraseSubject(input: StepInput, deps: StepDeps): Promise<Er
   await deps.ledger.update(input.request_id, { step: 'erasing' }, ['running']);
   const result = await deleteOnce(item.step === 'erasing', item.primary_key, deps);
   const at = deps.clock().toISOString();
+  // The deletion is recorded with the step that follows it: the request is now being verified.
   await deps.ledger.update(
     input.request_id,
-    { erasure: { outcome: result.outcome, platform_status: result.status, at } },
+    { erasure: { outcome: result.outcome, platform_status: result.status, at }, step: 'verifying' },
     ['running'],
   );
   await deps.audit.append(input.request_id, {

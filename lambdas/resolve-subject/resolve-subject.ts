@@ -5,21 +5,26 @@ import { type ResolveOutput, resolveOutputSchema, type StepInput, stepInputSchem
 /**
  * Finds the subject on the platform (primary_key -> svc_user_id) and keeps the id in the ledger.
  * A subject resolved before (a resumed or re-run execution, perhaps after the deletion) is not
- * looked up again: after an erasure the platform would say not-found.
+ * looked up again: after an erasure the platform would say not-found. The look-up only reads, so
+ * the request moves to `running` with its answer, in one conditional write that a cancellation
+ * made meanwhile still stops.
  */
 export async function resolveSubject(input: StepInput, deps: StepDeps): Promise<ResolveOutput> {
   const item = await activeRequest(deps, input.request_id);
   if (item.status === 'completed') return { found: item.outcome !== 'no_data', already_completed: true };
   if (item.svc_user_id !== undefined) return { found: true, already_completed: false };
 
-  await deps.ledger.update(input.request_id, { status: 'running', step: 'resolving', error: null }, [
-    'received',
-    'running',
-  ]);
   const result = await deps.platform.retrieveUser(item.primary_key);
-  if (result.found) {
-    await deps.ledger.update(input.request_id, { svc_user_id: result.svcUserId }, ['running']);
-  }
+  await deps.ledger.update(
+    input.request_id,
+    {
+      status: 'running',
+      step: 'resolving',
+      error: null,
+      ...(result.found ? { svc_user_id: result.svcUserId } : {}),
+    },
+    ['received', 'running'],
+  );
   await deps.audit.append(input.request_id, {
     eventId: 'ResolveSubject',
     step: 'ResolveSubject',

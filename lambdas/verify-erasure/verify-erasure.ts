@@ -9,7 +9,6 @@ export async function verifyErasure(input: StepInput, deps: StepDeps): Promise<{
   if (item.erasure_verification !== undefined) return { verified: true };
   if (item.erasure === undefined) throw new LedgerStateError('there is no deletion to verify yet');
 
-  await deps.ledger.update(input.request_id, { step: 'verifying' }, ['running']);
   const result = await deps.platform.retrieveUser(item.primary_key);
   if (result.found)
     throw new ErasureNotVerifiedError('the platform still returns the subject after the deletion');

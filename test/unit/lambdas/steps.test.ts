@@ -15,7 +15,7 @@ import {
 import { Ledger, type LedgerPatch } from '#shared/ledger';
 import type { StepDeps } from '#shared/step-deps';
 import { makeStepHandler } from '#shared/step-handler';
-import { archiveExport } from '../../../lambdas/archive-export/archive-export.ts';
+import { archiveExport, archiveKey } from '../../../lambdas/archive-export/archive-export.ts';
 import { checkExport } from '../../../lambdas/check-export/check-export.ts';
 import { eraseSubject } from '../../../lambdas/erase-subject/erase-subject.ts';
 import { recordFailure } from '../../../lambdas/record-failure/record-failure.ts';
@@ -151,6 +151,47 @@ describe('resolveSubject', () => {
     );
     expect((await ledger.require(id)).svc_user_id).toBe('svc-1');
   });
+
+  it('moves a received request to running with the subject in one ledger write', async () => {
+    const id = await requestIn({ status: 'received' });
+    const writes = vi.spyOn(ledger, 'update');
+    try {
+      await resolveSubject({ request_id: id }, deps);
+      expect(writes).toHaveBeenCalledTimes(1);
+    } finally {
+      writes.mockRestore();
+    }
+    expect(await ledger.require(id)).toMatchObject({
+      status: 'running',
+      step: 'resolving',
+      svc_user_id: 'svc-1',
+    });
+  });
+
+  it('records a subject the platform does not know as running, with no id', async () => {
+    const id = await requestIn({ status: 'received' });
+    platform.retrieveUser.mockResolvedValueOnce({ found: false } as never);
+    await expect(resolveSubject({ request_id: id }, deps)).resolves.toEqual({
+      found: false,
+      already_completed: false,
+    });
+    const item = await ledger.require(id);
+    expect(item).toMatchObject({ status: 'running', step: 'resolving' });
+    expect(item.svc_user_id).toBeUndefined();
+  });
+
+  it('stops when the request is cancelled while the platform answers, and keeps no subject id', async () => {
+    const id = await requestIn({ status: 'received' });
+    platform.retrieveUser.mockImplementationOnce(async () => {
+      await ledger.update(id, { status: 'cancelled' }, ['received']);
+      return { found: true as const, svcUserId: 'svc-1', user: {} };
+    });
+    await expect(resolveSubject({ request_id: id }, deps)).rejects.toBeInstanceOf(RequestCancelledError);
+    const item = await ledger.require(id);
+    expect(item.status).toBe('cancelled');
+    expect(item.svc_user_id).toBeUndefined();
+    expect(deps.audit.append).not.toHaveBeenCalled();
+  });
 });
 
 describe('startExport', () => {
@@ -221,14 +262,73 @@ describe('checkExport', () => {
       export_id: 'exp-1',
       export_status: 'pending',
       export_attempts: 1,
+      step: 'exporting',
     });
     platform.exportStatus.mockResolvedValueOnce({ status: 'failed' } as never);
     expect((await checkExport({ request_id: id, waited: 30 }, deps)).status).toBe('failed');
-    expect((await ledger.require(id)).export_status).toBe('failed');
+    expect(await ledger.require(id)).toMatchObject({ export_status: 'failed', step: 'exporting' });
+  });
+
+  it('moves the request on to archiving when the export completes, in the same write', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_id: 'exp-1',
+      export_status: 'pending',
+      export_attempts: 1,
+      step: 'exporting',
+    });
+    platform.exportStatus.mockResolvedValueOnce({
+      status: 'completed',
+      link: new URL('https://cdn.example.com/x.zip'),
+    } as never);
+    const writes = vi.spyOn(ledger, 'update');
+    try {
+      expect((await checkExport({ request_id: id, waited: 30 }, deps)).status).toBe('completed');
+      expect(writes).toHaveBeenCalledTimes(1);
+    } finally {
+      writes.mockRestore();
+    }
+    expect(await ledger.require(id)).toMatchObject({
+      export_status: 'completed',
+      step: 'archiving',
+      export_polls: 1,
+      export_waited_seconds: 30,
+    });
   });
 });
 
 describe('archiveExport', () => {
+  it('copies, verifies and records the archive in one ledger write', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_id: 'exp-1',
+      export_status: 'completed',
+      export_attempts: 1,
+      step: 'archiving',
+    });
+    platform.exportStatus.mockResolvedValueOnce({
+      status: 'completed',
+      link: new URL('https://cdn.example.com/x.zip'),
+    } as never);
+    const writes = vi.spyOn(ledger, 'update');
+    try {
+      await expect(archiveExport({ request_id: id }, deps)).resolves.toEqual({
+        key: archiveKey(id, 1),
+        bytes: 10,
+        sha256: 'ab'.repeat(32),
+        entries: 4,
+      });
+      expect(writes).toHaveBeenCalledTimes(1);
+    } finally {
+      writes.mockRestore();
+    }
+    expect(deps.archive.verify).toHaveBeenCalledWith(archiveKey(id, 1), {
+      bytes: 10,
+      sha256: 'ab'.repeat(32),
+    });
+    expect((await ledger.require(id)).archive).toMatchObject({ key: archiveKey(id, 1), entries: 4 });
+  });
+
   it('records nothing when the stored zip fails verification', async () => {
     const id = await requestIn({
       svc_user_id: 'svc-1',
@@ -319,6 +419,22 @@ describe('eraseSubject', () => {
     expect(platform.deleteUser).toHaveBeenCalledTimes(1);
   });
 
+  it('marks erasing before the DELETE and records the deletion with the verifying step', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1', archive: archived, step: 'archiving' }, 'erasure');
+    platform.deleteUser.mockImplementationOnce(async () => {
+      expect((await ledger.require(id)).step).toBe('erasing');
+      return { outcome: 'deleted' as const, status: 200 };
+    });
+
+    await eraseSubject({ request_id: id }, deps);
+
+    expect(platform.deleteUser).toHaveBeenCalledTimes(1);
+    expect(await ledger.require(id)).toMatchObject({
+      step: 'verifying',
+      erasure: { outcome: 'deleted', platform_status: 200 },
+    });
+  });
+
   it('refuses to erase for an access request', async () => {
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived }, 'access');
     await expect(eraseSubject({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
@@ -326,6 +442,30 @@ describe('eraseSubject', () => {
 });
 
 describe('verifyErasure', () => {
+  it('keeps the not-found answer as evidence in one ledger write', async () => {
+    const id = await requestIn(
+      {
+        svc_user_id: 'svc-1',
+        archive: archived,
+        erasure: { outcome: 'deleted', platform_status: 200, at: 'x' },
+        step: 'verifying',
+      },
+      'erasure',
+    );
+    platform.retrieveUser.mockResolvedValueOnce({ found: false } as never);
+    const writes = vi.spyOn(ledger, 'update');
+    try {
+      await expect(verifyErasure({ request_id: id }, deps)).resolves.toEqual({ verified: true });
+      expect(writes).toHaveBeenCalledTimes(1);
+    } finally {
+      writes.mockRestore();
+    }
+    expect((await ledger.require(id)).erasure_verification).toEqual({
+      platform_answer: 'not_found',
+      at: '2026-11-21T12:00:00.000Z',
+    });
+  });
+
   it('fails when the platform still knows the subject', async () => {
     const id = await requestIn(
       {
