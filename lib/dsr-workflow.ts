@@ -105,7 +105,12 @@ export class DsrWorkflow extends Construct {
       time: sfn.WaitTime.secondsPath('$.export.wait_seconds'),
     });
     const checkExport = guard(
-      task('CheckExport', 'CheckExport', { ...requestId, 'waited.$': '$.export.wait_seconds' }, '$.export'),
+      task(
+        'CheckExport',
+        'CheckExport',
+        { ...requestId, 'waited.$': '$.export.wait_seconds', 'export_id.$': '$.export.export_id' },
+        '$.export',
+      ),
     );
     const archive = guard(task('ArchiveExport', 'ArchiveExport', requestId, '$.archive'));
     const erase = guard(task('EraseSubject', 'EraseSubject', requestId, '$.erasure'));

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { nextWaitSeconds } from '#shared/config';
 import { ExportTimedOutError, LedgerStateError, PlatformThrottledError } from '#shared/errors';
+import type { LedgerItem } from '#shared/ledger';
 import type { ExportStatus } from '#shared/platform-schemas';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest } from '#shared/step-guards';
@@ -10,24 +11,19 @@ export const checkExportInputSchema = z.looseObject({
   request_id: z.uuid(),
   /** How long the Wait before this poll lasted, in seconds. */
   waited: z.number().int().nonnegative(),
+  /** The export StartExport answered; an execution of an older definition sends none, and the ledger is read for it. */
+  export_id: z.string().min(1).optional(),
 });
 export type CheckExportInput = z.infer<typeof checkExportInputSchema>;
 
 /**
  * Polls the export once. Pending answers schedule the next wait (doubling, capped, and never
  * shorter than a Retry-After the platform sent); past the total budget the export has timed out.
+ * The poll is counted in one conditional write that holds only while the request is running with
+ * this export pending; when it does not hold, the ledger is read to see what changed.
  */
 export async function checkExport(input: CheckExportInput, deps: StepDeps): Promise<ExportState> {
-  const item = await activeRequest(deps, input.request_id);
-  const exportId = item.export_id;
-  if (exportId === undefined || item.export_status === undefined || item.export_status === 'starting') {
-    throw new LedgerStateError('no export is under way for this request');
-  }
-  const polls = item.export_polls + 1;
-  const waited = item.export_waited_seconds + input.waited;
-  const base = { export_id: exportId, attempt: item.export_attempts, polls, waited_seconds: waited };
-  if (item.archive !== undefined || item.export_status === 'completed')
-    return { ...base, status: 'completed', wait_seconds: 0 };
+  const exportId = input.export_id ?? (await exportUnderWay(deps, input.request_id)).export_id;
 
   let status: ExportStatus;
   let retryAfter = 0;
@@ -40,18 +36,20 @@ export async function checkExport(input: CheckExportInput, deps: StepDeps): Prom
     retryAfter = Math.min(error.retryAfterSeconds ?? 0, deps.schedule.maxSeconds);
   }
 
-  if (status.status === 'completed' || status.status === 'failed') {
-    // A completed export moves the request on to archiving in the same write.
-    await deps.ledger.update(
-      input.request_id,
-      {
-        export_status: status.status,
-        export_polls: polls,
-        export_waited_seconds: waited,
-        ...(status.status === 'completed' ? { step: 'archiving' as const } : {}),
-      },
-      ['running'],
-    );
+  const finished =
+    status.status === 'completed'
+      ? { export_status: 'completed' as const, step: 'archiving' as const }
+      : status.status === 'failed'
+        ? { export_status: 'failed' as const }
+        : undefined;
+  // A completed export moves the request on to archiving in the same write.
+  const item = await deps.ledger.countPoll(input.request_id, exportId, input.waited, finished);
+  if (item === undefined) return settledExport(deps, input.request_id, exportId);
+  const polls = item.export_polls;
+  const waited = item.export_waited_seconds;
+  const base = { export_id: exportId, attempt: item.export_attempts, polls, waited_seconds: waited };
+
+  if (status.status !== 'pending') {
     await deps.audit.append(input.request_id, {
       eventId: `CheckExport:attempt-${item.export_attempts}:${status.status}`,
       step: 'CheckExport',
@@ -63,9 +61,6 @@ export async function checkExport(input: CheckExportInput, deps: StepDeps): Prom
   }
 
   const remaining = deps.schedule.budgetSeconds - waited;
-  await deps.ledger.update(input.request_id, { export_polls: polls, export_waited_seconds: waited }, [
-    'running',
-  ]);
   if (remaining <= 0) {
     throw new ExportTimedOutError(
       `the export was still pending after ${waited} s of waiting (${polls} polls); the budget is ${deps.schedule.budgetSeconds} s`,
@@ -79,6 +74,41 @@ export async function checkExport(input: CheckExportInput, deps: StepDeps): Prom
     reported: status.reported,
   });
   return { ...base, status: 'pending', wait_seconds: wait };
+}
+
+/** The request's export under way, or the error that says why there is none to poll. */
+async function exportUnderWay(
+  deps: StepDeps,
+  requestId: string,
+): Promise<LedgerItem & { export_id: string }> {
+  const item = await activeRequest(deps, requestId);
+  const exportId = item.export_id;
+  if (exportId === undefined || item.export_status === undefined || item.export_status === 'starting') {
+    throw new LedgerStateError('no export is under way for this request');
+  }
+  return { ...item, export_id: exportId };
+}
+
+/**
+ * The answer when the poll could not be counted: the export has already ended in the ledger (a
+ * re-run after the state moved on), or the request changed under this execution.
+ */
+async function settledExport(deps: StepDeps, requestId: string, exportId: string): Promise<ExportState> {
+  const item = await exportUnderWay(deps, requestId);
+  const ended = item.archive !== undefined ? 'completed' : item.export_status;
+  if (item.export_id !== exportId || (ended !== 'completed' && ended !== 'failed')) {
+    throw new LedgerStateError(
+      `the request is ${item.status} with ${item.export_id === exportId ? `this export ${item.export_status}` : 'another export under way'}; polls are counted only while it is running with this export pending`,
+    );
+  }
+  return {
+    export_id: exportId,
+    attempt: item.export_attempts,
+    polls: item.export_polls,
+    waited_seconds: item.export_waited_seconds,
+    status: ended,
+    wait_seconds: 0,
+  };
 }
 
 /** The CheckExport step: contract and domain function. */

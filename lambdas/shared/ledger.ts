@@ -202,6 +202,68 @@ export class Ledger {
     }
   }
 
+  /**
+   * Counts one status poll of the export `exportId` and the seconds waited before it, on a running
+   * request whose export under way is that one and still pending; `finished` records the export's
+   * end (and the step that follows) in the same write. Answers the item as it now is, or undefined
+   * when the request is not in that state: the caller then reads what changed.
+   */
+  async countPoll(
+    requestId: string,
+    exportId: string,
+    waitedSeconds: number,
+    finished?: { export_status: 'completed' | 'failed'; step?: Step },
+  ): Promise<LedgerItem | undefined> {
+    const sets = [
+      '#polls = if_not_exists(#polls, :zero) + :one',
+      '#waited = if_not_exists(#waited, :zero) + :waited',
+      '#updated_at = :now',
+    ];
+    const names: Record<string, string> = {
+      '#status': 'status',
+      '#export_id': 'export_id',
+      '#export_status': 'export_status',
+      '#polls': 'export_polls',
+      '#waited': 'export_waited_seconds',
+      '#updated_at': 'updated_at',
+    };
+    const values: Record<string, unknown> = {
+      ':zero': 0,
+      ':one': 1,
+      ':waited': waitedSeconds,
+      ':now': this.clock().toISOString(),
+      ':running': 'running',
+      ':export_id': exportId,
+      ':pending': 'pending',
+    };
+    if (finished !== undefined) {
+      sets.push('#export_status = :finished');
+      values[':finished'] = finished.export_status;
+      if (finished.step !== undefined) {
+        sets.push('#step = :step');
+        names['#step'] = 'step';
+        values[':step'] = finished.step;
+      }
+    }
+    try {
+      const { Attributes } = await this.db.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { request_id: requestId },
+          UpdateExpression: `SET ${sets.join(', ')}`,
+          ConditionExpression: '#status = :running AND #export_id = :export_id AND #export_status = :pending',
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      return parseItem(Attributes ?? {});
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException || isConditionalFailure(error)) return undefined;
+      throw error;
+    }
+  }
+
   /** Adds one to a counter (duplicates, conflicts, executions) whatever the status. */
   async increment(requestId: string, counter: 'duplicates' | 'conflicts' | 'executions'): Promise<void> {
     await this.db.send(

@@ -75,6 +75,14 @@ describe('the synthesized state machine', () => {
     });
   });
 
+  it('gives CheckExport the wait it chose and the export StartExport answered', () => {
+    expect(states.CheckExport?.Parameters).toEqual({
+      'request_id.$': '$.request_id',
+      'waited.$': '$.export.wait_seconds',
+      'export_id.$': '$.export.export_id',
+    });
+  });
+
   it('passes only the request id (and step facts) to the Lambdas', () => {
     for (const [name, state] of tasks) {
       const payload = JSON.stringify(state.Parameters?.Payload ?? state.Parameters ?? {});

@@ -269,7 +269,7 @@ describe('checkExport', () => {
     expect(await ledger.require(id)).toMatchObject({ export_status: 'failed', step: 'exporting' });
   });
 
-  it('moves the request on to archiving when the export completes, in the same write', async () => {
+  it('moves the request on to archiving when the export completes, in one write and no read', async () => {
     const id = await requestIn({
       svc_user_id: 'svc-1',
       export_id: 'exp-1',
@@ -281,11 +281,21 @@ describe('checkExport', () => {
       status: 'completed',
       link: new URL('https://cdn.example.com/x.zip'),
     } as never);
-    const writes = vi.spyOn(ledger, 'update');
+    const reads = vi.spyOn(ledger, 'get');
+    const writes = vi.spyOn(ledger, 'countPoll');
     try {
-      expect((await checkExport({ request_id: id, waited: 30 }, deps)).status).toBe('completed');
+      await expect(checkExport({ request_id: id, waited: 30, export_id: 'exp-1' }, deps)).resolves.toEqual({
+        export_id: 'exp-1',
+        attempt: 1,
+        status: 'completed',
+        polls: 1,
+        waited_seconds: 30,
+        wait_seconds: 0,
+      });
+      expect(reads).not.toHaveBeenCalled();
       expect(writes).toHaveBeenCalledTimes(1);
     } finally {
+      reads.mockRestore();
       writes.mockRestore();
     }
     expect(await ledger.require(id)).toMatchObject({
@@ -294,6 +304,90 @@ describe('checkExport', () => {
       export_polls: 1,
       export_waited_seconds: 30,
     });
+    expect(deps.audit.append).toHaveBeenCalledWith(
+      id,
+      expect.objectContaining({ action: 'export_completed' }),
+    );
+  });
+
+  it('counts pending polls and the seconds waited in the ledger across calls', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_id: 'exp-1',
+      export_status: 'pending',
+      export_attempts: 1,
+      export_waited_seconds: 100,
+    });
+    await checkExport({ request_id: id, waited: 30, export_id: 'exp-1' }, deps);
+    const second = await checkExport({ request_id: id, waited: 60, export_id: 'exp-1' }, deps);
+    expect(second).toMatchObject({ status: 'pending', polls: 2, waited_seconds: 190 });
+    expect(await ledger.require(id)).toMatchObject({ export_polls: 2, export_waited_seconds: 190 });
+  });
+
+  it('stops a request cancelled between polls and counts nothing', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_id: 'exp-1',
+      export_status: 'pending',
+      export_attempts: 1,
+    });
+    await ledger.update(id, { status: 'cancelled' }, ['running']);
+    await expect(
+      checkExport({ request_id: id, waited: 30, export_id: 'exp-1' }, deps),
+    ).rejects.toBeInstanceOf(RequestCancelledError);
+    expect((await ledger.require(id)).export_polls).toBe(0);
+  });
+
+  it.each(['completed', 'failed'] as const)(
+    'answers %s without counting again when the ledger already ended the export (a re-run)',
+    async (ended) => {
+      const id = await requestIn({
+        svc_user_id: 'svc-1',
+        export_id: 'exp-1',
+        export_status: ended,
+        export_attempts: 1,
+        export_polls: 3,
+        export_waited_seconds: 90,
+      });
+      await expect(checkExport({ request_id: id, waited: 30, export_id: 'exp-1' }, deps)).resolves.toEqual({
+        export_id: 'exp-1',
+        attempt: 1,
+        status: ended,
+        polls: 3,
+        waited_seconds: 90,
+        wait_seconds: 0,
+      });
+      expect(await ledger.require(id)).toMatchObject({ export_polls: 3, export_waited_seconds: 90 });
+      expect(deps.audit.append).not.toHaveBeenCalled();
+    },
+  );
+
+  it('refuses to count a poll of an export that is not the one under way', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_id: 'exp-2',
+      export_status: 'pending',
+      export_attempts: 2,
+    });
+    await expect(checkExport({ request_id: id, waited: 30, export_id: 'exp-1' }, deps)).rejects.toThrow(
+      'another export under way',
+    );
+    expect((await ledger.require(id)).export_polls).toBe(0);
+  });
+
+  it('reads the export from the ledger when the execution sends none (an older definition)', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_id: 'exp-1',
+      export_status: 'pending',
+      export_attempts: 1,
+    });
+    await expect(checkExport({ request_id: id, waited: 30 }, deps)).resolves.toMatchObject({
+      export_id: 'exp-1',
+      status: 'pending',
+      polls: 1,
+    });
+    expect(platform.exportStatus).toHaveBeenCalledWith('exp-1');
   });
 });
 
