@@ -3,40 +3,51 @@ import { LedgerStateError } from '#shared/errors';
 import type { StepDeps } from '#shared/step-deps';
 import { recordOutcomeInputSchema, recordOutcomeOutputSchema } from '#shared/step-io';
 
-/** Marks the request completed with its outcome and writes the final audit record. Idempotent. */
+/**
+ * Marks the request completed with its outcome and writes the final audit record. Idempotent: a
+ * re-run after the ledger write (the audit append failed, or the Lambda died before it) writes the
+ * final record it is missing, with the facts the ledger kept; the trail keeps one record per event.
+ */
 export async function recordOutcome(
   input: z.infer<typeof recordOutcomeInputSchema>,
   deps: StepDeps,
 ): Promise<z.infer<typeof recordOutcomeOutputSchema>> {
-  const item = await deps.ledger.require(input.request_id);
-  if (item.status === 'completed') return { status: 'completed', outcome: item.outcome ?? input.outcome };
-  if (input.outcome === 'erased' && item.erasure_verification === undefined) {
-    throw new LedgerStateError('an erasure is recorded only once it has been verified');
+  let item = await deps.ledger.require(input.request_id);
+  if (item.status !== 'completed') {
+    if (input.outcome === 'erased' && item.erasure_verification === undefined) {
+      throw new LedgerStateError('an erasure is recorded only once it has been verified');
+    }
+    if (input.outcome === 'exported' && item.archive === undefined) {
+      throw new LedgerStateError('an export is recorded only once its archive has been verified');
+    }
+    item = await deps.ledger.update(
+      input.request_id,
+      {
+        status: 'completed',
+        outcome: input.outcome,
+        step: null,
+        error: null,
+        completed_at: deps.clock().toISOString(),
+      },
+      ['running'],
+    );
   }
-  if (input.outcome === 'exported' && item.archive === undefined) {
-    throw new LedgerStateError('an export is recorded only once its archive has been verified');
-  }
-  const completedAt = deps.clock().toISOString();
-  await deps.ledger.update(
-    input.request_id,
-    { status: 'completed', outcome: input.outcome, step: null, error: null, completed_at: completedAt },
-    ['running'],
-  );
-  const onTime = item.due_at === undefined ? null : completedAt <= item.due_at;
+  const outcome = item.outcome ?? input.outcome;
+  const completedAt = item.completed_at ?? item.updated_at;
   await deps.audit.append(input.request_id, {
     eventId: 'RecordOutcome',
     step: 'RecordOutcome',
     action: 'request_completed',
     facts: {
-      outcome: input.outcome,
+      outcome,
       due_at: item.due_at ?? null,
-      on_time: onTime,
+      on_time: item.due_at === undefined ? null : completedAt <= item.due_at,
       archive_sha256: item.archive?.sha256 ?? null,
     },
     final: true,
   });
-  deps.logger.info('request completed', { outcome: input.outcome });
-  return { status: 'completed', outcome: input.outcome };
+  deps.logger.info('request completed', { outcome });
+  return { status: 'completed', outcome };
 }
 
 /** The RecordOutcome step: contract and domain function. */

@@ -592,6 +592,31 @@ describe('recordOutcome', () => {
       expect.objectContaining({ final: true, facts: expect.objectContaining({ on_time: true }) }),
     );
   });
+
+  it('writes the final audit record on a re-run after the ledger write, with the facts it kept', async () => {
+    // A first run completed the request in the ledger, then its audit append failed.
+    const id = await requestIn({ svc_user_id: 'svc-1', archive: archived });
+    vi.mocked(deps.audit.append).mockRejectedValueOnce(new Error('S3 is not answering'));
+    await expect(recordOutcome({ request_id: id, outcome: 'exported' }, deps)).rejects.toThrow('S3');
+    const completed = await ledger.require(id);
+    expect(completed).toMatchObject({ status: 'completed', outcome: 'exported' });
+
+    const later = { ...deps, clock: () => new Date('2027-06-01T00:00:00Z') };
+    await expect(recordOutcome({ request_id: id, outcome: 'exported' }, later)).resolves.toEqual({
+      status: 'completed',
+      outcome: 'exported',
+    });
+
+    expect(deps.audit.append).toHaveBeenCalledTimes(2);
+    expect(deps.audit.append).toHaveBeenLastCalledWith(id, {
+      eventId: 'RecordOutcome',
+      step: 'RecordOutcome',
+      action: 'request_completed',
+      facts: { outcome: 'exported', due_at: completed.due_at, on_time: true, archive_sha256: 'ab' },
+      final: true,
+    });
+    expect((await ledger.require(id)).completed_at).toBe(completed.completed_at);
+  });
 });
 
 describe('recordFailure', () => {
