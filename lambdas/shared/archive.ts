@@ -168,9 +168,10 @@ export async function copyExportToS3(
 }
 
 /**
- * Re-reads the stored object with HEAD and ranged GETs, never whole in memory: its size matches,
- * it is a zip, the four documented files are present, every entry's CRC-32 matches its data, no
- * entry is encrypted, and the zip-bomb limits hold; with `expected.sha256`, the SHA-256 too.
+ * Re-reads the stored object with ranged GETs (the first, a suffix, also gives its size), never
+ * whole in memory: its size matches, it is a zip, the four documented files are present, every
+ * entry's CRC-32 matches its data, no entry is encrypted, and the zip-bomb limits hold; with
+ * `expected.sha256`, the SHA-256 too.
  */
 export async function verifyStoredZip(
   target: ArchiveTarget,
@@ -178,13 +179,13 @@ export async function verifyStoredZip(
   options: VerifyOptions = {},
 ): Promise<VerifiedArchive> {
   const limits = parseOptions(verifyOptionsSchema, options, 'verifyStoredZip');
-  const stored = await headArchive(target);
+  const { stored, tail } = await openArchive(target);
   if (stored.size !== expected.bytes) {
     throw new InvalidArchiveError(
       `the stored archive is ${stored.size} bytes, but ${expected.bytes} were copied`,
     );
   }
-  const reader = new S3RangeReader(target, stored);
+  const reader = new S3RangeReader(target, stored, tail);
   let zip: yauzl.ZipFile;
   try {
     zip = await yauzl.fromRandomAccessReaderPromise(reader, stored.size, {
@@ -721,6 +722,44 @@ class StorageReadError extends Error {
   }
 }
 
+/** The last bytes of the stored object, where a zip keeps its directory: all of a small one. */
+interface StoredTail {
+  readonly start: number;
+  readonly bytes: Buffer;
+}
+
+/**
+ * The stored object's size, its ETag and its last READ_AHEAD_BYTES, from one suffix-range GET
+ * (no HEAD first): the answer's Content-Range carries the size. A store that refuses the suffix
+ * (S3 does for an empty object, some stand-ins for any) is asked with a HEAD instead.
+ */
+async function openArchive(target: ArchiveTarget): Promise<{ stored: StoredObject; tail: StoredTail }> {
+  let response: Awaited<ReturnType<typeof sendTailGet>>;
+  try {
+    response = await sendTailGet(target);
+  } catch (error) {
+    if (isNotFound(error)) throw new InvalidArchiveError('the archive object is missing from the bucket');
+    if (!(error instanceof Error && error.name === 'InvalidRange')) throw error;
+    const stored = await headArchive(target);
+    return { stored, tail: { start: stored.size, bytes: Buffer.alloc(0) } };
+  }
+  if (!(response.Body instanceof Readable)) throw new Error('S3 returned no readable body');
+  const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(response.ContentRange ?? '');
+  const start = range === null ? 0 : Number(range[1]);
+  const size = range === null ? response.ContentLength : Number(range[3]);
+  if (size === undefined) {
+    response.Body.destroy();
+    throw new InvalidArchiveError('S3 did not report the archive size');
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of response.Body) {
+    if (Buffer.isBuffer(chunk)) chunks.push(chunk);
+  }
+  const bytes = Buffer.concat(chunks);
+  if (start + bytes.length !== size) throw new StorageReadError(new Error('S3 returned a short range'));
+  return { stored: { size, etag: response.ETag }, tail: { start, bytes } };
+}
+
 async function headArchive(target: ArchiveTarget): Promise<StoredObject> {
   let response: Awaited<ReturnType<typeof sendHead>>;
   try {
@@ -736,6 +775,12 @@ async function headArchive(target: ArchiveTarget): Promise<StoredObject> {
 
 function sendHead(target: ArchiveTarget) {
   return target.s3.send(new HeadObjectCommand({ Bucket: target.bucket, Key: target.key }));
+}
+
+function sendTailGet(target: ArchiveTarget) {
+  return target.s3.send(
+    new GetObjectCommand({ Bucket: target.bucket, Key: target.key, Range: `bytes=-${READ_AHEAD_BYTES}` }),
+  );
 }
 
 function isNotFound(error: unknown): boolean {
@@ -871,8 +916,15 @@ class S3RangeReader extends yauzl.RandomAccessReader {
   constructor(
     private readonly target: ArchiveTarget,
     private readonly stored: StoredObject,
+    tail: StoredTail,
   ) {
     super();
+    // yauzl starts at the end, with the directory: those reads are served from the tail in hand.
+    this.#window = {
+      start: tail.start,
+      end: tail.start + tail.bytes.length,
+      bytes: Promise.resolve(tail.bytes),
+    };
   }
 
   /** The whole object, when one read-ahead window holds all of it. */

@@ -1132,6 +1132,48 @@ describe('svc-dsr modules on the disk S3', () => {
     expect((await readFile(join(root, BUCKET, ...key.split('/')))).equals(zip)).toBe(true);
   });
 
+  it('verifies a small stored zip with one suffix-range GET and no HEAD', async () => {
+    // Prepare
+    const zip = await buildExportZip();
+    const key = `exports/${randomUUID()}/attempt-1.zip`;
+    await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: zip }));
+    const counted = clientFor(server.endpoint);
+    const commands: { name: string; range?: string }[] = [];
+    counted.middlewareStack.add(
+      (next, context) => async (args) => {
+        const input = args.input as { Range?: string };
+        commands.push({
+          name: context.commandName ?? 'unknown',
+          ...(input.Range ? { range: input.Range } : {}),
+        });
+        return next(args);
+      },
+      { step: 'initialize', name: 'countCommands' },
+    );
+
+    // Act
+    const verified = await verifyStoredZip(
+      { s3: counted, bucket: BUCKET, key },
+      { bytes: zip.length, sha256: sha256Hex(zip) },
+    );
+    const tooLong = await verifyStoredZip(
+      { s3: counted, bucket: BUCKET, key },
+      { bytes: zip.length + 1, sha256: sha256Hex(zip) },
+    ).catch((error: unknown) => error);
+    counted.destroy();
+
+    // Assess
+    expect(verified.entries).toHaveLength(4);
+    expect(commands).toEqual([
+      { name: 'GetObjectCommand', range: 'bytes=-262144' },
+      { name: 'GetObjectCommand', range: 'bytes=-262144' },
+    ]);
+    expect(tooLong).toMatchObject({
+      name: 'InvalidArchiveError',
+      message: `the stored archive is ${zip.length} bytes, but ${zip.length + 1} were copied`,
+    });
+  });
+
   const HMAC_KEY = 'k'.repeat(40);
   const event = (eventId: string, step: string): AuditEvent => ({
     eventId,
