@@ -751,11 +751,7 @@ async function openArchive(target: ArchiveTarget): Promise<{ stored: StoredObjec
     response.Body.destroy();
     throw new InvalidArchiveError('S3 did not report the archive size');
   }
-  const chunks: Buffer[] = [];
-  for await (const chunk of response.Body) {
-    if (Buffer.isBuffer(chunk)) chunks.push(chunk);
-  }
-  const bytes = Buffer.concat(chunks);
+  const bytes = await readAll(response.Body);
   if (start + bytes.length !== size) throw new StorageReadError(new Error('S3 returned a short range'));
   return { stored: { size, etag: response.ETag }, tail: { start, bytes } };
 }
@@ -775,6 +771,15 @@ async function headArchive(target: ArchiveTarget): Promise<StoredObject> {
 
 function sendHead(target: ArchiveTarget) {
   return target.s3.send(new HeadObjectCommand({ Bucket: target.bucket, Key: target.key }));
+}
+
+/** A ranged GET's body, whole: it is at most one read-ahead window. */
+async function readAll(body: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of body) {
+    if (Buffer.isBuffer(chunk)) chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
 }
 
 function sendTailGet(target: ArchiveTarget) {
@@ -987,11 +992,7 @@ class S3RangeReader extends yauzl.RandomAccessReader {
       Range: `bytes=${start}-${end - 1}`,
       IfMatch: this.stored.etag,
     });
-    const chunks: Buffer[] = [];
-    for await (const chunk of body) {
-      if (Buffer.isBuffer(chunk)) chunks.push(chunk);
-    }
-    const bytes = Buffer.concat(chunks);
+    const bytes = await readAll(body);
     if (bytes.length !== end - start) throw new Error('S3 returned a short range');
     return bytes;
   }
