@@ -13,7 +13,21 @@
  * root: writers in two processes sharing a root are not coordinated.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream, type Stats } from 'node:fs';
+import {
+  closeSync,
+  createReadStream,
+  createWriteStream,
+  fdatasyncSync,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  type Stats,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import {
   type FileHandle,
   lstat,
@@ -349,7 +363,7 @@ async function receiveBody(
     if (buffered) {
       const chunks: Buffer[] = [];
       for await (const chunk of measured()) chunks.push(chunk);
-      written = await writeNewFile(path, Buffer.concat(chunks, size), syncWrites);
+      written = writeNewFile(path, Buffer.concat(chunks, size), syncWrites);
     } else {
       await pipeline(
         Readable.from(measured(), { objectMode: false }),
@@ -502,15 +516,22 @@ async function settleFile(path: string, flush: boolean): Promise<Stats> {
   }
 }
 
+/*
+ * Small files (a buffered body, a sidecar, a rename) are written with synchronous calls. This
+ * thread serves nothing but these stand-ins, and for a file of a few KiB each call takes
+ * microseconds: far less than handing it to libuv's thread pool and waking this loop for the
+ * answer, which a PUT would otherwise do about ten times. Large bodies still stream.
+ */
+
 /** Creates `path` holding `data` and answers its stat; flushed to the disk first when asked. */
-async function writeNewFile(path: string, data: Buffer, flush: boolean): Promise<Stats> {
-  const handle = await open(path, 'wx');
+function writeNewFile(path: string, data: Buffer, flush: boolean): Stats {
+  const fd = openSync(path, 'wx');
   try {
-    await handle.writeFile(data);
-    if (flush) await handle.datasync();
-    return await handle.stat();
+    writeFileSync(fd, data);
+    if (flush) fdatasyncSync(fd);
+    return fstatSync(fd);
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }
 
@@ -737,15 +758,18 @@ class DiskStore {
 
   /** The object's metadata, or undefined when there is no such object. */
   async describe(bucket: string, key: string, opened?: FileHandle): Promise<ObjectMeta | undefined> {
-    let stats: Stats;
+    let stats: Stats | undefined;
     try {
-      stats = opened === undefined ? await stat(this.#objectPath(bucket, key)) : await opened.stat();
+      stats =
+        opened === undefined
+          ? statSync(this.#objectPath(bucket, key), { throwIfNoEntry: false })
+          : await opened.stat();
     } catch (error) {
       if (isMissing(error)) return undefined;
       throw error;
     }
-    if (!stats.isFile()) return undefined;
-    const stored = await this.#readMeta(bucket, key);
+    if (stats === undefined || !stats.isFile()) return undefined;
+    const stored = this.#readMeta(bucket, key);
     if (stored !== undefined && stored.size === stats.size && stored.mtimeMs === stats.mtimeMs) return stored;
     return this.#rebuildMeta(bucket, key, stats, stored, opened);
   }
@@ -772,10 +796,10 @@ class DiskStore {
     }
   }
 
-  async #readMeta(bucket: string, key: string): Promise<ObjectMeta | undefined> {
+  #readMeta(bucket: string, key: string): ObjectMeta | undefined {
     let text: string;
     try {
-      text = await readFile(this.#metaPath(bucket, key), 'utf8');
+      text = readFileSync(this.#metaPath(bucket, key), 'utf8');
     } catch (error) {
       if (isMissing(error) || errorCode(error) === 'EISDIR') return undefined;
       throw error;
@@ -851,11 +875,11 @@ class DiskStore {
   async #place(file: string, dataPath: string, metaPath: string, meta: ObjectMeta): Promise<void> {
     await this.#prepareParent(dataPath);
     await this.#prepareParent(metaPath);
-    if ((await isDirectory(dataPath)) || (await isDirectory(metaPath))) throw keyConflict();
+    if (isDirectory(dataPath) || isDirectory(metaPath)) throw keyConflict();
     // Sidecar first: if the process dies between the renames, the sidecar no longer matches the
     // file's stat and the next read rebuilds it from the bytes.
-    await this.#writeAtomic(metaPath, JSON.stringify(meta, null, 2));
-    await rename(file, dataPath);
+    this.#writeAtomicSync(metaPath, JSON.stringify(meta, null, 2));
+    renameSync(file, dataPath);
   }
 
   async remove(bucket: string, key: string): Promise<void> {
@@ -881,6 +905,18 @@ class DiskStore {
     } catch (error) {
       const code = errorCode(error);
       if (code === 'ENOTDIR' || code === 'EEXIST') throw keyConflict();
+      throw error;
+    }
+  }
+
+  /** {@link #writeAtomic} for a sidecar, with synchronous calls (see writeNewFile). */
+  #writeAtomicSync(path: string, text: string): void {
+    const temp = this.tempPath();
+    try {
+      writeNewFile(temp, Buffer.from(text), this.syncWrites);
+      renameSync(temp, path);
+    } catch (error) {
+      rmSync(temp, { force: true });
       throw error;
     }
   }
@@ -1035,8 +1071,8 @@ function checkWriteCondition(current: ObjectMeta | undefined, condition: WriteCo
   }
 }
 
-async function isDirectory(path: string): Promise<boolean> {
-  return (await lstat(path).catch(() => undefined))?.isDirectory() === true;
+function isDirectory(path: string): boolean {
+  return lstatSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
 }
 
 async function isFile(path: string): Promise<boolean> {

@@ -1,6 +1,8 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import fs from 'node:fs';
 import { mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
+import { syncBuiltinESMExports } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -191,9 +193,12 @@ describe('startDiskS3', () => {
 describe('syncWrites', () => {
   async function datasyncsOfOnePut(syncWrites: boolean | undefined): Promise<number> {
     const folder = await mkdtemp(join(tmpdir(), 'svc-dsr-s3-sync-'));
+    // Small files are flushed with fdatasyncSync, streamed ones through their FileHandle.
     const probe = await open(join(folder, 'probe'), 'w');
     const datasync = vi.spyOn(Object.getPrototypeOf(probe), 'datasync');
     await probe.close();
+    const datasyncSync = vi.spyOn(fs, 'fdatasyncSync');
+    syncBuiltinESMExports();
     const local = await startDiskS3(
       syncWrites === undefined ? { root: folder } : { root: folder, syncWrites },
     );
@@ -203,9 +208,11 @@ describe('syncWrites', () => {
       await client.send(new PutObjectCommand({ Bucket: 'flushed', Key: 'a/b.json', Body: '{"a":1}' }));
       const stored = await readFile(join(folder, 'flushed', 'a', 'b.json'), 'utf8');
       expect(stored).toBe('{"a":1}');
-      return datasync.mock.calls.length;
+      return datasync.mock.calls.length + datasyncSync.mock.calls.length;
     } finally {
       datasync.mockRestore();
+      datasyncSync.mockRestore();
+      syncBuiltinESMExports();
       client.destroy();
       await local.close();
       await rm(folder, { recursive: true, force: true });
