@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
-import { withoutSdkLogging } from '#shared/sdk-clients';
+import { CACHED_MIDDLEWARE, withoutSdkLogging } from '#shared/sdk-clients';
 import { type PlatformSecret, platformSecretSchema } from '#shared/secrets';
 import { sfnStarter } from '../lambdas/intake/aws.ts';
 import type { IntakeResult } from '../lambdas/intake/intake.ts';
@@ -200,7 +200,9 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
 }
 
 function sfnClient(endpoint: string, aws: AwsStandIns): SFNClient {
-  return withoutSdkLogging(new SFNClient({ region: aws.region, endpoint, credentials: aws.credentials }));
+  return withoutSdkLogging(
+    new SFNClient({ region: aws.region, endpoint, credentials: aws.credentials, ...CACHED_MIDDLEWARE }),
+  );
 }
 
 /** Requests the ledger holds as received or running with no live execution (a crash between intake and start). */

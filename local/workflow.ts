@@ -9,7 +9,7 @@ import type { AuditTrail } from '#shared/audit';
 import { stepEnvSchema } from '#shared/config';
 import type { Ledger } from '#shared/ledger';
 import { buildStepDeps } from '#shared/runtime';
-import { withoutSdkLogging } from '#shared/sdk-clients';
+import { CACHED_MIDDLEWARE, withoutSdkLogging } from '#shared/sdk-clients';
 import type { PlatformSecret } from '#shared/secrets';
 import type { StepDeps, StepLogger } from '#shared/step-deps';
 import { type AnyStep, makeStepHandler } from '#shared/step-handler';
@@ -93,7 +93,8 @@ export interface LocalWorkflow {
 export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise<LocalWorkflow> {
   const { aws, platform } = options;
   const s3 = withoutSdkLogging(new S3Client(aws.clientConfig('s3')));
-  const sqs = withoutSdkLogging(new SQSClient(aws.clientConfig('sqs')));
+  const auditS3 = withoutSdkLogging(new S3Client({ ...aws.clientConfig('s3'), ...CACHED_MIDDLEWARE }));
+  const sqs = withoutSdkLogging(new SQSClient({ ...aws.clientConfig('sqs'), ...CACHED_MIDDLEWARE }));
   const dynamoClient = withoutSdkLogging(new DynamoDBClient(aws.clientConfig('dynamodb')));
   const dynamo = DynamoDBDocumentClient.from(dynamoClient, {
     marshallOptions: { removeUndefinedValues: true },
@@ -128,7 +129,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     DOWNLOAD_INSECURE_HOSTS: platformHost,
     ...options.env,
   });
-  const stepDeps = buildStepDeps(env, { s3, dynamo }, secrets, logger, {
+  const stepDeps = buildStepDeps(env, { s3, auditS3, dynamo }, secrets, logger, {
     sleep: async () => {},
     ...(options.fetch ? { fetch: options.fetch } : {}),
   });
@@ -189,6 +190,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     async close() {
       await Promise.allSettled(executions.values());
       s3.destroy();
+      auditS3.destroy();
       sqs.destroy();
       dynamoClient.destroy();
     },

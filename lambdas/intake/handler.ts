@@ -10,7 +10,7 @@ import { AuditTrail } from '#shared/audit';
 import { intakeEnvSchema, parseEnv } from '#shared/config';
 import { Ledger } from '#shared/ledger';
 import { powertoolsLogger } from '#shared/runtime';
-import { withoutSdkLogging } from '#shared/sdk-clients';
+import { CACHED_MIDDLEWARE, withoutSdkLogging } from '#shared/sdk-clients';
 import { secretsManagerSource } from '#shared/secrets';
 import { sfnStarter, sqsQuarantine } from './aws.ts';
 import { type IntakeDeps, type IntakeResult, intakeMessage } from './intake.ts';
@@ -45,14 +45,17 @@ function lambdaIntakeDeps(): IntakeDeps {
       ledger: new Ledger(dynamo, env.TABLE_NAME),
       audit: new AuditTrail(
         {
-          s3: withoutSdkLogging(new S3Client({})),
+          s3: withoutSdkLogging(new S3Client(CACHED_MIDDLEWARE)),
           bucket: env.AUDIT_BUCKET,
           ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}),
         },
         { hmacKey: async () => (await secrets()).audit_hmac_key },
       ),
-      quarantine: sqsQuarantine(withoutSdkLogging(new SQSClient({})), env.QUARANTINE_QUEUE_URL),
-      startExecution: sfnStarter(withoutSdkLogging(new SFNClient({})), env.STATE_MACHINE_ARN),
+      quarantine: sqsQuarantine(
+        withoutSdkLogging(new SQSClient(CACHED_MIDDLEWARE)),
+        env.QUARANTINE_QUEUE_URL,
+      ),
+      startExecution: sfnStarter(withoutSdkLogging(new SFNClient(CACHED_MIDDLEWARE)), env.STATE_MACHINE_ARN),
       logger: powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
     };
   }

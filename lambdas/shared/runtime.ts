@@ -10,7 +10,7 @@ import { parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
 import type { DownloadPolicy } from './download-policy.ts';
 import { Ledger } from './ledger.ts';
 import { PlatformClient } from './platform-client.ts';
-import { withoutSdkLogging } from './sdk-clients.ts';
+import { CACHED_MIDDLEWARE, withoutSdkLogging } from './sdk-clients.ts';
 import { type SecretSource, secretsManagerSource } from './secrets.ts';
 import type { ArchiveStore, StepDeps, StepLogger } from './step-deps.ts';
 
@@ -18,6 +18,8 @@ import type { ArchiveStore, StepDeps, StepLogger } from './step-deps.ts';
 export interface AwsClients {
   readonly s3: S3Client;
   readonly dynamo: DynamoDBDocumentClient;
+  /** S3 for the audit trail alone, built with {@link CACHED_MIDDLEWARE}. @default s3 */
+  readonly auditS3?: S3Client;
 }
 
 /** Builds the archive store over S3: copy, verify, and delete what fails verification. */
@@ -91,7 +93,11 @@ export function buildStepDeps(
   return {
     ledger: new Ledger(clients.dynamo, env.TABLE_NAME, clock),
     audit: new AuditTrail(
-      { s3: clients.s3, bucket: env.AUDIT_BUCKET, ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}) },
+      {
+        s3: clients.auditS3 ?? clients.s3,
+        bucket: env.AUDIT_BUCKET,
+        ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}),
+      },
       { hmacKey: async () => (await secrets()).audit_hmac_key, clock },
     ),
     platform,
@@ -128,7 +134,11 @@ export function lambdaStepDeps(): StepDeps {
     });
     lambdaDeps = buildStepDeps(
       env,
-      { s3: withoutSdkLogging(new S3Client({})), dynamo },
+      {
+        s3: withoutSdkLogging(new S3Client({})),
+        auditS3: withoutSdkLogging(new S3Client(CACHED_MIDDLEWARE)),
+        dynamo,
+      },
       secretsManagerSource(env.PLATFORM_SECRET_ID),
       powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
     );

@@ -1,6 +1,6 @@
-import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SDK_LOGGER_MIDDLEWARE, withoutSdkLogging } from '#shared/sdk-clients';
+import { CACHED_MIDDLEWARE, SDK_LOGGER_MIDDLEWARE, withoutSdkLogging } from '#shared/sdk-clients';
 import { type StubServer, startStubServer } from '../../../helpers/stub-server.ts';
 
 const config = (endpoint: string) => ({
@@ -53,5 +53,58 @@ describe('withoutSdkLogging', () => {
     ).Body?.transformToString();
     expect(logged.join('\n')).toContain('subject-key');
     logging.destroy();
+  });
+});
+
+describe('CACHED_MIDDLEWARE', () => {
+  let stub: StubServer;
+  beforeEach(async () => {
+    stub = await startStubServer();
+    stub.handle((_request, response) => {
+      response.writeHead(200, { etag: '"e"', 'content-length': '0' }).end();
+    });
+  });
+  afterEach(async () => {
+    await stub.close();
+  });
+
+  /** Sends two PUTs; the second command carries a middleware of its own that adds a header. */
+  async function twoPuts(client: S3Client): Promise<{ url: string; marked: boolean }[]> {
+    await client.send(new PutObjectCommand({ Bucket: 'bucket', Key: 'audit/one.json', Body: '{"n":1}' }));
+    const second = new PutObjectCommand({ Bucket: 'bucket', Key: 'audit/two.json', Body: '{"n":2}' });
+    second.middlewareStack.add(
+      (next) => async (args) => {
+        const request = args.request as { headers: Record<string, string> };
+        request.headers['x-marked'] = 'yes';
+        return next(args);
+      },
+      { step: 'build', name: 'markRequest' },
+    );
+    await client.send(second);
+    client.destroy();
+    return stub.requests.map((request) => ({
+      url: request.url ?? '',
+      marked: request.headers['x-marked'] === 'yes',
+    }));
+  }
+
+  it("sends each call's own input through the stack resolved once for its command class", async () => {
+    const sent = await twoPuts(
+      withoutSdkLogging(new S3Client({ ...config(stub.url), ...CACHED_MIDDLEWARE })),
+    );
+
+    expect(sent.map(({ url }) => url)).toEqual([
+      '/bucket/audit/one.json?x-id=PutObject',
+      '/bucket/audit/two.json?x-id=PutObject',
+    ]);
+    // The cached stack is the first command's: middleware added to a later command never runs,
+    // which is why a client whose callers add middleware per command must not cache.
+    expect(sent.map(({ marked }) => marked)).toEqual([false, false]);
+  });
+
+  it('is what makes per-command middleware run or not: without it the second call is marked', async () => {
+    const sent = await twoPuts(withoutSdkLogging(new S3Client(config(stub.url))));
+
+    expect(sent.map(({ marked }) => marked)).toEqual([false, true]);
   });
 });
