@@ -1,25 +1,30 @@
 import type { z } from 'zod';
 import { LedgerStateError } from '#shared/errors';
+import type { LedgerItem } from '#shared/ledger';
 import type { StepDeps } from '#shared/step-deps';
 import { recordOutcomeInputSchema, recordOutcomeOutputSchema } from '#shared/step-io';
 
+/** What must be in the ledger before an outcome can be recorded, and what to say when it is not. */
+const EVIDENCE = {
+  erased: { field: 'erasure_verification', missing: 'an erasure is recorded only once it has been verified' },
+  exported: { field: 'archive', missing: 'an export is recorded only once its archive has been verified' },
+  no_data: undefined,
+} as const;
+
 /**
- * Marks the request completed with its outcome and writes the final audit record. Idempotent: a
- * re-run after the ledger write (the audit append failed, or the Lambda died before it) writes the
- * final record it is missing, with the facts the ledger kept; the trail keeps one record per event.
+ * Marks the request completed with its outcome and writes the final audit record. The ledger write
+ * holds only on a running request that has the outcome's evidence (a verified erasure, a verified
+ * archive), so the request is read only when it does not. Idempotent: a re-run after the ledger
+ * write (the audit append failed, or the Lambda died before it) writes the final record it is
+ * missing, with the facts the ledger kept; the trail keeps one record per event.
  */
 export async function recordOutcome(
   input: z.infer<typeof recordOutcomeInputSchema>,
   deps: StepDeps,
 ): Promise<z.infer<typeof recordOutcomeOutputSchema>> {
-  let item = await deps.ledger.require(input.request_id);
-  if (item.status !== 'completed') {
-    if (input.outcome === 'erased' && item.erasure_verification === undefined) {
-      throw new LedgerStateError('an erasure is recorded only once it has been verified');
-    }
-    if (input.outcome === 'exported' && item.archive === undefined) {
-      throw new LedgerStateError('an export is recorded only once its archive has been verified');
-    }
+  const evidence = EVIDENCE[input.outcome];
+  let item: LedgerItem;
+  try {
     item = await deps.ledger.update(
       input.request_id,
       {
@@ -30,7 +35,16 @@ export async function recordOutcome(
         completed_at: deps.clock().toISOString(),
       },
       ['running'],
+      evidence === undefined ? [] : [evidence.field],
     );
+  } catch (error) {
+    if (!(error instanceof LedgerStateError)) throw error;
+    item = await deps.ledger.require(input.request_id);
+    if (item.status !== 'completed') {
+      throw evidence !== undefined && item[evidence.field] === undefined
+        ? new LedgerStateError(evidence.missing)
+        : error;
+    }
   }
   const outcome = item.outcome ?? input.outcome;
   const completedAt = item.completed_at ?? item.updated_at;

@@ -157,10 +157,16 @@ export class Ledger {
   }
 
   /**
-   * Applies `patch` when the item's status is one of `allowed`. A request cancelled meanwhile
-   * raises RequestCancelledError; any other mismatch raises LedgerStateError naming both statuses.
+   * Applies `patch` when the item's status is one of `allowed` and every field in `present` is set.
+   * A request cancelled meanwhile raises RequestCancelledError; any other mismatch raises
+   * LedgerStateError naming both statuses.
    */
-  async update(requestId: string, patch: LedgerPatch, allowed: readonly Status[]): Promise<LedgerItem> {
+  async update(
+    requestId: string,
+    patch: LedgerPatch,
+    allowed: readonly Status[],
+    present: readonly (keyof LedgerItem)[] = [],
+  ): Promise<LedgerItem> {
     const sets: string[] = ['#updated_at = :updated_at'];
     const removes: string[] = [];
     const names: Record<string, string> = { '#updated_at': 'updated_at', '#status': 'status' };
@@ -177,7 +183,12 @@ export class Ledger {
     allowed.forEach((status, index) => {
       values[`:allowed${index}`] = status;
     });
-    const condition = `attribute_exists(request_id) AND #status IN (${allowed.map((_, index) => `:allowed${index}`).join(', ')})`;
+    for (const field of present) names[`#${field}`] = field;
+    const condition = [
+      'attribute_exists(request_id)',
+      `#status IN (${allowed.map((_, index) => `:allowed${index}`).join(', ')})`,
+      ...present.map((field) => `attribute_exists(#${field})`),
+    ].join(' AND ');
     try {
       const { Attributes } = await this.db.send(
         new UpdateCommand({

@@ -583,9 +583,21 @@ describe('recordOutcome', () => {
     expect((await ledger.require(id)).status).toBe('running');
   });
 
-  it('writes the final audit record with the on-time fact', async () => {
+  it('reports a cancellation rather than the missing evidence', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1' }, 'erasure');
+    await ledger.update(id, { status: 'cancelled' }, ['running']);
+    await expect(recordOutcome({ request_id: id, outcome: 'erased' }, deps)).rejects.toBeInstanceOf(
+      RequestCancelledError,
+    );
+    expect((await ledger.require(id)).status).toBe('cancelled');
+  });
+
+  it('writes the final audit record with the on-time fact, reading the ledger only through its write', async () => {
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived });
+    const reads = vi.spyOn(ledger, 'get');
     await recordOutcome({ request_id: id, outcome: 'exported' }, deps);
+    expect(reads).not.toHaveBeenCalled();
+    reads.mockRestore();
     expect(await ledger.require(id)).toMatchObject({ status: 'completed', outcome: 'exported' });
     expect(deps.audit.append).toHaveBeenCalledWith(
       id,
