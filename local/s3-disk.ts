@@ -40,7 +40,6 @@ import {
   rmdir,
   stat,
   unlink,
-  writeFile,
 } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -517,10 +516,11 @@ async function settleFile(path: string, flush: boolean): Promise<Stats> {
 }
 
 /*
- * Small files (a buffered body, a sidecar, a rename) are written with synchronous calls. This
- * thread serves nothing but these stand-ins, and for a file of a few KiB each call takes
- * microseconds: far less than handing it to libuv's thread pool and waking this loop for the
- * answer, which a PUT would otherwise do about ten times. Large bodies still stream.
+ * Small files (a buffered body, a sidecar, a rename) are written with synchronous calls. For a
+ * file of a few KiB each call takes microseconds: far less than handing it to libuv's thread pool
+ * and waking the event loop for the answer, which a PUT would otherwise do about ten times. Local
+ * mode runs this store on a thread of its own, so nothing else waits meanwhile. Large bodies
+ * still stream.
  */
 
 /** Creates `path` holding `data` and answers its stat; flushed to the disk first when asked. */
@@ -838,7 +838,7 @@ class DiskStore {
         if (now?.ino !== stats.ino || now.mtimeMs !== stats.mtimeMs || now.size !== stats.size) return;
         const metaPath = this.#metaPath(bucket, key);
         await this.#prepareParent(metaPath);
-        await this.#writeAtomic(metaPath, JSON.stringify(meta, null, 2));
+        this.#writeAtomic(metaPath, JSON.stringify(meta, null, 2));
       })
       .catch(() => undefined)
       .finally(() => this.#background.delete(saving));
@@ -878,7 +878,7 @@ class DiskStore {
     if (isDirectory(dataPath) || isDirectory(metaPath)) throw keyConflict();
     // Sidecar first: if the process dies between the renames, the sidecar no longer matches the
     // file's stat and the next read rebuilds it from the bytes.
-    this.#writeAtomicSync(metaPath, JSON.stringify(meta, null, 2));
+    this.#writeAtomic(metaPath, JSON.stringify(meta, null, 2));
     renameSync(file, dataPath);
   }
 
@@ -909,26 +909,14 @@ class DiskStore {
     }
   }
 
-  /** {@link #writeAtomic} for a sidecar, with synchronous calls (see writeNewFile). */
-  #writeAtomicSync(path: string, text: string): void {
+  /** Replaces `path` with a small JSON file (a sidecar, an upload's record) in one rename. */
+  #writeAtomic(path: string, text: string): void {
     const temp = this.tempPath();
     try {
       writeNewFile(temp, Buffer.from(text), this.syncWrites);
       renameSync(temp, path);
     } catch (error) {
       rmSync(temp, { force: true });
-      throw error;
-    }
-  }
-
-  async #writeAtomic(path: string, text: string): Promise<void> {
-    const temp = this.tempPath();
-    try {
-      await writeFile(temp, text, { flag: 'wx' });
-      if (this.syncWrites) await settleFile(temp, true);
-      await rename(temp, path);
-    } catch (error) {
-      await rm(temp, { force: true });
       throw error;
     }
   }
@@ -990,7 +978,7 @@ class DiskStore {
     const uploadId = randomBytes(16).toString('hex');
     const dir = this.#uploadDir(uploadId);
     await mkdir(dir, { recursive: true });
-    await this.#writeAtomic(join(dir, 'upload.json'), JSON.stringify(record, null, 2));
+    this.#writeAtomic(join(dir, 'upload.json'), JSON.stringify(record, null, 2));
     return uploadId;
   }
 
@@ -1020,7 +1008,7 @@ class DiskStore {
       const previous = await this.readPart(uploadId, partNumber);
       const record: PartRecord = { format: 1, file: `${randomBytes(8).toString('hex')}.part`, ...part };
       await rename(file, join(dir, record.file));
-      await this.#writeAtomic(join(dir, `${partNumber}.json`), JSON.stringify(record));
+      this.#writeAtomic(join(dir, `${partNumber}.json`), JSON.stringify(record));
       if (previous !== undefined) await rm(join(dir, previous.file), { force: true });
     });
   }
