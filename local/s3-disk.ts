@@ -1060,7 +1060,12 @@ function checkWriteCondition(current: ObjectMeta | undefined, condition: WriteCo
 }
 
 function isDirectory(path: string): boolean {
-  return lstatSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
+  try {
+    return lstatSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
+  } catch {
+    // A path through a file (ENOTDIR) or one it may not read names no directory either.
+    return false;
+  }
 }
 
 async function isFile(path: string): Promise<boolean> {

@@ -653,6 +653,21 @@ describe('PutObject and GetObject', () => {
     expect(nested).toEqual({ name: 'InvalidArgument', status: 400 });
     expect(await readText(base)).toBe('file');
   });
+
+  it('refuses a key under a folder that was replaced by a file after this store wrote there', async () => {
+    // Prepare: the store has written into base/folder, then someone puts a file in its place.
+    const base = `conflict/${randomUUID()}`;
+    await put(`${base}/folder/one`, 'one');
+    await rm(join(root, BUCKET, base, 'folder'), { recursive: true });
+    await writeFile(join(root, BUCKET, base, 'folder'), 'by hand');
+
+    // Act
+    const refused = await rejectionOf(put(`${base}/folder/two`, 'two'));
+
+    // Assess
+    expect(refused).toEqual({ name: 'InvalidArgument', status: 400 });
+    expect(await readFile(join(root, BUCKET, base, 'folder'), 'utf8')).toBe('by hand');
+  });
 });
 
 describe('keys that could leave the data folder', () => {
