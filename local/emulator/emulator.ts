@@ -187,8 +187,8 @@ export class Emulator {
     return emulator;
   }
 
-  /** The whole state as a plain document (see persistence.ts); serialise it before the next change. */
-  toSnapshot(savedAt: string): EmulatorSnapshot {
+  /** The snapshot's first keys, in the order both toSnapshot() and snapshotBytes() write them. */
+  private snapshotHead(savedAt: string) {
     return {
       format: SNAPSHOT_FORMAT,
       version: SNAPSHOT_VERSION,
@@ -196,11 +196,25 @@ export class Emulator {
       spotId: this.spotId,
       ssoAccessToken: this.ssoAccessToken,
       exportToken: this.exportToken,
-      baselineState: this.baselineState,
+    } as const;
+  }
+
+  /** The fault and randomness settings, which follow the baseline state in a snapshot. */
+  private snapshotSettings() {
+    return {
       initialFaults: this.initialFaults,
       faults: this.faults,
       activityEnabled: this.activity,
       randomStreams: this.randomStreams(),
+    };
+  }
+
+  /** The whole state as a plain document (see persistence.ts); serialise it before the next change. */
+  toSnapshot(savedAt: string): EmulatorSnapshot {
+    return {
+      ...this.snapshotHead(savedAt),
+      baselineState: this.baselineState,
+      ...this.snapshotSettings(),
       platform: this.data.toSnapshot(),
       exportCounter: this.exportCounter,
       exports: [...this.exports.values()].map(savedExport),
@@ -217,20 +231,8 @@ export class Emulator {
    * busy emulator those are nearly all of the snapshot, so a save costs little more than a copy.
    */
   snapshotBytes(savedAt: string): Buffer {
-    const head = JSON.stringify({
-      format: SNAPSHOT_FORMAT,
-      version: SNAPSHOT_VERSION,
-      savedAt,
-      spotId: this.spotId,
-      ssoAccessToken: this.ssoAccessToken,
-      exportToken: this.exportToken,
-    });
-    const settings = JSON.stringify({
-      initialFaults: this.initialFaults,
-      faults: this.faults,
-      activityEnabled: this.activity,
-      randomStreams: this.randomStreams(),
-    });
+    const head = JSON.stringify(this.snapshotHead(savedAt));
+    const settings = JSON.stringify(this.snapshotSettings());
     const parts: Uint8Array[] = [
       Buffer.from(`${head.slice(0, -1)},"baselineState":`),
       stateBytes(this.baselineState),

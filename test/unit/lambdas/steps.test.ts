@@ -77,6 +77,14 @@ beforeEach(() => {
 });
 
 /** A request in the ledger, moved to `patch` (status running unless said otherwise). */
+/** A resolved subject whose first export is started and still pending. */
+const EXPORT_PENDING: LedgerPatch = {
+  svc_user_id: 'svc-1',
+  export_id: 'exp-1',
+  export_status: 'pending',
+  export_attempts: 1,
+};
+
 async function requestIn(patch: LedgerPatch = {}, type: 'access' | 'erasure' = 'access'): Promise<string> {
   const id = randomUUID();
   await ledger.createReceived(
@@ -232,24 +240,14 @@ describe('startExport', () => {
 
 describe('checkExport', () => {
   it('waits at least as long as a throttling platform asked, capped by the schedule', async () => {
-    const id = await requestIn({
-      svc_user_id: 'svc-1',
-      export_id: 'exp-1',
-      export_status: 'pending',
-      export_attempts: 1,
-    });
+    const id = await requestIn(EXPORT_PENDING);
     platform.exportStatus.mockRejectedValueOnce(new PlatformThrottledError('slow', 90));
     const state = await checkExport({ request_id: id, waited: 30 }, deps);
     expect(state).toMatchObject({ status: 'pending', wait_seconds: 90, polls: 1, waited_seconds: 30 });
   });
 
   it('doubles the wait up to the cap', async () => {
-    const id = await requestIn({
-      svc_user_id: 'svc-1',
-      export_id: 'exp-1',
-      export_status: 'pending',
-      export_attempts: 1,
-    });
+    const id = await requestIn(EXPORT_PENDING);
     const waits = [];
     for (let poll = 0; poll < 4; poll += 1)
       waits.push((await checkExport({ request_id: id, waited: 10 }, deps)).wait_seconds);
@@ -257,26 +255,14 @@ describe('checkExport', () => {
   });
 
   it('records a failed export so StartExport can begin the next attempt', async () => {
-    const id = await requestIn({
-      svc_user_id: 'svc-1',
-      export_id: 'exp-1',
-      export_status: 'pending',
-      export_attempts: 1,
-      step: 'exporting',
-    });
+    const id = await requestIn({ ...EXPORT_PENDING, step: 'exporting' });
     platform.exportStatus.mockResolvedValueOnce({ status: 'failed' } as never);
     expect((await checkExport({ request_id: id, waited: 30 }, deps)).status).toBe('failed');
     expect(await ledger.require(id)).toMatchObject({ export_status: 'failed', step: 'exporting' });
   });
 
   it('moves the request on to archiving when the export completes, in one write and no read', async () => {
-    const id = await requestIn({
-      svc_user_id: 'svc-1',
-      export_id: 'exp-1',
-      export_status: 'pending',
-      export_attempts: 1,
-      step: 'exporting',
-    });
+    const id = await requestIn({ ...EXPORT_PENDING, step: 'exporting' });
     platform.exportStatus.mockResolvedValueOnce({
       status: 'completed',
       link: new URL('https://cdn.example.com/x.zip'),
@@ -311,13 +297,7 @@ describe('checkExport', () => {
   });
 
   it('counts pending polls and the seconds waited in the ledger across calls', async () => {
-    const id = await requestIn({
-      svc_user_id: 'svc-1',
-      export_id: 'exp-1',
-      export_status: 'pending',
-      export_attempts: 1,
-      export_waited_seconds: 100,
-    });
+    const id = await requestIn({ ...EXPORT_PENDING, export_waited_seconds: 100 });
     await checkExport({ request_id: id, waited: 30, export_id: 'exp-1' }, deps);
     const second = await checkExport({ request_id: id, waited: 60, export_id: 'exp-1' }, deps);
     expect(second).toMatchObject({ status: 'pending', polls: 2, waited_seconds: 190 });
@@ -325,12 +305,7 @@ describe('checkExport', () => {
   });
 
   it('stops a request cancelled between polls and counts nothing', async () => {
-    const id = await requestIn({
-      svc_user_id: 'svc-1',
-      export_id: 'exp-1',
-      export_status: 'pending',
-      export_attempts: 1,
-    });
+    const id = await requestIn(EXPORT_PENDING);
     await ledger.update(id, { status: 'cancelled' }, ['running']);
     await expect(
       checkExport({ request_id: id, waited: 30, export_id: 'exp-1' }, deps),
@@ -376,12 +351,7 @@ describe('checkExport', () => {
   });
 
   it('reads the export from the ledger when the execution sends none (an older definition)', async () => {
-    const id = await requestIn({
-      svc_user_id: 'svc-1',
-      export_id: 'exp-1',
-      export_status: 'pending',
-      export_attempts: 1,
-    });
+    const id = await requestIn(EXPORT_PENDING);
     await expect(checkExport({ request_id: id, waited: 30 }, deps)).resolves.toMatchObject({
       export_id: 'exp-1',
       status: 'pending',
@@ -440,12 +410,7 @@ describe('archiveExport', () => {
   });
 
   it('refuses to archive an export that has not completed', async () => {
-    const id = await requestIn({
-      svc_user_id: 'svc-1',
-      export_id: 'exp-1',
-      export_status: 'pending',
-      export_attempts: 1,
-    });
+    const id = await requestIn(EXPORT_PENDING);
     await expect(archiveExport({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
     expect(deps.archive.copy).not.toHaveBeenCalled();
   });

@@ -506,6 +506,22 @@ describe('SnapshotWriter.saveSoon', () => {
   /** Blocks the thread, so that a write takes a known time. */
   const blockFor = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 
+  /** A started writer whose saves take 20 ms and which groups saveSoon() calls for 50 times that. */
+  function slowGroupingWriter(): SnapshotWriter {
+    let version = 0;
+    const writer = new SnapshotWriter(
+      file,
+      () => {
+        blockFor(20);
+        return `v${++version}`;
+      },
+      undefined,
+      { groupFactor: 50, maxGroupWaitMs: 60_000 },
+    );
+    writer.start();
+    return writer;
+  }
+
   it('writes once for every saveSoon() of a turn, and resolves only when that write is on disk', async () => {
     // Prepare
     let version = 0;
@@ -530,17 +546,7 @@ describe('SnapshotWriter.saveSoon', () => {
 
   it('waits groupFactor times the last synchronous write, and close() writes the waiting group at once', async () => {
     // Prepare
-    let version = 0;
-    const writer = new SnapshotWriter(
-      file,
-      () => {
-        blockFor(20);
-        return `v${++version}`;
-      },
-      undefined,
-      { groupFactor: 50, maxGroupWaitMs: 60_000 },
-    );
-    writer.start();
+    const writer = slowGroupingWriter();
 
     // Act
     const saved = writer.saveSoon();
@@ -558,17 +564,7 @@ describe('SnapshotWriter.saveSoon', () => {
 
   it('holds background writes while a saveSoon() waits, so no change is on disk before its answer', async () => {
     // Prepare
-    let version = 0;
-    const writer = new SnapshotWriter(
-      file,
-      () => {
-        blockFor(20);
-        return `v${++version}`;
-      },
-      undefined,
-      { groupFactor: 50, maxGroupWaitMs: 60_000 },
-    );
-    writer.start();
+    const writer = slowGroupingWriter();
 
     // Act
     writer.markDirty();
