@@ -3,7 +3,6 @@ import { randomBytes } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, PutBucketVersioningCommand, S3Client } from '@aws-sdk/client-s3';
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import type { AuditTrail } from '#shared/audit';
 import { stepEnvSchema } from '#shared/config';
@@ -95,10 +94,9 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   const s3 = withoutSdkLogging(new S3Client(aws.clientConfig('s3')));
   const auditS3 = withoutSdkLogging(new S3Client({ ...aws.clientConfig('s3'), ...CACHED_MIDDLEWARE }));
   const sqs = withoutSdkLogging(new SQSClient({ ...aws.clientConfig('sqs'), ...CACHED_MIDDLEWARE }));
-  const dynamoClient = withoutSdkLogging(new DynamoDBClient(aws.clientConfig('dynamodb')));
-  const dynamo = DynamoDBDocumentClient.from(dynamoClient, {
-    marshallOptions: { removeUndefinedValues: true },
-  });
+  const dynamoClient = withoutSdkLogging(
+    new DynamoDBClient({ ...aws.clientConfig('dynamodb'), ...CACHED_MIDDLEWARE }),
+  );
 
   await createLedgerTable(dynamoClient, LOCAL_NAMES.table);
   for (const bucket of [LOCAL_NAMES.archiveBucket, LOCAL_NAMES.auditBucket]) {
@@ -129,7 +127,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     DOWNLOAD_INSECURE_HOSTS: platformHost,
     ...options.env,
   });
-  const stepDeps = buildStepDeps(env, { s3, auditS3, dynamo }, secrets, logger, {
+  const stepDeps = buildStepDeps(env, { s3, auditS3, dynamo: dynamoClient }, secrets, logger, {
     sleep: async () => {},
     ...(options.fetch ? { fetch: options.fetch } : {}),
   });

@@ -158,7 +158,7 @@ export function contextFromClients(
     s3: clients.s3,
     dynamo,
     sfn: clients.sfn,
-    ledger: new Ledger(dynamo, clients.names.LedgerTableName, clock),
+    ledger: new Ledger(clients.dynamoClient, clients.names.LedgerTableName, clock),
     clock,
     close() {
       clients.sqs.destroy();

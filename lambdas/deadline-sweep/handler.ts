@@ -1,11 +1,10 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { z } from 'zod';
 import { parseEnv } from '#shared/config';
 import { Ledger } from '#shared/ledger';
 import { powertoolsLogger } from '#shared/runtime';
-import { withoutSdkLogging } from '#shared/sdk-clients';
+import { CACHED_MIDDLEWARE, withoutSdkLogging } from '#shared/sdk-clients';
 import type { StepLogger } from '#shared/step-deps';
 import {
   type DeadlineCounts,
@@ -53,7 +52,7 @@ let lambdaDeps: DeadlineSweepHandlerDeps | undefined;
 function deadlineSweepLambdaDeps(): DeadlineSweepHandlerDeps {
   if (lambdaDeps === undefined) {
     const env = parseEnv(deadlineSweepEnvSchema, process.env);
-    const dynamo = DynamoDBDocumentClient.from(withoutSdkLogging(new DynamoDBClient({})));
+    const dynamo = withoutSdkLogging(new DynamoDBClient(CACHED_MIDDLEWARE));
     lambdaDeps = {
       ledger: new Ledger(dynamo, env.TABLE_NAME),
       clock: () => new Date(),

@@ -4,7 +4,6 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { AuditTrail } from '#shared/audit';
 import { intakeEnvSchema, parseEnv } from '#shared/config';
@@ -37,9 +36,7 @@ let intakeDeps: IntakeDeps | undefined;
 function lambdaIntakeDeps(): IntakeDeps {
   if (intakeDeps === undefined) {
     const env = parseEnv(intakeEnvSchema, process.env);
-    const dynamo = DynamoDBDocumentClient.from(withoutSdkLogging(new DynamoDBClient({})), {
-      marshallOptions: { removeUndefinedValues: true },
-    });
+    const dynamo = withoutSdkLogging(new DynamoDBClient(CACHED_MIDDLEWARE));
     const secrets = secretsManagerSource(env.PLATFORM_SECRET_ID);
     intakeDeps = {
       ledger: new Ledger(dynamo, env.TABLE_NAME),

@@ -1,11 +1,13 @@
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import {
-  type DynamoDBDocumentClient,
-  GetCommand,
-  PutCommand,
+  type AttributeValue,
+  ConditionalCheckFailedException,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
   QueryCommand,
-  UpdateCommand,
-} from '@aws-sdk/lib-dynamodb';
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
 import type { Deadlines } from './deadlines.ts';
 import { LedgerStateError, RequestCancelledError } from './errors.ts';
@@ -89,7 +91,7 @@ export type CreateResult =
  */
 export class Ledger {
   constructor(
-    private readonly db: DynamoDBDocumentClient,
+    private readonly db: DynamoDBClient,
     readonly tableName: string,
     private readonly clock: () => Date = () => new Date(),
   ) {}
@@ -144,9 +146,9 @@ export class Ledger {
 
   async get(requestId: string): Promise<LedgerItem | undefined> {
     const { Item } = await this.db.send(
-      new GetCommand({ TableName: this.tableName, Key: { request_id: requestId }, ConsistentRead: true }),
+      new GetItemCommand({ TableName: this.tableName, Key: keyOf(requestId), ConsistentRead: true }),
     );
-    return Item === undefined ? undefined : parseItem(Item);
+    return Item === undefined ? undefined : parseItem(unmarshall(Item));
   }
 
   /** The item, or a LedgerStateError when the ledger has never heard of the request. */
@@ -191,17 +193,17 @@ export class Ledger {
     ].join(' AND ');
     try {
       const { Attributes } = await this.db.send(
-        new UpdateCommand({
+        new UpdateItemCommand({
           TableName: this.tableName,
-          Key: { request_id: requestId },
+          Key: keyOf(requestId),
           UpdateExpression: `SET ${sets.join(', ')}${removes.length > 0 ? ` REMOVE ${removes.join(', ')}` : ''}`,
           ConditionExpression: condition,
           ExpressionAttributeNames: names,
-          ExpressionAttributeValues: values,
+          ExpressionAttributeValues: toAttributes(values),
           ReturnValues: 'ALL_NEW',
         }),
       );
-      return parseItem(Attributes ?? {});
+      return parseItem(unmarshall(Attributes ?? {}));
     } catch (error) {
       if (!(error instanceof ConditionalCheckFailedException || isConditionalFailure(error))) throw error;
       const current = await this.get(requestId);
@@ -258,17 +260,17 @@ export class Ledger {
     }
     try {
       const { Attributes } = await this.db.send(
-        new UpdateCommand({
+        new UpdateItemCommand({
           TableName: this.tableName,
-          Key: { request_id: requestId },
+          Key: keyOf(requestId),
           UpdateExpression: `SET ${sets.join(', ')}`,
           ConditionExpression: '#status = :running AND #export_id = :export_id AND #export_status = :pending',
           ExpressionAttributeNames: names,
-          ExpressionAttributeValues: values,
+          ExpressionAttributeValues: toAttributes(values),
           ReturnValues: 'ALL_NEW',
         }),
       );
-      return parseItem(Attributes ?? {});
+      return parseItem(unmarshall(Attributes ?? {}));
     } catch (error) {
       if (error instanceof ConditionalCheckFailedException || isConditionalFailure(error)) return undefined;
       throw error;
@@ -278,13 +280,17 @@ export class Ledger {
   /** Adds one to a counter (duplicates, conflicts, executions) whatever the status. */
   async increment(requestId: string, counter: 'duplicates' | 'conflicts' | 'executions'): Promise<void> {
     await this.db.send(
-      new UpdateCommand({
+      new UpdateItemCommand({
         TableName: this.tableName,
-        Key: { request_id: requestId },
+        Key: keyOf(requestId),
         UpdateExpression: 'SET #counter = if_not_exists(#counter, :zero) + :one, #updated_at = :now',
         ConditionExpression: 'attribute_exists(request_id)',
         ExpressionAttributeNames: { '#counter': counter, '#updated_at': 'updated_at' },
-        ExpressionAttributeValues: { ':zero': 0, ':one': 1, ':now': this.clock().toISOString() },
+        ExpressionAttributeValues: toAttributes({
+          ':zero': 0,
+          ':one': 1,
+          ':now': this.clock().toISOString(),
+        }),
       }),
     );
   }
@@ -306,21 +312,24 @@ export class Ledger {
         IndexName: STATUS_DUE_INDEX,
         KeyConditionExpression: keyCondition,
         ExpressionAttributeNames: { '#status': 'status' },
-        ExpressionAttributeValues: values,
+        ExpressionAttributeValues: toAttributes(values),
         ...(options.limit ? { Limit: options.limit } : {}),
-        ...(options.cursor ? { ExclusiveStartKey: options.cursor } : {}),
+        ...(options.cursor ? { ExclusiveStartKey: toAttributes(options.cursor) } : {}),
       }),
     );
-    return { items: (Items ?? []).map(parseItem), ...(LastEvaluatedKey ? { cursor: LastEvaluatedKey } : {}) };
+    return {
+      items: (Items ?? []).map((raw) => parseItem(unmarshall(raw))),
+      ...(LastEvaluatedKey ? { cursor: unmarshall(LastEvaluatedKey) } : {}),
+    };
   }
 
   async #create(item: LedgerItem): Promise<CreateResult> {
     const parsed = ledgerItemSchema.parse(item);
     try {
       await this.db.send(
-        new PutCommand({
+        new PutItemCommand({
           TableName: this.tableName,
-          Item: parsed,
+          Item: toAttributes(parsed),
           ConditionExpression: 'attribute_not_exists(request_id)',
         }),
       );
@@ -330,6 +339,15 @@ export class Ledger {
       return { created: false, existing: await this.require(item.request_id) };
     }
   }
+}
+
+function keyOf(requestId: string): Record<string, AttributeValue> {
+  return { request_id: { S: requestId } };
+}
+
+/** Plain values as DynamoDB attributes; undefined fields are left out, as the schema's optional ones are. */
+function toAttributes(values: Record<string, unknown>): Record<string, AttributeValue> {
+  return marshall(values, { removeUndefinedValues: true });
 }
 
 function isConditionalFailure(error: unknown): boolean {

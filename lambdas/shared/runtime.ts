@@ -2,7 +2,6 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DeleteObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { copyExportToS3, verifyStoredZip } from './archive.ts';
 import { REQUEST_TYPE_TAG } from './archive-tags.ts';
 import { AuditTrail } from './audit.ts';
@@ -17,7 +16,8 @@ import type { ArchiveStore, StepDeps, StepLogger } from './step-deps.ts';
 /** The AWS clients a step needs; in Lambda they are module singletons, locally they point at stand-ins. */
 export interface AwsClients {
   readonly s3: S3Client;
-  readonly dynamo: DynamoDBDocumentClient;
+  /** DynamoDB for the ledger, which sends only plain DynamoDB commands: in Lambda it is built with {@link CACHED_MIDDLEWARE}. */
+  readonly dynamo: DynamoDBClient;
   /** S3 for the audit trail alone, built with {@link CACHED_MIDDLEWARE}. @default s3 */
   readonly auditS3?: S3Client;
 }
@@ -129,15 +129,12 @@ let lambdaDeps: StepDeps | undefined;
 export function lambdaStepDeps(): StepDeps {
   if (lambdaDeps === undefined) {
     const env = parseEnv(stepEnvSchema, process.env);
-    const dynamo = DynamoDBDocumentClient.from(withoutSdkLogging(new DynamoDBClient({})), {
-      marshallOptions: { removeUndefinedValues: true },
-    });
     lambdaDeps = buildStepDeps(
       env,
       {
         s3: withoutSdkLogging(new S3Client({})),
         auditS3: withoutSdkLogging(new S3Client(CACHED_MIDDLEWARE)),
-        dynamo,
+        dynamo: withoutSdkLogging(new DynamoDBClient(CACHED_MIDDLEWARE)),
       },
       secretsManagerSource(env.PLATFORM_SECRET_ID),
       powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),

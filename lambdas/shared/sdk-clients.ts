@@ -20,7 +20,8 @@ export const SDK_LOGGER_MIDDLEWARE = 'loggerMiddleware';
  * more than halves its CPU per S3 call. The stack resolved for a class's first command serves
  * every later one, so a client shared with code that adds middleware to a command (the archive's
  * payload hash) must not use it, nor may lib-dynamodb's DocumentClient, whose handlers keep the
- * command they were resolved for.
+ * command they were resolved for (and which shares the config of the client it wraps). That is why
+ * the ledger marshals its own items and sends plain DynamoDB commands.
  */
 export const CACHED_MIDDLEWARE = { cacheMiddleware: true } as const;
 

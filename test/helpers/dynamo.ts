@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, type DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import dynalite from 'dynalite';
 
@@ -7,6 +7,8 @@ import dynalite from 'dynalite';
 export async function startDynamo(): Promise<{
   client: DynamoDBClient;
   doc: DynamoDBDocumentClient;
+  /** The config `client` was built with, for tests that need a client of their own. */
+  config: DynamoDBClientConfig;
   close(): Promise<void>;
 }> {
   const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
@@ -15,15 +17,17 @@ export async function startDynamo(): Promise<{
     server.listen(0, '127.0.0.1', () => resolve());
   });
   const { port } = server.address() as AddressInfo;
-  const client = new DynamoDBClient({
+  const config: DynamoDBClientConfig = {
     region: 'us-east-1',
     endpoint: `http://127.0.0.1:${port}`,
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-  });
+  };
+  const client = new DynamoDBClient(config);
   const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
   return {
     client,
     doc,
+    config,
     close: async () => {
       client.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -1,15 +1,17 @@
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { ConditionalCheckFailedException, DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { ExecutionDoesNotExist, SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
-import { DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { runCancel } from '../../../bin/cli/commands/cancel.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { CliError } from '../../../bin/cli/io.ts';
-import { ledgerRecord, NOW, REQUEST_ID, testContext } from './helpers.ts';
+import { ledgerRecord, NOW, REQUEST_ID, storedItem, testContext } from './helpers.ts';
 
 const dbMock = mockClient(DynamoDBDocumentClient);
+/** The ledger reads through a plain DynamoDB client; the commands' own writes go through the DocumentClient. */
+const ledgerMock = mockClient(DynamoDBClient);
 // Operator actions are appended to the audit chain; an empty chain takes seq 0.
 const s3Mock = mockClient(S3Client);
 const sfnMock = mockClient(SFNClient);
@@ -19,6 +21,7 @@ beforeEach(() => {
   s3Mock.on(ListObjectsV2Command).resolves({});
   s3Mock.on(PutObjectCommand).resolves({});
   dbMock.reset();
+  ledgerMock.reset();
   sfnMock.reset();
 });
 
@@ -41,7 +44,7 @@ describe('runCancel', () => {
   it('cancels a running request with a conditional update that excludes a started erasure, then stops its executions', async () => {
     // Prepare
     const item = ledgerRecord({ type: 'erasure', executions: 2 });
-    dbMock.on(GetCommand).resolves({ Item: item });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
     dbMock
       .on(UpdateCommand)
       .resolves({ Attributes: { ...item, status: 'cancelled', cancel_reason: 'withdrawn' } });
@@ -87,7 +90,9 @@ describe('runCancel', () => {
   });
 
   it('refuses once the erasure has started, without touching the ledger or the executions', async () => {
-    dbMock.on(GetCommand).resolves({ Item: ledgerRecord({ type: 'erasure', step: 'erasing' }) });
+    ledgerMock
+      .on(GetItemCommand)
+      .resolves({ Item: storedItem(ledgerRecord({ type: 'erasure', step: 'erasing' })) });
     const error = await failure(
       runCancel(testContext(), { requestId: REQUEST_ID, reason: 'too late' }, collectingIo()),
     );
@@ -98,12 +103,14 @@ describe('runCancel', () => {
   });
 
   it('refuses when an erasure is recorded even though the step moved on', async () => {
-    dbMock.on(GetCommand).resolves({
-      Item: ledgerRecord({
-        type: 'erasure',
-        step: 'archiving',
-        erasure: { outcome: 'deleted', platform_status: 200, at: '2026-11-20T10:00:00Z' },
-      }),
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          type: 'erasure',
+          step: 'archiving',
+          erasure: { outcome: 'deleted', platform_status: 200, at: '2026-11-20T10:00:00Z' },
+        }),
+      ),
     });
     const error = await failure(
       runCancel(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
@@ -112,9 +119,9 @@ describe('runCancel', () => {
   });
 
   it('refuses a request that has ended, naming its status', async () => {
-    dbMock
-      .on(GetCommand)
-      .resolves({ Item: ledgerRecord({ status: 'completed', step: undefined, outcome: 'exported' }) });
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(ledgerRecord({ status: 'completed', step: undefined, outcome: 'exported' })),
+    });
     const error = await failure(
       runCancel(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
     );
@@ -124,10 +131,10 @@ describe('runCancel', () => {
 
   it('explains the refusal when the erasure started between the read and the conditional write', async () => {
     // Prepare
-    dbMock
-      .on(GetCommand)
-      .resolvesOnce({ Item: ledgerRecord({ type: 'erasure', step: 'archiving' }) })
-      .resolves({ Item: ledgerRecord({ type: 'erasure', step: 'erasing' }) });
+    ledgerMock
+      .on(GetItemCommand)
+      .resolvesOnce({ Item: storedItem(ledgerRecord({ type: 'erasure', step: 'archiving' })) })
+      .resolves({ Item: storedItem(ledgerRecord({ type: 'erasure', step: 'erasing' })) });
     dbMock.on(UpdateCommand).rejects(conditionalFailure());
     // Act
     const error = await failure(
@@ -141,7 +148,7 @@ describe('runCancel', () => {
 
   it('still reports the cancel when Step Functions refuses to stop an execution, with a warning', async () => {
     const item = ledgerRecord();
-    dbMock.on(GetCommand).resolves({ Item: item });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
     dbMock.on(UpdateCommand).resolves({ Attributes: { ...item, status: 'cancelled' } });
     sfnMock
       .on(StopExecutionCommand)
@@ -174,7 +181,7 @@ describe('runCancel', () => {
 describe('runCancel audit record', () => {
   it('appends the cancellation to the audit chain, without the reason text', async () => {
     const item = ledgerRecord({ executions: 1 });
-    dbMock.on(GetCommand).resolves({ Item: item });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
     dbMock
       .on(UpdateCommand)
       .resolves({ Attributes: { ...item, status: 'cancelled', cancel_reason: 'withdrawn by phone' } });
@@ -197,7 +204,7 @@ describe('runCancel audit record', () => {
 
   it('says the ledger change stands when the audit record cannot be written (exit 1)', async () => {
     const item = ledgerRecord({ executions: 1 });
-    dbMock.on(GetCommand).resolves({ Item: item });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
     dbMock.on(UpdateCommand).resolves({ Attributes: { ...item, status: 'cancelled' } });
     s3Mock.on(PutObjectCommand).rejects(new Error('AccessDenied'));
 

@@ -1,13 +1,15 @@
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { ConditionalCheckFailedException, DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { runExtend } from '../../../bin/cli/commands/extend.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
-import { ledgerRecord, NOW, REQUEST_ID, testContext } from './helpers.ts';
+import { ledgerRecord, NOW, REQUEST_ID, storedItem, testContext } from './helpers.ts';
 
 const dbMock = mockClient(DynamoDBDocumentClient);
+/** The ledger reads through a plain DynamoDB client; the commands' own writes go through the DocumentClient. */
+const ledgerMock = mockClient(DynamoDBClient);
 // Operator actions are appended to the audit chain; an empty chain takes seq 0.
 const s3Mock = mockClient(S3Client);
 
@@ -16,17 +18,20 @@ beforeEach(() => {
   s3Mock.on(ListObjectsV2Command).resolves({});
   s3Mock.on(PutObjectCommand).resolves({});
   dbMock.reset();
+  ledgerMock.reset();
 });
 
 describe('runExtend', () => {
   it('moves due_at to the statutory limit with a conditional update that allows one extension', async () => {
     // Prepare
-    dbMock.on(GetCommand).resolves({
-      Item: ledgerRecord({
-        regulation: 'ccpa',
-        due_at: '2026-12-01T00:00:00.000Z',
-        extension_limit_at: '2027-01-15T00:00:00.000Z',
-      }),
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          regulation: 'ccpa',
+          due_at: '2026-12-01T00:00:00.000Z',
+          extension_limit_at: '2027-01-15T00:00:00.000Z',
+        }),
+      ),
     });
     dbMock.on(UpdateCommand).resolves({});
     const io = collectingIo();
@@ -65,7 +70,9 @@ describe('runExtend', () => {
   });
 
   it('refuses a second extension (exit 1)', async () => {
-    dbMock.on(GetCommand).resolves({ Item: ledgerRecord({ extended: true, extension_reason: 'first' }) });
+    ledgerMock
+      .on(GetItemCommand)
+      .resolves({ Item: storedItem(ledgerRecord({ extended: true, extension_reason: 'first' })) });
     await expect(
       runExtend(testContext(), { requestId: REQUEST_ID, reason: 'again' }, collectingIo()),
     ).rejects.toMatchObject({
@@ -76,7 +83,9 @@ describe('runExtend', () => {
   });
 
   it('refuses once the original deadline has passed', async () => {
-    dbMock.on(GetCommand).resolves({ Item: ledgerRecord({ due_at: '2026-11-20T00:00:00.000Z' }) });
+    ledgerMock
+      .on(GetItemCommand)
+      .resolves({ Item: storedItem(ledgerRecord({ due_at: '2026-11-20T00:00:00.000Z' })) });
     await expect(
       runExtend(testContext(), { requestId: REQUEST_ID, reason: 'late' }, collectingIo()),
     ).rejects.toMatchObject({
@@ -86,17 +95,17 @@ describe('runExtend', () => {
   });
 
   it('refuses a request that is no longer open', async () => {
-    dbMock.on(GetCommand).resolves({ Item: ledgerRecord({ status: 'failed' }) });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord({ status: 'failed' })) });
     await expect(
       runExtend(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
     ).rejects.toThrow('is failed; only received or running requests can be extended');
   });
 
   it('reports the rule that applies when another operator extended it first', async () => {
-    dbMock
-      .on(GetCommand)
-      .resolvesOnce({ Item: ledgerRecord() })
-      .resolves({ Item: ledgerRecord({ extended: true }) });
+    ledgerMock
+      .on(GetItemCommand)
+      .resolvesOnce({ Item: storedItem(ledgerRecord()) })
+      .resolves({ Item: storedItem(ledgerRecord({ extended: true })) });
     dbMock
       .on(UpdateCommand)
       .rejects(
@@ -114,7 +123,7 @@ describe('runExtend', () => {
 describe('runExtend audit record', () => {
   it('appends the new and previous due dates to the audit chain', async () => {
     const item = ledgerRecord({ regulation: 'gdpr' });
-    dbMock.on(GetCommand).resolves({ Item: item });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
     dbMock.on(UpdateCommand).resolves({});
     await runExtend(testContext(), { requestId: REQUEST_ID, reason: 'complex request' }, collectingIo());
     const body = String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body);

@@ -1,8 +1,9 @@
 import { Readable } from 'node:stream';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { type AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import type { StackNames } from '#local/endpoints';
 import type { LedgerItem } from '#shared/ledger';
 import { type CliContext, contextFromClients } from '../../../bin/cli/target.ts';
@@ -81,4 +82,9 @@ export function s3Body(bytes: Buffer) {
     transformToString: async (encoding?: string) => bytes.toString(encoding === 'base64' ? 'base64' : 'utf8'),
     transformToWebStream: () => new Blob([new Uint8Array(bytes)]).stream(),
   });
+}
+
+/** A ledger item as DynamoDB stores it, for mocking the ledger's reads (GetItem, Query). */
+export function storedItem(item: Partial<LedgerItem>): Record<string, AttributeValue> {
+  return marshall(item, { removeUndefinedValues: true });
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { SFNClient, StartExecutionCommand, StopExecutionCommand } from '@aws-sdk/client-sfn';
-import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { computeDeadlines } from '#shared/deadlines';
@@ -25,7 +25,7 @@ let context: CliContext;
 /** A ledger whose first read returns an older copy of the item: the state another writer has since changed. */
 class StaleOnce extends Ledger {
   #stale: LedgerItem | undefined;
-  constructor(db: DynamoDBDocumentClient, stale: LedgerItem) {
+  constructor(db: DynamoDBClient, stale: LedgerItem) {
     super(db, 'ledger', () => NOW);
     this.#stale = stale;
   }
@@ -92,7 +92,7 @@ describe('cancel against DynamoDB', () => {
     const stale = { ...now, step: 'exporting' as const };
     // Act
     const error = await runCancel(
-      { ...context, ledger: new StaleOnce(context.dynamo, stale) },
+      { ...context, ledger: new StaleOnce(dynamo.client, stale) },
       { requestId: now.request_id, reason: 'r' },
       collectingIo(),
     ).catch((caught: unknown) => caught);
@@ -113,7 +113,7 @@ describe('extend against DynamoDB', () => {
     // Act
     await runExtend(context, { requestId: item.request_id, reason: 'complex' }, collectingIo());
     const second = await runExtend(
-      { ...context, ledger: new StaleOnce(context.dynamo, item) },
+      { ...context, ledger: new StaleOnce(dynamo.client, item) },
       { requestId: item.request_id, reason: 'again' },
       collectingIo(),
     ).catch((caught: unknown) => caught);
@@ -142,7 +142,7 @@ describe('retry against DynamoDB', () => {
     // Act
     const first = await runRetry(context, { requestId: failedItem.request_id }, collectingIo());
     const second = await runRetry(
-      { ...context, ledger: new StaleOnce(context.dynamo, failedItem) },
+      { ...context, ledger: new StaleOnce(dynamo.client, failedItem) },
       { requestId: failedItem.request_id },
       collectingIo(),
     ).catch((caught: unknown) => caught);

@@ -2,15 +2,16 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { GetObjectCommand, HeadObjectCommand, NoSuchKey, NotFound, S3Client } from '@aws-sdk/client-s3';
-import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runPackage, runPackageLink } from '../../../bin/cli/commands/package.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
-import { ledgerRecord, REQUEST_ID, s3Body, testContext } from './helpers.ts';
+import { ledgerRecord, REQUEST_ID, s3Body, storedItem, testContext } from './helpers.ts';
 
-const dbMock = mockClient(DynamoDBDocumentClient);
+/** The ledger reads through a plain DynamoDB client. */
+const ledgerMock = mockClient(DynamoDBClient);
 const s3Mock = mockClient(S3Client);
 const ZIP = Buffer.from('PK\u0003\u0004 pretend this is the export of the subject');
 const KEY = `exports/${REQUEST_ID}/attempt-1.zip`;
@@ -41,14 +42,14 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 beforeEach(() => {
-  dbMock.reset();
+  ledgerMock.reset();
   s3Mock.reset();
 });
 
 describe('runPackage --out', () => {
   it('downloads the recorded version of the archive, checks it against the ledger, and writes it readable only by the owner', async () => {
     // Prepare
-    dbMock.on(GetCommand).resolves({ Item: completed() });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(completed()) });
     s3Mock.on(GetObjectCommand).callsFake(() => ({ Body: s3Body(ZIP), ContentLength: ZIP.length }));
     const out = join(dir, 'ok.zip');
     const io = collectingIo();
@@ -69,7 +70,7 @@ describe('runPackage --out', () => {
 
   it('deletes the copy and exits 1 when its SHA-256 differs from the ledger', async () => {
     // Prepare
-    dbMock.on(GetCommand).resolves({ Item: completed() });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(completed()) });
     const tampered = Buffer.from(ZIP);
     tampered[10] = 0x21;
     s3Mock.on(GetObjectCommand).callsFake(() => ({ Body: s3Body(tampered) }));
@@ -87,7 +88,7 @@ describe('runPackage --out', () => {
   });
 
   it('exits 1 when the archive has gone from the bucket', async () => {
-    dbMock.on(GetCommand).resolves({ Item: completed() });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(completed()) });
     s3Mock.on(GetObjectCommand).rejects(new NoSuchKey({ message: 'gone', $metadata: {} }));
     await expect(
       runPackage(testContext(), { requestId: REQUEST_ID, out: join(dir, 'gone.zip') }, collectingIo()),
@@ -95,7 +96,7 @@ describe('runPackage --out', () => {
   });
 
   it('refuses to replace an existing file unless --force', async () => {
-    dbMock.on(GetCommand).resolves({ Item: completed() });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(completed()) });
     s3Mock.on(GetObjectCommand).callsFake(() => ({ Body: s3Body(ZIP) }));
     const out = join(dir, 'exists.zip');
     await writeFile(out, 'keep me');
@@ -111,14 +112,16 @@ describe('runPackage --out', () => {
   });
 
   it('refuses a request without an archive or not completed (exit 1)', async () => {
-    dbMock.on(GetCommand).resolvesOnce({ Item: completed({ outcome: 'no_data', archive: undefined }) });
+    ledgerMock
+      .on(GetItemCommand)
+      .resolvesOnce({ Item: storedItem(completed({ outcome: 'no_data', archive: undefined })) });
     await expect(
       runPackage(testContext(), { requestId: REQUEST_ID, out: join(dir, 'x.zip') }, collectingIo()),
     ).rejects.toMatchObject({
       exitCode: 1,
       message: expect.stringContaining('has no archive (outcome no_data)'),
     });
-    dbMock.on(GetCommand).resolves({ Item: ledgerRecord() });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord()) });
     await expect(
       runPackage(testContext(), { requestId: REQUEST_ID, out: join(dir, 'x.zip') }, collectingIo()),
     ).rejects.toThrow('is running; a package exists only for a completed request');
@@ -140,7 +143,7 @@ describe('runPackageLink', () => {
         version_id: 'v-7',
       },
     });
-    dbMock.on(GetCommand).resolves({ Item: record });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(record) });
     s3Mock.on(HeadObjectCommand).resolves({ ContentLength: 42 });
     const io = collectingIo();
     const { exitCode, result } = await runPackageLink(
@@ -161,12 +164,14 @@ describe('runPackageLink', () => {
   });
 
   it('refuses with exit 1 when the archive is gone from the bucket', async () => {
-    dbMock.on(GetCommand).resolves({
-      Item: ledgerRecord({
-        status: 'completed',
-        outcome: 'exported',
-        archive: { key: 'k', bytes: 42, sha256: 'ab', entries: 4, verified_at: 'x' },
-      }),
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          status: 'completed',
+          outcome: 'exported',
+          archive: { key: 'k', bytes: 42, sha256: 'ab', entries: 4, verified_at: 'x' },
+        }),
+      ),
     });
     s3Mock.on(HeadObjectCommand).rejects(new NotFound({ message: 'gone', $metadata: {} }));
     await expect(
@@ -180,6 +185,6 @@ describe('runPackageLink', () => {
     await expect(
       runPackageLink(testContext(), { requestId: REQUEST_ID, expiresIn: '604801' }, collectingIo()),
     ).rejects.toThrow('--expires-in: must be at most 604800 seconds');
-    expect(dbMock.calls()).toHaveLength(0);
+    expect(ledgerMock.calls()).toHaveLength(0);
   });
 });

@@ -1,14 +1,16 @@
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { ConditionalCheckFailedException, DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { ExecutionAlreadyExists, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
-import { DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { runRetry } from '../../../bin/cli/commands/retry.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
-import { ledgerRecord, NAMES, NOW, REQUEST_ID, testContext } from './helpers.ts';
+import { ledgerRecord, NAMES, NOW, REQUEST_ID, storedItem, testContext } from './helpers.ts';
 
 const dbMock = mockClient(DynamoDBDocumentClient);
+/** The ledger reads through a plain DynamoDB client; the commands' own writes go through the DocumentClient. */
+const ledgerMock = mockClient(DynamoDBClient);
 // Operator actions are appended to the audit chain; an empty chain takes seq 0.
 const s3Mock = mockClient(S3Client);
 const sfnMock = mockClient(SFNClient);
@@ -18,6 +20,7 @@ beforeEach(() => {
   s3Mock.on(ListObjectsV2Command).resolves({});
   s3Mock.on(PutObjectCommand).resolves({});
   dbMock.reset();
+  ledgerMock.reset();
   sfnMock.reset();
 });
 
@@ -34,9 +37,9 @@ const failed = (overrides = {}) =>
 describe('runRetry', () => {
   it('resets a failed request, bumps executions, and starts <request_id>-retry-<n> with the state-safe input', async () => {
     // Prepare
-    dbMock
-      .on(GetCommand)
-      .resolves({ Item: failed({ svc_user_id: undefined, type: 'erasure', regulation: 'ccpa' }) });
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(failed({ svc_user_id: undefined, type: 'erasure', regulation: 'ccpa' })),
+    });
     dbMock.on(UpdateCommand).resolves({});
     sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
     const io = collectingIo();
@@ -71,9 +74,9 @@ describe('runRetry', () => {
   });
 
   it('keeps the export under way when the failure was not the export itself', async () => {
-    dbMock
-      .on(GetCommand)
-      .resolves({ Item: failed({ error: { code: 'platform_auth', message: 'refused' } }) });
+    ledgerMock
+      .on(GetItemCommand)
+      .resolves({ Item: storedItem(failed({ error: { code: 'platform_auth', message: 'refused' } })) });
     dbMock.on(UpdateCommand).resolves({});
     sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
     await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());
@@ -83,7 +86,7 @@ describe('runRetry', () => {
   });
 
   it('resumes a request whose subject was already resolved as running, since the later steps need running', async () => {
-    dbMock.on(GetCommand).resolves({ Item: failed() });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(failed()) });
     dbMock.on(UpdateCommand).resolves({});
     sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
     const { result } = await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());
@@ -94,7 +97,7 @@ describe('runRetry', () => {
   });
 
   it('refuses anything but a failed request, without writing or starting anything', async () => {
-    dbMock.on(GetCommand).resolves({ Item: ledgerRecord({ status: 'running' }) });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord({ status: 'running' })) });
     await expect(runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo())).rejects.toMatchObject({
       exitCode: 1,
       message: expect.stringContaining('is running; only failed requests can be retried'),
@@ -105,7 +108,7 @@ describe('runRetry', () => {
 
   it('puts the request back to failed when the execution cannot start, so the retry can be repeated', async () => {
     // Prepare
-    dbMock.on(GetCommand).resolves({ Item: failed() });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(failed()) });
     dbMock.on(UpdateCommand).resolves({});
     sfnMock
       .on(StartExecutionCommand)
@@ -130,7 +133,7 @@ describe('runRetry', () => {
   });
 
   it('treats an execution of that name that already exists as started by an earlier attempt', async () => {
-    dbMock.on(GetCommand).resolves({ Item: failed() });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(failed()) });
     dbMock.on(UpdateCommand).resolves({});
     sfnMock
       .on(StartExecutionCommand)
@@ -146,10 +149,10 @@ describe('runRetry', () => {
   });
 
   it('reports a concurrent retry instead of starting a second execution', async () => {
-    dbMock
-      .on(GetCommand)
-      .resolvesOnce({ Item: failed() })
-      .resolves({ Item: failed({ status: 'running', executions: 2 }) });
+    ledgerMock
+      .on(GetItemCommand)
+      .resolvesOnce({ Item: storedItem(failed()) })
+      .resolves({ Item: storedItem(failed({ status: 'running', executions: 2 })) });
     dbMock
       .on(UpdateCommand)
       .rejects(
@@ -164,7 +167,7 @@ describe('runRetry', () => {
 
 describe('runRetry audit record', () => {
   it('appends the retry and the execution it starts to the audit chain before starting it', async () => {
-    dbMock.on(GetCommand).resolves({ Item: failed() });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(failed()) });
     dbMock.on(UpdateCommand).resolves({});
     sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
     await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());

@@ -1,45 +1,59 @@
-import { DynamoDBDocumentClient, GetCommand, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBClient, GetItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { runList } from '../../../bin/cli/commands/list.ts';
 import { runStatus } from '../../../bin/cli/commands/status.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { CliError } from '../../../bin/cli/io.ts';
-import { ledgerRecord, NOW, PRIMARY_KEY, REQUEST_ID, SVC_USER_ID, testContext } from './helpers.ts';
+import {
+  ledgerRecord,
+  NOW,
+  PRIMARY_KEY,
+  REQUEST_ID,
+  SVC_USER_ID,
+  storedItem,
+  testContext,
+} from './helpers.ts';
 
 const dbMock = mockClient(DynamoDBDocumentClient);
+/** The ledger reads through a plain DynamoDB client; the commands' own writes go through the DocumentClient. */
+const ledgerMock = mockClient(DynamoDBClient);
 
 beforeEach(() => {
   dbMock.reset();
+  ledgerMock.reset();
 });
 
 describe('runStatus', () => {
   it('shows status, step, deadlines, export and archive facts, and hides the subject', async () => {
     // Prepare
-    dbMock.on(GetCommand).resolves({
-      Item: ledgerRecord({
-        status: 'completed',
-        step: undefined,
-        outcome: 'exported',
-        export_id: 'exp-42',
-        archive: {
-          key: `exports/${REQUEST_ID}/attempt-1.zip`,
-          bytes: 2048,
-          sha256: 'ab'.repeat(32),
-          verified_at: '2026-11-20T10:00:00Z',
-          entries: 4,
-        },
-        completed_at: '2026-11-20T10:00:01Z',
-      }),
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          status: 'completed',
+          step: undefined,
+          outcome: 'exported',
+          export_id: 'exp-42',
+          archive: {
+            key: `exports/${REQUEST_ID}/attempt-1.zip`,
+            bytes: 2048,
+            sha256: 'ab'.repeat(32),
+            verified_at: '2026-11-20T10:00:00Z',
+            entries: 4,
+          },
+          completed_at: '2026-11-20T10:00:01Z',
+        }),
+      ),
     });
     const io = collectingIo();
     // Act
     const { exitCode } = await runStatus(testContext(), { requestId: REQUEST_ID }, io);
     // Assess
     expect(exitCode).toBe(0);
-    expect(dbMock).toHaveReceivedCommandWith(GetCommand, {
+    expect(ledgerMock).toHaveReceivedCommandWith(GetItemCommand, {
       TableName: 'ledger',
-      Key: { request_id: REQUEST_ID },
+      Key: { request_id: { S: REQUEST_ID } },
     });
     const text = io.stdout();
     expect(text).toMatch(/status\s+completed outcome exported/);
@@ -52,9 +66,9 @@ describe('runStatus', () => {
   });
 
   it('prints the ledger item as JSON without primary_key and svc_user_id', async () => {
-    dbMock
-      .on(GetCommand)
-      .resolves({ Item: ledgerRecord({ error: { code: 'export_failed', message: 'gave up' } }) });
+    ledgerMock
+      .on(GetItemCommand)
+      .resolves({ Item: storedItem(ledgerRecord({ error: { code: 'export_failed', message: 'gave up' } })) });
     const io = collectingIo();
     await runStatus(testContext(), { requestId: REQUEST_ID, json: true }, io);
     const printed = JSON.parse(io.stdout());
@@ -70,7 +84,7 @@ describe('runStatus', () => {
   });
 
   it('shows the subject only with --show-subject', async () => {
-    dbMock.on(GetCommand).resolves({ Item: ledgerRecord() });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord()) });
     const human = collectingIo();
     const machine = collectingIo();
     await runStatus(testContext(), { requestId: REQUEST_ID, showSubject: true }, human);
@@ -83,15 +97,15 @@ describe('runStatus', () => {
   });
 
   it('explains the field errors of a rejected request', async () => {
-    dbMock.on(GetCommand).resolves({
-      Item: {
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem({
         request_id: REQUEST_ID,
         fingerprint: 'fp',
         status: 'rejected',
         rejection_errors: ['type: must be "access" or "erasure"'],
         created_at: '2026-11-20T09:00:00Z',
         updated_at: '2026-11-20T09:00:00Z',
-      },
+      }),
     });
     const io = collectingIo();
     await runStatus(testContext(), { requestId: REQUEST_ID }, io);
@@ -99,7 +113,7 @@ describe('runStatus', () => {
   });
 
   it('exits 1 with a clear message for an unknown request id', async () => {
-    dbMock.on(GetCommand).resolves({});
+    ledgerMock.on(GetItemCommand).resolves({});
     const error = await runStatus(testContext(), { requestId: REQUEST_ID }, collectingIo()).catch(
       (caught: unknown) => caught,
     );
@@ -112,7 +126,7 @@ describe('runStatus', () => {
     await expect(runStatus(testContext(), { requestId: 'DSR-1042' }, collectingIo())).rejects.toMatchObject({
       exitCode: 2,
     });
-    expect(dbMock.commandCalls(GetCommand)).toHaveLength(0);
+    expect(ledgerMock.commandCalls(GetItemCommand)).toHaveLength(0);
   });
 });
 
@@ -134,22 +148,22 @@ describe('runList', () => {
 
   it('queries the status index for received and running requests, follows pages, and sorts by due date', async () => {
     // Prepare
-    dbMock
-      .on(QueryCommand, { ExpressionAttributeValues: { ':status': 'received' } })
-      .resolves({ Items: [late] })
-      .on(QueryCommand, { ExpressionAttributeValues: { ':status': 'running' } })
-      .resolvesOnce({ Items: [early], LastEvaluatedKey: { request_id: early.request_id } })
-      .resolvesOnce({ Items: [overdue] });
+    ledgerMock
+      .on(QueryCommand, { ExpressionAttributeValues: { ':status': { S: 'received' } } })
+      .resolves({ Items: [storedItem(late)] })
+      .on(QueryCommand, { ExpressionAttributeValues: { ':status': { S: 'running' } } })
+      .resolvesOnce({ Items: [storedItem(early)], LastEvaluatedKey: { request_id: { S: early.request_id } } })
+      .resolvesOnce({ Items: [storedItem(overdue)] });
     const io = collectingIo();
     // Act
     const { result } = await runList(testContext(), { json: true }, io);
     // Assess
-    expect(dbMock).toHaveReceivedCommandWith(QueryCommand, {
+    expect(ledgerMock).toHaveReceivedCommandWith(QueryCommand, {
       TableName: 'ledger',
       IndexName: 'by-status-due',
     });
-    expect(dbMock.commandCalls(QueryCommand)[2]?.args[0].input.ExclusiveStartKey).toEqual({
-      request_id: early.request_id,
+    expect(ledgerMock.commandCalls(QueryCommand)[2]?.args[0].input.ExclusiveStartKey).toEqual({
+      request_id: { S: early.request_id },
     });
     expect(result.requests.map((request) => request.request_id)).toEqual([
       overdue.request_id,
@@ -162,25 +176,25 @@ describe('runList', () => {
   });
 
   it('asks the index only for requests due before now with --overdue', async () => {
-    dbMock.on(QueryCommand).resolves({ Items: [overdue] });
+    ledgerMock.on(QueryCommand).resolves({ Items: [storedItem(overdue)] });
     const io = collectingIo();
     await runList(testContext(), { overdue: true }, io);
-    expect(dbMock).toHaveReceivedCommandWith(QueryCommand, {
+    expect(ledgerMock).toHaveReceivedCommandWith(QueryCommand, {
       KeyConditionExpression: '#status = :status AND due_at < :due',
-      ExpressionAttributeValues: { ':status': 'running', ':due': NOW.toISOString() },
+      ExpressionAttributeValues: { ':status': { S: 'running' }, ':due': { S: NOW.toISOString() } },
     });
     expect(io.stdout()).toMatch(/REQUEST ID\s+STATUS/);
     expect(io.stdout()).toContain('20 days overdue');
   });
 
   it('limits to requests due within the given days with --due-within', async () => {
-    dbMock.on(QueryCommand).resolves({ Items: [] });
+    ledgerMock.on(QueryCommand).resolves({ Items: [] });
     const io = collectingIo();
     await runList(testContext(), { dueWithin: '7', status: 'running' }, io);
-    expect(dbMock).toHaveReceivedCommandWith(QueryCommand, {
-      ExpressionAttributeValues: { ':status': 'running', ':due': '2026-11-28T12:00:00.000Z' },
+    expect(ledgerMock).toHaveReceivedCommandWith(QueryCommand, {
+      ExpressionAttributeValues: { ':status': { S: 'running' }, ':due': { S: '2026-11-28T12:00:00.000Z' } },
     });
-    expect(dbMock.commandCalls(QueryCommand)).toHaveLength(1);
+    expect(ledgerMock.commandCalls(QueryCommand)).toHaveLength(1);
     expect(io.stderr()).toContain('no running requests due before 2026-11-28T12:00:00.000Z');
   });
 
@@ -202,7 +216,7 @@ describe('runList', () => {
       FilterExpression: '#status = :rejected',
       ExpressionAttributeValues: { ':rejected': 'rejected' },
     });
-    expect(dbMock.commandCalls(QueryCommand)).toHaveLength(0);
+    expect(ledgerMock.commandCalls(QueryCommand)).toHaveLength(0);
     expect(result.requests).toHaveLength(1);
   });
 
@@ -219,6 +233,7 @@ describe('runList', () => {
     await expect(runList(testContext(), { dueWithin: 'soon' }, collectingIo())).rejects.toThrow(
       '--due-within: must be a number of days',
     );
+    expect(ledgerMock.calls()).toHaveLength(0);
     expect(dbMock.calls()).toHaveLength(0);
   });
 });

@@ -1,17 +1,18 @@
 import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { buildApp } from 'fauxqs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AuditTrail, auditRecordKey } from '#shared/audit';
 import { runVerify } from '../../../bin/cli/commands/verify.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
-import { ledgerRecord, testContext } from './helpers.ts';
+import { ledgerRecord, storedItem, testContext } from './helpers.ts';
 
 /** S3 is fauxqs on loopback, so hashStoredObject and the audit chain read real objects; the ledger is mocked. */
-const dbMock = mockClient(DynamoDBDocumentClient);
+/** The ledger reads through a plain DynamoDB client. */
+const ledgerMock = mockClient(DynamoDBClient);
 const app = buildApp({ logger: false });
 let s3: S3Client;
 const ZIP = Buffer.from('PK\u0003\u0004 archive bytes for verify');
@@ -34,7 +35,7 @@ afterAll(async () => {
   await app.close();
 });
 beforeEach(() => {
-  dbMock.reset();
+  ledgerMock.reset();
 });
 
 let counter = 0;
@@ -53,20 +54,22 @@ async function storedRequest(): Promise<{ requestId: string; key: string }> {
     facts: { outcome: 'exported' },
     final: true,
   });
-  dbMock.on(GetCommand, { Key: { request_id: requestId } }).resolves({
-    Item: ledgerRecord({
-      request_id: requestId,
-      status: 'completed',
-      step: undefined,
-      outcome: 'exported',
-      archive: {
-        key,
-        bytes: ZIP.length,
-        sha256: createHash('sha256').update(ZIP).digest('hex'),
-        verified_at: '2026-11-20T10:00:00Z',
-        entries: 4,
-      },
-    }),
+  ledgerMock.on(GetItemCommand, { Key: { request_id: { S: requestId } } }).resolves({
+    Item: storedItem(
+      ledgerRecord({
+        request_id: requestId,
+        status: 'completed',
+        step: undefined,
+        outcome: 'exported',
+        archive: {
+          key,
+          bytes: ZIP.length,
+          sha256: createHash('sha256').update(ZIP).digest('hex'),
+          verified_at: '2026-11-20T10:00:00Z',
+          entries: 4,
+        },
+      }),
+    ),
   });
   return { requestId, key };
 }
@@ -124,12 +127,14 @@ describe('runVerify', () => {
 
   it('reports an archive that is gone from the bucket as missing (exit 1)', async () => {
     const { requestId } = await storedRequest();
-    dbMock.on(GetCommand, { Key: { request_id: requestId } }).resolves({
-      Item: ledgerRecord({
-        request_id: requestId,
-        status: 'completed',
-        archive: { key: 'exports/none.zip', bytes: 1, sha256: '00', verified_at: 'x', entries: 4 },
-      }),
+    ledgerMock.on(GetItemCommand, { Key: { request_id: { S: requestId } } }).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          request_id: requestId,
+          status: 'completed',
+          archive: { key: 'exports/none.zip', bytes: 1, sha256: '00', verified_at: 'x', entries: 4 },
+        }),
+      ),
     });
     const { exitCode, result } = await runVerify(testContext({ s3 }), { requestId }, collectingIo());
     expect(exitCode).toBe(1);
@@ -138,9 +143,9 @@ describe('runVerify', () => {
 
   it('checks only the chain when the ledger records no archive', async () => {
     const { requestId } = await storedRequest();
-    dbMock
-      .on(GetCommand, { Key: { request_id: requestId } })
-      .resolves({ Item: ledgerRecord({ request_id: requestId, status: 'completed', outcome: 'no_data' }) });
+    ledgerMock.on(GetItemCommand, { Key: { request_id: { S: requestId } } }).resolves({
+      Item: storedItem(ledgerRecord({ request_id: requestId, status: 'completed', outcome: 'no_data' })),
+    });
     const { exitCode, result } = await runVerify(testContext({ s3 }), { requestId }, collectingIo());
     expect(exitCode).toBe(0);
     expect(result.archive.status).toBe('none');

@@ -31,7 +31,7 @@ let ledger: Ledger;
 beforeAll(async () => {
   dynamo = await startDynamo();
   await createLedgerTable(dynamo.client, 'steps');
-  ledger = new Ledger(dynamo.doc, 'steps');
+  ledger = new Ledger(dynamo.client, 'steps');
 });
 afterAll(async () => {
   await dynamo.close();

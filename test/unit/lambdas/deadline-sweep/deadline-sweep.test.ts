@@ -38,7 +38,7 @@ async function ledgerWith(
   table += 1;
   const tableName = `ledger-${table}`;
   await createLedgerTable(dynamo.client, tableName);
-  const ledger = new Ledger(dynamo.doc, tableName, clock);
+  const ledger = new Ledger(dynamo.client, tableName, clock);
   const ids: string[] = [];
   for (const { due, status } of entries) {
     const request: DsrRequest = {

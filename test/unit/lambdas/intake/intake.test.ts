@@ -14,7 +14,7 @@ let ledger: Ledger;
 beforeAll(async () => {
   dynamo = await startDynamo();
   await createLedgerTable(dynamo.client, 'intake');
-  ledger = new Ledger(dynamo.doc, 'intake');
+  ledger = new Ledger(dynamo.client, 'intake');
 });
 afterAll(async () => {
   await dynamo.close();

@@ -1,13 +1,17 @@
 import { randomUUID } from 'node:crypto';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { computeDeadlines } from '#shared/deadlines';
 import { LedgerStateError, RequestCancelledError } from '#shared/errors';
 import { Ledger } from '#shared/ledger';
 import type { DsrRequest } from '#shared/request';
+import { CACHED_MIDDLEWARE } from '#shared/sdk-clients';
 import { createLedgerTable } from '../../../../local/ledger-table.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
+let cached: DynamoDBClient;
 let ledger: Ledger;
 
 function request(overrides: Partial<DsrRequest> = {}): DsrRequest {
@@ -25,10 +29,76 @@ function request(overrides: Partial<DsrRequest> = {}): DsrRequest {
 beforeAll(async () => {
   dynamo = await startDynamo();
   await createLedgerTable(dynamo.client, 'ledger');
-  ledger = new Ledger(dynamo.doc, 'ledger', () => new Date('2026-11-03T00:00:00Z'));
+  // As in Lambda and local mode: every command of a class after the first reuses its middleware.
+  cached = new DynamoDBClient({ ...dynamo.config, ...CACHED_MIDDLEWARE });
+  ledger = new Ledger(cached, 'ledger', () => new Date('2026-11-03T00:00:00Z'));
 });
 afterAll(async () => {
+  cached.destroy();
   await dynamo.close();
+});
+
+describe('Ledger storage', () => {
+  it('stores items exactly as the DocumentClient of the CLI commands reads and writes them', async () => {
+    // Prepare
+    const req = request({ type: 'erasure', regulation: 'ccpa' });
+    await ledger.createReceived(req, 'fp-doc', computeDeadlines('ccpa', new Date(req.received_at)));
+    // Act
+    const { Item } = await dynamo.doc.send(
+      new GetCommand({ TableName: 'ledger', Key: { request_id: req.request_id } }),
+    );
+    await dynamo.doc.send(
+      new UpdateCommand({
+        TableName: 'ledger',
+        Key: { request_id: req.request_id },
+        UpdateExpression: 'SET #reason = :reason, #errors = :errors',
+        ExpressionAttributeNames: { '#reason': 'cancel_reason', '#errors': 'rejection_errors' },
+        ExpressionAttributeValues: { ':reason': 'written by the CLI', ':errors': ['a', 'b'] },
+      }),
+    );
+    // Assess
+    expect(Item).toMatchObject({
+      request_id: req.request_id,
+      type: 'erasure',
+      verification: req.verification,
+      extended: false,
+      export_attempts: 0,
+    });
+    expect(Item).not.toHaveProperty('svc_user_id');
+    expect(await ledger.require(req.request_id)).toMatchObject({
+      fingerprint: 'fp-doc',
+      verification: req.verification,
+      cancel_reason: 'written by the CLI',
+      rejection_errors: ['a', 'b'],
+    });
+  });
+
+  it('keeps every command its own input on a client that caches middleware', async () => {
+    // Prepare
+    const first = request({ primary_key: 'u-first' });
+    const second = request({ primary_key: 'u-second' });
+    for (const req of [first, second]) {
+      await ledger.createReceived(
+        req,
+        `fp-${req.primary_key}`,
+        computeDeadlines('gdpr', new Date(req.received_at)),
+      );
+    }
+    // Act
+    await ledger.update(first.request_id, { status: 'running', step: 'resolving' }, ['received']);
+    await ledger.update(second.request_id, { status: 'running', svc_user_id: 'svc-2' }, ['received']);
+    // Assess
+    expect(await ledger.require(first.request_id)).toMatchObject({
+      primary_key: 'u-first',
+      step: 'resolving',
+    });
+    expect(await ledger.require(first.request_id)).not.toHaveProperty('svc_user_id');
+    expect(await ledger.require(second.request_id)).toMatchObject({
+      primary_key: 'u-second',
+      svc_user_id: 'svc-2',
+    });
+    expect(await ledger.require(second.request_id)).not.toHaveProperty('step');
+  });
 });
 
 describe('Ledger.createReceived', () => {
@@ -125,7 +195,7 @@ describe('Ledger.increment', () => {
 
 describe('Ledger.listByStatus', () => {
   it('lists by status, earliest due first, and filters by due date', async () => {
-    const local = new Ledger(dynamo.doc, 'ledger-list');
+    const local = new Ledger(dynamo.client, 'ledger-list');
     await createLedgerTable(dynamo.client, 'ledger-list');
     const late = request({ regulation: 'ccpa', received_at: '2026-10-01T00:00:00Z' });
     const early = request({ regulation: 'gdpr', received_at: '2026-09-01T00:00:00Z' });
