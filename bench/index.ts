@@ -28,6 +28,7 @@ import { z } from 'zod';
 import { startAwsStandIns } from '#local/aws-standins';
 import { emulatorControl, startEmulator } from '#local/emulator/server';
 import { SqsPoller } from '#local/event-source';
+import { synthesizeTemplate } from '#local/template';
 import { startLocalWorkflow } from '#local/workflow';
 import { localThroughput } from './local-throughput.ts';
 
@@ -285,7 +286,7 @@ async function transitions() {
     },
     faults: { export_ready_after_polls: 3 },
   });
-  const workflow = await startLocalWorkflow({ aws, platform: emulator });
+  const workflow = await startLocalWorkflow({ aws, platform: emulator, template: synthesizeTemplate() });
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
   const rows: string[][] = [];
   try {

@@ -17,6 +17,7 @@ import { writeLocalEndpoints } from './endpoints.ts';
 import { SqsPoller } from './event-source.ts';
 import { startLocalServices } from './services-thread.ts';
 import { type SfnShim, startSfnShim } from './sfn-shim.ts';
+import { synthesizeTemplateOnThread } from './template-thread.ts';
 import { LOCAL_NAMES, type LocalWorkflow, startLocalWorkflow } from './workflow.ts';
 
 export const SAMPLE_STATE_FILE = fileURLToPath(new URL('./emulator/sample-state.json', import.meta.url));
@@ -72,6 +73,8 @@ export interface LocalMode {
 export async function startLocalMode(options: LocalModeOptions): Promise<LocalMode> {
   const dataDir = resolve(options.dataDir);
   await mkdir(dataDir, { recursive: true });
+  // The stack is synthesized on a thread of its own while the services start (see template-thread.ts).
+  const synthesized = synthesizeTemplateOnThread();
   // The emulator and the stand-ins get a thread of their own: everything below talks to them over HTTP.
   const { emulator, aws } = await startLocalServices({
     emulator: {
@@ -81,6 +84,13 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
       ...(await platformTokens(dataDir)),
     },
     aws: { dynamoPath: join(dataDir, 'ledger'), s3Root: join(dataDir, 's3') },
+  }).catch(async (error: unknown) => {
+    await synthesized.catch(() => {});
+    throw error;
+  });
+  const template = await synthesized.catch(async (error: unknown) => {
+    await Promise.all([emulator.close(), aws.close()]);
+    throw error;
   });
   const secret = await localSecret(dataDir, emulator);
 
@@ -91,6 +101,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
   const workflow = await startLocalWorkflow({
     aws,
     platform: emulator,
+    template,
     secret,
     waitMs: options.waitMs ?? 10,
     ...(options.env ? { env: options.env } : {}),

@@ -8,7 +8,7 @@ import { type LocalServicesOptions, type ServicesMessage, servicesCommandSchema 
 const port = parentPort;
 if (port === null) throw new Error('services-thread-main.ts runs only as a worker thread');
 const send = (message: ServicesMessage) => port.postMessage(message);
-const options = workerData as LocalServicesOptions;
+const options = (workerData as { data: LocalServicesOptions }).data;
 
 let emulator: RunningEmulator | undefined;
 let aws: AwsStandIns | undefined;

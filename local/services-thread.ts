@@ -5,11 +5,11 @@
  * the same event loop, lets local mode use a second core.
  */
 import { once } from 'node:events';
-import { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { type AwsStandIns, type AwsStandInsOptions, standInClientConfig } from './aws-standins.ts';
 import { EmulatorConfigError } from './emulator/config-file.ts';
 import type { EmulatorOptions, RunningEmulator } from './emulator/server.ts';
+import { startThread } from './thread.ts';
 
 /** What the thread starts: both take only plain data, since it crosses a thread boundary. */
 export interface LocalServicesOptions {
@@ -59,7 +59,7 @@ export type ServicesMessage = z.infer<typeof servicesMessageSchema>;
  * start ends this process, as it would have with everything on one thread.
  */
 export async function startLocalServices(options: LocalServicesOptions): Promise<LocalServices> {
-  const worker = new Worker(new URL('./services-worker.mjs', import.meta.url), { workerData: options });
+  const worker = startThread('./services-thread-main.ts', options);
   const messages = new Map<string, () => void>();
   const [first] = await Promise.race([
     once(worker, 'message'),

@@ -4,8 +4,10 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, PutBucketVersioningCommand, S3Client } from '@aws-sdk/client-s3';
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { z } from 'zod';
 import type { AuditTrail } from '#shared/audit';
 import { stepEnvSchema } from '#shared/config';
+import { ConfigurationError } from '#shared/errors';
 import type { Ledger } from '#shared/ledger';
 import { buildStepDeps } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, withoutSdkLogging } from '#shared/sdk-clients';
@@ -21,7 +23,6 @@ import { resolveStateMachine } from './asl.ts';
 import type { AwsStandIns } from './aws-standins.ts';
 import { createLedgerTable } from './ledger-table.ts';
 import { type ExecutionResult, type LocalLambda, LocalStateMachine } from './sfn-runner.ts';
-import { stepFunctionIds, synthesizeTemplate } from './template.ts';
 
 /** Where the platform (usually the emulator) is and the tokens it accepts. */
 export interface PlatformEndpoint {
@@ -42,8 +43,8 @@ export interface LocalWorkflowOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Receives every log line (JSON). @default discarded */
   readonly logSink?: (line: string) => void;
-  /** Stack configuration the template is synthesized with. */
-  readonly stackConfig?: unknown;
+  /** The synthesized stack (`synthesizeTemplate`) whose state machine and step Lambdas run here. */
+  readonly template: Record<string, unknown>;
   readonly fetch?: typeof fetch;
   /** The platform secret; local mode keeps one per data dir so audit subject hashes stay stable. @default random */
   readonly secret?: PlatformSecret;
@@ -132,7 +133,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     ...(options.fetch ? { fetch: options.fetch } : {}),
   });
 
-  const template = synthesizeTemplate(options.stackConfig ?? {});
+  const { template } = options;
   const resolved = resolveStateMachine(template);
   const ids = stepFunctionIds(template);
   const handlers: Record<string, LocalLambda> = {};
@@ -237,4 +238,36 @@ export function jsonLogger(sink: (line: string) => void): StepLogger {
       }),
     );
   return { info: log('INFO'), warn: log('WARN'), error: log('ERROR'), debug: log('DEBUG') };
+}
+
+const functionResourceSchema = z.looseObject({
+  Type: z.literal('AWS::Lambda::Function'),
+  Properties: z.looseObject({
+    Environment: z.looseObject({ Variables: z.record(z.string(), z.unknown()) }).optional(),
+  }),
+});
+
+/** Logical id of each step's Lambda in the template, found by the DSR_STEP variable it carries. */
+function stepFunctionIds(template: Record<string, unknown>): Record<StepName, string> {
+  const resources = z.record(z.string(), z.unknown()).parse(template.Resources ?? {});
+  const found: Partial<Record<StepName, string>> = {};
+  for (const [logicalId, resource] of Object.entries(resources)) {
+    const parsed = functionResourceSchema.safeParse(resource);
+    const step = parsed.success ? parsed.data.Properties.Environment?.Variables.DSR_STEP : undefined;
+    if (typeof step === 'string' && isStepName(step)) found[step] = logicalId;
+  }
+  const ids = {} as Record<StepName, string>;
+  const missing: string[] = [];
+  for (const step of Object.keys(STEPS).filter(isStepName)) {
+    const id = found[step];
+    if (id === undefined) missing.push(step);
+    else ids[step] = id;
+  }
+  if (missing.length > 0)
+    throw new ConfigurationError(`the template has no Lambda for step(s) ${missing.join(', ')}`);
+  return ids;
+}
+
+function isStepName(name: string): name is StepName {
+  return Object.hasOwn(STEPS, name);
 }

@@ -6,6 +6,7 @@ import { type FaultProfile, faultProfileSchema } from '#local/emulator/faults';
 import { type RunningEmulator, startEmulator } from '#local/emulator/server';
 import { type EmulatorState, emulatorStateSchema } from '#local/emulator/state';
 import { SqsPoller } from '#local/event-source';
+import { synthesizeTemplate } from '#local/template';
 import { type LocalWorkflow, startLocalWorkflow } from '#local/workflow';
 
 const SAMPLE_STATE = fileURLToPath(new URL('../../local/emulator/sample-state.json', import.meta.url));
@@ -43,6 +44,7 @@ export async function startHarness(
   const workflow = await startLocalWorkflow({
     aws,
     platform: emulator,
+    template: synthesizeTemplate(),
     env: { PLATFORM_TIMEOUT_MS: '1000', ...options.env },
     logSink: (line) => logs.push(line),
   });
