@@ -33,6 +33,9 @@ export interface ExecutionRecord {
   readonly events: readonly ExecutionEvent[];
 }
 
+/** A record without its input, output and event log: all ListExecutions and a caller's overview need. */
+export type ExecutionSummary = Omit<ExecutionRecord, 'input' | 'output' | 'events'>;
+
 /** How to start a {@link SfnShim}. */
 export interface ShimOptions {
   /** Built once by the caller; every execution runs on it. */
@@ -73,8 +76,8 @@ export interface SfnShim {
   restart(name: string): Promise<void>;
   /** Resolves when no execution is running and every record is written. */
   idle(): Promise<void>;
-  /** Copies of the records of all executions known (this run and the data directory). */
-  executions(): ExecutionRecord[];
+  /** Summaries of all executions known (this run and the data directory), newest first. */
+  executions(): ExecutionSummary[];
   /**
    * Stops answering, waits up to `timeoutMs` for running executions to end, then abandons the rest
    * as a killed process would: they are aborted without writing their record again, so it still
@@ -116,7 +119,7 @@ export async function startSfnShim(options: ShimOptions): Promise<SfnShim> {
     interrupted: loaded.filter((record) => record.status === 'RUNNING'),
     restart: (name) => registry.restart(name),
     idle: () => registry.idle(),
-    executions: () => registry.records(),
+    executions: () => registry.summaries(),
     close(closeOptions = {}) {
       closed ??= (async () => {
         registry.closing = true;
@@ -167,7 +170,12 @@ function parseStateMachineArn(stateMachineArn: string): MachineArns {
 }
 
 interface Execution {
-  record: ExecutionRecord;
+  /**
+   * The whole record while the execution runs, or when there is no data directory. Once its final
+   * record is written only the summary stays in memory and the rest is read back from the file when
+   * asked for, so a long-running local mode does not keep every history it ever ran.
+   */
+  record: ExecutionRecord | ExecutionSummary;
   /** Order of (re)start, newest highest; ListExecutions sorts and pages on it. */
   sequence: number;
   /** Present while the execution runs in this process. */
@@ -204,7 +212,7 @@ class Registry {
     );
     for (const record of oldestFirst) {
       this.#executions.set(record.name, {
-        record,
+        record: record.status === 'RUNNING' ? record : summaryOf(record),
         sequence: this.#nextSequence(),
         abandoned: false,
         writes: Promise.resolve(),
@@ -216,16 +224,18 @@ class Registry {
   async start(name: string, input: unknown): Promise<ExecutionRecord> {
     const existing = this.#executions.get(name);
     if (existing !== undefined) {
-      if (existing.record.status === 'RUNNING' && isDeepStrictEqual(existing.record.input, input)) {
-        return existing.record;
+      if (existing.record.status === 'RUNNING') {
+        const running = inMemory(existing);
+        if (isDeepStrictEqual(running.input, input)) return running;
       }
       throw apiFault(
         'ExecutionAlreadyExists',
         `Execution Already Exists: '${existing.record.executionArn}' (status ${existing.record.status}${existing.record.status === 'RUNNING' ? ', with a different input' : ''})`,
       );
     }
+    const record = this.#freshRecord(name, input);
     const execution: Execution = {
-      record: this.#freshRecord(name, input),
+      record,
       sequence: this.#nextSequence(),
       abandoned: false,
       writes: Promise.resolve(),
@@ -238,7 +248,7 @@ class Registry {
       throw error;
     }
     this.#launch(execution);
-    return execution.record;
+    return record;
   }
 
   async restart(name: string): Promise<void> {
@@ -259,7 +269,7 @@ class Registry {
     }
     this.#restarting.add(name);
     try {
-      execution.record = this.#freshRecord(name, execution.record.input);
+      execution.record = this.#freshRecord(name, inMemory(execution).input);
       execution.sequence = this.#nextSequence();
       await this.#persist(execution);
       this.#launch(execution);
@@ -269,7 +279,7 @@ class Registry {
   }
 
   /** StopExecution: aborts a running execution; one that already ended keeps its outcome. */
-  async stop(execution: Execution, request: StopRequest): Promise<ExecutionRecord> {
+  async stop(execution: Execution, request: StopRequest): Promise<ExecutionSummary> {
     const { run } = execution;
     if (run !== undefined) {
       run.stop ??= request;
@@ -280,22 +290,24 @@ class Registry {
     if (execution.record.status !== 'RUNNING') return execution.record;
     // An interrupted execution has no run to abort; stopping it settles its record for good.
     const now = Date.now();
+    const interrupted = inMemory(execution);
     execution.record = {
-      ...execution.record,
+      ...interrupted,
       status: 'ABORTED',
       stopDate: new Date(now).toISOString(),
       ...errorDetails(request),
       events: [
         {
           type: 'ExecutionStarted',
-          timestamp: Date.parse(execution.record.startDate),
-          input: execution.record.input,
+          timestamp: Date.parse(interrupted.startDate),
+          input: interrupted.input,
         },
         { type: 'ExecutionAborted', timestamp: now },
       ],
     };
     await this.#persist(execution);
-    this.#notifyEnd(execution.record);
+    this.#notifyEnd(inMemory(execution));
+    this.#keepSummaryOnly(execution);
     return execution.record;
   }
 
@@ -308,8 +320,15 @@ class Registry {
     return [...this.#executions.values()].sort((a, b) => b.sequence - a.sequence);
   }
 
-  records(): ExecutionRecord[] {
-    return this.list().map((execution) => structuredClone(execution.record));
+  summaries(): ExecutionSummary[] {
+    return this.list().map((execution) => summaryOf(execution.record));
+  }
+
+  /** The execution's whole record: from memory while it runs, else from its file. */
+  async read(execution: Execution): Promise<ExecutionRecord> {
+    const { record } = execution;
+    if ('events' in record) return record;
+    return readRecordFile(join(this.options.dataDir ?? '.', `${record.name}.json`), record.name);
   }
 
   async idle(): Promise<void> {
@@ -366,7 +385,7 @@ class Registry {
 
   #launch(execution: Execution): void {
     const controller = new AbortController();
-    const { name, executionArn, input } = execution.record;
+    const { name, executionArn, input } = inMemory(execution);
     const settled = (async () => {
       let result: ExecutionResult;
       try {
@@ -384,20 +403,23 @@ class Registry {
       execution.run = undefined;
       if (execution.abandoned) return;
       execution.record = {
-        ...execution.record,
+        ...inMemory(execution),
         status: result.status,
         stopDate: new Date().toISOString(),
         ...(result.status === 'SUCCEEDED' ? { output: result.output } : {}),
         ...(result.status === 'ABORTED' && stop !== undefined ? errorDetails(stop) : errorDetails(result)),
         events: result.events,
       };
+      let written = true;
       try {
         await this.#persist(execution);
       } catch (error) {
         // The record in memory is right; close() reports that the file is not.
         this.#writeFailures.push(error);
+        written = false;
       }
-      this.#notifyEnd(execution.record);
+      this.#notifyEnd(inMemory(execution));
+      if (written) this.#keepSummaryOnly(execution);
     })();
     execution.run = { controller, settled };
   }
@@ -412,11 +434,17 @@ class Registry {
     }
   }
 
+  /** After the final record is written: the file has the rest (see {@link Execution.record}). */
+  #keepSummaryOnly(execution: Execution): void {
+    if (this.options.dataDir !== undefined) execution.record = summaryOf(execution.record);
+  }
+
   #persist(execution: Execution): Promise<void> {
     const { dataDir } = this.options;
     if (dataDir === undefined || execution.abandoned) return Promise.resolve();
-    const text = `${JSON.stringify(execution.record, null, 2)}\n`;
-    const path = join(dataDir, `${execution.record.name}.json`);
+    const record = inMemory(execution);
+    const text = `${JSON.stringify(record, null, 2)}\n`;
+    const path = join(dataDir, `${record.name}.json`);
     const write = execution.writes.then(() => writeAtomically(path, text));
     execution.writes = write.catch(() => {});
     return write;
@@ -455,32 +483,62 @@ async function loadRecords(dataDir: string): Promise<ExecutionRecord[]> {
   for (const file of (await readdir(dataDir)).sort()) {
     const fileName = RECORD_FILE.exec(file)?.[1];
     if (fileName === undefined) continue;
-    const path = join(dataDir, file);
-    let json: unknown;
-    try {
-      json = JSON.parse(await readFile(path, 'utf8'));
-    } catch (error) {
-      throw new ConfigurationError(
-        `${path} is not JSON; the executions directory holds only execution records`,
-        {
-          cause: error,
-        },
-      );
-    }
-    const parsed = recordSchema.safeParse(json);
-    if (!parsed.success) {
-      throw new ConfigurationError(
-        `${path} is not an execution record (the executions directory holds only those): ${z.prettifyError(parsed.error)}`,
-      );
-    }
-    if (parsed.data.name !== fileName) {
-      throw new ConfigurationError(
-        `${path} holds the record of execution ${parsed.data.name}; rename the file to ${parsed.data.name}.json`,
-      );
-    }
-    records.push(parsed.data);
+    records.push(await readRecordFile(join(dataDir, file), fileName));
   }
   return records;
+}
+
+/** The record in `path`, which must be the record of the execution `name`. */
+async function readRecordFile(path: string, name: string): Promise<ExecutionRecord> {
+  let json: unknown;
+  try {
+    json = JSON.parse(await readFile(path, 'utf8'));
+  } catch (error) {
+    throw new ConfigurationError(
+      isMissing(error)
+        ? `${path} is gone: the record of execution ${name} was removed while the shim ran`
+        : `${path} is not JSON; the executions directory holds only execution records`,
+      { cause: error },
+    );
+  }
+  const parsed = recordSchema.safeParse(json);
+  if (!parsed.success) {
+    throw new ConfigurationError(
+      `${path} is not an execution record (the executions directory holds only those): ${z.prettifyError(parsed.error)}`,
+    );
+  }
+  if (parsed.data.name !== name) {
+    throw new ConfigurationError(
+      `${path} holds the record of execution ${parsed.data.name}; rename the file to ${parsed.data.name}.json`,
+    );
+  }
+  return parsed.data;
+}
+
+function isMissing(error: unknown): boolean {
+  return error instanceof Error && 'code' in error && error.code === 'ENOENT';
+}
+
+/** The record without its input, output and event log. */
+function summaryOf(record: ExecutionRecord | ExecutionSummary): ExecutionSummary {
+  const { name, executionArn, status, startDate, stopDate, error, cause } = record;
+  return {
+    name,
+    executionArn,
+    status,
+    startDate,
+    ...(stopDate === undefined ? {} : { stopDate }),
+    ...errorDetails({ error, cause }),
+  };
+}
+
+/** The whole record of an execution that is still running, which is always in memory. */
+function inMemory(execution: Execution): ExecutionRecord {
+  const { record } = execution;
+  if (!('events' in record)) {
+    throw new Error(`the record of execution ${record.name} is not in memory; read it with Registry.read`);
+  }
+  return record;
 }
 
 /** Write to a temporary file and rename it over the record, so a reader never sees half a record. */
@@ -626,7 +684,7 @@ const describeRequest = z.looseObject({
 });
 
 /** What DescribeExecution and ListExecutions both say of an execution. */
-function executionSummary(registry: Registry, record: ExecutionRecord) {
+function executionSummary(registry: Registry, record: ExecutionSummary) {
   return {
     executionArn: record.executionArn,
     stateMachineArn: registry.options.stateMachineArn,
@@ -640,7 +698,7 @@ function executionSummary(registry: Registry, record: ExecutionRecord) {
 
 async function describeExecution(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
   const request = parseRequest(describeRequest, body);
-  const { record } = findExecution(registry, request.executionArn);
+  const record = await registry.read(findExecution(registry, request.executionArn));
   const withData = request.includedData !== 'METADATA_ONLY';
   const { redriveCount, ...summary } = executionSummary(registry, record);
   return {
@@ -696,7 +754,7 @@ const historyRequest = z.looseObject({
 
 async function getExecutionHistory(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
   const request = parseRequest(historyRequest, body);
-  const { record } = findExecution(registry, request.executionArn);
+  const record = await registry.read(findExecution(registry, request.executionArn));
   const events = historyEvents(record, registry, request.includeExecutionData ?? true);
   if (request.reverseOrder === true) events.reverse();
   const limit = request.maxResults || DEFAULT_PAGE_SIZE;

@@ -762,6 +762,44 @@ describe('execution records in the data directory', () => {
     expect(ended.map((record) => record.name)).toEqual(['killed']);
   });
 
+  it('answers an ended execution from its record file, so only a summary of it stays in memory', async () => {
+    // Prepare
+    const opened = await openShim({ dataDir });
+    await start('ended', { request_id: 'ended' });
+    await opened.idle();
+    const written = Object(await recordOnDisk('ended'));
+    // Stands in for what the shim would hold if it still had the record: the file alone now answers.
+    await writeFile(
+      join(dataDir, 'ended.json'),
+      JSON.stringify({ ...written, input: { request_id: 'ended', from: 'file' } }),
+    );
+
+    // Act
+    const described = await sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('ended') }));
+    const events = await history('ended');
+    await rm(join(dataDir, 'ended.json'));
+    const gone = await rejection(
+      sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('ended') })),
+    );
+
+    // Assess
+    expect(JSON.parse(described.input ?? '')).toEqual({ request_id: 'ended', from: 'file' });
+    expect(JSON.parse(described.output ?? '')).toMatchObject({ outcome: 'no_data' });
+    expect(events.at(-1)?.type).toBe('ExecutionSucceeded');
+    expect(opened.executions()).toEqual([
+      {
+        name: 'ended',
+        executionArn: executionArn('ended'),
+        status: 'SUCCEEDED',
+        startDate: written.startDate,
+        stopDate: written.stopDate,
+      },
+    ]);
+    expect(String(gone)).toContain(
+      'ended.json is gone: the record of execution ended was removed while the shim ran',
+    );
+  });
+
   it('lists a RUNNING record written by hand as interrupted', async () => {
     // Prepare
     const record = {
