@@ -1,8 +1,9 @@
 /**
  * One measured download, in its own process so its peak RSS is its own: either the ArchiveExport
  * copy into S3 (`archive`) or the baseline, the same download streamed to nowhere by fetch (`baseline`).
- * Prints one JSON line: bytes, seconds, CPU seconds spent on the download, peak RSS. bench/index.ts runs it from a bundle; both modes
- * load the same modules, so both start from the same memory floor.
+ * Prints one JSON line: bytes, seconds, CPU seconds spent on the download, peak RSS.
+ * bench/index.ts runs it from a bundle; both modes load the same modules, so both start from the
+ * same memory floor.
  */
 import { S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';

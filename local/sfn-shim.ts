@@ -305,9 +305,10 @@ class Registry {
         { type: 'ExecutionAborted', timestamp: now },
       ],
     };
+    const ended = inMemory(execution);
     await this.#persist(execution);
-    this.#notifyEnd(inMemory(execution));
     this.#keepSummaryOnly(execution);
+    this.#notifyEnd(ended);
     return execution.record;
   }
 
@@ -410,16 +411,15 @@ class Registry {
         ...(result.status === 'ABORTED' && stop !== undefined ? errorDetails(stop) : errorDetails(result)),
         events: result.events,
       };
-      let written = true;
+      const ended = inMemory(execution);
       try {
         await this.#persist(execution);
+        this.#keepSummaryOnly(execution);
       } catch (error) {
         // The record in memory is right; close() reports that the file is not.
         this.#writeFailures.push(error);
-        written = false;
       }
-      this.#notifyEnd(inMemory(execution));
-      if (written) this.#keepSummaryOnly(execution);
+      this.#notifyEnd(ended);
     })();
     execution.run = { controller, settled };
   }
@@ -698,14 +698,16 @@ function executionSummary(registry: Registry, record: ExecutionSummary) {
 
 async function describeExecution(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
   const request = parseRequest(describeRequest, body);
-  const record = await registry.read(findExecution(registry, request.executionArn));
-  const withData = request.includedData !== 'METADATA_ONLY';
+  const execution = findExecution(registry, request.executionArn);
+  // Input and output may have to be read from the record file: only when they are asked for.
+  const full = request.includedData === 'METADATA_ONLY' ? undefined : await registry.read(execution);
+  const record = full ?? execution.record;
   const { redriveCount, ...summary } = executionSummary(registry, record);
   return {
     ...summary,
-    ...(withData ? { input: JSON.stringify(record.input), inputDetails: { included: true } } : {}),
-    ...(withData && record.status === 'SUCCEEDED'
-      ? { output: JSON.stringify(record.output ?? null), outputDetails: { included: true } }
+    ...(full === undefined ? {} : { input: JSON.stringify(full.input), inputDetails: { included: true } }),
+    ...(full?.status === 'SUCCEEDED'
+      ? { output: JSON.stringify(full.output ?? null), outputDetails: { included: true } }
       : {}),
     ...(record.error === undefined ? {} : { error: record.error }),
     ...(record.cause === undefined ? {} : { cause: record.cause }),

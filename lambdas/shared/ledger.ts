@@ -1,6 +1,5 @@
 import {
   type AttributeValue,
-  ConditionalCheckFailedException,
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
@@ -191,28 +190,17 @@ export class Ledger {
       `#status IN (${allowed.map((_, index) => `:allowed${index}`).join(', ')})`,
       ...present.map((field) => `attribute_exists(#${field})`),
     ].join(' AND ');
-    try {
-      const { Attributes } = await this.db.send(
-        new UpdateItemCommand({
-          TableName: this.tableName,
-          Key: keyOf(requestId),
-          UpdateExpression: `SET ${sets.join(', ')}${removes.length > 0 ? ` REMOVE ${removes.join(', ')}` : ''}`,
-          ConditionExpression: condition,
-          ExpressionAttributeNames: names,
-          ExpressionAttributeValues: toAttributes(values),
-          ReturnValues: 'ALL_NEW',
-        }),
-      );
-      return parseItem(unmarshall(Attributes ?? {}));
-    } catch (error) {
-      if (!(error instanceof ConditionalCheckFailedException || isConditionalFailure(error))) throw error;
-      const current = await this.get(requestId);
-      if (current === undefined) throw new LedgerStateError('the ledger has no record of this request');
-      if (current.status === 'cancelled') throw new RequestCancelledError('the request was cancelled');
-      throw new LedgerStateError(
-        `the request is ${current.status}; this change needs ${allowed.join(' or ')}`,
-      );
-    }
+    const updated = await this.#updateIf(requestId, {
+      update: `SET ${sets.join(', ')}${removes.length > 0 ? ` REMOVE ${removes.join(', ')}` : ''}`,
+      condition,
+      names,
+      values,
+    });
+    if (updated !== undefined) return updated;
+    const current = await this.get(requestId);
+    if (current === undefined) throw new LedgerStateError('the ledger has no record of this request');
+    if (current.status === 'cancelled') throw new RequestCancelledError('the request was cancelled');
+    throw new LedgerStateError(`the request is ${current.status}; this change needs ${allowed.join(' or ')}`);
   }
 
   /**
@@ -258,21 +246,39 @@ export class Ledger {
         values[':step'] = finished.step;
       }
     }
+    return this.#updateIf(requestId, {
+      update: `SET ${sets.join(', ')}`,
+      condition: '#status = :running AND #export_id = :export_id AND #export_status = :pending',
+      names,
+      values,
+    });
+  }
+
+  /** Applies the update when the condition holds and answers the item as it now is; undefined when it does not hold. */
+  async #updateIf(
+    requestId: string,
+    expression: {
+      update: string;
+      condition: string;
+      names: Record<string, string>;
+      values: Record<string, unknown>;
+    },
+  ): Promise<LedgerItem | undefined> {
     try {
       const { Attributes } = await this.db.send(
         new UpdateItemCommand({
           TableName: this.tableName,
           Key: keyOf(requestId),
-          UpdateExpression: `SET ${sets.join(', ')}`,
-          ConditionExpression: '#status = :running AND #export_id = :export_id AND #export_status = :pending',
-          ExpressionAttributeNames: names,
-          ExpressionAttributeValues: toAttributes(values),
+          UpdateExpression: expression.update,
+          ConditionExpression: expression.condition,
+          ExpressionAttributeNames: expression.names,
+          ExpressionAttributeValues: toAttributes(expression.values),
           ReturnValues: 'ALL_NEW',
         }),
       );
       return parseItem(unmarshall(Attributes ?? {}));
     } catch (error) {
-      if (error instanceof ConditionalCheckFailedException || isConditionalFailure(error)) return undefined;
+      if (isConditionalFailure(error)) return undefined;
       throw error;
     }
   }
@@ -335,7 +341,7 @@ export class Ledger {
       );
       return { created: true, item: parsed };
     } catch (error) {
-      if (!(error instanceof ConditionalCheckFailedException || isConditionalFailure(error))) throw error;
+      if (!isConditionalFailure(error)) throw error;
       return { created: false, existing: await this.require(item.request_id) };
     }
   }
@@ -350,7 +356,8 @@ function toAttributes(values: Record<string, unknown>): Record<string, Attribute
   return marshall(values, { removeUndefinedValues: true });
 }
 
-function isConditionalFailure(error: unknown): boolean {
+/** True for DynamoDB's conditional-write refusal, whichever SDK copy threw it. */
+export function isConditionalFailure(error: unknown): boolean {
   return error instanceof Error && error.name === 'ConditionalCheckFailedException';
 }
 

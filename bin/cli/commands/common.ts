@@ -45,10 +45,7 @@ export function executionNames(requestId: string, executions: number): string[] 
   return names;
 }
 
-/** True for DynamoDB's conditional-write refusal, whichever SDK copy threw it. */
-export function isConditionalFailure(error: unknown): boolean {
-  return error instanceof Error && error.name === 'ConditionalCheckFailedException';
-}
+export { isConditionalFailure } from '#shared/ledger';
 
 /** True when the error has this `name` (SDK exceptions from another package copy fail `instanceof`). */
 export function hasName(error: unknown, name: string): boolean {
