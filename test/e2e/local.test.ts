@@ -113,10 +113,11 @@ describe('svc-dsr local after being killed mid-flight', () => {
     await writeFile(file, `${requests.map((item) => JSON.stringify(item)).join('\n')}\n`);
     const dataDir = join(workdir, 'restart');
 
-    // Slow waits so the first run is surely mid-flight when it is killed.
+    // Waits slow enough that the first run is surely mid-flight when it is killed 1.5 s after its
+    // requests are in, however fast the machine: each execution waits twice for its export.
     const first = spawn(
       process.execPath,
-      [CLI, 'local', '--requests', file, '--data-dir', dataDir, '--wait-ms', '400'],
+      [CLI, 'local', '--requests', file, '--data-dir', dataDir, '--wait-ms', '1500'],
       {
         stdio: ['ignore', 'pipe', 'pipe'],
       },
