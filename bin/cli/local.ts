@@ -116,7 +116,8 @@ export function printSummary(mode: LocalMode, summary: LocalSummary, write: (tex
       `archives:            ${mode.pathOf('svc-dsr-archive', 'exports')}\n` +
       `audit records:       ${mode.pathOf('svc-dsr-audit', 'audit')}\n` +
       `execution histories: ${mode.dataDir}/executions\n` +
-      `ledger:              ${mode.dataDir}/ledger (query it with \`svc-dsr status <request_id> --data-dir ${mode.dataDir}\`)\n`,
+      `ledger:              ${mode.dataDir}/ledger\n` +
+      `query it:            \`svc-dsr local --serve --data-dir ${mode.dataDir}\`, then in another shell \`svc-dsr status <request_id> --data-dir ${mode.dataDir}\`\n`,
   );
 }
 
