@@ -1,4 +1,5 @@
 import { Command, CommanderError } from 'commander';
+import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import { registerCancelCommand } from './cli/commands/cancel.ts';
 import { registerExtendCommand } from './cli/commands/extend.ts';
 import { registerListCommand } from './cli/commands/list.ts';
@@ -12,6 +13,9 @@ import { registerEmulatorCommand } from './cli/emulator.ts';
 import { CliError, EXIT } from './cli/io.ts';
 import { registerLocalCommand } from './cli/local.ts';
 import { registerStartCommand } from './cli/start.ts';
+
+// Every AWS call this process makes is the operator's, but for local mode's (bin/cli/local.ts).
+setDefaultCaller(CALLERS.cli);
 
 const program = new Command()
   .name('svc-dsr')

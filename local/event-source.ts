@@ -1,5 +1,6 @@
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { CALLERS, runAsCaller } from '#shared/call-recorder';
 
 /** What the poller does with a batch: the Lambda handler of an SQS event source mapping. */
 export type SqsBatchHandler = (event: SQSEvent) => Promise<SQSBatchResponse>;
@@ -18,7 +19,12 @@ export class SqsPoller {
   ) {}
 
   /** Receives and handles one batch; returns how many messages it received. */
-  async pollOnce(waitTimeSeconds = this.options.waitTimeSeconds ?? 0): Promise<number> {
+  pollOnce(waitTimeSeconds = this.options.waitTimeSeconds ?? 0): Promise<number> {
+    // The event source mapping's own calls run with the intake function's role.
+    return runAsCaller(CALLERS.intakeEventSource, () => this.#poll(waitTimeSeconds));
+  }
+
+  async #poll(waitTimeSeconds: number): Promise<number> {
     const { Messages = [] } = await this.sqs.send(
       new ReceiveMessageCommand({
         QueueUrl: this.queueUrl,

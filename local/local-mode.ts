@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
-import { CACHED_MIDDLEWARE, withoutSdkLogging } from '#shared/sdk-clients';
+import { CALLERS, runAsCaller } from '#shared/call-recorder';
+import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { type PlatformSecret, platformSecretSchema } from '#shared/secrets';
 import { sfnStarter } from '../lambdas/intake/aws.ts';
 import type { IntakeResult } from '../lambdas/intake/intake.ts';
@@ -21,7 +22,7 @@ import { synthesizeTemplateOnThread } from './template-thread.ts';
 import { LOCAL_NAMES, type LocalWorkflow, startLocalWorkflow } from './workflow.ts';
 
 export const SAMPLE_STATE_FILE = fileURLToPath(new URL('./emulator/sample-state.json', import.meta.url));
-const LOCAL_STATE_MACHINE_ARN = 'arn:aws:states:us-east-1:000000000000:stateMachine:svc-dsr-local';
+export const LOCAL_STATE_MACHINE_ARN = 'arn:aws:states:us-east-1:000000000000:stateMachine:svc-dsr-local';
 
 export interface LocalModeOptions {
   /** Everything local mode keeps: ledger, archives, audit records, execution histories, platform state. */
@@ -121,7 +122,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
   });
   const runningShim = shim;
   for (const interrupted of runningShim.interrupted) await runningShim.restart(interrupted.name);
-  await restartStranded(workflow, runningShim, aws);
+  await runAsCaller(CALLERS.localRuntime, () => restartStranded(workflow, runningShim, aws));
 
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
   await writeLocalEndpoints(dataDir, {
@@ -155,11 +156,14 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
         .filter(({ body }) => body.trim() !== '');
       for (let start = 0; start < entries.length; start += 10) {
         const batch = entries.slice(start, start + 10);
-        const { Successful = [], Failed = [] } = await workflow.sqs.send(
-          new SendMessageBatchCommand({
-            QueueUrl: workflow.queueUrls.intake,
-            Entries: batch.map(({ line, body }) => ({ Id: String(line), MessageBody: body })),
-          }),
+        // The privacy team's submission, as `svc-dsr submit` would send it.
+        const { Successful = [], Failed = [] } = await runAsCaller(CALLERS.cli, () =>
+          workflow.sqs.send(
+            new SendMessageBatchCommand({
+              QueueUrl: workflow.queueUrls.intake,
+              Entries: batch.map(({ line, body }) => ({ Id: String(line), MessageBody: body })),
+            }),
+          ),
         );
         for (const failed of Failed) {
           outcomesByLine.push({
@@ -211,7 +215,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
 }
 
 function sfnClient(endpoint: string, aws: AwsStandIns): SFNClient {
-  return withoutSdkLogging(
+  return prepareSdkClient(
     new SFNClient({ region: aws.region, endpoint, credentials: aws.credentials, ...CACHED_MIDDLEWARE }),
   );
 }

@@ -6,11 +6,12 @@ import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-s
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { z } from 'zod';
 import type { AuditTrail } from '#shared/audit';
+import { CALLERS, runAsCaller } from '#shared/call-recorder';
 import { stepEnvSchema } from '#shared/config';
 import { ConfigurationError } from '#shared/errors';
 import type { Ledger } from '#shared/ledger';
 import { buildStepDeps } from '#shared/runtime';
-import { CACHED_MIDDLEWARE, withoutSdkLogging } from '#shared/sdk-clients';
+import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import type { PlatformSecret } from '#shared/secrets';
 import type { StepDeps, StepLogger } from '#shared/step-deps';
 import { type AnyStep, makeStepHandler } from '#shared/step-handler';
@@ -92,21 +93,24 @@ export interface LocalWorkflow {
 /** Builds the local workflow: resources on the stand-ins, the machine from the synthesized template. */
 export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise<LocalWorkflow> {
   const { aws, platform } = options;
-  const s3 = withoutSdkLogging(new S3Client(aws.clientConfig('s3')));
-  const auditS3 = withoutSdkLogging(new S3Client({ ...aws.clientConfig('s3'), ...CACHED_MIDDLEWARE }));
-  const sqs = withoutSdkLogging(new SQSClient({ ...aws.clientConfig('sqs'), ...CACHED_MIDDLEWARE }));
-  const dynamoClient = withoutSdkLogging(
+  const s3 = prepareSdkClient(new S3Client(aws.clientConfig('s3')));
+  const auditS3 = prepareSdkClient(new S3Client({ ...aws.clientConfig('s3'), ...CACHED_MIDDLEWARE }));
+  const sqs = prepareSdkClient(new SQSClient({ ...aws.clientConfig('sqs'), ...CACHED_MIDDLEWARE }));
+  const dynamoClient = prepareSdkClient(
     new DynamoDBClient({ ...aws.clientConfig('dynamodb'), ...CACHED_MIDDLEWARE }),
   );
 
-  await createLedgerTable(dynamoClient, LOCAL_NAMES.table);
-  for (const bucket of [LOCAL_NAMES.archiveBucket, LOCAL_NAMES.auditBucket]) {
-    await s3.send(new CreateBucketCommand({ Bucket: bucket })).catch(ignoreExisting);
-    await s3.send(
-      new PutBucketVersioningCommand({ Bucket: bucket, VersioningConfiguration: { Status: 'Enabled' } }),
-    );
-  }
-  const queueUrls = await createQueues(sqs);
+  // What CloudFormation creates in AWS.
+  const queueUrls = await runAsCaller(CALLERS.localRuntime, async () => {
+    await createLedgerTable(dynamoClient, LOCAL_NAMES.table);
+    for (const bucket of [LOCAL_NAMES.archiveBucket, LOCAL_NAMES.auditBucket]) {
+      await s3.send(new CreateBucketCommand({ Bucket: bucket })).catch(ignoreExisting);
+      await s3.send(
+        new PutBucketVersioningCommand({ Bucket: bucket, VersioningConfiguration: { Status: 'Enabled' } }),
+      );
+    }
+    return createQueues(sqs);
+  });
 
   const logger = jsonLogger(options.logSink ?? (() => {}));
   const secret: PlatformSecret = options.secret ?? {
@@ -139,7 +143,8 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   const handlers: Record<string, LocalLambda> = {};
   for (const step of Object.keys(ids) as StepName[]) {
     const definition: AnyStep = STEPS[step];
-    handlers[ids[step]] = makeStepHandler(definition, () => stepDeps);
+    const handler = makeStepHandler(definition, () => stepDeps);
+    handlers[ids[step]] = (event) => runAsCaller(step, () => handler(event));
   }
   const machine = new LocalStateMachine(resolved, {
     handlers,
@@ -164,6 +169,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     logger,
   };
 
+  const intakeHandler = makeIntakeHandler(() => intakeDeps, options.observe);
   return {
     ledger,
     audit,
@@ -173,7 +179,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     machine,
     definition: resolved.definition,
     stepDeps,
-    intake: makeIntakeHandler(() => intakeDeps, options.observe),
+    intake: (event) => runAsCaller('Intake', () => intakeHandler(event)),
     startExecution,
     executions,
     async settled() {

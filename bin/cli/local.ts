@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { loadFaultsFile } from '#local/emulator/faults';
 import { loadStateFile } from '#local/emulator/state';
 import type { LineOutcome, LocalMode } from '#local/local-mode';
+import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import type { LedgerItem } from '#shared/ledger';
 import { untilStopped } from './emulator.ts';
 import { CliError, EXIT, parseOption } from './io.ts';
@@ -153,6 +154,8 @@ export async function runLocal(
   const progress = flags.json ? () => {} : (text: string) => process.stderr.write(text);
   // Loaded on use: it synthesizes the stack, which every other command can do without.
   const { startLocalMode } = await import('#local/local-mode');
+  // Calls outside a function's scope are local mode's own set-up, which CloudFormation does in AWS.
+  setDefaultCaller(CALLERS.localRuntime);
   const mode = await startLocalMode({
     dataDir: flags.dataDir,
     waitMs,

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import type { Command } from 'commander';
+import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import { printSummary, summarize } from './local.ts';
 
 /** The sample requests `npm start` submits: one of each path through the workflow. */
@@ -30,6 +31,7 @@ export function registerStartCommand(program: Command): void {
       await rm(flags.dataDir, { recursive: true, force: true });
       write('svc-dsr: starting the platform emulator, local AWS stand-ins and the state machine...\n');
       const { startLocalMode } = await import('#local/local-mode');
+      setDefaultCaller(CALLERS.localRuntime);
       const mode = await startLocalMode({ dataDir: flags.dataDir });
       try {
         write(`platform emulator: ${mode.emulator.url} (sample state: 4 users, comments, votes)\n`);

@@ -12,6 +12,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { type LocalEndpoints, readLocalEndpoints, type StackNames, stackNamesSchema } from '#local/endpoints';
 import { Ledger } from '#shared/ledger';
+import { prepareSdkClient } from '#shared/sdk-clients';
 import { CliError, EXIT, parseOption } from './io.ts';
 
 /** The target flags every operator command takes. */
@@ -148,6 +149,7 @@ export function contextFromClients(
   },
   clock: () => Date = () => new Date(),
 ): CliContext {
+  for (const client of [clients.sqs, clients.s3, clients.dynamoClient, clients.sfn]) prepareSdkClient(client);
   const dynamo = DynamoDBDocumentClient.from(clients.dynamoClient, {
     marshallOptions: { removeUndefinedValues: true },
   });

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { parseEnv } from '#shared/config';
 import { Ledger } from '#shared/ledger';
 import { powertoolsLogger } from '#shared/runtime';
-import { CACHED_MIDDLEWARE, withoutSdkLogging } from '#shared/sdk-clients';
+import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import type { StepLogger } from '#shared/step-deps';
 import {
   type DeadlineCounts,
@@ -52,7 +52,7 @@ let lambdaDeps: DeadlineSweepHandlerDeps | undefined;
 function deadlineSweepLambdaDeps(): DeadlineSweepHandlerDeps {
   if (lambdaDeps === undefined) {
     const env = parseEnv(deadlineSweepEnvSchema, process.env);
-    const dynamo = withoutSdkLogging(new DynamoDBClient(CACHED_MIDDLEWARE));
+    const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
     lambdaDeps = {
       ledger: new Ledger(dynamo, env.TABLE_NAME),
       clock: () => new Date(),

@@ -9,7 +9,7 @@ import { AuditTrail } from '#shared/audit';
 import { intakeEnvSchema, parseEnv } from '#shared/config';
 import { Ledger } from '#shared/ledger';
 import { powertoolsLogger } from '#shared/runtime';
-import { CACHED_MIDDLEWARE, withoutSdkLogging } from '#shared/sdk-clients';
+import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { secretsManagerSource } from '#shared/secrets';
 import { sfnStarter, sqsQuarantine } from './aws.ts';
 import { type IntakeDeps, type IntakeResult, intakeMessage } from './intake.ts';
@@ -36,23 +36,20 @@ let intakeDeps: IntakeDeps | undefined;
 function lambdaIntakeDeps(): IntakeDeps {
   if (intakeDeps === undefined) {
     const env = parseEnv(intakeEnvSchema, process.env);
-    const dynamo = withoutSdkLogging(new DynamoDBClient(CACHED_MIDDLEWARE));
+    const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
     const secrets = secretsManagerSource(env.PLATFORM_SECRET_ID);
     intakeDeps = {
       ledger: new Ledger(dynamo, env.TABLE_NAME),
       audit: new AuditTrail(
         {
-          s3: withoutSdkLogging(new S3Client(CACHED_MIDDLEWARE)),
+          s3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
           bucket: env.AUDIT_BUCKET,
           ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}),
         },
         { hmacKey: async () => (await secrets()).audit_hmac_key },
       ),
-      quarantine: sqsQuarantine(
-        withoutSdkLogging(new SQSClient(CACHED_MIDDLEWARE)),
-        env.QUARANTINE_QUEUE_URL,
-      ),
-      startExecution: sfnStarter(withoutSdkLogging(new SFNClient(CACHED_MIDDLEWARE)), env.STATE_MACHINE_ARN),
+      quarantine: sqsQuarantine(prepareSdkClient(new SQSClient(CACHED_MIDDLEWARE)), env.QUARANTINE_QUEUE_URL),
+      startExecution: sfnStarter(prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE)), env.STATE_MACHINE_ARN),
       logger: powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
     };
   }

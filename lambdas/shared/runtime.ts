@@ -9,7 +9,7 @@ import { parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
 import type { DownloadPolicy } from './download-policy.ts';
 import { Ledger } from './ledger.ts';
 import { PlatformClient } from './platform-client.ts';
-import { CACHED_MIDDLEWARE, withoutSdkLogging } from './sdk-clients.ts';
+import { CACHED_MIDDLEWARE, prepareSdkClient } from './sdk-clients.ts';
 import { type SecretSource, secretsManagerSource } from './secrets.ts';
 import type { ArchiveStore, StepDeps, StepLogger } from './step-deps.ts';
 
@@ -132,9 +132,9 @@ export function lambdaStepDeps(): StepDeps {
     lambdaDeps = buildStepDeps(
       env,
       {
-        s3: withoutSdkLogging(new S3Client({})),
-        auditS3: withoutSdkLogging(new S3Client(CACHED_MIDDLEWARE)),
-        dynamo: withoutSdkLogging(new DynamoDBClient(CACHED_MIDDLEWARE)),
+        s3: prepareSdkClient(new S3Client({})),
+        auditS3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
+        dynamo: prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE)),
       },
       secretsManagerSource(env.PLATFORM_SECRET_ID),
       powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),

@@ -6,6 +6,8 @@
  * client could log a request's contents should a logger ever be passed in.
  */
 
+import { recordCalls } from './call-recorder.ts';
+
 /** The part of an SDK v3 client this module touches. */
 interface ClientWithMiddleware {
   readonly middlewareStack: { remove(toRemove: string): boolean };
@@ -25,8 +27,13 @@ export const SDK_LOGGER_MIDDLEWARE = 'loggerMiddleware';
  */
 export const CACHED_MIDDLEWARE = { cacheMiddleware: true } as const;
 
-/** Removes the SDK's logger middleware from the client and returns the client. */
-export function withoutSdkLogging<T extends ClientWithMiddleware>(client: T): T {
+/**
+ * Prepares an SDK client the way every svc-dsr client is: without the SDK's logger middleware, and
+ * with the call recorder that the IAM proof reads (`call-recorder.ts`). Returns the client.
+ */
+export function prepareSdkClient<T extends ClientWithMiddleware & Parameters<typeof recordCalls>[0]>(
+  client: T,
+): T {
   client.middlewareStack.remove(SDK_LOGGER_MIDDLEWARE);
-  return client;
+  return recordCalls(client);
 }
