@@ -1,6 +1,7 @@
-import { Duration } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sns from 'aws-cdk-lib/aws-sns';
@@ -40,6 +41,17 @@ export class DsrAlarms extends Construct {
       masterKey: props.topicKey,
       enforceSSL: true,
     });
+    // The topic policy CDK writes for enforceSSL replaces the default one, so CloudWatch must be
+    // let in explicitly: only this account's alarms.
+    this.topic.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'AllowThisAccountsAlarms',
+        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['sns:Publish'],
+        resources: [this.topic.topicArn],
+        conditions: alarmSourceConditions(Stack.of(this)),
+      }),
+    );
     if (props.email !== undefined) {
       this.topic.addSubscription(new subscriptions.EmailSubscription(props.email));
     }
@@ -113,4 +125,14 @@ export class DsrAlarms extends Construct {
     alarm.addOkAction(new actions.SnsAction(this.topic));
     this.alarms.push(alarm);
   }
+}
+
+/** The conditions that let only this account's CloudWatch alarms act through a service grant. */
+export function alarmSourceConditions(stack: Stack): Record<string, Record<string, string>> {
+  return {
+    StringEquals: { 'aws:SourceAccount': stack.account },
+    ArnLike: {
+      'aws:SourceArn': `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:*`,
+    },
+  };
 }

@@ -37,8 +37,21 @@ export interface DsrFunctionProps {
   readonly logKey?: kms.IKey;
 }
 
-/** What a function may do with the ledger. */
-export type LedgerAccess = 'read' | 'readWrite';
+/**
+ * What a function does with the ledger: `steps` read and update their request's item; `intake`
+ * also creates items; `sweep` only queries the status index.
+ */
+export type LedgerAccess = 'steps' | 'intake' | 'sweep';
+
+const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: boolean; writes: boolean }>> = {
+  steps: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: false, writes: true },
+  intake: {
+    items: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
+    query: false,
+    writes: true,
+  },
+  sweep: { items: [], query: true, writes: false },
+};
 /** What a function may do with archive objects. */
 export type ArchiveAccess = 'read' | 'write';
 
@@ -127,20 +140,17 @@ export class DsrFunction extends Construct {
     return this;
   }
 
-  /** TABLE_NAME, with item access on the table and Query on the status/due index. */
+  /** TABLE_NAME, with exactly the ledger access `access` names (the IAM proof checks each is used). */
   bindLedger(table: dynamodb.ITable, access: LedgerAccess): this {
     this.bindEnvironment('TABLE_NAME', table.tableName);
-    const itemActions =
-      access === 'read'
-        ? ['dynamodb:GetItem']
-        : ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
-    this.#allow(itemActions, [table.tableArn]);
-    this.#allow(['dynamodb:Query'], [`${table.tableArn}/index/${STATUS_DUE_INDEX}`]);
+    const { items, query, writes } = LEDGER_ACTIONS[access];
+    if (items.length > 0) this.#allow(items, [table.tableArn]);
+    if (query) this.#allow(['dynamodb:Query'], [`${table.tableArn}/index/${STATUS_DUE_INDEX}`]);
     this.#allowKey(
       table.encryptionKey,
-      access === 'read'
-        ? ['kms:Decrypt', 'kms:DescribeKey']
-        : ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey'],
+      writes
+        ? ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey']
+        : ['kms:Decrypt', 'kms:DescribeKey'],
       'dynamodb',
     );
     return this;
@@ -185,16 +195,14 @@ export class DsrFunction extends Construct {
   }
 
   /**
-   * AUDIT_BUCKET (and KMS_KEY_ID): put and read records under `audit/`, list that prefix. No
-   * retention or delete permission: records get the bucket's default compliance retention.
+   * AUDIT_BUCKET (and KMS_KEY_ID): append records under `audit/` (a PUT only with `If-None-Match: *`,
+   * so no role can replace the current version of a record), read them and list that prefix. No
+   * retention or delete permission: records get the bucket's default retention.
    */
   bindAuditBucket(bucket: s3.IBucket): this {
     this.bindEnvironment('AUDIT_BUCKET', bucket.bucketName);
     this.#bindBucketKey(bucket);
-    this.#allow(['s3:PutObject', 's3:GetObject'], [bucket.arnForObjects(`${AUDIT_PREFIX}*`)]);
-    this.#allow(['s3:ListBucket'], [bucket.bucketArn], {
-      StringLike: { 's3:prefix': [`${AUDIT_PREFIX}*`] },
-    });
+    this.policy.addStatements(...auditTrailStatements(bucket));
     this.#allowKey(bucket.encryptionKey, ['kms:Decrypt', 'kms:GenerateDataKey'], 's3');
     acknowledge(
       this.policy,
@@ -256,4 +264,25 @@ export class DsrFunction extends Construct {
       StringEquals: { 'kms:ViaService': `${service}.${Stack.of(this).region}.amazonaws.com` },
     });
   }
+}
+
+/**
+ * What writing the audit trail takes: a PUT under `audit/` only as a conditional create, reading
+ * records back and listing the prefix (a function finds the end of a chain it did not write).
+ */
+export function auditTrailStatements(bucket: s3.IBucket): iam.PolicyStatement[] {
+  const records = bucket.arnForObjects(`${AUDIT_PREFIX}*`);
+  return [
+    new iam.PolicyStatement({
+      actions: ['s3:PutObject'],
+      resources: [records],
+      conditions: { StringEquals: { 's3:if-none-match': '*' } },
+    }),
+    new iam.PolicyStatement({ actions: ['s3:GetObject'], resources: [records] }),
+    new iam.PolicyStatement({
+      actions: ['s3:ListBucket'],
+      resources: [bucket.bucketArn],
+      conditions: { StringLike: { 's3:prefix': [`${AUDIT_PREFIX}*`] } },
+    }),
+  ];
 }

@@ -32,10 +32,10 @@ import {
   retentionDaysForMonths,
   type StackConfig,
 } from './config.ts';
-import { DsrAlarms } from './dsr-alarms.ts';
-import { DsrFunction } from './dsr-function.ts';
+import { alarmSourceConditions, DsrAlarms } from './dsr-alarms.ts';
+import { auditTrailStatements, DsrFunction } from './dsr-function.ts';
 import { DsrWorkflow } from './dsr-workflow.ts';
-import { acknowledge } from './nag.ts';
+import { acknowledge, nagArn } from './nag.ts';
 
 const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
 
@@ -67,6 +67,8 @@ export class DsrStack extends Stack {
   readonly workflow: DsrWorkflow;
   readonly functions: Readonly<Record<StepName | 'Intake' | 'DeadlineSweep', DsrFunction>>;
   readonly alarms: DsrAlarms;
+  /** What the operator CLI needs; attach it to the privacy team's role (docs/deploy.md). */
+  readonly operatorPolicy: iam.ManagedPolicy;
 
   constructor(scope: Construct, id: string, props: DsrStackProps = {}) {
     super(scope, id, props);
@@ -245,7 +247,7 @@ export class DsrStack extends Stack {
         timeout: archives ? Duration.minutes(15) : Duration.minutes(1),
         memorySize: archives ? 1024 : 512,
       });
-      fn.bindLedger(this.ledger, 'readWrite')
+      fn.bindLedger(this.ledger, 'steps')
         .bindAuditBucket(this.auditBucket)
         .bindSecret(this.secret, secretKey);
       if (archives) fn.bindArchiveBucket(this.archiveBucket, 'write');
@@ -265,6 +267,9 @@ export class DsrStack extends Stack {
     });
     this.workflow = new DsrWorkflow(this, 'Workflow', {
       functions: mapRecord(steps, (fn) => fn.function),
+      // An explicit name: the role's KMS condition on the execution data names the machine's ARN,
+      // which CDK cannot write for a machine whose name CloudFormation has yet to generate.
+      stateMachineName: `${this.stackName}-workflow`,
       executionTimeout: Duration.seconds(config.pollBudgetSeconds).plus(Duration.days(1)),
       logDestination: workflowLogs,
       encryptionKey: this.key,
@@ -279,7 +284,7 @@ export class DsrStack extends Stack {
       timeout: Duration.minutes(1),
     });
     intake
-      .bindLedger(this.ledger, 'readWrite')
+      .bindLedger(this.ledger, 'intake')
       .bindAuditBucket(this.auditBucket)
       .bindSecret(this.secret, secretKey)
       .bindQueue(this.quarantineQueue, 'send', 'QUARANTINE_QUEUE_URL')
@@ -301,7 +306,7 @@ export class DsrStack extends Stack {
         METRICS_STACK: this.stackName,
       },
     });
-    sweep.bindLedger(this.ledger, 'read');
+    sweep.bindLedger(this.ledger, 'sweep');
     const sweepEvery = Duration.minutes(config.deadlineSweepMinutes);
     new events.Rule(this, 'DeadlineSweepSchedule', {
       description: 'svc-dsr: counts open requests by deadline',
@@ -330,6 +335,8 @@ export class DsrStack extends Stack {
       }),
     });
 
+    this.operatorPolicy = this.#operatorPolicy();
+
     // What the CLI reads (cdk deploy --outputs-file outputs.json)
     const outputs: Record<string, string> = {
       IntakeQueueUrl: this.intakeQueue.queueUrl,
@@ -345,6 +352,75 @@ export class DsrStack extends Stack {
       Region: this.region,
     };
     for (const [name, value] of Object.entries(outputs)) new CfnOutput(this, name, { value });
+  }
+
+  /**
+   * The operator CLI's permissions, exactly the calls its commands make (the IAM proof checks both
+   * ways): submit to the intake queue; read, list, scan and update the ledger; append to and read
+   * the audit trail; read archives (package, verify); start and stop executions (retry, cancel).
+   */
+  #operatorPolicy(): iam.ManagedPolicy {
+    const machine = this.workflow.stateMachine;
+    const viaService = (service: string) => ({
+      StringEquals: { 'kms:ViaService': `${service}.${this.region}.amazonaws.com` },
+    });
+    const statements = [
+      new iam.PolicyStatement({ actions: ['sqs:SendMessage'], resources: [this.intakeQueue.queueArn] }),
+      new iam.PolicyStatement({
+        actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:Scan'],
+        resources: [this.ledger.tableArn],
+      }),
+      new iam.PolicyStatement({
+        actions: ['dynamodb:Query'],
+        resources: [`${this.ledger.tableArn}/index/${STATUS_DUE_INDEX}`],
+      }),
+      ...auditTrailStatements(this.auditBucket),
+      new iam.PolicyStatement({
+        actions: ['s3:GetObject'],
+        resources: [this.archiveBucket.arnForObjects('exports/*')],
+      }),
+      new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [machine.stateMachineArn] }),
+      new iam.PolicyStatement({
+        actions: ['states:StopExecution'],
+        resources: [
+          `arn:${this.partition}:states:${this.region}:${this.account}:execution:${this.stackName}-workflow:*`,
+        ],
+      }),
+      new iam.PolicyStatement({
+        actions: ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey'],
+        resources: [this.key.keyArn],
+        conditions: viaService('dynamodb'),
+      }),
+      new iam.PolicyStatement({
+        actions: ['kms:Decrypt', 'kms:GenerateDataKey'],
+        resources: [this.key.keyArn],
+        conditions: {
+          StringEquals: { 'kms:ViaService': ['sqs', 's3'].map((s) => `${s}.${this.region}.amazonaws.com`) },
+        },
+      }),
+      new iam.PolicyStatement({
+        actions: ['kms:GenerateDataKey'],
+        resources: [this.key.keyArn],
+        conditions: {
+          StringEquals: { 'kms:EncryptionContext:aws:states:stateMachineArn': machine.stateMachineArn },
+        },
+      }),
+    ];
+    const policy = new iam.ManagedPolicy(this, 'OperatorPolicy', {
+      description: 'svc-dsr: what the svc-dsr CLI needs; attach it to the privacy team role',
+      statements,
+    });
+    acknowledge(
+      policy,
+      'AwsSolutions-IAM5',
+      'Operators read archives and audit records by request id under their prefixes, and stop the executions of this one state machine',
+      [
+        `Resource::${nagArn(this.archiveBucket)}/exports/*`,
+        `Resource::${nagArn(this.auditBucket)}/audit/*`,
+        `Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:${this.stackName}-workflow:*`,
+      ],
+    );
+    return policy;
   }
 
   /**
@@ -390,6 +466,7 @@ export class DsrStack extends Stack {
         principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
         actions: ['kms:Decrypt', 'kms:GenerateDataKey'],
         resources: ['*'],
+        conditions: alarmSourceConditions(this),
       }),
     );
   }

@@ -1,6 +1,6 @@
 import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { CACHED_MIDDLEWARE, SDK_LOGGER_MIDDLEWARE, withoutSdkLogging } from '#shared/sdk-clients';
+import { CACHED_MIDDLEWARE, prepareSdkClient, SDK_LOGGER_MIDDLEWARE } from '#shared/sdk-clients';
 import { type StubServer, startStubServer } from '../../../helpers/stub-server.ts';
 
 const config = (endpoint: string) => ({
@@ -10,7 +10,7 @@ const config = (endpoint: string) => ({
   credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
 });
 
-describe('withoutSdkLogging', () => {
+describe('prepareSdkClient', () => {
   let stub: StubServer;
   beforeEach(async () => {
     stub = await startStubServer();
@@ -24,7 +24,7 @@ describe('withoutSdkLogging', () => {
     expect(new S3Client(config(stub.url)).middlewareStack.identify().join('\n')).toContain(
       SDK_LOGGER_MIDDLEWARE,
     );
-    const client = withoutSdkLogging(new S3Client(config(stub.url)));
+    const client = prepareSdkClient(new S3Client(config(stub.url)));
     expect(client.middlewareStack.identify().join('\n')).not.toContain(SDK_LOGGER_MIDDLEWARE);
   });
 
@@ -39,7 +39,7 @@ describe('withoutSdkLogging', () => {
       logged.push(JSON.stringify(input) ?? '');
     };
     const logger = { debug: record, info: record, warn: record, error: record };
-    const client = withoutSdkLogging(new S3Client({ ...config(stub.url), logger }));
+    const client = prepareSdkClient(new S3Client({ ...config(stub.url), logger }));
     const answer = await client.send(new GetObjectCommand({ Bucket: 'bucket', Key: 'subject-key' }));
     expect(await answer.Body?.transformToString()).toBe('abc');
     expect(stub.requests.map((request) => request.url)).toEqual(['/bucket/subject-key?x-id=GetObject']);
@@ -89,9 +89,7 @@ describe('CACHED_MIDDLEWARE', () => {
   }
 
   it("sends each call's own input through the stack resolved once for its command class", async () => {
-    const sent = await twoPuts(
-      withoutSdkLogging(new S3Client({ ...config(stub.url), ...CACHED_MIDDLEWARE })),
-    );
+    const sent = await twoPuts(prepareSdkClient(new S3Client({ ...config(stub.url), ...CACHED_MIDDLEWARE })));
 
     expect(sent.map(({ url }) => url)).toEqual([
       '/bucket/audit/one.json?x-id=PutObject',
@@ -103,7 +101,7 @@ describe('CACHED_MIDDLEWARE', () => {
   });
 
   it('is what makes per-command middleware run or not: without it the second call is marked', async () => {
-    const sent = await twoPuts(withoutSdkLogging(new S3Client(config(stub.url))));
+    const sent = await twoPuts(prepareSdkClient(new S3Client(config(stub.url))));
 
     expect(sent.map(({ marked }) => marked)).toEqual([false, true]);
   });

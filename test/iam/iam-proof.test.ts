@@ -1,0 +1,167 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { App, Stack } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import type * as iam from 'aws-cdk-lib/aws-iam';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LOCAL_STATE_MACHINE_ARN } from '#local/local-mode';
+import { LOCAL_NAMES } from '#local/workflow';
+import { CALLERS, type RecordedCall } from '#shared/call-recorder';
+import { STEP_DIRECTORIES, type StepName } from '../../lambdas/steps.ts';
+import { DsrStack } from '../../lib/dsr-stack.ts';
+import { productionConfig } from '../infra/fixtures.ts';
+import { ACKNOWLEDGED_UNUSED_GRANTS } from './acknowledged-grants.ts';
+import { observeCalls } from './observe.ts';
+import {
+  type Authorisation,
+  type Deployment,
+  denials,
+  observedAuthorisations,
+  unusedGrants,
+  withoutGrant,
+} from './proof.ts';
+import { serviceAuthorisations } from './service-calls.ts';
+import { TemplateModel } from './template-model.ts';
+
+const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+const stack = new DsrStack(app, 'svc-dsr-proof', { config: productionConfig });
+const template = Template.fromStack(stack).toJSON();
+const logicalId = (construct: iam.IRole | iam.ManagedPolicy) =>
+  stack.getLogicalId((construct.node.defaultChild ?? construct) as never);
+
+const roleOf = (name: StepName | 'Intake' | 'DeadlineSweep') => ({
+  roleId: logicalId(stack.functions[name].role),
+});
+const roles: Deployment['roles'] = {
+  ...Object.fromEntries(Object.keys(STEP_DIRECTORIES).map((step) => [step, roleOf(step as StepName)])),
+  Intake: roleOf('Intake'),
+  [CALLERS.intakeEventSource]: roleOf('Intake'),
+  DeadlineSweep: roleOf('DeadlineSweep'),
+  [CALLERS.cli]: { managedPolicyId: logicalId(stack.operatorPolicy) },
+};
+
+function deploymentOf(templateJson: Record<string, unknown>): Deployment {
+  const model = new TemplateModel(templateJson, Stack.of(stack).stackName);
+  const outputs = model.outputs();
+  const queueName = (url: string | undefined) => url?.split('/').at(-1) ?? '';
+  const names = new Map<string, string>([
+    [LOCAL_NAMES.table, outputs.LedgerTableName ?? ''],
+    [LOCAL_NAMES.archiveBucket, outputs.ArchiveBucketName ?? ''],
+    [LOCAL_NAMES.auditBucket, outputs.AuditBucketName ?? ''],
+    [LOCAL_NAMES.intakeQueue, queueName(outputs.IntakeQueueUrl)],
+    [LOCAL_NAMES.quarantineQueue, queueName(outputs.QuarantineQueueUrl)],
+    [LOCAL_NAMES.intakeDeadLetterQueue, queueName(outputs.IntakeDeadLetterQueueUrl)],
+    [LOCAL_STATE_MACHINE_ARN, outputs.StateMachineArn ?? ''],
+  ]);
+  return { model, roles, names };
+}
+
+/** Every authorisation of one deployment: what the code was seen to do, and what AWS does for the stack. */
+function authorisationsOf(deployment: Deployment, calls: readonly RecordedCall[]): Authorisation[] {
+  const ofTheProduct = calls.filter((call) => call.caller !== CALLERS.localRuntime);
+  return [...observedAuthorisations(ofTheProduct, deployment), ...serviceAuthorisations(deployment.model)];
+}
+
+let dataDir: string;
+let calls: RecordedCall[];
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'svc-dsr-iam-'));
+  calls = await observeCalls(dataDir);
+}, 180_000);
+afterAll(async () => {
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+describe('the IAM proof', () => {
+  it('observes the calls of every function and of the CLI', () => {
+    const callers = new Set(calls.map((call) => call.caller));
+    for (const caller of Object.keys(roles))
+      expect(callers, `no call was observed from ${caller}`).toContain(caller);
+    expect(callers).not.toContain('unscoped');
+  });
+
+  it('allows every observed call and every call AWS makes for the stack', () => {
+    const deployment = deploymentOf(template);
+    const refused = denials(deployment.model, authorisationsOf(deployment, calls));
+    expect(refused.map((denial) => denial.message).join('\n\n')).toBe('');
+  });
+
+  it('grants no action that no call uses, unless acknowledged with its reason', () => {
+    const deployment = deploymentOf(template);
+    const unused = unusedGrants(deployment.model, roles, authorisationsOf(deployment, calls)).filter(
+      ({ role, action }) =>
+        !ACKNOWLEDGED_UNUSED_GRANTS.some((ack) => ack.role === role && ack.action === action),
+    );
+    expect(unused).toEqual([]);
+  });
+});
+
+describe('the IAM proof, proven', () => {
+  const stepRole = (step: StepName) => (id: string) => id === policyIdOf(stack.functions[step].policy);
+  const policyIdOf = (policy: iam.Policy) => stack.getLogicalId(policy.node.defaultChild as never);
+  const keyPolicyOf = (id: string, resource: { Type: string }) =>
+    resource.Type === 'AWS::KMS::Key' && id === stack.getLogicalId(stack.key.node.defaultChild as never);
+  const cases: {
+    grant: string;
+    from: (id: string, resource: { Type: string }) => boolean;
+    action: string;
+    names: RegExp;
+  }[] = [
+    {
+      grant: "RecordOutcome's audit PutObject",
+      from: stepRole('RecordOutcome'),
+      action: 's3:PutObject',
+      names: /RecordOutcome .* s3:PutObject on arn:aws:s3:::.*auditbucket.*\/audit\//,
+    },
+    {
+      grant: "the state machine role's KMS permission",
+      from: (id) =>
+        id === policyIdOf(stack.workflow.stateMachine.role.node.tryFindChild('DefaultPolicy') as iam.Policy),
+      action: 'kms:GenerateDataKey',
+      names: /StepFunctions.* kms:GenerateDataKey on arn:aws:kms:/,
+    },
+    {
+      grant: "the intake event source's decrypt",
+      from: (id) => id === policyIdOf(stack.functions.Intake.policy),
+      action: 'kms:Decrypt',
+      names: /EventSource.* kms:Decrypt on arn:aws:kms:.*\n.*\n.*aws:sqs:arn/,
+    },
+    {
+      grant: "the key policy's account root",
+      from: keyPolicyOf,
+      action: 'kms:*',
+      names: /kms:GenerateDataKey on arn:aws:kms:/,
+    },
+    {
+      grant: "the operator's StopExecution",
+      from: (id) => id === logicalId(stack.operatorPolicy),
+      action: 'states:StopExecution',
+      names: /CLI .* states:StopExecution on arn:aws:states:.*:execution:/,
+    },
+  ];
+  for (const { grant, from, action, names } of cases) {
+    it(`fails, naming the call, without ${grant}`, () => {
+      const broken = deploymentOf(withoutGrant(template, from, action));
+      const refused = denials(broken.model, authorisationsOf(broken, calls)).map((denial) => denial.message);
+      expect(refused.length).toBeGreaterThan(0);
+      expect(refused.join('\n\n')).toMatch(names);
+    });
+  }
+
+  it("fails when the state machine's KMS condition names a machine without its name", () => {
+    const broken = structuredClone(template) as {
+      Resources: Record<string, { Type: string; Properties: Record<string, unknown> }>;
+    };
+    const machine = Object.values(broken.Resources).find(
+      (r) => r.Type === 'AWS::StepFunctions::StateMachine',
+    );
+    if (machine === undefined) throw new Error('no state machine');
+    delete machine.Properties.StateMachineName;
+    const deployment = deploymentOf(broken);
+    const refused = denials(deployment.model, authorisationsOf(deployment, calls)).map(
+      (denial) => denial.message,
+    );
+    expect(refused.join('\n')).toMatch(/StepFunctions.* kms:(GenerateDataKey|Decrypt) on arn:aws:kms:/);
+  });
+});

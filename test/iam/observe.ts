@@ -1,0 +1,183 @@
+/**
+ * Runs the product as its users do, with every AWS call recorded: local mode with the real intake,
+ * state machine and steps, the operator CLI as separate processes against it, and the deadline
+ * sweep. The scenarios cover every path that reaches AWS: an access request, an erasure, an
+ * unknown subject, an invalid message, a failed export retried by the operator, a cancel, an
+ * extension, and the read commands (status, list, report, verify, package).
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { readLocalEndpoints } from '#local/endpoints';
+import { startLocalMode } from '#local/local-mode';
+import { type RecordedCall, runAsCaller, setCallSink } from '#shared/call-recorder';
+import { Ledger } from '#shared/ledger';
+import { prepareSdkClient } from '#shared/sdk-clients';
+import { sweepDeadlines } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
+import { runCli } from '../helpers/cli.ts';
+
+const request = (requestId: string, type: 'access' | 'erasure', primaryKey: string) => ({
+  request_id: requestId,
+  type,
+  regulation: 'gdpr',
+  primary_key: primaryKey,
+  received_at: new Date(Date.now() - 3_600_000).toISOString(),
+  verification: {
+    method: 'email_link',
+    verified_by: 'privacy-team',
+    verified_at: new Date(Date.now() - 60_000).toISOString(),
+  },
+});
+
+const ids = {
+  failing: '0b7f6d0e-0000-4000-8000-000000000001',
+  access: '0b7f6d0e-0000-4000-8000-000000000002',
+  erasure: '0b7f6d0e-0000-4000-8000-000000000003',
+  unknown: '0b7f6d0e-0000-4000-8000-000000000004',
+  cancelled: '0b7f6d0e-0000-4000-8000-000000000005',
+  extended: '0b7f6d0e-0000-4000-8000-000000000006',
+} as const;
+
+/** Runs the scenarios in `dataDir` and returns every call made, in this process and in the CLI's. */
+export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
+  const calls: RecordedCall[] = [];
+  const previous = setCallSink((call) => calls.push(call));
+  const cliCalls = join(dataDir, 'cli-calls.jsonl');
+  const cli = async (...args: string[]) => {
+    const result = await runCli([...args, '--data-dir', dataDir], {
+      env: { SVC_DSR_RECORD_CALLS: cliCalls },
+    });
+    if (result.code !== 0) throw new Error(`svc-dsr ${args[0]} exited ${result.code}: ${result.stderr}`);
+    return result.stdout;
+  };
+  const mode = await startLocalMode({
+    dataDir,
+    // The first export fails, so the first request fails for good (one attempt) and is retried.
+    faults: { export_outcomes: ['failed'], export_ready_after_polls: 1 },
+    // Long enough that the cancel and the extension land while their requests wait for the export.
+    waitMs: 2500,
+    env: { EXPORT_MAX_ATTEMPTS: '1' },
+  });
+  let stop = async () => {};
+  try {
+    await runAsCaller('CLI', () => mode.submit([JSON.stringify(request(ids.failing, 'access', 'u-alice'))]));
+    await mode.idle();
+    await runAsCaller('CLI', () =>
+      mode.submit([
+        JSON.stringify(request(ids.access, 'access', 'u-alice')),
+        JSON.stringify(request(ids.unknown, 'access', 'u-nobody-here')),
+        '{"request_id": "0b7f6d0e-0000-4000-8000-000000000007", "type": "access"}',
+        'not json',
+      ]),
+    );
+    await mode.idle();
+    // From here on requests come from the CLI, through the queue, as in a serving local mode.
+    stop = mode.pollContinuously(() => {});
+    await cli('retry', ids.failing);
+    // Open requests for the operator's cancel and extend, acted on while they wait for the export.
+    await cli(
+      'submit',
+      '--request-id',
+      ids.cancelled,
+      '--type',
+      'access',
+      '--regulation',
+      'gdpr',
+      '--primary-key',
+      'u-bruno',
+      '--received-at',
+      new Date(Date.now() - 3_600_000).toISOString(),
+      '--verification-method',
+      'email_link',
+      '--verified-by',
+      'privacy-team',
+      '--verified-at',
+      new Date(Date.now() - 60_000).toISOString(),
+    );
+    await cli(
+      'submit',
+      '--request-id',
+      ids.extended,
+      '--type',
+      'erasure',
+      '--regulation',
+      'ccpa',
+      '--primary-key',
+      'u-chloe',
+      '--received-at',
+      new Date(Date.now() - 3_600_000).toISOString(),
+      '--verification-method',
+      'email_link',
+      '--verified-by',
+      'privacy-team',
+      '--verified-at',
+      new Date(Date.now() - 60_000).toISOString(),
+    );
+    await cli('cancel', ids.cancelled, '--reason', 'withdrawn by the subject');
+    await cli('extend', ids.extended, '--reason', 'complex request');
+    await cli(
+      'submit',
+      '--request-id',
+      ids.erasure,
+      '--type',
+      'erasure',
+      '--regulation',
+      'gdpr',
+      '--primary-key',
+      'u-dan',
+      '--received-at',
+      new Date(Date.now() - 3_600_000).toISOString(),
+      '--verification-method',
+      'email_link',
+      '--verified-by',
+      'privacy-team',
+      '--verified-at',
+      new Date(Date.now() - 60_000).toISOString(),
+    );
+    await waitFor(async () => (await cli('status', ids.erasure, '--json')).includes('"completed"'));
+    await waitFor(async () => (await cli('status', ids.failing, '--json')).includes('"completed"'));
+    await waitFor(async () => (await cli('status', ids.extended, '--json')).includes('"completed"'));
+
+    await cli('status', ids.access);
+    await cli('list', '--status', 'completed');
+    await cli('list', '--overdue');
+    await cli('report', '--format', 'json');
+    await cli('verify', ids.access);
+    await cli('package', ids.access, '--out', join(dataDir, 'package.zip'));
+    await cli('package', ids.access);
+
+    const endpoints = await readLocalEndpoints(dataDir);
+    const dynamo = prepareSdkClient(
+      new DynamoDBClient({
+        region: endpoints.region,
+        credentials: endpoints.credentials,
+        endpoint: endpoints.endpoints.dynamodb,
+      }),
+    );
+    await runAsCaller('DeadlineSweep', () =>
+      sweepDeadlines(
+        { ledger: new Ledger(dynamo, endpoints.outputs.LedgerTableName), clock: () => new Date() },
+        { dueSoonDays: 7 },
+      ),
+    );
+    dynamo.destroy();
+  } finally {
+    await stop();
+    await mode.close();
+    setCallSink(previous);
+  }
+  const fromCli = (await readFile(cliCalls, 'utf8'))
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as RecordedCall);
+  return [...calls, ...fromCli];
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error('timed out waiting for a request to reach the state the scenario needs');
+}

@@ -1,0 +1,294 @@
+/**
+ * The calls AWS services make on the stack's behalf, each with the principal AWS uses for it and the
+ * context it sends, derived from the template: Step Functions invoking the step Lambdas and using
+ * the data key, Lambda assuming roles, writing logs and traces and polling the intake queue,
+ * CloudWatch Logs encrypting log groups, CloudWatch alarms publishing to the encrypted topic,
+ * S3 delivering server access logs, and EventBridge invoking scheduled functions.
+ */
+import type { Authorisation } from './proof.ts';
+import { keyOf } from './proof.ts';
+import { ACCOUNT, REGION, type TemplateModel } from './template-model.ts';
+
+const SECURE = { 'aws:SecureTransport': 'true' } as const;
+
+export function serviceAuthorisations(model: TemplateModel): Authorisation[] {
+  const out: Authorisation[] = [];
+  const roleOf = (arnValue: unknown) => {
+    const arn = String(model.resolve(arnValue));
+    const id = model.idOf('AWS::IAM::Role', arn);
+    if (id === undefined) throw new Error(`no role of the template has the ARN ${arn}`);
+    return id;
+  };
+  const service = (name: string) => ({ service: `${name}.amazonaws.com` });
+  const sourced = (sourceArn: string) => ({
+    'aws:SourceAccount': ACCOUNT,
+    'aws:SourceArn': sourceArn,
+    ...SECURE,
+  });
+
+  for (const id of model.ofType('AWS::StepFunctions::StateMachine')) {
+    const p = model.properties(id);
+    const roleId = roleOf(p.RoleArn);
+    const machineArn = model.getAtt(id, 'Arn');
+    const caller = `StepFunctions(${id})`;
+    const role = { caller, principal: { roleId } } as const;
+    out.push({
+      caller: 'StepFunctions',
+      principal: service('states'),
+      action: 'sts:AssumeRole',
+      resource: model.getAtt(roleId, 'Arn'),
+      context: sourced(machineArn),
+      reason: 'Step Functions assumes the state machine role',
+    });
+    const definition = JSON.parse(String(model.resolve(p.DefinitionString))) as {
+      States: Record<string, unknown>;
+    };
+    for (const fnArn of lambdaTargets(definition.States)) {
+      out.push({
+        ...role,
+        action: 'lambda:InvokeFunction',
+        resource: fnArn,
+        context: { ...SECURE },
+        reason: 'a Task state invokes the step Lambda',
+      });
+    }
+    const key = keyOf(model, machineArn);
+    if (key !== undefined) {
+      const context = {
+        'kms:ViaService': `states.${REGION}.amazonaws.com`,
+        'kms:CallerAccount': ACCOUNT,
+        'kms:EncryptionContext:aws:states:stateMachineArn': machineArn,
+        ...SECURE,
+      };
+      for (const action of ['kms:GenerateDataKey', 'kms:Decrypt']) {
+        out.push({
+          ...role,
+          action,
+          resource: key.keyArn,
+          context,
+          reason: 'Step Functions encrypts and decrypts execution data with the data key',
+        });
+      }
+    }
+    const logging = p.LoggingConfiguration as { Destinations?: unknown[] } | undefined;
+    if ((logging?.Destinations ?? []).length > 0) {
+      for (const action of [
+        'logs:CreateLogDelivery',
+        'logs:GetLogDelivery',
+        'logs:UpdateLogDelivery',
+        'logs:DeleteLogDelivery',
+        'logs:ListLogDeliveries',
+        'logs:PutResourcePolicy',
+        'logs:DescribeResourcePolicies',
+        'logs:DescribeLogGroups',
+      ]) {
+        out.push({
+          ...role,
+          action,
+          resource: '*',
+          context: { ...SECURE },
+          reason: 'Step Functions delivers execution logs (vended logs)',
+        });
+      }
+    }
+    if ((p.TracingConfiguration as { Enabled?: boolean } | undefined)?.Enabled === true) {
+      for (const action of [
+        'xray:PutTraceSegments',
+        'xray:PutTelemetryRecords',
+        'xray:GetSamplingRules',
+        'xray:GetSamplingTargets',
+      ]) {
+        out.push({
+          ...role,
+          action,
+          resource: '*',
+          context: { ...SECURE },
+          reason: 'Step Functions sends X-Ray traces',
+        });
+      }
+    }
+  }
+
+  for (const id of model.ofType('AWS::Lambda::Function')) {
+    const p = model.properties(id);
+    const roleId = roleOf(p.Role);
+    const caller = `Lambda(${id})`;
+    const role = { caller, principal: { roleId } } as const;
+    const functionArn = model.getAtt(id, 'Arn');
+    out.push({
+      caller: 'Lambda',
+      principal: service('lambda'),
+      action: 'sts:AssumeRole',
+      resource: model.getAtt(roleId, 'Arn'),
+      context: { ...SECURE },
+      reason: 'Lambda assumes the function role',
+    });
+    const logGroup = (p.LoggingConfig as { LogGroup?: unknown } | undefined)?.LogGroup;
+    if (logGroup !== undefined) {
+      const groupArn = model.arn('logs', `log-group:${String(model.resolve(logGroup))}:*`);
+      for (const action of ['logs:CreateLogStream', 'logs:PutLogEvents']) {
+        out.push({
+          ...role,
+          action,
+          resource: groupArn,
+          context: { ...SECURE },
+          reason: 'the function writes its log',
+        });
+      }
+    }
+    if ((p.TracingConfig as { Mode?: string } | undefined)?.Mode === 'Active') {
+      for (const action of ['xray:PutTraceSegments', 'xray:PutTelemetryRecords']) {
+        out.push({
+          ...role,
+          action,
+          resource: '*',
+          context: { ...SECURE },
+          reason: 'the function sends X-Ray traces',
+        });
+      }
+    }
+    void functionArn;
+  }
+
+  for (const id of model.ofType('AWS::Lambda::EventSourceMapping')) {
+    const p = model.resolve(model.properties(id)) as { FunctionName: string; EventSourceArn: string };
+    const fnId = model
+      .ofType('AWS::Lambda::Function')
+      .find((fn) => model.ref(fn) === p.FunctionName || model.getAtt(fn, 'Arn') === p.FunctionName);
+    if (fnId === undefined) throw new Error(`${id} maps to an unknown function`);
+    const roleId = roleOf(model.properties(fnId).Role);
+    const role = { caller: `EventSource(${id})`, principal: { roleId } } as const;
+    for (const action of ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes']) {
+      out.push({
+        ...role,
+        action,
+        resource: p.EventSourceArn,
+        context: { ...SECURE },
+        reason: 'the SQS event source mapping polls the queue with the function role',
+      });
+    }
+    const key = keyOf(model, p.EventSourceArn);
+    if (key !== undefined) {
+      out.push({
+        ...role,
+        action: 'kms:Decrypt',
+        resource: key.keyArn,
+        context: {
+          'kms:ViaService': `sqs.${REGION}.amazonaws.com`,
+          'kms:CallerAccount': ACCOUNT,
+          'kms:EncryptionContext:aws:sqs:arn': p.EventSourceArn,
+          ...SECURE,
+        },
+        reason: 'the event source mapping receives encrypted messages',
+      });
+    }
+  }
+
+  for (const id of model.ofType('AWS::Logs::LogGroup')) {
+    const p = model.resolve(model.properties(id)) as { KmsKeyId?: string };
+    if (p.KmsKeyId === undefined) continue;
+    const groupArn = model.getAtt(id, 'Arn').replace(/:\*$/, '');
+    for (const action of [
+      'kms:Encrypt',
+      'kms:Decrypt',
+      'kms:GenerateDataKey',
+      'kms:ReEncryptFrom',
+      'kms:ReEncryptTo',
+      'kms:DescribeKey',
+    ]) {
+      out.push({
+        caller: 'CloudWatchLogs',
+        principal: service(`logs.${REGION}`),
+        action,
+        resource: p.KmsKeyId,
+        context: { 'kms:EncryptionContext:aws:logs:arn': groupArn, 'aws:SourceAccount': ACCOUNT, ...SECURE },
+        reason: `CloudWatch Logs encrypts the log group ${groupArn}`,
+      });
+    }
+  }
+
+  for (const id of model.ofType('AWS::CloudWatch::Alarm')) {
+    const p = model.resolve(model.properties(id)) as {
+      AlarmActions?: string[];
+      OKActions?: string[];
+      AlarmName?: string;
+    };
+    const alarmArn = model.arn('cloudwatch', `alarm:${p.AlarmName ?? model.name(id)}`);
+    for (const topicArn of new Set([...(p.AlarmActions ?? []), ...(p.OKActions ?? [])])) {
+      if (!topicArn.includes(':sns:')) continue;
+      const caller = 'CloudWatchAlarms';
+      out.push({
+        caller,
+        principal: service('cloudwatch'),
+        action: 'sns:Publish',
+        resource: topicArn,
+        context: sourced(alarmArn),
+        reason: `the alarm ${id} notifies the topic`,
+      });
+      const topicId = model.ofType('AWS::SNS::Topic').find((topic) => model.ref(topic) === topicArn);
+      const keyValue = topicId === undefined ? undefined : model.properties(topicId).KmsMasterKeyId;
+      if (keyValue === undefined) continue;
+      const keyArn = String(model.resolve(keyValue));
+      for (const action of ['kms:GenerateDataKey', 'kms:Decrypt']) {
+        out.push({
+          caller,
+          principal: service('cloudwatch'),
+          action,
+          resource: keyArn,
+          context: sourced(alarmArn),
+          reason: `the alarm ${id} publishes to the encrypted topic`,
+        });
+      }
+    }
+  }
+
+  for (const id of model.ofType('AWS::S3::Bucket')) {
+    const p = model.resolve(model.properties(id)) as {
+      LoggingConfiguration?: { DestinationBucketName: string; LogFilePrefix?: string };
+    };
+    const logging = p.LoggingConfiguration;
+    if (logging === undefined) continue;
+    out.push({
+      caller: 'S3ServerAccessLogging',
+      principal: service('logging.s3'),
+      action: 's3:PutObject',
+      resource: `arn:aws:s3:::${logging.DestinationBucketName}/${logging.LogFilePrefix ?? ''}2026-11-23-00-00-00-0123456789ABCDEF`,
+      context: sourced(model.getAtt(id, 'Arn')),
+      reason: `S3 delivers ${id}'s access logs`,
+    });
+  }
+
+  for (const id of model.ofType('AWS::Events::Rule')) {
+    const p = model.resolve(model.properties(id)) as { Targets?: { Arn: string }[] };
+    for (const target of p.Targets ?? []) {
+      if (!target.Arn.includes(':lambda:')) continue;
+      out.push({
+        caller: 'EventBridge',
+        principal: service('events'),
+        action: 'lambda:InvokeFunction',
+        resource: target.Arn,
+        context: sourced(model.getAtt(id, 'Arn')),
+        reason: `the rule ${id} invokes its target`,
+      });
+    }
+  }
+  return out;
+}
+
+/** The function ARN of every Lambda Task in a definition, Parallel and Map branches included. */
+function lambdaTargets(states: Record<string, unknown>): string[] {
+  const found = new Set<string>();
+  const visit = (value: unknown) => {
+    if (Array.isArray(value)) value.forEach(visit);
+    else if (typeof value === 'object' && value !== null) {
+      const state = value as Record<string, unknown>;
+      if (state.Type === 'Task' && String(state.Resource).endsWith(':states:::lambda:invoke')) {
+        const fn = (state.Parameters as Record<string, unknown> | undefined)?.FunctionName;
+        if (typeof fn === 'string') found.add(fn);
+      }
+      Object.values(state).forEach(visit);
+    }
+  };
+  visit(states);
+  return [...found];
+}
