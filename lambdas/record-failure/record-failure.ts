@@ -1,10 +1,13 @@
 import type { z } from 'zod';
 import { errorCodeOf } from '#shared/errors';
+import type { LedgerPatch } from '#shared/ledger';
 import { Redactor } from '#shared/redact';
 import type { StepDeps } from '#shared/step-deps';
 import { recordFailureInputSchema, recordFailureOutputSchema } from '#shared/step-io';
 
 const MAX_MESSAGE = 500;
+/** How many later failures the ledger keeps beside the first. */
+const MAX_LATER_ERRORS = 10;
 
 /**
  * The one path every failure takes: records `failed` with a code and a scrubbed message (or
@@ -29,11 +32,18 @@ export async function recordFailure(
   }
   const redactor = new Redactor([item.primary_key, item.svc_user_id]);
   const message = redactor.text(causeMessage(input.error.Cause)).slice(0, MAX_MESSAGE);
-  const failed = await deps.ledger.update(input.request_id, { status: 'failed', error: { code, message } }, [
-    'received',
-    'running',
-    'failed',
-  ]);
+  // A redriven execution that fails again keeps the failure that failed the request first: an
+  // operator and an auditor see why it failed, and the later failures beside it.
+  const patch: LedgerPatch =
+    item.status === 'failed' && item.error !== undefined
+      ? {
+          later_errors: [
+            ...(item.later_errors ?? []),
+            { code, message, at: deps.clock().toISOString() },
+          ].slice(-MAX_LATER_ERRORS),
+        }
+      : { status: 'failed', error: { code, message } };
+  const failed = await deps.ledger.update(input.request_id, patch, ['received', 'running', 'failed']);
   await deps.audit.append(input.request_id, {
     eventId: `RecordFailure:${failed.executions}:${code}`,
     step: 'RecordFailure',

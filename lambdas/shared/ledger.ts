@@ -66,6 +66,8 @@ export const ledgerItemSchema = z.object({
     .optional(),
   erasure_verification: z.object({ platform_answer: z.literal('not_found'), at: z.string() }).optional(),
   error: z.object({ code: z.string(), message: z.string() }).optional(),
+  /** Failures after the first, from a redriven execution: `error` keeps the one that failed the request. */
+  later_errors: z.array(z.object({ code: z.string(), message: z.string(), at: z.string() })).optional(),
   rejection_errors: z.array(z.string()).optional(),
   cancel_reason: z.string().optional(),
   duplicates: z.number().int().nonnegative().default(0),

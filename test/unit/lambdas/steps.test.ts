@@ -610,6 +610,24 @@ describe('recordFailure', () => {
     expect(item.error?.message).not.toMatch(/subject-pk-77|svc-1-long|access_token=zzz|x\.test/);
   });
 
+  it('keeps the first failure when a redriven execution fails again, and lists the later one', async () => {
+    const id = await requestIn();
+    await recordFailure(
+      { request_id: id, error: { Error: 'ExportTimedOutError', Cause: 'waited too long' } },
+      deps,
+    );
+    await recordFailure(
+      { request_id: id, error: { Error: 'States.Timeout', Cause: 'the execution timed out' } },
+      deps,
+    );
+    const item = await ledger.require(id);
+    expect(item.status).toBe('failed');
+    expect(item.error).toEqual({ code: 'export_timed_out', message: 'waited too long' });
+    expect(item.later_errors).toEqual([
+      { code: 'states_timeout', message: 'the execution timed out', at: expect.any(String) },
+    ]);
+  });
+
   it('confirms a cancellation instead of recording a failure', async () => {
     const id = await requestIn();
     await ledger.update(id, { status: 'cancelled' }, ['running']);
