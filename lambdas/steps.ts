@@ -4,6 +4,7 @@ import { eraseSubjectStep } from './erase-subject/erase-subject.ts';
 import { recordFailureStep } from './record-failure/record-failure.ts';
 import { recordOutcomeStep } from './record-outcome/record-outcome.ts';
 import { resolveSubjectStep } from './resolve-subject/resolve-subject.ts';
+import type { PlatformToken } from './shared/platform-schemas.ts';
 import type { AnyStep } from './shared/step-handler.ts';
 import { startExportStep } from './start-export/start-export.ts';
 import { verifyErasureStep } from './verify-erasure/verify-erasure.ts';
@@ -31,4 +32,16 @@ export const STEP_DIRECTORIES: Readonly<Record<StepName, string>> = {
   VerifyErasure: 'verify-erasure',
   RecordOutcome: 'record-outcome',
   RecordFailure: 'record-failure',
+};
+
+/** The platform tokens each step's calls need; a step is given these and no other. */
+export const STEP_TOKENS: Readonly<Record<StepName, readonly PlatformToken[]>> = {
+  ResolveSubject: ['ssoAccessToken'],
+  StartExport: ['exportToken'],
+  CheckExport: ['exportToken'],
+  ArchiveExport: ['exportToken'],
+  EraseSubject: ['ssoAccessToken'],
+  VerifyErasure: ['ssoAccessToken'],
+  RecordOutcome: [],
+  RecordFailure: [],
 };

@@ -35,10 +35,8 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   platformActivityUrl: 'the https URL of the activity service (svc-api.md {activity_url})',
   downloadAllowedHosts:
     'a list of hosts export downloads may come from: "host", "host:port" or "*.example.com" (at least two labels after "*.")',
-  platformSecretName:
-    'the name of an existing Secrets Manager secret (letters, digits and /_+=.@-), or leave it out to have the stack create one',
-  platformSecretKeyArn:
-    'the ARN of the KMS key that encrypts the existing secret (arn:aws:kms:<region>:<account>:key/<id>); only with platformSecretName',
+  existingSecrets:
+    'the names of three existing Secrets Manager secrets, {"ssoAccessToken", "exportToken", "auditHmacKey"} (letters, digits and /_+=.@-), and optionally "keyArn", the ARN of the KMS key that encrypts them; or leave it out to have the stack create them',
   ssoTokenHeader: 'an HTTP header name, e.g. "x-svc-sso-access-token"',
   userIdField: 'a JSON field name of letters, digits and "_", e.g. "svc_user_id"',
   pollInitialSeconds: 'a whole number of seconds from 1 to 3600, at most pollMaxSeconds',
@@ -63,6 +61,8 @@ const allowedHost = downloadPolicySchema.shape.allowedHosts.element.refine(
   'a wildcard must cover a domain of at least two labels, such as *.example.com',
 );
 
+const secretName = z.string().regex(/^[A-Za-z0-9/_+=.@-]{1,512}$/, 'expected a Secrets Manager secret name');
+
 const baseSchema = z.strictObject({
   spotId: z
     .string()
@@ -75,13 +75,16 @@ const baseSchema = z.strictObject({
     .array(allowedHost)
     .min(1)
     .default([...PLACEHOLDERS.downloadAllowedHosts]),
-  platformSecretName: z
-    .string()
-    .regex(/^[A-Za-z0-9/_+=.@-]{1,512}$/, 'expected a Secrets Manager secret name')
-    .optional(),
-  platformSecretKeyArn: z
-    .string()
-    .regex(/^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key\/[A-Za-z0-9-]+$/, 'expected a KMS key ARN')
+  existingSecrets: z
+    .strictObject({
+      ssoAccessToken: secretName,
+      exportToken: secretName,
+      auditHmacKey: secretName,
+      keyArn: z
+        .string()
+        .regex(/^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key\/[A-Za-z0-9-]+$/, 'expected a KMS key ARN')
+        .optional(),
+    })
     .optional(),
   ssoTokenHeader: z
     .string()
@@ -136,13 +139,6 @@ export const stackConfigSchema = baseSchema.superRefine((config, context) => {
       code: 'custom',
       path: ['pollBudgetSeconds'],
       message: `must be at least pollMaxSeconds (${config.pollMaxSeconds})`,
-    });
-  }
-  if (config.platformSecretKeyArn !== undefined && config.platformSecretName === undefined) {
-    context.addIssue({
-      code: 'custom',
-      path: ['platformSecretKeyArn'],
-      message: 'only applies to an existing secret named by platformSecretName',
     });
   }
 });

@@ -13,6 +13,7 @@ import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
 import { STATUS_DUE_INDEX } from '../lambdas/shared/ledger.ts';
+import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { acknowledge, nagArn } from './nag.ts';
 
 const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -213,9 +214,13 @@ export class DsrFunction extends Construct {
     return this;
   }
 
-  /** PLATFORM_SECRET_ID, with GetSecretValue on that secret and Decrypt of its key through Secrets Manager. */
-  bindSecret(secret: secretsmanager.ISecret, key: kms.IKey | undefined = secret.encryptionKey): this {
-    this.bindEnvironment('PLATFORM_SECRET_ID', secret.secretFullArn ?? secret.secretName);
+  /** The secret's id variable (`SECRETS[name].env`), with GetSecretValue on it and Decrypt of its key through Secrets Manager. */
+  bindSecret(
+    name: SecretName,
+    secret: secretsmanager.ISecret,
+    key: kms.IKey | undefined = secret.encryptionKey,
+  ): this {
+    this.bindEnvironment(SECRETS[name].env, secret.secretFullArn ?? secret.secretName);
     // A secret referenced by name has a partial ARN; its full ARN ends in six random characters.
     this.#allow(['secretsmanager:GetSecretValue'], [secret.secretFullArn ?? `${secret.secretArn}-??????`]);
     this.#allowKey(key, ['kms:Decrypt'], 'secretsmanager');

@@ -24,7 +24,8 @@ import type { Construct } from 'constructs';
 import { DEADLINE_METRICS } from '../lambdas/deadline-sweep/deadline-sweep.ts';
 import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
 import { STATUS_DUE_INDEX } from '../lambdas/shared/ledger.ts';
-import { STEP_DIRECTORIES, type StepName } from '../lambdas/steps.ts';
+import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
+import { STEP_DIRECTORIES, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
 import {
   CONFIG_CONTEXT_KEY,
   parseStackConfig,
@@ -63,7 +64,8 @@ export class DsrStack extends Stack {
   readonly archiveBucket: s3.Bucket;
   readonly auditBucket: s3.Bucket;
   readonly accessLogBucket: s3.Bucket;
-  readonly secret: secretsmanager.ISecret;
+  /** The platform's two tokens and the audit HMAC key, one secret each. */
+  readonly secrets: Readonly<Record<SecretName, secretsmanager.ISecret>>;
   readonly workflow: DsrWorkflow;
   readonly functions: Readonly<Record<StepName | 'Intake' | 'DeadlineSweep', DsrFunction>>;
   readonly alarms: DsrAlarms;
@@ -200,27 +202,12 @@ export class DsrStack extends Stack {
       objectLockDefaultRetention: s3.ObjectLockRetention.compliance(Duration.days(auditRetentionDays)),
     });
 
-    // Secret
-    if (config.platformSecretName !== undefined) {
-      this.secret = secretsmanager.Secret.fromSecretNameV2(this, 'PlatformSecret', config.platformSecretName);
-    } else {
-      const secret = new secretsmanager.Secret(this, 'PlatformSecret', {
-        description:
-          'svc-dsr: JSON {"sso_access_token", "export_token", "audit_hmac_key" (>= 32 chars)}; set with put-secret-value',
-        encryptionKey: this.key,
-        removalPolicy: RemovalPolicy.RETAIN,
-      });
-      acknowledge(
-        secret,
-        'AwsSolutions-SMG4',
-        'The tokens are issued by the comment platform, which offers no API to rotate them; rotation is the manual procedure in docs/deploy.md',
-      );
-      this.secret = secret;
-    }
+    // Secrets: one each, so a function is granted only the ones its calls need.
+    this.secrets = this.#secrets(config);
     const secretKey =
-      config.platformSecretKeyArn === undefined
+      config.existingSecrets?.keyArn === undefined
         ? undefined
-        : kms.Key.fromKeyArn(this, 'PlatformSecretKey', config.platformSecretKeyArn);
+        : kms.Key.fromKeyArn(this, 'ExistingSecretsKey', config.existingSecrets.keyArn);
 
     // Step functions
     const functionDefaults = { logRetention, logKey: this.operationsKey } as const;
@@ -249,7 +236,8 @@ export class DsrStack extends Stack {
       });
       fn.bindLedger(this.ledger, 'steps')
         .bindAuditBucket(this.auditBucket)
-        .bindSecret(this.secret, secretKey);
+        .bindSecret('auditHmacKey', this.secrets.auditHmacKey, secretKey);
+      for (const token of STEP_TOKENS[step]) fn.bindSecret(token, this.secrets[token], secretKey);
       if (archives) fn.bindArchiveBucket(this.archiveBucket, 'write');
       // The shared step environment names the archive bucket for every step; only ArchiveExport
       // is granted access to it.
@@ -286,7 +274,7 @@ export class DsrStack extends Stack {
     intake
       .bindLedger(this.ledger, 'intake')
       .bindAuditBucket(this.auditBucket)
-      .bindSecret(this.secret, secretKey)
+      .bindSecret('auditHmacKey', this.secrets.auditHmacKey, secretKey)
       .bindQueue(this.quarantineQueue, 'send', 'QUARANTINE_QUEUE_URL')
       .bindStateMachine(this.workflow.stateMachine, 'start', this.key);
     intake.function.addEventSource(
@@ -346,12 +334,40 @@ export class DsrStack extends Stack {
       ArchiveBucketName: this.archiveBucket.bucketName,
       AuditBucketName: this.auditBucket.bucketName,
       StateMachineArn: this.workflow.stateMachine.stateMachineArn,
-      PlatformSecretArn: this.secret.secretArn,
+      SsoTokenSecretArn: this.secrets.ssoAccessToken.secretArn,
+      ExportTokenSecretArn: this.secrets.exportToken.secretArn,
+      AuditKeySecretArn: this.secrets.auditHmacKey.secretArn,
       DataKeyArn: this.key.keyArn,
       AlarmTopicArn: this.alarms.topic.topicArn,
       Region: this.region,
     };
     for (const [name, value] of Object.entries(outputs)) new CfnOutput(this, name, { value });
+  }
+
+  /** The three secrets: created empty for an operator to set, or the existing ones the config names. */
+  #secrets(config: StackConfig): Record<SecretName, secretsmanager.ISecret> {
+    const ids: Record<SecretName, string> = {
+      ssoAccessToken: 'SsoTokenSecret',
+      exportToken: 'ExportTokenSecret',
+      auditHmacKey: 'AuditKeySecret',
+    };
+    const existing = config.existingSecrets;
+    return mapRecord(ids, (id, name) => {
+      if (existing !== undefined) return secretsmanager.Secret.fromSecretNameV2(this, id, existing[name]);
+      const secret = new secretsmanager.Secret(this, id, {
+        description: `svc-dsr: ${SECRETS[name].what} (a plain string of at least ${SECRETS[name].minLength} characters); set with put-secret-value`,
+        encryptionKey: this.key,
+        removalPolicy: RemovalPolicy.RETAIN,
+      });
+      acknowledge(
+        secret,
+        'AwsSolutions-SMG4',
+        name === 'auditHmacKey'
+          ? 'Rotating the audit HMAC key would change every subject hash; it is kept for the life of the audit records (docs/audit.md)'
+          : 'The tokens are issued by the comment platform, which offers no API to rotate them; rotation is the manual procedure in docs/deploy.md',
+      );
+      return secret;
+    });
   }
 
   /**

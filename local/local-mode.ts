@@ -7,7 +7,7 @@ import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import { CALLERS, runAsCaller } from '#shared/call-recorder';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
-import { type PlatformSecret, platformSecretSchema } from '#shared/secrets';
+import { type SecretValues, secretValuesSchema } from '#shared/secrets';
 import { sfnStarter } from '../lambdas/intake/aws.ts';
 import type { IntakeResult } from '../lambdas/intake/intake.ts';
 import type { AwsStandIns } from './aws-standins.ts';
@@ -93,7 +93,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     await Promise.all([emulator.close(), aws.close()]);
     throw error;
   });
-  const secret = await localSecret(dataDir, emulator);
+  const secrets = await localSecrets(dataDir, emulator);
 
   const outcomes = new Map<string, IntakeResult>();
   let shim: SfnShim | undefined;
@@ -103,7 +103,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     aws,
     platform: emulator,
     template,
-    secret,
+    secrets,
     waitMs: options.waitMs ?? 10,
     ...(options.env ? { env: options.env } : {}),
     ...(options.logSink ? { logSink: options.logSink } : {}),
@@ -255,8 +255,8 @@ async function platformTokens(dataDir: string): Promise<{ ssoAccessToken: string
   }
 }
 
-/** The local stand-in for the platform secret, with an audit HMAC key that lives as long as the data dir. */
-async function localSecret(dataDir: string, emulator: RunningEmulator): Promise<PlatformSecret> {
+/** The secrets' values, with an audit HMAC key that lives as long as the data dir. */
+async function localSecrets(dataDir: string, emulator: RunningEmulator): Promise<SecretValues> {
   const path = join(dataDir, 'audit-hmac-key');
   let key: string;
   try {
@@ -265,9 +265,9 @@ async function localSecret(dataDir: string, emulator: RunningEmulator): Promise<
     key = randomBytes(32).toString('hex');
     await writeFile(path, `${key}\n`, { mode: 0o600 });
   }
-  return platformSecretSchema.parse({
-    sso_access_token: emulator.ssoAccessToken,
-    export_token: emulator.exportToken,
-    audit_hmac_key: key,
+  return secretValuesSchema.parse({
+    ssoAccessToken: emulator.ssoAccessToken,
+    exportToken: emulator.exportToken,
+    auditHmacKey: key,
   });
 }

@@ -10,19 +10,20 @@ import { CALLERS, runAsCaller } from '#shared/call-recorder';
 import { stepEnvSchema } from '#shared/config';
 import { ConfigurationError } from '#shared/errors';
 import type { Ledger } from '#shared/ledger';
-import { buildStepDeps } from '#shared/runtime';
+import { buildStepDeps, platformClient } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
-import type { PlatformSecret } from '#shared/secrets';
+import { type SecretName, type SecretValues, secretsManagerReaders } from '#shared/secrets';
 import type { StepDeps, StepLogger } from '#shared/step-deps';
 import { type AnyStep, makeStepHandler } from '#shared/step-handler';
 import type { ExecutionInput } from '#shared/step-io';
 import { sqsQuarantine } from '../lambdas/intake/aws.ts';
 import { type IntakeObserver, makeIntakeHandler } from '../lambdas/intake/handler.ts';
 import type { IntakeDeps } from '../lambdas/intake/intake.ts';
-import { STEPS, type StepName } from '../lambdas/steps.ts';
+import { STEP_TOKENS, STEPS, type StepName } from '../lambdas/steps.ts';
 import { resolveStateMachine } from './asl.ts';
 import type { AwsStandIns } from './aws-standins.ts';
 import { createLedgerTable } from './ledger-table.ts';
+import { startSecretsStandIn } from './secrets-standin.ts';
 import { type ExecutionResult, type LocalLambda, LocalStateMachine } from './sfn-runner.ts';
 
 /** Where the platform (usually the emulator) is and the tokens it accepts. */
@@ -47,13 +48,20 @@ export interface LocalWorkflowOptions {
   /** The synthesized stack (`synthesizeTemplate`) whose state machine and step Lambdas run here. */
   readonly template: Record<string, unknown>;
   readonly fetch?: typeof fetch;
-  /** The platform secret; local mode keeps one per data dir so audit subject hashes stay stable. @default random */
-  readonly secret?: PlatformSecret;
+  /** The secrets' values; local mode keeps them per data dir so audit subject hashes stay stable. @default the emulator's tokens and a random key */
+  readonly secrets?: SecretValues;
   /** How intake starts executions; local mode passes StartExecution through the Step Functions shim. @default in-process */
   readonly intakeStarter?: IntakeDeps['startExecution'];
   /** Sees each intake result. */
   readonly observe?: IntakeObserver;
 }
+
+/** The local ids of the secrets, as the stack's secret ARNs in AWS. */
+export const LOCAL_SECRET_IDS: Readonly<Record<SecretName, string>> = {
+  ssoAccessToken: 'svc-dsr/sso-access-token',
+  exportToken: 'svc-dsr/export-token',
+  auditHmacKey: 'svc-dsr/audit-hmac-key',
+};
 
 /** Names of the local resources, mirroring the stack's. */
 export const LOCAL_NAMES = {
@@ -113,18 +121,35 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   });
 
   const logger = jsonLogger(options.logSink ?? (() => {}));
-  const secret: PlatformSecret = options.secret ?? {
-    sso_access_token: platform.ssoAccessToken,
-    export_token: platform.exportToken,
-    audit_hmac_key: randomBytes(32).toString('hex'),
+  // The functions read their secrets from a local Secrets Manager, as they do in Lambda.
+  const values: SecretValues = options.secrets ?? {
+    ssoAccessToken: platform.ssoAccessToken,
+    exportToken: platform.exportToken,
+    auditHmacKey: randomBytes(32).toString('hex'),
   };
-  const secrets = async () => secret;
+  const secretsManager = await startSecretsStandIn(
+    Object.fromEntries(
+      Object.entries(LOCAL_SECRET_IDS).map(([name, id]) => [id, values[name as SecretName]]),
+    ),
+  );
+  const secretsClientConfig = {
+    region: aws.region,
+    endpoint: secretsManager.endpoint,
+    credentials: aws.credentials,
+  };
+  // Each function gets its own readers, and only the tokens it is given in AWS (STEP_TOKENS).
+  const readersFor = (names: readonly SecretName[]) =>
+    secretsManagerReaders(Object.fromEntries(names.map((name) => [name, LOCAL_SECRET_IDS[name]])), {
+      clientConfig: secretsClientConfig,
+    });
+  const { auditHmacKey } = readersFor(['auditHmacKey']);
+  if (auditHmacKey === undefined) throw new Error('the local audit key has no reader');
   const platformHost = new URL(platform.url).host;
   const env = stepEnvSchema.parse({
     TABLE_NAME: LOCAL_NAMES.table,
     ARCHIVE_BUCKET: LOCAL_NAMES.archiveBucket,
     AUDIT_BUCKET: LOCAL_NAMES.auditBucket,
-    PLATFORM_SECRET_ID: 'local',
+    AUDIT_KEY_SECRET_ID: LOCAL_SECRET_IDS.auditHmacKey,
     PLATFORM_BASE_URL: platform.url,
     PLATFORM_EXPORT_URL: platform.url,
     PLATFORM_ACTIVITY_URL: platform.url,
@@ -132,7 +157,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     DOWNLOAD_INSECURE_HOSTS: platformHost,
     ...options.env,
   });
-  const stepDeps = buildStepDeps(env, { s3, auditS3, dynamo: dynamoClient }, secrets, logger, {
+  const stepDeps = buildStepDeps(env, { s3, auditS3, dynamo: dynamoClient }, { auditHmacKey }, logger, {
     sleep: async () => {},
     ...(options.fetch ? { fetch: options.fetch } : {}),
   });
@@ -143,7 +168,9 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   const handlers: Record<string, LocalLambda> = {};
   for (const step of Object.keys(ids) as StepName[]) {
     const definition: AnyStep = STEPS[step];
-    const handler = makeStepHandler(definition, () => stepDeps);
+    // One ledger and audit trail for every function; a platform client per function, with its tokens.
+    const platform = platformClient(env, readersFor(STEP_TOKENS[step]), logger, options.fetch);
+    const handler = makeStepHandler(definition, () => ({ ...stepDeps, platform }));
     handlers[ids[step]] = (event) => runAsCaller(step, () => handler(event));
   }
   const machine = new LocalStateMachine(resolved, {
@@ -198,6 +225,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
       auditS3.destroy();
       sqs.destroy();
       dynamoClient.destroy();
+      await secretsManager.close();
     },
   };
 }

@@ -10,7 +10,7 @@ import { intakeEnvSchema, parseEnv } from '#shared/config';
 import { Ledger } from '#shared/ledger';
 import { powertoolsLogger } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
-import { secretsManagerSource } from '#shared/secrets';
+import { functionSecretsFromEnv } from '#shared/secrets';
 import { sfnStarter, sqsQuarantine } from './aws.ts';
 import { type IntakeDeps, type IntakeResult, intakeMessage } from './intake.ts';
 
@@ -37,7 +37,7 @@ function lambdaIntakeDeps(): IntakeDeps {
   if (intakeDeps === undefined) {
     const env = parseEnv(intakeEnvSchema, process.env);
     const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
-    const secrets = secretsManagerSource(env.PLATFORM_SECRET_ID);
+    const { auditHmacKey } = functionSecretsFromEnv(process.env);
     intakeDeps = {
       ledger: new Ledger(dynamo, env.TABLE_NAME),
       audit: new AuditTrail(
@@ -46,7 +46,7 @@ function lambdaIntakeDeps(): IntakeDeps {
           bucket: env.AUDIT_BUCKET,
           ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}),
         },
-        { hmacKey: async () => (await secrets()).audit_hmac_key },
+        { hmacKey: auditHmacKey },
       ),
       quarantine: sqsQuarantine(prepareSdkClient(new SQSClient(CACHED_MIDDLEWARE)), env.QUARANTINE_QUEUE_URL),
       startExecution: sfnStarter(prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE)), env.STATE_MACHINE_ARN),

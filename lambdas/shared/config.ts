@@ -18,7 +18,10 @@ export const stepEnvSchema = z.object({
   ARCHIVE_BUCKET: z.string().min(1),
   AUDIT_BUCKET: z.string().min(1),
   KMS_KEY_ID: z.string().min(1).optional(),
-  PLATFORM_SECRET_ID: z.string().min(1),
+  AUDIT_KEY_SECRET_ID: z.string().min(1),
+  /** Set only for the steps that call the platform with that token. */
+  SSO_TOKEN_SECRET_ID: z.string().min(1).optional(),
+  EXPORT_TOKEN_SECRET_ID: z.string().min(1).optional(),
   PLATFORM_BASE_URL: z.url(),
   PLATFORM_EXPORT_URL: z.url(),
   PLATFORM_ACTIVITY_URL: z.url(),
@@ -41,7 +44,7 @@ export const intakeEnvSchema = z.object({
   TABLE_NAME: z.string().min(1),
   AUDIT_BUCKET: z.string().min(1),
   KMS_KEY_ID: z.string().min(1).optional(),
-  PLATFORM_SECRET_ID: z.string().min(1),
+  AUDIT_KEY_SECRET_ID: z.string().min(1),
   STATE_MACHINE_ARN: z.string().min(1),
   QUARANTINE_QUEUE_URL: z.url(),
 });

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import {
+  ConfigurationError,
   type DsrError,
   ExportStartUncertainError,
   PlatformAuthError,
@@ -19,9 +20,8 @@ import {
   exportStatusResponseSchema,
   type PlatformConfig,
   type PlatformConfigInput,
-  type PlatformCredentials,
+  type PlatformToken,
   platformConfigSchema,
-  platformCredentialsSchema,
   platformErrorBodySchema,
   type RetrievedUser,
   retrieveResponseSchema,
@@ -35,8 +35,11 @@ export interface ClientLogger {
 }
 
 export interface PlatformClientDeps {
-  /** Returns the current tokens; called per request so a rotated secret is picked up. */
-  readonly credentials: () => Promise<PlatformCredentials> | PlatformCredentials;
+  /**
+   * Each token's source, called per request so a rotated secret is picked up. A function that is
+   * not given a token cannot make the calls that need it.
+   */
+  readonly credentials: { readonly [K in PlatformToken]?: () => Promise<string> | string };
   readonly fetch?: typeof globalThis.fetch;
   readonly logger?: ClientLogger;
 }
@@ -86,7 +89,7 @@ export class PlatformClient {
 
   /** Endpoint 3: the user with this primary_key, or not-found (404 or `success: false`). */
   async retrieveUser(primaryKey: string): Promise<RetrieveResult> {
-    const { ssoAccessToken } = await this.#credentials();
+    const ssoAccessToken = await this.#token('ssoAccessToken');
     const answer = await this.#call({
       operation: 'retrieveUser',
       method: 'GET',
@@ -109,7 +112,7 @@ export class PlatformClient {
 
   /** Endpoint 5: deletes the user; a not-found answer means the user is already gone. */
   async deleteUser(primaryKey: string): Promise<DeleteResult> {
-    const { ssoAccessToken } = await this.#credentials();
+    const ssoAccessToken = await this.#token('ssoAccessToken');
     const answer = await this.#call({
       operation: 'deleteUser',
       method: 'DELETE',
@@ -129,7 +132,7 @@ export class PlatformClient {
    * nothing retries it blindly into a second export.
    */
   async startExport(svcUserId: string): Promise<{ exportId: string }> {
-    const { exportToken } = await this.#credentials();
+    const exportToken = await this.#token('exportToken');
     let answer: RawAnswer;
     try {
       answer = await this.#call({
@@ -156,7 +159,7 @@ export class PlatformClient {
 
   /** Endpoint 7: the export's state, normalised (see ExportStatus). */
   async exportStatus(exportId: string): Promise<ExportStatus> {
-    const { exportToken } = await this.#credentials();
+    const exportToken = await this.#token('exportToken');
     const url = this.#url(this.config.exportUrl, `gdpr/export/status/${encodeURIComponent(exportId)}`);
     url.searchParams.set('access_token', exportToken);
     url.searchParams.set('spot_id', this.config.spotId);
@@ -181,7 +184,7 @@ export class PlatformClient {
 
   /** Endpoint 8: one page of the user's activity. */
   async userActivity(svcUserId: string, page: { count: number; offset: number }): Promise<ActivityPage> {
-    const { exportToken } = await this.#credentials();
+    const exportToken = await this.#token('exportToken');
     const answer = await this.#call({
       operation: 'userActivity',
       method: 'POST',
@@ -194,15 +197,15 @@ export class PlatformClient {
     return this.#parse('userActivity', activityResponseSchema, answer, [svcUserId]);
   }
 
-  async #credentials(): Promise<PlatformCredentials> {
-    const parsed = platformCredentialsSchema.safeParse(await this.#deps.credentials());
-    if (!parsed.success) {
-      throw new PlatformAuthError(
-        `platform credentials are invalid (${parsed.error.issues.map((issue) => issue.message).join('; ')}); set both tokens in the secret`,
-        0,
-      );
+  async #token(kind: PlatformToken): Promise<string> {
+    const label = kind === 'ssoAccessToken' ? 'the SSO access token' : 'the export token';
+    const source = this.#deps.credentials[kind];
+    if (source === undefined) {
+      throw new ConfigurationError(`this function is not given ${label}, which this platform call needs`);
     }
-    return parsed.data;
+    const token = await source();
+    if (token === '') throw new PlatformAuthError(`${label} is empty; set it in its secret`, 0);
+    return token;
   }
 
   #url(base: string, path: string): URL {

@@ -16,11 +16,8 @@ export type PlatformConfig = z.infer<typeof platformConfigSchema>;
 export type PlatformConfigInput = z.input<typeof platformConfigSchema>;
 
 /** The two secrets the platform issues. */
-export const platformCredentialsSchema = z.object({
-  ssoAccessToken: z.string().min(1, 'the SSO access token is empty'),
-  exportToken: z.string().min(1, 'the export token is empty'),
-});
-export type PlatformCredentials = z.infer<typeof platformCredentialsSchema>;
+/** The two platform tokens; each function is given only the one its calls need. */
+export type PlatformToken = 'ssoAccessToken' | 'exportToken';
 
 const notificationKinds = z.record(z.string(), z.string());
 

@@ -10,7 +10,7 @@ import type { DownloadPolicy } from './download-policy.ts';
 import { Ledger } from './ledger.ts';
 import { PlatformClient } from './platform-client.ts';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from './sdk-clients.ts';
-import { type SecretSource, secretsManagerSource } from './secrets.ts';
+import { type FunctionSecrets, functionSecretsFromEnv } from './secrets.ts';
 import type { ArchiveStore, StepDeps, StepLogger } from './step-deps.ts';
 
 /** The AWS clients a step needs; in Lambda they are module singletons, locally they point at stand-ins. */
@@ -66,30 +66,12 @@ export function s3ArchiveStore(
 export function buildStepDeps(
   env: StepEnv,
   clients: AwsClients,
-  secrets: SecretSource,
+  secrets: FunctionSecrets,
   logger: StepLogger,
   overrides: Partial<Pick<StepDeps, 'sleep' | 'clock'>> & { fetch?: typeof fetch } = {},
 ): StepDeps & { readonly audit: AuditTrail } {
   const clock = overrides.clock ?? (() => new Date());
-  const platform = new PlatformClient(
-    {
-      baseUrl: env.PLATFORM_BASE_URL,
-      exportUrl: env.PLATFORM_EXPORT_URL,
-      activityUrl: env.PLATFORM_ACTIVITY_URL,
-      spotId: env.SPOT_ID,
-      timeoutMs: env.PLATFORM_TIMEOUT_MS,
-      ssoTokenHeader: env.SSO_TOKEN_HEADER,
-      userIdField: env.USER_ID_FIELD,
-    },
-    {
-      credentials: async () => {
-        const secret = await secrets();
-        return { ssoAccessToken: secret.sso_access_token, exportToken: secret.export_token };
-      },
-      logger,
-      ...(overrides.fetch ? { fetch: overrides.fetch } : {}),
-    },
-  );
+  const platform = platformClient(env, secrets, logger, overrides.fetch);
   return {
     ledger: new Ledger(clients.dynamo, env.TABLE_NAME, clock),
     audit: new AuditTrail(
@@ -98,7 +80,7 @@ export function buildStepDeps(
         bucket: env.AUDIT_BUCKET,
         ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}),
       },
-      { hmacKey: async () => (await secrets()).audit_hmac_key, clock },
+      { hmacKey: secrets.auditHmacKey, clock },
     ),
     platform,
     archive: s3ArchiveStore(clients.s3, {
@@ -123,6 +105,34 @@ export function buildStepDeps(
   };
 }
 
+/** The platform client of a function, with the tokens that function is given. */
+export function platformClient(
+  env: StepEnv,
+  secrets: Pick<FunctionSecrets, 'ssoAccessToken' | 'exportToken'>,
+  logger: StepLogger,
+  fetch?: typeof globalThis.fetch,
+): PlatformClient {
+  return new PlatformClient(
+    {
+      baseUrl: env.PLATFORM_BASE_URL,
+      exportUrl: env.PLATFORM_EXPORT_URL,
+      activityUrl: env.PLATFORM_ACTIVITY_URL,
+      spotId: env.SPOT_ID,
+      timeoutMs: env.PLATFORM_TIMEOUT_MS,
+      ssoTokenHeader: env.SSO_TOKEN_HEADER,
+      userIdField: env.USER_ID_FIELD,
+    },
+    {
+      credentials: {
+        ...(secrets.ssoAccessToken ? { ssoAccessToken: secrets.ssoAccessToken } : {}),
+        ...(secrets.exportToken ? { exportToken: secrets.exportToken } : {}),
+      },
+      logger,
+      ...(fetch ? { fetch } : {}),
+    },
+  );
+}
+
 let lambdaDeps: StepDeps | undefined;
 
 /** The deps of a step running in AWS Lambda: built once per container from its environment. */
@@ -136,7 +146,7 @@ export function lambdaStepDeps(): StepDeps {
         auditS3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
         dynamo: prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE)),
       },
-      secretsManagerSource(env.PLATFORM_SECRET_ID),
+      functionSecretsFromEnv(process.env),
       powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
     );
   }

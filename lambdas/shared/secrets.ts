@@ -1,35 +1,85 @@
-import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
+import { SecretsProvider } from '@aws-lambda-powertools/parameters/secrets';
+import { SecretsManagerClient, type SecretsManagerClientConfig } from '@aws-sdk/client-secrets-manager';
 import { z } from 'zod';
 import { ConfigurationError } from './errors.ts';
+import type { PlatformToken } from './platform-schemas.ts';
+import { prepareSdkClient } from './sdk-clients.ts';
 
-/** The platform secret's JSON value. */
-export const platformSecretSchema = z.object({
-  sso_access_token: z.string().min(1, 'is empty'),
-  export_token: z.string().min(1, 'is empty'),
-  /** Key for the audit trail's subject hashes; at least 32 characters. */
-  audit_hmac_key: z.string().min(32, 'must be at least 32 characters'),
+/**
+ * The secrets svc-dsr reads, one Secrets Manager secret each, so every function is granted only
+ * what its calls need: the platform's SSO token (retrieve and delete a user), its export token
+ * (exports), and the key of the audit trail's subject hashes (every function that writes audit).
+ */
+export const SECRETS = {
+  ssoAccessToken: { env: 'SSO_TOKEN_SECRET_ID', what: 'the platform SSO access token', minLength: 1 },
+  exportToken: { env: 'EXPORT_TOKEN_SECRET_ID', what: 'the platform export token', minLength: 1 },
+  auditHmacKey: { env: 'AUDIT_KEY_SECRET_ID', what: 'the audit HMAC key', minLength: 32 },
+} as const;
+export type SecretName = keyof typeof SECRETS;
+
+/** Reads one secret's current value; cached, so a warm Lambda does not call Secrets Manager per use. */
+export type SecretReader = () => Promise<string>;
+
+/** The secrets one function may read: every function writes audit, only some call the platform. */
+export type FunctionSecrets = { readonly auditHmacKey: SecretReader } & {
+  readonly [K in PlatformToken]?: SecretReader;
+};
+
+/** The secret values local mode and tests hand the functions. */
+export const secretValuesSchema = z.object({
+  ssoAccessToken: z.string().min(1, 'is empty'),
+  exportToken: z.string().min(1, 'is empty'),
+  auditHmacKey: z.string().min(32, 'must be at least 32 characters'),
 });
-export type PlatformSecret = z.infer<typeof platformSecretSchema>;
+export type SecretValues = z.infer<typeof secretValuesSchema>;
 
-/** Where a Lambda gets the platform secret; cached, so a warm Lambda does not call Secrets Manager per use. */
-export type SecretSource = () => Promise<PlatformSecret>;
-
-/** Reads the secret through Powertools Parameters (cached for `maxAgeSeconds`) and validates it. */
-export function secretsManagerSource(secretId: string, maxAgeSeconds = 300): SecretSource {
-  return async () => {
-    const raw = await getSecret(secretId, { transform: 'json', maxAge: maxAgeSeconds });
-    return parseSecret(raw, secretId);
-  };
+/** Reads secrets through Powertools Parameters over one (recorded) Secrets Manager client. */
+export function secretsManagerReaders(
+  ids: { readonly [K in SecretName]?: string },
+  options: { clientConfig?: SecretsManagerClientConfig; maxAgeSeconds?: number } = {},
+): { [K in SecretName]?: SecretReader } {
+  const provider = new SecretsProvider({
+    awsSdkV3Client: prepareSdkClient(new SecretsManagerClient(options.clientConfig ?? {})),
+  });
+  const readers: { [K in SecretName]?: SecretReader } = {};
+  for (const name of Object.keys(SECRETS) as SecretName[]) {
+    const id = ids[name];
+    if (id === undefined) continue;
+    readers[name] = async () => {
+      const value = await provider.get(id, { maxAge: options.maxAgeSeconds ?? 300 });
+      return checkSecret(name, typeof value === 'string' ? value : undefined, id);
+    };
+  }
+  return readers;
 }
 
-/** Validates a secret value; the error names the fields, never their values. */
-export function parseSecret(raw: unknown, secretId: string): PlatformSecret {
-  const parsed = platformSecretSchema.safeParse(raw);
-  if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.map(
-    (issue) => `${issue.path.join('.') || '(value)'} ${issue.message}`,
+/** The readers of a function's environment; the audit key is required, the tokens where granted. */
+export function functionSecretsFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+  options: { clientConfig?: SecretsManagerClientConfig } = {},
+): FunctionSecrets {
+  const readers = secretsManagerReaders(
+    {
+      ...(env[SECRETS.ssoAccessToken.env] ? { ssoAccessToken: env[SECRETS.ssoAccessToken.env] } : {}),
+      ...(env[SECRETS.exportToken.env] ? { exportToken: env[SECRETS.exportToken.env] } : {}),
+      ...(env[SECRETS.auditHmacKey.env] ? { auditHmacKey: env[SECRETS.auditHmacKey.env] } : {}),
+    },
+    options,
   );
-  throw new ConfigurationError(
-    `the secret ${secretId} is not usable (${problems.join('; ')}); set it to JSON with sso_access_token, export_token and audit_hmac_key`,
-  );
+  const { auditHmacKey } = readers;
+  if (auditHmacKey === undefined) {
+    throw new ConfigurationError(`${SECRETS.auditHmacKey.env} is not set; redeploy the stack to set it`);
+  }
+  return { ...readers, auditHmacKey };
+}
+
+/** Validates a secret value; the error names the secret, never its value. */
+export function checkSecret(name: SecretName, value: string | undefined, secretId: string): string {
+  const { what, minLength } = SECRETS[name];
+  if (value === undefined || value.length < minLength) {
+    throw new ConfigurationError(
+      `the secret ${secretId} (${what}) is not usable: ${value === undefined ? 'it has no string value' : `it must be at least ${minLength} characters`}; set it with put-secret-value`,
+    );
+  }
+  return value;
 }

@@ -6,7 +6,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_STATE_MACHINE_ARN } from '#local/local-mode';
-import { LOCAL_NAMES } from '#local/workflow';
+import { LOCAL_NAMES, LOCAL_SECRET_IDS } from '#local/workflow';
 import { CALLERS, type RecordedCall } from '#shared/call-recorder';
 import { STEP_DIRECTORIES, type StepName } from '../../lambdas/steps.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
@@ -53,6 +53,9 @@ function deploymentOf(templateJson: Record<string, unknown>): Deployment {
     [LOCAL_NAMES.quarantineQueue, queueName(outputs.QuarantineQueueUrl)],
     [LOCAL_NAMES.intakeDeadLetterQueue, queueName(outputs.IntakeDeadLetterQueueUrl)],
     [LOCAL_STATE_MACHINE_ARN, outputs.StateMachineArn ?? ''],
+    [LOCAL_SECRET_IDS.ssoAccessToken, outputs.SsoTokenSecretArn ?? ''],
+    [LOCAL_SECRET_IDS.exportToken, outputs.ExportTokenSecretArn ?? ''],
+    [LOCAL_SECRET_IDS.auditHmacKey, outputs.AuditKeySecretArn ?? ''],
   ]);
   return { model, roles, names };
 }

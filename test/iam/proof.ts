@@ -376,6 +376,8 @@ export function denials(model: TemplateModel, authorisations: readonly Authorisa
 export interface UnusedGrant {
   readonly role: string;
   readonly action: string;
+  /** The resource of the grant, as the policy names it. */
+  readonly resource: string;
 }
 
 /** Per role (and operator policy), the actions its identity policies grant that no authorisation uses. */
@@ -395,23 +397,30 @@ export function unusedGrants(
       'roleId' in principal
         ? model.identityPolicies(principal.roleId)
         : [{ policy: model.managedPolicy(principal.managedPolicyId) }];
-    const granted = new Set(
-      policies.flatMap(({ policy }) =>
-        policy.Statement.filter((s) => s.Effect === 'Allow').flatMap((s) => [s.Action ?? []].flat()),
-      ),
+    const statements = policies.flatMap(({ policy }) =>
+      policy.Statement.filter((st) => st.Effect === 'Allow'),
     );
-    for (const action of granted) {
-      const pattern = new RegExp(
-        `^${action
-          .replace(/[.+^${}()|[\]\\]/g, '\\$&')
-          .replace(/\*/g, '.*')
-          .replace(/\?/g, '.')}$`,
-        'i',
-      );
-      if (!used.some((a) => pattern.test(a.action))) unused.push({ role: caller, action });
+    for (const statement of statements) {
+      for (const resource of [statement.Resource ?? '*'].flat()) {
+        const resourcePattern = globPattern(resource);
+        for (const action of [statement.Action ?? []].flat()) {
+          const actionPattern = globPattern(action);
+          const usedHere = used.some((a) => actionPattern.test(a.action) && resourcePattern.test(a.resource));
+          if (!usedHere) unused.push({ role: caller, action, resource });
+        }
+      }
     }
   }
   return unused;
+}
+
+/** An IAM wildcard (`*`, `?`) as a case-insensitive pattern of the whole string. */
+function globPattern(glob: string): RegExp {
+  const escaped = glob
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*/g, '.*')
+    .replace(/\?/g, '.');
+  return new RegExp(`^${escaped}$`, 'i');
 }
 
 /** A copy of the template with `action` removed from every statement of the resources `where` picks. */

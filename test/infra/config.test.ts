@@ -44,7 +44,7 @@ describe('parseStackConfig', () => {
       deadlineSweepMinutes: 60,
       logRetentionDays: 365,
     });
-    expect(config.platformSecretName).toBeUndefined();
+    expect(config.existingSecrets).toBeUndefined();
     expect(config.alarmEmail).toBeUndefined();
   });
 
@@ -62,8 +62,7 @@ describe('parseStackConfig', () => {
     platformExportUrl: { value: 'export.example.com', fix: /https URL of the export service/ },
     platformActivityUrl: { value: 42, fix: /https URL of the activity service/ },
     downloadAllowedHosts: { value: [], fix: /list of hosts export downloads may come from/ },
-    platformSecretName: { value: 'has spaces', fix: /name of an existing Secrets Manager secret/ },
-    platformSecretKeyArn: { value: 'alias/mine', fix: /ARN of the KMS key/ },
+    existingSecrets: { value: 'svc-dsr/platform', fix: /names of three existing Secrets Manager secrets/ },
     ssoTokenHeader: { value: 'x token', fix: /HTTP header name/ },
     userIdField: { value: 'user-id', fix: /JSON field name/ },
     pollInitialSeconds: { value: 0, fix: /whole number of seconds from 1 to 3600/ },
@@ -85,10 +84,7 @@ describe('parseStackConfig', () => {
 
   for (const [key, { value, fix }] of Object.entries(invalid)) {
     it(`refuses an invalid ${key}, naming the key, the value received and the fix`, () => {
-      const problems = problemsOf({
-        ...(key === 'platformSecretKeyArn' ? { platformSecretName: 'svc-dsr/platform' } : {}),
-        [key]: value,
-      });
+      const problems = problemsOf({ [key]: value });
 
       expect(problems).toHaveLength(1);
       const [problem] = problems;
@@ -123,12 +119,13 @@ describe('parseStackConfig', () => {
     ]);
   });
 
-  it('refuses a secret key without the existing secret it would decrypt', () => {
+  it('refuses existing secrets that do not name all three', () => {
     const problems = problemsOf({
-      platformSecretKeyArn: 'arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab',
+      existingSecrets: { ssoAccessToken: 'svc-dsr/sso', exportToken: 'svc-dsr/export' },
     });
 
-    expect(problems[0]).toContain('"platformSecretKeyArn": only applies to an existing secret');
+    expect(problems[0]).toContain('"existingSecrets');
+    expect(problems[0]).toMatch(/names of three existing Secrets Manager secrets/);
   });
 
   it('refuses an unknown key and suggests the one a typo meant', () => {

@@ -3,7 +3,8 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { STATUS_DUE_INDEX } from '#shared/ledger';
 import { DEADLINE_METRICS } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
-import { STEP_DIRECTORIES } from '../../lambdas/steps.ts';
+import { SECRETS } from '../../lambdas/shared/secrets.ts';
+import { STEP_DIRECTORIES, STEP_TOKENS, type StepName } from '../../lambdas/steps.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
 import { type CfnObject, productionConfig } from './fixtures.ts';
 
@@ -320,6 +321,7 @@ describe('functions', () => {
     const stepEnv = [
       'ARCHIVE_BUCKET',
       'AUDIT_BUCKET',
+      'AUDIT_KEY_SECRET_ID',
       'DOWNLOAD_ALLOWED_HOSTS',
       'DSR_STEP',
       'EXPORT_MAX_ATTEMPTS',
@@ -328,7 +330,6 @@ describe('functions', () => {
       'PLATFORM_ACTIVITY_URL',
       'PLATFORM_BASE_URL',
       'PLATFORM_EXPORT_URL',
-      'PLATFORM_SECRET_ID',
       'POLL_BUDGET_SECONDS',
       'POLL_INITIAL_SECONDS',
       'POLL_MAX_SECONDS',
@@ -340,7 +341,26 @@ describe('functions', () => {
     ];
     const steps = functions.filter(([, fn]) => fn.Environment.Variables.DSR_STEP !== undefined);
     expect(steps.map(([, fn]) => fn.Environment.Variables.DSR_STEP).sort()).toEqual([...stepNames].sort());
-    for (const [, fn] of steps) expect(Object.keys(fn.Environment.Variables).sort()).toEqual(stepEnv);
+    for (const [, fn] of steps) {
+      const tokens = STEP_TOKENS[fn.Environment.Variables.DSR_STEP as StepName].map(
+        (token) => SECRETS[token].env,
+      );
+      expect(Object.keys(fn.Environment.Variables).sort()).toEqual([...stepEnv, ...tokens].sort());
+    }
+  });
+
+  it('gives each function only the secrets its calls need', () => {
+    const secretIds = (name: string) => {
+      const [, fn] = functions.find(([id]) => id.startsWith(`${name}Function`)) ?? [];
+      return Object.keys(fn?.Environment.Variables ?? {})
+        .filter((key) => key.endsWith('_SECRET_ID'))
+        .sort();
+    };
+    expect(secretIds('ResolveSubject')).toEqual(['AUDIT_KEY_SECRET_ID', 'SSO_TOKEN_SECRET_ID']);
+    expect(secretIds('StartExport')).toEqual(['AUDIT_KEY_SECRET_ID', 'EXPORT_TOKEN_SECRET_ID']);
+    expect(secretIds('RecordOutcome')).toEqual(['AUDIT_KEY_SECRET_ID']);
+    expect(secretIds('Intake')).toEqual(['AUDIT_KEY_SECRET_ID']);
+    expect(secretIds('DeadlineSweep')).toEqual([]);
   });
 
   it('passes the platform settings and brand-name overrides through to the steps', () => {
@@ -468,25 +488,35 @@ describe('secrets', () => {
     expect(text).not.toMatch(/"(sso_access_token|export_token|audit_hmac_key)"\s*:/);
     for (const [, fn] of ofType('AWS::Lambda::Function')) {
       const names = Object.keys(fn.Environment.Variables);
-      expect(names.filter((name) => /TOKEN(?!_HEADER)|PASSWORD|HMAC|SECRET(?!_ID)/.test(name))).toEqual([]);
+      // Only the ids of secrets (`…_SECRET_ID`) and the token header's name may speak of them.
+      const secretive = names.filter((name) => !name.endsWith('_SECRET_ID') && name !== 'SSO_TOKEN_HEADER');
+      expect(secretive.filter((name) => /TOKEN|PASSWORD|HMAC|SECRET/.test(name))).toEqual([]);
     }
   });
 
-  it('references an existing secret by name and grants only that secret and its key', () => {
+  it('references existing secrets by name and grants only those secrets and their key', () => {
     const existing = synth({
       ...productionConfig,
-      platformSecretName: 'svc-dsr/platform',
-      platformSecretKeyArn: 'arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab',
+      existingSecrets: {
+        ssoAccessToken: 'svc-dsr/sso',
+        exportToken: 'svc-dsr/export',
+        auditHmacKey: 'svc-dsr/audit',
+        keyArn: 'arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab',
+      },
     });
 
     existing.resourceCountIs('AWS::SecretsManager::Secret', 0);
     existing.hasResourceProperties('AWS::Lambda::Function', {
       Environment: {
-        Variables: Match.objectLike({ DSR_STEP: 'ResolveSubject', PLATFORM_SECRET_ID: 'svc-dsr/platform' }),
+        Variables: Match.objectLike({
+          DSR_STEP: 'ResolveSubject',
+          SSO_TOKEN_SECRET_ID: 'svc-dsr/sso',
+          AUDIT_KEY_SECRET_ID: 'svc-dsr/audit',
+        }),
       },
     });
     const text = JSON.stringify(existing.toJSON());
-    expect(text).toContain(':secret:svc-dsr/platform-??????');
+    expect(text).toContain(':secret:svc-dsr/sso-??????');
     expect(text).toContain('"arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"');
   });
 });
@@ -601,7 +631,9 @@ describe('outputs', () => {
         'IntakeDeadLetterQueueUrl',
         'IntakeQueueUrl',
         'LedgerTableName',
-        'PlatformSecretArn',
+        'SsoTokenSecretArn',
+        'ExportTokenSecretArn',
+        'AuditKeySecretArn',
         'QuarantineQueueUrl',
         'Region',
         'StateMachineArn',

@@ -19,7 +19,7 @@ function client(timeoutMs = 300) {
       timeoutMs,
     },
     {
-      credentials: () => ({ ssoAccessToken: SSO_TOKEN, exportToken: EXPORT_TOKEN }),
+      credentials: { ssoAccessToken: () => SSO_TOKEN, exportToken: () => EXPORT_TOKEN },
       logger: {
         debug: (message, attributes) => logLines.push(JSON.stringify({ message, ...attributes })),
         warn: (message, attributes) => logLines.push(JSON.stringify({ message, ...attributes })),

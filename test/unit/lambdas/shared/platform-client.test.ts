@@ -37,7 +37,7 @@ function makeClient(
       ...(overrides.userIdField ? { userIdField: overrides.userIdField } : {}),
     },
     {
-      credentials: () => ({ ssoAccessToken: SSO_TOKEN, exportToken: EXPORT_TOKEN }),
+      credentials: { ssoAccessToken: () => SSO_TOKEN, exportToken: () => EXPORT_TOKEN },
       logger: {
         debug: (message, attributes) => logLines.push(JSON.stringify({ message, ...attributes })),
         warn: (message, attributes) => logLines.push(JSON.stringify({ message, ...attributes })),
@@ -220,7 +220,7 @@ describe('PlatformClient error classes', () => {
   it('refuses empty credentials before calling the platform', async () => {
     const client = new PlatformClient(
       { baseUrl: stub.url, exportUrl: stub.url, activityUrl: stub.url, spotId: 'sp' },
-      { credentials: () => ({ ssoAccessToken: '', exportToken: EXPORT_TOKEN }) },
+      { credentials: { ssoAccessToken: () => '', exportToken: () => EXPORT_TOKEN } },
     );
     const error = await caught(client.retrieveUser(PRIMARY_KEY));
     expect(error).toBeInstanceOf(PlatformAuthError);
