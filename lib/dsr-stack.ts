@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import {
   Annotations,
+  Aws,
   CfnOutput,
   CfnRule,
   Duration,
@@ -195,8 +196,18 @@ export class DsrStack extends Stack {
       ...bucketDefaults,
       serverAccessLogsPrefix: 'audit/',
       objectLockEnabled: true,
-      objectLockDefaultRetention: s3.ObjectLockRetention.compliance(Duration.days(auditRetentionDays)),
+      objectLockDefaultRetention:
+        config.auditLockMode === 'GOVERNANCE'
+          ? s3.ObjectLockRetention.governance(Duration.days(auditRetentionDays))
+          : s3.ObjectLockRetention.compliance(Duration.days(auditRetentionDays)),
     });
+    if (config.auditLockMode === 'GOVERNANCE') {
+      Annotations.of(this).addWarningV2(
+        'svc-dsr:governance-audit-lock',
+        `svc-dsr stage "${config.stage}" locks audit records in GOVERNANCE mode (auditLockMode): anyone allowed s3:BypassGovernanceRetention can delete them, so they are not evidence. ` +
+          'Fix: only for a test stage; production stages use COMPLIANCE, the default.',
+      );
+    }
 
     // Secret
     if (config.platformSecretName !== undefined) {
@@ -258,7 +269,13 @@ export class DsrStack extends Stack {
     // Workflow
     const workflowLogs = new logs.LogGroup(this, 'WorkflowLogs', {
       // The vendedlogs prefix keeps the log delivery resource policy small however many machines log.
-      logGroupName: `/aws/vendedlogs/states/${this.stackName}-workflow`,
+      // The group is retained, so its name carries the GUID of this stack's creation: after
+      // `cdk destroy` a new stack of the same name gets a new group instead of colliding with the
+      // one kept.
+      logGroupName: Fn.join('', [
+        `/aws/vendedlogs/states/${this.stackName}-workflow-`,
+        Fn.select(2, Fn.split('/', Aws.STACK_ID)),
+      ]),
       retention: logRetention,
       encryptionKey: this.operationsKey,
       removalPolicy: RemovalPolicy.RETAIN,
