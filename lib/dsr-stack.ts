@@ -9,6 +9,7 @@ import {
   RemovalPolicy,
   Stack,
   type StackProps,
+  Tags,
 } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -21,7 +22,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
-import type { Construct } from 'constructs';
+import type { Construct, IConstruct } from 'constructs';
 import { DEADLINE_METRICS } from '../lambdas/deadline-sweep/deadline-sweep.ts';
 import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
 import { STATUS_DUE_INDEX } from '../lambdas/shared/ledger.ts';
@@ -41,6 +42,13 @@ import { acknowledge } from './nag.ts';
 const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
 
 /** The S3 object tag that carries the request type, which the archive lifecycle rules expire by. */
+
+/** The tags every taggable resource of the stack carries. */
+export const TAG_KEYS = {
+  project: 'project',
+  stage: 'stage',
+  dataClassification: 'data-classification',
+} as const;
 
 /** Namespace of the metrics the deadline sweep publishes. */
 export const METRICS_NAMESPACE = 'svc-dsr';
@@ -347,6 +355,17 @@ export class DsrStack extends Stack {
       }),
     });
 
+    this.#tag(config.stage, [
+      this.key,
+      this.intakeQueue,
+      this.intakeDeadLetterQueue,
+      this.quarantineQueue,
+      this.ledger,
+      this.archiveBucket,
+      this.auditBucket,
+      this.secret,
+    ]);
+
     // What the CLI reads (cdk deploy --outputs-file outputs.json)
     const outputs: Record<string, string> = {
       IntakeQueueUrl: this.intakeQueue.queueUrl,
@@ -379,6 +398,18 @@ export class DsrStack extends Stack {
     new CfnRule(this, 'RequireDeploymentConfig', {
       assertions: [{ assert: Fn.conditionEquals('placeholder', 'configured'), assertDescription: message }],
     });
+  }
+
+  /**
+   * Tags every taggable resource with the project, the stage and its data classification:
+   * `personal` on the stores that hold personal data, `operational` on everything else.
+   */
+  #tag(stage: string, personalStores: readonly IConstruct[]): void {
+    Tags.of(this).add(TAG_KEYS.project, 'svc-dsr');
+    Tags.of(this).add(TAG_KEYS.stage, stage);
+    Tags.of(this).add(TAG_KEYS.dataClassification, 'operational');
+    // Applied deeper in the tree, so it wins over the stack-wide value at the same priority.
+    for (const store of personalStores) Tags.of(store).add(TAG_KEYS.dataClassification, 'personal');
   }
 
   /** CloudWatch Logs encrypts this stack's log groups and CloudWatch publishes alarms to the encrypted topic. */
