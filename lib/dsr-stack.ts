@@ -22,6 +22,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct, IConstruct } from 'constructs';
 import { DEADLINE_METRICS } from '../lambdas/deadline-sweep/deadline-sweep.ts';
 import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
@@ -33,10 +34,17 @@ import {
   placeholderKeys,
   retentionDaysForMonths,
   type StackConfig,
+  StackConfigError,
 } from './config.ts';
 import { DsrAlarms } from './dsr-alarms.ts';
 import { DsrFunction } from './dsr-function.ts';
 import { DsrWorkflow } from './dsr-workflow.ts';
+import {
+  HISTORY_EVENT_LIMIT,
+  SAFE_HISTORY_FRACTION,
+  statesOfDefinition,
+  worstCaseHistory,
+} from './history-budget.ts';
 import { acknowledge } from './nag.ts';
 
 const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
@@ -296,6 +304,8 @@ export class DsrStack extends Stack {
       tracing: true,
     });
 
+    this.#guardHistoryBudget(config);
+
     // Intake
     const intake = new DsrFunction(this, 'Intake', {
       ...functionDefaults,
@@ -398,6 +408,38 @@ export class DsrStack extends Stack {
     new CfnRule(this, 'RequireDeploymentConfig', {
       assertions: [{ assert: Fn.conditionEquals('placeholder', 'configured'), assertDescription: message }],
     });
+  }
+
+  /**
+   * Step Functions fails a Standard execution at 25,000 history events. The worst case of the poll
+   * schedule and the workflow's retries is printed at synth, and synth refuses a schedule that
+   * could use more than half of the limit.
+   */
+  #guardHistoryBudget(config: StackConfig): void {
+    const definition = this.workflow.stateMachine.node.defaultChild;
+    if (!(definition instanceof sfn.CfnStateMachine)) throw new Error('the workflow has no state machine');
+    const budget = worstCaseHistory({
+      schedule: {
+        initialSeconds: config.pollInitialSeconds,
+        maxSeconds: config.pollMaxSeconds,
+        budgetSeconds: config.pollBudgetSeconds,
+      },
+      exportMaxAttempts: config.exportMaxAttempts,
+      states: statesOfDefinition(this.resolve(definition.definitionString)),
+    });
+    const events = budget.events.toLocaleString('en-US');
+    const limit = HISTORY_EVENT_LIMIT.toLocaleString('en-US');
+    Annotations.of(this).addInfo(
+      `svc-dsr: worst case ${events} events per execution of ${limit} (${budget.polls} export polls)`,
+    );
+    if (budget.fraction > SAFE_HISTORY_FRACTION) {
+      throw new StackConfigError([
+        `svc-dsr config: the poll schedule allows up to ${events} history events per execution (${budget.polls} export polls), ` +
+          `more than ${SAFE_HISTORY_FRACTION * 100}% of the ${limit} Step Functions allows (received pollInitialSeconds ${config.pollInitialSeconds}, ` +
+          `pollMaxSeconds ${config.pollMaxSeconds}, pollBudgetSeconds ${config.pollBudgetSeconds}, exportMaxAttempts ${config.exportMaxAttempts}). ` +
+          `Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds" or "exportMaxAttempts", in cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }.`,
+      ]);
+    }
   }
 
   /**
