@@ -73,6 +73,8 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   erasureArchiveRetentionDays: 'a whole number of days from 1 to 3650',
   auditRetentionMonths: `a whole number of months from ${MINIMUM_RETENTION_MONTHS} (CCPA record keeping) to ${MAX_AUDIT_RETENTION_MONTHS}`,
   alarmEmail: 'an e-mail address for alarm notifications, or leave it out',
+  ledgerLegacyStatusIndex:
+    'true only while migrating a ledger created before the open index (docs/deploy.md), otherwise false or left out',
   deadlineDueSoonDays: 'a whole number of days from 1 to 60',
   deadlineSweepMinutes: 'a whole number of minutes from 5 to 1440',
   logRetentionDays: `one of ${LOG_RETENTION_DAYS.join(', ')}`,
@@ -130,6 +132,7 @@ const baseSchema = z.strictObject({
     MINIMUM_RETENTION_MONTHS,
   ),
   alarmEmail: z.email().optional(),
+  ledgerLegacyStatusIndex: z.boolean().default(false),
   deadlineDueSoonDays: wholeNumber(1, 60).default(7),
   deadlineSweepMinutes: wholeNumber(5, 1440).default(60),
   logRetentionDays: z

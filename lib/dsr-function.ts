@@ -12,7 +12,7 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
-import { STATUS_DUE_INDEX } from '../lambdas/shared/ledger.ts';
+import { OPEN_DUE_INDEX } from '../lambdas/shared/ledger.ts';
 import { acknowledge, nagArn } from './nag.ts';
 
 const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -135,7 +135,7 @@ export class DsrFunction extends Construct {
         ? ['dynamodb:GetItem']
         : ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
     this.#allow(itemActions, [table.tableArn]);
-    this.#allow(['dynamodb:Query'], [`${table.tableArn}/index/${STATUS_DUE_INDEX}`]);
+    this.#allow(['dynamodb:Query'], [`${table.tableArn}/index/${OPEN_DUE_INDEX}`]);
     this.#allowKey(
       table.encryptionKey,
       access === 'read'

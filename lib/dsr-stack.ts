@@ -26,7 +26,12 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct, IConstruct } from 'constructs';
 import { DEADLINE_METRICS } from '../lambdas/deadline-sweep/deadline-sweep.ts';
 import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
-import { STATUS_DUE_INDEX } from '../lambdas/shared/ledger.ts';
+import {
+  LEGACY_STATUS_DUE_INDEX,
+  OPEN_DUE_INDEX,
+  OPEN_INDEX_ATTRIBUTES,
+  OPEN_SHARD_ATTRIBUTE,
+} from '../lambdas/shared/ledger.ts';
 import { STEP_DIRECTORIES, type StepName } from '../lambdas/steps.ts';
 import {
   CONFIG_CONTEXT_KEY,
@@ -143,11 +148,24 @@ export class DsrStack extends Stack {
       deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
     });
+    // Open requests only (the key is set while a request is owed an answer), sharded so that a
+    // mass drop with one status and one due date lands on many partitions.
     this.ledger.addGlobalSecondaryIndex({
-      indexName: STATUS_DUE_INDEX,
-      partitionKey: { name: 'status', type: dynamodb.AttributeType.STRING },
+      indexName: OPEN_DUE_INDEX,
+      partitionKey: { name: OPEN_SHARD_ATTRIBUTE, type: dynamodb.AttributeType.STRING },
       sortKey: { name: 'due_at', type: dynamodb.AttributeType.STRING },
+      projectionType: dynamodb.ProjectionType.INCLUDE,
+      nonKeyAttributes: [...OPEN_INDEX_ATTRIBUTES],
     });
+    if (config.ledgerLegacyStatusIndex) {
+      // The index of ledgers created before the open index, kept for one deploy while they migrate
+      // (DynamoDB adds or drops one index per update; docs/deploy.md).
+      this.ledger.addGlobalSecondaryIndex({
+        indexName: LEGACY_STATUS_DUE_INDEX,
+        partitionKey: { name: 'status', type: dynamodb.AttributeType.STRING },
+        sortKey: { name: 'due_at', type: dynamodb.AttributeType.STRING },
+      });
+    }
 
     // Buckets
     const auditRetentionDays = retentionDaysForMonths(config.auditRetentionMonths);

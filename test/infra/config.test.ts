@@ -83,6 +83,10 @@ describe('parseStackConfig', () => {
     erasureArchiveRetentionDays: { value: '30', fix: /whole number of days from 1 to 3650/ },
     auditRetentionMonths: { value: 12, fix: /from 24 \(CCPA record keeping\) to 120/ },
     alarmEmail: { value: 'ops-at-example.com', fix: /e-mail address for alarm notifications/ },
+    ledgerLegacyStatusIndex: {
+      value: 'yes',
+      fix: /true only while migrating a ledger created before the open index/,
+    },
     deadlineDueSoonDays: { value: 0, fix: /whole number of days from 1 to 60/ },
     deadlineSweepMinutes: { value: 1, fix: /whole number of minutes from 5 to 1440/ },
     logRetentionDays: { value: 100, fix: /one of 1, 3, 5, 7, 14, 30/ },
