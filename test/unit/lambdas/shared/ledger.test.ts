@@ -14,6 +14,7 @@ import {
   type OwedStatus,
   openShardKey,
   openShardOf,
+  type Status,
 } from '#shared/ledger';
 import type { DsrRequest } from '#shared/request';
 import { CACHED_MIDDLEWARE } from '#shared/sdk-clients';
@@ -223,6 +224,32 @@ describe('the open index', () => {
     return Item;
   }
 
+  /** One item per status as releases before the open index wrote them (no open_shard); their ids by status. */
+  async function putWithoutIndexKey(
+    tableName: string,
+    statuses: readonly Status[],
+  ): Promise<Record<string, string>> {
+    const ids: Record<string, string> = {};
+    for (const status of statuses) {
+      ids[status] = randomUUID();
+      await dynamo.doc.send(
+        new PutCommand({
+          TableName: tableName,
+          Item: {
+            request_id: ids[status],
+            fingerprint: 'fp',
+            status,
+            // A rejected request never had a due date.
+            ...(status === 'rejected' ? {} : { due_at: '2026-12-01T00:00:00.000Z' }),
+            created_at: '2026-11-01T00:00:00.000Z',
+            updated_at: '2026-11-01T00:00:00.000Z',
+          },
+        }),
+      );
+    }
+    return ids;
+  }
+
   it('keys a request by <status>#<shard>, the shard a stable hash of the request id', () => {
     const id = '7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f';
 
@@ -371,23 +398,13 @@ describe('the open index', () => {
         ],
       }),
     );
-    const ids: Record<string, string> = {};
-    for (const status of ['received', 'running', 'failed', 'completed', 'cancelled'] as const) {
-      ids[status] = randomUUID();
-      await dynamo.doc.send(
-        new PutCommand({
-          TableName: 'legacy',
-          Item: {
-            request_id: ids[status],
-            fingerprint: 'fp',
-            status,
-            due_at: '2026-12-01T00:00:00.000Z',
-            created_at: '2026-11-01T00:00:00.000Z',
-            updated_at: '2026-11-01T00:00:00.000Z',
-          },
-        }),
-      );
-    }
+    const ids = await putWithoutIndexKey('legacy', [
+      'received',
+      'running',
+      'failed',
+      'completed',
+      'cancelled',
+    ]);
     // Act
     await createLedgerTable(dynamo.client, 'legacy');
     const legacy = new Ledger(dynamo.client, 'legacy');
@@ -400,23 +417,7 @@ describe('the open index', () => {
 
   it('backfills open requests written without their index key, as a deployed ledger migrates', async () => {
     const local = await freshLedger('open-backfill');
-    const ids: Record<string, string> = {};
-    for (const status of ['received', 'failed', 'rejected'] as const) {
-      ids[status] = randomUUID();
-      await dynamo.doc.send(
-        new PutCommand({
-          TableName: 'open-backfill',
-          Item: {
-            request_id: ids[status],
-            fingerprint: 'fp',
-            status,
-            ...(status === 'rejected' ? {} : { due_at: '2026-12-01T00:00:00.000Z' }),
-            created_at: '2026-11-01T00:00:00.000Z',
-            updated_at: '2026-11-01T00:00:00.000Z',
-          },
-        }),
-      );
-    }
+    const ids = await putWithoutIndexKey('open-backfill', ['received', 'failed', 'rejected']);
     expect(await openIds(local, 'received')).toEqual([]);
 
     expect(await local.backfillOpenIndex()).toBe(2);
