@@ -23,11 +23,34 @@ export const LOG_RETENTION_DAYS = [
   1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
 ] as const;
 
+/** A stage name: it names the stack (`svc-dsr-<stage>`), so it stays short and DNS-safe. */
+const STAGE_PATTERN = /^[a-z](?:[a-z0-9-]{0,14}[a-z0-9])?$/;
+
+/** Stage names that always mean production, whatever `production` says. */
+export const PRODUCTION_STAGE_NAMES = ['prod', 'production'] as const;
+
+/**
+ * Object Lock modes of the audit bucket. COMPLIANCE binds everyone, the root user included;
+ * GOVERNANCE can be lifted by anyone granted s3:BypassGovernanceRetention, so it is for test stages.
+ */
+export const AUDIT_LOCK_MODES = ['COMPLIANCE', 'GOVERNANCE'] as const;
+
+/** The name of the stack of `stage`: stages sit side by side in one account. */
+export function stackNameForStage(stage: string): string {
+  return `svc-dsr-${stage}`;
+}
+
 /** A compliance lock cannot be shortened, so a typo here would bind every record for good. */
 const MAX_AUDIT_RETENTION_MONTHS = 120;
 
 /** What to write for each key: the fix half of every error message. */
 export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, string>> = {
+  stage:
+    'a short stage name: 1-16 lower-case letters, digits and "-", starting with a letter and not ending with "-", e.g. "dev" or "prod"',
+  production:
+    'true when the stage holds real subjects\' data (the default), false for a test stage; a stage named "prod" or "production" is always production',
+  auditLockMode:
+    '"COMPLIANCE" (the default), or "GOVERNANCE" only on a test stage that sets "production": false',
   spotId: 'the spot id the platform issued for your site, e.g. "sp_AbC123"',
   platformBaseUrl:
     'the https base URL of the platform API (svc-api.md {base_url}), e.g. "https://api.example.com/api"',
@@ -48,6 +71,8 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   erasureArchiveRetentionDays: 'a whole number of days from 1 to 3650',
   auditRetentionMonths: `a whole number of months from ${MINIMUM_RETENTION_MONTHS} (CCPA record keeping) to ${MAX_AUDIT_RETENTION_MONTHS}`,
   alarmEmail: 'an e-mail address for alarm notifications, or leave it out',
+  ledgerLegacyStatusIndex:
+    'true only while migrating a ledger created before the open index (docs/deploy.md), otherwise false or left out',
   deadlineDueSoonDays: 'a whole number of days from 1 to 60',
   deadlineSweepMinutes: 'a whole number of minutes from 5 to 1440',
   logRetentionDays: `one of ${LOG_RETENTION_DAYS.join(', ')}`,
@@ -64,6 +89,12 @@ const allowedHost = downloadPolicySchema.shape.allowedHosts.element.refine(
 const secretName = z.string().regex(/^[A-Za-z0-9/_+=.@-]{1,512}$/, 'expected a Secrets Manager secret name');
 
 const baseSchema = z.strictObject({
+  stage: z
+    .string()
+    .regex(STAGE_PATTERN, 'expected 1-16 lower-case letters, digits or "-", starting with a letter')
+    .default('dev'),
+  production: z.boolean().default(true),
+  auditLockMode: z.enum(AUDIT_LOCK_MODES).default('COMPLIANCE'),
   spotId: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,128}$/, 'expected 1-128 letters, digits, "_" or "-"')
@@ -104,6 +135,7 @@ const baseSchema = z.strictObject({
     MINIMUM_RETENTION_MONTHS,
   ),
   alarmEmail: z.email().optional(),
+  ledgerLegacyStatusIndex: z.boolean().default(false),
   deadlineDueSoonDays: wholeNumber(1, 60).default(7),
   deadlineSweepMinutes: wholeNumber(5, 1440).default(60),
   logRetentionDays: z
@@ -139,6 +171,22 @@ export const stackConfigSchema = baseSchema.superRefine((config, context) => {
       code: 'custom',
       path: ['pollBudgetSeconds'],
       message: `must be at least pollMaxSeconds (${config.pollMaxSeconds})`,
+    });
+  }
+  const namedProduction = (PRODUCTION_STAGE_NAMES as readonly string[]).includes(config.stage);
+  if (namedProduction && config.production === false) {
+    context.addIssue({
+      code: 'custom',
+      path: ['production'],
+      message: `stage "${config.stage}" is a production stage by its name and cannot set production to false`,
+    });
+  } else if (config.auditLockMode === 'GOVERNANCE' && config.production !== false) {
+    context.addIssue({
+      code: 'custom',
+      path: ['auditLockMode'],
+      message:
+        `GOVERNANCE lets anyone allowed s3:BypassGovernanceRetention delete audit records, which production must not allow (stage "${config.stage}" is production` +
+        `${namedProduction ? ' by its name' : ': "production" is true'})`,
     });
   }
 });

@@ -12,7 +12,7 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
-import { STATUS_DUE_INDEX } from '../lambdas/shared/ledger.ts';
+import { OPEN_DUE_INDEX } from '../lambdas/shared/ledger.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { acknowledge, nagArn } from './nag.ts';
 
@@ -146,7 +146,7 @@ export class DsrFunction extends Construct {
     this.bindEnvironment('TABLE_NAME', table.tableName);
     const { items, query, writes } = LEDGER_ACTIONS[access];
     if (items.length > 0) this.#allow(items, [table.tableArn]);
-    if (query) this.#allow(['dynamodb:Query'], [`${table.tableArn}/index/${STATUS_DUE_INDEX}`]);
+    if (query) this.#allow(['dynamodb:Query'], [`${table.tableArn}/index/${OPEN_DUE_INDEX}`]);
     this.#allowKey(
       table.encryptionKey,
       writes

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import {
   Annotations,
+  Aws,
   CfnOutput,
   CfnRule,
   Duration,
@@ -8,6 +9,7 @@ import {
   RemovalPolicy,
   Stack,
   type StackProps,
+  Tags,
 } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -20,10 +22,16 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
-import type { Construct } from 'constructs';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import type { Construct, IConstruct } from 'constructs';
 import { DEADLINE_METRICS } from '../lambdas/deadline-sweep/deadline-sweep.ts';
 import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
-import { STATUS_DUE_INDEX } from '../lambdas/shared/ledger.ts';
+import {
+  LEGACY_STATUS_DUE_INDEX,
+  OPEN_DUE_INDEX,
+  OPEN_INDEX_ATTRIBUTES,
+  OPEN_SHARD_ATTRIBUTE,
+} from '../lambdas/shared/ledger.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { STEP_DIRECTORIES, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
 import {
@@ -32,15 +40,29 @@ import {
   placeholderKeys,
   retentionDaysForMonths,
   type StackConfig,
+  StackConfigError,
 } from './config.ts';
 import { alarmSourceConditions, DsrAlarms } from './dsr-alarms.ts';
 import { auditTrailStatements, DsrFunction } from './dsr-function.ts';
 import { DsrWorkflow } from './dsr-workflow.ts';
+import {
+  HISTORY_EVENT_LIMIT,
+  SAFE_HISTORY_FRACTION,
+  statesOfDefinition,
+  worstCaseHistory,
+} from './history-budget.ts';
 import { acknowledge, nagArn } from './nag.ts';
 
 const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
 
 /** The S3 object tag that carries the request type, which the archive lifecycle rules expire by. */
+
+/** The tags every taggable resource of the stack carries. */
+export const TAG_KEYS = {
+  project: 'project',
+  stage: 'stage',
+  dataClassification: 'data-classification',
+} as const;
 
 /** Namespace of the metrics the deadline sweep publishes. */
 export const METRICS_NAMESPACE = 'svc-dsr';
@@ -130,11 +152,24 @@ export class DsrStack extends Stack {
       deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
     });
+    // Open requests only (the key is set while a request is owed an answer), sharded so that a
+    // mass drop with one status and one due date lands on many partitions.
     this.ledger.addGlobalSecondaryIndex({
-      indexName: STATUS_DUE_INDEX,
-      partitionKey: { name: 'status', type: dynamodb.AttributeType.STRING },
+      indexName: OPEN_DUE_INDEX,
+      partitionKey: { name: OPEN_SHARD_ATTRIBUTE, type: dynamodb.AttributeType.STRING },
       sortKey: { name: 'due_at', type: dynamodb.AttributeType.STRING },
+      projectionType: dynamodb.ProjectionType.INCLUDE,
+      nonKeyAttributes: [...OPEN_INDEX_ATTRIBUTES],
     });
+    if (config.ledgerLegacyStatusIndex) {
+      // The index of ledgers created before the open index, kept for one deploy while they migrate
+      // (DynamoDB adds or drops one index per update; docs/deploy.md).
+      this.ledger.addGlobalSecondaryIndex({
+        indexName: LEGACY_STATUS_DUE_INDEX,
+        partitionKey: { name: 'status', type: dynamodb.AttributeType.STRING },
+        sortKey: { name: 'due_at', type: dynamodb.AttributeType.STRING },
+      });
+    }
 
     // Buckets
     const auditRetentionDays = retentionDaysForMonths(config.auditRetentionMonths);
@@ -199,8 +234,18 @@ export class DsrStack extends Stack {
       ...bucketDefaults,
       serverAccessLogsPrefix: 'audit/',
       objectLockEnabled: true,
-      objectLockDefaultRetention: s3.ObjectLockRetention.compliance(Duration.days(auditRetentionDays)),
+      objectLockDefaultRetention:
+        config.auditLockMode === 'GOVERNANCE'
+          ? s3.ObjectLockRetention.governance(Duration.days(auditRetentionDays))
+          : s3.ObjectLockRetention.compliance(Duration.days(auditRetentionDays)),
     });
+    if (config.auditLockMode === 'GOVERNANCE') {
+      Annotations.of(this).addWarningV2(
+        'svc-dsr:governance-audit-lock',
+        `svc-dsr stage "${config.stage}" locks audit records in GOVERNANCE mode (auditLockMode): anyone allowed s3:BypassGovernanceRetention can delete them, so they are not evidence. ` +
+          'Fix: only for a test stage; production stages use COMPLIANCE, the default.',
+      );
+    }
 
     // Secrets: one each, so a function is granted only the ones its calls need.
     this.secrets = this.#secrets(config);
@@ -248,7 +293,13 @@ export class DsrStack extends Stack {
     // Workflow
     const workflowLogs = new logs.LogGroup(this, 'WorkflowLogs', {
       // The vendedlogs prefix keeps the log delivery resource policy small however many machines log.
-      logGroupName: `/aws/vendedlogs/states/${this.stackName}-workflow`,
+      // The group is retained, so its name carries the GUID of this stack's creation: after
+      // `cdk destroy` a new stack of the same name gets a new group instead of colliding with the
+      // one kept.
+      logGroupName: Fn.join('', [
+        `/aws/vendedlogs/states/${this.stackName}-workflow-`,
+        Fn.select(2, Fn.split('/', Aws.STACK_ID)),
+      ]),
       retention: logRetention,
       encryptionKey: this.operationsKey,
       removalPolicy: RemovalPolicy.RETAIN,
@@ -263,6 +314,8 @@ export class DsrStack extends Stack {
       encryptionKey: this.key,
       tracing: true,
     });
+
+    this.#guardHistoryBudget(config);
 
     // Intake
     const intake = new DsrFunction(this, 'Intake', {
@@ -324,6 +377,16 @@ export class DsrStack extends Stack {
     });
 
     this.operatorPolicy = this.#operatorPolicy();
+    this.#tag(config.stage, [
+      this.key,
+      this.intakeQueue,
+      this.intakeDeadLetterQueue,
+      this.quarantineQueue,
+      this.ledger,
+      this.archiveBucket,
+      this.auditBucket,
+      ...Object.values(this.secrets),
+    ]);
 
     // What the CLI reads (cdk deploy --outputs-file outputs.json)
     const outputs: Record<string, string> = {
@@ -388,7 +451,7 @@ export class DsrStack extends Stack {
       }),
       new iam.PolicyStatement({
         actions: ['dynamodb:Query'],
-        resources: [`${this.ledger.tableArn}/index/${STATUS_DUE_INDEX}`],
+        resources: [`${this.ledger.tableArn}/index/${OPEN_DUE_INDEX}`],
       }),
       ...auditTrailStatements(this.auditBucket),
       new iam.PolicyStatement({
@@ -454,6 +517,50 @@ export class DsrStack extends Stack {
     new CfnRule(this, 'RequireDeploymentConfig', {
       assertions: [{ assert: Fn.conditionEquals('placeholder', 'configured'), assertDescription: message }],
     });
+  }
+
+  /**
+   * Step Functions fails a Standard execution at 25,000 history events. The worst case of the poll
+   * schedule and the workflow's retries is printed at synth, and synth refuses a schedule that
+   * could use more than half of the limit.
+   */
+  #guardHistoryBudget(config: StackConfig): void {
+    const definition = this.workflow.stateMachine.node.defaultChild;
+    if (!(definition instanceof sfn.CfnStateMachine)) throw new Error('the workflow has no state machine');
+    const budget = worstCaseHistory({
+      schedule: {
+        initialSeconds: config.pollInitialSeconds,
+        maxSeconds: config.pollMaxSeconds,
+        budgetSeconds: config.pollBudgetSeconds,
+      },
+      exportMaxAttempts: config.exportMaxAttempts,
+      states: statesOfDefinition(this.resolve(definition.definitionString)),
+    });
+    const events = budget.events.toLocaleString('en-US');
+    const limit = HISTORY_EVENT_LIMIT.toLocaleString('en-US');
+    Annotations.of(this).addInfo(
+      `svc-dsr: worst case ${events} events per execution of ${limit} (${budget.polls} export polls)`,
+    );
+    if (budget.fraction > SAFE_HISTORY_FRACTION) {
+      throw new StackConfigError([
+        `svc-dsr config: the poll schedule allows up to ${events} history events per execution (${budget.polls} export polls), ` +
+          `more than ${SAFE_HISTORY_FRACTION * 100}% of the ${limit} Step Functions allows (received pollInitialSeconds ${config.pollInitialSeconds}, ` +
+          `pollMaxSeconds ${config.pollMaxSeconds}, pollBudgetSeconds ${config.pollBudgetSeconds}, exportMaxAttempts ${config.exportMaxAttempts}). ` +
+          `Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds" or "exportMaxAttempts", in cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }.`,
+      ]);
+    }
+  }
+
+  /**
+   * Tags every taggable resource with the project, the stage and its data classification:
+   * `personal` on the stores that hold personal data, `operational` on everything else.
+   */
+  #tag(stage: string, personalStores: readonly IConstruct[]): void {
+    Tags.of(this).add(TAG_KEYS.project, 'svc-dsr');
+    Tags.of(this).add(TAG_KEYS.stage, stage);
+    Tags.of(this).add(TAG_KEYS.dataClassification, 'operational');
+    // Applied deeper in the tree, so it wins over the stack-wide value at the same priority.
+    for (const store of personalStores) Tags.of(store).add(TAG_KEYS.dataClassification, 'personal');
   }
 
   /** CloudWatch Logs encrypts this stack's log groups and CloudWatch publishes alarms to the encrypted topic. */

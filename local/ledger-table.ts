@@ -1,8 +1,58 @@
-import { CreateTableCommand, type DynamoDBClient, waitUntilTableExists } from '@aws-sdk/client-dynamodb';
-import { STATUS_DUE_INDEX } from '#shared/ledger';
+import {
+  type AttributeValue,
+  CreateTableCommand,
+  DeleteTableCommand,
+  DescribeTableCommand,
+  type DynamoDBClient,
+  PutItemCommand,
+  ScanCommand,
+  type TableDescription,
+  waitUntilTableExists,
+  waitUntilTableNotExists,
+} from '@aws-sdk/client-dynamodb';
+import { z } from 'zod';
+import {
+  OPEN_DUE_INDEX,
+  OPEN_INDEX_ATTRIBUTES,
+  OPEN_SHARD_ATTRIBUTE,
+  openShardKey,
+  STATUSES,
+} from '#shared/ledger';
 
-/** Creates the ledger table with the same keys and index as the CDK stack (for local mode and tests). */
+/**
+ * Creates the ledger table with the same keys and index as the CDK stack (for local mode and tests).
+ * A data dir from before the open index holds a ledger without it, and dynalite cannot add an index
+ * to a table: the items are moved through a second table into a new one, each open request with its
+ * `open_shard`. Every step can be repeated, so a kill in the middle loses nothing: the next start
+ * finishes the move before the ledger is used.
+ */
 export async function createLedgerTable(client: DynamoDBClient, tableName: string): Promise<void> {
+  const moving = `${tableName}.migrating`;
+  const current = await describe(client, tableName);
+  if (
+    current !== undefined &&
+    !current.GlobalSecondaryIndexes?.some((index) => index.IndexName === OPEN_DUE_INDEX)
+  ) {
+    await createTable(client, moving);
+    await copyItems(client, tableName, moving);
+    await client.send(new DeleteTableCommand({ TableName: tableName }));
+    await waitUntilTableNotExists(
+      { client, maxWaitTime: 30, minDelay: 1, maxDelay: 1 },
+      { TableName: tableName },
+    );
+  }
+  await createTable(client, tableName);
+  if ((await describe(client, moving)) !== undefined) {
+    await copyItems(client, moving, tableName);
+    await client.send(new DeleteTableCommand({ TableName: moving }));
+    await waitUntilTableNotExists(
+      { client, maxWaitTime: 30, minDelay: 1, maxDelay: 1 },
+      { TableName: moving },
+    );
+  }
+}
+
+async function createTable(client: DynamoDBClient, tableName: string): Promise<void> {
   try {
     await client.send(
       new CreateTableCommand({
@@ -10,18 +60,18 @@ export async function createLedgerTable(client: DynamoDBClient, tableName: strin
         BillingMode: 'PAY_PER_REQUEST',
         AttributeDefinitions: [
           { AttributeName: 'request_id', AttributeType: 'S' },
-          { AttributeName: 'status', AttributeType: 'S' },
+          { AttributeName: OPEN_SHARD_ATTRIBUTE, AttributeType: 'S' },
           { AttributeName: 'due_at', AttributeType: 'S' },
         ],
         KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
         GlobalSecondaryIndexes: [
           {
-            IndexName: STATUS_DUE_INDEX,
+            IndexName: OPEN_DUE_INDEX,
             KeySchema: [
-              { AttributeName: 'status', KeyType: 'HASH' },
+              { AttributeName: OPEN_SHARD_ATTRIBUTE, KeyType: 'HASH' },
               { AttributeName: 'due_at', KeyType: 'RANGE' },
             ],
-            Projection: { ProjectionType: 'ALL' },
+            Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...OPEN_INDEX_ATTRIBUTES] },
           },
         ],
       }),
@@ -31,3 +81,38 @@ export async function createLedgerTable(client: DynamoDBClient, tableName: strin
   }
   await waitUntilTableExists({ client, maxWaitTime: 30, minDelay: 1, maxDelay: 1 }, { TableName: tableName });
 }
+
+async function describe(client: DynamoDBClient, tableName: string): Promise<TableDescription | undefined> {
+  try {
+    return (await client.send(new DescribeTableCommand({ TableName: tableName }))).Table;
+  } catch (error) {
+    if (error instanceof Error && error.name === 'ResourceNotFoundException') return undefined;
+    throw error;
+  }
+}
+
+/** Puts every item of `from` into `to`, each open request with its open index key. */
+async function copyItems(client: DynamoDBClient, from: string, to: string): Promise<void> {
+  let cursor: Record<string, AttributeValue> | undefined;
+  do {
+    const page = await client.send(
+      new ScanCommand({ TableName: from, ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }) }),
+    );
+    for (const item of page.Items ?? []) {
+      const requestId = item.request_id?.S;
+      const status = statusSchema.safeParse(item.status?.S);
+      const shard =
+        requestId === undefined || !status.success ? undefined : openShardKey(requestId, status.data);
+      const { [OPEN_SHARD_ATTRIBUTE]: _stale, ...rest } = item;
+      await client.send(
+        new PutItemCommand({
+          TableName: to,
+          Item: shard === undefined ? rest : { ...rest, [OPEN_SHARD_ATTRIBUTE]: { S: shard } },
+        }),
+      );
+    }
+    cursor = page.LastEvaluatedKey;
+  } while (cursor !== undefined);
+}
+
+const statusSchema = z.enum(STATUSES);

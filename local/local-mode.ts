@@ -225,8 +225,7 @@ async function restartStranded(workflow: LocalWorkflow, shim: SfnShim, aws: AwsS
   const known = new Set(shim.executions().map((record) => record.name));
   const start = sfnStarter(sfnClient(shim.endpoint, aws), shim.stateMachineArn);
   for (const status of ['received', 'running'] as const) {
-    const { items } = await workflow.ledger.listByStatus(status);
-    for (const item of items) {
+    for await (const item of workflow.ledger.openRequests(status)) {
       if (known.has(item.request_id) || item.type === undefined || item.regulation === undefined) continue;
       await start(item.request_id, {
         request_id: item.request_id,

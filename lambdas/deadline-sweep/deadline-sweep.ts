@@ -7,16 +7,16 @@ const DAY_MS = 24 * 3600 * 1000;
 /** How many overdue request ids a sweep reports by name; the count is always complete. */
 const MAX_LISTED = 50;
 
-/** What the sweep reads: the ledger's status/due index. */
+/** What the sweep reads: the ledger's open index, every shard. */
 export interface DeadlineSweepDeps {
-  readonly ledger: Pick<Ledger, 'listByStatus'>;
+  readonly ledger: Pick<Ledger, 'openRequests'>;
   readonly clock: () => Date;
 }
 
 export interface DeadlineSweepOptions {
   /** A request due within this many days from now counts as due soon. */
   readonly dueSoonDays: number;
-  /** Items per index page. @default 100 */
+  /** Items per index page of each shard. @default 100 */
   readonly pageSize?: number;
 }
 
@@ -36,9 +36,9 @@ export interface DeadlineCounts {
 }
 
 /**
- * Counts open requests that are overdue or due soon, reading only the part of the status/due index
- * that is due before the horizon, page by page, so the cost grows with the requests at risk rather
- * than with the ledger.
+ * Counts open requests that are overdue or due soon, reading only the part of the open index that
+ * is due before the horizon, page by page on every shard, so the cost grows with the requests at
+ * risk rather than with the ledger.
  */
 export async function sweepDeadlines(
   deps: DeadlineSweepDeps,
@@ -54,26 +54,18 @@ export async function sweepDeadlines(
   let dueSoon = 0;
 
   for (const status of OPEN_STATUSES) {
-    let cursor: Record<string, unknown> | undefined;
-    do {
-      const page = await deps.ledger.listByStatus(status, {
-        dueBefore: horizon,
-        limit: options.pageSize ?? 100,
-        ...(cursor === undefined ? {} : { cursor }),
-      });
-      for (const item of page.items) {
-        const dueAt = item.due_at === undefined ? Number.NaN : Date.parse(item.due_at);
-        if (Number.isNaN(dueAt)) continue;
-        if (dueAt < now.getTime()) {
-          byStatus[status].overdue += 1;
-          overdue.push({ requestId: item.request_id, dueAt });
-        } else {
-          byStatus[status].due_soon += 1;
-          dueSoon += 1;
-        }
+    const open = deps.ledger.openRequests(status, { dueBefore: horizon, pageSize: options.pageSize ?? 100 });
+    for await (const item of open) {
+      const dueAt = item.due_at === undefined ? Number.NaN : Date.parse(item.due_at);
+      if (Number.isNaN(dueAt)) continue;
+      if (dueAt < now.getTime()) {
+        byStatus[status].overdue += 1;
+        overdue.push({ requestId: item.request_id, dueAt });
+      } else {
+        byStatus[status].due_soon += 1;
+        dueSoon += 1;
       }
-      cursor = page.cursor;
-    } while (cursor !== undefined);
+    }
   }
 
   overdue.sort((a, b) => a.dueAt - b.dueAt);

@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import {
   type AttributeValue,
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
   QueryCommand,
+  ScanCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
@@ -19,8 +21,54 @@ export type Status = (typeof STATUSES)[number];
 export type Step = (typeof STEPS)[number];
 export type Outcome = (typeof OUTCOMES)[number];
 
-/** Name of the index that lists requests by status and due date. */
-export const STATUS_DUE_INDEX = 'by-status-due';
+/**
+ * Statuses of a request the subject is still owed an answer on: `failed` too, since an operator
+ * retries it. Only these are in the open index.
+ */
+export const OWED_STATUSES = ['received', 'running', 'failed'] as const satisfies readonly Status[];
+export type OwedStatus = (typeof OWED_STATUSES)[number];
+
+/**
+ * Name of the sparse index of open requests by due date. Its partition key is `open_shard`
+ * (`<status>#<shard>`), set only while the request is owed an answer, so a mass of requests with
+ * one status, or with one due date, spreads over OPEN_INDEX_SHARDS partitions instead of one.
+ */
+export const OPEN_DUE_INDEX = 'open-by-due';
+/** The index the ledger lists by status and due date (the open index; the old name is kept for its users). */
+export const STATUS_DUE_INDEX = OPEN_DUE_INDEX;
+/** The status/due index of ledgers created before the open index: kept only during their migration (docs/deploy.md). */
+export const LEGACY_STATUS_DUE_INDEX = 'by-status-due';
+
+/** The open index's partition key attribute. */
+export const OPEN_SHARD_ATTRIBUTE = 'open_shard';
+/** Partitions each status is spread over. Changing it needs every open item rewritten. */
+export const OPEN_INDEX_SHARDS = 16;
+/** The attributes the open index carries besides its keys: what `svc-dsr list` and the deadline sweep read. */
+export const OPEN_INDEX_ATTRIBUTES = [
+  'status',
+  'step',
+  'outcome',
+  'type',
+  'regulation',
+  'reference',
+  'received_at',
+  'extended',
+] as const;
+
+/** The shard of a request: a stable hash of its id, 0 to OPEN_INDEX_SHARDS - 1. */
+export function openShardOf(requestId: string): number {
+  return createHash('sha256').update(requestId, 'utf8').digest().readUInt32BE(0) % OPEN_INDEX_SHARDS;
+}
+
+/** The open index key of a request with this status: `<status>#<shard>`, or undefined once it is no longer owed. */
+export function openShardKey(requestId: string, status: Status): string | undefined {
+  return isOwed(status) ? `${status}#${openShardOf(requestId)}` : undefined;
+}
+
+/** True for a status the subject is still owed an answer on (in the open index). */
+export function isOwed(status: Status): status is OwedStatus {
+  return (OWED_STATUSES as readonly Status[]).includes(status);
+}
 
 const archiveFacts = z.object({
   key: z.string(),
@@ -78,6 +126,21 @@ export const ledgerItemSchema = z.object({
   completed_at: z.string().optional(),
 });
 export type LedgerItem = z.infer<typeof ledgerItemSchema>;
+
+/** An open request as the open index holds it: what listing and the deadline sweep need, no identifiers. */
+export const openRequestSchema = ledgerItemSchema.pick({
+  request_id: true,
+  status: true,
+  step: true,
+  outcome: true,
+  type: true,
+  regulation: true,
+  reference: true,
+  received_at: true,
+  due_at: true,
+  extended: true,
+});
+export type OpenRequest = z.infer<typeof openRequestSchema>;
 
 /** Fields a step may set; `undefined` leaves a field alone, `null` removes it. */
 export type LedgerPatch = { [K in keyof LedgerItem]?: LedgerItem[K] | null };
@@ -181,6 +244,16 @@ export class Ledger {
       else {
         sets.push(`#${field} = :${field}`);
         values[`:${field}`] = value;
+      }
+    }
+    if (patch.status !== undefined && patch.status !== null) {
+      // The open index follows the status: in it while the request is owed an answer, out after.
+      const shard = openShardKey(requestId, patch.status);
+      names['#open_shard'] = OPEN_SHARD_ATTRIBUTE;
+      if (shard === undefined) removes.push('#open_shard');
+      else {
+        sets.push('#open_shard = :open_shard');
+        values[':open_shard'] = shard;
       }
     }
     allowed.forEach((status, index) => {
@@ -303,32 +376,103 @@ export class Ledger {
     );
   }
 
-  /** Requests with this status, earliest due first, optionally only those due before `dueBefore`. */
-  async listByStatus(
-    status: Status,
-    options: { dueBefore?: string; limit?: number; cursor?: Record<string, unknown> } = {},
-  ): Promise<{ items: LedgerItem[]; cursor?: Record<string, unknown> }> {
-    const values: Record<string, unknown> = { ':status': status };
-    let keyCondition = '#status = :status';
+  /**
+   * Open requests with this status, earliest due first, optionally only those due before
+   * `dueBefore`: every shard of the open index is queried page by page and the pages merged, so
+   * only one page per shard is held at a time.
+   */
+  openRequests(
+    status: OwedStatus,
+    options: { dueBefore?: string; pageSize?: number } = {},
+  ): AsyncGenerator<OpenRequest> {
+    const shards = Array.from({ length: OPEN_INDEX_SHARDS }, (_, shard) =>
+      this.#openShard(`${status}#${shard}`, options),
+    );
+    return mergeByDueDate(shards);
+  }
+
+  async *#openShard(
+    shardKey: string,
+    options: { dueBefore?: string; pageSize?: number },
+  ): AsyncGenerator<OpenRequest> {
+    const values: Record<string, unknown> = { ':shard': shardKey };
+    let keyCondition = '#shard = :shard';
     if (options.dueBefore !== undefined) {
-      keyCondition += ' AND due_at < :due';
+      keyCondition += ' AND #due_at < :due';
       values[':due'] = options.dueBefore;
     }
-    const { Items, LastEvaluatedKey } = await this.db.send(
-      new QueryCommand({
-        TableName: this.tableName,
-        IndexName: STATUS_DUE_INDEX,
-        KeyConditionExpression: keyCondition,
-        ExpressionAttributeNames: { '#status': 'status' },
-        ExpressionAttributeValues: toAttributes(values),
-        ...(options.limit ? { Limit: options.limit } : {}),
-        ...(options.cursor ? { ExclusiveStartKey: toAttributes(options.cursor) } : {}),
-      }),
-    );
-    return {
-      items: (Items ?? []).map((raw) => parseItem(unmarshall(raw))),
-      ...(LastEvaluatedKey ? { cursor: unmarshall(LastEvaluatedKey) } : {}),
-    };
+    let cursor: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.db.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          IndexName: OPEN_DUE_INDEX,
+          KeyConditionExpression: keyCondition,
+          ExpressionAttributeNames: {
+            '#shard': OPEN_SHARD_ATTRIBUTE,
+            ...(options.dueBefore === undefined ? {} : { '#due_at': 'due_at' }),
+          },
+          ExpressionAttributeValues: toAttributes(values),
+          ...(options.pageSize === undefined ? {} : { Limit: options.pageSize }),
+          ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
+        }),
+      );
+      for (const raw of page.Items ?? []) yield parseOpenRequest(unmarshall(raw));
+      cursor = page.LastEvaluatedKey;
+    } while (cursor !== undefined);
+  }
+
+  /**
+   * Puts every open request of a ledger written before the open index into it: each received,
+   * running or failed item without its `open_shard` gets it, on the condition that its status is
+   * still the one read (a request that moved meanwhile was indexed by that write). Safe to run
+   * again; answers how many items it indexed.
+   */
+  async backfillOpenIndex(): Promise<number> {
+    let indexed = 0;
+    let cursor: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.db.send(
+        new ScanCommand({
+          TableName: this.tableName,
+          ProjectionExpression: 'request_id, #status, #shard',
+          FilterExpression: `#status IN (${OWED_STATUSES.map((_, index) => `:owed${index}`).join(', ')})`,
+          ExpressionAttributeNames: { '#status': 'status', '#shard': OPEN_SHARD_ATTRIBUTE },
+          ExpressionAttributeValues: toAttributes(
+            Object.fromEntries(OWED_STATUSES.map((status, index) => [`:owed${index}`, status])),
+          ),
+          ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
+        }),
+      );
+      for (const raw of page.Items ?? []) {
+        const item = z
+          .object({
+            request_id: z.string(),
+            status: z.enum(STATUSES),
+            [OPEN_SHARD_ATTRIBUTE]: z.string().optional(),
+          })
+          .parse(unmarshall(raw));
+        const shard = openShardKey(item.request_id, item.status);
+        if (shard === undefined || item[OPEN_SHARD_ATTRIBUTE] === shard) continue;
+        try {
+          await this.db.send(
+            new UpdateItemCommand({
+              TableName: this.tableName,
+              Key: keyOf(item.request_id),
+              UpdateExpression: 'SET #shard = :shard',
+              ConditionExpression: '#status = :status',
+              ExpressionAttributeNames: { '#status': 'status', '#shard': OPEN_SHARD_ATTRIBUTE },
+              ExpressionAttributeValues: toAttributes({ ':shard': shard, ':status': item.status }),
+            }),
+          );
+          indexed += 1;
+        } catch (error) {
+          if (!isConditionalFailure(error)) throw error;
+        }
+      }
+      cursor = page.LastEvaluatedKey;
+    } while (cursor !== undefined);
+    return indexed;
   }
 
   async #create(item: LedgerItem): Promise<CreateResult> {
@@ -337,7 +481,10 @@ export class Ledger {
       await this.db.send(
         new PutItemCommand({
           TableName: this.tableName,
-          Item: toAttributes(parsed),
+          Item: toAttributes({
+            ...parsed,
+            [OPEN_SHARD_ATTRIBUTE]: openShardKey(parsed.request_id, parsed.status),
+          }),
           ConditionExpression: 'attribute_not_exists(request_id)',
         }),
       );
@@ -361,6 +508,45 @@ function toAttributes(values: Record<string, unknown>): Record<string, Attribute
 /** True for DynamoDB's conditional-write refusal, whichever SDK copy threw it. */
 export function isConditionalFailure(error: unknown): boolean {
   return error instanceof Error && error.name === 'ConditionalCheckFailedException';
+}
+
+function parseOpenRequest(raw: Record<string, unknown>): OpenRequest {
+  const parsed = openRequestSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw new LedgerStateError(
+      `an open index entry does not match the schema (${parsed.error.issues.map((issue) => issue.path.join('.')).join(', ')})`,
+    );
+  }
+  return parsed.data;
+}
+
+/**
+ * Merges streams that are each sorted by due date into one, earliest due first: the next item of
+ * every stream is read ahead, in parallel.
+ */
+async function* mergeByDueDate(streams: AsyncGenerator<OpenRequest>[]): AsyncGenerator<OpenRequest> {
+  const heads = await Promise.all(streams.map((stream) => stream.next()));
+  for (;;) {
+    let earliest: number | undefined;
+    heads.forEach((head, index) => {
+      if (head.done) return;
+      const current = earliest === undefined ? undefined : heads[earliest];
+      if (current === undefined || current.done || byDueDate(head.value, current.value) < 0) earliest = index;
+    });
+    if (earliest === undefined) return;
+    const head = heads[earliest];
+    const stream = streams[earliest];
+    if (head === undefined || head.done || stream === undefined) return;
+    yield head.value;
+    heads[earliest] = await stream.next();
+  }
+}
+
+function byDueDate(a: OpenRequest, b: OpenRequest): number {
+  const left = a.due_at ?? '';
+  const right = b.due_at ?? '';
+  if (left !== right) return left < right ? -1 : 1;
+  return a.request_id < b.request_id ? -1 : a.request_id > b.request_id ? 1 : 0;
 }
 
 function parseItem(raw: Record<string, unknown>): LedgerItem {

@@ -36,6 +36,16 @@ async function statusOf(requestId: string): Promise<{ status: string; outcome?: 
     .parse(JSON.parse(result.stdout));
 }
 
+/** The request ids `svc-dsr list --status <status>` prints. */
+async function listed(status: string): Promise<string[]> {
+  const result = await runCli(['list', '--status', status, '--json', ...target()]);
+  expect(result.code).toBe(0);
+  return z
+    .object({ requests: z.array(z.object({ request_id: z.string() })) })
+    .parse(JSON.parse(result.stdout))
+    .requests.map((request) => request.request_id);
+}
+
 async function untilTerminal(requestId: string): Promise<{ status: string; outcome?: string | null }> {
   for (let attempt = 0; attempt < 120; attempt += 1) {
     const current = await statusOf(requestId).catch(() => undefined);
@@ -88,6 +98,8 @@ describe('the CLI against a serving local mode', () => {
     expect(await untilTerminal(failing.request_id)).toMatchObject({ status: 'failed' });
     const failedStatus = await runCli(['status', failing.request_id, ...target()]);
     expect(failedStatus.stdout).toContain('export_failed');
+    // A failed request is still owed an answer: the open index lists it until it completes.
+    expect(await listed('failed')).toContain(failing.request_id);
 
     const retried = await runCli(['retry', failing.request_id, ...target()]);
     expect(retried.code).toBe(0);
@@ -102,12 +114,15 @@ describe('the CLI against a serving local mode', () => {
     expect(await untilTerminal(erasure.request_id)).toMatchObject({ status: 'completed', outcome: 'erased' });
   }, 240_000);
 
-  it('lists completed requests', async () => {
-    const listed = await runCli(['list', '--status', 'completed', '--json', ...target()]);
-    expect(listed.code).toBe(0);
-    const ids = JSON.stringify(JSON.parse(listed.stdout));
-    expect(ids).toContain(failing.request_id);
-    expect(ids).toContain(erasure.request_id);
+  it('lists completed requests, and no longer lists them as open', async () => {
+    const completed = await listed('completed');
+    expect(completed).toContain(failing.request_id);
+    expect(completed).toContain(erasure.request_id);
+    for (const status of ['received', 'running', 'failed']) {
+      const open = await listed(status);
+      expect(open).not.toContain(failing.request_id);
+      expect(open).not.toContain(erasure.request_id);
+    }
   }, 60_000);
 
   it('verifies the archive and the audit chain', async () => {

@@ -43,6 +43,9 @@ describe('parseStackConfig', () => {
       deadlineDueSoonDays: 7,
       deadlineSweepMinutes: 60,
       logRetentionDays: 365,
+      stage: 'dev',
+      production: true,
+      auditLockMode: 'COMPLIANCE',
     });
     expect(config.existingSecrets).toBeUndefined();
     expect(config.alarmEmail).toBeUndefined();
@@ -57,6 +60,12 @@ describe('parseStackConfig', () => {
 
   // One bad value per key: the message must name the key, quote what it received and say what to write.
   const invalid: Record<ConfigKey, { value: unknown; fix: RegExp }> = {
+    stage: { value: 'Prod_EU', fix: /a short stage name: 1-16 lower-case letters/ },
+    production: { value: 'yes', fix: /true when the stage holds real subjects' data/ },
+    auditLockMode: {
+      value: 'governance',
+      fix: /"COMPLIANCE" \(the default\), or "GOVERNANCE" only on a test stage/,
+    },
     spotId: { value: 'sp demo', fix: /spot id the platform issued/ },
     platformBaseUrl: { value: 'http://api.example.com', fix: /https base URL of the platform API/ },
     platformExportUrl: { value: 'export.example.com', fix: /https URL of the export service/ },
@@ -73,6 +82,10 @@ describe('parseStackConfig', () => {
     erasureArchiveRetentionDays: { value: '30', fix: /whole number of days from 1 to 3650/ },
     auditRetentionMonths: { value: 12, fix: /from 24 \(CCPA record keeping\) to 120/ },
     alarmEmail: { value: 'ops-at-example.com', fix: /e-mail address for alarm notifications/ },
+    ledgerLegacyStatusIndex: {
+      value: 'yes',
+      fix: /true only while migrating a ledger created before the open index/,
+    },
     deadlineDueSoonDays: { value: 0, fix: /whole number of days from 1 to 60/ },
     deadlineSweepMinutes: { value: 1, fix: /whole number of minutes from 5 to 1440/ },
     logRetentionDays: { value: 100, fix: /one of 1, 3, 5, 7, 14, 30/ },
@@ -117,6 +130,36 @@ describe('parseStackConfig', () => {
     expect(problemsOf({ pollMaxSeconds: 7200, pollBudgetSeconds: 3600 })).toEqual([
       expect.stringContaining('"pollBudgetSeconds": must be at least pollMaxSeconds (7200) (received 3600)'),
     ]);
+  });
+
+  it('refuses a stage name that is too long, upper-case or ends with a hyphen', () => {
+    for (const stage of ['a-very-long-stage-name', 'Dev', 'dev-', '1dev', '']) {
+      expect(problemsOf({ stage })).toEqual([
+        expect.stringContaining(`"stage": expected 1-16 lower-case letters`),
+      ]);
+    }
+    expect(parseStackConfig({ stage: 'prod-eu-2' }).stage).toBe('prod-eu-2');
+  });
+
+  it('refuses GOVERNANCE audit locks in production, naming the value and the fix', () => {
+    expect(problemsOf({ auditLockMode: 'GOVERNANCE' })).toEqual([
+      'svc-dsr config "auditLockMode": GOVERNANCE lets anyone allowed s3:BypassGovernanceRetention delete audit records, which production must not allow' +
+        ' (stage "dev" is production: "production" is true) (received "GOVERNANCE").' +
+        ' Fix: set "auditLockMode" in cdk.json "context": { "svc-dsr": { ... } } to "COMPLIANCE" (the default), or "GOVERNANCE" only on a test stage that sets "production": false.',
+    ]);
+    expect(
+      parseStackConfig({ stage: 'test', production: false, auditLockMode: 'GOVERNANCE' }).auditLockMode,
+    ).toBe('GOVERNANCE');
+  });
+
+  it('treats a stage named prod or production as production whatever the production setting says', () => {
+    for (const stage of ['prod', 'production']) {
+      expect(problemsOf({ stage, production: false, auditLockMode: 'GOVERNANCE' })).toEqual([
+        expect.stringContaining(
+          `"production": stage "${stage}" is a production stage by its name and cannot set production to false (received false)`,
+        ),
+      ]);
+    }
   });
 
   it('refuses existing secrets that do not name all three', () => {
@@ -224,6 +267,36 @@ describe('the stack and its configuration', () => {
       },
     ]);
     Annotations.fromStack(stack).hasWarning('/Test', Match.stringLikeRegexp('spotId still hold placeholder'));
+  });
+
+  it('locks audit records in GOVERNANCE mode on a test stage and warns at synth that they are not evidence', () => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new DsrStack(app, 'Test', {
+      config: { ...productionConfig, stage: 'test', production: false, auditLockMode: 'GOVERNANCE' },
+    });
+
+    Template.fromStack(stack).hasResourceProperties('AWS::S3::Bucket', {
+      ObjectLockConfiguration: { Rule: { DefaultRetention: { Mode: 'GOVERNANCE', Days: 731 } } },
+    });
+    Annotations.fromStack(stack).hasWarning(
+      '/Test',
+      Match.stringLikeRegexp('stage "test" locks audit records in GOVERNANCE mode .*not evidence'),
+    );
+  });
+
+  it('refuses to synthesize a production stack with GOVERNANCE audit locks', () => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+
+    expect(
+      () => new DsrStack(app, 'Test', { config: { ...productionConfig, auditLockMode: 'GOVERNANCE' } }),
+    ).toThrow(/"auditLockMode": GOVERNANCE .*\(received "GOVERNANCE"\)\. Fix: set "auditLockMode"/);
+  });
+
+  it('adds no GOVERNANCE warning to a COMPLIANCE stack', () => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new DsrStack(app, 'Test', { config: productionConfig });
+
+    Annotations.fromStack(stack).hasNoWarning('/Test', Match.stringLikeRegexp('GOVERNANCE'));
   });
 
   it('adds no such rule once every platform setting is configured', () => {

@@ -1,7 +1,7 @@
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { STATUS_DUE_INDEX } from '#shared/ledger';
+import { LEGACY_STATUS_DUE_INDEX, OPEN_DUE_INDEX, OPEN_INDEX_ATTRIBUTES } from '#shared/ledger';
 import { DEADLINE_METRICS } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { SECRETS } from '../../lambdas/shared/secrets.ts';
 import { STEP_DIRECTORIES, STEP_TOKENS, type StepName } from '../../lambdas/steps.ts';
@@ -152,7 +152,7 @@ describe('queues', () => {
 });
 
 describe('ledger', () => {
-  it('has point-in-time recovery, deletion protection and the status/due index', () => {
+  it('has point-in-time recovery, deletion protection and the sharded open index, carrying only what listing reads', () => {
     const ledger = template.findResources('AWS::DynamoDB::Table');
     const [table] = Object.values(ledger);
     expect(table?.DeletionPolicy).toBe('Retain');
@@ -162,14 +162,45 @@ describe('ledger', () => {
       KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
       GlobalSecondaryIndexes: [
         {
-          IndexName: STATUS_DUE_INDEX,
+          IndexName: OPEN_DUE_INDEX,
           KeySchema: [
-            { AttributeName: 'status', KeyType: 'HASH' },
+            { AttributeName: 'open_shard', KeyType: 'HASH' },
             { AttributeName: 'due_at', KeyType: 'RANGE' },
           ],
+          Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...OPEN_INDEX_ATTRIBUTES] },
         },
       ],
     });
+    expect(table?.Properties.GlobalSecondaryIndexes[0].Projection.NonKeyAttributes).not.toEqual(
+      expect.arrayContaining(['primary_key']),
+    );
+  });
+
+  it('keeps the index of older ledgers beside the open index only while ledgerLegacyStatusIndex is set', () => {
+    const migrating = synth({ ...productionConfig, ledgerLegacyStatusIndex: true });
+    const [table] = Object.values(migrating.findResources('AWS::DynamoDB::Table'));
+
+    expect(table?.Properties.GlobalSecondaryIndexes.map((index: CfnObject) => index.IndexName)).toEqual([
+      OPEN_DUE_INDEX,
+      LEGACY_STATUS_DUE_INDEX,
+    ]);
+    expect(table?.Properties.GlobalSecondaryIndexes[1].KeySchema).toEqual([
+      { AttributeName: 'status', KeyType: 'HASH' },
+      { AttributeName: 'due_at', KeyType: 'RANGE' },
+    ]);
+  });
+
+  it('lets the functions query the open index and nothing else of it', () => {
+    const queries = functionNames.flatMap((name) =>
+      statementsOf(name).filter((statement) => actionsOf(statement).includes('dynamodb:Query')),
+    );
+
+    expect(queries.length).toBeGreaterThan(0);
+    for (const statement of queries) {
+      expect(statement.Resource).toEqual({
+        'Fn::Join': ['', [getAtt(idOf('AWS::DynamoDB::Table', 'Ledger')), `/index/${OPEN_DUE_INDEX}`]],
+      });
+    }
   });
 });
 

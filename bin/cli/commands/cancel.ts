@@ -1,7 +1,7 @@
 import { StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
-import { type LedgerItem, ledgerItemSchema } from '#shared/ledger';
+import { type LedgerItem, ledgerItemSchema, OPEN_SHARD_ATTRIBUTE } from '#shared/ledger';
 import {
   type CliIo,
   type CommandResult,
@@ -64,7 +64,9 @@ export async function runCancel(
         TableName: context.names.LedgerTableName,
         Key: { request_id: requestId },
         UpdateExpression:
-          'SET #status = :cancelled, #cancel_reason = :reason, #updated_at = :now, #completed_at = :now',
+          'SET #status = :cancelled, #cancel_reason = :reason, #updated_at = :now, #completed_at = :now' +
+          // A cancelled request is owed nothing more: it leaves the open index.
+          ' REMOVE #open_shard',
         // The same rules as refuseIfNotCancellable, checked atomically: a step that moved on to
         // erasing in the meantime wins, and the cancel is refused.
         ConditionExpression:
@@ -79,6 +81,7 @@ export async function runCancel(
           '#completed_at': 'completed_at',
           '#erasure': 'erasure',
           '#erasure_verification': 'erasure_verification',
+          '#open_shard': OPEN_SHARD_ATTRIBUTE,
         },
         ExpressionAttributeValues: {
           ':cancelled': 'cancelled',

@@ -1,7 +1,14 @@
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { type LedgerItem, ledgerItemSchema, STATUSES, type Status } from '#shared/ledger';
+import {
+  isOwed,
+  type LedgerItem,
+  ledgerItemSchema,
+  type OpenRequest,
+  STATUSES,
+  type Status,
+} from '#shared/ledger';
 import { type CliIo, type CommandResult, describeDue, formatTable, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
@@ -82,8 +89,9 @@ export function parseListOptions(options: ListOptions): {
 }
 
 /**
- * Lists requests by status from the ledger's status/due-date index, earliest due first. Rejected
- * requests have no due date, so the index does not hold them: they are found with a filtered scan.
+ * Lists requests by status, earliest due first. Open statuses (received, running, failed) come from
+ * the ledger's open index, every shard of it. Completed, cancelled and rejected requests are not in
+ * that index: they are found with one filtered scan of the ledger (docs/deploy.md says why).
  */
 export async function runList(
   context: Pick<CliContext, 'ledger' | 'dynamo' | 'names' | 'clock'>,
@@ -93,22 +101,21 @@ export async function runList(
   const { statuses, dueBefore } = parseListOptions(options);
   const now = context.clock();
   const before = dueBefore?.(now);
-  const items: LedgerItem[] = [];
+  const items: ListableRequest[] = [];
+  const ended: Status[] = [];
   for (const status of statuses) {
-    if (status === 'rejected') {
-      if (before === undefined) items.push(...(await scanRejected(context)));
+    if (!isOwed(status)) {
+      ended.push(status);
       continue;
     }
-    let cursor: Record<string, unknown> | undefined;
-    do {
-      const page = await context.ledger.listByStatus(status, {
-        ...(before === undefined ? {} : { dueBefore: before }),
-        ...(cursor === undefined ? {} : { cursor }),
-      });
-      items.push(...page.items);
-      cursor = page.cursor;
-    } while (cursor !== undefined);
+    for await (const item of context.ledger.openRequests(
+      status,
+      before === undefined ? {} : { dueBefore: before },
+    )) {
+      items.push(item);
+    }
   }
+  if (ended.length > 0) items.push(...(await scanEnded(context, ended, before)));
   items.sort(byDueDate);
   const requests = items.map((item) => listed(item, now));
   const result: ListResult = { statuses, due_before: before ?? null, count: requests.length, requests };
@@ -135,16 +142,36 @@ export async function runList(
   return { exitCode: EXIT.ok, result };
 }
 
-async function scanRejected(context: Pick<CliContext, 'dynamo' | 'names'>): Promise<LedgerItem[]> {
+/**
+ * Requests with one of these ended statuses, by a filtered scan: with `before`, only those due
+ * before it (rejected requests have no due date, so they are left out then).
+ */
+async function scanEnded(
+  context: Pick<CliContext, 'dynamo' | 'names'>,
+  statuses: readonly Status[],
+  before: string | undefined,
+): Promise<LedgerItem[]> {
+  const values: Record<string, string> = {};
+  statuses.forEach((status, index) => {
+    values[`:status${index}`] = status;
+  });
+  let filter = `#status IN (${Object.keys(values).join(', ')})`;
+  if (before !== undefined) {
+    filter += ' AND #due_at < :before';
+    values[':before'] = before;
+  }
   const items: LedgerItem[] = [];
   let cursor: Record<string, unknown> | undefined;
   do {
     const page = await context.dynamo.send(
       new ScanCommand({
         TableName: context.names.LedgerTableName,
-        FilterExpression: '#status = :rejected',
-        ExpressionAttributeNames: { '#status': 'status' },
-        ExpressionAttributeValues: { ':rejected': 'rejected' },
+        FilterExpression: filter,
+        ExpressionAttributeNames: {
+          '#status': 'status',
+          ...(before === undefined ? {} : { '#due_at': 'due_at' }),
+        },
+        ExpressionAttributeValues: values,
         ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
       }),
     );
@@ -157,13 +184,16 @@ async function scanRejected(context: Pick<CliContext, 'dynamo' | 'names'>): Prom
   return items;
 }
 
-function byDueDate(a: LedgerItem, b: LedgerItem): number {
-  const left = a.due_at ?? a.created_at;
-  const right = b.due_at ?? b.created_at;
+/** What a listing shows of a request: what the open index holds, and the creation time of an ended one. */
+type ListableRequest = OpenRequest & { readonly created_at?: string };
+
+function byDueDate(a: ListableRequest, b: ListableRequest): number {
+  const left = a.due_at ?? a.created_at ?? '';
+  const right = b.due_at ?? b.created_at ?? '';
   return left < right ? -1 : left > right ? 1 : a.request_id < b.request_id ? -1 : 1;
 }
 
-function listed(item: LedgerItem, now: Date): ListedRequest {
+function listed(item: ListableRequest, now: Date): ListedRequest {
   return {
     request_id: item.request_id,
     status: item.status,

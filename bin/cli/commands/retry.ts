@@ -1,7 +1,7 @@
 import { StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
-import type { LedgerItem } from '#shared/ledger';
+import { type LedgerItem, OPEN_SHARD_ATTRIBUTE, openShardKey } from '#shared/ledger';
 import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
@@ -61,7 +61,7 @@ export async function runRetry(
         // A retry gets a fresh export budget and wait budget; the attempts already spent stay on
         // record. An export that failed, timed out or whose link expired is started anew.
         UpdateExpression:
-          'SET #status = :status, #executions = :n, #updated_at = :now, #base = #attempts, #waited = :zero' +
+          'SET #status = :status, #open_shard = :open_shard, #executions = :n, #updated_at = :now, #base = #attempts, #waited = :zero' +
           (freshExport ? ', #export_status = :failed' : '') +
           ' REMOVE #error',
         // The executions count doubles as a lock: two operators retrying at once start one execution.
@@ -76,10 +76,12 @@ export async function runRetry(
           '#base': 'export_attempts_base',
           '#attempts': 'export_attempts',
           '#waited': 'export_waited_seconds',
+          '#open_shard': OPEN_SHARD_ATTRIBUTE,
           ...(freshExport ? { '#export_status': 'export_status' } : {}),
         },
         ExpressionAttributeValues: {
           ':status': status,
+          ':open_shard': openShardKey(requestId, status),
           ':n': n,
           ':now': context.clock().toISOString(),
           ':zero': 0,
@@ -181,16 +183,18 @@ async function restoreFailed(
       TableName: context.names.LedgerTableName,
       Key: { request_id: item.request_id },
       UpdateExpression:
-        'SET #status = :failed, #executions = :executions, #error = :error, #updated_at = :now',
+        'SET #status = :failed, #open_shard = :open_shard, #executions = :executions, #error = :error, #updated_at = :now',
       ConditionExpression: '#status = :status AND #executions = :n',
       ExpressionAttributeNames: {
         '#status': 'status',
+        '#open_shard': OPEN_SHARD_ATTRIBUTE,
         '#executions': 'executions',
         '#error': 'error',
         '#updated_at': 'updated_at',
       },
       ExpressionAttributeValues: {
         ':failed': 'failed',
+        ':open_shard': openShardKey(item.request_id, 'failed'),
         ':executions': item.executions,
         ':error': error,
         ':now': context.clock().toISOString(),

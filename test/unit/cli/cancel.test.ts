@@ -68,11 +68,12 @@ describe('runCancel', () => {
       TableName: 'ledger',
       Key: { request_id: REQUEST_ID },
       UpdateExpression:
-        'SET #status = :cancelled, #cancel_reason = :reason, #updated_at = :now, #completed_at = :now',
+        'SET #status = :cancelled, #cancel_reason = :reason, #updated_at = :now, #completed_at = :now REMOVE #open_shard',
       ConditionExpression:
         'attribute_exists(request_id) AND #status IN (:received, :running)' +
         ' AND (attribute_not_exists(#step) OR NOT (#step IN (:erasing, :verifying)))' +
         ' AND attribute_not_exists(#erasure) AND attribute_not_exists(#erasure_verification)',
+      ExpressionAttributeNames: expect.objectContaining({ '#open_shard': 'open_shard' }),
       ExpressionAttributeValues: expect.objectContaining({
         ':cancelled': 'cancelled',
         ':reason': 'withdrawn',

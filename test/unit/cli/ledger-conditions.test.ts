@@ -5,7 +5,14 @@ import { SFNClient, StartExecutionCommand, StopExecutionCommand } from '@aws-sdk
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { computeDeadlines } from '#shared/deadlines';
-import { Ledger, type LedgerItem, type LedgerPatch, type Status } from '#shared/ledger';
+import {
+  Ledger,
+  type LedgerItem,
+  type LedgerPatch,
+  OWED_STATUSES,
+  type OwedStatus,
+  type Status,
+} from '#shared/ledger';
 import { runCancel } from '../../../bin/cli/commands/cancel.ts';
 import { runExtend } from '../../../bin/cli/commands/extend.ts';
 import { runRetry } from '../../../bin/cli/commands/retry.ts';
@@ -156,5 +163,41 @@ describe('retry against DynamoDB', () => {
       message: expect.stringContaining('only failed requests can be retried'),
     });
     expect(sfnMock.commandCalls(StartExecutionCommand)).toHaveLength(1);
+  });
+});
+
+describe('the open index through the operator commands', () => {
+  /** The request ids the open index lists for a status, every shard. */
+  async function open(status: OwedStatus): Promise<string[]> {
+    const ids: string[] = [];
+    for await (const item of context.ledger.openRequests(status)) ids.push(item.request_id);
+    return ids;
+  }
+
+  it('drops a cancelled request, lists a retried one under its new status, and a request put back to failed under failed', async () => {
+    // Prepare
+    const cancelled = await stored({ status: 'running', step: 'exporting' });
+    const retried = await stored({ status: 'failed', error: { code: 'export_failed', message: 'x' } });
+    const restored = await stored({
+      status: 'failed',
+      svc_user_id: 'svc-1',
+      error: { code: 'export_failed', message: 'x' },
+    });
+    expect(await open('running')).toContain(cancelled.request_id);
+    expect(await open('failed')).toEqual(expect.arrayContaining([retried.request_id, restored.request_id]));
+    // Act
+    await runCancel(context, { requestId: cancelled.request_id, reason: 'withdrawn' }, collectingIo());
+    await runRetry(context, { requestId: retried.request_id }, collectingIo());
+    sfnMock
+      .on(StartExecutionCommand)
+      .rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
+    await runRetry(context, { requestId: restored.request_id }, collectingIo()).catch(() => undefined);
+    // Assess
+    for (const status of OWED_STATUSES) expect(await open(status)).not.toContain(cancelled.request_id);
+    expect(await open('received')).toContain(retried.request_id);
+    expect(await open('failed')).not.toContain(retried.request_id);
+    expect(await context.ledger.require(restored.request_id)).toMatchObject({ status: 'failed' });
+    expect(await open('failed')).toContain(restored.request_id);
+    expect(await open('running')).not.toContain(restored.request_id);
   });
 });

@@ -4,6 +4,7 @@ import { ExecutionAlreadyExists, SFNClient, StartExecutionCommand } from '@aws-s
 import { DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { openShardKey } from '#shared/ledger';
 import { runRetry } from '../../../bin/cli/commands/retry.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { ledgerRecord, NAMES, NOW, REQUEST_ID, storedItem, testContext } from './helpers.ts';
@@ -51,11 +52,12 @@ describe('runRetry', () => {
       TableName: 'ledger',
       Key: { request_id: REQUEST_ID },
       UpdateExpression:
-        'SET #status = :status, #executions = :n, #updated_at = :now, #base = #attempts, #waited = :zero, #export_status = :failed REMOVE #error',
+        'SET #status = :status, #open_shard = :open_shard, #executions = :n, #updated_at = :now, #base = #attempts, #waited = :zero, #export_status = :failed REMOVE #error',
       ConditionExpression:
         'attribute_exists(request_id) AND #status = :failed AND (attribute_not_exists(#executions) OR #executions = :executions)',
       ExpressionAttributeValues: {
         ':status': 'received',
+        ':open_shard': openShardKey(REQUEST_ID, 'received'),
         ':n': 2,
         ':now': NOW.toISOString(),
         ':failed': 'failed',
@@ -124,6 +126,7 @@ describe('runRetry', () => {
       ConditionExpression: '#status = :status AND #executions = :n',
       ExpressionAttributeValues: {
         ':failed': 'failed',
+        ':open_shard': openShardKey(REQUEST_ID, 'failed'),
         ':executions': 1,
         ':n': 2,
         ':status': 'running',

@@ -2,6 +2,7 @@ import { DynamoDBClient, GetItemCommand, QueryCommand } from '@aws-sdk/client-dy
 import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { type LedgerItem, OPEN_DUE_INDEX, OPEN_INDEX_SHARDS, openShardKey } from '#shared/ledger';
 import { runList } from '../../../bin/cli/commands/list.ts';
 import { runStatus } from '../../../bin/cli/commands/status.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
@@ -146,25 +147,42 @@ describe('runList', () => {
     due_at: '2026-11-01T00:00:00.000Z',
   });
 
-  it('queries the status index for received and running requests, follows pages, and sorts by due date', async () => {
+  /** The index's answer for one shard key: the requests of that status that hash to it. */
+  const shardOf = (item: LedgerItem) => openShardKey(item.request_id, item.status) ?? '';
+
+  it('queries every shard of the open index for received and running requests, follows pages, and sorts by due date', async () => {
     // Prepare
     ledgerMock
-      .on(QueryCommand, { ExpressionAttributeValues: { ':status': { S: 'received' } } })
+      .on(QueryCommand)
+      .resolves({ Items: [] })
+      .on(QueryCommand, { ExpressionAttributeValues: { ':shard': { S: shardOf(late) } } })
       .resolves({ Items: [storedItem(late)] })
-      .on(QueryCommand, { ExpressionAttributeValues: { ':status': { S: 'running' } } })
+      .on(QueryCommand, { ExpressionAttributeValues: { ':shard': { S: shardOf(early) } } })
       .resolvesOnce({ Items: [storedItem(early)], LastEvaluatedKey: { request_id: { S: early.request_id } } })
-      .resolvesOnce({ Items: [storedItem(overdue)] });
+      .resolvesOnce({ Items: [] })
+      .on(QueryCommand, { ExpressionAttributeValues: { ':shard': { S: shardOf(overdue) } } })
+      .resolves({ Items: [storedItem(overdue)] });
     const io = collectingIo();
     // Act
     const { result } = await runList(testContext(), { json: true }, io);
     // Assess
     expect(ledgerMock).toHaveReceivedCommandWith(QueryCommand, {
       TableName: 'ledger',
-      IndexName: 'by-status-due',
+      IndexName: OPEN_DUE_INDEX,
+      KeyConditionExpression: '#shard = :shard',
     });
-    expect(ledgerMock.commandCalls(QueryCommand)[2]?.args[0].input.ExclusiveStartKey).toEqual({
-      request_id: { S: early.request_id },
-    });
+    const shards = ledgerMock
+      .commandCalls(QueryCommand)
+      .map((call) => call.args[0].input.ExpressionAttributeValues?.[':shard']?.S);
+    for (let shard = 0; shard < OPEN_INDEX_SHARDS; shard++) {
+      expect(shards).toContain(`received#${shard}`);
+      expect(shards).toContain(`running#${shard}`);
+    }
+    expect(
+      ledgerMock
+        .commandCalls(QueryCommand)
+        .filter((call) => call.args[0].input.ExclusiveStartKey?.request_id?.S === early.request_id),
+    ).toHaveLength(1);
     expect(result.requests.map((request) => request.request_id)).toEqual([
       overdue.request_id,
       early.request_id,
@@ -176,12 +194,16 @@ describe('runList', () => {
   });
 
   it('asks the index only for requests due before now with --overdue', async () => {
-    ledgerMock.on(QueryCommand).resolves({ Items: [storedItem(overdue)] });
+    ledgerMock
+      .on(QueryCommand)
+      .resolves({ Items: [] })
+      .on(QueryCommand, { ExpressionAttributeValues: { ':shard': { S: shardOf(overdue) } } })
+      .resolves({ Items: [storedItem(overdue)] });
     const io = collectingIo();
     await runList(testContext(), { overdue: true }, io);
     expect(ledgerMock).toHaveReceivedCommandWith(QueryCommand, {
-      KeyConditionExpression: '#status = :status AND due_at < :due',
-      ExpressionAttributeValues: { ':status': { S: 'running' }, ':due': { S: NOW.toISOString() } },
+      KeyConditionExpression: '#shard = :shard AND #due_at < :due',
+      ExpressionAttributeValues: { ':shard': { S: shardOf(overdue) }, ':due': { S: NOW.toISOString() } },
     });
     expect(io.stdout()).toMatch(/REQUEST ID\s+STATUS/);
     expect(io.stdout()).toContain('20 days overdue');
@@ -192,13 +214,29 @@ describe('runList', () => {
     const io = collectingIo();
     await runList(testContext(), { dueWithin: '7', status: 'running' }, io);
     expect(ledgerMock).toHaveReceivedCommandWith(QueryCommand, {
-      ExpressionAttributeValues: { ':status': { S: 'running' }, ':due': { S: '2026-11-28T12:00:00.000Z' } },
+      ExpressionAttributeValues: { ':shard': { S: 'running#0' }, ':due': { S: '2026-11-28T12:00:00.000Z' } },
     });
-    expect(ledgerMock.commandCalls(QueryCommand)).toHaveLength(1);
+    expect(ledgerMock.commandCalls(QueryCommand)).toHaveLength(OPEN_INDEX_SHARDS);
     expect(io.stderr()).toContain('no running requests due before 2026-11-28T12:00:00.000Z');
   });
 
-  it('finds rejected requests, which have no due date and so are not in the index, with a filtered scan', async () => {
+  it('lists failed requests from the open index, since they are still owed an answer', async () => {
+    const failed = ledgerRecord({ status: 'failed', error: { code: 'export_failed', message: 'x' } });
+    ledgerMock
+      .on(QueryCommand)
+      .resolves({ Items: [] })
+      .on(QueryCommand, { ExpressionAttributeValues: { ':shard': { S: shardOf(failed) } } })
+      .resolves({ Items: [storedItem(failed)] });
+
+    const { result } = await runList(testContext(), { status: 'failed' }, collectingIo());
+
+    expect(result.requests.map((request) => [request.request_id, request.status])).toEqual([
+      [failed.request_id, 'failed'],
+    ]);
+    expect(dbMock.commandCalls(ScanCommand)).toHaveLength(0);
+  });
+
+  it('finds ended requests, which are not in the open index, with one filtered scan', async () => {
     dbMock.on(ScanCommand).resolves({
       Items: [
         {
@@ -211,13 +249,23 @@ describe('runList', () => {
         },
       ],
     });
-    const { result } = await runList(testContext(), { status: 'rejected' }, collectingIo());
+    const { result } = await runList(testContext(), { status: 'rejected,completed' }, collectingIo());
     expect(dbMock).toHaveReceivedCommandWith(ScanCommand, {
-      FilterExpression: '#status = :rejected',
-      ExpressionAttributeValues: { ':rejected': 'rejected' },
+      FilterExpression: '#status IN (:status0, :status1)',
+      ExpressionAttributeValues: { ':status0': 'rejected', ':status1': 'completed' },
     });
+    expect(dbMock.commandCalls(ScanCommand)).toHaveLength(1);
     expect(ledgerMock.commandCalls(QueryCommand)).toHaveLength(0);
     expect(result.requests).toHaveLength(1);
+  });
+
+  it('limits a scan for ended requests by due date with --overdue', async () => {
+    dbMock.on(ScanCommand).resolves({ Items: [] });
+    await runList(testContext(), { status: 'completed', overdue: true }, collectingIo());
+    expect(dbMock).toHaveReceivedCommandWith(ScanCommand, {
+      FilterExpression: '#status IN (:status0) AND #due_at < :before',
+      ExpressionAttributeValues: { ':status0': 'completed', ':before': NOW.toISOString() },
+    });
   });
 
   it('refuses an unknown status and contradictory date limits with exit 2', async () => {

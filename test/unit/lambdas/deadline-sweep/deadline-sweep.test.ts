@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import { QueryCommand, type QueryCommandInput } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseEnv } from '#shared/config';
 import { ConfigurationError } from '#shared/errors';
-import { Ledger, type LedgerItem, ledgerItemSchema, type Status } from '#shared/ledger';
+import { Ledger, OPEN_INDEX_SHARDS, type OpenRequest, openRequestSchema, type Status } from '#shared/ledger';
 import type { DsrRequest } from '#shared/request';
 import {
   DEADLINE_METRICS,
@@ -62,16 +63,14 @@ async function ledgerWith(
 
 const daysFromNow = (days: number) => new Date(NOW.getTime() + days * DAY_MS);
 
-/** A ledger item as the index returns it, for fakes that stand in for the ledger. */
-function indexed(requestId: string, dueAt: Date, status: Status = 'received'): LedgerItem {
-  return ledgerItemSchema.parse({
-    request_id: requestId,
-    fingerprint: 'fp',
-    status,
-    due_at: dueAt.toISOString(),
-    created_at: NOW.toISOString(),
-    updated_at: NOW.toISOString(),
-  });
+/** An open request as the index returns it, for fakes that stand in for the ledger. */
+function indexed(requestId: string, dueAt: Date, status: Status = 'received'): OpenRequest {
+  return openRequestSchema.parse({ request_id: requestId, status, due_at: dueAt.toISOString() });
+}
+
+/** The open requests of a fake ledger, as Ledger.openRequests yields them. */
+async function* openOf(items: readonly OpenRequest[]): AsyncGenerator<OpenRequest> {
+  yield* items;
 }
 
 describe('sweepDeadlines', () => {
@@ -121,23 +120,31 @@ describe('sweepDeadlines', () => {
     expect((await sweepDeadlines({ ledger, clock }, { dueSoonDays: 14 })).due_soon).toBe(2);
   });
 
-  it('reads every page of the index', async () => {
+  it('reads every page of every shard of the open index', async () => {
+    // Forty requests due at the same moment: spread over the shards, several pages on some.
     const { ledger } = await ledgerWith(
-      Array.from({ length: 7 }, (_, index) => ({
-        due: daysFromNow(-index - 1),
-        status: 'received' as const,
-      })),
+      Array.from({ length: 40 }, () => ({ due: daysFromNow(-1), status: 'received' as const })),
     );
-    const listByStatus = vi.spyOn(ledger, 'listByStatus');
+    const send = vi.spyOn(dynamo.client, 'send');
 
     const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7, pageSize: 2 });
+    const queries = send.mock.calls
+      .map(([command]) => command)
+      .filter((command) => command instanceof QueryCommand)
+      .map((command) => command.input as QueryCommandInput);
+    send.mockRestore();
 
-    expect(counts.overdue).toBe(7);
-    const receivedPages = listByStatus.mock.calls.filter(([status]) => status === 'received');
-    expect(receivedPages.length).toBeGreaterThanOrEqual(4);
-    expect(receivedPages.slice(1).every(([, options]) => options?.cursor !== undefined)).toBe(true);
+    expect(counts.overdue).toBe(40);
+    const shardsQueried = new Set(queries.map((query) => query.ExpressionAttributeValues?.[':shard']?.S));
+    expect(shardsQueried.size).toBe(2 * OPEN_INDEX_SHARDS);
+    for (const shard of Array.from({ length: OPEN_INDEX_SHARDS }, (_, index) => index)) {
+      expect(shardsQueried).toContain(`received#${shard}`);
+      expect(shardsQueried).toContain(`running#${shard}`);
+    }
+    expect(queries.some((query) => query.ExclusiveStartKey !== undefined)).toBe(true);
+    expect(queries.every((query) => query.Limit === 2)).toBe(true);
     expect(
-      listByStatus.mock.calls.every(([, options]) => options?.dueBefore === daysFromNow(7).toISOString()),
+      queries.every((query) => query.ExpressionAttributeValues?.[':due']?.S === daysFromNow(7).toISOString()),
     ).toBe(true);
   });
 
@@ -154,9 +161,7 @@ describe('sweepDeadlines', () => {
     const items = Array.from({ length: 60 }, (_, index) =>
       indexed(`req-${String(index).padStart(2, '0')}`, daysFromNow(-(index + 1))),
     );
-    const ledger = {
-      listByStatus: async (status: Status) => ({ items: status === 'received' ? items : [] }),
-    };
+    const ledger = { openRequests: (status: Status) => openOf(status === 'received' ? items : []) };
 
     const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 });
 
@@ -174,7 +179,8 @@ describe('sweepDeadlines', () => {
 
   it('lets a ledger failure through, so the scheduled invocation fails and alarms', async () => {
     const ledger = {
-      listByStatus: async () => {
+      // biome-ignore lint/correctness/useYield: a ledger whose first read fails
+      openRequests: async function* (): AsyncGenerator<OpenRequest> {
         throw new Error('ProvisionedThroughputExceededException');
       },
     };
@@ -233,9 +239,7 @@ describe('the deadline sweep handler', () => {
     );
     const handler = makeDeadlineSweepHandler(() => ({
       ledger: {
-        listByStatus: async (status: Status) => ({
-          items: status === 'running' ? items : [],
-        }),
+        openRequests: (status: Status) => openOf(status === 'running' ? items : []),
       },
       clock,
       dueSoonDays: 7,

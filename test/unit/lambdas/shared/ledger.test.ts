@@ -1,10 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { computeDeadlines } from '#shared/deadlines';
 import { LedgerStateError, RequestCancelledError } from '#shared/errors';
-import { Ledger } from '#shared/ledger';
+import {
+  LEGACY_STATUS_DUE_INDEX,
+  Ledger,
+  OPEN_DUE_INDEX,
+  OPEN_INDEX_ATTRIBUTES,
+  OPEN_INDEX_SHARDS,
+  OWED_STATUSES,
+  type OwedStatus,
+  openShardKey,
+  openShardOf,
+  type Status,
+} from '#shared/ledger';
 import type { DsrRequest } from '#shared/request';
 import { CACHED_MIDDLEWARE } from '#shared/sdk-clients';
 import { createLedgerTable } from '../../../../local/ledger-table.ts';
@@ -193,18 +204,227 @@ describe('Ledger.increment', () => {
   });
 });
 
-describe('Ledger.listByStatus', () => {
-  it('lists by status, earliest due first, and filters by due date', async () => {
-    const local = new Ledger(dynamo.client, 'ledger-list');
-    await createLedgerTable(dynamo.client, 'ledger-list');
-    const late = request({ regulation: 'ccpa', received_at: '2026-10-01T00:00:00Z' });
-    const early = request({ regulation: 'gdpr', received_at: '2026-09-01T00:00:00Z' });
-    for (const req of [late, early]) {
-      await local.createReceived(req, 'fp', computeDeadlines(req.regulation, new Date(req.received_at)));
+describe('the open index', () => {
+  /** A fresh table and ledger. */
+  async function freshLedger(name: string): Promise<Ledger> {
+    await createLedgerTable(dynamo.client, name);
+    return new Ledger(dynamo.client, name, () => new Date('2026-11-03T00:00:00Z'));
+  }
+  async function openIds(local: Ledger, status: OwedStatus, dueBefore?: string): Promise<string[]> {
+    const ids: string[] = [];
+    for await (const item of local.openRequests(status, dueBefore === undefined ? {} : { dueBefore })) {
+      ids.push(item.request_id);
     }
-    const all = await local.listByStatus('received');
-    expect(all.items.map((item) => item.request_id)).toEqual([early.request_id, late.request_id]);
-    const dueSoon = await local.listByStatus('received', { dueBefore: '2026-10-15T00:00:00Z' });
-    expect(dueSoon.items.map((item) => item.request_id)).toEqual([early.request_id]);
+    return ids;
+  }
+  async function stored(tableName: string, requestId: string): Promise<Record<string, unknown> | undefined> {
+    const { Item } = await dynamo.doc.send(
+      new GetCommand({ TableName: tableName, Key: { request_id: requestId } }),
+    );
+    return Item;
+  }
+
+  /** One item per status as releases before the open index wrote them (no open_shard); their ids by status. */
+  async function putWithoutIndexKey(
+    tableName: string,
+    statuses: readonly Status[],
+  ): Promise<Record<string, string>> {
+    const ids: Record<string, string> = {};
+    for (const status of statuses) {
+      ids[status] = randomUUID();
+      await dynamo.doc.send(
+        new PutCommand({
+          TableName: tableName,
+          Item: {
+            request_id: ids[status],
+            fingerprint: 'fp',
+            status,
+            // A rejected request never had a due date.
+            ...(status === 'rejected' ? {} : { due_at: '2026-12-01T00:00:00.000Z' }),
+            created_at: '2026-11-01T00:00:00.000Z',
+            updated_at: '2026-11-01T00:00:00.000Z',
+          },
+        }),
+      );
+    }
+    return ids;
+  }
+
+  it('keys a request by <status>#<shard>, the shard a stable hash of the request id', () => {
+    const id = '7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f';
+
+    expect(openShardOf(id)).toBe(openShardOf(id));
+    expect(openShardOf(id)).toBeGreaterThanOrEqual(0);
+    expect(openShardOf(id)).toBeLessThan(OPEN_INDEX_SHARDS);
+    expect(openShardKey(id, 'received')).toBe(`received#${openShardOf(id)}`);
+    expect(openShardKey(id, 'running')).toBe(`running#${openShardOf(id)}`);
+    expect(openShardKey(id, 'failed')).toBe(`failed#${openShardOf(id)}`);
+    for (const status of ['completed', 'cancelled', 'rejected'] as const) {
+      expect(openShardKey(id, status)).toBeUndefined();
+    }
+  });
+
+  it('spreads many requests with one status and one due date over every shard', () => {
+    const perShard = Array.from({ length: OPEN_INDEX_SHARDS }, () => 0);
+    for (let index = 0; index < 1600; index++) {
+      const shard = openShardOf(randomUUID());
+      perShard[shard] = (perShard[shard] ?? 0) + 1;
+    }
+
+    // 100 expected per shard; a hash this uneven would be a bug, not chance.
+    expect(Math.min(...perShard)).toBeGreaterThan(50);
+    expect(Math.max(...perShard)).toBeLessThan(150);
+  });
+
+  it('lists a mass drop due at one moment from every shard, none missing', async () => {
+    const local = await freshLedger('open-mass');
+    const ids: string[] = [];
+    for (let index = 0; index < 200; index++) {
+      const req = request({ received_at: '2026-10-01T00:00:00Z' });
+      await local.createReceived(req, 'fp', computeDeadlines('gdpr', new Date(req.received_at)));
+      ids.push(req.request_id);
+    }
+    const shards = new Set(ids.map((id) => openShardOf(id)));
+
+    expect(shards.size).toBe(OPEN_INDEX_SHARDS);
+    expect((await openIds(local, 'received')).sort()).toEqual(ids.sort());
+  });
+
+  it('lists by status, earliest due first across shards, and filters by due date', async () => {
+    const local = await freshLedger('open-order');
+    const due = ['2026-12-05', '2026-11-20', '2026-12-01', '2026-11-25', '2026-12-10', '2026-11-28'];
+    const byDue = new Map<string, string>();
+    for (const day of due) {
+      const req = request();
+      await local.createReceived(req, 'fp', {
+        due_at: `${day}T00:00:00.000Z`,
+        extension_limit_at: '2027-02-01T00:00:00.000Z',
+        confirm_by: null,
+      });
+      byDue.set(day, req.request_id);
+    }
+    const ordered = [...due].sort().map((day) => byDue.get(day));
+
+    expect(await openIds(local, 'received')).toEqual(ordered);
+    expect(await openIds(local, 'received', '2026-11-29T00:00:00.000Z')).toEqual(ordered.slice(0, 3));
+    expect(await openIds(local, 'running')).toEqual([]);
+  });
+
+  it('moves a request between statuses in the index and removes it once it ends', async () => {
+    const local = await freshLedger('open-moves');
+    const req = request();
+    await local.createReceived(req, 'fp', computeDeadlines('gdpr', new Date(req.received_at)));
+    const shard = openShardOf(req.request_id);
+
+    expect((await stored('open-moves', req.request_id))?.open_shard).toBe(`received#${shard}`);
+    await local.update(req.request_id, { status: 'running', step: 'resolving' }, ['received']);
+    expect((await stored('open-moves', req.request_id))?.open_shard).toBe(`running#${shard}`);
+    expect(await openIds(local, 'running')).toEqual([req.request_id]);
+    expect(await openIds(local, 'received')).toEqual([]);
+
+    await local.update(req.request_id, { status: 'failed' }, ['running']);
+    expect(await openIds(local, 'failed')).toEqual([req.request_id]);
+
+    await local.update(req.request_id, { status: 'completed', outcome: 'no_data' }, ['failed']);
+    expect(await stored('open-moves', req.request_id)).not.toHaveProperty('open_shard');
+    for (const status of OWED_STATUSES) expect(await openIds(local, status)).toEqual([]);
+
+    // A patch that does not change the status leaves the index key alone.
+    const other = request();
+    await local.createReceived(other, 'fp', computeDeadlines('gdpr', new Date(other.received_at)));
+    await local.update(other.request_id, { reference: 'T-1' }, ['received']);
+    expect((await stored('open-moves', other.request_id))?.open_shard).toBe(
+      `received#${openShardOf(other.request_id)}`,
+    );
+  });
+
+  it('keeps rejected requests out of the index', async () => {
+    const local = await freshLedger('open-rejected');
+    await local.createRejected('r-bad', 'fp', ['type: invalid']);
+
+    expect(await stored('open-rejected', 'r-bad')).not.toHaveProperty('open_shard');
+  });
+
+  it('carries only what listing and the sweep read: no subject identifiers', async () => {
+    const local = await freshLedger('open-projection');
+    const req = request({ reference: 'T-9' });
+    await local.createReceived(req, 'fp', computeDeadlines('gdpr', new Date(req.received_at)));
+    await local.update(req.request_id, { status: 'running', svc_user_id: 'svc-42' }, ['received']);
+
+    const { Items } = await dynamo.doc.send(
+      new QueryCommand({
+        TableName: 'open-projection',
+        IndexName: OPEN_DUE_INDEX,
+        KeyConditionExpression: '#shard = :shard',
+        ExpressionAttributeNames: { '#shard': 'open_shard' },
+        ExpressionAttributeValues: { ':shard': openShardKey(req.request_id, 'running') },
+      }),
+    );
+
+    expect(Items).toHaveLength(1);
+    expect(Object.keys(Items?.[0] ?? {}).sort()).toEqual(
+      [
+        ...OPEN_INDEX_ATTRIBUTES.filter((name) => name !== 'outcome' && name !== 'step'),
+        'due_at',
+        'open_shard',
+        'request_id',
+      ].sort(),
+    );
+    expect(Items?.[0]).not.toHaveProperty('primary_key');
+    expect(Items?.[0]).not.toHaveProperty('svc_user_id');
+  });
+
+  it('adds the open index to a ledger from before it and puts every open request in, once', async () => {
+    // Prepare: the table as earlier releases created it, with items written without open_shard.
+    await dynamo.client.send(
+      new CreateTableCommand({
+        TableName: 'legacy',
+        BillingMode: 'PAY_PER_REQUEST',
+        AttributeDefinitions: [
+          { AttributeName: 'request_id', AttributeType: 'S' },
+          { AttributeName: 'status', AttributeType: 'S' },
+          { AttributeName: 'due_at', AttributeType: 'S' },
+        ],
+        KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
+        GlobalSecondaryIndexes: [
+          {
+            IndexName: LEGACY_STATUS_DUE_INDEX,
+            KeySchema: [
+              { AttributeName: 'status', KeyType: 'HASH' },
+              { AttributeName: 'due_at', KeyType: 'RANGE' },
+            ],
+            Projection: { ProjectionType: 'ALL' },
+          },
+        ],
+      }),
+    );
+    const ids = await putWithoutIndexKey('legacy', [
+      'received',
+      'running',
+      'failed',
+      'completed',
+      'cancelled',
+    ]);
+    // Act
+    await createLedgerTable(dynamo.client, 'legacy');
+    const legacy = new Ledger(dynamo.client, 'legacy');
+    // Assess
+    for (const status of OWED_STATUSES) expect(await openIds(legacy, status)).toEqual([ids[status]]);
+    expect(await stored('legacy', ids.completed ?? '')).not.toHaveProperty('open_shard');
+    expect(await stored('legacy', ids.cancelled ?? '')).not.toHaveProperty('open_shard');
+    expect(await legacy.backfillOpenIndex()).toBe(0);
+  });
+
+  it('backfills open requests written without their index key, as a deployed ledger migrates', async () => {
+    const local = await freshLedger('open-backfill');
+    const ids = await putWithoutIndexKey('open-backfill', ['received', 'failed', 'rejected']);
+    expect(await openIds(local, 'received')).toEqual([]);
+
+    expect(await local.backfillOpenIndex()).toBe(2);
+
+    expect(await openIds(local, 'received')).toEqual([ids.received]);
+    expect(await openIds(local, 'failed')).toEqual([ids.failed]);
+    expect(await stored('open-backfill', ids.rejected ?? '')).not.toHaveProperty('open_shard');
+    expect(await local.backfillOpenIndex()).toBe(0);
   });
 });

@@ -1,0 +1,160 @@
+import { nextWaitSeconds, type PollSchedule } from '../lambdas/shared/config.ts';
+
+/** Step Functions Standard keeps at most this many history events per execution, then fails it. */
+export const HISTORY_EVENT_LIMIT = 25_000;
+
+/** The share of the limit a worst-case execution may use; synth refuses a schedule above it. */
+export const SAFE_HISTORY_FRACTION = 0.5;
+
+/**
+ * History events per state visit, rounded up. A Task attempt: TaskStateEntered, TaskScheduled,
+ * TaskStarted, TaskSucceeded or TaskFailed, TaskStateExited (a retried attempt writes fewer; five
+ * keeps the count an upper bound). A Wait: entered, exited and the timer; a Choice, a Succeed or a
+ * Fail: entered and exited; the execution itself: started and ended.
+ */
+export const EVENTS_PER = { taskAttempt: 5, wait: 3, choice: 2, end: 2, execution: 2 } as const;
+
+/** ASL's default MaxAttempts of a Retry rule that names none. */
+const DEFAULT_RETRY_ATTEMPTS = 3;
+
+/**
+ * The longest path through the workflow (lib/dsr-workflow.ts), by state name: resolve, then each
+ * export attempt, then each poll, then the longest tail (archive, erase and verify, record the
+ * outcome) followed by the failure path, which a terminal error in the tail can still take.
+ */
+const PATH = {
+  once: ['ResolveSubject', 'AlreadyCompleted?'],
+  perExportAttempt: ['StartExport'],
+  perPoll: ['WaitForExport', 'CheckExport', 'ExportReady?'],
+  tail: [
+    'ArchiveExport',
+    'RequestType?',
+    'EraseSubject',
+    'VerifyErasure',
+    'RecordErased',
+    'RecordFailure',
+    'WasCancelled?',
+  ],
+} as const;
+
+/** What the count depends on: the poll schedule, the export attempts and the workflow's states. */
+export interface HistoryBudgetInput {
+  readonly schedule: PollSchedule;
+  readonly exportMaxAttempts: number;
+  /** The workflow's states as ASL (`States` of the definition): their types and Retry rules. */
+  readonly states: Readonly<Record<string, unknown>>;
+}
+
+/** The worst case of one execution. */
+export interface HistoryBudget {
+  /** History events of the longest execution. */
+  readonly events: number;
+  /** Export polls in it: every wait as short as the schedule allows, spread over every attempt. */
+  readonly polls: number;
+  /** `events` as a share of HISTORY_EVENT_LIMIT. */
+  readonly fraction: number;
+}
+
+/**
+ * Worst-case history events of one execution. Each export attempt restarts the doubling from
+ * `initialSeconds`, and the waits of all attempts share one budget, so the most polls come from
+ * spending the budget on the shortest waits of every attempt; every Task visit may spend every
+ * retry its Retry rules allow.
+ */
+export function worstCaseHistory(input: HistoryBudgetInput): HistoryBudget {
+  const polls = worstCasePolls(input.schedule, input.exportMaxAttempts);
+  const visit = (names: readonly string[]) =>
+    names.reduce((sum, name) => sum + stateEvents(input.states, name), 0);
+  const events =
+    EVENTS_PER.execution +
+    visit(PATH.once) +
+    input.exportMaxAttempts * visit(PATH.perExportAttempt) +
+    polls * visit(PATH.perPoll) +
+    visit(PATH.tail) +
+    EVENTS_PER.end;
+  return { events, polls, fraction: events / HISTORY_EVENT_LIMIT };
+}
+
+/**
+ * The most polls the schedule allows in one execution: add the cheapest next wait of any attempt
+ * while the waits so far are short of the budget (the last wait is cut to the budget, and the poll
+ * after it times out).
+ */
+export function worstCasePolls(schedule: PollSchedule, exportMaxAttempts: number): number {
+  const pollsOf = Array.from({ length: exportMaxAttempts }, () => 0);
+  let waited = 0;
+  let polls = 0;
+  while (waited < schedule.budgetSeconds) {
+    let cheapest = 0;
+    for (let attempt = 1; attempt < pollsOf.length; attempt++) {
+      if ((pollsOf[attempt] ?? 0) < (pollsOf[cheapest] ?? 0)) cheapest = attempt;
+    }
+    const wait = nextWaitSeconds(schedule, pollsOf[cheapest] ?? 0);
+    if (wait >= schedule.maxSeconds) {
+      // Every attempt now waits the cap: the rest of the budget goes in waits of that length.
+      polls += Math.ceil((schedule.budgetSeconds - waited) / schedule.maxSeconds);
+      break;
+    }
+    pollsOf[cheapest] = (pollsOf[cheapest] ?? 0) + 1;
+    waited += wait;
+    polls += 1;
+  }
+  return polls;
+}
+
+/** The events one visit of the state may write: a Task's every attempt, including all its retries. */
+function stateEvents(states: Readonly<Record<string, unknown>>, name: string): number {
+  const state = states[name];
+  if (typeof state !== 'object' || state === null || !('Type' in state)) {
+    throw new Error(
+      `the workflow has no state "${name}", which the history budget counts; update PATH in lib/history-budget.ts to the states of lib/dsr-workflow.ts`,
+    );
+  }
+  switch (state.Type) {
+    case 'Task':
+      return EVENTS_PER.taskAttempt * (1 + retryAttempts(state));
+    case 'Wait':
+      return EVENTS_PER.wait;
+    case 'Choice':
+      return EVENTS_PER.choice;
+    default:
+      throw new Error(`state "${name}" is a ${String(state.Type)}, which the history budget does not count`);
+  }
+}
+
+/** The retries a Task may make: each Retry rule counts its own attempts, so they add up. */
+function retryAttempts(state: object): number {
+  const rules = 'Retry' in state && Array.isArray(state.Retry) ? (state.Retry as unknown[]) : [];
+  return rules.reduce<number>((sum, rule) => {
+    const attempts =
+      typeof rule === 'object' &&
+      rule !== null &&
+      'MaxAttempts' in rule &&
+      typeof rule.MaxAttempts === 'number'
+        ? rule.MaxAttempts
+        : DEFAULT_RETRY_ATTEMPTS;
+    return sum + attempts;
+  }, 0);
+}
+
+/**
+ * The `States` of a synthesized definition: CDK writes it as an `Fn::Join` of JSON text and
+ * intrinsics, which only ever stand inside JSON strings (ARNs), so each is replaced by a marker.
+ */
+export function statesOfDefinition(resolvedDefinition: unknown): Record<string, unknown> {
+  const text =
+    typeof resolvedDefinition === 'string' ? resolvedDefinition : joinParts(resolvedDefinition).join('');
+  const parsed: unknown = JSON.parse(text);
+  if (typeof parsed !== 'object' || parsed === null || !('States' in parsed)) {
+    throw new Error('the state machine definition has no States');
+  }
+  return parsed.States as Record<string, unknown>;
+}
+
+function joinParts(value: unknown): string[] {
+  if (typeof value === 'object' && value !== null && 'Fn::Join' in value) {
+    const [, parts] = value['Fn::Join'] as [string, unknown[]];
+    return parts.map((part) => (typeof part === 'string' ? part : 'intrinsic'));
+  }
+  throw new Error('expected the state machine definition as a string or an Fn::Join');
+}

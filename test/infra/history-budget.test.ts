@@ -1,0 +1,144 @@
+import { App } from 'aws-cdk-lib';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
+import { describe, expect, it } from 'vitest';
+import { DsrStack } from '../../lib/dsr-stack.ts';
+import { statesOfDefinition, worstCaseHistory, worstCasePolls } from '../../lib/history-budget.ts';
+import { productionConfig } from './fixtures.ts';
+
+function stack(config: Record<string, unknown> = {}): DsrStack {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  return new DsrStack(app, 'Test', { config: { ...productionConfig, ...config } });
+}
+
+const task = (retries: number[] = []) => ({
+  Type: 'Task',
+  Retry: retries.map((MaxAttempts) => ({ MaxAttempts })),
+});
+/** The workflow's states with no retries at all. */
+const bareStates = {
+  ResolveSubject: task(),
+  'AlreadyCompleted?': { Type: 'Choice' },
+  StartExport: task(),
+  WaitForExport: { Type: 'Wait' },
+  CheckExport: task(),
+  'ExportReady?': { Type: 'Choice' },
+  ArchiveExport: task(),
+  'RequestType?': { Type: 'Choice' },
+  EraseSubject: task(),
+  VerifyErasure: task(),
+  RecordErased: task(),
+  RecordFailure: task(),
+  'WasCancelled?': { Type: 'Choice' },
+};
+
+describe('worstCasePolls', () => {
+  it('spends the budget on the shortest waits of every attempt', () => {
+    // Waits per attempt: 10, 20, 40, 40, ... Taken cheapest first across two attempts:
+    // 10 10 20 20 40 40 40 (= 180 s, short of 200) and one more 40 cut to the budget: 8 polls.
+    expect(worstCasePolls({ initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 }, 2)).toBe(8);
+    // One attempt: 10 20 40 40 40 40 (= 190) and one more: 7 polls.
+    expect(worstCasePolls({ initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 }, 1)).toBe(7);
+  });
+
+  it('counts the default schedule: 30 s doubling to 30 min within 72 h over three attempts', () => {
+    // Each attempt: 30+60+120+240+480+960 = 1890 s in 6 polls; three attempts spend 5670 s in 18,
+    // and the remaining 253,530 s go in 1800 s waits: 141 (the last one cut short).
+    expect(worstCasePolls({ initialSeconds: 30, maxSeconds: 1800, budgetSeconds: 259_200 }, 3)).toBe(
+      18 + 141,
+    );
+  });
+});
+
+describe('worstCaseHistory', () => {
+  it('matches a hand count of a small schedule with no retries', () => {
+    const budget = worstCaseHistory({
+      schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
+      exportMaxAttempts: 2,
+      states: bareStates,
+    });
+
+    // execution 2, ResolveSubject 5, AlreadyCompleted? 2, two StartExport 10,
+    // 8 polls of (Wait 3 + CheckExport 5 + ExportReady? 2) = 80,
+    // tail: ArchiveExport 5, RequestType? 2, EraseSubject 5, VerifyErasure 5, RecordErased 5,
+    // RecordFailure 5, WasCancelled? 2, and the final Succeed or Fail 2 = 31.
+    expect(budget).toEqual({ events: 2 + 5 + 2 + 10 + 80 + 31, polls: 8, fraction: 130 / 25_000 });
+  });
+
+  it('counts every retry each Retry rule allows, three for a rule that names no MaxAttempts', () => {
+    const base = worstCaseHistory({
+      schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
+      exportMaxAttempts: 2,
+      states: bareStates,
+    });
+    const retried = worstCaseHistory({
+      schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
+      exportMaxAttempts: 2,
+      states: { ...bareStates, CheckExport: { Type: 'Task', Retry: [{ MaxAttempts: 6 }, {}] } },
+    });
+
+    // Each of the 8 CheckExport visits may make 1 + 6 + 3 attempts of 5 events instead of one.
+    expect(retried.events - base.events).toBe(8 * 5 * 9);
+  });
+
+  it('refuses a workflow that lacks a state it counts', () => {
+    const { CheckExport: _gone, ...states } = bareStates;
+
+    expect(() =>
+      worstCaseHistory({
+        schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
+        exportMaxAttempts: 1,
+        states,
+      }),
+    ).toThrow('the workflow has no state "CheckExport"');
+  });
+
+  it('reads the retries of the synthesized workflow', () => {
+    const template = Template.fromStack(stack()).toJSON();
+    const [machine] = Object.values(
+      template.Resources as Record<string, { Type: string; Properties: { DefinitionString: unknown } }>,
+    ).filter((resource) => resource.Type === 'AWS::StepFunctions::StateMachine');
+    const states = statesOfDefinition(machine?.Properties.DefinitionString);
+
+    // LambdaInvoke's own retry of Lambda service errors (6) plus the transient-error retry (6).
+    expect(
+      worstCaseHistory({
+        schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
+        exportMaxAttempts: 1,
+        states,
+      }).events,
+    ).toBeGreaterThan(
+      worstCaseHistory({
+        schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
+        exportMaxAttempts: 1,
+        states: bareStates,
+      }).events,
+    );
+    const retries = (name: string) =>
+      ((states[name] as { Retry?: { MaxAttempts?: number }[] }).Retry ?? []).reduce(
+        (sum, rule) => sum + (rule.MaxAttempts ?? 3),
+        0,
+      );
+    expect(retries('CheckExport')).toBe(12);
+    expect(retries('StartExport')).toBe(14);
+    expect(retries('VerifyErasure')).toBe(15);
+  });
+});
+
+describe('the stack', () => {
+  it('prints the worst case of the default schedule at synth', () => {
+    const synthesized = stack();
+
+    Annotations.fromStack(synthesized).hasInfo(
+      '/Test',
+      Match.stringLikeRegexp(
+        '^svc-dsr: worst case [0-9,]+ events per execution of 25,000 \\(159 export polls\\)$',
+      ),
+    );
+  });
+
+  it('refuses a schedule whose worst case passes half the history limit, naming the settings to change', () => {
+    expect(() => stack({ pollMaxSeconds: 600 })).toThrow(
+      /history events per execution \(\d+ export polls\), more than 50% of the 25,000 Step Functions allows \(received pollInitialSeconds 30, pollMaxSeconds 600, pollBudgetSeconds 259200, exportMaxAttempts 3\)\. Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds" or "exportMaxAttempts"/,
+    );
+  });
+});
