@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { normaliseRequestId } from '#shared/request';
 import { CliError, EXIT } from './io.ts';
 
 /** Where a command writes: `out` is what a script reads (results, JSON), `err` is for people (progress, warnings). */
@@ -92,9 +93,11 @@ export function describeDue(dueAt: string | undefined, now: Date): string {
   return `in ${left} day${left === 1 ? '' : 's'}`;
 }
 
-const requestIdSchema = z.uuid('must be a request id (a UUID, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f)');
+const requestIdSchema = z
+  .uuid('must be a request id (a UUID, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f)')
+  .transform(normaliseRequestId);
 
-/** Validates a request-id argument (exit 2 when it cannot be one). */
+/** Validates a request-id argument (exit 2 when it cannot be one); answers it in lower case, as stored. */
 export function parseRequestId(value: unknown): string {
   const parsed = requestIdSchema.safeParse(value);
   if (parsed.success) return parsed.data;
