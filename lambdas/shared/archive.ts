@@ -876,13 +876,18 @@ export function entryLabel(name: string): string {
 }
 
 /** The zip reader's complaints that quote an entry name, up to where the name starts. */
-const NAME_QUOTING_PROBLEMS = ['invalid characters in fileName: ', 'absolute path: ', 'invalid relative path: '];
+const NAME_QUOTING_PROBLEMS = [
+  'invalid characters in fileName: ',
+  'absolute path: ',
+  'invalid relative path: ',
+];
 
 /** What the zip reader said, without the entry name some of its messages end with. */
 function zipReaderProblem(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   const quoting = NAME_QUOTING_PROBLEMS.find((prefix) => message.startsWith(prefix));
-  if (quoting !== undefined) return `${quoting.slice(0, -2)} in an entry name (the name is not repeated here)`;
+  if (quoting !== undefined)
+    return `${quoting.slice(0, -2)} in an entry name (the name is not repeated here)`;
   // Its other messages are fixed text with numbers; anything else is not repeated either.
   return /^[\x20-\x7e]{1,300}$/.test(message) && !/@|:\/\//.test(message) ? message : 'unreadable';
 }
