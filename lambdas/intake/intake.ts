@@ -157,11 +157,16 @@ async function quarantineUnexpected(
   );
   const requestId = progress.receivedId;
   if (requestId !== undefined) {
-    await deps.ledger.update(
-      requestId,
-      { status: 'rejected', rejection_errors: [reason], completed_at: new Date().toISOString() },
-      ['received'],
-    );
+    try {
+      await deps.ledger.update(
+        requestId,
+        { status: 'rejected', rejection_errors: [reason], completed_at: new Date().toISOString() },
+        ['received'],
+      );
+    } catch (closeError) {
+      // Moved on meanwhile (its execution started): it is no longer stranded, so leave it be.
+      if (isInfrastructureFailure(closeError)) throw closeError;
+    }
   }
   await deps.quarantine(body, reason, requestId);
   deps.logger.error('message quarantined after an unexpected failure', {
