@@ -9,6 +9,7 @@ import { Server } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo, Socket } from 'node:net';
 import { buildApp } from 'fauxqs';
+import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
 import { type DiskS3, startDiskS3 } from './s3-disk.ts';
 
@@ -61,6 +62,7 @@ const LOOPBACK = '127.0.0.1';
 
 /** Starts fauxqs, dynalite and (with `s3Root`) the disk S3 on free loopback ports. */
 export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promise<AwsStandIns> {
+  await checkBodiesAsSqsDoes();
   // startFauxqs() always binds 0.0.0.0; building the app and listening ourselves keeps it on loopback.
   const fauxqs = buildApp({ logger: false, defaultRegion: REGION });
   let dynamo: Server | undefined;
@@ -96,6 +98,31 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
     await diskS3?.close();
     throw error;
   }
+}
+
+/** A character SQS refuses in a message body: anything outside #x9 #xA #xD #x20-#xD7FF #xE000-#xFFFD #x10000-#x10FFFF. */
+const SQS_INVALID_BODY_CHAR = /[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/u;
+
+/**
+ * Makes fauxqs check message bodies as SQS does. fauxqs 1.9.2 tests them with a regular expression
+ * that lacks the `u` flag, so it sees a character above U+FFFF (an emoji) as two lone surrogates
+ * and refuses a body that SQS accepts. Its installed files are left alone: the one RegExp both of its
+ * send actions share gets SQS's rule as its `test`. A lone surrogate is still refused, as by SQS.
+ */
+async function checkBodiesAsSqsDoes(): Promise<void> {
+  const typesUrl = new URL('./sqs/sqsTypes.js', import.meta.resolve('fauxqs'));
+  const types = z
+    .object({ INVALID_MESSAGE_BODY_CHAR: z.instanceof(RegExp) })
+    .safeParse(await import(typesUrl.href));
+  if (!types.success) {
+    throw new ConfigurationError(
+      `fauxqs no longer exports its message body check from ${typesUrl.pathname}; keep fauxqs at 1.9.2 (see TOOLING.md) or adapt checkBodiesAsSqsDoes`,
+    );
+  }
+  Object.defineProperty(types.data.INVALID_MESSAGE_BODY_CHAR, 'test', {
+    value: (body: string) => SQS_INVALID_BODY_CHAR.test(body),
+    configurable: true,
+  });
 }
 
 /** The SDK client config for one service of stand-ins running at `endpoints`. */

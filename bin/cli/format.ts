@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { normaliseRequestId } from '#shared/request';
 import { CliError, EXIT } from './io.ts';
 
 /** Where a command writes: `out` is what a script reads (results, JSON), `err` is for people (progress, warnings). */
@@ -44,17 +45,37 @@ export function writeJson(io: CliIo, value: unknown): void {
   io.out(`${JSON.stringify(value, null, 2)}\n`);
 }
 
-/** Left-aligned columns separated by two spaces, with a header row. */
+/**
+ * Text from the ledger (or anything else outside the CLI's control) made safe to print on a terminal:
+ * control characters (C0, DEL, C1), line and paragraph separators and bidirectional overrides are
+ * shown as escapes (`\x1b`, `\u202e`), so a value can neither run terminal commands, nor fake
+ * lines, nor reorder what is shown.
+ */
+export function terminalText(text: string): string {
+  return text.replace(
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+    /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
+    (char) => {
+      const code = char.charCodeAt(0);
+      return code <= 0xff
+        ? `\\x${code.toString(16).padStart(2, '0')}`
+        : `\\u${code.toString(16).padStart(4, '0')}`;
+    },
+  );
+}
+
+/** Left-aligned columns separated by two spaces, with a header row; cells are escaped with terminalText. */
 export function formatTable(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const safeRows = rows.map((row) => row.map(terminalText));
   const widths = headers.map((header, column) =>
-    Math.max(header.length, ...rows.map((row) => (row[column] ?? '').length)),
+    Math.max(header.length, ...safeRows.map((row) => (row[column] ?? '').length)),
   );
   const line = (cells: readonly string[]) =>
     cells
       .map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column] ?? 0)))
       .join('  ')
       .trimEnd();
-  return `${[line(headers), ...rows.map(line)].join('\n')}\n`;
+  return `${[line(headers), ...safeRows.map(line)].join('\n')}\n`;
 }
 
 const FORMULA_START = /^[=+\-@\t\r]/;
@@ -92,9 +113,11 @@ export function describeDue(dueAt: string | undefined, now: Date): string {
   return `in ${left} day${left === 1 ? '' : 's'}`;
 }
 
-const requestIdSchema = z.uuid('must be a request id (a UUID, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f)');
+const requestIdSchema = z
+  .uuid('must be a request id (a UUID, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f)')
+  .transform(normaliseRequestId);
 
-/** Validates a request-id argument (exit 2 when it cannot be one). */
+/** Validates a request-id argument (exit 2 when it cannot be one); answers it in lower case, as stored. */
 export function parseRequestId(value: unknown): string {
   const parsed = requestIdSchema.safeParse(value);
   if (parsed.success) return parsed.data;

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 
 /** Exit codes scripts can rely on. */
@@ -35,3 +36,32 @@ export const portSchema = z.coerce
   .max(65535, 'must be 0 (any free port) to 65535');
 
 export const hostSchema = z.string().min(1, 'must not be empty');
+
+/**
+ * Reads a requests file as text for `submit --file` and `local --requests`, the same way for both:
+ * UTF-8, with a byte-order mark at the start (as some editors and spreadsheets write) removed.
+ */
+export async function readRequestsText(flag: string, path: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    const code = error instanceof Error && 'code' in error ? String(error.code) : '';
+    throw new CliError(
+      code === 'ENOENT'
+        ? `${flag}: ${path} does not exist; check the path`
+        : `${flag}: cannot read ${path} (${error instanceof Error ? error.message : String(error)})`,
+    );
+  }
+  return text.startsWith('\uFEFF') ? text.slice(1) : text;
+}
+
+/** The lines of a JSONL text, numbered from 1, each without its line ending. */
+export function jsonLines(text: string): { line: number; body: string }[] {
+  const lines = text.split('\n').map((raw, index) => ({
+    line: index + 1,
+    body: raw.endsWith('\r') ? raw.slice(0, -1) : raw,
+  }));
+  if (lines.at(-1)?.body === '') lines.pop();
+  return lines;
+}

@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { loadFaultsFile } from '#local/emulator/faults';
@@ -7,7 +6,7 @@ import type { LineOutcome, LocalMode } from '#local/local-mode';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import type { LedgerItem } from '#shared/ledger';
 import { untilStopped } from './emulator.ts';
-import { CliError, EXIT, parseOption } from './io.ts';
+import { CliError, EXIT, jsonLines, parseOption, readRequestsText } from './io.ts';
 
 export interface LocalFlags {
   dataDir: string;
@@ -140,17 +139,10 @@ export async function runLocal(
       : await loadInput(() => loadStateFile(flags.platformState ?? ''));
   const faults =
     flags.faults === undefined ? undefined : await loadInput(() => loadFaultsFile(flags.faults ?? ''));
-  let lines: string[] | undefined;
-  if (flags.requests !== undefined) {
-    const path = flags.requests;
-    lines = await readFile(path, 'utf8').then(
-      (text) => text.split(/\r?\n/),
-      () => {
-        throw new CliError(`--requests: cannot read ${path}; give a JSONL file with one request per line`);
-      },
-    );
-    if (lines.at(-1) === '') lines.pop();
-  }
+  const lines =
+    flags.requests === undefined
+      ? undefined
+      : jsonLines(await readRequestsText('--requests', flags.requests)).map(({ body }) => body);
   const progress = flags.json ? () => {} : (text: string) => process.stderr.write(text);
   // Loaded on use: it synthesizes the stack, which every other command can do without.
   const { startLocalMode } = await import('#local/local-mode');

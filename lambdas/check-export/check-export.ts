@@ -3,12 +3,13 @@ import { nextWaitSeconds } from '#shared/config';
 import { ExportTimedOutError, LedgerStateError, PlatformThrottledError } from '#shared/errors';
 import type { LedgerItem } from '#shared/ledger';
 import type { ExportStatus } from '#shared/platform-schemas';
+import { requestIdSchema } from '#shared/request';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest } from '#shared/step-guards';
 import { type ExportState, exportStateSchema } from '#shared/step-io';
 
 export const checkExportInputSchema = z.looseObject({
-  request_id: z.uuid(),
+  request_id: requestIdSchema,
   /** How long the Wait before this poll lasted, in seconds. */
   waited: z.number().int().nonnegative(),
   /** The export StartExport answered; an execution of an older definition sends none, and the ledger is read for it. */

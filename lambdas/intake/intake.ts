@@ -1,7 +1,9 @@
-import type { AuditTrail } from '#shared/audit';
+import { z } from 'zod';
+import { type AuditEvent, type AuditTrail, auditEventProblem } from '#shared/audit';
 import { computeDeadlines, type Deadlines } from '#shared/deadlines';
 import type { Ledger } from '#shared/ledger';
-import { type DsrRequest, parseRequestMessage } from '#shared/request';
+import { redactUrls } from '#shared/redact';
+import { type DsrRequest, parseRequestMessage, rfc3339Instant } from '#shared/request';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
 
@@ -26,10 +28,27 @@ export type IntakeResult =
   | { readonly kind: 'quarantined'; readonly reason: string };
 
 /**
- * Judges one intake message (DESIGN.md section 2). Throws only when a store is unreachable, so the
- * message returns to the queue; every judgement about the message itself is a result.
+ * Judges one intake message (DESIGN.md section 2). Never throws because of what the message holds:
+ * every judgement about it is a result, and an unexpected failure quarantines it with the reason.
+ * It throws only when an AWS service or the network failed, so the message returns to the queue.
  */
 export async function intakeMessage(body: string, deps: IntakeDeps): Promise<IntakeResult> {
+  const progress: Progress = {};
+  try {
+    return await judge(body, deps, progress);
+  } catch (error) {
+    if (isInfrastructureFailure(error)) throw error;
+    return quarantineUnexpected(body, error, progress, deps);
+  }
+}
+
+/** What intake had written for the message when something failed. */
+interface Progress {
+  /** Set once the message's request was created as `received` by this call. */
+  receivedId?: string;
+}
+
+async function judge(body: string, deps: IntakeDeps, progress: Progress): Promise<IntakeResult> {
   const parsed = parseRequestMessage(body);
   if (parsed.kind === 'unusable') {
     await deps.quarantine(body, parsed.reason);
@@ -38,24 +57,14 @@ export async function intakeMessage(body: string, deps: IntakeDeps): Promise<Int
   }
 
   if (parsed.kind === 'invalid') {
-    const created = await deps.ledger.createRejected(parsed.requestId, parsed.fingerprint, parsed.errors);
-    if (!created.created)
-      return sameIdAgain(body, parsed.requestId, parsed.fingerprint, created.existing, deps);
-    const reason = `invalid request: ${parsed.errors.join('; ')}`;
-    await deps.quarantine(body, reason, parsed.requestId);
-    await deps.audit.append(parsed.requestId, {
-      eventId: 'Intake',
-      step: 'Intake',
-      action: 'request_rejected',
-      facts: { errors: parsed.errors.length },
-      final: true,
-    });
-    deps.logger.warn('request rejected', { request_id: parsed.requestId, errors: parsed.errors.length });
-    return { kind: 'rejected', requestId: parsed.requestId, reason };
+    return reject(body, parsed.requestId, parsed.fingerprint, parsed.errors, deps);
   }
-
   const { request } = parsed;
-  const deadlines = computeDeadlines(request.regulation, new Date(request.received_at));
+  const intake = intakeRecord(request);
+  if (intake.event === undefined) {
+    return reject(body, request.request_id, parsed.fingerprint, intake.errors, deps);
+  }
+  const { deadlines, event } = intake;
   const created = await deps.ledger.createReceived(request, parsed.fingerprint, deadlines);
   if (!created.created) {
     const again = await sameIdAgain(body, request.request_id, parsed.fingerprint, created.existing, deps);
@@ -63,40 +72,148 @@ export async function intakeMessage(body: string, deps: IntakeDeps): Promise<Int
     // execution; the redelivered message finishes the job: the intake record (written once, by its
     // eventId) and StartExecution (idempotent by name).
     if (again.kind === 'duplicate' && created.existing.status === 'received') {
-      await accept(request, deadlines, deps, { newChain: false });
+      await accept(request, event, deps, { newChain: false });
     }
     return again;
   }
-  await accept(request, deadlines, deps, { newChain: true });
+  progress.receivedId = request.request_id;
+  await accept(request, event, deps, { newChain: true });
   deps.logger.info('request accepted', { request_id: request.request_id, type: request.type });
   return { kind: 'accepted', requestId: request.request_id };
+}
+
+/**
+ * The deadlines and the Intake audit record of a valid request, or why the audit trail would refuse
+ * it: asked before the first write, so a request is never stranded half-recorded.
+ */
+function intakeRecord(
+  request: DsrRequest,
+):
+  | { readonly errors: readonly string[]; readonly event: undefined }
+  | { readonly deadlines: Deadlines; readonly event: AuditEvent } {
+  const receivedAt = rfc3339Instant(request.received_at);
+  if (receivedAt === undefined) return { errors: ['received_at: is not a date-time'], event: undefined };
+  const deadlines = computeDeadlines(request.regulation, receivedAt);
+  const event: AuditEvent = {
+    eventId: 'Intake',
+    step: 'Intake',
+    action: 'request_received',
+    facts: {
+      type: request.type,
+      regulation: request.regulation,
+      received_at: request.received_at,
+      due_at: deadlines.due_at,
+      confirm_by: deadlines.confirm_by,
+      verification_method: request.verification.method,
+    },
+    subject: { primaryKey: request.primary_key },
+  };
+  const problem = auditEventProblem(event);
+  if (problem !== undefined) {
+    return { errors: [`(body): the audit trail would refuse this request: ${problem}`], event: undefined };
+  }
+  return { deadlines, event };
+}
+
+/** Records an invalid request as rejected with its errors, and keeps the message in quarantine. */
+async function reject(
+  body: string,
+  requestId: string,
+  fingerprint: string,
+  errors: readonly string[],
+  deps: IntakeDeps,
+): Promise<IntakeResult> {
+  const created = await deps.ledger.createRejected(requestId, fingerprint, errors);
+  if (!created.created) return sameIdAgain(body, requestId, fingerprint, created.existing, deps);
+  const reason = `invalid request: ${errors.join('; ')}`;
+  await deps.quarantine(body, reason, requestId);
+  await deps.audit.append(requestId, {
+    eventId: 'Intake',
+    step: 'Intake',
+    action: 'request_rejected',
+    facts: { errors: errors.length },
+    final: true,
+  });
+  deps.logger.warn('request rejected', { request_id: requestId, errors: errors.length });
+  return { kind: 'rejected', requestId, reason };
+}
+
+const MAX_REASON_LENGTH = 300;
+
+/**
+ * A failure nobody foresaw: the message goes to quarantine with the reason, and a request this call
+ * created as received is closed as rejected, so nothing runs it without its intake record.
+ */
+async function quarantineUnexpected(
+  body: string,
+  error: unknown,
+  progress: Progress,
+  deps: IntakeDeps,
+): Promise<IntakeResult> {
+  const name = error instanceof Error ? error.name : typeof error;
+  const message = error instanceof Error ? error.message : String(error);
+  const reason = redactUrls(
+    `intake failed unexpectedly (${name}: ${message.slice(0, MAX_REASON_LENGTH)}); the message is kept here: fix the cause and send it again`,
+  );
+  const requestId = progress.receivedId;
+  if (requestId !== undefined) {
+    try {
+      await deps.ledger.update(
+        requestId,
+        { status: 'rejected', rejection_errors: [reason], completed_at: new Date().toISOString() },
+        ['received'],
+      );
+    } catch (closeError) {
+      // Moved on meanwhile (its execution started): it is no longer stranded, so leave it be.
+      if (isInfrastructureFailure(closeError)) throw closeError;
+    }
+  }
+  await deps.quarantine(body, reason, requestId);
+  deps.logger.error('message quarantined after an unexpected failure', {
+    error: name,
+    ...(requestId === undefined ? {} : { request_id: requestId }),
+  });
+  return { kind: 'quarantined', reason };
+}
+
+const awsFailureSchema = z.object({
+  name: z.string(),
+  $metadata: z.object({}).loose().optional(),
+  code: z.string().optional(),
+});
+
+const NETWORK_FAILURES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+]);
+
+/** True when a store (an AWS service) answered with an error or could not be reached: worth another delivery. */
+function isInfrastructureFailure(error: unknown): boolean {
+  const parsed = awsFailureSchema.safeParse(error);
+  if (!parsed.success) return false;
+  const { name, $metadata, code } = parsed.data;
+  return (
+    $metadata !== undefined ||
+    (code !== undefined && NETWORK_FAILURES.has(code)) ||
+    name === 'TimeoutError' ||
+    name === 'AbortError'
+  );
 }
 
 /** Records the request's intake in its audit chain and starts its execution. */
 async function accept(
   request: DsrRequest,
-  deadlines: Deadlines,
+  event: AuditEvent,
   deps: IntakeDeps,
   chain: { newChain: boolean },
 ): Promise<void> {
-  await deps.audit.append(
-    request.request_id,
-    {
-      eventId: 'Intake',
-      step: 'Intake',
-      action: 'request_received',
-      facts: {
-        type: request.type,
-        regulation: request.regulation,
-        received_at: request.received_at,
-        due_at: deadlines.due_at,
-        confirm_by: deadlines.confirm_by,
-        verification_method: request.verification.method,
-      },
-      subject: { primaryKey: request.primary_key },
-    },
-    chain,
-  );
+  await deps.audit.append(request.request_id, event, chain);
   await start(
     request.request_id,
     { request_id: request.request_id, type: request.type, regulation: request.regulation },

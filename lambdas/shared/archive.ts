@@ -813,12 +813,12 @@ function checkStructure(entries: readonly yauzl.Entry[], limits: z.infer<typeof 
   let totalUncompressed = 0;
   for (const entry of entries) {
     const name = entry.fileName;
-    if (names.has(name)) throw new InvalidArchiveError(`entry ${name} appears twice`);
+    if (names.has(name)) throw new InvalidArchiveError(`${entryLabel(name)} appears twice`);
     names.add(name);
-    if (entry.isEncrypted()) throw new InvalidArchiveError(`entry ${name} is encrypted`);
+    if (entry.isEncrypted()) throw new InvalidArchiveError(`${entryLabel(name)} is encrypted`);
     if (!entry.canDecodeFileData()) {
       throw new InvalidArchiveError(
-        `entry ${name} uses compression method ${entry.compressionMethod}, which is not supported`,
+        `${entryLabel(name)} uses compression method ${entry.compressionMethod}, which is not supported`,
       );
     }
     if (
@@ -826,7 +826,9 @@ function checkStructure(entries: readonly yauzl.Entry[], limits: z.infer<typeof 
       entry.uncompressedSize > entry.compressedSize * limits.maxRatio
     ) {
       const ratio = Math.round(entry.uncompressedSize / Math.max(entry.compressedSize, 1));
-      throw new InvalidArchiveError(`entry ${name} expands ${ratio}:1, above the ${limits.maxRatio}:1 limit`);
+      throw new InvalidArchiveError(
+        `${entryLabel(name)} expands ${ratio}:1, above the ${limits.maxRatio}:1 limit`,
+      );
     }
     totalUncompressed += entry.uncompressedSize;
   }
@@ -845,15 +847,15 @@ async function checkEntryData(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<v
   try {
     const stream = await zip.openReadStreamPromise(entry);
     for await (const chunk of stream) {
-      if (!Buffer.isBuffer(chunk)) throw new InvalidArchiveError(`entry ${name}: unreadable data`);
+      if (!Buffer.isBuffer(chunk)) throw new InvalidArchiveError(`${entryLabel(name)}: unreadable data`);
       computed = crc32(chunk, computed);
     }
   } catch (error) {
-    throw archiveError(error, `entry ${name} cannot be read`);
+    throw archiveError(error, `${entryLabel(name)} cannot be read`);
   }
   if (computed >>> 0 !== entry.crc32 >>> 0) {
     throw new InvalidArchiveError(
-      `entry ${name}: the data's CRC-32 ${hex32(computed)} does not match the recorded ${hex32(entry.crc32)}; the entry is corrupt`,
+      `${entryLabel(name)}: the data's CRC-32 ${hex32(computed)} does not match the recorded ${hex32(entry.crc32)}; the entry is corrupt`,
     );
   }
 }
@@ -862,11 +864,39 @@ function hex32(value: number): string {
   return (value >>> 0).toString(16).padStart(8, '0');
 }
 
+/**
+ * How a message names an entry. Entry names come from the platform, so they are untrusted: one may
+ * hold an e-mail address, a link or terminal escapes, and messages reach workflow state, the ledger
+ * and reports. Only the four documented names are quoted; any other is described, never shown.
+ */
+export function entryLabel(name: string): string {
+  return (REQUIRED_ENTRIES as readonly string[]).includes(name)
+    ? `entry ${name}`
+    : 'an entry whose name is not one of the four documented files';
+}
+
+/** The zip reader's complaints that quote an entry name, up to where the name starts. */
+const NAME_QUOTING_PROBLEMS = [
+  'invalid characters in fileName: ',
+  'absolute path: ',
+  'invalid relative path: ',
+];
+
+/** What the zip reader said, without the entry name some of its messages end with. */
+function zipReaderProblem(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const quoting = NAME_QUOTING_PROBLEMS.find((prefix) => message.startsWith(prefix));
+  if (quoting !== undefined)
+    return `${quoting.slice(0, -2)} in an entry name (the name is not repeated here)`;
+  // Its other messages are fixed text with numbers; anything else is not repeated either.
+  return /^[\x20-\x7e]{1,300}$/.test(message) && !/@|:\/\//.test(message) ? message : 'unreadable';
+}
+
 /** An S3 failure passes through; anything else the zip reader said makes the archive invalid. */
 function archiveError(error: unknown, context: string): unknown {
   if (error instanceof StorageReadError) return error.cause;
   if (error instanceof InvalidArchiveError) return error;
-  return new InvalidArchiveError(`${context} (${error instanceof Error ? error.message : String(error)})`);
+  return new InvalidArchiveError(`${context} (${zipReaderProblem(error)})`);
 }
 
 async function hashObject(

@@ -8,6 +8,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';
 import { ConfigurationError } from './errors.ts';
+import { identifierProblem } from './redact.ts';
 
 /** The value of every record's `schema` field; a new layout gets a new version. */
 export const AUDIT_SCHEMA = 'svc-dsr.audit/1';
@@ -36,8 +37,6 @@ const ACTION_PATTERN = /^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/;
 const EVENT_ID_PATTERN = /^[\x21-\x7e]{1,128}$/;
 const FACT_KEY_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 const RECORD_NAME_PATTERN = /^(\d{6})\.json$/;
-const EMAIL_PATTERN = /[^\s@<>()[\]]+@[^\s@<>()[\]]+\.[^\s@<>()[\]]+/;
-const URL_PATTERN = /\bhttps?:\/\//i;
 
 /**
  * Fact names that would only ever hold an identifier, a credential or a link. Compared in lower
@@ -516,42 +515,36 @@ function assertRequestId(requestId: string): void {
 
 /** The guard that keeps personal data, credentials and links out of records nobody can delete. */
 function assertEvent(event: AuditEvent): void {
-  if (!EVENT_ID_PATTERN.test(event.eventId) || EMAIL_PATTERN.test(event.eventId)) {
-    throw new Error('audit: eventId must be 1-128 printable characters without spaces and not an e-mail');
+  const problem = auditEventProblem(event);
+  if (problem !== undefined) throw new Error(`audit: ${problem}`);
+}
+
+/**
+ * What the trail would refuse about `event`, or undefined when it can be appended. Callers that
+ * must not fail after a first write (intake) ask this before it.
+ */
+export function auditEventProblem(event: AuditEvent): string | undefined {
+  if (!EVENT_ID_PATTERN.test(event.eventId) || identifierProblem(event.eventId) !== undefined) {
+    return 'eventId must be 1-128 printable characters without spaces and not an e-mail';
   }
   if (!STEP_PATTERN.test(event.step)) {
-    throw new Error('audit: step must be a name of letters, digits, "_" or "-" (it is part of the key)');
+    return 'step must be a name of letters, digits, "_" or "-" (it is part of the key)';
   }
-  if (!ACTION_PATTERN.test(event.action)) {
-    throw new Error('audit: action must be a short word such as export_started');
-  }
+  if (!ACTION_PATTERN.test(event.action)) return 'action must be a short word such as export_started';
   for (const [key, value] of Object.entries(event.facts)) {
-    if (!FACT_KEY_PATTERN.test(key)) {
-      throw new Error(`audit: fact name "${key.slice(0, 64)}" must be letters, digits and "_"`);
-    }
+    if (!FACT_KEY_PATTERN.test(key)) return `fact name "${key.slice(0, 64)}" must be letters, digits and "_"`;
     if (FORBIDDEN_FACT_KEYS.has(key.toLowerCase().replaceAll('_', ''))) {
-      throw new Error(
-        `audit: fact "${key}" would hold an identifier, a credential or a link; use subject instead`,
-      );
+      return `fact "${key}" would hold an identifier, a credential or a link; use subject instead`;
     }
-    if (typeof value === 'number' && !Number.isFinite(value)) {
-      throw new Error(`audit: fact "${key}" must be a finite number`);
-    }
+    if (typeof value === 'number' && !Number.isFinite(value)) return `fact "${key}" must be a finite number`;
     if (typeof value !== 'string') continue;
-    if (value.length > MAX_FACT_LENGTH) {
-      throw new Error(`audit: fact "${key}" is longer than ${MAX_FACT_LENGTH} characters`);
-    }
-    if (EMAIL_PATTERN.test(value)) {
-      throw new Error(
-        `audit: fact "${key}" looks like an e-mail address; audit facts must not hold personal data`,
-      );
-    }
-    if (URL_PATTERN.test(value)) {
-      throw new Error(
-        `audit: fact "${key}" holds a URL; download links are credentials and must not be stored`,
-      );
+    if (value.length > MAX_FACT_LENGTH) return `fact "${key}" is longer than ${MAX_FACT_LENGTH} characters`;
+    const identifier = identifierProblem(value);
+    if (identifier !== undefined) {
+      return `fact "${key}" ${identifier}; audit facts must not hold personal data, credentials or links`;
     }
   }
+  return undefined;
 }
 
 const writeConflictSchema = z.object({

@@ -113,6 +113,17 @@ export class PlatformNotFoundError extends DsrError {
   readonly code = 'platform_not_found';
 }
 
+/**
+ * An identifier the platform API puts in a URL path cannot be sent there as it is: "." and ".." are
+ * path steps to every URL parser and proxy, so the call would reach another path. Retrying cannot
+ * help; a person must handle the request with the platform.
+ */
+export class UnaddressableIdError extends DsrError {
+  override readonly name = 'UnaddressableIdError';
+  readonly retryable = false;
+  readonly code = 'unaddressable_id';
+}
+
 /** A download link points at a host that is not on the allowlist, or is not https. */
 export class DownloadHostNotAllowedError extends DsrError {
   override readonly name = 'DownloadHostNotAllowedError';
@@ -198,6 +209,7 @@ export const TERMINAL_ERRORS = [
   'PlatformRejectedError',
   'PlatformResponseInvalidError',
   'PlatformNotFoundError',
+  'UnaddressableIdError',
   'DownloadHostNotAllowedError',
   'DownloadLinkExpiredError',
   'InvalidArchiveError',

@@ -12,7 +12,7 @@ import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
 import type { Deadlines } from './deadlines.ts';
 import { LedgerStateError, RequestCancelledError } from './errors.ts';
-import type { DsrRequest } from './request.ts';
+import { type DsrRequest, normaliseRequestId } from './request.ts';
 
 export const STATUSES = ['received', 'running', 'completed', 'failed', 'cancelled', 'rejected'] as const;
 export const STEPS = ['resolving', 'exporting', 'archiving', 'erasing', 'verifying'] as const;
@@ -193,7 +193,7 @@ export class Ledger {
   #fresh(requestId: string, fingerprint: string) {
     const now = this.clock().toISOString();
     return {
-      request_id: requestId,
+      request_id: normaliseRequestId(requestId),
       fingerprint,
       extended: false,
       export_attempts: 0,
@@ -496,8 +496,9 @@ export class Ledger {
   }
 }
 
+/** The item key; a request id is a UUID, kept in lower case whatever spelling the caller has. */
 function keyOf(requestId: string): Record<string, AttributeValue> {
-  return { request_id: { S: requestId } };
+  return { request_id: { S: normaliseRequestId(requestId) } };
 }
 
 /** Plain values as DynamoDB attributes; undefined fields are left out, as the schema's optional ones are. */

@@ -11,6 +11,7 @@ import {
   PlatformThrottledError,
   PlatformTimeoutError,
   PlatformUnavailableError,
+  UnaddressableIdError,
 } from './errors.ts';
 import {
   type ActivityPage,
@@ -93,7 +94,7 @@ export class PlatformClient {
     const answer = await this.#call({
       operation: 'retrieveUser',
       method: 'GET',
-      url: this.#url(this.config.baseUrl, `sso/v1/user/${encodeURIComponent(primaryKey)}`),
+      url: this.#pathUrl('retrieveUser', this.config.baseUrl, 'sso/v1/user', primaryKey, 'primary_key'),
       headers: { [this.config.ssoTokenHeader]: ssoAccessToken },
       sensitive: [primaryKey],
     });
@@ -116,7 +117,7 @@ export class PlatformClient {
     const answer = await this.#call({
       operation: 'deleteUser',
       method: 'DELETE',
-      url: this.#url(this.config.baseUrl, `sso/v1/user/${encodeURIComponent(primaryKey)}`),
+      url: this.#pathUrl('deleteUser', this.config.baseUrl, 'sso/v1/user', primaryKey, 'primary_key'),
       headers: { [this.config.ssoTokenHeader]: ssoAccessToken },
       sensitive: [primaryKey],
     });
@@ -160,7 +161,13 @@ export class PlatformClient {
   /** Endpoint 7: the export's state, normalised (see ExportStatus). */
   async exportStatus(exportId: string): Promise<ExportStatus> {
     const exportToken = await this.#token('exportToken');
-    const url = this.#url(this.config.exportUrl, `gdpr/export/status/${encodeURIComponent(exportId)}`);
+    const url = this.#pathUrl(
+      'exportStatus',
+      this.config.exportUrl,
+      'gdpr/export/status',
+      exportId,
+      'export id',
+    );
     url.searchParams.set('access_token', exportToken);
     url.searchParams.set('spot_id', this.config.spotId);
     const answer = await this.#call({ operation: 'exportStatus', method: 'GET', url, sensitive: [] });
@@ -210,6 +217,22 @@ export class PlatformClient {
 
   #url(base: string, path: string): URL {
     return new URL(path, base.endsWith('/') ? base : `${base}/`);
+  }
+
+  /**
+   * `<base>/<prefix>/<value>` with the value percent-encoded as one path segment, checked to arrive
+   * as exactly that segment. "." and ".." (even encoded, as %2E) are path steps to URL parsers and
+   * proxies: the call would reach another path, whose 404 would read as "no such user".
+   */
+  #pathUrl(operation: Operation, base: string, prefix: string, value: string, what: string): URL {
+    const segment = encodeURIComponent(value);
+    const url = value === '.' || value === '..' ? undefined : this.#url(base, `${prefix}/${segment}`);
+    if (url === undefined || !url.pathname.endsWith(`/${prefix}/${segment}`)) {
+      throw new UnaddressableIdError(
+        `${operation}: the ${what} is "." or "..", which a URL path cannot carry (it is a path step, so the call would reach another endpoint); the platform API cannot address it: handle this request with the platform directly`,
+      );
+    }
+    return url;
   }
 
   async #call(spec: CallSpec): Promise<RawAnswer> {

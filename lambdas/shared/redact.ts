@@ -6,6 +6,20 @@
 
 export const REDACTED = '[redacted]';
 
+const EMAIL_PATTERN = /[^\s@<>()[\]]+@[^\s@<>()[\]]+\.[^\s@<>()[\]]+/;
+const URL_PATTERN = /\bhttps?:\/\//i;
+
+/**
+ * Why `text` must not be kept where identifiers are not allowed (the audit trail, workflow facts):
+ * it looks like an e-mail address or holds a URL. Undefined when it shows neither. The audit trail
+ * refuses such a value, and intake checks a request with this same predicate before its first write.
+ */
+export function identifierProblem(text: string): string | undefined {
+  if (EMAIL_PATTERN.test(text)) return 'looks like an e-mail address, which is personal data';
+  if (URL_PATTERN.test(text)) return 'holds a URL, and links are credentials';
+  return undefined;
+}
+
 /** Query parameters whose values are credentials wherever they appear. */
 const SECRET_QUERY_PARAMS = ['access_token', 'apikey', 'token', 'X-Amz-Signature', 'X-Amz-Credential'];
 

@@ -1,33 +1,101 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { identifierProblem } from './redact.ts';
+import { parseStrictJson } from './strict-json.ts';
 
 /** Largest accepted SQS message body, in bytes. */
 export const MAX_REQUEST_BYTES = 16 * 1024;
 
-const uuid = z.uuid('must be a UUID, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f');
-const rfc3339 = z.iso.datetime({
-  offset: true,
-  message: 'must be an RFC 3339 date-time, e.g. 2026-11-02T09:30:00Z',
+/** How far in the future received_at and verified_at may lie: clock skew, not a date to come. */
+export const MAX_CLOCK_SKEW_MS = 5 * 60 * 1000;
+
+const UUID_EXAMPLE = '7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f';
+
+/**
+ * A request id: a UUID, which is case-insensitive, so it is kept in lower case. The same request in
+ * another spelling is then the same request everywhere: intake, the ledger, execution names, the CLI.
+ */
+export const requestIdSchema = z
+  .uuid(`must be a UUID, e.g. ${UUID_EXAMPLE}`)
+  .transform((id) => id.toLowerCase());
+
+/** The canonical spelling of a request id (lower case). */
+export function normaliseRequestId(requestId: string): string {
+  return requestId.toLowerCase();
+}
+
+// RFC 3339 section 5.6: "T" and "Z" may be lower case, and a leap second is written :60.
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
+
+/**
+ * The instant an RFC 3339 date-time stands for, or undefined when `text` is not one. A leap second
+ * (:60) is the instant after :59, as POSIX clocks count it.
+ */
+export function rfc3339Instant(text: string): Date | undefined {
+  const match = RFC3339.exec(text);
+  if (match === null) return undefined;
+  const [, year, month, day, hour, minute, second, fraction, sign, offsetHour, offsetMinute] = match;
+  const numbers = [year, month, day, hour, minute, second].map(Number);
+  const [y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0] = numbers;
+  const daysInMonth = new Date(Date.UTC(y, mo, 0)).getUTCDate();
+  if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth || h > 23 || mi > 59 || s > 60) return undefined;
+  const offsetMinutes =
+    sign === undefined ? 0 : (sign === '-' ? -1 : 1) * (Number(offsetHour) * 60 + Number(offsetMinute));
+  if (sign !== undefined && (Number(offsetHour) > 23 || Number(offsetMinute) > 59)) return undefined;
+  const millis = fraction === undefined ? 0 : Math.floor(Number(`0${fraction}`) * 1000);
+  return new Date(Date.UTC(y, mo - 1, d, h, mi, s, millis) - offsetMinutes * 60_000);
+}
+
+const rfc3339 = z.string().superRefine((value, context) => {
+  const instant = rfc3339Instant(value);
+  if (instant === undefined) {
+    context.addIssue({ code: 'custom', message: 'must be an RFC 3339 date-time, e.g. 2026-11-02T09:30:00Z' });
+  } else if (instant.getTime() > Date.now() + MAX_CLOCK_SKEW_MS) {
+    context.addIssue({
+      code: 'custom',
+      message: 'is in the future: give the time it happened (clocks may differ by 5 minutes at most)',
+    });
+  }
 });
-const noControlChars = (value: string) =>
-  ![...value].some((char) => {
+
+/**
+ * Characters a primary_key must not hold: controls (C0, DEL, C1) and lone surrogates, which are not
+ * well-formed Unicode text and cannot be sent to the platform as UTF-8.
+ */
+function malformedText(value: string): boolean {
+  for (const char of value) {
     const code = char.codePointAt(0) ?? 0;
-    return code < 0x20 || code === 0x7f;
-  });
+    if (code < 0x20 || (code >= 0x7f && code <= 0x9f) || (code >= 0xd800 && code <= 0xdfff)) return true;
+  }
+  return false;
+}
+
+/** Free text that may appear in the audit trail must not carry an identifier or a link. */
+const auditableText = (value: string) => identifierProblem(value) === undefined;
 
 /** The data-subject request as it arrives on the intake queue (DESIGN.md section 2). */
 export const dsrRequestSchema = z.strictObject({
-  request_id: uuid,
+  request_id: requestIdSchema,
   type: z.enum(['access', 'erasure'], { message: 'must be "access" or "erasure"' }),
   regulation: z.enum(['gdpr', 'ccpa'], { message: 'must be "gdpr" or "ccpa"' }),
   primary_key: z
-    .string({ message: 'must be a string' })
+    .string()
     .min(1, 'must not be empty')
     .max(256, 'must be at most 256 characters')
-    .refine(noControlChars, 'must not contain control characters'),
+    .refine(
+      (value) => !malformedText(value),
+      'must be well-formed text without control characters (C0, DEL, C1) or lone surrogates',
+    ),
   received_at: rfc3339,
   verification: z.strictObject({
-    method: z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters'),
+    method: z
+      .string()
+      .min(1, 'must not be empty')
+      .max(128, 'must be at most 128 characters')
+      .refine(
+        auditableText,
+        'must name the method (e.g. email_link), not hold an e-mail address or a URL: it is kept in the audit trail',
+      ),
     verified_by: z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters'),
     verified_at: rfc3339,
   }),
@@ -37,6 +105,29 @@ export const dsrRequestSchema = z.strictObject({
 export type DsrRequest = z.infer<typeof dsrRequestSchema>;
 export type RequestType = DsrRequest['type'];
 export type Regulation = DsrRequest['regulation'];
+
+/** What a wrong-typed field says: what was expected and what came ("must be a string, got a number"). */
+const requestErrorMap: z.core.$ZodErrorMap = (issue) => {
+  if (issue.code !== 'invalid_type') return undefined;
+  if (issue.input === undefined) return 'is required';
+  return `must be ${article(issue.expected)}, got ${article(jsonTypeOf(issue.input))}`;
+};
+
+function jsonTypeOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  return typeof value;
+}
+
+function article(type: string): string {
+  if (type === 'null') return 'null';
+  return `${/^[aeiou]/.test(type) ? 'an' : 'a'} ${type}`;
+}
+
+/** Validates a request with the messages the submitter needs (see requestErrorMap). */
+export function safeParseRequest(value: unknown) {
+  return dsrRequestSchema.safeParse(value, { error: requestErrorMap });
+}
 
 /** How a raw message body was judged at intake. */
 export type ParsedMessage =
@@ -57,20 +148,17 @@ export function parseRequestMessage(body: string): ParsedMessage {
   if (bytes > MAX_REQUEST_BYTES) {
     return { kind: 'unusable', reason: `message is ${bytes} bytes; the limit is ${MAX_REQUEST_BYTES}` };
   }
-  let json: unknown;
-  try {
-    json = JSON.parse(body);
-  } catch {
-    return { kind: 'unusable', reason: 'message body is not JSON' };
-  }
+  const read = parseStrictJson(body);
+  if (!read.ok) return { kind: 'unusable', reason: `message body ${read.problem}` };
+  const json = read.value;
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
     return { kind: 'unusable', reason: 'message body is not a JSON object' };
   }
-  const parsed = dsrRequestSchema.safeParse(json);
+  const parsed = safeParseRequest(json);
   if (parsed.success) {
     return { kind: 'valid', request: parsed.data, fingerprint: fingerprint(parsed.data) };
   }
-  const requestId = uuid.safeParse('request_id' in json ? json.request_id : undefined);
+  const requestId = requestIdSchema.safeParse('request_id' in json ? json.request_id : undefined);
   if (!requestId.success) {
     return {
       kind: 'unusable',
@@ -81,7 +169,8 @@ export function parseRequestMessage(body: string): ParsedMessage {
     kind: 'invalid',
     requestId: requestId.data,
     errors: formatIssues(parsed.error.issues),
-    fingerprint: fingerprint(json),
+    // The id in its canonical spelling, so the same invalid request in another spelling is a duplicate.
+    fingerprint: fingerprint({ ...json, request_id: requestId.data }),
   };
 }
 
@@ -93,7 +182,6 @@ export function formatIssues(issues: readonly z.core.$ZodIssue[]): string[] {
       const prefix = path === '' ? '' : `${path}: `;
       return `${prefix}unknown field(s) ${issue.keys.map((key) => `"${key}"`).join(', ')}: remove them or fix the spelling`;
     }
-    if (issue.code === 'invalid_type' && issue.input === undefined) return `${path}: is required`;
     return `${path || '(body)'}: ${issue.message}`;
   });
 }

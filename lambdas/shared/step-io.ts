@@ -1,18 +1,19 @@
 import { z } from 'zod';
+import { requestIdSchema } from './request.ts';
 
 /**
  * Workflow state: what the execution input and every step's output may carry. Only request facts
  * and step facts: no primary_key, svc_user_id, names, tokens or links (DESIGN.md section 4).
  */
 export const executionInputSchema = z.strictObject({
-  request_id: z.uuid(),
+  request_id: requestIdSchema,
   type: z.enum(['access', 'erasure']),
   regulation: z.enum(['gdpr', 'ccpa']),
 });
 export type ExecutionInput = z.infer<typeof executionInputSchema>;
 
 /** Every step is invoked with the request id; the ledger holds the rest. */
-export const stepInputSchema = z.looseObject({ request_id: z.uuid() });
+export const stepInputSchema = z.looseObject({ request_id: requestIdSchema });
 export type StepInput = z.infer<typeof stepInputSchema>;
 
 export const resolveOutputSchema = z.strictObject({
@@ -46,7 +47,7 @@ export type EraseOutput = z.infer<typeof eraseOutputSchema>;
 export const verifyErasureOutputSchema = z.strictObject({ verified: z.literal(true) });
 
 export const recordOutcomeInputSchema = z.looseObject({
-  request_id: z.uuid(),
+  request_id: requestIdSchema,
   outcome: z.enum(['exported', 'erased', 'no_data']),
 });
 export const recordOutcomeOutputSchema = z.strictObject({
@@ -56,7 +57,7 @@ export const recordOutcomeOutputSchema = z.strictObject({
 
 /** What a Catch puts at `$.error`: the ASL error name and the Lambda's cause string. */
 export const recordFailureInputSchema = z.looseObject({
-  request_id: z.uuid(),
+  request_id: requestIdSchema,
   error: z.looseObject({ Error: z.string(), Cause: z.string().optional() }),
 });
 export const recordFailureOutputSchema = z.strictObject({

@@ -98,3 +98,29 @@ export function flushed(response: ServerResponse, chunk: Buffer): Promise<void> 
     response.write(chunk, done);
   });
 }
+
+/**
+ * The path of a request target as an HTTP server's router sees it: literal "." and ".." steps
+ * resolved (RFC 3986 section 5.2.4), nothing decoded. An encoded "/" or "." (%2F, %2E) stays data
+ * inside its segment, which the endpoint then decodes, so every value a client percent-encodes
+ * into a segment arrives exactly. (The WHATWG URL parser would also drop %2E segments and read a
+ * leading "//" as a host.)
+ */
+export function requestPath(target: string): string {
+  const end = target.search(/[?#]/);
+  const raw = end === -1 ? target : target.slice(0, end);
+  // An absolute-form target (a proxy request) carries scheme and host before its path.
+  const path = raw.startsWith('/') ? raw : URL.canParse(raw) ? new URL(raw).pathname : `/${raw}`;
+  const segments: string[] = [];
+  const steps = path.split('/').slice(1);
+  steps.forEach((step, index) => {
+    const last = index === steps.length - 1;
+    if (step === '.' || step === '..') {
+      if (step === '..') segments.pop();
+      if (last) segments.push('');
+      return;
+    }
+    segments.push(step);
+  });
+  return `/${segments.join('/')}`;
+}

@@ -13,6 +13,7 @@ import {
   flushed,
   parseQuery,
   readBody,
+  requestPath,
   sendReply,
   writable,
 } from './http.ts';
@@ -246,10 +247,12 @@ async function handle(
   const started = performance.now();
   const method = request.method ?? 'GET';
   const url = new URL(request.url ?? '/', 'http://emulator.invalid');
-  const isControl = url.pathname === CONTROL_PREFIX || url.pathname.startsWith(`${CONTROL_PREFIX}/`);
+  // Routed on the path as sent, not on the URL parser's normalised copy (see requestPath).
+  const pathname = requestPath(request.url ?? '/');
+  const isControl = pathname === CONTROL_PREFIX || pathname.startsWith(`${CONTROL_PREFIX}/`);
   const platformRequest: PlatformRequest = {
     method,
-    pathname: url.pathname,
+    pathname,
     query: parseQuery(url.searchParams),
     headers: request.headers,
     body: Buffer.alloc(0),
@@ -283,14 +286,14 @@ async function handle(
   }
 
   if (isControl) {
-    const reply = handleControlRequest(emulator, control, method, url.pathname, platformRequest.body);
+    const reply = handleControlRequest(emulator, control, method, pathname, platformRequest.body);
     // It may show a deletion or an export whose answer still waits for its write (see below).
     await lifecycle.writer?.pendingSave;
     sendReply(response, reply);
     return;
   }
 
-  const fault = emulator.drawFault(url.pathname);
+  const fault = emulator.drawFault(pathname);
   if (fault) {
     platformRequest.credential = credentialFor(emulator, platformRequest);
     const status = await injectFault(emulator, lifecycle, request, response, fault);

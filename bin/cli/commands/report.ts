@@ -3,6 +3,7 @@ import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { type LedgerItem, ledgerItemSchema } from '#shared/ledger';
+import { rfc3339Instant } from '#shared/request';
 import { type CliIo, type CommandResult, csvRow, processIo } from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
@@ -180,7 +181,7 @@ export async function runReport(
   const records = items
     .map(toRecord)
     .filter((record) => {
-      const at = Date.parse(record.received_at);
+      const at = rfc3339Instant(record.received_at)?.getTime() ?? Number.NaN;
       return (fromMs === undefined || at >= fromMs) && (toMs === undefined || at <= toMs);
     })
     .sort((a, b) => (a.received_at < b.received_at ? -1 : a.received_at > b.received_at ? 1 : 0));
@@ -279,7 +280,8 @@ function metric(regulation: string, type: string, records: readonly ReportRecord
   const days: number[] = [];
   for (const record of records) {
     if (record.response_category !== 'complied' || record.response_date === null) continue;
-    days.push((Date.parse(record.response_date) - Date.parse(record.received_at)) / DAY_MS);
+    const receivedAt = rfc3339Instant(record.received_at)?.getTime() ?? Number.NaN;
+    days.push((Date.parse(record.response_date) - receivedAt) / DAY_MS);
   }
   return {
     regulation,

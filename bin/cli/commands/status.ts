@@ -6,6 +6,7 @@ import {
   describeDue,
   parseRequestId,
   processIo,
+  terminalText,
   writeJson,
 } from '../format.ts';
 import { EXIT } from '../io.ts';
@@ -51,7 +52,7 @@ export async function runStatus(
 export function describeRequest(item: LedgerItem, showSubject: boolean, now: Date): string {
   const rows: [string, string][] = [];
   const add = (label: string, value: string | undefined) => {
-    if (value !== undefined && value !== '') rows.push([label, value]);
+    if (value !== undefined && value !== '') rows.push([label, terminalText(value)]);
   };
   add('request', item.request_id);
   add(

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import {
   SendMessageBatchCommand,
@@ -10,13 +9,15 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import {
   type DsrRequest,
-  dsrRequestSchema,
   fingerprint,
   formatIssues,
   MAX_REQUEST_BYTES,
+  requestIdSchema,
+  safeParseRequest,
 } from '#shared/request';
+import { parseStrictJson } from '#shared/strict-json';
 import { type CliIo, type CommandResult, processIo, writeJson } from '../format.ts';
-import { CliError, EXIT, parseOption } from '../io.ts';
+import { CliError, EXIT, jsonLines, parseOption, readRequestsText } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withLazyTarget } from '../target.ts';
 
 /** The fields of one request given as flags. */
@@ -216,18 +217,7 @@ async function readCandidates(
     );
   }
   const format = fileFormat(options.file, options.format);
-  let text: string;
-  try {
-    text = await readFile(options.file, 'utf8');
-  } catch (error) {
-    const code = error instanceof Error && 'code' in error ? String(error.code) : '';
-    throw new CliError(
-      code === 'ENOENT'
-        ? `--file: ${options.file} does not exist; check the path`
-        : `--file: cannot read ${options.file} (${error instanceof Error ? error.message : String(error)})`,
-    );
-  }
-  text = text.replace(/^\uFEFF/, '');
+  const text = await readRequestsText('--file', options.file);
   return {
     source: format,
     candidates: format === 'csv' ? csvCandidates(text, options.file) : jsonlCandidates(text),
@@ -264,20 +254,17 @@ function requestFromFlags(flags: RequestFlags): Record<string, unknown> {
 
 function jsonlCandidates(text: string): Candidate[] {
   const candidates: Candidate[] = [];
-  text.split('\n').forEach((raw, index) => {
-    const body = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
-    if (body.trim() === '') return;
-    const line = index + 1;
-    let value: unknown;
-    try {
-      value = JSON.parse(body);
-    } catch {
-      // JSON.parse quotes part of the line in its message, which may be a primary_key.
-      candidates.push({ line, problem: 'is not valid JSON: each line must be one JSON object' });
-      return;
+  for (const { line, body } of jsonLines(text)) {
+    if (body.trim() === '') continue;
+    // The strict reader refuses a repeated key (JSON.parse would keep the last one silently) and
+    // never quotes the line, which may hold a primary_key.
+    const read = parseStrictJson(body);
+    if (!read.ok) {
+      candidates.push({ line, problem: `${read.problem}; each line must be one JSON object` });
+      continue;
     }
-    candidates.push({ line, value });
-  });
+    candidates.push({ line, value: read.value });
+  }
   return candidates;
 }
 
@@ -397,8 +384,8 @@ function checkCandidate(candidate: Candidate): Checked {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     return { requestId: null, errors: ['must be a JSON object with the request fields'] };
   }
-  const parsed = dsrRequestSchema.safeParse(value);
-  const requestId = 'request_id' in value ? z.uuid().safeParse(value.request_id) : undefined;
+  const parsed = safeParseRequest(value);
+  const requestId = 'request_id' in value ? requestIdSchema.safeParse(value.request_id) : undefined;
   const id = requestId?.success ? requestId.data : null;
   if (!parsed.success) return { requestId: id, errors: formatIssues(parsed.error.issues) };
   const body = JSON.stringify(parsed.data);

@@ -131,6 +131,41 @@ describe('runStatus', () => {
   });
 });
 
+describe('runStatus on hostile ledger text', () => {
+  it('escapes control characters, separators and bidi overrides instead of printing them raw', async () => {
+    // Prepare: text that reached the ledger from outside (a rejected field name, a reference).
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          reference: 'T-1\u001b[2J\u009b31m\u202eevil',
+          rejection_errors: ['unknown field(s) "\u001b]8;;https://x\u0007": remove them', 'line\u2028two'],
+        }),
+      ),
+    });
+    const io = collectingIo();
+    // Act
+    await runStatus(testContext(), { requestId: REQUEST_ID }, io);
+    // Assess
+    const text = io.stdout();
+    const raw = [...text].filter((char) => {
+      const code = char.charCodeAt(0);
+      return (
+        (code < 0x20 && char !== '\n') || (code >= 0x7f && code <= 0x9f) || code === 0x2028 || code === 0x202e
+      );
+    });
+    expect(raw).toEqual([]);
+    expect(text).toContain('T-1\\x1b[2J\\x9b31m\\u202eevil');
+    expect(text).toContain('\\x1b]8;;https://x\\x07');
+    expect(text).toContain('line\\u2028two');
+  });
+
+  it('finds a request given its id in upper case', async () => {
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord({})) });
+    await runStatus(testContext(), { requestId: REQUEST_ID.toUpperCase(), json: true }, collectingIo());
+    expect(ledgerMock).toHaveReceivedCommandWith(GetItemCommand, { Key: { request_id: { S: REQUEST_ID } } });
+  });
+});
+
 describe('runList', () => {
   const early = ledgerRecord({
     request_id: 'aaaaaaaa-0000-4000-8000-000000000001',
@@ -283,5 +318,15 @@ describe('runList', () => {
     );
     expect(ledgerMock.calls()).toHaveLength(0);
     expect(dbMock.calls()).toHaveLength(0);
+  });
+
+  it('escapes control characters in the table it prints', async () => {
+    ledgerMock
+      .on(QueryCommand)
+      .resolves({ Items: [storedItem({ ...late, reference: 'R\u001b[31m\u0085' })] });
+    const io = collectingIo();
+    await runList(testContext(), { status: 'received' }, io);
+    expect(io.stdout()).toContain('R\\x1b[31m\\x85');
+    expect(io.stdout()).not.toContain('\u001b');
   });
 });

@@ -158,6 +158,50 @@ describe('runSubmit with a JSONL file', () => {
     expect(result.bad_lines[0]?.errors[0]).toContain('already used on line 1 with different content');
   });
 
+  it('refuses a line with a repeated key, naming the key, and treats an upper-case id as the same request', async () => {
+    // Prepare
+    acceptAll();
+    const first = request();
+    const ambiguous = JSON.stringify(request()).replace(
+      '"type":"access"',
+      '"type":"access","type":"erasure"',
+    );
+    const path = await file('ambiguous.jsonl', [
+      JSON.stringify(first),
+      ambiguous,
+      JSON.stringify({ ...first, request_id: String(first.request_id).toUpperCase() }),
+    ]);
+    // Act
+    const { exitCode, result } = await runSubmit(
+      { file: path, dryRun: true },
+      collectingIo(),
+      target().connect,
+    );
+    // Assess
+    expect(exitCode).toBe(2);
+    expect(result.bad_lines).toEqual([
+      {
+        line: 2,
+        request_id: null,
+        errors: [expect.stringContaining('repeats the key "type" in one object')],
+      },
+    ]);
+    expect(result.duplicates).toEqual([{ line: 3, request_id: first.request_id, first_line: 1 }]);
+  });
+
+  it('says what a wrong-typed field should be, and reads a file that starts with a byte-order mark', async () => {
+    const path = join(dir, 'bom.jsonl');
+    await writeFile(
+      path,
+      `\uFEFF${JSON.stringify(request({ primary_key: 42 }))}\n${JSON.stringify(request())}\n`,
+    );
+    const { result } = await runSubmit({ file: path, dryRun: true }, collectingIo(), target().connect);
+    expect(result.valid).toBe(1);
+    expect(result.bad_lines).toEqual([
+      { line: 1, request_id: expect.any(String), errors: ['primary_key: must be a string, got a number'] },
+    ]);
+  });
+
   it('retries the entries SQS could not take once, and only those', async () => {
     // Prepare
     const requests = [request(), request(), request()];

@@ -26,6 +26,7 @@ import {
   DeleteMessageCommand,
   GetQueueAttributesCommand,
   ReceiveMessageCommand,
+  SendMessageBatchCommand,
   SendMessageCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
@@ -132,6 +133,41 @@ describe('SQS stand-in', () => {
     // Assess
     expect(new URL(QueueUrl ?? '').hostname).toBe('sqs.us-east-1.localhost');
     expect(sent.MessageId).toBeTruthy();
+  });
+
+  it('accepts what SQS accepts: an emoji and other characters above U+FFFF, alone or in a batch', async () => {
+    // Prepare
+    const { QueueUrl } = await sqs.send(new CreateQueueCommand({ QueueName: 'astral' }));
+    const body = '{"primary_key":"u-😀-𝒳-\u{10FFFD}"}';
+
+    // Act
+    await sqs.send(new SendMessageCommand({ QueueUrl, MessageBody: body }));
+    const batch = await sqs.send(
+      new SendMessageBatchCommand({ QueueUrl, Entries: [{ Id: 'one', MessageBody: `${body} again` }] }),
+    );
+    const received = await sqs.send(new ReceiveMessageCommand({ QueueUrl, MaxNumberOfMessages: 10 }));
+
+    // Assess: the SDK also checks each MD5 against the body it sent and received.
+    expect(batch.Failed ?? []).toEqual([]);
+    expect((received.Messages ?? []).map((message) => message.Body).sort()).toEqual([body, `${body} again`]);
+  });
+
+  it('refuses what SQS refuses: a NUL, a lone surrogate, U+FFFE', async () => {
+    const { QueueUrl } = await sqs.send(new CreateQueueCommand({ QueueName: 'invalid-chars' }));
+    const answer = await sqs.send(
+      new SendMessageBatchCommand({
+        QueueUrl,
+        Entries: ['nul \u0000', 'lone \ud83d', 'nonchar \ufffe'].map((MessageBody, index) => ({
+          Id: `e${index}`,
+          MessageBody,
+        })),
+      }),
+    );
+    expect((answer.Failed ?? []).map((failure) => failure.Code)).toEqual([
+      'InvalidMessageContents',
+      'InvalidMessageContents',
+      'InvalidMessageContents',
+    ]);
   });
 
   it('wakes a long poll when a message arrives, and deleting it removes it for good', async () => {

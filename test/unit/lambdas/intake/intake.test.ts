@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import type { SQSEvent } from 'aws-lambda';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createLedgerTable } from '#local/ledger-table';
 import type { AuditEvent } from '#shared/audit';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger } from '#shared/ledger';
 import { parseRequestMessage } from '#shared/request';
+import { makeIntakeHandler } from '../../../../lambdas/intake/handler.ts';
 import { type IntakeDeps, intakeMessage } from '../../../../lambdas/intake/intake.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 
@@ -50,7 +52,7 @@ beforeEach(() => {
   };
 });
 
-function message(requestId = randomUUID()): string {
+function message(requestId: string = randomUUID()): string {
   return JSON.stringify({
     request_id: requestId,
     type: 'access',
@@ -122,5 +124,113 @@ describe('intakeMessage', () => {
     expect(appended).toEqual([]);
     expect(started).toEqual([]);
     expect(await ledger.require(requestId)).toMatchObject({ status: 'running', duplicates: 1 });
+  });
+
+  it('treats the same request with its id in upper case as a duplicate, never a second request', async () => {
+    const requestId = randomUUID();
+    const first = await intakeMessage(message(requestId), deps);
+    await ledger.update(requestId, { status: 'running' }, ['received']);
+    started = [];
+
+    const twin = await intakeMessage(message(requestId.toUpperCase()), deps);
+
+    expect(first).toEqual({ kind: 'accepted', requestId });
+    expect(twin).toEqual({ kind: 'duplicate', requestId });
+    expect(started).toEqual([]);
+    expect(await ledger.require(requestId.toUpperCase())).toMatchObject({
+      request_id: requestId,
+      duplicates: 1,
+    });
+  });
+
+  it('rejects an e-mail address as verification.method before anything is written as received', async () => {
+    const requestId = randomUUID();
+    const body = message(requestId).replace('"method":"email"', '"method":"jane@example.com"');
+
+    const result = await intakeMessage(body, deps);
+
+    expect(result).toMatchObject({ kind: 'rejected', requestId });
+    expect(await ledger.require(requestId)).toMatchObject({
+      status: 'rejected',
+      rejection_errors: [expect.stringContaining('verification.method')],
+    });
+    expect(appended.map((entry) => entry.event.action)).toEqual(['request_rejected']);
+    expect(started).toEqual([]);
+  });
+
+  it('quarantines a message whose intake fails unexpectedly, and closes the request it created', async () => {
+    const requestId = randomUUID();
+    deps = {
+      ...deps,
+      audit: {
+        append: async () => {
+          throw new RangeError('Maximum call stack size exceeded');
+        },
+      },
+    };
+
+    const result = await intakeMessage(message(requestId), deps);
+
+    expect(result).toEqual({
+      kind: 'quarantined',
+      reason: expect.stringContaining('RangeError: Maximum call stack size exceeded'),
+    });
+    expect(deps.quarantine).toHaveBeenCalledWith(message(requestId), result.reason, requestId);
+    expect(await ledger.require(requestId)).toMatchObject({
+      status: 'rejected',
+      rejection_errors: [expect.stringContaining('RangeError')],
+    });
+    expect(started).toEqual([]);
+  });
+
+  it('lets a failing AWS service through, so the message returns to the queue', async () => {
+    const unavailable = Object.assign(new Error('Service unavailable'), {
+      name: 'ServiceUnavailable',
+      $metadata: { httpStatusCode: 503 },
+    });
+    deps = {
+      ...deps,
+      startExecution: async () => {
+        throw unavailable;
+      },
+    };
+
+    await expect(intakeMessage(message(), deps)).rejects.toBe(unavailable);
+    expect(deps.quarantine).not.toHaveBeenCalled();
+  });
+});
+
+describe('the intake handler', () => {
+  it('quarantines a deeply nested message with its reason and accepts the rest of the batch', async () => {
+    const nested = `{"request_id":"${randomUUID()}","reference":${'['.repeat(5000)}${']'.repeat(5000)}}`;
+    const bodies = [message(), nested, message()];
+    const event: SQSEvent = {
+      Records: bodies.map((body, index) => ({
+        messageId: `m-${index}`,
+        receiptHandle: `r-${index}`,
+        body,
+        attributes: {
+          ApproximateReceiveCount: '1',
+          SentTimestamp: '0',
+          SenderId: 'test',
+          ApproximateFirstReceiveTimestamp: '0',
+        },
+        messageAttributes: {},
+        md5OfBody: '',
+        eventSource: 'aws:sqs',
+        eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:intake',
+        awsRegion: 'us-east-1',
+      })),
+    };
+    const kinds = new Map<string, string>();
+
+    const response = await makeIntakeHandler(
+      () => deps,
+      (record, result) => kinds.set(record.messageId, result.kind),
+    )(event);
+
+    expect(response.batchItemFailures).toEqual([]);
+    expect(['m-0', 'm-1', 'm-2'].map((id) => kinds.get(id))).toEqual(['accepted', 'quarantined', 'accepted']);
+    expect(deps.quarantine).toHaveBeenCalledWith(nested, 'message body is nested more than 32 levels deep');
   });
 });

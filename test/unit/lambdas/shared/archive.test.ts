@@ -1031,7 +1031,9 @@ describe('verifyStoredZip', () => {
     const error = await failure(verifyStoredZip(stored, { bytes }));
     // Assess
     expect(error).toBeInstanceOf(InvalidArchiveError);
-    expect(error.message).toMatch(/^entry padding\.bin expands \d+:1, above the 200:1 limit$/);
+    expect(error.message).toMatch(
+      /^an entry whose name is not one of the four documented files expands \d+:1, above the 200:1 limit$/,
+    );
   });
 
   it('rejects an archive whose entries together exceed the uncompressed limit', async () => {
@@ -1084,6 +1086,37 @@ describe('verifyStoredZip', () => {
     // Assess
     expect(error).toBeInstanceOf(InvalidArchiveError);
     expect(error.message).toContain('entry dislikes.json uses compression method 12');
+  });
+
+  it('never quotes an undocumented entry name, which may hold an e-mail, a link or terminal escapes', async () => {
+    // Prepare
+    const hostileName = 'jane.doe@example.com https://evil.example/x \u001b[2J.json';
+    const zip = patchCentralDirectory(
+      await buildZip(exportEntries({ extra: [{ name: hostileName, data: '[]' }] })),
+      hostileName,
+      (copy, offset) => {
+        copy.writeUInt16LE(copy.readUInt16LE(offset + 8) | 0x1, offset + 8);
+      },
+    );
+    const { stored, bytes } = await copyServed(zip);
+    // Act
+    const error = await failure(verifyStoredZip(stored, { bytes }));
+    // Assess
+    expect(error).toBeInstanceOf(InvalidArchiveError);
+    expect(error.message).toBe('an entry whose name is not one of the four documented files is encrypted');
+  });
+
+  it("drops the entry name from the zip reader's own complaint about it", async () => {
+    // Prepare: an entry name that climbs out of the folder, with an e-mail address in it.
+    const built = await buildZip(exportEntries({ extra: [{ name: 'zz/jane.doe@example.com', data: '[]' }] }));
+    const zip = Buffer.from(built.toString('latin1').replaceAll('zz/jane', '../jane'), 'latin1');
+    const { stored, bytes } = await copyServed(zip);
+    // Act
+    const error = await failure(verifyStoredZip(stored, { bytes }));
+    // Assess
+    expect(error).toBeInstanceOf(InvalidArchiveError);
+    expect(error.message).toContain('invalid relative path in an entry name');
+    expect(error.message).not.toContain('@');
   });
 });
 

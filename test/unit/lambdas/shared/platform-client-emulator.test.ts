@@ -1,6 +1,8 @@
+import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningEmulator, startEmulator } from '#local/emulator/server';
-import { DsrError } from '#shared/errors';
+import { z } from 'zod';
+import { emulatorControl, type RunningEmulator, startEmulator } from '#local/emulator/server';
+import { DsrError, UnaddressableIdError } from '#shared/errors';
 import { PlatformClient } from '#shared/platform-client';
 
 const SSO_TOKEN = 'emu-sso-token-3c8e0d1f77';
@@ -106,3 +108,127 @@ describe('PlatformClient against the emulator', () => {
     }
   });
 });
+
+describe('PlatformClient path segments against the emulator', () => {
+  const AWKWARD_KEYS = [
+    'a/b',
+    '%2e',
+    '%2E%2E',
+    '?',
+    '#',
+    'x?y#z',
+    'é-名前-😀',
+    'a\\b',
+    ' sp ace',
+    '+1',
+    '..a',
+  ];
+  const DOT_KEYS = ['.', '..'];
+  let platform: RunningEmulator;
+
+  beforeAll(async () => {
+    platform = await startEmulator({
+      ssoAccessToken: SSO_TOKEN,
+      exportToken: EXPORT_TOKEN,
+      state: {
+        spot_id: 'sp_paths',
+        conversations: [],
+        users: [...AWKWARD_KEYS, ...DOT_KEYS, 'a', 'b', 'user'].map((primaryKey, index) => ({
+          primary_key: primaryKey,
+          user_name: `path_user_${index}`,
+          svc_user_id: `svc-path-${index}`,
+        })),
+        comments: [],
+        votes: [],
+      },
+    });
+  });
+  afterAll(async () => {
+    await platform.close();
+  });
+
+  function pathClient() {
+    return new PlatformClient(
+      {
+        baseUrl: platform.url,
+        exportUrl: platform.url,
+        activityUrl: platform.url,
+        spotId: platform.spotId,
+        timeoutMs: 2_000,
+      },
+      { credentials: () => ({ ssoAccessToken: SSO_TOKEN, exportToken: EXPORT_TOKEN }) },
+    );
+  }
+
+  it('retrieves and deletes exactly the user whose primary_key holds /, %, ?, # or non-ASCII text', async () => {
+    const client = pathClient();
+    for (const [index, primaryKey] of AWKWARD_KEYS.entries()) {
+      expect(await client.retrieveUser(primaryKey)).toMatchObject({
+        found: true,
+        svcUserId: `svc-path-${index}`,
+      });
+    }
+    for (const primaryKey of AWKWARD_KEYS) {
+      expect(await client.deleteUser(primaryKey)).toEqual({ outcome: 'deleted', status: 200 });
+      expect(await client.retrieveUser(primaryKey)).toEqual({ found: false });
+    }
+    // The keys that a wrong decoding would have reached are untouched.
+    for (const other of ['a', 'b', 'user', '.', '..']) {
+      expect(emulatorControl(platform).user(other) !== undefined).toBe(true);
+    }
+  });
+
+  it('refuses "." and ".." as primary_key with a terminal error, never a not-found', async () => {
+    const client = pathClient();
+    for (const primaryKey of DOT_KEYS) {
+      const retrieve = await client.retrieveUser(primaryKey).catch((error: unknown) => error);
+      expect(retrieve).toBeInstanceOf(UnaddressableIdError);
+      expect(retrieve).toMatchObject({ retryable: false, code: 'unaddressable_id' });
+      await expect(client.deleteUser(primaryKey)).rejects.toBeInstanceOf(UnaddressableIdError);
+      expect(emulatorControl(platform).user(primaryKey) !== undefined).toBe(true);
+    }
+  });
+
+  it('serves a percent-encoded segment as data, as an HTTP server routes it: %2E is the user "."', async () => {
+    const answers = new Map<string, unknown>();
+    for (const path of [
+      '/sso/v1/user/%2E',
+      '/sso/v1/user/%2e%2e',
+      '/sso/v1/user/./user',
+      '/sso/v1/user/x/../user',
+    ]) {
+      answers.set(path, await rawGet(platform.url, path));
+    }
+    expect(answers.get('/sso/v1/user/%2E')).toMatchObject({ status: 200, primaryKey: '.' });
+    expect(answers.get('/sso/v1/user/%2e%2e')).toMatchObject({ status: 200, primaryKey: '..' });
+    // Literal dot steps are resolved, as servers do.
+    expect(answers.get('/sso/v1/user/./user')).toMatchObject({ status: 200, primaryKey: 'user' });
+    expect(answers.get('/sso/v1/user/x/../user')).toMatchObject({ status: 200, primaryKey: 'user' });
+  });
+});
+
+/** A GET whose path goes on the wire exactly as given (fetch would normalise %2E segments away). */
+function rawGet(base: string, path: string): Promise<{ status: number; primaryKey: unknown }> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(
+      new URL(base),
+      { path, headers: { 'x-svc-sso-access-token': SSO_TOKEN } },
+      (response) => {
+        let text = '';
+        response.on('data', (chunk: Buffer) => {
+          text += chunk.toString();
+        });
+        response.on('end', () => {
+          const body: unknown = JSON.parse(text);
+          const user = z.object({ user: z.object({ primary_key: z.string() }) }).safeParse(body);
+          resolve({
+            status: response.statusCode ?? 0,
+            primaryKey: user.success ? user.data.user.primary_key : undefined,
+          });
+        });
+      },
+    );
+    request.on('error', reject);
+    request.end();
+  });
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_REQUEST_BYTES, parseRequestMessage } from '#shared/request';
+import { MAX_REQUEST_BYTES, normaliseRequestId, parseRequestMessage, rfc3339Instant } from '#shared/request';
 
 const valid = {
   request_id: '7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f',
@@ -34,7 +34,10 @@ describe('parseRequestMessage', () => {
   });
 
   it('calls a body that is not JSON unusable', () => {
-    expect(parseRequestMessage('{nope')).toEqual({ kind: 'unusable', reason: 'message body is not JSON' });
+    expect(parseRequestMessage('{nope')).toEqual({
+      kind: 'unusable',
+      reason: 'message body is not valid JSON: it has an object key that is not a string (character 2)',
+    });
   });
 
   it('calls a JSON array unusable', () => {
@@ -81,7 +84,9 @@ describe('parseRequestMessage', () => {
     const parsed = parseRequestMessage(JSON.stringify({ ...valid, primary_key: 'a\nb' }));
     expect(parsed).toMatchObject({
       kind: 'invalid',
-      errors: ['primary_key: must not contain control characters'],
+      errors: [
+        'primary_key: must be well-formed text without control characters (C0, DEL, C1) or lone surrogates',
+      ],
     });
   });
 
@@ -93,5 +98,147 @@ describe('parseRequestMessage', () => {
       kind: 'invalid',
       errors: [expect.stringContaining('verification: unknown field(s) "extra"')],
     });
+  });
+
+  it('keeps an upper-case request id in lower case, so both spellings have one fingerprint', () => {
+    const lower = parseRequestMessage(JSON.stringify(valid));
+    const upper = parseRequestMessage(
+      JSON.stringify({ ...valid, request_id: valid.request_id.toUpperCase() }),
+    );
+    expect(upper).toMatchObject({ kind: 'valid', request: { request_id: valid.request_id } });
+    expect(lower.kind === 'valid' && upper.kind === 'valid' && lower.fingerprint === upper.fingerprint).toBe(
+      true,
+    );
+    const invalid = { ...valid, type: 'delete' };
+    const invalidLower = parseRequestMessage(JSON.stringify(invalid));
+    const invalidUpper = parseRequestMessage(
+      JSON.stringify({ ...invalid, request_id: valid.request_id.toUpperCase() }),
+    );
+    expect(invalidUpper).toMatchObject({ kind: 'invalid', requestId: valid.request_id });
+    expect(
+      invalidLower.kind === 'invalid' &&
+        invalidUpper.kind === 'invalid' &&
+        invalidLower.fingerprint === invalidUpper.fingerprint,
+    ).toBe(true);
+    expect(normaliseRequestId('7D3C2F9E-1B4A-4C8E-9F2D-5A6B7C8D9E0F')).toBe(valid.request_id);
+  });
+
+  it('refuses a message with a repeated key, at any depth, naming the key', () => {
+    const top = parseRequestMessage(
+      JSON.stringify(valid).replace('"type":"access"', '"type":"access","type":"erasure"'),
+    );
+    expect(top).toEqual({
+      kind: 'unusable',
+      reason: expect.stringContaining('repeats the key "type" in one object'),
+    });
+    const nested = parseRequestMessage(
+      JSON.stringify(valid).replace('"method":"email_link"', '"method":"email_link","method":"id_card"'),
+    );
+    expect(nested).toEqual({
+      kind: 'unusable',
+      reason: expect.stringContaining('repeats the key "verification.method"'),
+    });
+  });
+
+  it('quarantines deeply nested arrays under the size limit instead of throwing', () => {
+    const depth = 5000;
+    const body = `{"request_id":"${valid.request_id}","reference":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+    expect(Buffer.byteLength(body)).toBeLessThan(MAX_REQUEST_BYTES);
+    expect(parseRequestMessage(body)).toEqual({
+      kind: 'unusable',
+      reason: 'message body is nested more than 32 levels deep',
+    });
+  });
+
+  it.each([
+    ['a C1 control character', 'u-\u0085-1'],
+    ['a lone high surrogate', 'u-\ud800'],
+    ['a lone low surrogate', '\udc00-u'],
+  ])('rejects %s in primary_key as not well-formed', (_label, escaped) => {
+    const body = JSON.stringify({ ...valid, primary_key: 'PLACEHOLDER' }).replace('PLACEHOLDER', escaped);
+    expect(parseRequestMessage(body)).toMatchObject({
+      kind: 'invalid',
+      errors: [expect.stringContaining('primary_key: must be well-formed text')],
+    });
+  });
+
+  it('accepts an emoji and other non-ASCII text in primary_key', () => {
+    expect(parseRequestMessage(JSON.stringify({ ...valid, primary_key: 'usér-😀-名前' }))).toMatchObject({
+      kind: 'valid',
+    });
+  });
+
+  it('rejects received_at and verified_at more than 5 minutes in the future', () => {
+    const later = new Date(Date.now() + 10 * 60 * 1000).toISOString();
+    const soon = new Date(Date.now() + 60 * 1000).toISOString();
+    const parsed = parseRequestMessage(
+      JSON.stringify({
+        ...valid,
+        received_at: later,
+        verification: { ...valid.verification, verified_at: later },
+      }),
+    );
+    expect(parsed).toMatchObject({
+      kind: 'invalid',
+      errors: [
+        expect.stringMatching(/^received_at: is in the future/),
+        expect.stringMatching(/^verification\.verified_at: is in the future/),
+      ],
+    });
+    const skewed = parseRequestMessage(
+      JSON.stringify({ ...valid, verification: { ...valid.verification, verified_at: soon } }),
+    );
+    expect(skewed.kind).toBe('valid');
+  });
+
+  it('accepts a lower-case t and z and a leap second, as RFC 3339 allows', () => {
+    const parsed = parseRequestMessage(
+      JSON.stringify({
+        ...valid,
+        received_at: '2016-12-31t23:59:60z',
+        verification: { ...valid.verification, verified_at: '2026-11-02t10:00:00.5+01:00' },
+      }),
+    );
+    expect(parsed).toMatchObject({ kind: 'valid' });
+    expect(rfc3339Instant('2016-12-31t23:59:60z')?.toISOString()).toBe('2017-01-01T00:00:00.000Z');
+    expect(rfc3339Instant('2026-11-02T10:00:00+01:00')?.toISOString()).toBe('2026-11-02T09:00:00.000Z');
+    for (const wrong of [
+      '2026-02-30T00:00:00Z',
+      '2026-11-02T24:00:00Z',
+      '2026-11-02T10:00:61Z',
+      '2026-11-02 10:00:00Z',
+    ]) {
+      expect(rfc3339Instant(wrong)).toBeUndefined();
+    }
+  });
+
+  it('says what a wrong-typed field should be and what it got, and "is required" only when absent', () => {
+    const { reference: _absent, ...rest } = valid;
+    const parsed = parseRequestMessage(
+      JSON.stringify({ ...rest, primary_key: 42, type: null, verification: 'yes', submitted_by: ['x'] }),
+    );
+    expect(parsed).toMatchObject({ kind: 'invalid' });
+    if (parsed.kind !== 'invalid') return;
+    expect(parsed.errors).toEqual(
+      expect.arrayContaining([
+        'primary_key: must be a string, got a number',
+        'verification: must be an object, got a string',
+        'submitted_by: must be a string, got an array',
+      ]),
+    );
+    const missing = parseRequestMessage(JSON.stringify({ ...rest, primary_key: undefined }));
+    expect(missing.kind === 'invalid' && missing.errors).toEqual(['primary_key: is required']);
+  });
+
+  it('rejects an e-mail address or a URL as verification.method, which the audit trail would refuse', () => {
+    for (const method of ['jane@example.com', 'https://idp.example.com/check']) {
+      const parsed = parseRequestMessage(
+        JSON.stringify({ ...valid, verification: { ...valid.verification, method } }),
+      );
+      expect(parsed).toMatchObject({
+        kind: 'invalid',
+        errors: [expect.stringContaining('verification.method: must name the method')],
+      });
+    }
   });
 });
