@@ -1,6 +1,6 @@
 import { LedgerStateError, PlatformResponseInvalidError } from '#shared/errors';
 import type { StepDeps } from '#shared/step-deps';
-import { activeRequest } from '#shared/step-guards';
+import { activeRequest, subjectGoneOr } from '#shared/step-guards';
 import { type ArchiveOutput, archiveOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
 
 /** The archive's object key: built from request_id and attempt, never from a personal identifier. */
@@ -21,7 +21,9 @@ export async function archiveExport(input: StepInput, deps: StepDeps): Promise<A
   if (item.export_id === undefined || item.export_status !== 'completed') {
     throw new LedgerStateError('the export has not completed, so there is nothing to archive');
   }
-  const status = await deps.platform.exportStatus(item.export_id);
+  const status = await deps.platform.exportStatus(item.export_id).catch(async (error: unknown) => {
+    throw await subjectGoneOr(error, deps, item, 'ArchiveExport');
+  });
   if (status.status !== 'completed') {
     throw new PlatformResponseInvalidError(
       `the platform now reports the completed export as ${status.status}`,

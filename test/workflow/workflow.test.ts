@@ -143,6 +143,80 @@ describe('unknown primary_key', () => {
   });
 });
 
+/** The method and path of a fetch the steps make. */
+function callOf(input: Parameters<typeof fetch>[0], init?: RequestInit): { method: string; path: string } {
+  const url = new URL(input instanceof Request ? input.url : String(input));
+  return { method: init?.method ?? 'GET', path: url.pathname };
+}
+
+describe('an erasure of the same subject racing the access request', () => {
+  it('ends the access request completed/no_data when the subject is erased before its export starts', async () => {
+    let erased = false;
+    const h = await start({
+      fetch: (real) => async (input, init) => {
+        const { method, path } = callOf(input, init);
+        if (!erased && method === 'POST' && path === '/gdpr/export') {
+          // Another request's erasure removes the subject between ResolveSubject and StartExport.
+          erased = true;
+          const url = harness?.emulator.url ?? '';
+          await real(`${url}/sso/v1/user/u-alice`, {
+            method: 'DELETE',
+            headers: { 'x-svc-sso-access-token': TEST_SSO_TOKEN },
+          });
+        }
+        return real(input, init);
+      },
+    });
+    const request = requestFor('u-alice');
+
+    const results = await submit(h, request);
+
+    expect(results.get(request.request_id)?.status).toBe('SUCCEEDED');
+    expect(await h.workflow.ledger.require(request.request_id)).toMatchObject({
+      status: 'completed',
+      outcome: 'no_data',
+      export_attempts: 0,
+    });
+    const records = await h.workflow.audit.list(request.request_id);
+    expect(records.map((record) => record.action)).toContain('subject_not_found');
+    expect(records.at(-1)).toMatchObject({ action: 'request_completed', facts: { outcome: 'no_data' } });
+  });
+});
+
+describe('an erasure whose DELETE answer is lost', () => {
+  it('records the deletion as its own when the retried step finds the subject gone', async () => {
+    let dropped = false;
+    const h = await start({
+      fetch: (real) => async (input, init) => {
+        const answer = await real(input, init);
+        const { method } = callOf(input, init);
+        if (!dropped && method === 'DELETE') {
+          // The platform deleted the subject; the answer never reaches the step.
+          dropped = true;
+          throw new TypeError('fetch failed', {
+            cause: Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }),
+          });
+        }
+        return answer;
+      },
+    });
+    const request = requestFor('u-alice', { type: 'erasure' });
+
+    const results = await submit(h, request);
+
+    expect(results.get(request.request_id)?.status).toBe('SUCCEEDED');
+    expect(await h.workflow.ledger.require(request.request_id)).toMatchObject({
+      status: 'completed',
+      outcome: 'erased',
+      erasure: { outcome: 'deleted', evidence: 'not_found_after_interrupted_delete' },
+    });
+    expect(platformCalls(h, 'DELETE', '/sso/v1/user/')).toHaveLength(1);
+    const records = await h.workflow.audit.list(request.request_id);
+    expect(records.map((record) => record.action)).toContain('subject_deleted');
+    expect(records.map((record) => record.action)).not.toContain('subject_already_absent');
+  });
+});
+
 describe('failed exports', () => {
   it('starts a new export after one failure and records two attempts', async () => {
     const h = await start({ faults: { export_outcomes: ['failed', 'completed'] } });
