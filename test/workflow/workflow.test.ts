@@ -1,10 +1,21 @@
 import { createHash } from 'node:crypto';
-import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  ListObjectVersionsCommand,
+} from '@aws-sdk/client-s3';
+import { SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { ReceiveMessageCommand, SendMessageBatchCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { emulatorControl } from '#local/emulator/server';
 import type { ExecutionResult } from '#local/sfn-runner';
 import { LOCAL_NAMES } from '#local/workflow';
+import { type CancelResult, runCancel } from '../../bin/cli/commands/cancel.ts';
+import { collectingIo } from '../../bin/cli/format.ts';
 import { type Harness, requestFor, startHarness, TEST_EXPORT_TOKEN, TEST_SSO_TOKEN } from './harness.ts';
 
 let harness: Harness | undefined;
@@ -214,6 +225,72 @@ describe('an erasure whose DELETE answer is lost', () => {
     const records = await h.workflow.audit.list(request.request_id);
     expect(records.map((record) => record.action)).toContain('subject_deleted');
     expect(records.map((record) => record.action)).not.toContain('subject_already_absent');
+  });
+});
+
+describe('a cancel that lands while ArchiveExport copies the export', () => {
+  it('leaves no archive object behind and the cancel command succeeds', async () => {
+    const sfn = new SFNClient({ region: 'us-east-1' });
+    mockClient(sfn).on(StopExecutionCommand).resolves({ stopDate: new Date() });
+    let cancelled: Promise<{ exitCode: number; result: CancelResult }> | undefined;
+    const request = requestFor('u-alice');
+    const h = await start({
+      fetch: (real) => async (input, init) => {
+        const archiving =
+          callOf(input, init).path.startsWith('/gdpr/export/status/') &&
+          (await h.workflow.ledger.require(request.request_id)).step === 'archiving';
+        if (cancelled === undefined && archiving) {
+          // The operator cancels as ArchiveExport asks for its link: its final ledger write finds it.
+          const names = {
+            IntakeQueueUrl: h.workflow.queueUrls.intake,
+            QuarantineQueueUrl: h.workflow.queueUrls.quarantine,
+            LedgerTableName: LOCAL_NAMES.table,
+            ArchiveBucketName: LOCAL_NAMES.archiveBucket,
+            AuditBucketName: LOCAL_NAMES.auditBucket,
+            StateMachineArn: 'arn:aws:states:us-east-1:000000000000:stateMachine:svc-dsr-local',
+          };
+          const context = {
+            names,
+            target: 'local' as const,
+            ledger: h.workflow.ledger,
+            dynamo: DynamoDBDocumentClient.from(new DynamoDBClient(h.aws.clientConfig('dynamodb'))),
+            s3: h.workflow.s3,
+            sfn,
+            clock: () => new Date(),
+          };
+          cancelled = runCancel(
+            context,
+            { requestId: request.request_id, reason: 'withdrawn' },
+            collectingIo(),
+          );
+          await cancelled;
+        }
+        return real(input, init);
+      },
+    });
+
+    await submit(h, request);
+
+    expect((await cancelled)?.exitCode).toBe(0);
+    const item = await h.workflow.ledger.require(request.request_id);
+    expect(item).toMatchObject({ status: 'cancelled' });
+    expect(item.archive).toBeUndefined();
+    const { Versions = [], DeleteMarkers = [] } = await h.workflow.s3.send(
+      new ListObjectVersionsCommand({
+        Bucket: LOCAL_NAMES.archiveBucket,
+        Prefix: `exports/${request.request_id}/`,
+      }),
+    );
+    expect([...Versions, ...DeleteMarkers]).toEqual([]);
+    const { Contents = [] } = await h.workflow.s3.send(
+      new ListObjectsV2Command({
+        Bucket: LOCAL_NAMES.archiveBucket,
+        Prefix: `exports/${request.request_id}/`,
+      }),
+    );
+    expect(Contents).toEqual([]);
+    const records = await h.workflow.audit.list(request.request_id);
+    expect(records.map((record) => record.action)).toContain('archive_removed');
   });
 });
 

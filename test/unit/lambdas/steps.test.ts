@@ -67,6 +67,7 @@ beforeEach(() => {
     archive: {
       copy: vi.fn(async () => ({ bytes: 10, sha256: 'ab'.repeat(32) })),
       verify: vi.fn(async () => ({ entries: 4 })),
+      remove: vi.fn(async () => 1),
     },
     schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600 },
     exportMaxAttempts: 2,
