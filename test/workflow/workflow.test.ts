@@ -14,6 +14,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { emulatorControl } from '#local/emulator/server';
 import type { ExecutionResult } from '#local/sfn-runner';
 import { LOCAL_NAMES } from '#local/workflow';
+import { computeDeadlines } from '#shared/deadlines';
+import { dsrRequestSchema } from '#shared/request';
 import { type CancelResult, runCancel } from '../../bin/cli/commands/cancel.ts';
 import { collectingIo } from '../../bin/cli/format.ts';
 import { type Harness, requestFor, startHarness, TEST_EXPORT_TOKEN, TEST_SSO_TOKEN } from './harness.ts';
@@ -228,6 +230,26 @@ describe('an erasure whose DELETE answer is lost', () => {
   });
 });
 
+/** What the CLI commands work with, over the harness's stand-ins (Step Functions answered by `sfn`). */
+function cliContext(h: Harness, sfn: SFNClient) {
+  return {
+    names: {
+      IntakeQueueUrl: h.workflow.queueUrls.intake,
+      QuarantineQueueUrl: h.workflow.queueUrls.quarantine,
+      LedgerTableName: LOCAL_NAMES.table,
+      ArchiveBucketName: LOCAL_NAMES.archiveBucket,
+      AuditBucketName: LOCAL_NAMES.auditBucket,
+      StateMachineArn: 'arn:aws:states:us-east-1:000000000000:stateMachine:svc-dsr-local',
+    },
+    target: 'local' as const,
+    ledger: h.workflow.ledger,
+    dynamo: DynamoDBDocumentClient.from(new DynamoDBClient(h.aws.clientConfig('dynamodb'))),
+    s3: h.workflow.s3,
+    sfn,
+    clock: () => new Date(),
+  };
+}
+
 describe('a cancel that lands while ArchiveExport copies the export', () => {
   it('leaves no archive object behind and the cancel command succeeds', async () => {
     const sfn = new SFNClient({ region: 'us-east-1' });
@@ -241,23 +263,7 @@ describe('a cancel that lands while ArchiveExport copies the export', () => {
           (await h.workflow.ledger.require(request.request_id)).step === 'archiving';
         if (cancelled === undefined && archiving) {
           // The operator cancels as ArchiveExport asks for its link: its final ledger write finds it.
-          const names = {
-            IntakeQueueUrl: h.workflow.queueUrls.intake,
-            QuarantineQueueUrl: h.workflow.queueUrls.quarantine,
-            LedgerTableName: LOCAL_NAMES.table,
-            ArchiveBucketName: LOCAL_NAMES.archiveBucket,
-            AuditBucketName: LOCAL_NAMES.auditBucket,
-            StateMachineArn: 'arn:aws:states:us-east-1:000000000000:stateMachine:svc-dsr-local',
-          };
-          const context = {
-            names,
-            target: 'local' as const,
-            ledger: h.workflow.ledger,
-            dynamo: DynamoDBDocumentClient.from(new DynamoDBClient(h.aws.clientConfig('dynamodb'))),
-            s3: h.workflow.s3,
-            sfn,
-            clock: () => new Date(),
-          };
+          const context = cliContext(h, sfn);
           cancelled = runCancel(
             context,
             { requestId: request.request_id, reason: 'withdrawn' },
@@ -291,6 +297,41 @@ describe('a cancel that lands while ArchiveExport copies the export', () => {
     expect(Contents).toEqual([]);
     const records = await h.workflow.audit.list(request.request_id);
     expect(records.map((record) => record.action)).toContain('archive_removed');
+  });
+});
+
+describe('a cancel whose audit record comes after the workflow closed the chain', () => {
+  it('exits 0: the request ended cancelled and the workflow recorded it', async () => {
+    const h = await start();
+    const sfn = new SFNClient({ region: 'us-east-1' });
+    mockClient(sfn).on(StopExecutionCommand).resolves({ stopDate: new Date() });
+    const request = requestFor('u-alice');
+    await h.workflow.ledger.createReceived(
+      dsrRequestSchema.parse(request),
+      'fp',
+      computeDeadlines('gdpr', new Date(request.received_at)),
+    );
+    await h.workflow.ledger.update(request.request_id, { status: 'running', step: 'archiving' }, [
+      'received',
+    ]);
+    // The step saw the cancellation first and closed the chain with its final record.
+    await h.workflow.audit.append(request.request_id, {
+      eventId: 'RecordFailure:cancelled',
+      step: 'RecordFailure',
+      action: 'request_cancelled',
+      facts: { step: 'archiving' },
+      final: true,
+    });
+    const io = collectingIo();
+
+    const { exitCode } = await runCancel(
+      cliContext(h, sfn),
+      { requestId: request.request_id, reason: 'withdrawn' },
+      io,
+    );
+
+    expect(exitCode).toBe(0);
+    expect(await h.workflow.ledger.require(request.request_id)).toMatchObject({ status: 'cancelled' });
   });
 });
 
