@@ -175,12 +175,17 @@ export class DsrFunction extends Construct {
             's3:AbortMultipartUpload',
             's3:GetObject',
             's3:DeleteObject',
+            // A copy made for a request cancelled meanwhile is deleted with every version.
+            's3:DeleteObjectVersion',
           ],
       [objects],
     );
     // Without ListBucket a missing object answers 403 instead of 404, and verification could not
-    // tell "the copy vanished" from "access denied".
-    this.#allow(['s3:ListBucket'], [bucket.bucketArn]);
+    // tell "the copy vanished" from "access denied". ListBucketVersions finds every version of a
+    // copy to delete.
+    this.#allow(access === 'read' ? ['s3:ListBucket'] : ['s3:ListBucket', 's3:ListBucketVersions'], [
+      bucket.bucketArn,
+    ]);
     this.#allowKey(
       bucket.encryptionKey,
       access === 'read' ? ['kms:Decrypt'] : ['kms:Decrypt', 'kms:GenerateDataKey'],

@@ -5,7 +5,7 @@ import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
-import { EXPORT_RESTART_ERRORS, RETRYABLE_ERRORS } from '../lambdas/shared/errors.ts';
+import { EXPORT_RESTART_ERRORS, NO_DATA_ERRORS, RETRYABLE_ERRORS } from '../lambdas/shared/errors.ts';
 import type { StepName } from '../lambdas/steps.ts';
 import { acknowledge, nagArn } from './nag.ts';
 
@@ -86,9 +86,14 @@ export class DsrWorkflow extends Construct {
     );
 
     // Every task ends in RecordFailure when it fails for good; nothing is retried on States.ALL.
-    const guard = <T extends tasks.LambdaInvoke>(state: T, extraRetries: sfn.RetryProps[] = []): T => {
+    const guard = <T extends tasks.LambdaInvoke>(
+      state: T,
+      extraRetries: sfn.RetryProps[] = [],
+      catches: { errors: string[]; next: sfn.IChainable }[] = [],
+    ): T => {
       for (const retry of extraRetries) state.addRetry(retry);
       state.addRetry(TRANSIENT_RETRY);
+      for (const { errors, next } of catches) state.addCatch(next, { errors, resultPath: '$.error' });
       state.addCatch(recordFailure, { errors: ['States.ALL'], resultPath: '$.error' });
       return state;
     };
@@ -97,12 +102,24 @@ export class DsrWorkflow extends Construct {
       guard(task(name, 'RecordOutcome', { ...requestId, outcome: value }, '$.result')).next(
         new sfn.Succeed(this, `${name}Done`),
       );
+    const recordNoData = outcome('RecordNoData', 'no_data');
+    // The subject erased meanwhile (by a request of its own): the platform has no data, a valid answer.
+    const subjectGone = [{ errors: [...NO_DATA_ERRORS], next: recordNoData }];
 
     const resolve = guard(task('ResolveSubject', 'ResolveSubject', requestId, '$.subject'));
-    const startExport = guard(task('StartExport', 'StartExport', requestId, '$.export'), [
-      // A new, counted export attempt: StartExport's ledger check decides whether one is allowed.
-      { errors: [...EXPORT_RESTART_ERRORS], interval: Duration.seconds(30), backoffRate: 2, maxAttempts: 2 },
-    ]);
+    const startExport = guard(
+      task('StartExport', 'StartExport', requestId, '$.export'),
+      [
+        // A new, counted export attempt: StartExport's ledger check decides whether one is allowed.
+        {
+          errors: [...EXPORT_RESTART_ERRORS],
+          interval: Duration.seconds(30),
+          backoffRate: 2,
+          maxAttempts: 2,
+        },
+      ],
+      subjectGone,
+    );
     const waitForExport = new sfn.Wait(this, 'WaitForExport', {
       time: sfn.WaitTime.secondsPath('$.export.wait_seconds'),
     });
@@ -113,8 +130,10 @@ export class DsrWorkflow extends Construct {
         { ...requestId, 'waited.$': '$.export.wait_seconds', 'export_id.$': '$.export.export_id' },
         '$.export',
       ),
+      [],
+      subjectGone,
     );
-    const archive = guard(task('ArchiveExport', 'ArchiveExport', requestId, '$.archive'));
+    const archive = guard(task('ArchiveExport', 'ArchiveExport', requestId, '$.archive'), [], subjectGone);
     const erase = guard(task('EraseSubject', 'EraseSubject', requestId, '$.erasure'));
     const verifyErasure = guard(task('VerifyErasure', 'VerifyErasure', requestId, '$.erasure_verification'), [
       { errors: ['ErasureNotVerifiedError'], interval: Duration.seconds(10), backoffRate: 2, maxAttempts: 3 },
@@ -126,7 +145,7 @@ export class DsrWorkflow extends Construct {
           sfn.Condition.booleanEquals('$.subject.already_completed', true),
           new sfn.Succeed(this, 'NothingToDo'),
         )
-        .when(sfn.Condition.booleanEquals('$.subject.found', false), outcome('RecordNoData', 'no_data'))
+        .when(sfn.Condition.booleanEquals('$.subject.found', false), recordNoData)
         .otherwise(
           startExport
             .next(waitForExport)

@@ -8,7 +8,7 @@
  * signed payload hash, Content-MD5), which the in-memory stand-in does not.
  *
  * Not modelled: versioning (PutBucketVersioning is accepted and ignored; a PUT overwrites the file,
- * and GetBucketVersioning reports no status), Object Lock (mode and date are stored and echoed, but
+ * GetBucketVersioning reports no status, and ListObjectVersions lists each object as its one version), Object Lock (mode and date are stored and echoed, but
  * nothing refuses a delete), signatures (any credentials pass), ACLs, tags, copies. One process per
  * root: writers in two processes sharing a root are not coordinated.
  */
@@ -1254,6 +1254,7 @@ async function dispatch(store: DiskStore, req: IncomingMessage, res: ServerRespo
     if (method === 'PUT' && query.has('versioning')) return putBucketVersioning(call);
     if (method === 'GET' && query.has('versioning')) return getBucketVersioning(call);
     if (method === 'GET' && query.get('list-type') === '2') return listObjectsV2(call);
+    if (method === 'GET' && query.has('versions')) return listObjectVersions(call);
     if (method === 'PUT') return createBucket(call);
     if (method === 'HEAD') return headBucket(call);
     throw notImplemented(
@@ -1398,6 +1399,32 @@ async function listObjectsV2(call: Call) {
     res,
     200,
     `<ListBucketResult xmlns="${XMLNS}">${element('Name', bucket)}${element('Prefix', prefix)}${element('Delimiter', delimiter)}${element('MaxKeys', maxKeys)}${element('KeyCount', contents.length + commonPrefixes.length)}${element('IsTruncated', truncated)}${element('ContinuationToken', token)}${element('NextContinuationToken', truncated && last !== undefined ? encodeToken(last) : undefined)}${element('StartAfter', startAfter)}${items}${prefixes}</ListBucketResult>`,
+  );
+}
+
+/**
+ * ListObjectVersions, as far as objects without versions go: each object under the prefix is its
+ * one version, "null", and is the latest. Enough for code that deletes every version of a key.
+ */
+async function listObjectVersions(call: Call) {
+  const { store, res, bucket, query } = call;
+  allowQuery(query, ['versions', 'prefix', 'max-keys', 'encoding-type']);
+  await store.requireBucket(bucket);
+  if (query.has('encoding-type')) throw notImplemented('The encoding-type parameter');
+  const prefix = query.get('prefix') ?? '';
+  const versions: string[] = [];
+  for await (const key of store.keys(bucket, prefix, undefined, {})) {
+    if (versions.length >= MAX_LIST_KEYS) throw notImplemented('More than 1000 versions in one listing');
+    const meta = await store.describe(bucket, key);
+    if (meta === undefined) continue;
+    versions.push(
+      `<Version>${element('Key', key)}${element('VersionId', 'null')}${element('IsLatest', true)}${element('LastModified', meta.lastModified)}${element('ETag', meta.etag)}${element('Size', meta.size)}${element('StorageClass', 'STANDARD')}</Version>`,
+    );
+  }
+  sendXml(
+    res,
+    200,
+    `<ListVersionsResult xmlns="${XMLNS}">${element('Name', bucket)}${element('Prefix', prefix)}${element('MaxKeys', MAX_LIST_KEYS)}${element('IsTruncated', false)}${versions.join('')}</ListVersionsResult>`,
   );
 }
 
@@ -1547,7 +1574,10 @@ async function getObject(call: Call, key: string) {
 
 async function deleteObject(call: Call, key: string) {
   const { store, res, bucket, query } = call;
-  allowQuery(query, []);
+  allowQuery(query, ['versionId']);
+  // Each object is its one version, "null" (what S3 calls a version written without versioning).
+  const versionId = query.get('versionId');
+  if (versionId !== null && versionId !== 'null') throw invalidArgument('Invalid version id specified');
   await store.remove(bucket, key);
   sendEmpty(res, 204);
 }

@@ -1,6 +1,6 @@
-import { LedgerStateError, PlatformResponseInvalidError } from '#shared/errors';
+import { LedgerStateError, PlatformResponseInvalidError, RequestCancelledError } from '#shared/errors';
 import type { StepDeps } from '#shared/step-deps';
-import { activeRequest } from '#shared/step-guards';
+import { activeRequest, subjectGoneOr } from '#shared/step-guards';
 import { type ArchiveOutput, archiveOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
 
 /** The archive's object key: built from request_id and attempt, never from a personal identifier. */
@@ -21,7 +21,9 @@ export async function archiveExport(input: StepInput, deps: StepDeps): Promise<A
   if (item.export_id === undefined || item.export_status !== 'completed') {
     throw new LedgerStateError('the export has not completed, so there is nothing to archive');
   }
-  const status = await deps.platform.exportStatus(item.export_id);
+  const status = await deps.platform.exportStatus(item.export_id).catch(async (error: unknown) => {
+    throw await subjectGoneOr(error, deps, item, 'ArchiveExport');
+  });
   if (status.status !== 'completed') {
     throw new PlatformResponseInvalidError(
       `the platform now reports the completed export as ${status.status}`,
@@ -32,20 +34,25 @@ export async function archiveExport(input: StepInput, deps: StepDeps): Promise<A
   const copied = await deps.archive.copy(status.link, key, item.type);
   const { entries } = await deps.archive.verify(key, { bytes: copied.bytes, sha256: copied.sha256 });
   const verifiedAt = deps.clock().toISOString();
-  await deps.ledger.update(
-    input.request_id,
-    {
-      archive: {
-        key,
-        bytes: copied.bytes,
-        sha256: copied.sha256,
-        entries,
-        verified_at: verifiedAt,
-        ...(copied.versionId ? { version_id: copied.versionId } : {}),
+  try {
+    await deps.ledger.update(
+      input.request_id,
+      {
+        archive: {
+          key,
+          bytes: copied.bytes,
+          sha256: copied.sha256,
+          entries,
+          verified_at: verifiedAt,
+          ...(copied.versionId ? { version_id: copied.versionId } : {}),
+        },
       },
-    },
-    ['running'],
-  );
+      ['running'],
+    );
+  } catch (error) {
+    if (error instanceof RequestCancelledError) await removeCancelledArchive(input.request_id, key, deps);
+    throw error;
+  }
   await deps.audit.append(input.request_id, {
     eventId: 'ArchiveExport',
     step: 'ArchiveExport',
@@ -54,6 +61,22 @@ export async function archiveExport(input: StepInput, deps: StepDeps): Promise<A
   });
   deps.logger.info('archive verified', { key, bytes: copied.bytes, sha256: copied.sha256 });
   return { key, bytes: copied.bytes, sha256: copied.sha256, entries };
+}
+
+/**
+ * The request was cancelled while its export was being copied: a cancelled request keeps no copy
+ * of the subject's data, so every version this key holds (this copy and any an earlier, interrupted
+ * run of the step wrote) is deleted, and the removal is recorded.
+ */
+async function removeCancelledArchive(requestId: string, key: string, deps: StepDeps): Promise<void> {
+  const versions = await deps.archive.remove(key);
+  await deps.audit.append(requestId, {
+    eventId: `ArchiveExport:removed:${key}`,
+    step: 'ArchiveExport',
+    action: 'archive_removed',
+    facts: { key, versions, reason: 'request_cancelled' },
+  });
+  deps.logger.info('archive removed: the request was cancelled during the copy', { key, versions });
 }
 
 /** The ArchiveExport step: contract and domain function. */

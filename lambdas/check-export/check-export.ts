@@ -1,11 +1,16 @@
 import { z } from 'zod';
 import { nextWaitSeconds } from '#shared/config';
-import { ExportTimedOutError, LedgerStateError, PlatformThrottledError } from '#shared/errors';
+import {
+  ExportTimedOutError,
+  LedgerStateError,
+  PlatformNotFoundError,
+  PlatformThrottledError,
+} from '#shared/errors';
 import type { LedgerItem } from '#shared/ledger';
 import type { ExportStatus } from '#shared/platform-schemas';
 import { requestIdSchema } from '#shared/request';
 import type { StepDeps } from '#shared/step-deps';
-import { activeRequest } from '#shared/step-guards';
+import { activeRequest, subjectGoneOr } from '#shared/step-guards';
 import { type ExportState, exportStateSchema } from '#shared/step-io';
 
 export const checkExportInputSchema = z.looseObject({
@@ -31,6 +36,9 @@ export async function checkExport(input: CheckExportInput, deps: StepDeps): Prom
   try {
     status = await deps.platform.exportStatus(exportId);
   } catch (error) {
+    if (error instanceof PlatformNotFoundError) {
+      throw await subjectGoneOr(error, deps, await activeRequest(deps, input.request_id), 'CheckExport');
+    }
     if (!(error instanceof PlatformThrottledError)) throw error;
     // A throttled poll is just a pending poll: wait at least as long as the platform asked.
     status = { status: 'pending', reported: 'throttled' };

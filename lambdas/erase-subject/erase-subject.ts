@@ -1,8 +1,12 @@
 import { LedgerStateError } from '#shared/errors';
+import type { ErasureEvidence } from '#shared/ledger';
 import type { DeleteResult } from '#shared/platform-client';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest } from '#shared/step-guards';
 import { type EraseOutput, eraseOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
+
+/** What the erasure found, and how it knows. */
+type ErasureResult = DeleteResult & { readonly evidence: ErasureEvidence };
 
 /**
  * Deletes the subject on the platform, once, and only after a verified archive. Marking the step
@@ -21,14 +25,17 @@ export async function eraseSubject(input: StepInput, deps: StepDeps): Promise<Er
   // The deletion is recorded with the step that follows it: the request is now being verified.
   await deps.ledger.update(
     input.request_id,
-    { erasure: { outcome: result.outcome, platform_status: result.status, at }, step: 'verifying' },
+    {
+      erasure: { outcome: result.outcome, platform_status: result.status, evidence: result.evidence, at },
+      step: 'verifying',
+    },
     ['running'],
   );
   await deps.audit.append(input.request_id, {
     eventId: 'EraseSubject',
     step: 'EraseSubject',
     action: result.outcome === 'deleted' ? 'subject_deleted' : 'subject_already_absent',
-    facts: { platform_status: result.status },
+    facts: { platform_status: result.status, evidence: result.evidence },
     subject: { primaryKey: item.primary_key, ...(item.svc_user_id ? { svcUserId: item.svc_user_id } : {}) },
   });
   deps.logger.info('subject erased', { outcome: result.outcome });
@@ -37,15 +44,17 @@ export async function eraseSubject(input: StepInput, deps: StepDeps): Promise<Er
 
 /**
  * The DELETE, sent only when the subject is still there. An earlier attempt that got as far as
- * `erasing` may have deleted the subject and stopped before recording it (a crash, a timeout on the
- * answer); a look first means that deletion is recorded rather than sent again.
+ * `erasing` (the ledger's mark of a DELETE in flight) may have deleted the subject and stopped
+ * before recording it (a crash, a timeout on the answer); a look first means that deletion is
+ * recorded as this service's own rather than sent again. The subject was on the platform when its
+ * archive was made, just before, so a subject now gone is the one that DELETE removed.
  */
-async function deleteOnce(resumed: boolean, primaryKey: string, deps: StepDeps): Promise<DeleteResult> {
+async function deleteOnce(resumed: boolean, primaryKey: string, deps: StepDeps): Promise<ErasureResult> {
   if (resumed && !(await deps.platform.retrieveUser(primaryKey)).found) {
-    deps.logger.info('subject already gone when the erasure resumed');
-    return { outcome: 'already_absent', status: 404 };
+    deps.logger.info('the interrupted DELETE had removed the subject');
+    return { outcome: 'deleted', status: 404, evidence: 'not_found_after_interrupted_delete' };
   }
-  return deps.platform.deleteUser(primaryKey);
+  return { ...(await deps.platform.deleteUser(primaryKey)), evidence: 'delete_answer' };
 }
 
 /** The EraseSubject step: contract and domain function. */

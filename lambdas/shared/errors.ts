@@ -124,6 +124,16 @@ export class UnaddressableIdError extends DsrError {
   readonly code = 'unaddressable_id';
 }
 
+/**
+ * The subject left the platform after it was resolved (an erasure of the same subject, by this
+ * service or another): the platform has no data to export, which is the `no_data` outcome.
+ */
+export class SubjectNotFoundError extends DsrError {
+  override readonly name = 'SubjectNotFoundError';
+  readonly retryable = false;
+  readonly code = 'subject_not_found';
+}
+
 /** A download link points at a host that is not on the allowlist, or is not https. */
 export class DownloadHostNotAllowedError extends DsrError {
   override readonly name = 'DownloadHostNotAllowedError';
@@ -223,6 +233,9 @@ export const TERMINAL_ERRORS = [
 
 /** Names that end the execution quietly: the ledger already says why. */
 export const CANCEL_ERRORS = ['RequestCancelledError'] as const;
+
+/** Names that end the request as `completed/no_data`: the subject is gone from the platform. */
+export const NO_DATA_ERRORS = ['SubjectNotFoundError'] as const;
 
 /**
  * Names that send the workflow back to StartExport as a new, counted attempt rather than a blind

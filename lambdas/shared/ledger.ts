@@ -17,6 +17,15 @@ import { type DsrRequest, normaliseRequestId } from './request.ts';
 export const STATUSES = ['received', 'running', 'completed', 'failed', 'cancelled', 'rejected'] as const;
 export const STEPS = ['resolving', 'exporting', 'archiving', 'erasing', 'verifying'] as const;
 export const OUTCOMES = ['exported', 'erased', 'no_data'] as const;
+export const ERASURE_EVIDENCE = ['delete_answer', 'not_found_after_interrupted_delete'] as const;
+export type ErasureEvidence = (typeof ERASURE_EVIDENCE)[number];
+export const EXPORT_START_OUTCOMES = [
+  'in_flight',
+  'accepted',
+  'refused',
+  'uncertain',
+  'interrupted',
+] as const;
 export type Status = (typeof STATUSES)[number];
 export type Step = (typeof STEPS)[number];
 export type Outcome = (typeof OUTCOMES)[number];
@@ -105,12 +114,29 @@ export const ledgerItemSchema = z.object({
   /** Attempts spent before the last operator retry: each retry gets a fresh attempt budget. */
   export_attempts_base: z.number().int().nonnegative().default(0),
   export_status: z.enum(['starting', 'pending', 'completed', 'failed']).optional(),
+  /**
+   * How the last export start went, apart from the count: `in_flight` while its POST is out,
+   * `accepted` with an export id, `refused` when it never reached the platform or was turned away
+   * before an export began (not counted), `uncertain` when it may have started one (no answer, a
+   * reset, a 5xx), `interrupted` when the process died with the POST in flight (counted: it may
+   * have reached the platform).
+   */
+  export_start: z.enum(EXPORT_START_OUTCOMES).optional(),
+  /** Export starts that did not reach the platform or were refused before any export began (not attempts). */
+  export_starts_refused: z.number().int().nonnegative().optional(),
   export_polls: z.number().int().nonnegative().default(0),
   export_waited_seconds: z.number().int().nonnegative().default(0),
   export_started_at: z.string().optional(),
   archive: archiveFacts.optional(),
   erasure: z
-    .object({ outcome: z.enum(['deleted', 'already_absent']), platform_status: z.number(), at: z.string() })
+    .object({
+      outcome: z.enum(['deleted', 'already_absent']),
+      /** The DELETE's HTTP status, or the retrieve's when an interrupted DELETE is confirmed by it. */
+      platform_status: z.number(),
+      /** How the outcome is known: the DELETE's own answer, or a not-found after an interrupted DELETE. */
+      evidence: z.enum(ERASURE_EVIDENCE).optional(),
+      at: z.string(),
+    })
     .optional(),
   erasure_verification: z.object({ platform_answer: z.literal('not_found'), at: z.string() }).optional(),
   error: z.object({ code: z.string(), message: z.string() }).optional(),

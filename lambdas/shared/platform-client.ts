@@ -146,11 +146,14 @@ export class PlatformClient {
     } catch (error) {
       throw uncertainIfSent(error);
     }
-    if (answer.status >= 500) {
+    // 503 says the platform did not take the request on: no export began, so it is a plain retry.
+    if (answer.status >= 500 && answer.status !== 503) {
       throw new ExportStartUncertainError(
         `startExport: the platform answered ${answer.status}; an export may have started`,
       );
     }
+    if (answer.status === 404)
+      throw new PlatformNotFoundError('startExport: the platform does not know this user');
     this.#throwForStatus('startExport', answer);
     const body = this.#parse('startExport', exportStartResponseSchema, answer, [svcUserId]);
     const exportId = extractExportId(body);

@@ -1,7 +1,12 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DeleteObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import {
+  DeleteObjectCommand,
+  ListObjectsV2Command,
+  ListObjectVersionsCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { copyExportToS3, verifyStoredZip } from './archive.ts';
 import { REQUEST_TYPE_TAG } from './archive-tags.ts';
 import { AuditTrail } from './audit.ts';
@@ -59,7 +64,56 @@ export function s3ArchiveStore(
         throw error;
       }
     },
+    remove: (key) => removeAllVersions(s3, options.bucket, key),
   };
+}
+
+/**
+ * Deletes every version and delete marker of `key` (or, with `{ prefix: true }`, of every key that
+ * starts with it) in a versioned bucket: a plain DeleteObject would only hide the data behind a
+ * marker. Answers how many versions went.
+ */
+export async function removeAllVersions(
+  s3: S3Client,
+  bucket: string,
+  key: string,
+  options: { prefix?: boolean } = {},
+): Promise<number> {
+  let removed = 0;
+  let markers: { KeyMarker?: string; VersionIdMarker?: string } = {};
+  for (;;) {
+    const page = await s3.send(new ListObjectVersionsCommand({ Bucket: bucket, Prefix: key, ...markers }));
+    for (const version of [...(page.Versions ?? []), ...(page.DeleteMarkers ?? [])]) {
+      if (version.Key === undefined || (options.prefix !== true && version.Key !== key)) continue;
+      await s3.send(
+        new DeleteObjectCommand({
+          Bucket: bucket,
+          Key: version.Key,
+          ...(version.VersionId === undefined ? {} : { VersionId: version.VersionId }),
+        }),
+      );
+      removed += 1;
+    }
+    if (page.IsTruncated !== true) break;
+    markers = {
+      ...(page.NextKeyMarker ? { KeyMarker: page.NextKeyMarker } : {}),
+      ...(page.NextVersionIdMarker ? { VersionIdMarker: page.NextVersionIdMarker } : {}),
+    };
+  }
+  // A store that lists no versions (a local stand-in) still holds the object: delete what is left.
+  let token: string | undefined;
+  do {
+    const page = await s3.send(
+      new ListObjectsV2Command({ Bucket: bucket, Prefix: key, ContinuationToken: token }),
+    );
+    for (const object of page.Contents ?? []) {
+      if (object.Key === undefined || (options.prefix !== true && object.Key !== key)) continue;
+      await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: object.Key }));
+      removed += 1;
+    }
+    token = page.IsTruncated === true ? page.NextContinuationToken : undefined;
+  } while (token !== undefined);
+  return removed;
 }
 
 /** Wires the domain's dependencies from a validated environment. */

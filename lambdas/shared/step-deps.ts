@@ -12,6 +12,8 @@ export interface ArchiveStore {
   ): Promise<{ bytes: number; sha256: string; versionId?: string }>;
   /** Verifies the stored zip; on failure removes it so no corrupt archive stays behind, then throws. */
   verify(key: string, expected: { bytes: number; sha256: string }): Promise<{ entries: number }>;
+  /** Deletes every version (and delete marker) of the key, for good; answers how many went. */
+  remove(key: string): Promise<number>;
 }
 
 /** What step code logs through. Powertools Logger satisfies it. */

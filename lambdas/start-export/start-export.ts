@@ -1,6 +1,14 @@
-import { ExportFailedError, ExportStartUncertainError } from '#shared/errors';
+import {
+  DsrError,
+  ExportFailedError,
+  PlatformAuthError,
+  PlatformNotFoundError,
+  PlatformRejectedError,
+  PlatformThrottledError,
+  PlatformUnavailableError,
+} from '#shared/errors';
 import type { StepDeps } from '#shared/step-deps';
-import { activeRequest, resolvedUserId } from '#shared/step-guards';
+import { activeRequest, resolvedUserId, subjectGoneOr } from '#shared/step-guards';
 import { type ExportState, exportStateSchema, type StepInput, stepInputSchema } from '#shared/step-io';
 
 /**
@@ -24,19 +32,30 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
     return { ...resumed, status: 'pending', wait_seconds: deps.schedule.initialSeconds };
   }
 
-  const attempt = item.export_attempts + 1;
+  let lastStart = item.export_start;
+  let lastStatus = item.export_status;
+  if (lastStatus === 'starting') {
+    await recordInterruptedStart(input.request_id, item.export_attempts, deps);
+    lastStart = 'interrupted';
+    lastStatus = 'failed';
+  }
   const spent = item.export_attempts - item.export_attempts_base;
   if (spent >= deps.exportMaxAttempts) {
     throw new ExportFailedError(
-      `the export did not succeed in ${spent} attempt(s); the limit is ${deps.exportMaxAttempts}`,
+      `the export did not succeed in ${spent} attempt(s) that may have reached the platform (the last start ${lastStart ?? 'accepted'}, the last export ${lastStatus ?? 'not started'}); the limit is ${deps.exportMaxAttempts}; \`svc-dsr retry\` gives it a fresh budget`,
     );
   }
+  // The attempt is counted, and the start marked in flight, before the POST: should the process die
+  // with the POST out, the next run knows an export may have started (the platform has no way to
+  // ask which exports exist, nor an idempotency key), records that, and starts a deliberate new one.
+  const attempt = item.export_attempts + 1;
   await deps.ledger.update(
     input.request_id,
     {
       step: 'exporting',
       export_attempts: attempt,
       export_status: 'starting',
+      export_start: 'in_flight',
       export_id: null,
       export_polls: 0,
     },
@@ -46,22 +65,36 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
   try {
     ({ exportId } = await deps.platform.startExport(svcUserId));
   } catch (error) {
-    if (error instanceof ExportStartUncertainError) {
-      // The attempt counts: the next one is a new, deliberate export, never a blind repeat.
-      await deps.ledger.update(input.request_id, { export_status: 'failed' }, ['running']);
-      await deps.audit.append(input.request_id, {
-        eventId: `StartExport:attempt-${attempt}`,
-        step: 'StartExport',
-        action: 'export_start_uncertain',
-        facts: { attempt },
-      });
+    if (neverStarted(error)) {
+      // No export began (unreachable, throttled, unavailable, refused): this was not an attempt.
+      await deps.ledger.update(
+        input.request_id,
+        {
+          export_attempts: item.export_attempts,
+          export_status: lastStatus ?? null,
+          export_start: 'refused',
+          export_starts_refused: (item.export_starts_refused ?? 0) + 1,
+        },
+        ['running'],
+      );
+      throw await subjectGoneOr(error, deps, item, 'StartExport');
     }
+    // The attempt counts: the next one is a new, deliberate export, never a blind repeat.
+    await deps.ledger.update(input.request_id, { export_status: 'failed', export_start: 'uncertain' }, [
+      'running',
+    ]);
+    await deps.audit.append(input.request_id, {
+      eventId: `StartExport:attempt-${attempt}`,
+      step: 'StartExport',
+      action: 'export_start_uncertain',
+      facts: { attempt, cause: error instanceof DsrError ? error.code : 'unknown' },
+    });
     throw error;
   }
   const startedAt = deps.clock().toISOString();
   await deps.ledger.update(
     input.request_id,
-    { export_id: exportId, export_status: 'pending', export_started_at: startedAt },
+    { export_id: exportId, export_status: 'pending', export_start: 'accepted', export_started_at: startedAt },
     ['running'],
   );
   await deps.audit.append(input.request_id, {
@@ -79,6 +112,36 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
     wait_seconds: deps.schedule.initialSeconds,
     waited_seconds: item.export_waited_seconds,
   };
+}
+
+/**
+ * True for a start failure that says no export began: the POST never reached the platform
+ * (refused connection, DNS), or the platform turned it away (429, 503, 4xx) before starting one.
+ */
+function neverStarted(error: unknown): boolean {
+  return (
+    error instanceof PlatformThrottledError ||
+    error instanceof PlatformUnavailableError ||
+    error instanceof PlatformAuthError ||
+    error instanceof PlatformRejectedError ||
+    error instanceof PlatformNotFoundError
+  );
+}
+
+/**
+ * The last start was in flight when its execution or process died: it is counted (it may have
+ * reached the platform) and recorded as uncertain, in the ledger and the audit trail, before a new
+ * attempt is considered. The platform cannot tell whether it began an export.
+ */
+async function recordInterruptedStart(requestId: string, attempt: number, deps: StepDeps): Promise<void> {
+  await deps.ledger.update(requestId, { export_status: 'failed', export_start: 'interrupted' }, ['running']);
+  await deps.audit.append(requestId, {
+    eventId: `StartExport:attempt-${attempt}`,
+    step: 'StartExport',
+    action: 'export_start_uncertain',
+    facts: { attempt, cause: 'interrupted' },
+  });
+  deps.logger.warn('an export start was interrupted; the platform may have begun an export', { attempt });
 }
 
 /** The StartExport step: contract and domain function. */

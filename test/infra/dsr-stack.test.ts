@@ -460,6 +460,7 @@ describe('IAM', () => {
       [
         's3:AbortMultipartUpload',
         's3:DeleteObject',
+        's3:DeleteObjectVersion',
         's3:GetObject',
         's3:PutObject',
         's3:PutObjectTagging',

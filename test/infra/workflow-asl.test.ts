@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { resolveStateMachine } from '#local/asl';
 import { synthesizeTemplate } from '#local/template';
-import { EXPORT_RESTART_ERRORS, RETRYABLE_ERRORS } from '#shared/errors';
+import { EXPORT_RESTART_ERRORS, NO_DATA_ERRORS, RETRYABLE_ERRORS } from '#shared/errors';
 
 type State = {
   Type: string;
@@ -51,10 +51,15 @@ describe('the synthesized state machine', () => {
   });
 
   it('sends every failure of every task except RecordFailure to RecordFailure', () => {
+    const subjectGone = { ErrorEquals: [...NO_DATA_ERRORS], Next: 'RecordNoData', ResultPath: '$.error' };
+    const exportTasks = new Set(['StartExport', 'CheckExport', 'ArchiveExport']);
     for (const [name, state] of tasks.filter(([taskName]) => taskName !== 'RecordFailure')) {
       expect({ name, catch: state.Catch }).toEqual({
         name,
-        catch: [{ ErrorEquals: ['States.ALL'], Next: 'RecordFailure', ResultPath: '$.error' }],
+        catch: [
+          ...(exportTasks.has(name) ? [subjectGone] : []),
+          { ErrorEquals: ['States.ALL'], Next: 'RecordFailure', ResultPath: '$.error' },
+        ],
       });
     }
     expect(states.RecordFailure?.Catch).toBeUndefined();

@@ -31,7 +31,13 @@ export async function sampleState(): Promise<EmulatorState> {
 }
 
 export async function startHarness(
-  options: { faults?: Partial<FaultProfile>; env?: Record<string, string>; state?: EmulatorState } = {},
+  options: {
+    faults?: Partial<FaultProfile>;
+    env?: Record<string, string>;
+    state?: EmulatorState;
+    /** The steps' fetch, given the real one: lets a test stand between the steps and the platform. */
+    fetch?: (real: typeof fetch) => typeof fetch;
+  } = {},
 ): Promise<Harness> {
   const emulator = await startEmulator({
     state: options.state ?? (await sampleState()),
@@ -47,6 +53,7 @@ export async function startHarness(
     template: synthesizeTemplate(),
     env: { PLATFORM_TIMEOUT_MS: '1000', ...options.env },
     logSink: (line) => logs.push(line),
+    ...(options.fetch ? { fetch: options.fetch(globalThis.fetch) } : {}),
   });
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
   return {

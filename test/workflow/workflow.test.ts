@@ -1,10 +1,23 @@
 import { createHash } from 'node:crypto';
-import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  ListObjectVersionsCommand,
+} from '@aws-sdk/client-s3';
+import { SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { ReceiveMessageCommand, SendMessageBatchCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { emulatorControl } from '#local/emulator/server';
 import type { ExecutionResult } from '#local/sfn-runner';
 import { LOCAL_NAMES } from '#local/workflow';
+import { computeDeadlines } from '#shared/deadlines';
+import { dsrRequestSchema } from '#shared/request';
+import { type CancelResult, runCancel } from '../../bin/cli/commands/cancel.ts';
+import { collectingIo } from '../../bin/cli/format.ts';
 import { type Harness, requestFor, startHarness, TEST_EXPORT_TOKEN, TEST_SSO_TOKEN } from './harness.ts';
 
 let harness: Harness | undefined;
@@ -140,6 +153,185 @@ describe('unknown primary_key', () => {
     });
     expect(platformCalls(h, 'POST', '/gdpr/export')).toHaveLength(0);
     expect(platformCalls(h, 'DELETE', '/sso/v1/user/')).toHaveLength(0);
+  });
+});
+
+/** The method and path of a fetch the steps make. */
+function callOf(input: Parameters<typeof fetch>[0], init?: RequestInit): { method: string; path: string } {
+  const url = new URL(input instanceof Request ? input.url : String(input));
+  return { method: init?.method ?? 'GET', path: url.pathname };
+}
+
+describe('an erasure of the same subject racing the access request', () => {
+  it('ends the access request completed/no_data when the subject is erased before its export starts', async () => {
+    let erased = false;
+    const h = await start({
+      fetch: (real) => async (input, init) => {
+        const { method, path } = callOf(input, init);
+        if (!erased && method === 'POST' && path === '/gdpr/export') {
+          // Another request's erasure removes the subject between ResolveSubject and StartExport.
+          erased = true;
+          const url = harness?.emulator.url ?? '';
+          await real(`${url}/sso/v1/user/u-alice`, {
+            method: 'DELETE',
+            headers: { 'x-svc-sso-access-token': TEST_SSO_TOKEN },
+          });
+        }
+        return real(input, init);
+      },
+    });
+    const request = requestFor('u-alice');
+
+    const results = await submit(h, request);
+
+    expect(results.get(request.request_id)?.status).toBe('SUCCEEDED');
+    expect(await h.workflow.ledger.require(request.request_id)).toMatchObject({
+      status: 'completed',
+      outcome: 'no_data',
+      export_attempts: 0,
+    });
+    const records = await h.workflow.audit.list(request.request_id);
+    expect(records.map((record) => record.action)).toContain('subject_not_found');
+    expect(records.at(-1)).toMatchObject({ action: 'request_completed', facts: { outcome: 'no_data' } });
+  });
+});
+
+describe('an erasure whose DELETE answer is lost', () => {
+  it('records the deletion as its own when the retried step finds the subject gone', async () => {
+    let dropped = false;
+    const h = await start({
+      fetch: (real) => async (input, init) => {
+        const answer = await real(input, init);
+        const { method } = callOf(input, init);
+        if (!dropped && method === 'DELETE') {
+          // The platform deleted the subject; the answer never reaches the step.
+          dropped = true;
+          throw new TypeError('fetch failed', {
+            cause: Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }),
+          });
+        }
+        return answer;
+      },
+    });
+    const request = requestFor('u-alice', { type: 'erasure' });
+
+    const results = await submit(h, request);
+
+    expect(results.get(request.request_id)?.status).toBe('SUCCEEDED');
+    expect(await h.workflow.ledger.require(request.request_id)).toMatchObject({
+      status: 'completed',
+      outcome: 'erased',
+      erasure: { outcome: 'deleted', evidence: 'not_found_after_interrupted_delete' },
+    });
+    expect(platformCalls(h, 'DELETE', '/sso/v1/user/')).toHaveLength(1);
+    const records = await h.workflow.audit.list(request.request_id);
+    expect(records.map((record) => record.action)).toContain('subject_deleted');
+    expect(records.map((record) => record.action)).not.toContain('subject_already_absent');
+  });
+});
+
+/** What the CLI commands work with, over the harness's stand-ins (Step Functions answered by `sfn`). */
+function cliContext(h: Harness, sfn: SFNClient) {
+  return {
+    names: {
+      IntakeQueueUrl: h.workflow.queueUrls.intake,
+      QuarantineQueueUrl: h.workflow.queueUrls.quarantine,
+      LedgerTableName: LOCAL_NAMES.table,
+      ArchiveBucketName: LOCAL_NAMES.archiveBucket,
+      AuditBucketName: LOCAL_NAMES.auditBucket,
+      StateMachineArn: 'arn:aws:states:us-east-1:000000000000:stateMachine:svc-dsr-local',
+    },
+    target: 'local' as const,
+    ledger: h.workflow.ledger,
+    dynamo: DynamoDBDocumentClient.from(new DynamoDBClient(h.aws.clientConfig('dynamodb'))),
+    s3: h.workflow.s3,
+    sfn,
+    clock: () => new Date(),
+  };
+}
+
+describe('a cancel that lands while ArchiveExport copies the export', () => {
+  it('leaves no archive object behind and the cancel command succeeds', async () => {
+    const sfn = new SFNClient({ region: 'us-east-1' });
+    mockClient(sfn).on(StopExecutionCommand).resolves({ stopDate: new Date() });
+    let cancelled: Promise<{ exitCode: number; result: CancelResult }> | undefined;
+    const request = requestFor('u-alice');
+    const h = await start({
+      fetch: (real) => async (input, init) => {
+        const archiving =
+          callOf(input, init).path.startsWith('/gdpr/export/status/') &&
+          (await h.workflow.ledger.require(request.request_id)).step === 'archiving';
+        if (cancelled === undefined && archiving) {
+          // The operator cancels as ArchiveExport asks for its link: its final ledger write finds it.
+          const context = cliContext(h, sfn);
+          cancelled = runCancel(
+            context,
+            { requestId: request.request_id, reason: 'withdrawn' },
+            collectingIo(),
+          );
+          await cancelled;
+        }
+        return real(input, init);
+      },
+    });
+
+    await submit(h, request);
+
+    expect((await cancelled)?.exitCode).toBe(0);
+    const item = await h.workflow.ledger.require(request.request_id);
+    expect(item).toMatchObject({ status: 'cancelled' });
+    expect(item.archive).toBeUndefined();
+    const { Versions = [], DeleteMarkers = [] } = await h.workflow.s3.send(
+      new ListObjectVersionsCommand({
+        Bucket: LOCAL_NAMES.archiveBucket,
+        Prefix: `exports/${request.request_id}/`,
+      }),
+    );
+    expect([...Versions, ...DeleteMarkers]).toEqual([]);
+    const { Contents = [] } = await h.workflow.s3.send(
+      new ListObjectsV2Command({
+        Bucket: LOCAL_NAMES.archiveBucket,
+        Prefix: `exports/${request.request_id}/`,
+      }),
+    );
+    expect(Contents).toEqual([]);
+    const records = await h.workflow.audit.list(request.request_id);
+    expect(records.map((record) => record.action)).toContain('archive_removed');
+  });
+});
+
+describe('a cancel whose audit record comes after the workflow closed the chain', () => {
+  it('exits 0: the request ended cancelled and the workflow recorded it', async () => {
+    const h = await start();
+    const sfn = new SFNClient({ region: 'us-east-1' });
+    mockClient(sfn).on(StopExecutionCommand).resolves({ stopDate: new Date() });
+    const request = requestFor('u-alice');
+    await h.workflow.ledger.createReceived(
+      dsrRequestSchema.parse(request),
+      'fp',
+      computeDeadlines('gdpr', new Date(request.received_at)),
+    );
+    await h.workflow.ledger.update(request.request_id, { status: 'running', step: 'archiving' }, [
+      'received',
+    ]);
+    // The step saw the cancellation first and closed the chain with its final record.
+    await h.workflow.audit.append(request.request_id, {
+      eventId: 'RecordFailure:cancelled',
+      step: 'RecordFailure',
+      action: 'request_cancelled',
+      facts: { step: 'archiving' },
+      final: true,
+    });
+    const io = collectingIo();
+
+    const { exitCode } = await runCancel(
+      cliContext(h, sfn),
+      { requestId: request.request_id, reason: 'withdrawn' },
+      io,
+    );
+
+    expect(exitCode).toBe(0);
+    expect(await h.workflow.ledger.require(request.request_id)).toMatchObject({ status: 'cancelled' });
   });
 });
 

@@ -2,6 +2,7 @@ import { StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
 import { type LedgerItem, ledgerItemSchema, OPEN_SHARD_ATTRIBUTE } from '#shared/ledger';
+import { removeAllVersions } from '#shared/runtime';
 import {
   type CliIo,
   type CommandResult,
@@ -40,6 +41,8 @@ export interface CancelResult {
   readonly stopped: string[];
   /** StopExecution failures other than "does not exist": the execution still ends at its next step. */
   readonly stop_errors: { execution: string; error: string }[];
+  /** Archive object versions deleted: a cancelled request keeps no copy of the subject's data. */
+  readonly archive_versions_removed: number;
 }
 
 /**
@@ -63,10 +66,11 @@ export async function runCancel(
       new UpdateCommand({
         TableName: context.names.LedgerTableName,
         Key: { request_id: requestId },
+        // The ledger keeps no archive for a cancelled request: its copies are deleted below.
         UpdateExpression:
           'SET #status = :cancelled, #cancel_reason = :reason, #updated_at = :now, #completed_at = :now' +
-          // A cancelled request is owed nothing more: it leaves the open index.
-          ' REMOVE #open_shard',
+          // A cancelled request is owed nothing more: it leaves the open index, and keeps no archive.
+          ' REMOVE #open_shard, #archive',
         // The same rules as refuseIfNotCancellable, checked atomically: a step that moved on to
         // erasing in the meantime wins, and the cancel is refused.
         ConditionExpression:
@@ -82,6 +86,7 @@ export async function runCancel(
           '#erasure': 'erasure',
           '#erasure_verification': 'erasure_verification',
           '#open_shard': OPEN_SHARD_ATTRIBUTE,
+          '#archive': 'archive',
         },
         ExpressionAttributeValues: {
           ':cancelled': 'cancelled',
@@ -106,11 +111,23 @@ export async function runCancel(
     );
   }
 
-  await recordOperatorAction(context, requestId, {
-    eventId: `Operator:cancel-${updated.executions}`,
-    action: 'request_cancelled',
-    facts: { previous_status: item.status, step: item.step ?? null },
-  });
+  const recorded = await recordOperatorAction(
+    context,
+    requestId,
+    {
+      eventId: `Operator:cancel-${updated.executions}`,
+      action: 'request_cancelled',
+      facts: { previous_status: item.status, step: item.step ?? null },
+    },
+    { acceptClosedBy: 'request_cancelled' },
+  );
+  // A cancelled request keeps no copy of the subject's data: whatever a step archived goes.
+  const archiveVersionsRemoved = await removeAllVersions(
+    context.s3,
+    context.names.ArchiveBucketName,
+    `exports/${requestId}/`,
+    { prefix: true },
+  );
 
   const stopped: string[] = [];
   const stopErrors: CancelResult['stop_errors'] = [];
@@ -141,11 +158,16 @@ export async function runCancel(
     reason,
     stopped,
     stop_errors: stopErrors,
+    archive_versions_removed: archiveVersionsRemoved,
   };
   if (options.json === true) writeJson(io, result);
   else {
     io.out(`cancelled ${requestId} (was ${item.status}${item.step ? `, step ${item.step}` : ''})\n`);
     if (stopped.length > 0) io.err(`asked Step Functions to stop: ${stopped.join(', ')}\n`);
+    if (archiveVersionsRemoved > 0)
+      io.err(`deleted ${archiveVersionsRemoved} archive version(s) of the request\n`);
+    if (recorded === 'closed')
+      io.err('the workflow had already closed the audit trail with its own record of the cancellation\n');
   }
   for (const failure of stopErrors) {
     io.err(

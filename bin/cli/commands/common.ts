@@ -74,7 +74,8 @@ export async function recordOperatorAction(
   context: Pick<CliContext, 's3' | 'names'>,
   requestId: string,
   event: { eventId: string; action: string; facts: Record<string, string | number | boolean | null> },
-): Promise<void> {
+  options: { acceptClosedBy?: string } = {},
+): Promise<'appended' | 'closed'> {
   const trail = new AuditTrail(
     { s3: context.s3, bucket: context.names.AuditBucketName },
     {
@@ -85,7 +86,14 @@ export async function recordOperatorAction(
   );
   try {
     await trail.append(requestId, { ...event, step: 'Operator' });
+    return 'appended';
   } catch (error) {
+    // The workflow may have closed the chain first with a final record of the same change (its
+    // own record of the cancellation): the change is then on record, and that is no failure.
+    if (options.acceptClosedBy !== undefined) {
+      const last = (await trail.list(requestId).catch(() => [])).at(-1);
+      if (last?.final === true && last.action === options.acceptClosedBy) return 'closed';
+    }
     throw new CliError(
       `the ledger change for ${requestId} is made, but its audit record (${event.action}) could not be written: ${error instanceof Error ? error.message : String(error)}`,
       EXIT.failed,

@@ -1,5 +1,10 @@
 import { ConditionalCheckFailedException, DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
-import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import {
+  ListObjectsV2Command,
+  ListObjectVersionsCommand,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { ExecutionDoesNotExist, SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
@@ -20,6 +25,7 @@ beforeEach(() => {
   s3Mock.reset();
   s3Mock.on(ListObjectsV2Command).resolves({});
   s3Mock.on(PutObjectCommand).resolves({});
+  s3Mock.on(ListObjectVersionsCommand).resolves({});
   dbMock.reset();
   ledgerMock.reset();
   sfnMock.reset();
@@ -68,7 +74,7 @@ describe('runCancel', () => {
       TableName: 'ledger',
       Key: { request_id: REQUEST_ID },
       UpdateExpression:
-        'SET #status = :cancelled, #cancel_reason = :reason, #updated_at = :now, #completed_at = :now REMOVE #open_shard',
+        'SET #status = :cancelled, #cancel_reason = :reason, #updated_at = :now, #completed_at = :now REMOVE #open_shard, #archive',
       ConditionExpression:
         'attribute_exists(request_id) AND #status IN (:received, :running)' +
         ' AND (attribute_not_exists(#step) OR NOT (#step IN (:erasing, :verifying)))' +

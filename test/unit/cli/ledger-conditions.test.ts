@@ -1,6 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import {
+  ListObjectsV2Command,
+  ListObjectVersionsCommand,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { SFNClient, StartExecutionCommand, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -55,6 +60,7 @@ beforeEach(() => {
   s3Mock.reset();
   s3Mock.on(ListObjectsV2Command).resolves({});
   s3Mock.on(PutObjectCommand).resolves({});
+  s3Mock.on(ListObjectVersionsCommand).resolves({});
   sfnMock.reset();
   sfnMock.on(StopExecutionCommand).resolves({ stopDate: NOW });
   sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });

@@ -8,9 +8,12 @@ import {
   ExportStartUncertainError,
   InvalidArchiveError,
   LedgerStateError,
+  PlatformNotFoundError,
   PlatformThrottledError,
+  PlatformUnavailableError,
   RequestCancelledError,
   StepInputError,
+  SubjectNotFoundError,
 } from '#shared/errors';
 import { Ledger, type LedgerPatch } from '#shared/ledger';
 import type { StepDeps } from '#shared/step-deps';
@@ -64,6 +67,7 @@ beforeEach(() => {
     archive: {
       copy: vi.fn(async () => ({ bytes: 10, sha256: 'ab'.repeat(32) })),
       verify: vi.fn(async () => ({ entries: 4 })),
+      remove: vi.fn(async () => 1),
     },
     schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600 },
     exportMaxAttempts: 2,
@@ -236,9 +240,113 @@ describe('startExport', () => {
     const id = await requestIn();
     await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
   });
+
+  it('does not count a start that never reached the platform or was turned away', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1' });
+    for (const refusal of [
+      new PlatformUnavailableError('connection refused', undefined),
+      new PlatformThrottledError('429', 2),
+      new PlatformUnavailableError('503', 503),
+    ]) {
+      platform.startExport.mockRejectedValueOnce(refusal);
+      await expect(startExport({ request_id: id }, deps)).rejects.toBe(refusal);
+    }
+    expect(await ledger.require(id)).toMatchObject({
+      export_attempts: 0,
+      export_start: 'refused',
+      export_starts_refused: 3,
+    });
+    expect(await ledger.require(id)).not.toHaveProperty('export_status');
+
+    // The limit (2 here) is still whole: two real attempts follow.
+    await expect(startExport({ request_id: id }, deps)).resolves.toMatchObject({ attempt: 1 });
+    expect(await ledger.require(id)).toMatchObject({
+      export_attempts: 1,
+      export_start: 'accepted',
+      export_status: 'pending',
+    });
+  });
+
+  it('marks the start in flight before the POST', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1' });
+    let during: unknown;
+    platform.startExport.mockImplementationOnce(async () => {
+      during = await ledger.require(id);
+      return { exportId: 'exp-9' };
+    });
+    await startExport({ request_id: id }, deps);
+    expect(during).toMatchObject({
+      export_attempts: 1,
+      export_status: 'starting',
+      export_start: 'in_flight',
+    });
+  });
+
+  it('records a start interrupted in flight as an uncertain, counted attempt before the next one', async () => {
+    // A process killed with the POST out left the start in flight.
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_attempts: 1,
+      export_status: 'starting',
+      export_start: 'in_flight',
+    });
+    await expect(startExport({ request_id: id }, deps)).resolves.toMatchObject({ attempt: 2 });
+    expect(deps.audit.append).toHaveBeenCalledWith(
+      id,
+      expect.objectContaining({
+        eventId: 'StartExport:attempt-1',
+        action: 'export_start_uncertain',
+        facts: { attempt: 1, cause: 'interrupted' },
+      }),
+    );
+    expect(await ledger.require(id)).toMatchObject({ export_attempts: 2, export_start: 'accepted' });
+  });
+
+  it('says how the attempts went when the limit is reached after an interrupted start', async () => {
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_attempts: 2,
+      export_status: 'starting',
+      export_start: 'in_flight',
+    });
+    const error = await startExport({ request_id: id }, deps).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ExportFailedError);
+    expect(String(error)).toContain(
+      '2 attempt(s) that may have reached the platform (the last start interrupted',
+    );
+    expect(platform.startExport).not.toHaveBeenCalled();
+    expect(await ledger.require(id)).toMatchObject({ export_start: 'interrupted', export_status: 'failed' });
+  });
+
+  it('ends as no data when the export start finds the subject erased since it was resolved', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1' });
+    platform.startExport.mockRejectedValueOnce(new PlatformNotFoundError('startExport: unknown user'));
+    platform.retrieveUser.mockResolvedValueOnce({ found: false } as never);
+    await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(SubjectNotFoundError);
+    expect(await ledger.require(id)).toMatchObject({ export_attempts: 0, export_start: 'refused' });
+    expect(deps.audit.append).toHaveBeenCalledWith(
+      id,
+      expect.objectContaining({ eventId: 'StartExport:subject_not_found', action: 'subject_not_found' }),
+    );
+  });
+
+  it('keeps a not-found start an error when the subject is still there', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1' });
+    platform.startExport.mockRejectedValueOnce(new PlatformNotFoundError('startExport: unknown user'));
+    await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(PlatformNotFoundError);
+  });
 });
 
 describe('checkExport', () => {
+  it('ends as no data when the export is unknown because the subject was erased', async () => {
+    const id = await requestIn(EXPORT_PENDING);
+    platform.exportStatus.mockRejectedValueOnce(new PlatformNotFoundError('exportStatus: unknown export'));
+    platform.retrieveUser.mockResolvedValueOnce({ found: false } as never);
+    await expect(checkExport({ request_id: id, waited: 30 }, deps)).rejects.toBeInstanceOf(
+      SubjectNotFoundError,
+    );
+  });
+
   it('waits at least as long as a throttling platform asked, capped by the schedule', async () => {
     const id = await requestIn(EXPORT_PENDING);
     platform.exportStatus.mockRejectedValueOnce(new PlatformThrottledError('slow', 90));
@@ -447,17 +555,24 @@ describe('eraseSubject', () => {
     expect(platform.deleteUser).not.toHaveBeenCalled();
   });
 
-  it('records a resumed erasure whose subject is already gone without deleting again', async () => {
+  it('records a resumed erasure whose subject is gone as deleted by its own DELETE, without deleting again', async () => {
     // A first attempt marked the step `erasing`, sent the DELETE, and stopped before recording it.
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived, step: 'erasing' }, 'erasure');
     platform.retrieveUser.mockResolvedValueOnce({ found: false } as never);
 
-    await expect(eraseSubject({ request_id: id }, deps)).resolves.toEqual({ outcome: 'already_absent' });
+    await expect(eraseSubject({ request_id: id }, deps)).resolves.toEqual({ outcome: 'deleted' });
 
     expect(platform.deleteUser).not.toHaveBeenCalled();
     expect(await ledger.require(id)).toMatchObject({
-      erasure: { outcome: 'already_absent', platform_status: 404 },
+      erasure: { outcome: 'deleted', platform_status: 404, evidence: 'not_found_after_interrupted_delete' },
     });
+    expect(deps.audit.append).toHaveBeenCalledWith(
+      id,
+      expect.objectContaining({
+        action: 'subject_deleted',
+        facts: { platform_status: 404, evidence: 'not_found_after_interrupted_delete' },
+      }),
+    );
   });
 
   it('deletes on a resumed erasure whose subject is still there', async () => {

@@ -156,7 +156,7 @@ describe('PlatformClient path segments against the emulator', () => {
         spotId: platform.spotId,
         timeoutMs: 2_000,
       },
-      { credentials: () => ({ ssoAccessToken: SSO_TOKEN, exportToken: EXPORT_TOKEN }) },
+      { credentials: { ssoAccessToken: () => SSO_TOKEN, exportToken: () => EXPORT_TOKEN } },
     );
   }
 

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   DsrError,
@@ -299,10 +301,33 @@ describe('PlatformClient.startExport', () => {
   });
 
   it('calls a 5xx uncertain and sends the POST only once', async () => {
-    stub.handle((_req, res) => json(res, 503, {}));
+    stub.handle((_req, res) => json(res, 500, {}));
     const error = await caught(makeClient().startExport(SVC_USER_ID));
     expect(error).toBeInstanceOf(ExportStartUncertainError);
     expect(stub.requests).toHaveLength(1);
+  });
+
+  it('keeps a 503 a plain outage: the platform did not take the request on', async () => {
+    stub.handle((_req, res) => json(res, 503, {}));
+    const error = await caught(makeClient().startExport(SVC_USER_ID));
+    expect(error).toBeInstanceOf(PlatformUnavailableError);
+    expect(stub.requests).toHaveLength(1);
+  });
+
+  it('calls a refused connection a plain outage: nothing reached the platform', async () => {
+    // A port that was just free and is now closed: the connection is refused.
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((resolve) => closed.close(resolve));
+    const error = await caught(makeClient({ baseUrl: `http://127.0.0.1:${port}/` }).startExport(SVC_USER_ID));
+    expect(error).toBeInstanceOf(PlatformUnavailableError);
+  });
+
+  it('calls a 404 on the export start not-found: the platform does not know the user', async () => {
+    stub.handle((_req, res) => json(res, 404, { success: false }));
+    const error = await caught(makeClient().startExport(SVC_USER_ID));
+    expect(error).toBeInstanceOf(PlatformNotFoundError);
   });
 
   it('calls a timeout after sending uncertain', async () => {
