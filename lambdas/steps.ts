@@ -34,12 +34,16 @@ export const STEP_DIRECTORIES: Readonly<Record<StepName, string>> = {
   RecordFailure: 'record-failure',
 };
 
-/** The platform tokens each step's calls need; a step is given these and no other. */
+/**
+ * The platform tokens each step's calls need; a step is given these and no other. The export steps
+ * also retrieve the user (SSO token) when the platform answers not-found, to tell a subject erased
+ * meanwhile from a lost export.
+ */
 export const STEP_TOKENS: Readonly<Record<StepName, readonly PlatformToken[]>> = {
   ResolveSubject: ['ssoAccessToken'],
-  StartExport: ['exportToken'],
-  CheckExport: ['exportToken'],
-  ArchiveExport: ['exportToken'],
+  StartExport: ['exportToken', 'ssoAccessToken'],
+  CheckExport: ['exportToken', 'ssoAccessToken'],
+  ArchiveExport: ['exportToken', 'ssoAccessToken'],
   EraseSubject: ['ssoAccessToken'],
   VerifyErasure: ['ssoAccessToken'],
   RecordOutcome: [],

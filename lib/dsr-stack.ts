@@ -455,8 +455,14 @@ export class DsrStack extends Stack {
       }),
       ...auditTrailStatements(this.auditBucket),
       new iam.PolicyStatement({
-        actions: ['s3:GetObject'],
+        // Read an archive (package, verify); remove every version of a cancelled request's archive.
+        actions: ['s3:GetObject', 's3:DeleteObject', 's3:DeleteObjectVersion'],
         resources: [this.archiveBucket.arnForObjects('exports/*')],
+      }),
+      new iam.PolicyStatement({
+        actions: ['s3:ListBucket', 's3:ListBucketVersions'],
+        resources: [this.archiveBucket.bucketArn],
+        conditions: { StringLike: { 's3:prefix': ['exports/*'] } },
       }),
       new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [machine.stateMachineArn] }),
       new iam.PolicyStatement({

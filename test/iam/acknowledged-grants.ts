@@ -81,6 +81,17 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
     reason:
       'without it a missing object answers 403, and verification could not tell a vanished copy from a denied read',
   },
+  ...['s3:DeleteObjectVersion', 's3:ListBucketVersions'].map((action) => ({
+    role: 'ArchiveExport',
+    action,
+    reason: 'finds and removes every version it wrote when it finds the request cancelled while it copied',
+  })),
+  ...['s3:DeleteObject', 's3:DeleteObjectVersion'].map((action) => ({
+    role: 'CLI',
+    action,
+    resource: /archivebucket.*\/exports\/\*$/,
+    reason: "cancel removes every version of the request's archive when the request already has one",
+  })),
   {
     role: 'Intake',
     action: 'sqs:ChangeMessageVisibility',

@@ -388,7 +388,12 @@ describe('functions', () => {
         .sort();
     };
     expect(secretIds('ResolveSubject')).toEqual(['AUDIT_KEY_SECRET_ID', 'SSO_TOKEN_SECRET_ID']);
-    expect(secretIds('StartExport')).toEqual(['AUDIT_KEY_SECRET_ID', 'EXPORT_TOKEN_SECRET_ID']);
+    expect(secretIds('StartExport')).toEqual([
+      'AUDIT_KEY_SECRET_ID',
+      'EXPORT_TOKEN_SECRET_ID',
+      'SSO_TOKEN_SECRET_ID',
+    ]);
+    expect(secretIds('EraseSubject')).toEqual(['AUDIT_KEY_SECRET_ID', 'SSO_TOKEN_SECRET_ID']);
     expect(secretIds('RecordOutcome')).toEqual(['AUDIT_KEY_SECRET_ID']);
     expect(secretIds('Intake')).toEqual(['AUDIT_KEY_SECRET_ID']);
     expect(secretIds('DeadlineSweep')).toEqual([]);
