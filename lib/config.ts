@@ -75,6 +75,8 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
     'true only while migrating a ledger created before the open index (docs/deploy.md), otherwise false or left out',
   deadlineDueSoonDays: 'a whole number of days from 1 to 60',
   deadlineSweepMinutes: 'a whole number of minutes from 5 to 1440',
+  intakeMaxConcurrency: 'a whole number from 2 to 1000 (the SQS event source maximum concurrency)',
+  intakeQueueAgeAlarmMinutes: 'a whole number of minutes from 1 to 1440',
   logRetentionDays: `one of ${LOG_RETENTION_DAYS.join(', ')}`,
 };
 
@@ -138,6 +140,8 @@ const baseSchema = z.strictObject({
   ledgerLegacyStatusIndex: z.boolean().default(false),
   deadlineDueSoonDays: wholeNumber(1, 60).default(7),
   deadlineSweepMinutes: wholeNumber(5, 1440).default(60),
+  intakeMaxConcurrency: wholeNumber(2, 1000).default(5),
+  intakeQueueAgeAlarmMinutes: wholeNumber(1, 1440).default(15),
   logRetentionDays: z
     .number()
     .refine((days) => (LOG_RETENTION_DAYS as readonly number[]).includes(days), {

@@ -15,6 +15,9 @@ export interface DsrAlarmsProps {
   readonly topicKey: kms.IKey;
   /** Subscribed to the topic when given (the address must confirm the subscription). */
   readonly email?: string;
+  readonly intakeQueue: sqs.IQueue;
+  /** The intake queue alarm fires when its oldest message is older than this. */
+  readonly intakeQueueMaxAge: Duration;
   readonly intakeDeadLetterQueue: sqs.IQueue;
   readonly quarantineQueue: sqs.IQueue;
   readonly stateMachine: sfn.IStateMachine;
@@ -22,6 +25,8 @@ export interface DsrAlarmsProps {
   readonly functions: Readonly<Record<string, lambda.IFunction>>;
   /** The deadline sweep's OverdueRequests metric. */
   readonly overdueRequests: cloudwatch.IMetric;
+  /** The deadline sweep's DueSoonRequests metric: open requests due within the configured days. */
+  readonly dueSoonRequests: cloudwatch.IMetric;
 }
 
 const FIVE_MINUTES = Duration.minutes(5);
@@ -72,6 +77,50 @@ export class DsrAlarms extends Construct {
       }),
       'Messages that could not be accepted are in the quarantine queue, each with its reason attribute',
     );
+    for (const [id, queue, what] of [
+      ['IntakeDeadLettersGrowing', props.intakeDeadLetterQueue, 'dead-letter'],
+      ['QuarantineGrowing', props.quarantineQueue, 'quarantine'],
+    ] as const) {
+      // The first message is alarmed above; a queue that keeps growing is a second, louder signal.
+      this.#add(
+        id,
+        new cloudwatch.MathExpression({
+          expression: 'DIFF(visible)',
+          usingMetrics: {
+            visible: queue.metricApproximateNumberOfMessagesVisible({
+              period: FIVE_MINUTES,
+              statistic: 'Maximum',
+            }),
+          },
+          period: FIVE_MINUTES,
+          label: `growth of the ${what} queue`,
+        }),
+        `The ${what} queue grew in each of the last three five-minute periods: something keeps failing`,
+        { evaluationPeriods: 3, datapointsToAlarm: 3 },
+      );
+    }
+    this.#add(
+      'IntakeQueueAge',
+      props.intakeQueue.metricApproximateAgeOfOldestMessage({ period: FIVE_MINUTES, statistic: 'Maximum' }),
+      `The oldest request on the intake queue has waited over ${props.intakeQueueMaxAge.toMinutes()} minutes: intake is not keeping up or is failing`,
+      { evaluationPeriods: 1, datapointsToAlarm: 1 },
+      props.intakeQueueMaxAge.toSeconds(),
+    );
+    this.#add(
+      'DueSoonUnfinished',
+      props.dueSoonRequests,
+      'Open requests are due within the configured days and not finished; svc-dsr list --status running and --status failed name them',
+    );
+    this.#add(
+      'ExecutionsThrottled',
+      props.stateMachine.metricThrottled({ period: FIVE_MINUTES, statistic: 'Sum' }),
+      'Step Functions throttled executions of the workflow: the account quota for state transitions is reached',
+    );
+    this.#add(
+      'ExecutionsAborted',
+      props.stateMachine.metricAborted({ period: FIVE_MINUTES, statistic: 'Sum' }),
+      'An execution was stopped; unless an operator cancelled its request, svc-dsr retry resumes it',
+    );
     this.#add(
       'ExecutionsFailed',
       props.stateMachine.metricFailed({ period: FIVE_MINUTES, statistic: 'Sum' }),
@@ -112,10 +161,11 @@ export class DsrAlarms extends Construct {
       evaluationPeriods: 1,
       datapointsToAlarm: 1,
     },
+    threshold = 1,
   ): void {
     const alarm = new cloudwatch.Alarm(this, id, {
       metric,
-      threshold: 1,
+      threshold,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       ...evaluation,
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,

@@ -331,7 +331,12 @@ export class DsrStack extends Stack {
       .bindQueue(this.quarantineQueue, 'send', 'QUARANTINE_QUEUE_URL')
       .bindStateMachine(this.workflow.stateMachine, 'start', this.key);
     intake.function.addEventSource(
-      new SqsEventSource(this.intakeQueue, { batchSize: 10, reportBatchItemFailures: true }),
+      new SqsEventSource(this.intakeQueue, {
+        batchSize: 10,
+        reportBatchItemFailures: true,
+        // A mass drop is taken in at a steady pace; the queue holds the rest.
+        maxConcurrency: config.intakeMaxConcurrency,
+      }),
     );
 
     // Deadline sweep
@@ -363,6 +368,8 @@ export class DsrStack extends Stack {
     this.alarms = new DsrAlarms(this, 'Alarms', {
       topicKey: this.operationsKey,
       ...(config.alarmEmail ? { email: config.alarmEmail } : {}),
+      intakeQueue: this.intakeQueue,
+      intakeQueueMaxAge: Duration.minutes(config.intakeQueueAgeAlarmMinutes),
       intakeDeadLetterQueue: this.intakeDeadLetterQueue,
       quarantineQueue: this.quarantineQueue,
       stateMachine: this.workflow.stateMachine,
@@ -370,6 +377,13 @@ export class DsrStack extends Stack {
       overdueRequests: new cloudwatch.Metric({
         namespace: METRICS_NAMESPACE,
         metricName: DEADLINE_METRICS.overdue,
+        dimensionsMap: { Stack: this.stackName },
+        statistic: 'Maximum',
+        period: sweepEvery,
+      }),
+      dueSoonRequests: new cloudwatch.Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName: DEADLINE_METRICS.dueSoon,
         dimensionsMap: { Stack: this.stackName },
         statistic: 'Maximum',
         period: sweepEvery,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { nextWaitSeconds } from '#shared/config';
+import { jitteredSeconds, nextWaitSeconds } from '#shared/config';
 import {
   ExportTimedOutError,
   LedgerStateError,
@@ -75,7 +75,10 @@ export async function checkExport(input: CheckExportInput, deps: StepDeps): Prom
       `the export was still pending after ${waited} s of waiting (${polls} polls); the budget is ${deps.schedule.budgetSeconds} s`,
     );
   }
-  const wait = Math.min(Math.max(nextWaitSeconds(deps.schedule, polls), retryAfter), remaining);
+  const wait = Math.min(
+    Math.max(jitteredSeconds(nextWaitSeconds(deps.schedule, polls), deps.random), retryAfter),
+    remaining,
+  );
   deps.logger.debug('export pending', {
     export_id: exportId,
     polls,

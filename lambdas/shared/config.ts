@@ -75,3 +75,15 @@ export function nextWaitSeconds(schedule: PollSchedule, polls: number): number {
   const doubled = schedule.initialSeconds * 2 ** Math.min(polls, 30);
   return Math.min(doubled, schedule.maxSeconds);
 }
+
+/** How much longer than the schedule a poll wait may be, at most: a fifth. */
+export const POLL_JITTER = 0.2;
+
+/**
+ * A poll wait with jitter: between `seconds` and a fifth longer, so requests that arrived together
+ * do not poll the platform together. It is never shorter than the schedule, so the number of
+ * polls (and the history events they cost) stays within the schedule's worst case.
+ */
+export function jitteredSeconds(seconds: number, random: () => number = Math.random): number {
+  return Math.round(seconds * (1 + POLL_JITTER * Math.min(Math.max(random(), 0), 1)));
+}

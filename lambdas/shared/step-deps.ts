@@ -36,5 +36,7 @@ export interface StepDeps {
   readonly retryAfterCapSeconds: number;
   readonly clock: () => Date;
   readonly sleep: (ms: number) => Promise<void>;
+  /** A number in [0, 1), for the jitter of poll waits. @default Math.random */
+  readonly random?: () => number;
   readonly logger: StepLogger;
 }

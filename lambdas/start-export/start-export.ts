@@ -1,3 +1,4 @@
+import { jitteredSeconds } from '#shared/config';
 import {
   DsrError,
   ExportFailedError,
@@ -29,7 +30,11 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
     item.export_id !== undefined &&
     (item.export_status === 'pending' || item.export_status === 'completed')
   ) {
-    return { ...resumed, status: 'pending', wait_seconds: deps.schedule.initialSeconds };
+    return {
+      ...resumed,
+      status: 'pending',
+      wait_seconds: jitteredSeconds(deps.schedule.initialSeconds, deps.random),
+    };
   }
 
   let lastStart = item.export_start;
@@ -109,7 +114,7 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
     attempt,
     status: 'pending',
     polls: 0,
-    wait_seconds: deps.schedule.initialSeconds,
+    wait_seconds: jitteredSeconds(deps.schedule.initialSeconds, deps.random),
     waited_seconds: item.export_waited_seconds,
   };
 }

@@ -29,6 +29,26 @@ const request = (requestId: string, type: 'access' | 'erasure', primaryKey: stri
   },
 });
 
+/** `svc-dsr submit`'s flags for a request, as an operator types them. */
+const submitFlags = (requestId: string, r: ReturnType<typeof request>, regulation: string) => [
+  '--request-id',
+  requestId,
+  '--type',
+  r.type,
+  '--regulation',
+  regulation,
+  '--primary-key',
+  r.primary_key,
+  '--received-at',
+  r.received_at,
+  '--verification-method',
+  r.verification.method,
+  '--verified-by',
+  r.verification.verified_by,
+  '--verified-at',
+  r.verification.verified_at,
+];
+
 const ids = {
   failing: '0b7f6d0e-0000-4000-8000-000000000001',
   access: '0b7f6d0e-0000-4000-8000-000000000002',
@@ -75,65 +95,11 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     stop = mode.pollContinuously(() => {});
     await cli('retry', ids.failing);
     // Open requests for the operator's cancel and extend, acted on while they wait for the export.
-    await cli(
-      'submit',
-      '--request-id',
-      ids.cancelled,
-      '--type',
-      'access',
-      '--regulation',
-      'gdpr',
-      '--primary-key',
-      'u-bruno',
-      '--received-at',
-      new Date(Date.now() - 3_600_000).toISOString(),
-      '--verification-method',
-      'email_link',
-      '--verified-by',
-      'privacy-team',
-      '--verified-at',
-      new Date(Date.now() - 60_000).toISOString(),
-    );
-    await cli(
-      'submit',
-      '--request-id',
-      ids.extended,
-      '--type',
-      'erasure',
-      '--regulation',
-      'ccpa',
-      '--primary-key',
-      'u-chloe',
-      '--received-at',
-      new Date(Date.now() - 3_600_000).toISOString(),
-      '--verification-method',
-      'email_link',
-      '--verified-by',
-      'privacy-team',
-      '--verified-at',
-      new Date(Date.now() - 60_000).toISOString(),
-    );
+    await cli('submit', ...submitFlags(ids.cancelled, request(ids.cancelled, 'access', 'u-bruno'), 'gdpr'));
+    await cli('submit', ...submitFlags(ids.extended, request(ids.extended, 'erasure', 'u-chloe'), 'ccpa'));
     await cli('cancel', ids.cancelled, '--reason', 'withdrawn by the subject');
     await cli('extend', ids.extended, '--reason', 'complex request');
-    await cli(
-      'submit',
-      '--request-id',
-      ids.erasure,
-      '--type',
-      'erasure',
-      '--regulation',
-      'gdpr',
-      '--primary-key',
-      'u-dan',
-      '--received-at',
-      new Date(Date.now() - 3_600_000).toISOString(),
-      '--verification-method',
-      'email_link',
-      '--verified-by',
-      'privacy-team',
-      '--verified-at',
-      new Date(Date.now() - 60_000).toISOString(),
-    );
+    await cli('submit', ...submitFlags(ids.erasure, request(ids.erasure, 'erasure', 'u-dan'), 'gdpr'));
     await waitFor(async () => (await cli('status', ids.erasure, '--json')).includes('"completed"'));
     await waitFor(async () => (await cli('status', ids.failing, '--json')).includes('"completed"'));
     await waitFor(async () => (await cli('status', ids.extended, '--json')).includes('"completed"'));

@@ -4,6 +4,7 @@ import { ACCOUNT, REGION, TemplateModel } from './template-model.ts';
 const template = {
   Resources: {
     Bucket: { Type: 'AWS::S3::Bucket', Properties: {} },
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a CloudFormation Fn::Sub, not a JavaScript template
     Named: { Type: 'AWS::SQS::Queue', Properties: { QueueName: { 'Fn::Sub': '${AWS::StackName}-intake' } } },
     Key: { Type: 'AWS::KMS::Key', Properties: { KeyPolicy: { Statement: [] } } },
     Machine: {

@@ -42,6 +42,8 @@ describe('parseStackConfig', () => {
       auditRetentionMonths: 24,
       deadlineDueSoonDays: 7,
       deadlineSweepMinutes: 60,
+      intakeMaxConcurrency: 5,
+      intakeQueueAgeAlarmMinutes: 15,
       logRetentionDays: 365,
       stage: 'dev',
       production: true,
@@ -88,6 +90,8 @@ describe('parseStackConfig', () => {
     },
     deadlineDueSoonDays: { value: 0, fix: /whole number of days from 1 to 60/ },
     deadlineSweepMinutes: { value: 1, fix: /whole number of minutes from 5 to 1440/ },
+    intakeMaxConcurrency: { value: 1, fix: /whole number from 2 to 1000/ },
+    intakeQueueAgeAlarmMinutes: { value: 0, fix: /whole number of minutes from 1 to 1440/ },
     logRetentionDays: { value: 100, fix: /one of 1, 3, 5, 7, 14, 30/ },
   };
 

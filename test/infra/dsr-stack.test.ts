@@ -632,6 +632,35 @@ describe('alarms', () => {
     }
   });
 
+  it('warns before it is too late: due-soon requests, a stalled intake queue, throttled or aborted executions, growing queues', () => {
+    const watched = alarms.map(([, alarm]) => alarm.MetricName);
+    expect(watched).toEqual(
+      expect.arrayContaining(['DueSoonRequests', 'ExecutionThrottled', 'ExecutionsAborted']),
+    );
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'ApproximateAgeOfOldestMessage',
+      Threshold: 15 * 60,
+      Dimensions: [{ Name: 'QueueName', Value: getAtt(idOf('AWS::SQS::Queue', 'IntakeQueue'), 'QueueName') }],
+    });
+    const growth = alarms.filter(([, alarm]) =>
+      (alarm.Metrics ?? []).some((metric: CfnObject) => metric.Expression === 'DIFF(visible)'),
+    );
+    expect(growth).toHaveLength(2);
+    for (const [, alarm] of growth)
+      expect(alarm).toMatchObject({ EvaluationPeriods: 3, DatapointsToAlarm: 3 });
+  });
+
+  it('takes a mass drop in at a steady pace: the intake event source has a maximum concurrency', () => {
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      ScalingConfig: { MaximumConcurrency: 5 },
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+    });
+    synth({ ...productionConfig, intakeMaxConcurrency: 50 }).hasResourceProperties(
+      'AWS::Lambda::EventSourceMapping',
+      { ScalingConfig: { MaximumConcurrency: 50 } },
+    );
+  });
+
   it('watches errors and throttles of every function', () => {
     for (const metric of ['Errors', 'Throttles']) {
       const watchedFunctions = alarms

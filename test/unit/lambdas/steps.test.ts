@@ -76,6 +76,8 @@ beforeEach(() => {
     sleep: async (ms) => {
       sleeps.push(ms);
     },
+    // No jitter unless a test asks for it: waits are the schedule's.
+    random: () => 0,
     logger: { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} },
   };
 });
@@ -360,6 +362,17 @@ describe('checkExport', () => {
     for (let poll = 0; poll < 4; poll += 1)
       waits.push((await checkExport({ request_id: id, waited: 10 }, deps)).wait_seconds);
     expect(waits).toEqual([60, 120, 120, 120]);
+  });
+
+  it('waits up to a fifth longer than the schedule, never shorter, by the random source', async () => {
+    const waits = [];
+    for (const random of [0, 0.5, 0.999]) {
+      const id = await requestIn(EXPORT_PENDING);
+      waits.push(
+        (await checkExport({ request_id: id, waited: 10 }, { ...deps, random: () => random })).wait_seconds,
+      );
+    }
+    expect(waits).toEqual([60, 66, 72]);
   });
 
   it('records a failed export so StartExport can begin the next attempt', async () => {
