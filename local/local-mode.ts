@@ -10,6 +10,7 @@ import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { type SecretValues, secretValuesSchema } from '#shared/secrets';
 import { sfnStarter } from '../lambdas/intake/aws.ts';
 import type { IntakeResult } from '../lambdas/intake/intake.ts';
+import type { AwsFaults } from './aws-faults.ts';
 import type { AwsStandIns } from './aws-standins.ts';
 import type { FaultProfile } from './emulator/faults.ts';
 import type { RunningEmulator } from './emulator/server.ts';
@@ -35,6 +36,8 @@ export interface LocalModeOptions {
   /** Step environment overrides, as Lambda env strings (poll schedule, attempts...). */
   readonly env?: Readonly<Record<string, string>>;
   readonly logSink?: (line: string) => void;
+  /** Throttles a seeded share of the AWS calls (`--aws-faults`, see aws-faults.ts). @default none */
+  readonly awsFaults?: AwsFaults;
 }
 
 /** What became of one submitted line. */
@@ -84,7 +87,11 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
       ...(options.faults ? { faults: options.faults } : {}),
       ...(await platformTokens(dataDir)),
     },
-    aws: { dynamoPath: join(dataDir, 'ledger'), s3Root: join(dataDir, 's3') },
+    aws: {
+      dynamoPath: join(dataDir, 'ledger'),
+      s3Root: join(dataDir, 's3'),
+      ...(options.awsFaults ? { faults: options.awsFaults } : {}),
+    },
   }).catch(async (error: unknown) => {
     await synthesized.catch(() => {});
     throw error;
@@ -107,6 +114,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     waitMs: options.waitMs ?? 10,
     ...(options.env ? { env: options.env } : {}),
     ...(options.logSink ? { logSink: options.logSink } : {}),
+    ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
     intakeStarter: (name, input) => {
       if (shim === undefined) throw new Error('the Step Functions shim is not running yet');
       sfn ??= sfnClient(shim.endpoint, aws);
@@ -119,6 +127,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     stateMachineArn: LOCAL_STATE_MACHINE_ARN,
     definition: workflow.definition,
     dataDir: join(dataDir, 'executions'),
+    ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
   });
   const runningShim = shim;
   for (const interrupted of runningShim.interrupted) await runningShim.restart(interrupted.name);

@@ -258,7 +258,9 @@ describe('snapshots saved before rate_limit and outage existed', () => {
     const path = join(dir, 'platform.json');
     const first = await startEmulator({ ...testOptions, persistPath: path });
     await first.close();
-    const saved = z.looseObject({ faults: z.looseObject({}) }).parse(JSON.parse(await readFile(path, 'utf8')));
+    const saved = z
+      .looseObject({ faults: z.looseObject({}) })
+      .parse(JSON.parse(await readFile(path, 'utf8')));
     const { rate_limit: _rateLimit, outage: _outage, ...olderFaults } = saved.faults;
     await writeFile(path, JSON.stringify({ ...saved, faults: olderFaults }));
 
