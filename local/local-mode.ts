@@ -100,6 +100,26 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     await Promise.all([emulator.close(), aws.close()]);
     throw error;
   });
+  // What has started, stopped newest first if a later part fails: a half-started local mode
+  // must not keep the process alive after the error.
+  const started: (() => Promise<unknown>)[] = [() => emulator.close(), () => aws.close()];
+  try {
+    return await assembleLocalMode(options, dataDir, emulator, aws, template, started);
+  } catch (error) {
+    for (const stop of started.reverse()) await stop().catch(() => undefined);
+    throw error;
+  }
+}
+
+/** The part of startLocalMode after the services and the template: records in `started` what it starts. */
+async function assembleLocalMode(
+  options: LocalModeOptions,
+  dataDir: string,
+  emulator: RunningEmulator,
+  aws: AwsStandIns,
+  template: Record<string, unknown>,
+  started: (() => Promise<unknown>)[],
+): Promise<LocalMode> {
   const secrets = await localSecrets(dataDir, emulator);
 
   const outcomes = new Map<string, IntakeResult>();
@@ -122,6 +142,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     },
     observe: (message, result) => outcomes.set(message.messageId, result),
   });
+  started.push(() => workflow.close());
   shim = await startSfnShim({
     machine: workflow.machine,
     stateMachineArn: LOCAL_STATE_MACHINE_ARN,
@@ -130,6 +151,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
   });
   const runningShim = shim;
+  started.push(() => runningShim.close());
   for (const interrupted of runningShim.interrupted) await runningShim.restart(interrupted.name);
   await runAsCaller(CALLERS.localRuntime, () => restartStranded(workflow, runningShim, aws));
 
