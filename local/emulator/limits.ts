@@ -1,28 +1,35 @@
+import { z } from 'zod';
 import type { Outage, RateLimit } from './faults.ts';
 
 const THROTTLE_REASONS = ['rate_limit', 'open_exports', 'fault'] as const;
 /** Why a platform request was answered 429. */
 export type ThrottleReason = (typeof THROTTLE_REASONS)[number];
 
-/** What GET /_emulator/stats answers. */
-export interface PlatformStats {
+const count = z.number().int().min(0);
+
+/** What GET /_emulator/stats answers; a schema, so a client in another process can read it. */
+export const platformStatsSchema = z.object({
   /** The most platform requests seen within any one second (a sliding window). */
-  max_requests_per_second: number;
+  max_requests_per_second: count,
   /** The most exports open at once: started and not yet downloaded, failed or expired. */
-  max_open_exports: number;
-  open_exports: number;
+  max_open_exports: count,
+  open_exports: count,
   /** Every 429 sent, and why. */
-  throttled: { total: number } & Record<ThrottleReason, number>;
+  throttled: z.object({ total: count, rate_limit: count, open_exports: count, fault: count }),
   /** 503s sent because of the outage window. */
-  outage_answers: number;
+  outage_answers: count,
   /** Per subject, by primary_key as the rest of the control API reports them. */
-  subjects: {
-    primary_key: string;
-    svc_user_id: string;
-    exports_started: number;
-    deletes_succeeded: number;
-  }[];
-}
+  subjects: z.array(
+    z.object({
+      primary_key: z.string(),
+      svc_user_id: z.string(),
+      exports_started: count,
+      deletes_succeeded: count,
+    }),
+  ),
+});
+export type PlatformStats = z.infer<typeof platformStatsSchema>;
+type SubjectStats = PlatformStats['subjects'][number];
 
 const WINDOW_MS = 1_000;
 
@@ -39,10 +46,7 @@ export class PlatformLimits {
   private maxOpen = 0;
   private outageAnswers = 0;
   private readonly throttled: Record<ThrottleReason, number> = { rate_limit: 0, open_exports: 0, fault: 0 };
-  private readonly subjects = new Map<
-    string,
-    { primary_key: string; svc_user_id: string; exports_started: number; deletes_succeeded: number }
-  >();
+  private readonly subjects = new Map<string, SubjectStats>();
 
   constructor(
     private readonly now: () => number,

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { FaultProfile } from '#local/emulator/faults';
+import { platformStatsSchema } from '#local/emulator/limits';
 import { type RunningEmulator, startEmulator } from '#local/emulator/server';
 import {
   EXPORT_TOKEN,
@@ -42,31 +43,10 @@ function startExport(running: RunningEmulator, svcUserId: string) {
   });
 }
 
-const statsSchema = z.object({
-  max_requests_per_second: z.number(),
-  max_open_exports: z.number(),
-  open_exports: z.number(),
-  throttled: z.object({
-    total: z.number(),
-    rate_limit: z.number(),
-    open_exports: z.number(),
-    fault: z.number(),
-  }),
-  outage_answers: z.number(),
-  subjects: z.array(
-    z.object({
-      primary_key: z.string(),
-      svc_user_id: z.string(),
-      exports_started: z.number(),
-      deletes_succeeded: z.number(),
-    }),
-  ),
-});
-
 async function stats(running: RunningEmulator) {
   const { status, body } = await getJson(`${running.url}/_emulator/stats`);
   expect(status).toBe(200);
-  return statsSchema.parse(body);
+  return platformStatsSchema.parse(body);
 }
 
 describe('rate_limit.requests_per_second and burst (a token bucket)', () => {
