@@ -297,6 +297,7 @@ async function handle(
 
   const limited = limitReply(emulator);
   if (limited) {
+    platformRequest.credential = credentialFor(emulator, platformRequest);
     sendReply(response, limited);
     record(limited.status, limited.limit ?? null);
     return;

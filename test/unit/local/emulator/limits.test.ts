@@ -99,8 +99,15 @@ describe('rate_limit.requests_per_second and burst (a token bucket)', () => {
     // Assess
     expect(limited.status).toBe(429);
     expect(control.map((answer) => answer.status)).toEqual([200, 200, 200]);
-    const calls = z.object({ calls: z.array(z.object({ fault: z.string().nullable() })) }).parse(body).calls;
+    const calls = z
+      .object({
+        calls: z.array(
+          z.object({ fault: z.string().nullable(), credential: z.object({ valid: z.boolean() }).nullable() }),
+        ),
+      })
+      .parse(body).calls;
     expect(calls.map((call) => call.fault)).toEqual([null, 'rate_limit']);
+    expect(calls[1]?.credential).toEqual(expect.objectContaining({ valid: true }));
   });
 });
 
