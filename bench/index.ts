@@ -5,6 +5,9 @@
  * 2. State transitions per request, and the Step Functions cost per 1,000 requests.
  * 3. Local-mode throughput: BENCH_LOCAL_REQUESTS (default 1,000) mixed requests end to end.
  *
+ * BENCH_AWS_FAULTS=FILE throttles a seeded share of the local AWS calls in 2 and 3, as
+ * `svc-dsr local --aws-faults FILE` does (format: docs/emulator.md, "AWS faults in local mode").
+ *
  * The measured processes run plain node on a bundle built at start, not TypeScript through tsx:
  * a Lambda runs a bundle too, and tsx would add its own memory to both figures. The S3 sink runs
  * in a process of its own, so the emulator serving the download does not share an event loop with
@@ -25,6 +28,7 @@ import { promisify } from 'node:util';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { build } from 'esbuild';
 import { z } from 'zod';
+import { loadAwsFaultsFile } from '#local/aws-faults';
 import { startAwsStandIns } from '#local/aws-standins';
 import { emulatorControl, startEmulator } from '#local/emulator/server';
 import { SqsPoller } from '#local/event-source';
@@ -271,8 +275,14 @@ async function archiveCopy(bundles: Bundles) {
   }
 }
 
+/** BENCH_AWS_FAULTS: the AWS faults file, read once; a bad file stops the bench before it starts. */
+const awsFaults =
+  process.env.BENCH_AWS_FAULTS === undefined
+    ? undefined
+    : await loadAwsFaultsFile(process.env.BENCH_AWS_FAULTS);
+
 async function transitions() {
-  const aws = await startAwsStandIns();
+  const aws = await startAwsStandIns(awsFaults ? { faults: awsFaults } : {});
   const emulator = await startEmulator({
     state: {
       spot_id: 'sp_bench',
@@ -286,7 +296,12 @@ async function transitions() {
     },
     faults: { export_ready_after_polls: 3 },
   });
-  const workflow = await startLocalWorkflow({ aws, platform: emulator, template: synthesizeTemplate() });
+  const workflow = await startLocalWorkflow({
+    aws,
+    platform: emulator,
+    template: synthesizeTemplate(),
+    ...(awsFaults ? { awsFaults } : {}),
+  });
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
   const rows: string[][] = [];
   try {
@@ -348,9 +363,12 @@ async function throughput() {
     .int()
     .positive()
     .parse(process.env.BENCH_LOCAL_REQUESTS ?? '1000');
-  const result = await localThroughput(requests);
+  const result = await localThroughput(requests, awsFaults);
+  const throttled = awsFaults
+    ? `; AWS calls throttled at ${awsFaults.throttle_rate} (${awsFaults.services.join(', ')}, seed ${awsFaults.seed})`
+    : '';
   printTable(
-    `Local mode, ${requests} requests (half access, half erasure; exports ready after 2 polls; waits compressed to 0 ms)`,
+    `Local mode, ${requests} requests (half access, half erasure; exports ready after 2 polls; waits compressed to 0 ms${throttled})`,
     ['completed', 'seconds', 'requests/s', 'CPU ms per request', 'target'],
     [
       [
@@ -359,6 +377,18 @@ async function throughput() {
         (result.requests / result.seconds).toFixed(1),
         (result.cpuMs / result.requests).toFixed(0),
         'at least 20 requests/s',
+      ],
+    ],
+  );
+  const platform = result.platform;
+  printTable(
+    'What the platform emulator saw (GET /_emulator/stats)',
+    ['peak requests/s', 'peak open exports', '429s sent'],
+    [
+      [
+        String(platform.max_requests_per_second),
+        String(platform.max_open_exports),
+        String(platform.throttled.total),
       ],
     ],
   );

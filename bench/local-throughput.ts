@@ -8,6 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { AwsFaults } from '#local/aws-faults';
+import { type PlatformStats, platformStatsSchema } from '#local/emulator/limits';
 import type { EmulatorState } from '#local/emulator/state';
 import { startLocalMode } from '#local/local-mode';
 
@@ -16,6 +18,8 @@ export interface ThroughputResult {
   readonly completed: number;
   readonly seconds: number;
   readonly cpuMs: number;
+  /** What the platform emulator saw: peak request rate, peak open exports, 429s. */
+  readonly platform: PlatformStats;
 }
 
 function platformState(users: number): EmulatorState {
@@ -38,13 +42,14 @@ function platformState(users: number): EmulatorState {
   };
 }
 
-export async function localThroughput(requests: number): Promise<ThroughputResult> {
+export async function localThroughput(requests: number, awsFaults?: AwsFaults): Promise<ThroughputResult> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svc-dsr-bench-local-'));
   const mode = await startLocalMode({
     dataDir,
     platformState: platformState(requests),
     faults: { export_ready_after_polls: 2 },
     waitMs: 0,
+    ...(awsFaults ? { awsFaults } : {}),
   });
   try {
     const received = new Date().toISOString();
@@ -70,7 +75,10 @@ export async function localThroughput(requests: number): Promise<ThroughputResul
       const item = await mode.workflow.ledger.require(outcome.requestId);
       if (item.status === 'completed') completed += 1;
     }
-    return { requests, completed, seconds, cpuMs: (cpu.user + cpu.system) / 1000 };
+    // The emulator runs on local mode's services thread: its control API is the way in.
+    const stats = await fetch(`${mode.emulator.url}/_emulator/stats`);
+    const platform = platformStatsSchema.parse(await stats.json());
+    return { requests, completed, seconds, cpuMs: (cpu.user + cpu.system) / 1000, platform };
   } finally {
     await mode.close();
     await rm(dataDir, { recursive: true, force: true });

@@ -11,6 +11,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { buildApp } from 'fauxqs';
 import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
+import { type AwsFaults, AwsThrottle, fauxqsServiceOf, throttleServer } from './aws-faults.ts';
 import { type DiskS3, startDiskS3 } from './s3-disk.ts';
 
 /** The services the stand-ins answer for. */
@@ -54,6 +55,12 @@ export interface AwsStandInsOptions {
    * (fauxqs still serves SQS). @default in memory, in fauxqs
    */
   readonly s3Root?: string;
+  /**
+   * Throttles a seeded share of the calls to the services it lists (`dynamodb`, `s3`, `sqs`) with
+   * the service's own throttling answer. Plain data, so it crosses to the services thread.
+   * @default no throttling
+   */
+  readonly faults?: AwsFaults;
 }
 
 const REGION = 'us-east-1';
@@ -65,15 +72,23 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
   await checkBodiesAsSqsDoes();
   // startFauxqs() always binds 0.0.0.0; building the app and listening ourselves keeps it on loopback.
   const fauxqs = buildApp({ logger: false, defaultRegion: REGION });
+  const throttle = new AwsThrottle(options.faults);
+  throttleServer(fauxqs.server, throttle, fauxqsServiceOf);
   let dynamo: Server | undefined;
   let diskS3: DiskS3 | undefined;
   try {
     const fauxqsUrl = await fauxqs.listen({ port: 0, host: LOOPBACK });
     dynamo = createDynalite(options.dynamoPath);
+    throttleServer(dynamo, throttle, () => 'dynamodb');
     const dynamoSockets = trackSockets(dynamo);
     const dynamoUrl = await listen(dynamo);
     const dynamoServer = dynamo;
-    if (options.s3Root !== undefined) diskS3 = await startDiskS3({ root: options.s3Root });
+    if (options.s3Root !== undefined) {
+      diskS3 = await startDiskS3({
+        root: options.s3Root,
+        wrapServer: (server) => throttleServer(server, throttle, () => 's3'),
+      });
+    }
     const s3Server = diskS3;
     const endpoints = { sqs: fauxqsUrl, s3: s3Server?.endpoint ?? fauxqsUrl, dynamodb: dynamoUrl };
     let closing: Promise<void> | undefined;

@@ -10,6 +10,7 @@ import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { type SecretValues, secretValuesSchema } from '#shared/secrets';
 import { sfnStarter } from '../lambdas/intake/aws.ts';
 import type { IntakeResult } from '../lambdas/intake/intake.ts';
+import type { AwsFaults } from './aws-faults.ts';
 import type { AwsStandIns } from './aws-standins.ts';
 import type { FaultProfile } from './emulator/faults.ts';
 import type { RunningEmulator } from './emulator/server.ts';
@@ -35,6 +36,8 @@ export interface LocalModeOptions {
   /** Step environment overrides, as Lambda env strings (poll schedule, attempts...). */
   readonly env?: Readonly<Record<string, string>>;
   readonly logSink?: (line: string) => void;
+  /** Throttles a seeded share of the AWS calls (`--aws-faults`, see aws-faults.ts). @default none */
+  readonly awsFaults?: AwsFaults;
 }
 
 /** What became of one submitted line. */
@@ -84,7 +87,11 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
       ...(options.faults ? { faults: options.faults } : {}),
       ...(await platformTokens(dataDir)),
     },
-    aws: { dynamoPath: join(dataDir, 'ledger'), s3Root: join(dataDir, 's3') },
+    aws: {
+      dynamoPath: join(dataDir, 'ledger'),
+      s3Root: join(dataDir, 's3'),
+      ...(options.awsFaults ? { faults: options.awsFaults } : {}),
+    },
   }).catch(async (error: unknown) => {
     await synthesized.catch(() => {});
     throw error;
@@ -93,6 +100,26 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     await Promise.all([emulator.close(), aws.close()]);
     throw error;
   });
+  // What has started, stopped newest first if a later part fails: a half-started local mode
+  // must not keep the process alive after the error.
+  const started: (() => Promise<unknown>)[] = [() => emulator.close(), () => aws.close()];
+  try {
+    return await assembleLocalMode(options, dataDir, emulator, aws, template, started);
+  } catch (error) {
+    for (const stop of started.reverse()) await stop().catch(() => undefined);
+    throw error;
+  }
+}
+
+/** The part of startLocalMode after the services and the template: records in `started` what it starts. */
+async function assembleLocalMode(
+  options: LocalModeOptions,
+  dataDir: string,
+  emulator: RunningEmulator,
+  aws: AwsStandIns,
+  template: Record<string, unknown>,
+  started: (() => Promise<unknown>)[],
+): Promise<LocalMode> {
   const secrets = await localSecrets(dataDir, emulator);
 
   const outcomes = new Map<string, IntakeResult>();
@@ -107,6 +134,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     waitMs: options.waitMs ?? 10,
     ...(options.env ? { env: options.env } : {}),
     ...(options.logSink ? { logSink: options.logSink } : {}),
+    ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
     intakeStarter: (name, input) => {
       if (shim === undefined) throw new Error('the Step Functions shim is not running yet');
       sfn ??= sfnClient(shim.endpoint, aws);
@@ -114,13 +142,16 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     },
     observe: (message, result) => outcomes.set(message.messageId, result),
   });
+  started.push(() => workflow.close());
   shim = await startSfnShim({
     machine: workflow.machine,
     stateMachineArn: LOCAL_STATE_MACHINE_ARN,
     definition: workflow.definition,
     dataDir: join(dataDir, 'executions'),
+    ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
   });
   const runningShim = shim;
+  started.push(() => runningShim.close());
   for (const interrupted of runningShim.interrupted) await runningShim.restart(interrupted.name);
   await runAsCaller(CALLERS.localRuntime, () => restartStranded(workflow, runningShim, aws));
 

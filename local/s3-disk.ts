@@ -63,6 +63,8 @@ export interface DiskS3 {
 export interface DiskS3Options {
   /** Data folder; created when missing. */
   readonly root: string;
+  /** Sees the HTTP server before it listens, to put a wrapper (local mode's AWS throttle) in front of it. */
+  readonly wrapServer?: (server: Server) => void;
   /** @default 0 (a free port) */
   readonly port?: number;
   /**
@@ -1818,6 +1820,7 @@ export async function startDiskS3(options: DiskS3Options): Promise<DiskS3> {
   const server = createServer((req, res) => {
     void handle(store, req, res);
   });
+  options.wrapServer?.(server);
   const sockets = new Set<Socket>();
   server.on('connection', (socket: Socket) => {
     sockets.add(socket);

@@ -15,6 +15,7 @@ import {
 import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
 import { LOCAL_ACCOUNT_ID, LOCAL_PARTITION, LOCAL_REGION, type ResolvedStateMachine } from './asl.ts';
+import { type AwsFaults, AwsThrottle } from './aws-faults.ts';
 
 /** An in-process Lambda handler: gets the invocation payload; its return value becomes the task's Payload. */
 export type LocalLambda = (payload: unknown) => Promise<unknown>;
@@ -27,6 +28,8 @@ export interface RunnerOptions {
   readonly waitMs?: number;
   /** Every Retry interval lasts this many ms. @default 0 */
   readonly retryIntervalMs?: number;
+  /** Throttles a seeded share of Lambda invokes when it lists `lambda`. @default no throttling */
+  readonly awsFaults?: AwsFaults;
 }
 
 /** Identifies one execution, as Step Functions would in the context object (`$$.Execution`). */
@@ -83,6 +86,7 @@ export class LocalStateMachine {
   readonly #stateMachineName: string;
   readonly #functions: ReadonlyMap<string, string>;
   readonly #handlers: Readonly<Record<string, LocalLambda>>;
+  readonly #throttle: AwsThrottle;
 
   constructor(resolved: ResolvedStateMachine, options: RunnerOptions) {
     const definition = structuredClone(resolved.definition);
@@ -93,6 +97,7 @@ export class LocalStateMachine {
     }
     this.#functions = resolved.functions;
     this.#handlers = options.handlers;
+    this.#throttle = new AwsThrottle(options.awsFaults);
     this.#stateMachineName = resolved.logicalId;
     this.#stateMachineArn = `arn:${LOCAL_PARTITION}:states:${LOCAL_REGION}:${LOCAL_ACCOUNT_ID}:stateMachine:${resolved.logicalId}`;
 
@@ -156,17 +161,31 @@ export class LocalStateMachine {
         }
         const handler = this.#handlerFor(stateName, parameters.data.FunctionName);
         const payload = parameters.data.Payload === undefined ? {} : parameters.data.Payload;
+        this.#checkThrottle();
         const result = await invoke(handler, payload);
         return { ExecutedVersion: '$LATEST', Payload: result, StatusCode: 200 };
       };
     }
     if (LAMBDA_FUNCTION_ARN.test(resource)) {
-      return async (input) => invoke(this.#handlerFor(stateName, resource), input);
+      return async (input) => {
+        const handler = this.#handlerFor(stateName, resource);
+        this.#checkThrottle();
+        return invoke(handler, input);
+      };
     }
     const why = LAMBDA_INVOKE_ANY.test(resource)
       ? 'callback and async invocations (.waitForTaskToken) are not supported locally'
       : 'the local runner executes only Lambda tasks (lambda:invoke or a function ARN)';
     throw new ConfigurationError(`Task state ${stateName} uses the resource ${resource}: ${why}`);
+  }
+
+  /** A throttled invoke fails as the lambda:invoke integration reports Lambda's 429, before the function runs. */
+  #checkThrottle(): void {
+    if (!this.#throttle.throttles('lambda')) return;
+    throw namedError(
+      'Lambda.TooManyRequestsException',
+      'Rate Exceeded. (Service: AWSLambda; Status Code: 429; Error Code: TooManyRequestsException)',
+    );
   }
 
   #handlerFor(stateName: string, functionName: string): LocalLambda {

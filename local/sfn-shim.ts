@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
+import { type AwsFaults, AwsThrottle, throttleServer } from './aws-faults.ts';
 import type { ExecutionEvent, ExecutionResult, LocalStateMachine } from './sfn-runner.ts';
 
 /** Status of an execution, as DescribeExecution reports it. */
@@ -54,6 +55,8 @@ export interface ShimOptions {
   readonly port?: number;
   /** Called with a copy of the record when an execution ends, after the record is written. */
   readonly onExecutionEnd?: (record: ExecutionRecord) => void;
+  /** Throttles a seeded share of StartExecution calls (ThrottlingException) when it lists `states`. @default no throttling */
+  readonly awsFaults?: AwsFaults;
 }
 
 /** How {@link SfnShim.close} treats executions that are still running. */
@@ -102,6 +105,9 @@ export async function startSfnShim(options: ShimOptions): Promise<SfnShim> {
       else response.destroy();
     });
   });
+  throttleServer(server, new AwsThrottle(options.awsFaults), (request) =>
+    request.headers['x-amz-target'] === `${TARGET_PREFIX}StartExecution` ? 'states' : null,
+  );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 0, '127.0.0.1', () => {

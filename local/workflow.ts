@@ -21,6 +21,7 @@ import { type IntakeObserver, makeIntakeHandler } from '../lambdas/intake/handle
 import type { IntakeDeps } from '../lambdas/intake/intake.ts';
 import { STEP_TOKENS, STEPS, type StepName } from '../lambdas/steps.ts';
 import { resolveStateMachine } from './asl.ts';
+import type { AwsFaults } from './aws-faults.ts';
 import type { AwsStandIns } from './aws-standins.ts';
 import { createLedgerTable } from './ledger-table.ts';
 import { startSecretsStandIn } from './secrets-standin.ts';
@@ -54,6 +55,8 @@ export interface LocalWorkflowOptions {
   readonly intakeStarter?: IntakeDeps['startExecution'];
   /** Sees each intake result. */
   readonly observe?: IntakeObserver;
+  /** Throttles a seeded share of Lambda invokes when it lists `lambda` (see aws-faults.ts). @default none */
+  readonly awsFaults?: AwsFaults;
 }
 
 /** The local ids of the secrets, as the stack's secret ARNs in AWS. */
@@ -177,6 +180,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     handlers,
     waitMs: options.waitMs ?? 0,
     retryIntervalMs: options.retryIntervalMs ?? 0,
+    ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
   });
 
   const executions = new Map<string, Promise<ExecutionResult>>();

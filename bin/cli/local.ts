@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { loadAwsFaultsFile } from '#local/aws-faults';
 import { loadFaultsFile } from '#local/emulator/faults';
 import { loadStateFile } from '#local/emulator/state';
 import type { LineOutcome, LocalMode } from '#local/local-mode';
@@ -12,6 +13,7 @@ export interface LocalFlags {
   dataDir: string;
   platformState?: string;
   faults?: string;
+  awsFaults?: string;
   requests?: string;
   json?: boolean;
   serve?: boolean;
@@ -139,6 +141,10 @@ export async function runLocal(
       : await loadInput(() => loadStateFile(flags.platformState ?? ''));
   const faults =
     flags.faults === undefined ? undefined : await loadInput(() => loadFaultsFile(flags.faults ?? ''));
+  const awsFaults =
+    flags.awsFaults === undefined
+      ? undefined
+      : await loadInput(() => loadAwsFaultsFile(flags.awsFaults ?? ''));
   const lines =
     flags.requests === undefined
       ? undefined
@@ -153,6 +159,7 @@ export async function runLocal(
     waitMs,
     ...(platformState ? { platformState } : {}),
     ...(faults ? { faults } : {}),
+    ...(awsFaults ? { awsFaults } : {}),
   });
   try {
     progress(`svc-dsr local: data in ${mode.dataDir}; platform emulator at ${mode.emulator.url}\n`);
@@ -205,6 +212,10 @@ export function registerLocalCommand(program: Command): void {
     )
     .option('--platform-state <file>', 'initial platform state for a new data dir (emulator state format)')
     .option('--faults <file>', 'platform fault profile (emulator fault format)')
+    .option(
+      '--aws-faults <file>',
+      'throttle a seeded share of the local AWS calls: {"seed":1,"throttle_rate":0.05,"services":["dynamodb","s3","sqs","lambda","states"]}',
+    )
     .option('--requests <file>', 'JSONL: one request per line (invalid lines are quarantined and reported)')
     .option('--json', 'print the run summary as JSON')
     .option('--serve', 'keep running so other commands reach it with --target local')

@@ -1,6 +1,7 @@
 import type { CallRecord, Emulator } from './emulator.ts';
 import type { ResolvedFaults } from './faults.ts';
 import { failure, type JsonReply, json } from './http.ts';
+import type { PlatformStats } from './limits.ts';
 import type { FieldProblem } from './rules.ts';
 
 export type ControlResult<T> = { ok: true; value: T } | { ok: false; problems: FieldProblem[] };
@@ -65,6 +66,11 @@ export class EmulatorControl {
 
   clearCalls(): void {
     this.emulator.clearCalls();
+  }
+
+  /** The highest request rate and open exports seen, the 429s sent and per-subject counts. */
+  stats(): PlatformStats {
+    return this.emulator.stats();
   }
 
   activityEnabled(): boolean {
@@ -165,6 +171,8 @@ export function handleControlRequest(
     case 'DELETE /_emulator/calls':
       control.clearCalls();
       return json(200, { success: true });
+    case 'GET /_emulator/stats':
+      return json(200, control.stats());
     case 'GET /_emulator/activity':
       return json(200, { enabled: control.activityEnabled() });
     case 'PUT /_emulator/activity': {
@@ -204,6 +212,7 @@ export const CONTROL_ROUTES = [
   'POST /_emulator/exports/{id}/expire',
   'GET /_emulator/calls',
   'DELETE /_emulator/calls',
+  'GET /_emulator/stats',
   'GET /_emulator/activity',
   'PUT /_emulator/activity',
 ];

@@ -5,10 +5,12 @@ import {
   type ExportIdShape,
   type FaultKind,
   type FaultProfile,
+  type LimitAnswer,
   parseFaultProfile,
   type ResolvedFaults,
   resolveFaults,
 } from './faults.ts';
+import { PlatformLimits, type PlatformStats } from './limits.ts';
 import {
   type EmulatorSnapshot,
   type ExportSnapshot,
@@ -43,7 +45,7 @@ export interface StrayCredential {
   name: string;
 }
 
-export type InjectedFault = FaultKind | 'truncate';
+export type InjectedFault = FaultKind | LimitAnswer | 'truncate';
 
 export interface CallRecord {
   seq: number;
@@ -119,6 +121,8 @@ export class Emulator {
   baseUrl = '';
   data: PlatformData;
   faults: ResolvedFaults;
+  /** The rate limit, the open-exports cap and the outage window, with what the platform saw. */
+  readonly limits: PlatformLimits;
   /** Called after every change a snapshot must record (the persistence layer listens here). */
   onChange: () => void = () => undefined;
   private activity = true;
@@ -142,6 +146,7 @@ export class Emulator {
     this.ssoAccessToken = settings.ssoAccessToken;
     this.exportToken = settings.exportToken;
     this.now = settings.now;
+    this.limits = new PlatformLimits(settings.now);
     this.baselineState = settings.state;
     this.initialFaults = settings.faults;
     this.faults = resolveFaults(settings.faults);
@@ -341,6 +346,7 @@ export class Emulator {
 
   /** Deletes an SSO user (comments go to a new guest) as endpoint 5 does. */
   deleteUser(user: UserRecord): UserRecord {
+    this.limits.countDelete(user.primaryKey, user.svcUserId);
     const guest = this.data.deleteUser(user);
     this.durableChange = true;
     this.onChange();
@@ -382,9 +388,30 @@ export class Emulator {
       downloads: 0,
     };
     this.exports.set(publicId, record);
+    this.limits.countExportStarted(record.primaryKey, record.svcUserId, this.openExports());
     this.durableChange = true;
     this.onChange();
     return record;
+  }
+
+  /** Exports started and not yet downloaded, failed (as polled) or expired: what max_open_exports caps. */
+  openExports(): number {
+    const now = this.now();
+    let open = 0;
+    for (const record of this.exports.values()) {
+      const expired = record.linkExpiresAt !== null && now >= record.linkExpiresAt;
+      if (record.downloads === 0 && this.currentStatus(record) !== 'failed' && !expired) open += 1;
+    }
+    return open;
+  }
+
+  /** Whether the open-exports cap lets one more export start. */
+  exportAllowed(): boolean {
+    return this.limits.exportAllowed(this.faults.rate_limit, this.openExports());
+  }
+
+  stats(): PlatformStats {
+    return this.limits.stats(this.openExports());
   }
 
   findExport(publicId: string): ExportRecord | undefined {
@@ -537,6 +564,7 @@ export class Emulator {
     this.exports.clear();
     this.downloads.clear();
     this.exportCounter = 0;
+    this.limits.clear();
     this.activityEnabled = true;
     this.clearCalls();
     this.callCounter = 0;

@@ -9,7 +9,7 @@ import type {
   Emulator,
   StrayCredential,
 } from './emulator.ts';
-import { failure, invalidField, json, type Query, type Reply } from './http.ts';
+import { failure, invalidField, json, type Query, type Reply, tooManyRequests } from './http.ts';
 import type { UserFields, UserRecord } from './platform.ts';
 import {
   bioSchema,
@@ -411,6 +411,14 @@ function startExport(emulator: Emulator, request: PlatformRequest): Reply {
   if (!parsed.success) return firstProblem(parsed.error.issues);
   const user = emulator.data.users.get(parsed.data.user_id);
   if (!user) return failure(404, 'user_not_found', 'no user with this user_id (the svc_user_id)');
+  if (!emulator.exportAllowed()) {
+    emulator.limits.countThrottle('open_exports');
+    return tooManyRequests(
+      'too many open exports: download, or wait for, the exports already started (rate_limit.max_open_exports)',
+      emulator.faults.retry_after_seconds,
+      'open_exports',
+    );
+  }
   const record = emulator.startExport(user);
   return json(200, record.idBody);
 }

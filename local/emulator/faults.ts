@@ -6,6 +6,10 @@ import { MAX_STREAM_ENTRY_BYTES } from './zip.ts';
 export const FAULT_KINDS = ['500', '502', '503', '429', 'timeout', 'reset'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
+/** Answers the rate_limit and outage settings give, as the call log names them. */
+export const LIMIT_ANSWERS = ['outage', 'rate_limit', 'open_exports'] as const;
+export type LimitAnswer = (typeof LIMIT_ANSWERS)[number];
+
 export const EXPORT_ID_SHAPES = [
   'id_number',
   'id_string',
@@ -22,6 +26,31 @@ const rate = z
   .min(0, { error: 'must be between 0 and 1 (a probability)' })
   .max(1, { error: 'must be between 0 and 1 (a probability)' });
 const count = z.number().int({ error: 'must be a whole number' }).min(0, { error: 'must not be negative' });
+
+const positive = z.number().positive({ error: 'must be greater than 0' });
+const atLeastOne = count.min(1, { error: 'must be at least 1' });
+
+const rateLimitKeys = ['requests_per_second', 'burst', 'max_open_exports'];
+/**
+ * The platform's capacity: a token bucket for requests (refilled at requests_per_second, holding
+ * at most burst) and a cap on exports started and not yet downloaded, failed or expired.
+ */
+const rateLimitSchema = z.strictObject(
+  {
+    requests_per_second: positive.optional(),
+    burst: atLeastOne.optional(),
+    max_open_exports: atLeastOne.optional(),
+  },
+  { error: unknownKeys(rateLimitKeys) },
+);
+export type RateLimit = z.infer<typeof rateLimitSchema>;
+
+/** A window, counted from the emulator's start, during which every platform endpoint answers 503. */
+const outageSchema = z.strictObject(
+  { after_seconds: count, duration_seconds: positive },
+  { error: unknownKeys(['after_seconds', 'duration_seconds']) },
+);
+export type Outage = z.infer<typeof outageSchema>;
 
 const faultShape = {
   seed: z.number().int({ error: 'must be a whole number' }),
@@ -41,6 +70,8 @@ const faultShape = {
   }),
   paths: z.array(z.string().startsWith('/', { error: 'must be a path prefix starting with /' })),
   export_outcomes: z.array(z.enum(['completed', 'failed'], { error: 'must be "completed" or "failed"' })),
+  rate_limit: rateLimitSchema.nullable(),
+  outage: outageSchema.nullable(),
 };
 
 /** A fault profile with every key present, as the emulator holds it (and saves it in a snapshot). */
@@ -69,6 +100,8 @@ export const DEFAULT_FAULTS: ResolvedFaults = {
   export_padding_bytes: 0,
   paths: ['/'],
   export_outcomes: [],
+  rate_limit: null,
+  outage: null,
 };
 
 export function resolveFaults(profile: FaultProfile | undefined): ResolvedFaults {
@@ -76,7 +109,7 @@ export function resolveFaults(profile: FaultProfile | undefined): ResolvedFaults
   for (const [key, value] of Object.entries(profile ?? {})) {
     if (value !== undefined) Reflect.set(resolved, key, value);
   }
-  return { ...resolved, errors: [...resolved.errors], paths: [...resolved.paths] };
+  return structuredClone(resolved);
 }
 
 /** Validates a fault profile already in memory (the control API's PUT /_emulator/faults). */

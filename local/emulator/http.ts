@@ -1,7 +1,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ExportRecord } from './emulator.ts';
+import type { LimitAnswer } from './faults.ts';
 
-export type JsonReply = { kind: 'json'; status: number; body: unknown; headers?: Record<string, string> };
+export type JsonReply = {
+  kind: 'json';
+  status: number;
+  body: unknown;
+  headers?: Record<string, string>;
+  /** A refusal the profile's limits caused, for the call log. */
+  limit?: LimitAnswer;
+};
 export type TextReply = { kind: 'text'; status: number; body: string };
 export type DownloadReply = { kind: 'download'; record: ExportRecord; head: boolean };
 
@@ -26,6 +34,16 @@ export function failure(
   extra: Record<string, unknown> = {},
 ): JsonReply {
   return json(status, { success: false, error: { code, message, ...extra } });
+}
+
+/** A 429 with Retry-After, as the limits and the "429" fault answer it. */
+export function tooManyRequests(message: string, retryAfterSeconds: number, limit?: LimitAnswer): JsonReply {
+  const reply = failure(429, 'rate_limited', message);
+  return {
+    ...reply,
+    headers: { 'Retry-After': String(retryAfterSeconds) },
+    ...(limit === undefined ? {} : { limit }),
+  };
 }
 
 export function invalidField(field: string, message: string): JsonReply {

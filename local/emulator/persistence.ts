@@ -3,7 +3,7 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
 import { EmulatorConfigError, parseWith } from './config-file.ts';
-import { FAULT_KINDS, faultProfileSchema, resolvedFaultsSchema } from './faults.ts';
+import { FAULT_KINDS, faultProfileSchema, LIMIT_ANSWERS, resolveFaults } from './faults.ts';
 import { NOTIFICATION_VALUES, roleSchema, unknownKeys } from './rules.ts';
 import { emulatorStateSchema } from './state.ts';
 import { entryMatches, MAX_STREAM_ENTRY_BYTES } from './zip.ts';
@@ -119,7 +119,7 @@ const callSchema = strict({
   method: z.string(),
   path: z.string(),
   status: z.number().int().nullable(),
-  fault: z.enum([...FAULT_KINDS, 'truncate']).nullable(),
+  fault: z.enum([...FAULT_KINDS, ...LIMIT_ANSWERS, 'truncate']).nullable(),
   credential: strict({
     kind: z.enum(['sso_access_token', 'export_token', 'unknown', 'none']),
     expected: credentialKind,
@@ -143,7 +143,8 @@ const snapshotShape = {
   exportToken: identifier,
   baselineState: emulatorStateSchema,
   initialFaults: faultProfileSchema,
-  faults: resolvedFaultsSchema,
+  // Snapshots saved before a profile key existed take its default.
+  faults: faultProfileSchema.transform(resolveFaults),
   activityEnabled: z.boolean(),
   randomStreams: strict({
     faults: streamPosition,

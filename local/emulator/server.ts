@@ -11,10 +11,12 @@ import {
   type DownloadReply,
   failure,
   flushed,
+  type JsonReply,
   parseQuery,
   readBody,
   requestPath,
   sendReply,
+  tooManyRequests,
   writable,
 } from './http.ts';
 import { loadSnapshotFile, SnapshotWriter } from './persistence.ts';
@@ -293,6 +295,14 @@ async function handle(
     return;
   }
 
+  const limited = limitReply(emulator);
+  if (limited) {
+    platformRequest.credential = credentialFor(emulator, platformRequest);
+    sendReply(response, limited);
+    record(limited.status, limited.limit ?? null);
+    return;
+  }
+
   const fault = emulator.drawFault(pathname);
   if (fault) {
     platformRequest.credential = credentialFor(emulator, platformRequest);
@@ -303,7 +313,7 @@ async function handle(
 
   const reply = handlePlatformRequest(emulator, platformRequest);
   if (reply.kind !== 'download') {
-    record(reply.status, null);
+    record(reply.status, reply.kind === 'json' ? (reply.limit ?? null) : null);
     // A deletion, an export start or a new link is on disk before the client hears of it, so a
     // crash can never make a client repeat it; the call-log entry goes into the same snapshot.
     // Those that come close together share one write (SAVE_PACING). An answer given meanwhile may
@@ -323,6 +333,28 @@ const FAULT_ANSWERS: Record<'500' | '502' | '503', { code: string; message: stri
   '503': { code: 'service_unavailable', message: 'service unavailable (injected by the fault profile)' },
 };
 
+/**
+ * The outage window and the request rate limit, checked on every platform request before anything
+ * else: a platform that is down or over its limit answers before it looks at the request.
+ */
+function limitReply(emulator: Emulator): JsonReply | null {
+  emulator.limits.countRequest();
+  if (emulator.limits.inOutage(emulator.faults.outage)) {
+    return {
+      ...failure(503, 'service_unavailable', "the platform is down (the fault profile's outage window)"),
+      limit: 'outage',
+    };
+  }
+  const retryAfter = emulator.limits.takeToken(emulator.faults.rate_limit);
+  if (retryAfter === null) return null;
+  emulator.limits.countThrottle('rate_limit');
+  return tooManyRequests(
+    "too many requests: over the platform's rate limit (rate_limit.requests_per_second)",
+    retryAfter,
+    'rate_limit',
+  );
+}
+
 /** Answers a fault; resolves to the status sent, or null when no answer was sent. */
 async function injectFault(
   emulator: Emulator,
@@ -340,15 +372,14 @@ async function injectFault(
       return Number(fault);
     }
     case '429':
-      sendReply(response, {
-        kind: 'json',
-        status: 429,
-        body: {
-          success: false,
-          error: { code: 'rate_limited', message: 'too many requests (injected by the fault profile)' },
-        },
-        headers: { 'Retry-After': String(emulator.faults.retry_after_seconds) },
-      });
+      emulator.limits.countThrottle('fault');
+      sendReply(
+        response,
+        tooManyRequests(
+          'too many requests (injected by the fault profile)',
+          emulator.faults.retry_after_seconds,
+        ),
+      );
       return 429;
     case 'timeout': {
       await new Promise<void>((resolve) => {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import type { AwsFaults } from '#local/aws-faults';
 import { type AwsStandIns, startAwsStandIns } from '#local/aws-standins';
 import { type FaultProfile, faultProfileSchema } from '#local/emulator/faults';
 import { type RunningEmulator, startEmulator } from '#local/emulator/server';
@@ -37,6 +38,8 @@ export async function startHarness(
     state?: EmulatorState;
     /** The steps' fetch, given the real one: lets a test stand between the steps and the platform. */
     fetch?: (real: typeof fetch) => typeof fetch;
+    /** Throttles a seeded share of the AWS calls, as `svc-dsr local --aws-faults` does. */
+    awsFaults?: AwsFaults;
   } = {},
 ): Promise<Harness> {
   const emulator = await startEmulator({
@@ -45,7 +48,7 @@ export async function startHarness(
     ssoAccessToken: TEST_SSO_TOKEN,
     exportToken: TEST_EXPORT_TOKEN,
   });
-  const aws = await startAwsStandIns();
+  const aws = await startAwsStandIns(options.awsFaults ? { faults: options.awsFaults } : {});
   const logs: string[] = [];
   const workflow = await startLocalWorkflow({
     aws,
@@ -54,6 +57,7 @@ export async function startHarness(
     env: { PLATFORM_TIMEOUT_MS: '1000', ...options.env },
     logSink: (line) => logs.push(line),
     ...(options.fetch ? { fetch: options.fetch(globalThis.fetch) } : {}),
+    ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
   });
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
   return {

@@ -156,6 +156,8 @@ describe('control API', () => {
       export_padding_bytes: 0,
       paths: ['/'],
       export_outcomes: [],
+      rate_limit: null,
+      outage: null,
     });
   });
 
