@@ -310,6 +310,8 @@ export class DsrStack extends Stack {
       // which CDK cannot write for a machine whose name CloudFormation has yet to generate.
       stateMachineName: `${this.stackName}-workflow`,
       executionTimeout: Duration.seconds(config.pollBudgetSeconds).plus(Duration.days(1)),
+      retryHorizon: Duration.hours(config.retryHorizonHours),
+      ledger: this.ledger,
       logDestination: workflowLogs,
       encryptionKey: this.key,
       tracing: true,
@@ -551,8 +553,8 @@ export class DsrStack extends Stack {
       throw new StackConfigError([
         `svc-dsr config: the poll schedule allows up to ${events} history events per execution (${budget.polls} export polls), ` +
           `more than ${SAFE_HISTORY_FRACTION * 100}% of the ${limit} Step Functions allows (received pollInitialSeconds ${config.pollInitialSeconds}, ` +
-          `pollMaxSeconds ${config.pollMaxSeconds}, pollBudgetSeconds ${config.pollBudgetSeconds}, exportMaxAttempts ${config.exportMaxAttempts}). ` +
-          `Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds" or "exportMaxAttempts", in cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }.`,
+          `pollMaxSeconds ${config.pollMaxSeconds}, pollBudgetSeconds ${config.pollBudgetSeconds}, exportMaxAttempts ${config.exportMaxAttempts}, retryHorizonHours ${config.retryHorizonHours}). ` +
+          `Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours", in cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }.`,
       ]);
     }
   }

@@ -42,6 +42,9 @@ describe('parseStackConfig', () => {
       auditRetentionMonths: 24,
       deadlineDueSoonDays: 7,
       deadlineSweepMinutes: 60,
+      retryHorizonHours: 6,
+      reconcileMinutes: 15,
+      reconcileMaxResumes: 3,
       logRetentionDays: 365,
       stage: 'dev',
       production: true,
@@ -88,6 +91,9 @@ describe('parseStackConfig', () => {
     },
     deadlineDueSoonDays: { value: 0, fix: /whole number of days from 1 to 60/ },
     deadlineSweepMinutes: { value: 1, fix: /whole number of minutes from 5 to 1440/ },
+    retryHorizonHours: { value: 0, fix: /whole number of hours from 1 to 48/ },
+    reconcileMinutes: { value: 2, fix: /whole number of minutes from 5 to 1440/ },
+    reconcileMaxResumes: { value: 21, fix: /whole number from 0 to 20/ },
     logRetentionDays: { value: 100, fix: /one of 1, 3, 5, 7, 14, 30/ },
   };
 

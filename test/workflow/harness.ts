@@ -7,7 +7,7 @@ import { type RunningEmulator, startEmulator } from '#local/emulator/server';
 import { type EmulatorState, emulatorStateSchema } from '#local/emulator/state';
 import { SqsPoller } from '#local/event-source';
 import { synthesizeTemplate } from '#local/template';
-import { type LocalWorkflow, startLocalWorkflow } from '#local/workflow';
+import { type LocalWorkflow, type LocalWorkflowOptions, startLocalWorkflow } from '#local/workflow';
 
 const SAMPLE_STATE = fileURLToPath(new URL('../../local/emulator/sample-state.json', import.meta.url));
 
@@ -37,6 +37,12 @@ export async function startHarness(
     state?: EmulatorState;
     /** The steps' fetch, given the real one: lets a test stand between the steps and the platform. */
     fetch?: (real: typeof fetch) => typeof fetch;
+    /** Replaces step Lambdas, given the real ones. */
+    stepOverrides?: LocalWorkflowOptions['stepOverrides'];
+    /** Stands between the state machine's direct DynamoDB calls and the ledger. */
+    dynamoIntegration?: LocalWorkflowOptions['dynamoIntegration'];
+    /** The secrets' values. @default the emulator's tokens and a random key */
+    secrets?: LocalWorkflowOptions['secrets'];
   } = {},
 ): Promise<Harness> {
   const emulator = await startEmulator({
@@ -54,6 +60,9 @@ export async function startHarness(
     env: { PLATFORM_TIMEOUT_MS: '1000', ...options.env },
     logSink: (line) => logs.push(line),
     ...(options.fetch ? { fetch: options.fetch(globalThis.fetch) } : {}),
+    ...(options.stepOverrides ? { stepOverrides: options.stepOverrides } : {}),
+    ...(options.dynamoIntegration ? { dynamoIntegration: options.dynamoIntegration } : {}),
+    ...(options.secrets ? { secrets: options.secrets } : {}),
   });
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
   return {
