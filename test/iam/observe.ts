@@ -17,7 +17,8 @@ import { prepareSdkClient } from '#shared/sdk-clients';
 import { sweepDeadlines } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { runCli } from '../helpers/cli.ts';
 
-const request = (requestId: string, type: 'access' | 'erasure', primaryKey: string) => ({
+/** A valid request, received an hour ago and verified a minute ago. */
+export const request = (requestId: string, type: 'access' | 'erasure', primaryKey: string) => ({
   request_id: requestId,
   type,
   regulation: 'gdpr',

@@ -301,33 +301,26 @@ export function serviceAuthorisations(model: TemplateModel): Authorisation[] {
 }
 
 /** The function ARN of every Lambda Task in a definition, Parallel and Map branches included. */
+/** The Lambda functions the definition's lambda:invoke tasks call, by ARN. */
 function lambdaTargets(states: Record<string, unknown>): string[] {
-  const found = new Set<string>();
-  const visit = (value: unknown) => {
-    if (Array.isArray(value)) value.forEach(visit);
-    else if (typeof value === 'object' && value !== null) {
-      const state = value as Record<string, unknown>;
-      if (state.Type === 'Task' && String(state.Resource).endsWith(':states:::lambda:invoke')) {
-        const fn = (state.Parameters as Record<string, unknown> | undefined)?.FunctionName;
-        if (typeof fn === 'string') found.add(fn);
-      }
-      Object.values(state).forEach(visit);
-    }
-  };
-  visit(states);
-  return [...found];
+  return taskTargets(states, ':states:::lambda:invoke', 'FunctionName');
 }
 
 /** The tables the definition's direct DynamoDB UpdateItem tasks write, by name. */
 function dynamoUpdateTargets(states: Record<string, unknown>): string[] {
+  return taskTargets(states, ':states:::dynamodb:updateItem', 'TableName');
+}
+
+/** The values of `parameter` in every Task state whose resource ends with `resourceSuffix`. */
+function taskTargets(states: Record<string, unknown>, resourceSuffix: string, parameter: string): string[] {
   const found = new Set<string>();
   const visit = (value: unknown) => {
     if (Array.isArray(value)) value.forEach(visit);
     else if (typeof value === 'object' && value !== null) {
       const state = value as Record<string, unknown>;
-      if (state.Type === 'Task' && String(state.Resource).endsWith(':states:::dynamodb:updateItem')) {
-        const table = (state.Parameters as Record<string, unknown> | undefined)?.TableName;
-        if (typeof table === 'string') found.add(table);
+      if (state.Type === 'Task' && String(state.Resource).endsWith(resourceSuffix)) {
+        const target = (state.Parameters as Record<string, unknown> | undefined)?.[parameter];
+        if (typeof target === 'string') found.add(target);
       }
       Object.values(state).forEach(visit);
     }

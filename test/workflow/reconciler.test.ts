@@ -6,19 +6,9 @@ import { SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalMode, startLocalMode } from '#local/local-mode';
 import { runCli } from '../helpers/cli.ts';
+import { request as observedRequest } from '../iam/observe.ts';
 
-const request = (primaryKey: string) => ({
-  request_id: randomUUID(),
-  type: 'access',
-  regulation: 'gdpr',
-  primary_key: primaryKey,
-  received_at: new Date(Date.now() - 3_600_000).toISOString(),
-  verification: {
-    method: 'email_link',
-    verified_by: 'privacy-team',
-    verified_at: new Date(Date.now() - 60_000).toISOString(),
-  },
-});
+const request = (primaryKey: string) => observedRequest(randomUUID(), 'access', primaryKey);
 
 let dataDir: string;
 let mode: LocalMode;
