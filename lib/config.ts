@@ -67,6 +67,8 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
     'a whole number of seconds from 1 to 86400, between pollInitialSeconds and pollBudgetSeconds',
   pollBudgetSeconds: 'a whole number of seconds from 60 to 2592000 (30 days), at least pollMaxSeconds',
   exportMaxAttempts: 'a whole number from 1 to 10',
+  retryHorizonHours:
+    'a whole number of hours from 1 to 48: how long a step keeps retrying throttles and outages (platform and AWS) before the request fails',
   accessArchiveRetentionDays: 'a whole number of days from 1 to 3650',
   erasureArchiveRetentionDays: 'a whole number of days from 1 to 3650',
   auditRetentionMonths: `a whole number of months from ${MINIMUM_RETENTION_MONTHS} (CCPA record keeping) to ${MAX_AUDIT_RETENTION_MONTHS}`,
@@ -77,6 +79,8 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   deadlineSweepMinutes: 'a whole number of minutes from 5 to 1440',
   intakeMaxConcurrency: 'a whole number from 2 to 1000 (the SQS event source maximum concurrency)',
   intakeQueueAgeAlarmMinutes: 'a whole number of minutes from 1 to 1440',
+  reconcileMinutes: 'a whole number of minutes from 5 to 1440',
+  reconcileMaxResumes: 'a whole number from 0 to 20',
   logRetentionDays: `one of ${LOG_RETENTION_DAYS.join(', ')}`,
 };
 
@@ -131,6 +135,7 @@ const baseSchema = z.strictObject({
   pollMaxSeconds: wholeNumber(1, 86_400).default(1800),
   pollBudgetSeconds: wholeNumber(60, 30 * 86_400).default(72 * 3600),
   exportMaxAttempts: wholeNumber(1, 10).default(3),
+  retryHorizonHours: wholeNumber(1, 48).default(6),
   accessArchiveRetentionDays: wholeNumber(1, 3650).default(90),
   erasureArchiveRetentionDays: wholeNumber(1, 3650).default(30),
   auditRetentionMonths: wholeNumber(MINIMUM_RETENTION_MONTHS, MAX_AUDIT_RETENTION_MONTHS).default(
@@ -142,6 +147,8 @@ const baseSchema = z.strictObject({
   deadlineSweepMinutes: wholeNumber(5, 1440).default(60),
   intakeMaxConcurrency: wholeNumber(2, 1000).default(5),
   intakeQueueAgeAlarmMinutes: wholeNumber(1, 1440).default(15),
+  reconcileMinutes: wholeNumber(5, 1440).default(15),
+  reconcileMaxResumes: wholeNumber(0, 20).default(3),
   logRetentionDays: z
     .number()
     .refine((days) => (LOG_RETENTION_DAYS as readonly number[]).includes(days), {

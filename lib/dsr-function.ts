@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kms from 'aws-cdk-lib/aws-kms';
@@ -42,7 +42,7 @@ export interface DsrFunctionProps {
  * What a function does with the ledger: `steps` read and update their request's item; `intake`
  * also creates items; `sweep` only queries the status index.
  */
-export type LedgerAccess = 'steps' | 'intake' | 'sweep';
+export type LedgerAccess = 'steps' | 'intake' | 'sweep' | 'reconciler';
 
 const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: boolean; writes: boolean }>> = {
   steps: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: false, writes: true },
@@ -52,6 +52,7 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
     writes: true,
   },
   sweep: { items: [], query: true, writes: false },
+  reconciler: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
 };
 /** What a function may do with archive objects. */
 export type ArchiveAccess = 'read' | 'write';
@@ -243,9 +244,27 @@ export class DsrFunction extends Construct {
   }
 
   /** STATE_MACHINE_ARN, with StartExecution on it; `key` is the state machine's own KMS key, if any. */
-  bindStateMachine(stateMachine: sfn.IStateMachine, access: 'start', key?: kms.IKey): this {
+  bindStateMachine(stateMachine: sfn.StateMachine, access: 'start' | 'reconcile', key?: kms.IKey): this {
     this.bindEnvironment('STATE_MACHINE_ARN', stateMachine.stateMachineArn);
-    if (access === 'start') {
+    if (access === 'reconcile') {
+      // The reconciler reads whether a request's execution still runs, by its name.
+      const executions = Stack.of(this).formatArn({
+        service: 'states',
+        resource: 'execution',
+        resourceName: `${stateMachine.stateMachineName}:*`,
+        arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+      });
+      this.#allow(['states:DescribeExecution'], [executions]);
+      acknowledge(
+        this.policy,
+        'AwsSolutions-IAM5',
+        "DescribeExecution of this state machine's executions, each named after the request it runs",
+        [
+          `Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:${nagArn(stateMachine).replace(/\.Arn>$/, '.Name>')}:*`,
+        ],
+      );
+    }
+    if (access === 'start' || access === 'reconcile') {
       this.#allow(['states:StartExecution'], [stateMachine.stateMachineArn]);
       if (key !== undefined) {
         // Step Functions encrypts the execution input under this context.

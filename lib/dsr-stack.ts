@@ -89,7 +89,7 @@ export class DsrStack extends Stack {
   /** The platform's two tokens and the audit HMAC key, one secret each. */
   readonly secrets: Readonly<Record<SecretName, secretsmanager.ISecret>>;
   readonly workflow: DsrWorkflow;
-  readonly functions: Readonly<Record<StepName | 'Intake' | 'DeadlineSweep', DsrFunction>>;
+  readonly functions: Readonly<Record<StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler', DsrFunction>>;
   readonly alarms: DsrAlarms;
   /** What the operator CLI needs; attach it to the privacy team's role (docs/deploy.md). */
   readonly operatorPolicy: iam.ManagedPolicy;
@@ -310,6 +310,8 @@ export class DsrStack extends Stack {
       // which CDK cannot write for a machine whose name CloudFormation has yet to generate.
       stateMachineName: `${this.stackName}-workflow`,
       executionTimeout: Duration.seconds(config.pollBudgetSeconds).plus(Duration.days(1)),
+      retryHorizon: Duration.hours(config.retryHorizonHours),
+      ledger: this.ledger,
       logDestination: workflowLogs,
       encryptionKey: this.key,
       tracing: true,
@@ -362,7 +364,28 @@ export class DsrStack extends Stack {
       ],
     });
 
-    this.functions = { ...steps, Intake: intake, DeadlineSweep: sweep };
+    // Reconciler: its own function rather than part of the sweep, which only reads: the
+    // reconciler starts executions and writes the ledger, and those grants stay with it.
+    const reconciler = new DsrFunction(this, 'Reconciler', {
+      ...functionDefaults,
+      entry: `${lambdasDir}reconciler/handler.ts`,
+      description: 'svc-dsr reconciler: resumes open requests left without a running execution',
+      timeout: Duration.minutes(5),
+      memorySize: 256,
+      environment: { MAX_RESUMES: String(config.reconcileMaxResumes) },
+    });
+    reconciler
+      .bindLedger(this.ledger, 'reconciler')
+      .bindStateMachine(this.workflow.stateMachine, 'reconcile', this.key);
+    new events.Rule(this, 'ReconcilerSchedule', {
+      description: 'svc-dsr: resumes open requests that no execution is running',
+      schedule: events.Schedule.rate(Duration.minutes(config.reconcileMinutes)),
+      targets: [
+        new targets.LambdaFunction(reconciler.function, { retryAttempts: 2, maxEventAge: Duration.hours(1) }),
+      ],
+    });
+
+    this.functions = { ...steps, Intake: intake, DeadlineSweep: sweep, Reconciler: reconciler };
 
     // Alarms
     this.alarms = new DsrAlarms(this, 'Alarms', {
@@ -565,8 +588,8 @@ export class DsrStack extends Stack {
       throw new StackConfigError([
         `svc-dsr config: the poll schedule allows up to ${events} history events per execution (${budget.polls} export polls), ` +
           `more than ${SAFE_HISTORY_FRACTION * 100}% of the ${limit} Step Functions allows (received pollInitialSeconds ${config.pollInitialSeconds}, ` +
-          `pollMaxSeconds ${config.pollMaxSeconds}, pollBudgetSeconds ${config.pollBudgetSeconds}, exportMaxAttempts ${config.exportMaxAttempts}). ` +
-          `Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds" or "exportMaxAttempts", in cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }.`,
+          `pollMaxSeconds ${config.pollMaxSeconds}, pollBudgetSeconds ${config.pollBudgetSeconds}, exportMaxAttempts ${config.exportMaxAttempts}, retryHorizonHours ${config.retryHorizonHours}). ` +
+          `Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours", in cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }.`,
       ]);
     }
   }

@@ -1,11 +1,19 @@
-import { Duration } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
-import { EXPORT_RESTART_ERRORS, NO_DATA_ERRORS, RETRYABLE_ERRORS } from '../lambdas/shared/errors.ts';
+import {
+  CANCEL_ERRORS,
+  EXPORT_RESTART_ERRORS,
+  LAMBDA_SERVICE_ERRORS,
+  NO_DATA_ERRORS,
+  RETRYABLE_ERRORS,
+} from '../lambdas/shared/errors.ts';
 import type { StepName } from '../lambdas/steps.ts';
 import { acknowledge, nagArn } from './nag.ts';
 
@@ -25,17 +33,64 @@ export interface DsrWorkflowProps {
   readonly encryptionKey?: kms.IKey;
   /** X-Ray tracing of executions. @default false */
   readonly tracing?: boolean;
+  /**
+   * The ledger: when RecordFailure (or RecordOutcome, through it) cannot run for good, the state
+   * machine records the request `failed` there itself, so no request stays open without a run.
+   */
+  readonly ledger: dynamodb.ITable;
+  /**
+   * How long a step keeps retrying throttles and outages (platform, AWS, Lambda) before the
+   * request fails. @default 6 hours
+   */
+  readonly retryHorizon?: Duration;
 }
 
-/** Retry of transient platform and download errors: backoff with full jitter. */
-const TRANSIENT_RETRY: sfn.RetryProps = {
-  errors: [...RETRYABLE_ERRORS],
-  interval: Duration.seconds(2),
-  backoffRate: 2,
-  maxAttempts: 6,
-  maxDelay: Duration.minutes(5),
-  jitterStrategy: sfn.JitterType.FULL,
-};
+/** First wait, growth and longest wait of the transient Retry; its attempts come from the horizon. */
+const TRANSIENT_INTERVAL_SECONDS = 4;
+const TRANSIENT_BACKOFF_RATE = 4;
+const TRANSIENT_MAX_DELAY_SECONDS = 2 * 3600;
+
+/**
+ * The Retry of throttles and outages: the platform's transient errors, AWS's (AwsTransientError)
+ * and Lambda's own, with backoff and full jitter, for `horizon`. With full jitter each wait is
+ * drawn between 0 and its nominal delay, so on average it is half of it: the rule makes as many
+ * attempts as it takes for half the sum of the nominal delays to reach the horizon (6 h: 4 s,
+ * 16 s, 64 s, ... capped at 2 h, 12 attempts). One rule for all of them, so a visit to a state
+ * never spends more attempts than that however the errors alternate.
+ */
+export function transientRetry(horizon: Duration): sfn.RetryProps {
+  const horizonSeconds = horizon.toSeconds();
+  let nominal = 0;
+  let attempts = 0;
+  while (nominal / 2 < horizonSeconds) {
+    nominal += Math.min(
+      TRANSIENT_MAX_DELAY_SECONDS,
+      TRANSIENT_INTERVAL_SECONDS * TRANSIENT_BACKOFF_RATE ** attempts,
+    );
+    attempts += 1;
+  }
+  return {
+    errors: [...RETRYABLE_ERRORS, ...LAMBDA_SERVICE_ERRORS],
+    interval: Duration.seconds(TRANSIENT_INTERVAL_SECONDS),
+    backoffRate: TRANSIENT_BACKOFF_RATE,
+    maxAttempts: attempts,
+    maxDelay: Duration.seconds(TRANSIENT_MAX_DELAY_SECONDS),
+    jitterStrategy: sfn.JitterType.FULL,
+  };
+}
+
+/** DynamoDB's errors for a call worth repeating, as Step Functions' direct integration names them. */
+const DYNAMODB_TRANSIENT_ERRORS = [
+  'DynamoDB.ProvisionedThroughputExceededException',
+  'DynamoDB.ThrottlingException',
+  'DynamoDB.RequestLimitExceeded',
+  'DynamoDB.InternalServerErrorException',
+  'DynamoDB.AmazonDynamoDBException',
+  'DynamoDB.SdkClientException',
+] as const;
+
+/** The ledger code the state machine records when RecordFailure cannot run for good. */
+export const UNRECORDED_FAILURE_CODE = 'record_failure_failed';
 
 /**
  * The data-subject request workflow (DESIGN.md section 4), Standard type, JSONPath. State carries
@@ -60,8 +115,11 @@ export class DsrWorkflow extends Construct {
         payloadResponseOnly: true,
         resultPath: resultPath === null ? sfn.JsonPath.DISCARD : resultPath,
         taskTimeout: sfn.Timeout.duration(Duration.minutes(15)),
+        // Lambda's own errors are in the transient Retry below, with its long horizon.
+        retryOnServiceExceptions: false,
       });
     const requestId = { 'request_id.$': '$.request_id' };
+    const TRANSIENT_RETRY = transientRetry(props.retryHorizon ?? Duration.hours(6));
 
     const recordFailure = task(
       'RecordFailure',
@@ -73,6 +131,49 @@ export class DsrWorkflow extends Construct {
     const failed = new sfn.Fail(this, 'RequestFailed', {
       errorPath: '$.error.Error',
       cause: 'see the ledger entry of this request',
+    });
+    // The last resort: RecordFailure could not run for good, so the state machine writes the
+    // failure itself, on the condition that the request is still open (a request that ended
+    // meanwhile keeps its status). The open index key still names the old status; the reconciler
+    // moves it. Only error names go in: a Cause could carry what the ledger keeps to itself.
+    const recordFailedInLedger = new tasks.DynamoUpdateItem(this, 'RecordFailedInLedger', {
+      table: props.ledger,
+      key: { request_id: tasks.DynamoAttributeValue.fromString(sfn.JsonPath.stringAt('$.request_id')) },
+      updateExpression: 'SET #status = :failed, #error = :error',
+      conditionExpression: 'attribute_exists(request_id) AND #status IN (:received, :running)',
+      expressionAttributeNames: { '#status': 'status', '#error': 'error' },
+      expressionAttributeValues: {
+        ':failed': tasks.DynamoAttributeValue.fromString('failed'),
+        ':received': tasks.DynamoAttributeValue.fromString('received'),
+        ':running': tasks.DynamoAttributeValue.fromString('running'),
+        ':error': tasks.DynamoAttributeValue.fromMap({
+          code: tasks.DynamoAttributeValue.fromString(UNRECORDED_FAILURE_CODE),
+          message: tasks.DynamoAttributeValue.fromString(
+            sfn.JsonPath.format(
+              'the request failed with {}, and RecordFailure could not record it ({}); recorded by the state machine. Fix the cause, then run svc-dsr retry',
+              sfn.JsonPath.stringAt('$.error.Error'),
+              sfn.JsonPath.stringAt('$.record_failure_error.Error'),
+            ),
+          ),
+        }),
+      },
+      resultPath: sfn.JsonPath.DISCARD,
+    });
+    recordFailedInLedger.addRetry({
+      errors: [...DYNAMODB_TRANSIENT_ERRORS],
+      interval: Duration.seconds(TRANSIENT_INTERVAL_SECONDS),
+      backoffRate: TRANSIENT_BACKOFF_RATE,
+      maxAttempts: TRANSIENT_RETRY.maxAttempts ?? 1,
+      maxDelay: Duration.seconds(TRANSIENT_MAX_DELAY_SECONDS),
+      jitterStrategy: sfn.JitterType.FULL,
+    });
+    // A request no longer open, or a ledger out of reach for the whole horizon: the execution
+    // fails, and the reconciler finds a still-open request without a run.
+    recordFailedInLedger.addCatch(failed, { errors: ['States.ALL'], resultPath: '$.record_failure_error' });
+    recordFailedInLedger.next(failed);
+    recordFailure.addCatch(recordFailedInLedger, {
+      errors: ['States.ALL'],
+      resultPath: '$.record_failure_error',
     });
     const cancelled = new sfn.Succeed(this, 'Cancelled');
     recordFailure.next(
@@ -94,14 +195,30 @@ export class DsrWorkflow extends Construct {
       for (const retry of extraRetries) state.addRetry(retry);
       state.addRetry(TRANSIENT_RETRY);
       for (const { errors, next } of catches) state.addCatch(next, { errors, resultPath: '$.error' });
-      state.addCatch(recordFailure, { errors: ['States.ALL'], resultPath: '$.error' });
+      if (!catches.some(({ errors }) => errors.includes('States.ALL'))) {
+        state.addCatch(recordFailure, { errors: ['States.ALL'], resultPath: '$.error' });
+      }
       return state;
     };
 
+    // RecordOutcome failing for good is recorded as such (record_outcome_failed), so an operator
+    // retries the request; a cancellation keeps its own path.
+    const outcomeNotRecorded = new sfn.Pass(this, 'OutcomeNotRecorded', {
+      parameters: {
+        Error: 'RecordOutcomeFailed',
+        'Cause.$': "States.Format('RecordOutcome failed for good with {}', $.error.Error)",
+      },
+      resultPath: '$.error',
+    }).next(recordFailure);
     const outcome = (name: string, value: 'exported' | 'erased' | 'no_data') =>
-      guard(task(name, 'RecordOutcome', { ...requestId, outcome: value }, '$.result')).next(
-        new sfn.Succeed(this, `${name}Done`),
-      );
+      guard(
+        task(name, 'RecordOutcome', { ...requestId, outcome: value }, '$.result'),
+        [],
+        [
+          { errors: [...CANCEL_ERRORS], next: recordFailure },
+          { errors: ['States.ALL'], next: outcomeNotRecorded },
+        ],
+      ).next(new sfn.Succeed(this, `${name}Done`));
     const recordNoData = outcome('RecordNoData', 'no_data');
     // The subject erased meanwhile (by a request of its own): the platform has no data, a valid answer.
     const subjectGone = [{ errors: [...NO_DATA_ERRORS], next: recordNoData }];
@@ -193,6 +310,19 @@ export class DsrWorkflow extends Construct {
           }
         : {}),
     });
+    // DynamoDB uses the ledger's key for the state machine's own write, as for the functions'.
+    const ledgerKey = props.ledger.encryptionKey;
+    if (ledgerKey !== undefined) {
+      this.stateMachine.addToRolePolicy(
+        new iam.PolicyStatement({
+          actions: ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey'],
+          resources: [ledgerKey.keyArn],
+          conditions: {
+            StringEquals: { 'kms:ViaService': `dynamodb.${Stack.of(this).region}.amazonaws.com` },
+          },
+        }),
+      );
+    }
     this.#acknowledgeWildcards(props);
   }
 

@@ -9,7 +9,7 @@ export const SAFE_HISTORY_FRACTION = 0.5;
 /**
  * History events per state visit, rounded up. A Task attempt: TaskStateEntered, TaskScheduled,
  * TaskStarted, TaskSucceeded or TaskFailed, TaskStateExited (a retried attempt writes fewer; five
- * keeps the count an upper bound). A Wait: entered, exited and the timer; a Choice, a Succeed or a
+ * keeps the count an upper bound). A Wait: entered, exited and the timer; a Choice, a Pass, a Succeed or a
  * Fail: entered and exited; the execution itself: started and ended.
  */
 export const EVENTS_PER = { taskAttempt: 5, wait: 3, choice: 2, end: 2, execution: 2 } as const;
@@ -20,7 +20,9 @@ const DEFAULT_RETRY_ATTEMPTS = 3;
 /**
  * The longest path through the workflow (lib/dsr-workflow.ts), by state name: resolve, then each
  * export attempt, then each poll, then the longest tail (archive, erase and verify, record the
- * outcome) followed by the failure path, which a terminal error in the tail can still take.
+ * outcome) followed by the failure path, which a terminal error in the tail can still take: the
+ * outcome not recorded, RecordFailure spending its retries, and the state machine's own ledger
+ * write (longer than RecordFailure's Choice, which it replaces on that path).
  */
 const PATH = {
   once: ['ResolveSubject', 'AlreadyCompleted?'],
@@ -32,8 +34,9 @@ const PATH = {
     'EraseSubject',
     'VerifyErasure',
     'RecordErased',
+    'OutcomeNotRecorded',
     'RecordFailure',
-    'WasCancelled?',
+    'RecordFailedInLedger',
   ],
 } as const;
 
@@ -116,6 +119,7 @@ function stateEvents(states: Readonly<Record<string, unknown>>, name: string): n
     case 'Wait':
       return EVENTS_PER.wait;
     case 'Choice':
+    case 'Pass':
       return EVENTS_PER.choice;
     default:
       throw new Error(`state "${name}" is a ${String(state.Type)}, which the history budget does not count`);

@@ -10,6 +10,8 @@ import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { type SecretValues, secretValuesSchema } from '#shared/secrets';
 import { sfnStarter } from '../lambdas/intake/aws.ts';
 import type { IntakeResult } from '../lambdas/intake/intake.ts';
+import { sfnLookup } from '../lambdas/reconciler/aws.ts';
+import { type ReconcilerDeps, type ReconcileSummary, reconcile } from '../lambdas/reconciler/reconciler.ts';
 import type { AwsFaults } from './aws-faults.ts';
 import type { AwsStandIns } from './aws-standins.ts';
 import type { FaultProfile } from './emulator/faults.ts';
@@ -20,7 +22,7 @@ import { SqsPoller } from './event-source.ts';
 import { startLocalServices } from './services-thread.ts';
 import { type SfnShim, startSfnShim } from './sfn-shim.ts';
 import { synthesizeTemplateOnThread } from './template-thread.ts';
-import { LOCAL_NAMES, type LocalWorkflow, startLocalWorkflow } from './workflow.ts';
+import { jsonLogger, LOCAL_NAMES, type LocalWorkflow, startLocalWorkflow } from './workflow.ts';
 
 export const SAMPLE_STATE_FILE = fileURLToPath(new URL('./emulator/sample-state.json', import.meta.url));
 export const LOCAL_STATE_MACHINE_ARN = 'arn:aws:states:us-east-1:000000000000:stateMachine:svc-dsr-local';
@@ -38,7 +40,16 @@ export interface LocalModeOptions {
   readonly logSink?: (line: string) => void;
   /** Throttles a seeded share of the AWS calls (`--aws-faults`, see aws-faults.ts). @default none */
   readonly awsFaults?: AwsFaults;
+  /** How often a serving local mode runs the reconciler, in seconds. @default 60 */
+  readonly reconcileSeconds?: number;
+  /** Resumes per request before the reconciler records it failed. @default 3 */
+  readonly reconcileMaxResumes?: number;
 }
+
+/** The reconciler's caller name, as its Lambda's in the IAM proof. */
+export const RECONCILER_CALLER = 'Reconciler';
+/** A request that changed this recently is left to the intake or retry that is starting its execution. */
+const RECONCILE_GRACE_SECONDS = 30;
 
 /** What became of one submitted line. */
 export type LineOutcome =
@@ -63,8 +74,13 @@ export interface LocalMode {
   submit(lines: readonly string[]): Promise<LineOutcome[]>;
   /** Drains the intake queue and waits until no execution is running. */
   idle(): Promise<void>;
-  /** Polls the intake queue continuously, as Lambda's event source mapping does; returns a stop function. */
+  /**
+   * Polls the intake queue continuously, as Lambda's event source mapping does, and runs the
+   * reconciler every `reconcileSeconds`, as its schedule does in AWS; returns a stop function.
+   */
   pollContinuously(onError: (error: unknown) => void): () => Promise<void>;
+  /** One pass of the reconciler: resumes open requests that no execution is running. */
+  reconcile(options?: { graceSeconds?: number }): Promise<ReconcileSummary>;
   close(): Promise<void>;
 }
 
@@ -153,7 +169,20 @@ async function assembleLocalMode(
   const runningShim = shim;
   started.push(() => runningShim.close());
   for (const interrupted of runningShim.interrupted) await runningShim.restart(interrupted.name);
-  await runAsCaller(CALLERS.localRuntime, () => restartStranded(workflow, runningShim, aws));
+  // The reconciler's code, as it runs in AWS: requests left open by a killed run with no execution
+  // to finish them are resumed. Nothing else runs yet, so no request needs a grace period.
+  sfn ??= sfnClient(runningShim.endpoint, aws);
+  const reconcilerDeps: ReconcilerDeps = {
+    ledger: workflow.ledger,
+    describe: sfnLookup(sfn, runningShim.stateMachineArn),
+    start: sfnStarter(sfn, runningShim.stateMachineArn),
+    clock: () => new Date(),
+    logger: jsonLogger(options.logSink ?? (() => {})),
+  };
+  const maxResumes = options.reconcileMaxResumes ?? 3;
+  const reconcileNow = (graceSeconds: number) =>
+    runAsCaller(RECONCILER_CALLER, () => reconcile(reconcilerDeps, { maxResumes, graceSeconds }));
+  await reconcileNow(0);
 
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
   await writeLocalEndpoints(dataDir, {
@@ -218,11 +247,18 @@ async function assembleLocalMode(
       await poller.drain();
       await runningShim.idle();
     },
+    reconcile: (reconcileOptions) => reconcileNow(reconcileOptions?.graceSeconds ?? RECONCILE_GRACE_SECONDS),
     pollContinuously(onError) {
       let stopped = false;
+      let reconciledAt = Date.now();
+      const reconcileEvery = (options.reconcileSeconds ?? 60) * 1000;
       const loop = (async () => {
         while (!stopped) {
           try {
+            if (Date.now() - reconciledAt >= reconcileEvery) {
+              reconciledAt = Date.now();
+              await reconcileNow(RECONCILE_GRACE_SECONDS);
+            }
             await poller.pollOnce(1);
           } catch (error) {
             onError(error);
@@ -249,22 +285,6 @@ function sfnClient(endpoint: string, aws: AwsStandIns): SFNClient {
   return prepareSdkClient(
     new SFNClient({ region: aws.region, endpoint, credentials: aws.credentials, ...CACHED_MIDDLEWARE }),
   );
-}
-
-/** Requests the ledger holds as received or running with no live execution (a crash between intake and start). */
-async function restartStranded(workflow: LocalWorkflow, shim: SfnShim, aws: AwsStandIns): Promise<void> {
-  const known = new Set(shim.executions().map((record) => record.name));
-  const start = sfnStarter(sfnClient(shim.endpoint, aws), shim.stateMachineArn);
-  for (const status of ['received', 'running'] as const) {
-    for await (const item of workflow.ledger.openRequests(status)) {
-      if (known.has(item.request_id) || item.type === undefined || item.regulation === undefined) continue;
-      await start(item.request_id, {
-        request_id: item.request_id,
-        type: item.type,
-        regulation: item.regulation,
-      });
-    }
-  }
 }
 
 const tokensSchema = z.object({ sso_access_token: z.string(), export_token: z.string() });

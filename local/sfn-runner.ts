@@ -30,7 +30,16 @@ export interface RunnerOptions {
   readonly retryIntervalMs?: number;
   /** Throttles a seeded share of Lambda invokes when it lists `lambda`. @default no throttling */
   readonly awsFaults?: AwsFaults;
+  /**
+   * Service integrations by resource (`arn:aws:states:::dynamodb:updateItem`): each gets the task's
+   * Parameters and answers the API's response; a thrown error's name becomes the ASL error, so
+   * name it as Step Functions does (`DynamoDB.ConditionalCheckFailedException`).
+   */
+  readonly integrations?: Readonly<Record<string, LocalIntegration>>;
 }
+
+/** An in-process AWS service integration of a Task state. */
+export type LocalIntegration = (parameters: unknown) => Promise<unknown>;
 
 /** Identifies one execution, as Step Functions would in the context object (`$$.Execution`). */
 export interface RunContext {
@@ -87,6 +96,7 @@ export class LocalStateMachine {
   readonly #functions: ReadonlyMap<string, string>;
   readonly #handlers: Readonly<Record<string, LocalLambda>>;
   readonly #throttle: AwsThrottle;
+  readonly #integrations: Readonly<Record<string, LocalIntegration>>;
 
   constructor(resolved: ResolvedStateMachine, options: RunnerOptions) {
     const definition = structuredClone(resolved.definition);
@@ -98,6 +108,7 @@ export class LocalStateMachine {
     this.#functions = resolved.functions;
     this.#handlers = options.handlers;
     this.#throttle = new AwsThrottle(options.awsFaults);
+    this.#integrations = options.integrations ?? {};
     this.#stateMachineName = resolved.logicalId;
     this.#stateMachineArn = `arn:${LOCAL_PARTITION}:states:${LOCAL_REGION}:${LOCAL_ACCOUNT_ID}:stateMachine:${resolved.logicalId}`;
 
@@ -173,9 +184,16 @@ export class LocalStateMachine {
         return invoke(handler, input);
       };
     }
+    const integration = Object.hasOwn(this.#integrations, resource)
+      ? this.#integrations[resource]
+      : undefined;
+    if (integration !== undefined) {
+      return async (input) =>
+        jsonCopy(await integration(jsonCopy(input, 'the task parameters')), 'the answer');
+    }
     const why = LAMBDA_INVOKE_ANY.test(resource)
       ? 'callback and async invocations (.waitForTaskToken) are not supported locally'
-      : 'the local runner executes only Lambda tasks (lambda:invoke or a function ARN)';
+      : `the local runner executes Lambda tasks (lambda:invoke or a function ARN) and the integrations it is given (${Object.keys(this.#integrations).join(', ') || 'none'})`;
     throw new ConfigurationError(`Task state ${stateName} uses the resource ${resource}: ${why}`);
   }
 

@@ -1,6 +1,6 @@
 import './polyfills.ts';
 import { randomBytes } from 'node:crypto';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { type AttributeValue, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, PutBucketVersioningCommand, S3Client } from '@aws-sdk/client-s3';
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
@@ -25,7 +25,12 @@ import type { AwsFaults } from './aws-faults.ts';
 import type { AwsStandIns } from './aws-standins.ts';
 import { createLedgerTable } from './ledger-table.ts';
 import { startSecretsStandIn } from './secrets-standin.ts';
-import { type ExecutionResult, type LocalLambda, LocalStateMachine } from './sfn-runner.ts';
+import {
+  type ExecutionResult,
+  type LocalIntegration,
+  type LocalLambda,
+  LocalStateMachine,
+} from './sfn-runner.ts';
 
 /** Where the platform (usually the emulator) is and the tokens it accepts. */
 export interface PlatformEndpoint {
@@ -57,6 +62,13 @@ export interface LocalWorkflowOptions {
   readonly observe?: IntakeObserver;
   /** Throttles a seeded share of Lambda invokes when it lists `lambda` (see aws-faults.ts). @default none */
   readonly awsFaults?: AwsFaults;
+  /**
+   * Replaces a step's Lambda, given the real one: lets a test make a function fail as Lambda
+   * itself would (throttled, a service fault). @default the step's handler
+   */
+  readonly stepOverrides?: Partial<Record<StepName, (real: LocalLambda) => LocalLambda>>;
+  /** Stands between the state machine's direct DynamoDB calls and the ledger, as `fetch` does for the platform. */
+  readonly dynamoIntegration?: (real: LocalIntegration) => LocalIntegration;
 }
 
 /** The local ids of the secrets, as the stack's secret ARNs in AWS. */
@@ -94,6 +106,8 @@ export interface LocalWorkflow {
   readonly intake: (event: SQSEvent) => Promise<SQSBatchResponse>;
   /** StartExecution: runs the machine in the background; a name already used is not started again. */
   startExecution(name: string, input: ExecutionInput): Promise<'started' | 'already_exists'>;
+  /** Puts a new value in a secret, as put-secret-value does; functions see it once their cache lapses or they refresh. */
+  rotateSecret(name: SecretName, value: string): void;
   /** Every execution started so far, by name. */
   readonly executions: ReadonlyMap<string, Promise<ExecutionResult>>;
   /** Resolves when every execution started so far has ended. */
@@ -130,11 +144,11 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     exportToken: platform.exportToken,
     auditHmacKey: randomBytes(32).toString('hex'),
   };
-  const secretsManager = await startSecretsStandIn(
-    Object.fromEntries(
-      Object.entries(LOCAL_SECRET_IDS).map(([name, id]) => [id, values[name as SecretName]]),
-    ),
+  // The stand-in reads this record on every call, so a rotation below is what it serves next.
+  const served: Record<string, string> = Object.fromEntries(
+    Object.entries(LOCAL_SECRET_IDS).map(([name, id]) => [id, values[name as SecretName]]),
   );
+  const secretsManager = await startSecretsStandIn(served);
   const secretsClientConfig = {
     region: aws.region,
     endpoint: secretsManager.endpoint,
@@ -174,13 +188,18 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     // One ledger and audit trail for every function; a platform client per function, with its tokens.
     const platform = platformClient(env, readersFor(STEP_TOKENS[step]), logger, options.fetch);
     const handler = makeStepHandler(definition, () => ({ ...stepDeps, platform }));
-    handlers[ids[step]] = (event) => runAsCaller(step, () => handler(event));
+    const real: LocalLambda = (event) => runAsCaller(step, () => handler(event));
+    handlers[ids[step]] = options.stepOverrides?.[step]?.(real) ?? real;
   }
+  const updateItem = dynamoUpdateItem(dynamoClient, template);
   const machine = new LocalStateMachine(resolved, {
     handlers,
     waitMs: options.waitMs ?? 0,
     retryIntervalMs: options.retryIntervalMs ?? 0,
     ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
+    integrations: {
+      [DYNAMODB_UPDATE_ITEM]: options.dynamoIntegration?.(updateItem) ?? updateItem,
+    },
   });
 
   const executions = new Map<string, Promise<ExecutionResult>>();
@@ -212,6 +231,9 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     stepDeps,
     intake: (event) => runAsCaller('Intake', () => intakeHandler(event)),
     startExecution,
+    rotateSecret(name, value) {
+      served[LOCAL_SECRET_IDS[name]] = value;
+    },
     executions,
     async settled() {
       const results = new Map<string, ExecutionResult>();
@@ -308,4 +330,59 @@ function stepFunctionIds(template: Record<string, unknown>): Record<StepName, st
 
 function isStepName(name: string): name is StepName {
   return Object.hasOwn(STEPS, name);
+}
+
+/** The resource of Step Functions' direct DynamoDB UpdateItem integration. */
+export const DYNAMODB_UPDATE_ITEM = 'arn:aws:states:::dynamodb:updateItem';
+
+const attributeValue = z.custom<AttributeValue>(
+  (value) => typeof value === 'object' && value !== null && Object.keys(value).length === 1,
+  'expected a DynamoDB attribute value such as {"S": "text"}',
+);
+const updateItemParametersSchema = z.strictObject({
+  TableName: z.string().min(1),
+  Key: z.record(z.string(), attributeValue),
+  UpdateExpression: z.string().optional(),
+  ConditionExpression: z.string().optional(),
+  ExpressionAttributeNames: z.record(z.string(), z.string()).optional(),
+  ExpressionAttributeValues: z.record(z.string(), attributeValue).optional(),
+});
+
+/**
+ * The state machine's direct UpdateItem, against the local ledger: the template's table (a Ref,
+ * its logical id once resolved) is the local one. Errors carry the names Step Functions gives
+ * them (`DynamoDB.<exception>`), so Retry and Catch match as in AWS. The call is the state
+ * machine's, which the IAM proof derives from the definition; it runs as the local runtime.
+ */
+function dynamoUpdateItem(client: DynamoDBClient, template: Record<string, unknown>): LocalIntegration {
+  const resources = z.record(z.string(), z.looseObject({ Type: z.string() })).parse(template.Resources ?? {});
+  const tables = new Set(
+    Object.entries(resources)
+      .filter(([, resource]) => resource.Type === 'AWS::DynamoDB::Table')
+      .map(([logicalId]) => logicalId),
+  );
+  return async (parameters) => {
+    const parsed = updateItemParametersSchema.safeParse(parameters);
+    if (!parsed.success) {
+      throw Object.assign(new Error(`dynamodb:updateItem: ${z.prettifyError(parsed.error)}`), {
+        name: 'States.Runtime',
+      });
+    }
+    const { TableName, ...rest } = parsed.data;
+    try {
+      await runAsCaller(CALLERS.localRuntime, () =>
+        client.send(
+          new UpdateItemCommand({
+            ...rest,
+            TableName: tables.has(TableName) ? LOCAL_NAMES.table : TableName,
+          }),
+        ),
+      );
+      return {};
+    } catch (error) {
+      const name = error instanceof Error ? error.name : 'Error';
+      const message = error instanceof Error ? error.message : String(error);
+      throw Object.assign(new Error(message), { name: `DynamoDB.${name}` });
+    }
+  };
 }

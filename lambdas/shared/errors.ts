@@ -54,6 +54,17 @@ export class PlatformConnectionResetError extends DsrError {
   readonly code = 'platform_connection_reset';
 }
 
+/**
+ * An AWS service throttled the call, failed on its side (5xx) or the connection to it broke: the
+ * call is worth repeating later. Step handlers turn the SDK's many spellings of this into this one
+ * name (see `awsTransientError`), so the state machine retries them all with one rule.
+ */
+export class AwsTransientError extends DsrError {
+  override readonly name = 'AwsTransientError';
+  readonly retryable = true;
+  readonly code = 'aws_transient';
+}
+
 /** A download ended before the announced number of bytes arrived. */
 export class TruncatedDownloadError extends DsrError {
   override readonly name = 'TruncatedDownloadError';
@@ -211,6 +222,19 @@ export const RETRYABLE_ERRORS = [
   'PlatformTimeoutError',
   'PlatformConnectionResetError',
   'TruncatedDownloadError',
+  'AwsTransientError',
+] as const;
+
+/**
+ * Lambda's own errors when it could not run the function (throttled, a service fault, the SDK
+ * inside Step Functions losing the call): the function did not run, so running it again is safe.
+ */
+export const LAMBDA_SERVICE_ERRORS = [
+  'Lambda.TooManyRequestsException',
+  'Lambda.ServiceException',
+  'Lambda.SdkClientException',
+  'Lambda.AWSLambdaException',
+  'Lambda.ClientExecutionTimeoutException',
 ] as const;
 
 /** Names that go straight to RecordFailure. */
@@ -256,4 +280,70 @@ export function errorCodeOf(errorName: string): string {
   const base = errorName.replace(/^States\./, 'States').replace(/Error$/, '');
   const snake = base.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
   return /^[a-z0-9_]{1,64}$/.test(snake) ? snake : 'unknown';
+}
+
+/** SDK error names that mean "throttled": DynamoDB, S3, KMS, SQS, Step Functions, Secrets Manager, Lambda. */
+const AWS_THROTTLE_NAMES = new Set([
+  'ThrottlingException',
+  'Throttling',
+  'ThrottledException',
+  'ProvisionedThroughputExceededException',
+  'RequestLimitExceeded',
+  'TooManyRequestsException',
+  'SlowDown',
+  'RequestThrottled',
+  'RequestThrottledException',
+  'KMSInternalException',
+  'InternalServerError',
+  'InternalServerErrorException',
+  'InternalFailure',
+  'InternalError',
+  'ServiceUnavailable',
+  'ServiceUnavailableException',
+  'TransactionInProgressException',
+  'TimeoutError',
+  'RequestTimeout',
+  'RequestTimeoutException',
+]);
+
+/** Node's codes for a connection that broke or never came up. */
+const NETWORK_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+/**
+ * The AwsTransientError for an AWS SDK error that is worth retrying (a throttle, a 5xx, a broken
+ * connection), or undefined for anything else (svc-dsr's own errors, a refused condition, an access
+ * denial). The message names the service's error only, never the request's contents.
+ */
+export function awsTransientError(error: unknown, depth = 0): AwsTransientError | undefined {
+  if (!(error instanceof Error) || error instanceof DsrError) return undefined;
+  // A wrapper (Powertools' GetParameterError) keeps the SDK's error as its cause.
+  if (depth < 3 && error.cause !== undefined) {
+    const inner = awsTransientError(error.cause, depth + 1);
+    if (inner !== undefined) return inner;
+  }
+  const metadata = '$metadata' in error ? (error.$metadata as { httpStatusCode?: unknown }) : undefined;
+  const status = typeof metadata?.httpStatusCode === 'number' ? metadata.httpStatusCode : undefined;
+  const retryable =
+    '$retryable' in error && typeof error.$retryable === 'object' && error.$retryable !== null;
+  const code = 'code' in error && typeof error.code === 'string' ? error.code : undefined;
+  const transient =
+    AWS_THROTTLE_NAMES.has(error.name) ||
+    (code !== undefined && NETWORK_CODES.has(code)) ||
+    (metadata !== undefined && (retryable || status === 429 || (status !== undefined && status >= 500)));
+  if (!transient) return undefined;
+  const what = status === undefined ? error.name : `${error.name}, HTTP ${status}`;
+  return new AwsTransientError(
+    `an AWS service call failed transiently (${what}${code === undefined ? '' : `, ${code}`}); it is retried with backoff`,
+    { cause: error },
+  );
 }

@@ -147,6 +147,8 @@ export const ledgerItemSchema = z.object({
   duplicates: z.number().int().nonnegative().default(0),
   conflicts: z.number().int().nonnegative().default(0),
   executions: z.number().int().nonnegative().default(0),
+  /** How often the reconciler started a new execution for a request left open without one. */
+  resumes: z.number().int().nonnegative().optional(),
   created_at: z.string(),
   updated_at: z.string(),
   completed_at: z.string().optional(),
@@ -382,6 +384,51 @@ export class Ledger {
       if (isConditionalFailure(error)) return undefined;
       throw error;
     }
+  }
+
+  /**
+   * Claims the next execution of an open request left without a running one: `executions` goes
+   * from `from.executions` to one more and `resumes` counts it, only while the status is still
+   * `from.status` and no one else claimed it (a retry, another reconciler). Answers the item, or
+   * undefined when the request moved meanwhile.
+   */
+  async claimResume(
+    requestId: string,
+    from: { readonly status: Status; readonly executions: number },
+  ): Promise<LedgerItem | undefined> {
+    return this.#updateIf(requestId, {
+      update: 'SET #executions = :next, #resumes = if_not_exists(#resumes, :zero) + :one, #updated_at = :now',
+      condition: '#status = :status AND (attribute_not_exists(#executions) OR #executions = :executions)',
+      names: {
+        '#executions': 'executions',
+        '#resumes': 'resumes',
+        '#updated_at': 'updated_at',
+        '#status': 'status',
+      },
+      values: {
+        ':next': from.executions + 1,
+        ':executions': from.executions,
+        ':zero': 0,
+        ':one': 1,
+        ':now': this.clock().toISOString(),
+        ':status': from.status,
+      },
+    });
+  }
+
+  /**
+   * Moves the open index key of a request to the status it has (the state machine's own failure
+   * write sets the status only). Answers true when it moved.
+   */
+  async reindexOpen(requestId: string, status: Status): Promise<boolean> {
+    const shard = openShardKey(requestId, status);
+    const updated = await this.#updateIf(requestId, {
+      update: shard === undefined ? 'REMOVE #shard' : 'SET #shard = :shard',
+      condition: '#status = :status',
+      names: { '#shard': OPEN_SHARD_ATTRIBUTE, '#status': 'status' },
+      values: { ':status': status, ...(shard === undefined ? {} : { ':shard': shard }) },
+    });
+    return updated !== undefined;
   }
 
   /** Adds one to a counter (duplicates, conflicts, executions) whatever the status. */

@@ -35,12 +35,18 @@ export interface ClientLogger {
   warn(message: string, attributes: Record<string, unknown>): void;
 }
 
+/**
+ * Where a token comes from. `refresh` asks for the current value past any cache: the platform
+ * refused the cached one, which a rotation makes stale.
+ */
+export type CredentialSource = (options?: { readonly refresh?: boolean }) => Promise<string> | string;
+
 export interface PlatformClientDeps {
   /**
    * Each token's source, called per request so a rotated secret is picked up. A function that is
    * not given a token cannot make the calls that need it.
    */
-  readonly credentials: { readonly [K in PlatformToken]?: () => Promise<string> | string };
+  readonly credentials: { readonly [K in PlatformToken]?: CredentialSource };
   readonly fetch?: typeof globalThis.fetch;
   readonly logger?: ClientLogger;
 }
@@ -90,41 +96,43 @@ export class PlatformClient {
 
   /** Endpoint 3: the user with this primary_key, or not-found (404 or `success: false`). */
   async retrieveUser(primaryKey: string): Promise<RetrieveResult> {
-    const ssoAccessToken = await this.#token('ssoAccessToken');
-    const answer = await this.#call({
-      operation: 'retrieveUser',
-      method: 'GET',
-      url: this.#pathUrl('retrieveUser', this.config.baseUrl, 'sso/v1/user', primaryKey, 'primary_key'),
-      headers: { [this.config.ssoTokenHeader]: ssoAccessToken },
-      sensitive: [primaryKey],
+    return this.#withToken('ssoAccessToken', async (ssoAccessToken) => {
+      const answer = await this.#call({
+        operation: 'retrieveUser',
+        method: 'GET',
+        url: this.#pathUrl('retrieveUser', this.config.baseUrl, 'sso/v1/user', primaryKey, 'primary_key'),
+        headers: { [this.config.ssoTokenHeader]: ssoAccessToken },
+        sensitive: [primaryKey],
+      });
+      if (answer.status === 404) return { found: false };
+      this.#throwForStatus('retrieveUser', answer);
+      const body = this.#parse('retrieveUser', retrieveResponseSchema, answer, [primaryKey]);
+      if (!body.success || body.user === undefined) return { found: false };
+      const svcUserId = body.user[this.config.userIdField];
+      if ((typeof svcUserId !== 'string' && typeof svcUserId !== 'number') || String(svcUserId) === '') {
+        throw new PlatformResponseInvalidError(
+          `retrieveUser: the answer has no ${this.config.userIdField}; check the userIdField setting`,
+        );
+      }
+      return { found: true, svcUserId: String(svcUserId), user: body.user };
     });
-    if (answer.status === 404) return { found: false };
-    this.#throwForStatus('retrieveUser', answer);
-    const body = this.#parse('retrieveUser', retrieveResponseSchema, answer, [primaryKey]);
-    if (!body.success || body.user === undefined) return { found: false };
-    const svcUserId = body.user[this.config.userIdField];
-    if ((typeof svcUserId !== 'string' && typeof svcUserId !== 'number') || String(svcUserId) === '') {
-      throw new PlatformResponseInvalidError(
-        `retrieveUser: the answer has no ${this.config.userIdField}; check the userIdField setting`,
-      );
-    }
-    return { found: true, svcUserId: String(svcUserId), user: body.user };
   }
 
   /** Endpoint 5: deletes the user; a not-found answer means the user is already gone. */
   async deleteUser(primaryKey: string): Promise<DeleteResult> {
-    const ssoAccessToken = await this.#token('ssoAccessToken');
-    const answer = await this.#call({
-      operation: 'deleteUser',
-      method: 'DELETE',
-      url: this.#pathUrl('deleteUser', this.config.baseUrl, 'sso/v1/user', primaryKey, 'primary_key'),
-      headers: { [this.config.ssoTokenHeader]: ssoAccessToken },
-      sensitive: [primaryKey],
+    return this.#withToken('ssoAccessToken', async (ssoAccessToken) => {
+      const answer = await this.#call({
+        operation: 'deleteUser',
+        method: 'DELETE',
+        url: this.#pathUrl('deleteUser', this.config.baseUrl, 'sso/v1/user', primaryKey, 'primary_key'),
+        headers: { [this.config.ssoTokenHeader]: ssoAccessToken },
+        sensitive: [primaryKey],
+      });
+      if (answer.status === 404) return { outcome: 'already_absent', status: 404 };
+      this.#throwForStatus('deleteUser', answer);
+      const success = successFlag(answer.text);
+      return { outcome: success === false ? 'already_absent' : 'deleted', status: answer.status };
     });
-    if (answer.status === 404) return { outcome: 'already_absent', status: 404 };
-    this.#throwForStatus('deleteUser', answer);
-    const success = successFlag(answer.text);
-    return { outcome: success === false ? 'already_absent' : 'deleted', status: answer.status };
   }
 
   /**
@@ -133,87 +141,115 @@ export class PlatformClient {
    * nothing retries it blindly into a second export.
    */
   async startExport(svcUserId: string): Promise<{ exportId: string }> {
-    const exportToken = await this.#token('exportToken');
-    let answer: RawAnswer;
-    try {
-      answer = await this.#call({
-        operation: 'startExport',
-        method: 'POST',
-        url: this.#url(this.config.exportUrl, 'gdpr/export'),
-        body: { access_token: exportToken, spot_id: this.config.spotId, user_id: svcUserId },
-        sensitive: [svcUserId],
-      });
-    } catch (error) {
-      throw uncertainIfSent(error);
-    }
-    // 503 says the platform did not take the request on: no export began, so it is a plain retry.
-    if (answer.status >= 500 && answer.status !== 503) {
-      throw new ExportStartUncertainError(
-        `startExport: the platform answered ${answer.status}; an export may have started`,
-      );
-    }
-    if (answer.status === 404)
-      throw new PlatformNotFoundError('startExport: the platform does not know this user');
-    this.#throwForStatus('startExport', answer);
-    const body = this.#parse('startExport', exportStartResponseSchema, answer, [svcUserId]);
-    const exportId = extractExportId(body);
-    if (exportId === '') throw new PlatformResponseInvalidError('startExport: the export id is empty');
-    return { exportId };
+    return this.#withToken('exportToken', async (exportToken) => {
+      let answer: RawAnswer;
+      try {
+        answer = await this.#call({
+          operation: 'startExport',
+          method: 'POST',
+          url: this.#url(this.config.exportUrl, 'gdpr/export'),
+          body: { access_token: exportToken, spot_id: this.config.spotId, user_id: svcUserId },
+          sensitive: [svcUserId],
+        });
+      } catch (error) {
+        throw uncertainIfSent(error);
+      }
+      // 503 says the platform did not take the request on: no export began, so it is a plain retry.
+      if (answer.status >= 500 && answer.status !== 503) {
+        throw new ExportStartUncertainError(
+          `startExport: the platform answered ${answer.status}; an export may have started`,
+        );
+      }
+      if (answer.status === 404)
+        throw new PlatformNotFoundError('startExport: the platform does not know this user');
+      this.#throwForStatus('startExport', answer);
+      const body = this.#parse('startExport', exportStartResponseSchema, answer, [svcUserId]);
+      const exportId = extractExportId(body);
+      if (exportId === '') throw new PlatformResponseInvalidError('startExport: the export id is empty');
+      return { exportId };
+    });
   }
 
   /** Endpoint 7: the export's state, normalised (see ExportStatus). */
   async exportStatus(exportId: string): Promise<ExportStatus> {
-    const exportToken = await this.#token('exportToken');
-    const url = this.#pathUrl(
-      'exportStatus',
-      this.config.exportUrl,
-      'gdpr/export/status',
-      exportId,
-      'export id',
-    );
-    url.searchParams.set('access_token', exportToken);
-    url.searchParams.set('spot_id', this.config.spotId);
-    const answer = await this.#call({ operation: 'exportStatus', method: 'GET', url, sensitive: [] });
-    if (answer.status === 404)
-      throw new PlatformNotFoundError('exportStatus: the platform does not know this export');
-    this.#throwForStatus('exportStatus', answer);
-    const body = this.#parse('exportStatus', exportStatusResponseSchema, answer, []);
-    const reported = body.status.trim().toLowerCase();
-    if (reported === 'failed') return { status: 'failed' };
-    if (reported === 'completed' && body.link) {
-      const link = URL.canParse(body.link) ? new URL(body.link) : undefined;
-      if (link === undefined)
-        throw new PlatformResponseInvalidError('exportStatus: the download link is not a URL');
-      return { status: 'completed', link };
-    }
-    return {
-      status: 'pending',
-      reported: reported === 'completed' ? 'completed_without_link' : safeWord(reported),
-    };
+    return this.#withToken('exportToken', async (exportToken) => {
+      const url = this.#pathUrl(
+        'exportStatus',
+        this.config.exportUrl,
+        'gdpr/export/status',
+        exportId,
+        'export id',
+      );
+      url.searchParams.set('access_token', exportToken);
+      url.searchParams.set('spot_id', this.config.spotId);
+      const answer = await this.#call({ operation: 'exportStatus', method: 'GET', url, sensitive: [] });
+      if (answer.status === 404)
+        throw new PlatformNotFoundError('exportStatus: the platform does not know this export');
+      this.#throwForStatus('exportStatus', answer);
+      const body = this.#parse('exportStatus', exportStatusResponseSchema, answer, []);
+      const reported = body.status.trim().toLowerCase();
+      if (reported === 'failed') return { status: 'failed' };
+      if (reported === 'completed' && body.link) {
+        const link = URL.canParse(body.link) ? new URL(body.link) : undefined;
+        if (link === undefined)
+          throw new PlatformResponseInvalidError('exportStatus: the download link is not a URL');
+        return { status: 'completed', link };
+      }
+      return {
+        status: 'pending',
+        reported: reported === 'completed' ? 'completed_without_link' : safeWord(reported),
+      };
+    });
   }
 
   /** Endpoint 8: one page of the user's activity. */
   async userActivity(svcUserId: string, page: { count: number; offset: number }): Promise<ActivityPage> {
-    const exportToken = await this.#token('exportToken');
-    const answer = await this.#call({
-      operation: 'userActivity',
-      method: 'POST',
-      url: this.#url(this.config.activityUrl, 'v1/user/activity'),
-      headers: { 'x-spot-id': this.config.spotId, apikey: exportToken },
-      body: { profile_user_id: svcUserId, count: page.count, offset: page.offset },
-      sensitive: [svcUserId],
+    return this.#withToken('exportToken', async (exportToken) => {
+      const answer = await this.#call({
+        operation: 'userActivity',
+        method: 'POST',
+        url: this.#url(this.config.activityUrl, 'v1/user/activity'),
+        headers: { 'x-spot-id': this.config.spotId, apikey: exportToken },
+        body: { profile_user_id: svcUserId, count: page.count, offset: page.offset },
+        sensitive: [svcUserId],
+      });
+      this.#throwForStatus('userActivity', answer);
+      return this.#parse('userActivity', activityResponseSchema, answer, [svcUserId]);
     });
-    this.#throwForStatus('userActivity', answer);
-    return this.#parse('userActivity', activityResponseSchema, answer, [svcUserId]);
   }
 
-  async #token(kind: PlatformToken): Promise<string> {
+  /**
+   * Runs `work` with the token; when the platform refuses it (401/403), reads the secret afresh
+   * once and, if it has changed (rotated since it was cached), runs `work` again with the new one.
+   * A refused call started nothing on the platform, so repeating it is safe. The same token
+   * refused again is a PlatformAuthError for a person to fix.
+   */
+  async #withToken<T>(kind: PlatformToken, work: (token: string) => Promise<T>): Promise<T> {
+    const token = await this.#token(kind, false);
+    try {
+      return await work(token);
+    } catch (error) {
+      if (!(error instanceof PlatformAuthError) || error.status === 0) throw error;
+      const fresh = await this.#token(kind, true);
+      if (fresh === token) throw error;
+      this.#deps.logger?.warn(
+        'platform refused the cached token; retrying once with the secret read afresh',
+        {
+          token: kind,
+          status: error.status,
+        },
+      );
+      return work(fresh);
+    }
+  }
+
+  async #token(kind: PlatformToken, refresh: boolean): Promise<string> {
     const label = kind === 'ssoAccessToken' ? 'the SSO access token' : 'the export token';
     const source = this.#deps.credentials[kind];
     if (source === undefined) {
       throw new ConfigurationError(`this function is not given ${label}, which this platform call needs`);
     }
-    const token = await source();
+    const token = await source(refresh ? { refresh: true } : undefined);
     if (token === '') throw new PlatformAuthError(`${label} is empty; set it in its secret`, 0);
     return token;
   }

@@ -17,8 +17,11 @@ export const SECRETS = {
 } as const;
 export type SecretName = keyof typeof SECRETS;
 
-/** Reads one secret's current value; cached, so a warm Lambda does not call Secrets Manager per use. */
-export type SecretReader = () => Promise<string>;
+/**
+ * Reads one secret's current value; cached, so a warm Lambda does not call Secrets Manager per use.
+ * `refresh` reads it from Secrets Manager whatever the cache holds (a rotated secret).
+ */
+export type SecretReader = (options?: { readonly refresh?: boolean }) => Promise<string>;
 
 /** The secrets one function may read: every function writes audit, only some call the platform. */
 export type FunctionSecrets = { readonly auditHmacKey: SecretReader } & {
@@ -45,8 +48,11 @@ export function secretsManagerReaders(
   for (const name of Object.keys(SECRETS) as SecretName[]) {
     const id = ids[name];
     if (id === undefined) continue;
-    readers[name] = async () => {
-      const value = await provider.get(id, { maxAge: options.maxAgeSeconds ?? 300 });
+    readers[name] = async (read) => {
+      const value = await provider.get(id, {
+        maxAge: options.maxAgeSeconds ?? 300,
+        ...(read?.refresh === true ? { forceFetch: true } : {}),
+      });
       return checkSecret(name, typeof value === 'string' ? value : undefined, id);
     };
   }

@@ -5,7 +5,7 @@ import { App, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LOCAL_STATE_MACHINE_ARN } from '#local/local-mode';
+import { LOCAL_STATE_MACHINE_ARN, RECONCILER_CALLER } from '#local/local-mode';
 import { LOCAL_NAMES, LOCAL_SECRET_IDS } from '#local/workflow';
 import { CALLERS, type RecordedCall } from '#shared/call-recorder';
 import { STEP_DIRECTORIES, type StepName } from '../../lambdas/steps.ts';
@@ -30,7 +30,7 @@ const template = Template.fromStack(stack).toJSON();
 const logicalId = (construct: iam.IRole | iam.ManagedPolicy) =>
   stack.getLogicalId((construct.node.defaultChild ?? construct) as never);
 
-const roleOf = (name: StepName | 'Intake' | 'DeadlineSweep') => ({
+const roleOf = (name: StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler') => ({
   roleId: logicalId(stack.functions[name].role),
 });
 const roles: Deployment['roles'] = {
@@ -38,6 +38,7 @@ const roles: Deployment['roles'] = {
   Intake: roleOf('Intake'),
   [CALLERS.intakeEventSource]: roleOf('Intake'),
   DeadlineSweep: roleOf('DeadlineSweep'),
+  [RECONCILER_CALLER]: roleOf('Reconciler'),
   [CALLERS.cli]: { managedPolicyId: logicalId(stack.operatorPolicy) },
 };
 

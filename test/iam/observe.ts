@@ -2,21 +2,23 @@
  * Runs the product as its users do, with every AWS call recorded: local mode with the real intake,
  * state machine and steps, the operator CLI as separate processes against it, and the deadline
  * sweep. The scenarios cover every path that reaches AWS: an access request, an erasure, an
- * unknown subject, an invalid message, a failed export retried by the operator, a cancel, an
- * extension, and the read commands (status, list, report, verify, package).
+ * unknown subject, an invalid message, a failed export retried by the operator, a request left
+ * without an execution and resumed by the reconciler, a cancel, an extension, and the read commands (status, list, report, verify, package).
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { readLocalEndpoints } from '#local/endpoints';
 import { startLocalMode } from '#local/local-mode';
-import { type RecordedCall, runAsCaller, setCallSink } from '#shared/call-recorder';
+import { CALLERS, type RecordedCall, runAsCaller, setCallSink } from '#shared/call-recorder';
 import { Ledger } from '#shared/ledger';
 import { prepareSdkClient } from '#shared/sdk-clients';
 import { sweepDeadlines } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { runCli } from '../helpers/cli.ts';
 
-const request = (requestId: string, type: 'access' | 'erasure', primaryKey: string) => ({
+/** A valid request, received an hour ago and verified a minute ago. */
+export const request = (requestId: string, type: 'access' | 'erasure', primaryKey: string) => ({
   request_id: requestId,
   type,
   regulation: 'gdpr',
@@ -29,26 +31,6 @@ const request = (requestId: string, type: 'access' | 'erasure', primaryKey: stri
   },
 });
 
-/** `svc-dsr submit`'s flags for a request, as an operator types them. */
-const submitFlags = (requestId: string, r: ReturnType<typeof request>, regulation: string) => [
-  '--request-id',
-  requestId,
-  '--type',
-  r.type,
-  '--regulation',
-  regulation,
-  '--primary-key',
-  r.primary_key,
-  '--received-at',
-  r.received_at,
-  '--verification-method',
-  r.verification.method,
-  '--verified-by',
-  r.verification.verified_by,
-  '--verified-at',
-  r.verification.verified_at,
-];
-
 const ids = {
   failing: '0b7f6d0e-0000-4000-8000-000000000001',
   access: '0b7f6d0e-0000-4000-8000-000000000002',
@@ -56,6 +38,7 @@ const ids = {
   unknown: '0b7f6d0e-0000-4000-8000-000000000004',
   cancelled: '0b7f6d0e-0000-4000-8000-000000000005',
   extended: '0b7f6d0e-0000-4000-8000-000000000006',
+  stranded: '0b7f6d0e-0000-4000-8000-000000000008',
 } as const;
 
 /** Runs the scenarios in `dataDir` and returns every call made, in this process and in the CLI's. */
@@ -70,6 +53,27 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     if (result.code !== 0) throw new Error(`svc-dsr ${args[0]} exited ${result.code}: ${result.stderr}`);
     return result.stdout;
   };
+  /** `svc-dsr submit` of one request, received an hour ago and verified a minute ago. */
+  const submitByCli = (requestId: string, type: string, regulation: string, primaryKey: string) =>
+    cli(
+      'submit',
+      '--request-id',
+      requestId,
+      '--type',
+      type,
+      '--regulation',
+      regulation,
+      '--primary-key',
+      primaryKey,
+      '--received-at',
+      new Date(Date.now() - 3_600_000).toISOString(),
+      '--verification-method',
+      'email_link',
+      '--verified-by',
+      'privacy-team',
+      '--verified-at',
+      new Date(Date.now() - 60_000).toISOString(),
+    );
   const mode = await startLocalMode({
     dataDir,
     // The first export fails, so the first request fails for good (one attempt) and is retried.
@@ -95,15 +99,39 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     stop = mode.pollContinuously(() => {});
     await cli('retry', ids.failing);
     // Open requests for the operator's cancel and extend, acted on while they wait for the export.
-    await cli('submit', ...submitFlags(ids.cancelled, request(ids.cancelled, 'access', 'u-bruno'), 'gdpr'));
-    await cli('submit', ...submitFlags(ids.extended, request(ids.extended, 'erasure', 'u-chloe'), 'ccpa'));
+    await submitByCli(ids.cancelled, 'access', 'gdpr', 'u-bruno');
+    await submitByCli(ids.extended, 'erasure', 'ccpa', 'u-chloe');
     await cli('cancel', ids.cancelled, '--reason', 'withdrawn by the subject');
     await cli('extend', ids.extended, '--reason', 'complex request');
-    await cli('submit', ...submitFlags(ids.erasure, request(ids.erasure, 'erasure', 'u-dan'), 'gdpr'));
+    await submitByCli(ids.erasure, 'erasure', 'gdpr', 'u-dan');
     await waitFor(async () => (await cli('status', ids.erasure, '--json')).includes('"completed"'));
     await waitFor(async () => (await cli('status', ids.failing, '--json')).includes('"completed"'));
     await waitFor(async () => (await cli('status', ids.extended, '--json')).includes('"completed"'));
 
+    // A request left running with its execution gone (a crash, a timeout): the reconciler resumes it.
+    await submitByCli(ids.stranded, 'access', 'gdpr', 'u-alice');
+    await waitFor(
+      async () =>
+        (await runAsCaller(CALLERS.localRuntime, () => mode.workflow.ledger.get(ids.stranded)))?.step ===
+        'exporting',
+      60_000,
+      25,
+    );
+    const sfn = new SFNClient({
+      region: mode.aws.region,
+      endpoint: mode.shim.endpoint,
+      credentials: mode.aws.credentials,
+    });
+    await runAsCaller(CALLERS.localRuntime, () =>
+      sfn.send(
+        new StopExecutionCommand({
+          executionArn: `${mode.shim.stateMachineArn.replace(':stateMachine:', ':execution:')}:${ids.stranded}`,
+        }),
+      ),
+    );
+    sfn.destroy();
+    await mode.reconcile({ graceSeconds: 0 });
+    await waitFor(async () => (await cli('status', ids.stranded, '--json')).includes('"completed"'));
     await cli('status', ids.access);
     await cli('list', '--status', 'completed');
     await cli('list', '--overdue');
@@ -139,11 +167,11 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
   return [...calls, ...fromCli];
 }
 
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 60_000, everyMs = 100): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
     if (await check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
   throw new Error('timed out waiting for a request to reach the state the scenario needs');
 }

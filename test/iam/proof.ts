@@ -205,7 +205,7 @@ const DYNAMO_WRITES = new Set([
 ]);
 
 /** The KMS calls a service makes with the caller's permissions when the resource is encrypted. */
-function impliedKeyUse(call: RecordedCall, resourceArn: string, model: TemplateModel): KeyUse[] {
+export function impliedKeyUse(call: RecordedCall, resourceArn: string, model: TemplateModel): KeyUse[] {
   const key = keyOf(model, resourceArn);
   if (key === undefined) return [];
   const service = resourceArn.split(':')[2] ?? '';

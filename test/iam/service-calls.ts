@@ -6,7 +6,7 @@
  * S3 delivering server access logs, and EventBridge invoking scheduled functions.
  */
 import type { Authorisation } from './proof.ts';
-import { keyOf } from './proof.ts';
+import { impliedKeyUse, keyOf } from './proof.ts';
 import { ACCOUNT, REGION, type TemplateModel } from './template-model.ts';
 
 const SECURE = { 'aws:SecureTransport': 'true' } as const;
@@ -43,6 +43,31 @@ export function serviceAuthorisations(model: TemplateModel): Authorisation[] {
     const definition = JSON.parse(String(model.resolve(p.DefinitionString))) as {
       States: Record<string, unknown>;
     };
+    for (const tableName of dynamoUpdateTargets(definition.States)) {
+      const tableId = model.ofType('AWS::DynamoDB::Table').find((table) => model.ref(table) === tableName);
+      if (tableId === undefined) throw new Error(`no table of the template is named ${tableName}`);
+      const tableArn = model.getAtt(tableId, 'Arn');
+      out.push({
+        ...role,
+        action: 'dynamodb:UpdateItem',
+        resource: tableArn,
+        context: { ...SECURE },
+        reason: 'a Task state (dynamodb:updateItem) records a failure RecordFailure could not',
+      });
+      for (const use of impliedKeyUse(
+        {
+          caller,
+          operation: 'UpdateItem',
+          action: 'dynamodb:UpdateItem',
+          resource: { kind: 'dynamodb-table', table: tableName },
+          context: {},
+        },
+        tableArn,
+        model,
+      )) {
+        out.push({ ...role, ...use, reason: "DynamoDB uses the table key for the state machine's write" });
+      }
+    }
     for (const fnArn of lambdaTargets(definition.States)) {
       out.push({
         ...role,
@@ -276,15 +301,26 @@ export function serviceAuthorisations(model: TemplateModel): Authorisation[] {
 }
 
 /** The function ARN of every Lambda Task in a definition, Parallel and Map branches included. */
+/** The Lambda functions the definition's lambda:invoke tasks call, by ARN. */
 function lambdaTargets(states: Record<string, unknown>): string[] {
+  return taskTargets(states, ':states:::lambda:invoke', 'FunctionName');
+}
+
+/** The tables the definition's direct DynamoDB UpdateItem tasks write, by name. */
+function dynamoUpdateTargets(states: Record<string, unknown>): string[] {
+  return taskTargets(states, ':states:::dynamodb:updateItem', 'TableName');
+}
+
+/** The values of `parameter` in every Task state whose resource ends with `resourceSuffix`. */
+function taskTargets(states: Record<string, unknown>, resourceSuffix: string, parameter: string): string[] {
   const found = new Set<string>();
   const visit = (value: unknown) => {
     if (Array.isArray(value)) value.forEach(visit);
     else if (typeof value === 'object' && value !== null) {
       const state = value as Record<string, unknown>;
-      if (state.Type === 'Task' && String(state.Resource).endsWith(':states:::lambda:invoke')) {
-        const fn = (state.Parameters as Record<string, unknown> | undefined)?.FunctionName;
-        if (typeof fn === 'string') found.add(fn);
+      if (state.Type === 'Task' && String(state.Resource).endsWith(resourceSuffix)) {
+        const target = (state.Parameters as Record<string, unknown> | undefined)?.[parameter];
+        if (typeof target === 'string') found.add(target);
       }
       Object.values(state).forEach(visit);
     }

@@ -44,6 +44,9 @@ describe('parseStackConfig', () => {
       deadlineSweepMinutes: 60,
       intakeMaxConcurrency: 5,
       intakeQueueAgeAlarmMinutes: 15,
+      retryHorizonHours: 6,
+      reconcileMinutes: 15,
+      reconcileMaxResumes: 3,
       logRetentionDays: 365,
       stage: 'dev',
       production: true,
@@ -92,6 +95,9 @@ describe('parseStackConfig', () => {
     deadlineSweepMinutes: { value: 1, fix: /whole number of minutes from 5 to 1440/ },
     intakeMaxConcurrency: { value: 1, fix: /whole number from 2 to 1000/ },
     intakeQueueAgeAlarmMinutes: { value: 0, fix: /whole number of minutes from 1 to 1440/ },
+    retryHorizonHours: { value: 0, fix: /whole number of hours from 1 to 48/ },
+    reconcileMinutes: { value: 2, fix: /whole number of minutes from 5 to 1440/ },
+    reconcileMaxResumes: { value: 21, fix: /whole number from 0 to 20/ },
     logRetentionDays: { value: 100, fix: /one of 1, 3, 5, 7, 14, 30/ },
   };
 

@@ -34,7 +34,7 @@ const archiveBucket = idOf('AWS::S3::Bucket', 'ArchiveBucket');
 const auditBucket = idOf('AWS::S3::Bucket', 'AuditBucket');
 const accessLogBucket = idOf('AWS::S3::Bucket', 'AccessLogBucket');
 const stepNames = Object.keys(STEP_DIRECTORIES);
-const functionNames = [...stepNames, 'Intake', 'DeadlineSweep'];
+const functionNames = [...stepNames, 'Intake', 'DeadlineSweep', 'Reconciler'];
 
 /** The statements of a function's role policy (`<name>Role…DefaultPolicy…`). */
 function statementsOf(functionName: string): CfnObject[] {
@@ -602,6 +602,39 @@ describe('deadline sweep', () => {
       Threshold: 1,
       ComparisonOperator: 'GreaterThanOrEqualToThreshold',
     });
+  });
+});
+
+describe('reconciler', () => {
+  const reconciler = ofType('AWS::Lambda::Function').find(([id]) => id.startsWith('Reconciler'));
+
+  it('runs on the configured schedule with the configured resume limit', () => {
+    template.hasResourceProperties('AWS::Events::Rule', {
+      ScheduleExpression: 'rate(15 minutes)',
+      Targets: [Match.objectLike({ Arn: getAtt(reconciler?.[0] ?? '') })],
+    });
+    expect(reconciler?.[1].Environment.Variables).toMatchObject({ MAX_RESUMES: '3' });
+    const every30 = synth({ ...productionConfig, reconcileMinutes: 30, reconcileMaxResumes: 5 });
+    every30.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(30 minutes)' });
+    every30.hasResourceProperties('AWS::Lambda::Function', {
+      Environment: { Variables: Match.objectLike({ MAX_RESUMES: '5' }) },
+    });
+  });
+
+  it('may read executions, start them and read and write the ledger, nothing else on those services', () => {
+    const actions = statementsOf('Reconciler').flatMap(actionsOf);
+    expect(actions.filter((action) => action.startsWith('states:')).sort()).toEqual([
+      'states:DescribeExecution',
+      'states:StartExecution',
+    ]);
+    expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual([
+      'dynamodb:GetItem',
+      'dynamodb:Query',
+      'dynamodb:UpdateItem',
+    ]);
+    expect(actions.some((action) => action.startsWith('s3:') || action.startsWith('secretsmanager:'))).toBe(
+      false,
+    );
   });
 });
 

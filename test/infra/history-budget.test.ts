@@ -27,8 +27,9 @@ const bareStates = {
   EraseSubject: task(),
   VerifyErasure: task(),
   RecordErased: task(),
+  OutcomeNotRecorded: { Type: 'Pass' },
   RecordFailure: task(),
-  'WasCancelled?': { Type: 'Choice' },
+  RecordFailedInLedger: task(),
 };
 
 describe('worstCasePolls', () => {
@@ -60,8 +61,8 @@ describe('worstCaseHistory', () => {
     // execution 2, ResolveSubject 5, AlreadyCompleted? 2, two StartExport 10,
     // 8 polls of (Wait 3 + CheckExport 5 + ExportReady? 2) = 80,
     // tail: ArchiveExport 5, RequestType? 2, EraseSubject 5, VerifyErasure 5, RecordErased 5,
-    // RecordFailure 5, WasCancelled? 2, and the final Succeed or Fail 2 = 31.
-    expect(budget).toEqual({ events: 2 + 5 + 2 + 10 + 80 + 31, polls: 8, fraction: 130 / 25_000 });
+    // OutcomeNotRecorded 2, RecordFailure 5, RecordFailedInLedger 5, and the final Fail 2 = 36.
+    expect(budget).toEqual({ events: 2 + 5 + 2 + 10 + 80 + 36, polls: 8, fraction: 135 / 25_000 });
   });
 
   it('counts every retry each Retry rule allows, three for a rule that names no MaxAttempts', () => {
@@ -99,7 +100,7 @@ describe('worstCaseHistory', () => {
     ).filter((resource) => resource.Type === 'AWS::StepFunctions::StateMachine');
     const states = statesOfDefinition(machine?.Properties.DefinitionString);
 
-    // LambdaInvoke's own retry of Lambda service errors (6) plus the transient-error retry (6).
+    // One transient retry of 12 attempts (a 6 h horizon), which covers Lambda's service errors too.
     expect(
       worstCaseHistory({
         schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
@@ -121,6 +122,7 @@ describe('worstCaseHistory', () => {
     expect(retries('CheckExport')).toBe(12);
     expect(retries('StartExport')).toBe(14);
     expect(retries('VerifyErasure')).toBe(15);
+    expect(retries('RecordFailedInLedger')).toBe(12);
   });
 });
 
@@ -136,9 +138,14 @@ describe('the stack', () => {
     );
   });
 
+  it('counts a longer retry horizon, and refuses one the history cannot hold', () => {
+    expect(() => stack({ retryHorizonHours: 6 })).not.toThrow();
+    expect(() => stack({ retryHorizonHours: 48 })).toThrow(/retryHorizonHours 48\)/);
+  });
+
   it('refuses a schedule whose worst case passes half the history limit, naming the settings to change', () => {
     expect(() => stack({ pollMaxSeconds: 600 })).toThrow(
-      /history events per execution \(\d+ export polls\), more than 50% of the 25,000 Step Functions allows \(received pollInitialSeconds 30, pollMaxSeconds 600, pollBudgetSeconds 259200, exportMaxAttempts 3\)\. Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds" or "exportMaxAttempts"/,
+      /history events per execution \(\d+ export polls\), more than 50% of the 25,000 Step Functions allows \(received pollInitialSeconds 30, pollMaxSeconds 600, pollBudgetSeconds 259200, exportMaxAttempts 3, retryHorizonHours 6\)\. Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours"/,
     );
   });
 });

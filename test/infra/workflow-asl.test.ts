@@ -1,11 +1,25 @@
 import { describe, expect, it } from 'vitest';
 import { resolveStateMachine } from '#local/asl';
 import { synthesizeTemplate } from '#local/template';
-import { EXPORT_RESTART_ERRORS, NO_DATA_ERRORS, RETRYABLE_ERRORS } from '#shared/errors';
+import {
+  CANCEL_ERRORS,
+  EXPORT_RESTART_ERRORS,
+  LAMBDA_SERVICE_ERRORS,
+  NO_DATA_ERRORS,
+  RETRYABLE_ERRORS,
+} from '#shared/errors';
 
 type State = {
   Type: string;
-  Retry?: { ErrorEquals: string[]; JitterStrategy?: string; BackoffRate?: number }[];
+  Retry?: {
+    ErrorEquals: string[];
+    JitterStrategy?: string;
+    BackoffRate?: number;
+    IntervalSeconds?: number;
+    MaxAttempts?: number;
+    MaxDelaySeconds?: number;
+  }[];
+  Resource?: string;
   Catch?: { ErrorEquals: string[]; Next: string; ResultPath?: string }[];
   SecondsPath?: string;
   Next?: string;
@@ -15,7 +29,10 @@ type State = {
 const template = synthesizeTemplate();
 const { definition } = resolveStateMachine(template);
 const states = definition.States as Record<string, State>;
-const tasks = Object.entries(states).filter(([, state]) => state.Type === 'Task');
+const tasks = Object.entries(states).filter(
+  ([, state]) => state.Type === 'Task' && state.Resource?.includes(':lambda:') === true,
+);
+const RECORD_OUTCOMES = new Set(['RecordNoData', 'RecordExported', 'RecordErased']);
 
 describe('the synthesized state machine', () => {
   it('has one task per workflow step invocation', () => {
@@ -35,12 +52,31 @@ describe('the synthesized state machine', () => {
     );
   });
 
-  it('retries the exported retryable error names, with backoff and full jitter, on every task', () => {
+  it('retries the retryable names, AWS throttles and Lambda service errors for 6 h with backoff and full jitter, on every task', () => {
+    expect(RETRYABLE_ERRORS).toContain('AwsTransientError');
     for (const [name, state] of tasks) {
-      const retry = state.Retry?.find((rule) => rule.ErrorEquals.includes(RETRYABLE_ERRORS[0]));
-      expect({ name, errors: retry?.ErrorEquals }).toEqual({ name, errors: [...RETRYABLE_ERRORS] });
-      expect(retry?.JitterStrategy).toBe('FULL');
-      expect(retry?.BackoffRate).toBe(2);
+      const rules = state.Retry?.filter((rule) => rule.ErrorEquals.includes(RETRYABLE_ERRORS[0])) ?? [];
+      expect({ name, errors: rules.map((rule) => rule.ErrorEquals) }).toEqual({
+        name,
+        errors: [[...RETRYABLE_ERRORS, ...LAMBDA_SERVICE_ERRORS]],
+      });
+      // No second rule for Lambda's errors (CDK's default): one horizon for every transient error.
+      const lambdaRules = state.Retry?.filter((rule) => rule.ErrorEquals.includes(LAMBDA_SERVICE_ERRORS[0]));
+      expect(lambdaRules).toHaveLength(1);
+      const [retry] = rules;
+      expect(retry).toMatchObject({
+        JitterStrategy: 'FULL',
+        IntervalSeconds: 4,
+        BackoffRate: 4,
+        MaxDelaySeconds: 7200,
+        MaxAttempts: 12,
+      });
+      // Full jitter waits half the nominal delay on average: the expected horizon is 6 h or more.
+      let nominal = 0;
+      for (let attempt = 0; attempt < (retry?.MaxAttempts ?? 0); attempt++) {
+        nominal += Math.min(7200, 4 * 4 ** attempt);
+      }
+      expect(nominal / 2).toBeGreaterThanOrEqual(6 * 3600);
     }
   });
 
@@ -56,13 +92,38 @@ describe('the synthesized state machine', () => {
     for (const [name, state] of tasks.filter(([taskName]) => taskName !== 'RecordFailure')) {
       expect({ name, catch: state.Catch }).toEqual({
         name,
-        catch: [
-          ...(exportTasks.has(name) ? [subjectGone] : []),
-          { ErrorEquals: ['States.ALL'], Next: 'RecordFailure', ResultPath: '$.error' },
-        ],
+        catch: RECORD_OUTCOMES.has(name)
+          ? [
+              { ErrorEquals: [...CANCEL_ERRORS], Next: 'RecordFailure', ResultPath: '$.error' },
+              { ErrorEquals: ['States.ALL'], Next: 'OutcomeNotRecorded', ResultPath: '$.error' },
+            ]
+          : [
+              ...(exportTasks.has(name) ? [subjectGone] : []),
+              { ErrorEquals: ['States.ALL'], Next: 'RecordFailure', ResultPath: '$.error' },
+            ],
       });
     }
-    expect(states.RecordFailure?.Catch).toBeUndefined();
+    expect(states.OutcomeNotRecorded).toMatchObject({ Type: 'Pass', Next: 'RecordFailure' });
+  });
+
+  it('records the failure in the ledger itself when RecordFailure cannot run, only while the request is open', () => {
+    expect(states.RecordFailure?.Catch).toEqual([
+      { ErrorEquals: ['States.ALL'], Next: 'RecordFailedInLedger', ResultPath: '$.record_failure_error' },
+    ]);
+    const direct = states.RecordFailedInLedger as State & { Parameters: Record<string, unknown> };
+    expect(direct.Resource).toBe('arn:aws:states:::dynamodb:updateItem');
+    expect(direct.Parameters).toMatchObject({
+      UpdateExpression: 'SET #status = :failed, #error = :error',
+      ConditionExpression: 'attribute_exists(request_id) AND #status IN (:received, :running)',
+    });
+    expect(JSON.stringify(direct.Parameters)).toContain('record_failure_failed');
+    // Only error names go into the ledger message, never a Cause.
+    expect(JSON.stringify(direct.Parameters)).not.toContain('Cause');
+    expect(direct.Retry?.[0]?.ErrorEquals).toContain('DynamoDB.ProvisionedThroughputExceededException');
+    expect(direct.Catch).toEqual([
+      { ErrorEquals: ['States.ALL'], Next: 'RequestFailed', ResultPath: '$.record_failure_error' },
+    ]);
+    expect(direct.Next).toBe('RequestFailed');
   });
 
   it('restarts an uncertain export start as a new counted attempt', () => {

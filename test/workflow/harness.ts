@@ -8,7 +8,7 @@ import { type RunningEmulator, startEmulator } from '#local/emulator/server';
 import { type EmulatorState, emulatorStateSchema } from '#local/emulator/state';
 import { SqsPoller } from '#local/event-source';
 import { synthesizeTemplate } from '#local/template';
-import { type LocalWorkflow, startLocalWorkflow } from '#local/workflow';
+import { type LocalWorkflow, type LocalWorkflowOptions, startLocalWorkflow } from '#local/workflow';
 
 const SAMPLE_STATE = fileURLToPath(new URL('../../local/emulator/sample-state.json', import.meta.url));
 
@@ -40,6 +40,12 @@ export async function startHarness(
     fetch?: (real: typeof fetch) => typeof fetch;
     /** Throttles a seeded share of the AWS calls, as `svc-dsr local --aws-faults` does. */
     awsFaults?: AwsFaults;
+    /** Replaces step Lambdas, given the real ones. */
+    stepOverrides?: LocalWorkflowOptions['stepOverrides'];
+    /** Stands between the state machine's direct DynamoDB calls and the ledger. */
+    dynamoIntegration?: LocalWorkflowOptions['dynamoIntegration'];
+    /** The secrets' values. @default the emulator's tokens and a random key */
+    secrets?: LocalWorkflowOptions['secrets'];
   } = {},
 ): Promise<Harness> {
   const emulator = await startEmulator({
@@ -58,6 +64,9 @@ export async function startHarness(
     logSink: (line) => logs.push(line),
     ...(options.fetch ? { fetch: options.fetch(globalThis.fetch) } : {}),
     ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
+    ...(options.stepOverrides ? { stepOverrides: options.stepOverrides } : {}),
+    ...(options.dynamoIntegration ? { dynamoIntegration: options.dynamoIntegration } : {}),
+    ...(options.secrets ? { secrets: options.secrets } : {}),
   });
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
   return {

@@ -7,18 +7,18 @@ import {
   ListObjectVersionsCommand,
 } from '@aws-sdk/client-s3';
 import { SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
-import { ReceiveMessageCommand, SendMessageBatchCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { emulatorControl } from '#local/emulator/server';
-import type { ExecutionResult } from '#local/sfn-runner';
 import { LOCAL_NAMES } from '#local/workflow';
 import { computeDeadlines } from '#shared/deadlines';
 import { dsrRequestSchema } from '#shared/request';
 import { type CancelResult, runCancel } from '../../bin/cli/commands/cancel.ts';
 import { collectingIo } from '../../bin/cli/format.ts';
 import { type Harness, requestFor, startHarness, TEST_EXPORT_TOKEN, TEST_SSO_TOKEN } from './harness.ts';
+import { submitAndSettle } from './submit.ts';
 
 let harness: Harness | undefined;
 afterEach(async () => {
@@ -31,20 +31,7 @@ async function start(options: Parameters<typeof startHarness>[0] = {}): Promise<
   return harness;
 }
 
-/** Sends requests through the intake queue, lets intake consume them, and waits for every execution. */
-async function submit(h: Harness, ...bodies: unknown[]): Promise<Map<string, ExecutionResult>> {
-  await h.workflow.sqs.send(
-    new SendMessageBatchCommand({
-      QueueUrl: h.workflow.queueUrls.intake,
-      Entries: bodies.map((body, index) => ({
-        Id: String(index),
-        MessageBody: typeof body === 'string' ? body : JSON.stringify(body),
-      })),
-    }),
-  );
-  await h.poller.drain();
-  return h.workflow.settled();
-}
+const submit = submitAndSettle;
 
 function platformCalls(h: Harness, method: string, pathPrefix: string) {
   return emulatorControl(h.emulator)

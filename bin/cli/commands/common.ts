@@ -1,4 +1,5 @@
 import { AuditTrail } from '#shared/audit';
+import { retryExecutionName } from '#shared/executions';
 import type { LedgerItem } from '#shared/ledger';
 import { CliError, EXIT } from '../io.ts';
 import type { CliContext } from '../target.ts';
@@ -30,10 +31,7 @@ export function executionArn(stateMachineArn: string, name: string): string {
   return `${match[1]}:execution:${match[2]}:${name}`;
 }
 
-/** The name of the execution a retry starts: `<request_id>-retry-<n>`. */
-export function retryExecutionName(requestId: string, n: number): string {
-  return `${requestId}-retry-${n}`;
-}
+export { retryExecutionName };
 
 /**
  * Every execution name a request may have had: intake's (the request id) and each retry's. Retry

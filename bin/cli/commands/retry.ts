@@ -1,7 +1,9 @@
 import { StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
+import { isLive, latestExecutionName } from '#shared/executions';
 import { type LedgerItem, OPEN_SHARD_ATTRIBUTE, openShardKey } from '#shared/ledger';
+import { sfnLookup } from '../../../lambdas/reconciler/aws.ts';
 import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
@@ -32,9 +34,10 @@ export interface RetryResult {
 }
 
 /**
- * Redrives a failed request: resets it (error cleared, attempt history kept, executions + 1) and
- * starts the execution `<request_id>-retry-<n>`. The steps are idempotent against the ledger, so
- * the new execution resumes where the failed one stopped. Anything but `failed` is exit 1.
+ * Redrives a failed request, or an open one that no execution is running: resets it (error
+ * cleared, attempt history kept, executions + 1) and starts the execution `<request_id>-retry-<n>`.
+ * The steps are idempotent against the ledger, so the new execution resumes where the last one
+ * stopped. Anything else is exit 1.
  */
 export async function runRetry(
   context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 's3' | 'names' | 'target' | 'clock'>,
@@ -43,13 +46,14 @@ export async function runRetry(
 ): Promise<CommandResult<RetryResult>> {
   const requestId = parseRequestId(options.requestId);
   const item = await loadRequest(context, requestId);
-  const { type, regulation } = retryable(item);
+  const { type, regulation } = await retryable(context, item);
   const n = item.executions + 1;
   const name = retryExecutionName(requestId, n);
   // ResolveSubject moves `received` to `running`, but skips a subject it already resolved; every
   // later step needs `running`, so a request that got that far resumes as `running`.
   const status = item.svc_user_id === undefined ? 'received' : 'running';
   const freshExport =
+    item.status === 'failed' &&
     item.archive === undefined &&
     ['export_failed', 'export_timed_out', 'download_link_expired'].includes(item.error?.code ?? '');
 
@@ -66,7 +70,7 @@ export async function runRetry(
           ' REMOVE #error',
         // The executions count doubles as a lock: two operators retrying at once start one execution.
         ConditionExpression:
-          'attribute_exists(request_id) AND #status = :failed' +
+          'attribute_exists(request_id) AND #status = :previous' +
           ' AND (attribute_not_exists(#executions) OR #executions = :executions)',
         ExpressionAttributeNames: {
           '#status': 'status',
@@ -85,14 +89,15 @@ export async function runRetry(
           ':n': n,
           ':now': context.clock().toISOString(),
           ':zero': 0,
-          ':failed': 'failed',
+          ':previous': item.status,
           ':executions': item.executions,
+          ...(freshExport ? { ':failed': 'failed' } : {}),
         },
       }),
     );
   } catch (error) {
     if (!isConditionalFailure(error)) throw error;
-    retryable(await loadRequest(context, requestId));
+    await retryable(context, await loadRequest(context, requestId));
     throw new CliError(
       `request ${requestId} changed while it was being retried; run the command again`,
       EXIT.failed,
@@ -151,10 +156,26 @@ export async function runRetry(
   return { exitCode: EXIT.ok, result };
 }
 
-function retryable(item: LedgerItem): { type: 'access' | 'erasure'; regulation: 'gdpr' | 'ccpa' } {
-  if (item.status !== 'failed') {
+/**
+ * Whether the request can be retried: failed, or open (received, running) with no execution
+ * running it (its latest ended, timed out, was aborted or never started).
+ */
+async function retryable(
+  context: Pick<CliContext, 'sfn' | 'names'>,
+  item: LedgerItem,
+): Promise<{ type: 'access' | 'erasure'; regulation: 'gdpr' | 'ccpa' }> {
+  if (item.status === 'received' || item.status === 'running') {
+    const latest = latestExecutionName(item.request_id, item.executions);
+    const execution = await sfnLookup(context.sfn, context.names.StateMachineArn)(latest);
+    if (isLive(execution)) {
+      throw new CliError(
+        `request ${item.request_id} is ${item.status} and its execution ${latest} is running; it needs no retry (cancel it first to stop it)`,
+        EXIT.failed,
+      );
+    }
+  } else if (item.status !== 'failed') {
     throw new CliError(
-      `request ${item.request_id} is ${item.status}; only failed requests can be retried`,
+      `request ${item.request_id} is ${item.status}; only failed requests, or open ones with no running execution, can be retried`,
       EXIT.failed,
     );
   }
@@ -205,16 +226,110 @@ async function restoreFailed(
   );
 }
 
+/** Options of `svc-dsr retry --status S [--code C] [--dry-run]`. */
+export interface BulkRetryOptions {
+  readonly status: 'failed' | 'received' | 'running';
+  /** Only requests whose error has this code. */
+  readonly code?: string;
+  readonly dryRun?: boolean;
+  readonly json?: boolean;
+}
+
+/** What `retry --status ... --json` prints. */
+export interface BulkRetryResult {
+  readonly dry_run: boolean;
+  /** The requests retried (or that a dry run would retry), with what became of each. */
+  readonly requests: readonly {
+    readonly request_id: string;
+    readonly code: string | null;
+    readonly execution?: string;
+    readonly error?: string;
+  }[];
+  /** Open requests left alone because an execution is running them. */
+  readonly running: number;
+}
+
+const BULK_STATUSES = ['failed', 'received', 'running'] as const;
+
+/**
+ * Retries every request with `status` (and error `code`): failed ones, or open ones no execution
+ * is running. With `dryRun` it only lists them. Exit 1 when any retry could not start.
+ */
+export async function runBulkRetry(
+  context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 's3' | 'names' | 'target' | 'clock'>,
+  options: BulkRetryOptions,
+  io: CliIo,
+): Promise<CommandResult<BulkRetryResult>> {
+  const candidates: LedgerItem[] = [];
+  let running = 0;
+  for await (const entry of context.ledger.openRequests(options.status)) {
+    const item = await context.ledger.get(entry.request_id);
+    if (item === undefined || item.status !== options.status) continue;
+    if (options.code !== undefined && item.error?.code !== options.code) continue;
+    if (options.status !== 'failed') {
+      const latest = latestExecutionName(item.request_id, item.executions);
+      if (isLive(await sfnLookup(context.sfn, context.names.StateMachineArn)(latest))) {
+        running += 1;
+        continue;
+      }
+    }
+    candidates.push(item);
+  }
+  const requests: BulkRetryResult['requests'][number][] = [];
+  let exitCode: number = EXIT.ok;
+  for (const item of candidates) {
+    const code = item.error?.code ?? null;
+    if (options.dryRun === true) {
+      requests.push({ request_id: item.request_id, code });
+      if (options.json !== true)
+        io.out(`would retry ${item.request_id}${code === null ? '' : ` (${code})`}\n`);
+      continue;
+    }
+    try {
+      const { result } = await runRetry(context, { requestId: item.request_id, json: false }, quietIo(io));
+      requests.push({ request_id: item.request_id, code, execution: result.execution });
+      if (options.json !== true) io.out(`retrying ${item.request_id}: execution ${result.execution}\n`);
+    } catch (error) {
+      if (!(error instanceof CliError)) throw error;
+      exitCode = EXIT.failed;
+      requests.push({ request_id: item.request_id, code, error: error.message });
+      io.err(`could not retry ${item.request_id}: ${error.message}\n`);
+    }
+  }
+  const result: BulkRetryResult = { dry_run: options.dryRun === true, requests, running };
+  if (options.json === true) writeJson(io, result);
+  else {
+    const filter = `${options.status}${options.code === undefined ? '' : ` with code ${options.code}`}`;
+    io.out(
+      `${options.dryRun === true ? 'would retry' : 'retried'} ${requests.length} request(s) ${filter}${running > 0 ? `; ${running} left alone: an execution is running them` : ''}\n`,
+    );
+  }
+  return { exitCode, result };
+}
+
+/** The io of one retry inside a bulk one: its own lines are replaced by the bulk summary. */
+function quietIo(io: CliIo): CliIo {
+  return { ...io, out: () => {}, err: () => {} };
+}
+
 interface RetryFlags extends TargetFlags {
   readonly json?: boolean;
+  readonly status?: string;
+  readonly code?: string;
+  readonly dryRun?: boolean;
 }
 
 /** Registers `svc-dsr retry`. */
 export function registerRetryCommand(program: Command): void {
   const command = program
     .command('retry')
-    .description('redrive a failed request: reset it and start a new execution that resumes where it failed')
-    .argument('<request_id>', 'the request id')
+    .description(
+      'redrive a failed request, or an open one no execution is running: reset it and start a new execution that resumes where it stopped',
+    )
+    .argument('[request_id]', 'the request id (or use --status for many)')
+    .option('--status <status>', `retry every request with this status: ${BULK_STATUSES.join(', ')}`)
+    .option('--code <code>', 'with --status: only requests whose error has this code, e.g. export_failed')
+    .option('--dry-run', 'with --status: print what would be retried and change nothing')
     .option('--json', 'print the result as JSON');
   addTargetOptions(command)
     .addHelpText(
@@ -223,14 +338,59 @@ export function registerRetryCommand(program: Command): void {
 The new execution is named <request_id>-retry-<n>. Every step is idempotent against the ledger, so
 an export already under way, a copy already made or a deletion already done is not repeated.
 
-Exit codes: 0 started, 1 no such request, not failed, or the execution could not start, 2 invalid flags.
+Exit codes: 0 started (or a dry run), 1 no such request, not retryable, or an execution could not
+start, 2 invalid flags.
 
-Example:
-  $ npx svc-dsr retry 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f`,
+Examples:
+  $ npx svc-dsr retry 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f
+  $ npx svc-dsr retry --status failed --code export_failed --dry-run
+  $ npx svc-dsr retry --status running     # open requests left without a running execution`,
     )
-    .action(async (requestId: string, flags: RetryFlags) => {
-      const options = { requestId: parseRequestId(requestId), json: flags.json === true };
-      const { exitCode } = await withTarget(flags, (context) => runRetry(context, options, processIo));
+    .action(async (requestId: string | undefined, flags: RetryFlags) => {
+      const bulk = bulkOptions(requestId, flags);
+      const { exitCode } = await withTarget(
+        flags,
+        (context): Promise<CommandResult<RetryResult | BulkRetryResult>> =>
+          bulk === undefined
+            ? runRetry(
+                context,
+                { requestId: parseRequestId(requestId), json: flags.json === true },
+                processIo,
+              )
+            : runBulkRetry(context, bulk, processIo),
+      );
       process.exitCode = exitCode;
     });
+}
+
+/** The bulk options, or undefined for a single retry; refuses a mix of the two. */
+function bulkOptions(requestId: string | undefined, flags: RetryFlags): BulkRetryOptions | undefined {
+  if (flags.status === undefined) {
+    if (flags.code !== undefined || flags.dryRun === true) {
+      throw new CliError(
+        '--code and --dry-run go with --status, e.g. --status failed --code export_failed',
+        EXIT.usage,
+      );
+    }
+    if (requestId === undefined) {
+      throw new CliError('give a <request_id>, or --status to retry many (e.g. --status failed)', EXIT.usage);
+    }
+    return undefined;
+  }
+  if (requestId !== undefined) {
+    throw new CliError('give either a <request_id> or --status, not both', EXIT.usage);
+  }
+  const status = BULK_STATUSES.find((known) => known === flags.status);
+  if (status === undefined) {
+    throw new CliError(
+      `--status: expected one of ${BULK_STATUSES.join(', ')} (received "${flags.status}")`,
+      EXIT.usage,
+    );
+  }
+  return {
+    status,
+    ...(flags.code === undefined ? {} : { code: flags.code }),
+    dryRun: flags.dryRun === true,
+    json: flags.json === true,
+  };
 }

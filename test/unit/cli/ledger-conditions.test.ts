@@ -6,7 +6,12 @@ import {
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { SFNClient, StartExecutionCommand, StopExecutionCommand } from '@aws-sdk/client-sfn';
+import {
+  DescribeExecutionCommand,
+  SFNClient,
+  StartExecutionCommand,
+  StopExecutionCommand,
+} from '@aws-sdk/client-sfn';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { computeDeadlines } from '#shared/deadlines';
@@ -152,6 +157,8 @@ describe('retry against DynamoDB', () => {
       { status: 'failed', error: { code: 'export_failed', message: 'gave up' }, executions: 1 },
       ['running'],
     );
+    // The first retry's execution runs by the time the second retry looks at it.
+    sfnMock.on(DescribeExecutionCommand).resolves({ status: 'RUNNING' });
     // Act
     const first = await runRetry(context, { requestId: failedItem.request_id }, collectingIo());
     const second = await runRetry(
@@ -166,7 +173,7 @@ describe('retry against DynamoDB', () => {
     expect(after.error).toBeUndefined();
     expect(second).toMatchObject({
       exitCode: 1,
-      message: expect.stringContaining('only failed requests can be retried'),
+      message: expect.stringContaining('-retry-2 is running; it needs no retry'),
     });
     expect(sfnMock.commandCalls(StartExecutionCommand)).toHaveLength(1);
   });

@@ -1,6 +1,11 @@
 import { ConditionalCheckFailedException, DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { ExecutionAlreadyExists, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
+import {
+  DescribeExecutionCommand,
+  ExecutionAlreadyExists,
+  SFNClient,
+  StartExecutionCommand,
+} from '@aws-sdk/client-sfn';
 import { DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -54,12 +59,13 @@ describe('runRetry', () => {
       UpdateExpression:
         'SET #status = :status, #open_shard = :open_shard, #executions = :n, #updated_at = :now, #base = #attempts, #waited = :zero, #export_status = :failed REMOVE #error',
       ConditionExpression:
-        'attribute_exists(request_id) AND #status = :failed AND (attribute_not_exists(#executions) OR #executions = :executions)',
+        'attribute_exists(request_id) AND #status = :previous AND (attribute_not_exists(#executions) OR #executions = :executions)',
       ExpressionAttributeValues: {
         ':status': 'received',
         ':open_shard': openShardKey(REQUEST_ID, 'received'),
         ':n': 2,
         ':now': NOW.toISOString(),
+        ':previous': 'failed',
         ':failed': 'failed',
         ':executions': 1,
         ':zero': 0,
@@ -98,14 +104,46 @@ describe('runRetry', () => {
     });
   });
 
-  it('refuses anything but a failed request, without writing or starting anything', async () => {
+  it('refuses a request an execution is still running, without writing or starting anything', async () => {
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord({ status: 'running' })) });
+    sfnMock.on(DescribeExecutionCommand).resolves({ status: 'RUNNING' });
     await expect(runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo())).rejects.toMatchObject({
       exitCode: 1,
-      message: expect.stringContaining('is running; only failed requests can be retried'),
+      message: expect.stringContaining(
+        `is running and its execution ${REQUEST_ID} is running; it needs no retry`,
+      ),
+    });
+    expect(dbMock.commandCalls(UpdateCommand)).toHaveLength(0);
+    expect(sfnMock.commandCalls(StartExecutionCommand)).toHaveLength(0);
+  });
+
+  it('refuses a request that ended, without writing or starting anything', async () => {
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord({ status: 'completed' })) });
+    await expect(runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo())).rejects.toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining(
+        'is completed; only failed requests, or open ones with no running execution',
+      ),
     });
     expect(dbMock.commandCalls(UpdateCommand)).toHaveLength(0);
     expect(sfnMock.calls()).toHaveLength(0);
+  });
+
+  it('retries an open request whose execution ended, on the condition that it is still open', async () => {
+    ledgerMock
+      .on(GetItemCommand)
+      .resolves({ Item: storedItem(failed({ status: 'running', error: undefined })) });
+    sfnMock.on(DescribeExecutionCommand).resolves({ status: 'TIMED_OUT' });
+    dbMock.on(UpdateCommand).resolves({});
+    sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
+
+    const { exitCode, result } = await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());
+
+    expect(exitCode).toBe(0);
+    expect(result.execution).toBe(`${REQUEST_ID}-retry-2`);
+    expect(dbMock.commandCalls(UpdateCommand)[0]?.args[0].input.ExpressionAttributeValues).toMatchObject({
+      ':previous': 'running',
+    });
   });
 
   it('puts the request back to failed when the execution cannot start, so the retry can be repeated', async () => {
@@ -161,10 +199,11 @@ describe('runRetry', () => {
       .rejects(
         new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }),
       );
+    sfnMock.on(DescribeExecutionCommand).resolves({ status: 'RUNNING' });
     await expect(runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo())).rejects.toThrow(
-      'is running; only failed requests can be retried',
+      `its execution ${REQUEST_ID}-retry-2 is running; it needs no retry`,
     );
-    expect(sfnMock.calls()).toHaveLength(0);
+    expect(sfnMock.commandCalls(StartExecutionCommand)).toHaveLength(0);
   });
 });
 

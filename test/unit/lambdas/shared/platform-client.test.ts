@@ -230,6 +230,48 @@ describe('PlatformClient error classes', () => {
   });
 });
 
+describe('PlatformClient with a rotated token', () => {
+  const ROTATED = 'rotated-export-token-19ad7c';
+  /** A token source whose cache still holds the old token until asked to refresh. */
+  function rotatingSource(current: () => string) {
+    const reads: string[] = [];
+    const source = (options?: { refresh?: boolean }) => {
+      reads.push(options?.refresh === true ? 'refresh' : 'cached');
+      return options?.refresh === true ? current() : EXPORT_TOKEN;
+    };
+    return { reads, source };
+  }
+  const client = (source: (options?: { refresh?: boolean }) => string) =>
+    new PlatformClient(
+      { baseUrl: stub.url, exportUrl: stub.url, activityUrl: stub.url, spotId: 'sp' },
+      { credentials: { ssoAccessToken: () => SSO_TOKEN, exportToken: source } },
+    );
+
+  it('refreshes the secret once on a 401 and starts the export with the new token', async () => {
+    stub.handle((req, res) =>
+      req.body.includes(ROTATED) ? json(res, 200, { id: 42 }) : json(res, 401, { success: false }),
+    );
+    const { reads, source } = rotatingSource(() => ROTATED);
+
+    const started = await client(source).startExport(SVC_USER_ID);
+
+    expect(started).toEqual({ exportId: '42' });
+    expect(reads).toEqual(['cached', 'refresh']);
+    expect(stub.requests).toHaveLength(2);
+  });
+
+  it('throws PlatformAuthError without a second call when the refreshed token is the same', async () => {
+    stub.handle((_req, res) => json(res, 403, { success: false }));
+    const { reads, source } = rotatingSource(() => EXPORT_TOKEN);
+
+    const error = await caught(client(source).exportStatus('e-1'));
+
+    expect(error).toBeInstanceOf(PlatformAuthError);
+    expect(reads).toEqual(['cached', 'refresh']);
+    expect(stub.requests).toHaveLength(1);
+  });
+});
+
 describe('PlatformClient.deleteUser', () => {
   it('deletes with the token header', async () => {
     stub.handle((_req, res) => json(res, 200, { success: true }));

@@ -1,0 +1,132 @@
+import { type ExecutionLookup, isLive, latestExecutionName, retryExecutionName } from '#shared/executions';
+import type { Ledger, LedgerItem } from '#shared/ledger';
+import type { StepLogger } from '#shared/step-deps';
+import type { ExecutionInput } from '#shared/step-io';
+
+/** The statuses of a request that an execution should be moving. */
+const OPEN = ['received', 'running'] as const;
+
+/** The ledger code of a request the reconciler gave up resuming. */
+export const STRANDED_CODE = 'stranded';
+
+/** What the reconciler reads and writes: the ledger, the state machine's executions, a clock. */
+export interface ReconcilerDeps {
+  readonly ledger: Pick<Ledger, 'openRequests' | 'get' | 'claimResume' | 'update' | 'reindexOpen'>;
+  readonly describe: ExecutionLookup;
+  readonly start: (name: string, input: ExecutionInput) => Promise<'started' | 'already_exists'>;
+  readonly clock: () => Date;
+  readonly logger: StepLogger;
+}
+
+export interface ReconcileOptions {
+  /** Resumes per request before it is recorded failed (`stranded`) for an operator. */
+  readonly maxResumes: number;
+  /**
+   * A request changed less than this long ago is left alone: intake writes the ledger before it
+   * starts the execution, and a retry claims its execution before it starts it.
+   */
+  readonly graceSeconds: number;
+}
+
+/** What one pass did. */
+export interface ReconcileSummary {
+  readonly checked: number;
+  /** Request ids given a new execution. */
+  readonly resumed: readonly string[];
+  /** Request ids recorded failed (`stranded`): resumed too often already. */
+  readonly stranded: readonly string[];
+  /** Requests whose open index key named an older status (the state machine's own failure write). */
+  readonly reindexed: number;
+}
+
+/**
+ * Finds open requests (received, running) whose latest execution is not running (it ended, timed
+ * out, was aborted, or never started) and resumes each with a new execution, which picks up where
+ * the last one stopped (every step is idempotent against the ledger). A request resumed
+ * `maxResumes` times already is recorded failed instead, so a fault that kills every execution
+ * reaches an operator rather than looping. The deadline does not change that choice: a failed
+ * request is no nearer its answer than a resumed one.
+ */
+export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions): Promise<ReconcileSummary> {
+  const resumed: string[] = [];
+  const stranded: string[] = [];
+  let reindexed = 0;
+  let checked = 0;
+  const settledBefore = deps.clock().getTime() - options.graceSeconds * 1000;
+  for (const status of OPEN) {
+    for await (const entry of deps.ledger.openRequests(status)) {
+      checked += 1;
+      if (entry.status !== status) {
+        if (await deps.ledger.reindexOpen(entry.request_id, entry.status)) reindexed += 1;
+        continue;
+      }
+      const item = await deps.ledger.get(entry.request_id);
+      if (item === undefined || item.status !== status) continue;
+      if (Date.parse(item.updated_at) > settledBefore) continue;
+      const latest = latestExecutionName(item.request_id, item.executions);
+      const execution = await deps.describe(latest);
+      if (isLive(execution)) continue;
+      const outcome = await resumeOrFail(deps, options, item, execution);
+      if (outcome === 'resumed') resumed.push(item.request_id);
+      if (outcome === 'stranded') stranded.push(item.request_id);
+    }
+  }
+  const summary = { checked, resumed, stranded, reindexed };
+  if (resumed.length + stranded.length > 0) {
+    deps.logger.warn('open requests had no running execution', {
+      resumed: resumed.length,
+      stranded: stranded.length,
+      reindexed,
+    });
+  } else deps.logger.info('reconciled', { checked, reindexed });
+  return summary;
+}
+
+async function resumeOrFail(
+  deps: ReconcilerDeps,
+  options: ReconcileOptions,
+  item: LedgerItem,
+  execution: string,
+): Promise<'resumed' | 'stranded' | 'moved'> {
+  const { request_id: requestId, type, regulation } = item;
+  const resumes = item.resumes ?? 0;
+  if (resumes >= options.maxResumes || type === undefined || regulation === undefined) {
+    const why =
+      type === undefined || regulation === undefined
+        ? 'it has no type or regulation, so no execution can run it'
+        : `it was resumed ${resumes} time(s) already`;
+    try {
+      await deps.ledger.update(
+        requestId,
+        {
+          status: 'failed',
+          error: {
+            code: STRANDED_CODE,
+            message: `no execution was running this request (the latest, ${latestExecutionName(requestId, item.executions)}, is ${execution.toLowerCase()}) and ${why}; find the cause in its execution history, then run svc-dsr retry`,
+          },
+        },
+        [item.status],
+      );
+      return 'stranded';
+    } catch (error) {
+      if (
+        error instanceof Error &&
+        (error.name === 'LedgerStateError' || error.name === 'RequestCancelledError')
+      )
+        return 'moved';
+      throw error;
+    }
+  }
+  const claimed = await deps.ledger.claimResume(requestId, {
+    status: item.status,
+    executions: item.executions,
+  });
+  if (claimed === undefined) return 'moved';
+  // An execution that never started keeps the request id as its name; a later one is a retry's.
+  const name =
+    execution === 'MISSING' && item.executions === 0
+      ? requestId
+      : retryExecutionName(requestId, claimed.executions);
+  await deps.start(name, { request_id: requestId, type, regulation });
+  return 'resumed';
+}

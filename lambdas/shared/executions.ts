@@ -1,0 +1,33 @@
+/**
+ * How a request's executions are named: intake starts `<request_id>` and counts it as the first;
+ * each later one (an operator's retry, the reconciler's resume) is `<request_id>-retry-<n>`, where
+ * n is the ledger's `executions` counter once it is claimed.
+ */
+
+/** The name of the execution a retry or a resume starts: `<request_id>-retry-<n>`. */
+export function retryExecutionName(requestId: string, n: number): string {
+  return `${requestId}-retry-${n}`;
+}
+
+/** The name of the request's latest execution, as the `executions` counter says. */
+export function latestExecutionName(requestId: string, executions: number): string {
+  return executions <= 1 ? requestId : retryExecutionName(requestId, executions);
+}
+
+/** An execution's status as DescribeExecution reports it, or `MISSING` when there is none of that name. */
+export type ExecutionStatus =
+  | 'RUNNING'
+  | 'SUCCEEDED'
+  | 'FAILED'
+  | 'TIMED_OUT'
+  | 'ABORTED'
+  | 'PENDING_REDRIVE'
+  | 'MISSING';
+
+/** Reads the status of an execution of the state machine by its name. */
+export type ExecutionLookup = (name: string) => Promise<ExecutionStatus>;
+
+/** True while the execution may still move the request: running, or about to run again after a redrive. */
+export function isLive(status: ExecutionStatus): boolean {
+  return status === 'RUNNING' || status === 'PENDING_REDRIVE';
+}

@@ -1,0 +1,139 @@
+import { randomUUID } from 'node:crypto';
+import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ExecutionStatus } from '#shared/executions';
+import { Ledger, type Status } from '#shared/ledger';
+import type { ExecutionInput } from '#shared/step-io';
+import { reconcile, STRANDED_CODE } from '../../../../lambdas/reconciler/reconciler.ts';
+import { createLedgerTable } from '../../../../local/ledger-table.ts';
+import { startDynamo } from '../../../helpers/dynamo.ts';
+
+const NOW = new Date('2026-12-01T12:00:00.000Z');
+const EARLIER = new Date(NOW.getTime() - 3600_000);
+const silent = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} };
+
+let dynamo: Awaited<ReturnType<typeof startDynamo>>;
+let tables = 0;
+beforeAll(async () => {
+  dynamo = await startDynamo();
+});
+afterAll(async () => {
+  await dynamo.close();
+});
+
+/** A ledger with one request per status, last changed an hour ago. */
+async function ledgerWith(statuses: Status[]): Promise<{ ledger: Ledger; tableName: string; ids: string[] }> {
+  tables += 1;
+  const tableName = `reconcile-${tables}`;
+  await createLedgerTable(dynamo.client, tableName);
+  const ledger = new Ledger(dynamo.client, tableName, () => EARLIER);
+  const ids: string[] = [];
+  for (const status of statuses) {
+    const id = randomUUID();
+    await ledger.createReceived(
+      {
+        request_id: id,
+        type: 'access',
+        regulation: 'gdpr',
+        primary_key: 'u-1',
+        received_at: '2026-11-20T09:00:00Z',
+        verification: { method: 'email_link', verified_by: 'privacy', verified_at: '2026-11-20T09:05:00Z' },
+      },
+      'fp',
+      { due_at: '2026-12-20T09:00:00Z', extension_limit_at: '2027-02-20T09:00:00Z', confirm_by: null },
+    );
+    await ledger.increment(id, 'executions');
+    if (status !== 'received') await ledger.update(id, { status }, ['received']);
+    ids.push(id);
+  }
+  return { ledger: new Ledger(dynamo.client, tableName, () => NOW), tableName, ids };
+}
+
+function executions(statuses: Record<string, ExecutionStatus>) {
+  const started: { name: string; input: ExecutionInput }[] = [];
+  return {
+    started,
+    describe: async (name: string) => statuses[name] ?? 'MISSING',
+    start: async (name: string, input: ExecutionInput) => {
+      started.push({ name, input });
+      return 'started' as const;
+    },
+  };
+}
+
+describe('reconcile', () => {
+  it('resumes an open request whose execution ended, and leaves a running one alone', async () => {
+    const { ledger, ids } = await ledgerWith(['running', 'running', 'completed']);
+    const [stuck = '', live = ''] = ids;
+    const sfn = executions({ [stuck]: 'TIMED_OUT', [live]: 'RUNNING' });
+
+    const summary = await reconcile(
+      { ledger, ...sfn, clock: () => NOW, logger: silent },
+      { maxResumes: 3, graceSeconds: 60 },
+    );
+
+    expect(summary.resumed).toEqual([stuck]);
+    expect(sfn.started).toEqual([
+      { name: `${stuck}-retry-2`, input: { request_id: stuck, type: 'access', regulation: 'gdpr' } },
+    ]);
+    expect(await ledger.require(stuck)).toMatchObject({ status: 'running', executions: 2, resumes: 1 });
+    expect(await ledger.require(live)).toMatchObject({ executions: 1 });
+  });
+
+  it('records a request failed as stranded once it was resumed maxResumes times', async () => {
+    const { ledger, ids } = await ledgerWith(['running']);
+    const [stuck = ''] = ids;
+    const sfn = executions({});
+    const deps = { ledger, ...sfn, clock: () => NOW, logger: silent };
+
+    const first = await reconcile(deps, { maxResumes: 1, graceSeconds: 0 });
+    const second = await reconcile(deps, { maxResumes: 1, graceSeconds: 0 });
+
+    expect(first.resumed).toEqual([stuck]);
+    expect(second.stranded).toEqual([stuck]);
+    const item = await ledger.require(stuck);
+    expect(item).toMatchObject({ status: 'failed', error: { code: STRANDED_CODE } });
+    expect(item.error?.message).toContain('svc-dsr retry');
+    expect(sfn.started).toHaveLength(1);
+  });
+
+  it('leaves a request changed within the grace period to the intake or retry starting it', async () => {
+    const { ledger } = await ledgerWith(['received']);
+    const sfn = executions({});
+
+    const summary = await reconcile(
+      { ledger, ...sfn, clock: () => new Date(EARLIER.getTime() + 30_000), logger: silent },
+      { maxResumes: 3, graceSeconds: 60 },
+    );
+
+    expect(summary.resumed).toEqual([]);
+    expect(sfn.started).toEqual([]);
+  });
+
+  it('moves the open index key of a request the state machine recorded failed itself', async () => {
+    const { ledger, tableName, ids } = await ledgerWith(['running']);
+    const [failed = ''] = ids;
+    // What the state machine's last-resort write does: the status only.
+    await dynamo.client.send(
+      new UpdateItemCommand({
+        TableName: tableName,
+        Key: { request_id: { S: failed } },
+        UpdateExpression: 'SET #status = :failed',
+        ExpressionAttributeNames: { '#status': 'status' },
+        ExpressionAttributeValues: { ':failed': { S: 'failed' } },
+      }),
+    );
+    const sfn = executions({});
+
+    const summary = await reconcile(
+      { ledger, ...sfn, clock: () => NOW, logger: silent },
+      { maxResumes: 3, graceSeconds: 0 },
+    );
+
+    expect(summary.reindexed).toBe(1);
+    expect(sfn.started).toEqual([]);
+    const listed: string[] = [];
+    for await (const entry of ledger.openRequests('failed')) listed.push(entry.request_id);
+    expect(listed).toEqual([failed]);
+  });
+});
