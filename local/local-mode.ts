@@ -84,7 +84,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
       ...(options.faults ? { faults: options.faults } : {}),
       ...(await platformTokens(dataDir)),
     },
-    aws: { dynamoPath: join(dataDir, 'ledger'), s3Root: join(dataDir, 's3') },
+    aws: { dynamoPath: join(dataDir, 'ledger'), s3Root: join(dataDir, 's3'), sqsRoot: join(dataDir, 'sqs') },
   }).catch(async (error: unknown) => {
     await synthesized.catch(() => {});
     throw error;
