@@ -290,8 +290,8 @@ describe('an export start cut by SIGKILL, then a cancel while the export is arch
       (records) => records.some((record) => record.action === 'archive_removed'),
       40_000,
     );
-    expect(trail.map((record) => record.action)).toContain('archive_removed');
     expect(await archiveFiles(dataDir(), subject.request_id)).toEqual([]);
+    expect(trail.map((record) => record.action)).toContain('archive_removed');
     expect(await statusOf(dataDir(), subject.request_id)).toMatchObject({ status: 'cancelled' });
   }, 90_000);
 });

@@ -180,7 +180,7 @@ describe('startDiskSqs with a root', () => {
       new ReceiveMessageCommand({ QueueUrl, MessageAttributeNames: ['All'] }),
     );
 
-    // Assess: the value AWS documents for this attribute set
+    // Assess: the same digest on the send and after the restart
     expect(Messages[0]?.MessageAttributes?.reason?.StringValue).toBe('not_json');
     expect(Messages[0]?.MD5OfMessageAttributes).toBe(sent.MD5OfMessageAttributes);
     expect(sent.MD5OfMessageAttributes).toMatch(/^[0-9a-f]{32}$/);
