@@ -21,6 +21,7 @@ import {
   readdirSync,
   readFileSync,
   renameSync,
+  rmSync,
   writeSync,
 } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -871,6 +872,8 @@ function loadQueue(dir: string): Queue | undefined {
       `the local SQS cannot read ${join(dir, 'queue.json')}: ${error instanceof Error ? error.message : String(error)}; remove that queue's folder to start it empty`,
     );
   }
+  // A rewrite a kill cut short left its temporary file; the journal it was replacing is intact.
+  for (const name of readdirSync(dir)) if (name.endsWith('.tmp')) rmSync(join(dir, name), { force: true });
   const messages = new Map<string, Message>();
   const path = join(dir, 'journal.jsonl');
   let text = '';

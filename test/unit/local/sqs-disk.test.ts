@@ -1,4 +1,4 @@
-import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { appendFile, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -186,7 +186,7 @@ describe('startDiskSqs with a root', () => {
     expect(sent.MD5OfMessageAttributes).toMatch(/^[0-9a-f]{32}$/);
   });
 
-  it('compacts the journal at start to the live messages only', async () => {
+  it('compacts the journal at start to the live messages only, and clears what a cut-short compaction left', async () => {
     // Prepare
     let sqs = await start();
     const { QueueUrl } = await sqs.send(new CreateQueueCommand({ QueueName: 'compact' }));
@@ -204,12 +204,16 @@ describe('startDiskSqs with a root', () => {
       }),
     );
 
+    // A compaction that a kill cut short leaves its temporary file behind
+    await writeFile(join(root, 'compact', 'journal.jsonl.0badf00d.tmp'), '{"op":"send"');
+
     // Act
     sqs = await restart();
 
     // Assess
     const journal = await readFile(join(root, 'compact', 'journal.jsonl'), 'utf8');
     expect(journal.trim().split('\n')).toHaveLength(1);
+    expect(await readdir(join(root, 'compact'))).toEqual(['journal.jsonl', 'queue.json']);
     expect(await count(sqs, QueueUrl)).toBe(1);
   });
 
