@@ -1,7 +1,8 @@
 /**
  * Local stand-ins for the AWS services svc-dsr uses, speaking the real wire protocols on loopback:
- * fauxqs for SQS, S3 either in fauxqs's memory or as plain files on disk (`s3-disk.ts`), and
- * dynalite for DynamoDB (in memory or on LevelDB). The same SDK code paths run against them as
+ * SQS with its queues in memory or in journals on disk (`sqs-disk.ts`), S3 either in fauxqs's
+ * memory or as plain files on disk (`s3-disk.ts`), and dynalite for DynamoDB (in memory or on
+ * LevelDB). The same SDK code paths run against them as
  * against AWS; only the client config differs.
  */
 
@@ -9,10 +10,10 @@ import { Server } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo, Socket } from 'node:net';
 import { buildApp } from 'fauxqs';
-import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
-import { type AwsFaults, AwsThrottle, fauxqsServiceOf, throttleServer } from './aws-faults.ts';
+import { type AwsFaults, AwsThrottle, throttleServer } from './aws-faults.ts';
 import { type DiskS3, startDiskS3 } from './s3-disk.ts';
+import { type DiskSqs, startDiskSqs } from './sqs-disk.ts';
 
 /** The services the stand-ins answer for. */
 export type AwsService = 'sqs' | 's3' | 'dynamodb';
@@ -39,8 +40,8 @@ export interface AwsStandIns {
   readonly endpoints: { readonly sqs: string; readonly s3: string; readonly dynamodb: string };
   /**
    * SDK client config for one service. The SQS config carries an explicit endpoint, which also makes
-   * the SDK ignore the host of a QueueUrl (fauxqs hands out `sqs.<region>.localhost` URLs that do
-   * not resolve here) and send every call to the stand-in.
+   * the SDK ignore the host of a QueueUrl (the stand-in hands out `sqs.<region>.localhost` URLs,
+   * stable across restarts, that do not resolve) and send every call to the stand-in.
    */
   clientConfig(service: AwsService): AwsClientConfig;
   close(): Promise<void>;
@@ -51,8 +52,8 @@ export interface AwsStandInsOptions {
   /** Directory for dynalite's LevelDB store, so the ledger survives a restart. @default in memory */
   readonly dynamoPath?: string;
   /**
-   * Data folder for S3: each object becomes the file `<s3Root>/<bucket>/<key>`, kept across restarts
-   * (fauxqs still serves SQS). @default in memory, in fauxqs
+   * Data folder for S3: each object becomes the file `<s3Root>/<bucket>/<key>`, kept across restarts.
+   * @default in memory, in fauxqs
    */
   readonly s3Root?: string;
   /**
@@ -61,23 +62,37 @@ export interface AwsStandInsOptions {
    * @default no throttling
    */
   readonly faults?: AwsFaults;
+  /**
+   * Data folder for SQS: each queue's messages are journaled under `<sqsRoot>/<queue>/`, so what was
+   * sent and not yet deleted survives a kill. @default in memory
+   */
+  readonly sqsRoot?: string;
 }
 
 const REGION = 'us-east-1';
 const CREDENTIALS: AwsStandInCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
 const LOOPBACK = '127.0.0.1';
 
-/** Starts fauxqs, dynalite and (with `s3Root`) the disk S3 on free loopback ports. */
+/** Starts the SQS stand-in, dynalite, and S3 on disk (with `s3Root`) or in fauxqs, on free loopback ports. */
 export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promise<AwsStandIns> {
-  await checkBodiesAsSqsDoes();
   // startFauxqs() always binds 0.0.0.0; building the app and listening ourselves keeps it on loopback.
-  const fauxqs = buildApp({ logger: false, defaultRegion: REGION });
+  const fauxqs =
+    options.s3Root === undefined ? buildApp({ logger: false, defaultRegion: REGION }) : undefined;
+  let sqs: DiskSqs | undefined;
   const throttle = new AwsThrottle(options.faults);
-  throttleServer(fauxqs.server, throttle, fauxqsServiceOf);
+  // fauxqs serves only S3 here (in memory); SQS is our own stand-in.
+  if (fauxqs !== undefined) throttleServer(fauxqs.server, throttle, () => 's3');
   let dynamo: Server | undefined;
   let diskS3: DiskS3 | undefined;
   try {
-    const fauxqsUrl = await fauxqs.listen({ port: 0, host: LOOPBACK });
+    sqs = await startDiskSqs({
+      region: REGION,
+      host: LOOPBACK,
+      wrapServer: (server) => throttleServer(server, throttle, () => 'sqs'),
+      ...(options.sqsRoot !== undefined ? { root: options.sqsRoot } : {}),
+    });
+    const sqsServer = sqs;
+    const fauxqsUrl = await fauxqs?.listen({ port: 0, host: LOOPBACK });
     dynamo = createDynalite(options.dynamoPath);
     throttleServer(dynamo, throttle, () => 'dynamodb');
     const dynamoSockets = trackSockets(dynamo);
@@ -89,8 +104,10 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
         wrapServer: (server) => throttleServer(server, throttle, () => 's3'),
       });
     }
+    const s3Endpoint = diskS3?.endpoint ?? fauxqsUrl;
+    if (s3Endpoint === undefined) throw new ConfigurationError('No S3 stand-in was started');
     const s3Server = diskS3;
-    const endpoints = { sqs: fauxqsUrl, s3: s3Server?.endpoint ?? fauxqsUrl, dynamodb: dynamoUrl };
+    const endpoints = { sqs: sqsServer.endpoint, s3: s3Endpoint, dynamodb: dynamoUrl };
     let closing: Promise<void> | undefined;
 
     return {
@@ -100,7 +117,8 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
       clientConfig: (service) => standInClientConfig(REGION, CREDENTIALS, endpoints, service),
       close() {
         closing ??= Promise.all([
-          fauxqs.close(),
+          sqsServer.close(),
+          fauxqs?.close(),
           closeServer(dynamoServer, dynamoSockets),
           s3Server?.close(),
         ]).then(() => undefined);
@@ -108,36 +126,12 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
       },
     };
   } catch (error) {
-    await fauxqs.close();
+    await sqs?.close();
+    await fauxqs?.close();
     if (dynamo?.listening) await closeServer(dynamo, new Set());
     await diskS3?.close();
     throw error;
   }
-}
-
-/** A character SQS refuses in a message body: anything outside #x9 #xA #xD #x20-#xD7FF #xE000-#xFFFD #x10000-#x10FFFF. */
-const SQS_INVALID_BODY_CHAR = /[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/u;
-
-/**
- * Makes fauxqs check message bodies as SQS does. fauxqs 1.9.2 tests them with a regular expression
- * that lacks the `u` flag, so it sees a character above U+FFFF (an emoji) as two lone surrogates
- * and refuses a body that SQS accepts. Its installed files are left alone: the one RegExp both of its
- * send actions share gets SQS's rule as its `test`. A lone surrogate is still refused, as by SQS.
- */
-async function checkBodiesAsSqsDoes(): Promise<void> {
-  const typesUrl = new URL('./sqs/sqsTypes.js', import.meta.resolve('fauxqs'));
-  const types = z
-    .object({ INVALID_MESSAGE_BODY_CHAR: z.instanceof(RegExp) })
-    .safeParse(await import(typesUrl.href));
-  if (!types.success) {
-    throw new ConfigurationError(
-      `fauxqs no longer exports its message body check from ${typesUrl.pathname}; keep fauxqs at 1.9.2 (see TOOLING.md) or adapt checkBodiesAsSqsDoes`,
-    );
-  }
-  Object.defineProperty(types.data.INVALID_MESSAGE_BODY_CHAR, 'test', {
-    value: (body: string) => SQS_INVALID_BODY_CHAR.test(body),
-    configurable: true,
-  });
 }
 
 /** The SDK client config for one service of stand-ins running at `endpoints`. */

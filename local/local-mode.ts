@@ -106,6 +106,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     aws: {
       dynamoPath: join(dataDir, 'ledger'),
       s3Root: join(dataDir, 's3'),
+      sqsRoot: join(dataDir, 'sqs'),
       ...(options.awsFaults ? { faults: options.awsFaults } : {}),
     },
   }).catch(async (error: unknown) => {

@@ -53,3 +53,43 @@ export function exited(child: ChildProcessWithoutNullStreams): Promise<number | 
     else child.once('exit', (code) => resolve(code));
   });
 }
+
+/** A `svc-dsr local --serve` process and what it has written to stderr so far. */
+export interface ServingLocal {
+  readonly child: ChildProcessWithoutNullStreams;
+  stderr(): string;
+}
+
+/** Starts `svc-dsr local --serve --data-dir <dataDir>` and resolves once it says it is serving. */
+export function serveLocal(dataDir: string, args: readonly string[] = []): Promise<ServingLocal> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, 'local', '--serve', '--data-dir', dataDir, ...args], {
+      stdio: 'pipe',
+    });
+    let stderr = '';
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`local mode did not start serving in time: ${stderr}`));
+    }, 90_000);
+    child.stdout.resume();
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+      if (stderr.includes('serving:')) {
+        clearTimeout(timer);
+        resolve({ child, stderr: () => stderr });
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`local mode exited (${code}) before serving: ${stderr}`));
+    });
+  });
+}
+
+/** Sends `signal` to a serving local mode (SIGKILL: no chance to tidy up) and waits until it is gone. */
+export async function killServer(server: ServingLocal, signal: NodeJS.Signals): Promise<void> {
+  if (server.child.exitCode !== null || server.child.signalCode !== null) return;
+  const gone = exited(server.child);
+  server.child.kill(signal);
+  await gone;
+}
