@@ -111,26 +111,32 @@ export class DsrAlarms extends Construct {
       props.dueSoonRequests,
       'Open requests are due within the configured days and not finished; svc-dsr list --status running and --status failed name them',
     );
-    this.#add(
-      'ExecutionsThrottled',
-      props.stateMachine.metricThrottled({ period: FIVE_MINUTES, statistic: 'Sum' }),
-      'Step Functions throttled executions of the workflow: the account quota for state transitions is reached',
-    );
-    this.#add(
-      'ExecutionsAborted',
-      props.stateMachine.metricAborted({ period: FIVE_MINUTES, statistic: 'Sum' }),
-      'An execution was stopped; unless an operator cancelled its request, svc-dsr retry resumes it',
-    );
-    this.#add(
-      'ExecutionsFailed',
-      props.stateMachine.metricFailed({ period: FIVE_MINUTES, statistic: 'Sum' }),
-      'A request failed after its retries; svc-dsr status <request_id> shows the error, svc-dsr retry runs it again',
-    );
-    this.#add(
-      'ExecutionsTimedOut',
-      props.stateMachine.metricTimedOut({ period: FIVE_MINUTES, statistic: 'Sum' }),
-      'An execution ran past its timeout (export budget plus a day); the request needs an operator',
-    );
+    const executions = { period: FIVE_MINUTES, statistic: 'Sum' } as const;
+    const machine = props.stateMachine;
+    for (const [id, metric, description] of [
+      [
+        'ExecutionsThrottled',
+        machine.metricThrottled(executions),
+        'Step Functions throttled executions of the workflow: the account quota for state transitions is reached',
+      ],
+      [
+        'ExecutionsAborted',
+        machine.metricAborted(executions),
+        'An execution was stopped; unless an operator cancelled its request, svc-dsr retry resumes it',
+      ],
+      [
+        'ExecutionsFailed',
+        machine.metricFailed(executions),
+        'A request failed after its retries; svc-dsr status <request_id> shows the error, svc-dsr retry runs it again',
+      ],
+      [
+        'ExecutionsTimedOut',
+        machine.metricTimedOut(executions),
+        'An execution ran past its timeout (export budget plus a day); the request needs an operator',
+      ],
+    ] as const) {
+      this.#add(id, metric, description);
+    }
     this.#add(
       'OverdueRequests',
       props.overdueRequests,

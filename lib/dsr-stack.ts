@@ -388,6 +388,14 @@ export class DsrStack extends Stack {
     this.functions = { ...steps, Intake: intake, DeadlineSweep: sweep, Reconciler: reconciler };
 
     // Alarms
+    const sweepMetric = (metricName: string) =>
+      new cloudwatch.Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName,
+        dimensionsMap: { Stack: this.stackName },
+        statistic: 'Maximum',
+        period: sweepEvery,
+      });
     this.alarms = new DsrAlarms(this, 'Alarms', {
       topicKey: this.operationsKey,
       ...(config.alarmEmail ? { email: config.alarmEmail } : {}),
@@ -397,20 +405,8 @@ export class DsrStack extends Stack {
       quarantineQueue: this.quarantineQueue,
       stateMachine: this.workflow.stateMachine,
       functions: mapRecord(this.functions, (fn) => fn.function),
-      overdueRequests: new cloudwatch.Metric({
-        namespace: METRICS_NAMESPACE,
-        metricName: DEADLINE_METRICS.overdue,
-        dimensionsMap: { Stack: this.stackName },
-        statistic: 'Maximum',
-        period: sweepEvery,
-      }),
-      dueSoonRequests: new cloudwatch.Metric({
-        namespace: METRICS_NAMESPACE,
-        metricName: DEADLINE_METRICS.dueSoon,
-        dimensionsMap: { Stack: this.stackName },
-        statistic: 'Maximum',
-        period: sweepEvery,
-      }),
+      overdueRequests: sweepMetric(DEADLINE_METRICS.overdue),
+      dueSoonRequests: sweepMetric(DEADLINE_METRICS.dueSoon),
     });
 
     this.operatorPolicy = this.#operatorPolicy();
