@@ -1,5 +1,9 @@
 import type { AddressInfo } from 'node:net';
-import { DynamoDBClient, type DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
+import {
+  type CreateTableCommandInput,
+  DynamoDBClient,
+  type DynamoDBClientConfig,
+} from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import dynalite from 'dynalite';
 
@@ -32,5 +36,29 @@ export async function startDynamo(): Promise<{
       client.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
+  };
+}
+
+/** The ledger table as releases before the open index created it: one `status`/`due_at` index. */
+export function legacyLedgerTable(tableName: string, indexName: string): CreateTableCommandInput {
+  return {
+    TableName: tableName,
+    BillingMode: 'PAY_PER_REQUEST',
+    AttributeDefinitions: [
+      { AttributeName: 'request_id', AttributeType: 'S' },
+      { AttributeName: 'status', AttributeType: 'S' },
+      { AttributeName: 'due_at', AttributeType: 'S' },
+    ],
+    KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
+    GlobalSecondaryIndexes: [
+      {
+        IndexName: indexName,
+        KeySchema: [
+          { AttributeName: 'status', KeyType: 'HASH' },
+          { AttributeName: 'due_at', KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'ALL' },
+      },
+    ],
   };
 }

@@ -139,7 +139,6 @@ export function serviceAuthorisations(model: TemplateModel): Authorisation[] {
     const roleId = roleOf(p.Role);
     const caller = `Lambda(${id})`;
     const role = { caller, principal: { roleId } } as const;
-    const functionArn = model.getAtt(id, 'Arn');
     out.push({
       caller: 'Lambda',
       principal: service('lambda'),
@@ -172,7 +171,6 @@ export function serviceAuthorisations(model: TemplateModel): Authorisation[] {
         });
       }
     }
-    void functionArn;
   }
 
   for (const id of model.ofType('AWS::Lambda::EventSourceMapping')) {

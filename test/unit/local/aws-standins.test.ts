@@ -34,6 +34,7 @@ import { DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand } from '@a
 import { Upload } from '@aws-sdk/lib-storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsStandIns, startAwsStandIns } from '#local/aws-standins';
+import { legacyLedgerTable } from '../../helpers/dynamo.ts';
 
 let standIns: AwsStandIns;
 let sqs: SQSClient;
@@ -321,26 +322,7 @@ describe('DynamoDB stand-in', () => {
   const table = 'ledger-test';
 
   beforeAll(async () => {
-    await createTable(dynamo, {
-      TableName: table,
-      BillingMode: 'PAY_PER_REQUEST',
-      AttributeDefinitions: [
-        { AttributeName: 'request_id', AttributeType: 'S' },
-        { AttributeName: 'status', AttributeType: 'S' },
-        { AttributeName: 'due_at', AttributeType: 'S' },
-      ],
-      KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
-      GlobalSecondaryIndexes: [
-        {
-          IndexName: 'by-status-due',
-          KeySchema: [
-            { AttributeName: 'status', KeyType: 'HASH' },
-            { AttributeName: 'due_at', KeyType: 'RANGE' },
-          ],
-          Projection: { ProjectionType: 'ALL' },
-        },
-      ],
-    });
+    await createTable(dynamo, legacyLedgerTable(table, 'by-status-due'));
   });
 
   it('describes the table and its GSI as ACTIVE with the requested key schema', async () => {

@@ -19,7 +19,7 @@ import {
 import type { DsrRequest } from '#shared/request';
 import { CACHED_MIDDLEWARE } from '#shared/sdk-clients';
 import { createLedgerTable } from '../../../../local/ledger-table.ts';
-import { startDynamo } from '../../../helpers/dynamo.ts';
+import { legacyLedgerTable, startDynamo } from '../../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
 let cached: DynamoDBClient;
@@ -376,28 +376,7 @@ describe('the open index', () => {
 
   it('adds the open index to a ledger from before it and puts every open request in, once', async () => {
     // Prepare: the table as earlier releases created it, with items written without open_shard.
-    await dynamo.client.send(
-      new CreateTableCommand({
-        TableName: 'legacy',
-        BillingMode: 'PAY_PER_REQUEST',
-        AttributeDefinitions: [
-          { AttributeName: 'request_id', AttributeType: 'S' },
-          { AttributeName: 'status', AttributeType: 'S' },
-          { AttributeName: 'due_at', AttributeType: 'S' },
-        ],
-        KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
-        GlobalSecondaryIndexes: [
-          {
-            IndexName: LEGACY_STATUS_DUE_INDEX,
-            KeySchema: [
-              { AttributeName: 'status', KeyType: 'HASH' },
-              { AttributeName: 'due_at', KeyType: 'RANGE' },
-            ],
-            Projection: { ProjectionType: 'ALL' },
-          },
-        ],
-      }),
-    );
+    await dynamo.client.send(new CreateTableCommand(legacyLedgerTable('legacy', LEGACY_STATUS_DUE_INDEX)));
     const ids = await putWithoutIndexKey('legacy', [
       'received',
       'running',
