@@ -49,3 +49,18 @@ export const STEP_TOKENS: Readonly<Record<StepName, readonly PlatformToken[]>> =
   RecordOutcome: [],
   RecordFailure: [],
 };
+
+/**
+ * What each step does with the platform gate (shared/platform-gate.ts): `admits` its platform
+ * calls through the rate limit and the circuit; `slots` takes or gives back export slots.
+ */
+export const STEP_GATE: Readonly<Record<StepName, { readonly admits: boolean; readonly slots: boolean }>> = {
+  ResolveSubject: { admits: true, slots: false },
+  StartExport: { admits: true, slots: true },
+  CheckExport: { admits: true, slots: true },
+  ArchiveExport: { admits: true, slots: true },
+  EraseSubject: { admits: true, slots: false },
+  VerifyErasure: { admits: true, slots: false },
+  RecordOutcome: { admits: false, slots: true },
+  RecordFailure: { admits: false, slots: true },
+};

@@ -68,7 +68,13 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   pollBudgetSeconds: 'a whole number of seconds from 60 to 2592000 (30 days), at least pollMaxSeconds',
   exportMaxAttempts: 'a whole number from 1 to 10',
   retryHorizonHours:
-    'a whole number of hours from 1 to 48: how long a step keeps retrying throttles and outages (platform and AWS) before the request fails',
+    'a whole number of hours from 1 to 48: how long a step keeps retrying throttles and outages (platform and AWS), and how long requests wait out a platform outage, before they fail',
+  platformRequestsPerSecond:
+    "platform calls per second across every Lambda, from 0.1 to 10000: set it below the platform's published limit (about 90% of it)",
+  platformBurst:
+    "a whole number from 1 to 10000: calls that may go at once after a quiet spell; with platformRequestsPerSecond, at most the platform's per-second limit",
+  platformMaxOpenExports:
+    "a whole number from 1 to 2000: exports open on the platform at once, at most the platform's own cap",
   accessArchiveRetentionDays: 'a whole number of days from 1 to 3650',
   erasureArchiveRetentionDays: 'a whole number of days from 1 to 3650',
   auditRetentionMonths: `a whole number of months from ${MINIMUM_RETENTION_MONTHS} (CCPA record keeping) to ${MAX_AUDIT_RETENTION_MONTHS}`,
@@ -136,6 +142,9 @@ const baseSchema = z.strictObject({
   pollBudgetSeconds: wholeNumber(60, 30 * 86_400).default(72 * 3600),
   exportMaxAttempts: wholeNumber(1, 10).default(3),
   retryHorizonHours: wholeNumber(1, 48).default(6),
+  platformRequestsPerSecond: z.number().min(0.1).max(10_000).default(10),
+  platformBurst: wholeNumber(1, 10_000).default(10),
+  platformMaxOpenExports: wholeNumber(1, 2_000).default(25),
   accessArchiveRetentionDays: wholeNumber(1, 3650).default(90),
   erasureArchiveRetentionDays: wholeNumber(1, 3650).default(30),
   auditRetentionMonths: wholeNumber(MINIMUM_RETENTION_MONTHS, MAX_AUDIT_RETENTION_MONTHS).default(

@@ -159,6 +159,20 @@ export class DsrFunction extends Construct {
   }
 
   /**
+   * GATE_TABLE_NAME, the platform gate's table: reading and writing the shared rate limit and
+   * circuit item to admit platform calls, and updating the export slots.
+   */
+  bindPlatformGate(table: dynamodb.ITable, use: { readonly admits: boolean; readonly slots: boolean }): this {
+    this.bindEnvironment('GATE_TABLE_NAME', table.tableName);
+    const actions = [
+      ...(use.admits ? ['dynamodb:GetItem', 'dynamodb:PutItem'] : []),
+      ...(use.slots ? ['dynamodb:UpdateItem'] : []),
+    ];
+    if (actions.length > 0) this.#allow(actions, [table.tableArn]);
+    return this;
+  }
+
+  /**
    * ARCHIVE_BUCKET (and KMS_KEY_ID), with access to objects under `prefix`. Writing covers a
    * streamed multipart upload with SSE-KMS (GenerateDataKey, and Decrypt to complete it), tagging,
    * the ranged reads of verification and the delete of a copy that failed it.

@@ -32,8 +32,9 @@ import {
   OPEN_INDEX_ATTRIBUTES,
   OPEN_SHARD_ATTRIBUTE,
 } from '../lambdas/shared/ledger.ts';
+import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
-import { STEP_DIRECTORIES, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
+import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
 import {
   CONFIG_CONTEXT_KEY,
   parseStackConfig,
@@ -83,6 +84,8 @@ export class DsrStack extends Stack {
   readonly intakeDeadLetterQueue: sqs.Queue;
   readonly quarantineQueue: sqs.Queue;
   readonly ledger: dynamodb.Table;
+  /** The platform gate's state: the shared rate limit, the circuit and the export slots. */
+  readonly platformGate: dynamodb.Table;
   readonly archiveBucket: s3.Bucket;
   readonly auditBucket: s3.Bucket;
   readonly accessLogBucket: s3.Bucket;
@@ -152,6 +155,21 @@ export class DsrStack extends Stack {
       deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
     });
+    // Load control shared by every step (lambdas/shared/platform-gate.ts): two small items that
+    // change on every platform call. They hold request ids (the export slots) and times, nothing
+    // about a subject, so DynamoDB's own encryption does; losing them loses nothing but the pace,
+    // so no backup and no retention.
+    this.platformGate = new dynamodb.Table(this, 'PlatformGate', {
+      partitionKey: { name: GATE_KEY, type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      encryption: dynamodb.TableEncryption.DEFAULT,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    acknowledge(
+      this.platformGate,
+      'AwsSolutions-DDB3',
+      'The platform gate holds only the live pace of platform calls and who holds an export slot; a restore would bring back stale slots, so it has no point-in-time recovery',
+    );
     // Open requests only (the key is set while a request is owed an answer), sharded so that a
     // mass drop with one status and one due date lands on many partitions.
     this.ledger.addGlobalSecondaryIndex({
@@ -268,6 +286,10 @@ export class DsrStack extends Stack {
       POLL_MAX_SECONDS: String(config.pollMaxSeconds),
       POLL_BUDGET_SECONDS: String(config.pollBudgetSeconds),
       EXPORT_MAX_ATTEMPTS: String(config.exportMaxAttempts),
+      PLATFORM_REQUESTS_PER_SECOND: String(config.platformRequestsPerSecond),
+      PLATFORM_BURST: String(config.platformBurst),
+      PLATFORM_MAX_OPEN_EXPORTS: String(config.platformMaxOpenExports),
+      OUTAGE_HORIZON_SECONDS: String(config.retryHorizonHours * 3600),
     };
     const steps = mapRecord(STEP_DIRECTORIES, (dir, step) => {
       const archives = step === 'ArchiveExport';
@@ -280,6 +302,7 @@ export class DsrStack extends Stack {
         memorySize: archives ? 1024 : 512,
       });
       fn.bindLedger(this.ledger, 'steps')
+        .bindPlatformGate(this.platformGate, STEP_GATE[step])
         .bindAuditBucket(this.auditBucket)
         .bindSecret('auditHmacKey', this.secrets.auditHmacKey, secretKey);
       for (const token of STEP_TOKENS[step]) fn.bindSecret(token, this.secrets[token], secretKey);

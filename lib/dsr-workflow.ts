@@ -14,6 +14,7 @@ import {
   NO_DATA_ERRORS,
   RETRYABLE_ERRORS,
 } from '../lambdas/shared/errors.ts';
+import { PLATFORM_WAIT_SUFFIX } from '../lambdas/shared/platform-gate.ts';
 import type { StepName } from '../lambdas/steps.ts';
 import { acknowledge, nagArn } from './nag.ts';
 
@@ -223,7 +224,22 @@ export class DsrWorkflow extends Construct {
     // The subject erased meanwhile (by a request of its own): the platform has no data, a valid answer.
     const subjectGone = [{ errors: [...NO_DATA_ERRORS], next: recordNoData }];
 
+    // A step whose platform call found no capacity answers `platform_wait`: the machine waits as
+    // long as it says, then runs the step again (a wait, never a failure, never a busy loop).
+    const platformWaited = (name: string, state: sfn.IChainable, resultPath: string) => ({
+      condition: sfn.Condition.isPresent(`${resultPath}.platform_wait`),
+      wait: new sfn.Wait(this, `${name}${PLATFORM_WAIT_SUFFIX}`, {
+        time: sfn.WaitTime.secondsPath(`${resultPath}.platform_wait.seconds`),
+      }).next(state),
+    });
+    /** The state after `state`: its platform wait, or `next`. */
+    const admitted = (name: string, state: sfn.IChainable, resultPath: string, next: sfn.IChainable) => {
+      const { condition, wait } = platformWaited(name, state, resultPath);
+      return new sfn.Choice(this, `${name}Admitted?`).when(condition, wait).otherwise(next);
+    };
+
     const resolve = guard(task('ResolveSubject', 'ResolveSubject', requestId, '$.subject'));
+    const resolveWaited = platformWaited('ResolveSubject', resolve, '$.subject');
     const startExport = guard(
       task('StartExport', 'StartExport', requestId, '$.export'),
       [
@@ -250,39 +266,48 @@ export class DsrWorkflow extends Construct {
       [],
       subjectGone,
     );
+    const checkWaited = platformWaited('CheckExport', checkExport, '$.export');
     const archive = guard(task('ArchiveExport', 'ArchiveExport', requestId, '$.archive'), [], subjectGone);
+    const archiveWaited = platformWaited('ArchiveExport', archive, '$.archive');
     const erase = guard(task('EraseSubject', 'EraseSubject', requestId, '$.erasure'));
     const verifyErasure = guard(task('VerifyErasure', 'VerifyErasure', requestId, '$.erasure_verification'), [
       { errors: ['ErasureNotVerifiedError'], interval: Duration.seconds(10), backoffRate: 2, maxAttempts: 3 },
     ]);
+    const recordErased = outcome('RecordErased', 'erased');
+    const verified = admitted('VerifyErasure', verifyErasure, '$.erasure_verification', recordErased);
+    const erased = admitted('EraseSubject', erase, '$.erasure', verifyErasure.next(verified));
 
     const definition = resolve.next(
       new sfn.Choice(this, 'AlreadyCompleted?')
+        .when(resolveWaited.condition, resolveWaited.wait)
         .when(
           sfn.Condition.booleanEquals('$.subject.already_completed', true),
           new sfn.Succeed(this, 'NothingToDo'),
         )
         .when(sfn.Condition.booleanEquals('$.subject.found', false), recordNoData)
         .otherwise(
-          startExport
-            .next(waitForExport)
-            .next(checkExport)
-            .next(
-              new sfn.Choice(this, 'ExportReady?')
-                .when(
-                  sfn.Condition.stringEquals('$.export.status', 'completed'),
-                  archive.next(
-                    new sfn.Choice(this, 'RequestType?')
-                      .when(
-                        sfn.Condition.stringEquals('$.type', 'erasure'),
-                        erase.next(verifyErasure).next(outcome('RecordErased', 'erased')),
-                      )
-                      .otherwise(outcome('RecordExported', 'exported')),
-                  ),
-                )
-                .when(sfn.Condition.stringEquals('$.export.status', 'failed'), startExport)
-                .otherwise(waitForExport),
+          startExport.next(
+            admitted(
+              'StartExport',
+              startExport,
+              '$.export',
+              waitForExport.next(checkExport).next(
+                new sfn.Choice(this, 'ExportReady?')
+                  .when(checkWaited.condition, checkWaited.wait)
+                  .when(
+                    sfn.Condition.stringEquals('$.export.status', 'completed'),
+                    archive.next(
+                      new sfn.Choice(this, 'RequestType?')
+                        .when(archiveWaited.condition, archiveWaited.wait)
+                        .when(sfn.Condition.stringEquals('$.type', 'erasure'), erase.next(erased))
+                        .otherwise(outcome('RecordExported', 'exported')),
+                    ),
+                  )
+                  .when(sfn.Condition.stringEquals('$.export.status', 'failed'), startExport)
+                  .otherwise(waitForExport),
+              ),
             ),
+          ),
         ),
     );
 

@@ -1,4 +1,5 @@
 import { nextWaitSeconds, type PollSchedule } from '../lambdas/shared/config.ts';
+import { MAX_PLATFORM_WAITS } from '../lambdas/shared/step-handler.ts';
 
 /** Step Functions Standard keeps at most this many history events per execution, then fails it. */
 export const HISTORY_EVENT_LIMIT = 25_000;
@@ -14,6 +15,14 @@ export const SAFE_HISTORY_FRACTION = 0.5;
  */
 export const EVENTS_PER = { taskAttempt: 5, wait: 3, choice: 2, end: 2, execution: 2 } as const;
 
+/**
+ * One wait for platform capacity: the step's attempt that answered it, the Choice that reads it and
+ * the Wait. Its retries are not counted again: an attempt that ends in a wait succeeded, and a
+ * visit that both retries and waits is within the margin SAFE_HISTORY_FRACTION keeps. Each
+ * execution makes at most MAX_PLATFORM_WAITS of them (the step handler counts them in the ledger).
+ */
+const PLATFORM_WAIT_EVENTS = EVENTS_PER.taskAttempt + EVENTS_PER.choice + EVENTS_PER.wait;
+
 /** ASL's default MaxAttempts of a Retry rule that names none. */
 const DEFAULT_RETRY_ATTEMPTS = 3;
 
@@ -26,13 +35,15 @@ const DEFAULT_RETRY_ATTEMPTS = 3;
  */
 const PATH = {
   once: ['ResolveSubject', 'AlreadyCompleted?'],
-  perExportAttempt: ['StartExport'],
+  perExportAttempt: ['StartExport', 'StartExportAdmitted?'],
   perPoll: ['WaitForExport', 'CheckExport', 'ExportReady?'],
   tail: [
     'ArchiveExport',
     'RequestType?',
     'EraseSubject',
+    'EraseSubjectAdmitted?',
     'VerifyErasure',
+    'VerifyErasureAdmitted?',
     'RecordErased',
     'OutcomeNotRecorded',
     'RecordFailure',
@@ -74,6 +85,7 @@ export function worstCaseHistory(input: HistoryBudgetInput): HistoryBudget {
     input.exportMaxAttempts * visit(PATH.perExportAttempt) +
     polls * visit(PATH.perPoll) +
     visit(PATH.tail) +
+    MAX_PLATFORM_WAITS * PLATFORM_WAIT_EVENTS +
     EVENTS_PER.end;
   return { events, polls, fraction: events / HISTORY_EVENT_LIMIT };
 }

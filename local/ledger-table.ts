@@ -18,6 +18,7 @@ import {
   openShardKey,
   STATUSES,
 } from '#shared/ledger';
+import { GATE_KEY } from '#shared/platform-gate';
 
 /**
  * Creates the ledger table with the same keys and index as the CDK stack (for local mode and tests).
@@ -116,3 +117,23 @@ async function copyItems(client: DynamoDBClient, from: string, to: string): Prom
 }
 
 const statusSchema = z.enum(STATUSES);
+
+/**
+ * Creates the platform gate's table (lambdas/shared/platform-gate.ts) as the stack does: one string
+ * key, no index. The gate's state is real time only; a table kept from an earlier run is reused.
+ */
+export async function createGateTable(client: DynamoDBClient, tableName: string): Promise<void> {
+  try {
+    await client.send(
+      new CreateTableCommand({
+        TableName: tableName,
+        BillingMode: 'PAY_PER_REQUEST',
+        AttributeDefinitions: [{ AttributeName: GATE_KEY, AttributeType: 'S' }],
+        KeySchema: [{ AttributeName: GATE_KEY, KeyType: 'HASH' }],
+      }),
+    );
+  } catch (error) {
+    if (!(error instanceof Error && error.name === 'ResourceInUseException')) throw error;
+  }
+  await waitUntilTableExists({ client, maxWaitTime: 30, minDelay: 1, maxDelay: 1 }, { TableName: tableName });
+}

@@ -14,7 +14,7 @@ import { sfnLookup } from '../lambdas/reconciler/aws.ts';
 import { type ReconcilerDeps, type ReconcileSummary, reconcile } from '../lambdas/reconciler/reconciler.ts';
 import type { AwsFaults } from './aws-faults.ts';
 import type { AwsStandIns } from './aws-standins.ts';
-import type { FaultProfile } from './emulator/faults.ts';
+import type { FaultProfile, RateLimit } from './emulator/faults.ts';
 import type { RunningEmulator } from './emulator/server.ts';
 import { type EmulatorState, loadStateFile } from './emulator/state.ts';
 import { writeLocalEndpoints } from './endpoints.ts';
@@ -128,6 +128,22 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
   }
 }
 
+/**
+ * The platform gate's settings for the emulator's limits, as an operator sets them for a platform's
+ * published ones: 90% of its rate, a burst that keeps any one second within its rate, and its cap
+ * on open exports. An emulator without limits gets a gate that rarely has anyone wait.
+ */
+export function gateSettingsFor(limit: RateLimit | null | undefined): Record<string, string> {
+  const platformRate = limit?.requests_per_second;
+  const rate = platformRate === undefined ? 1_000 : Math.max(1, Math.floor(platformRate * 0.9));
+  const burst = platformRate === undefined ? 1_000 : Math.max(1, Math.floor(platformRate) - rate);
+  return {
+    PLATFORM_REQUESTS_PER_SECOND: String(rate),
+    PLATFORM_BURST: String(burst),
+    PLATFORM_MAX_OPEN_EXPORTS: String(limit?.max_open_exports ?? 1_000),
+  };
+}
+
 /** The part of startLocalMode after the services and the template: records in `started` what it starts. */
 async function assembleLocalMode(
   options: LocalModeOptions,
@@ -149,7 +165,7 @@ async function assembleLocalMode(
     template,
     secrets,
     waitMs: options.waitMs ?? 10,
-    ...(options.env ? { env: options.env } : {}),
+    env: { ...gateSettingsFor(options.faults?.rate_limit), ...options.env },
     ...(options.logSink ? { logSink: options.logSink } : {}),
     ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
     intakeStarter: (name, input) => {

@@ -14,6 +14,7 @@ import {
 } from 'aws-local-stepfunctions';
 import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
+import { PLATFORM_WAIT_SUFFIX } from '#shared/platform-gate';
 import { LOCAL_ACCOUNT_ID, LOCAL_PARTITION, LOCAL_REGION, type ResolvedStateMachine } from './asl.ts';
 import { type AwsFaults, AwsThrottle } from './aws-faults.ts';
 
@@ -117,7 +118,11 @@ export class LocalStateMachine {
     const retryIntervalOverrides: Record<string, number> = {};
     for (const [name, state] of allStates(definition.States)) {
       if (state.Type === 'Task') taskResourceLocalHandlers[name] = this.#taskOverride(name, state.Resource);
-      if (state.Type === 'Wait') waitTimeOverrides[name] = options.waitMs ?? 0;
+      // Every Wait is compressed except a wait for platform capacity: the platform's limits (the
+      // emulator's rate limit, its outage window) run in real time, and so must waiting for them.
+      if (state.Type === 'Wait' && !name.endsWith(PLATFORM_WAIT_SUFFIX)) {
+        waitTimeOverrides[name] = options.waitMs ?? 0;
+      }
       if (state.Retry !== undefined) retryIntervalOverrides[name] = options.retryIntervalMs ?? 0;
     }
     this.#overrides = { taskResourceLocalHandlers, waitTimeOverrides, retryIntervalOverrides };

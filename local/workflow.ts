@@ -23,7 +23,7 @@ import { STEP_TOKENS, STEPS, type StepName } from '../lambdas/steps.ts';
 import { resolveStateMachine } from './asl.ts';
 import type { AwsFaults } from './aws-faults.ts';
 import type { AwsStandIns } from './aws-standins.ts';
-import { createLedgerTable } from './ledger-table.ts';
+import { createGateTable, createLedgerTable } from './ledger-table.ts';
 import { startSecretsStandIn } from './secrets-standin.ts';
 import {
   type ExecutionResult,
@@ -81,6 +81,7 @@ export const LOCAL_SECRET_IDS: Readonly<Record<SecretName, string>> = {
 /** Names of the local resources, mirroring the stack's. */
 export const LOCAL_NAMES = {
   table: 'svc-dsr-ledger',
+  gateTable: 'svc-dsr-gate',
   archiveBucket: 'svc-dsr-archive',
   auditBucket: 'svc-dsr-audit',
   intakeQueue: 'svc-dsr-intake',
@@ -128,6 +129,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   // What CloudFormation creates in AWS.
   const queueUrls = await runAsCaller(CALLERS.localRuntime, async () => {
     await createLedgerTable(dynamoClient, LOCAL_NAMES.table);
+    await createGateTable(dynamoClient, LOCAL_NAMES.gateTable);
     for (const bucket of [LOCAL_NAMES.archiveBucket, LOCAL_NAMES.auditBucket]) {
       await s3.send(new CreateBucketCommand({ Bucket: bucket })).catch(ignoreExisting);
       await s3.send(
@@ -164,6 +166,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   const platformHost = new URL(platform.url).host;
   const env = stepEnvSchema.parse({
     TABLE_NAME: LOCAL_NAMES.table,
+    GATE_TABLE_NAME: LOCAL_NAMES.gateTable,
     ARCHIVE_BUCKET: LOCAL_NAMES.archiveBucket,
     AUDIT_BUCKET: LOCAL_NAMES.auditBucket,
     AUDIT_KEY_SECRET_ID: LOCAL_SECRET_IDS.auditHmacKey,
@@ -186,7 +189,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   for (const step of Object.keys(ids) as StepName[]) {
     const definition: AnyStep = STEPS[step];
     // One ledger and audit trail for every function; a platform client per function, with its tokens.
-    const platform = platformClient(env, readersFor(STEP_TOKENS[step]), logger, options.fetch);
+    const platform = platformClient(env, readersFor(STEP_TOKENS[step]), logger, options.fetch, stepDeps.gate);
     const handler = makeStepHandler(definition, () => ({ ...stepDeps, platform }));
     const real: LocalLambda = (event) => runAsCaller(step, () => handler(event));
     handlers[ids[step]] = options.stepOverrides?.[step]?.(real) ?? real;

@@ -31,7 +31,10 @@ export async function archiveExport(input: StepInput, deps: StepDeps): Promise<A
   }
   const key = archiveKey(input.request_id, item.export_attempts);
   if (item.type === undefined) throw new LedgerStateError('the ledger item has no request type');
+  // The download is a platform call like the others; once it is done the export is no longer open.
+  await deps.gate.admit();
   const copied = await deps.archive.copy(status.link, key, item.type);
+  await deps.gate.releaseExport(input.request_id);
   const { entries } = await deps.archive.verify(key, { bytes: copied.bytes, sha256: copied.sha256 });
   const verifiedAt = deps.clock().toISOString();
   try {

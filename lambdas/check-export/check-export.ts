@@ -3,6 +3,7 @@ import { jitteredSeconds, nextWaitSeconds } from '#shared/config';
 import {
   ExportTimedOutError,
   LedgerStateError,
+  PlatformCapacityError,
   PlatformNotFoundError,
   PlatformThrottledError,
 } from '#shared/errors';
@@ -39,6 +40,18 @@ export async function checkExport(input: CheckExportInput, deps: StepDeps): Prom
     if (error instanceof PlatformNotFoundError) {
       throw await subjectGoneOr(error, deps, await activeRequest(deps, input.request_id), 'CheckExport');
     }
+    if (error instanceof PlatformCapacityError) {
+      // No poll was made: the next one, after the wait, polls the same export (nothing counted).
+      const item = await activeRequest(deps, input.request_id);
+      throw error.carrying({
+        export_id: exportId,
+        attempt: item.export_attempts,
+        polls: item.export_polls,
+        waited_seconds: item.export_waited_seconds,
+        status: 'pending',
+        wait_seconds: 0,
+      } satisfies ExportState);
+    }
     if (!(error instanceof PlatformThrottledError)) throw error;
     // A throttled poll is just a pending poll: wait at least as long as the platform asked.
     status = { status: 'pending', reported: 'throttled' };
@@ -59,6 +72,8 @@ export async function checkExport(input: CheckExportInput, deps: StepDeps): Prom
   const base = { export_id: exportId, attempt: item.export_attempts, polls, waited_seconds: waited };
 
   if (status.status !== 'pending') {
+    // A failed export is no longer open on the platform; a completed one is, until it is downloaded.
+    if (status.status === 'failed') await deps.gate.releaseExport(input.request_id);
     await deps.audit.append(input.request_id, {
       eventId: `CheckExport:attempt-${item.export_attempts}:${status.status}`,
       step: 'CheckExport',

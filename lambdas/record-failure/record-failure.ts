@@ -18,6 +18,8 @@ export async function recordFailure(
   deps: StepDeps,
 ): Promise<z.infer<typeof recordFailureOutputSchema>> {
   const item = await deps.ledger.require(input.request_id);
+  // A request that ends here holds no export slot any more, whatever it was doing.
+  await deps.gate.releaseExport(input.request_id);
   const code = errorCodeOf(input.error.Error);
   if (item.status === 'completed') return { status: 'completed', code };
   if (item.status === 'cancelled' || input.error.Error === 'RequestCancelledError') {

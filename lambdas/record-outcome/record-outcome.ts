@@ -23,6 +23,8 @@ export async function recordOutcome(
   deps: StepDeps,
 ): Promise<z.infer<typeof recordOutcomeOutputSchema>> {
   const evidence = EVIDENCE[input.outcome];
+  // An export slot still held (a no_data answer, an archive from an earlier run) is given back.
+  await deps.gate.releaseExport(input.request_id);
   let item: LedgerItem;
   try {
     item = await deps.ledger.update(

@@ -12,7 +12,13 @@ import { type ResolveOutput, resolveOutputSchema, type StepInput, stepInputSchem
 export async function resolveSubject(input: StepInput, deps: StepDeps): Promise<ResolveOutput> {
   const item = await activeRequest(deps, input.request_id);
   if (item.status === 'completed') return { found: item.outcome !== 'no_data', already_completed: true };
-  if (item.svc_user_id !== undefined) return { found: true, already_completed: false };
+  if (item.svc_user_id !== undefined) {
+    // A new execution: its waits for platform capacity are counted afresh.
+    if (item.platform_waits !== undefined) {
+      await deps.ledger.update(input.request_id, { platform_waits: null }, ['received', 'running']);
+    }
+    return { found: true, already_completed: false };
+  }
 
   const result = await deps.platform.retrieveUser(item.primary_key);
   await deps.ledger.update(
@@ -21,6 +27,7 @@ export async function resolveSubject(input: StepInput, deps: StepDeps): Promise<
       status: 'running',
       step: 'resolving',
       error: null,
+      platform_waits: null,
       ...(result.found ? { svc_user_id: result.svcUserId } : {}),
     },
     ['received', 'running'],

@@ -36,6 +36,12 @@ export const stepEnvSchema = z.object({
   POLL_BUDGET_SECONDS: seconds(72 * 3600),
   EXPORT_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(3),
   RETRY_AFTER_CAP_SECONDS: z.coerce.number().int().nonnegative().default(20),
+  /** The platform gate (platform-gate.ts): its table and limits. */
+  GATE_TABLE_NAME: z.string().min(1),
+  PLATFORM_REQUESTS_PER_SECOND: z.coerce.number().positive().max(10_000).default(20),
+  PLATFORM_BURST: z.coerce.number().int().min(1).max(10_000).default(20),
+  PLATFORM_MAX_OPEN_EXPORTS: z.coerce.number().int().min(1).max(2_000).default(50),
+  OUTAGE_HORIZON_SECONDS: seconds(6 * 3600),
 });
 export type StepEnv = z.infer<typeof stepEnvSchema>;
 

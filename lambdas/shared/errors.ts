@@ -26,6 +26,45 @@ export class PlatformThrottledError extends DsrError {
   }
 }
 
+/** Why a platform call waits before it is made: the shared rate limit, the cap on open exports, or an outage. */
+export type PlatformWaitReason = 'rate' | 'exports' | 'outage';
+
+/**
+ * svc-dsr's own load control has no room for this platform call yet: the step ends with a wait
+ * (a Step Functions Wait of `waitSeconds`) and runs again. Never a failure: step handlers turn it
+ * into the step's `platform_wait` answer, and it never reaches a Catch.
+ */
+export class PlatformCapacityError extends DsrError {
+  override readonly name = 'PlatformCapacityError';
+  readonly retryable = true;
+  readonly code = 'platform_capacity';
+  constructor(
+    readonly reason: PlatformWaitReason,
+    readonly waitSeconds: number,
+    /** What the step answers besides the wait, so the states after it find what they read. */
+    readonly carry: Readonly<Record<string, unknown>> = {},
+  ) {
+    super(
+      `the platform call waits ${waitSeconds} s for ${reason === 'rate' ? 'the shared rate limit' : reason === 'exports' ? 'a free export slot' : 'the platform to come back'}`,
+    );
+  }
+
+  /** The same wait, answering `carry` besides it. */
+  carrying(carry: Readonly<Record<string, unknown>>): PlatformCapacityError {
+    return new PlatformCapacityError(this.reason, this.waitSeconds, carry);
+  }
+}
+
+/**
+ * The platform has been down (the shared circuit breaker open) for longer than the outage horizon:
+ * the request fails, for an operator to retry once the platform is back.
+ */
+export class PlatformOutageError extends DsrError {
+  override readonly name = 'PlatformOutageError';
+  readonly retryable = false;
+  readonly code = 'platform_outage';
+}
+
 /** The platform answered 5xx or refused the connection. */
 export class PlatformUnavailableError extends DsrError {
   override readonly name = 'PlatformUnavailableError';
@@ -239,6 +278,7 @@ export const LAMBDA_SERVICE_ERRORS = [
 
 /** Names that go straight to RecordFailure. */
 export const TERMINAL_ERRORS = [
+  'PlatformOutageError',
   'PlatformAuthError',
   'PlatformRejectedError',
   'PlatformResponseInvalidError',

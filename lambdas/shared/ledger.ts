@@ -124,6 +124,8 @@ export const ledgerItemSchema = z.object({
   export_start: z.enum(EXPORT_START_OUTCOMES).optional(),
   /** Export starts that did not reach the platform or were refused before any export began (not attempts). */
   export_starts_refused: z.number().int().nonnegative().optional(),
+  /** Waits for platform capacity (rate, export slot, outage) since the subject was last resolved. */
+  platform_waits: z.number().int().nonnegative().optional(),
   export_polls: z.number().int().nonnegative().default(0),
   export_waited_seconds: z.number().int().nonnegative().default(0),
   export_started_at: z.string().optional(),
@@ -304,6 +306,42 @@ export class Ledger {
     if (current === undefined) throw new LedgerStateError('the ledger has no record of this request');
     if (current.status === 'cancelled') throw new RequestCancelledError('the request was cancelled');
     throw new LedgerStateError(`the request is ${current.status}; this change needs ${allowed.join(' or ')}`);
+  }
+
+  /**
+   * Counts one wait for platform capacity on an open request and answers how many it has made
+   * since its execution resolved the subject (ResolveSubject clears the count); undefined when the
+   * request is no longer open.
+   */
+  async countPlatformWait(requestId: string): Promise<number | undefined> {
+    try {
+      const answer = await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: keyOf(requestId),
+          UpdateExpression: 'SET #waits = if_not_exists(#waits, :zero) + :one, #updated_at = :now',
+          ConditionExpression: 'attribute_exists(request_id) AND #status IN (:received, :running)',
+          ExpressionAttributeNames: {
+            '#waits': 'platform_waits',
+            '#updated_at': 'updated_at',
+            '#status': 'status',
+          },
+          ExpressionAttributeValues: marshall({
+            ':zero': 0,
+            ':one': 1,
+            ':now': this.clock().toISOString(),
+            ':received': 'received',
+            ':running': 'running',
+          }),
+          ReturnValues: 'UPDATED_NEW',
+        }),
+      );
+      const waits = answer.Attributes?.platform_waits?.N;
+      return waits === undefined ? undefined : Number(waits);
+    } catch (error) {
+      if (error instanceof Error && error.name === 'ConditionalCheckFailedException') return undefined;
+      throw error;
+    }
   }
 
   /**

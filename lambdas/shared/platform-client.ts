@@ -49,6 +49,17 @@ export interface PlatformClientDeps {
   readonly credentials: { readonly [K in PlatformToken]?: CredentialSource };
   readonly fetch?: typeof globalThis.fetch;
   readonly logger?: ClientLogger;
+  /**
+   * The shared load control (platform-gate.ts): every call is admitted by it first, and tells it
+   * whether the platform answered. @default none: calls go as they come
+   */
+  readonly gate?: PlatformCallGate;
+}
+
+/** What the client needs of the platform gate. */
+export interface PlatformCallGate {
+  admit(): Promise<void>;
+  report(outcome: 'up' | 'down'): Promise<void>;
 }
 
 /** The answer of retrieve-user: either the user, or a recorded not-found. */
@@ -70,6 +81,8 @@ interface CallSpec {
   readonly body?: unknown;
   /** Identifiers in play, scrubbed from anything that leaves the client. */
   readonly sensitive: readonly string[];
+  /** The caller has had the gate admit this call already. */
+  readonly admitted?: boolean;
 }
 
 interface RawAnswer {
@@ -140,7 +153,7 @@ export class PlatformClient {
    * the platform, a failure is an ExportStartUncertainError, never a plain retryable error, so
    * nothing retries it blindly into a second export.
    */
-  async startExport(svcUserId: string): Promise<{ exportId: string }> {
+  async startExport(svcUserId: string, options: { admitted?: boolean } = {}): Promise<{ exportId: string }> {
     return this.#withToken('exportToken', async (exportToken) => {
       let answer: RawAnswer;
       try {
@@ -150,6 +163,7 @@ export class PlatformClient {
           url: this.#url(this.config.exportUrl, 'gdpr/export'),
           body: { access_token: exportToken, spot_id: this.config.spotId, user_id: svcUserId },
           sensitive: [svcUserId],
+          ...(options.admitted ? { admitted: true } : {}),
         });
       } catch (error) {
         throw uncertainIfSent(error);
@@ -275,6 +289,22 @@ export class PlatformClient {
   }
 
   async #call(spec: CallSpec): Promise<RawAnswer> {
+    const gate = this.#deps.gate;
+    if (spec.admitted !== true) await gate?.admit();
+    let answer: RawAnswer;
+    try {
+      answer = await this.#send(spec);
+    } catch (error) {
+      // No answer: unreachable, timed out or cut off.
+      await gate?.report('down');
+      throw error;
+    }
+    // A 5xx is the platform failing; anything else, even a refusal, is the platform answering.
+    await gate?.report(answer.status >= 500 ? 'down' : 'up');
+    return answer;
+  }
+
+  async #send(spec: CallSpec): Promise<RawAnswer> {
     const started = performance.now();
     const headers: Record<string, string> = { accept: 'application/json', ...spec.headers };
     if (spec.body !== undefined) headers['content-type'] = 'application/json';

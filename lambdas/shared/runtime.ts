@@ -13,7 +13,8 @@ import { AuditTrail } from './audit.ts';
 import { parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
 import type { DownloadPolicy } from './download-policy.ts';
 import { Ledger } from './ledger.ts';
-import { PlatformClient } from './platform-client.ts';
+import { type PlatformCallGate, PlatformClient } from './platform-client.ts';
+import { PlatformGate } from './platform-gate.ts';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from './sdk-clients.ts';
 import { type FunctionSecrets, functionSecretsFromEnv } from './secrets.ts';
 import type { ArchiveStore, StepDeps, StepLogger } from './step-deps.ts';
@@ -125,7 +126,8 @@ export function buildStepDeps(
   overrides: Partial<Pick<StepDeps, 'sleep' | 'clock'>> & { fetch?: typeof fetch } = {},
 ): StepDeps & { readonly audit: AuditTrail } {
   const clock = overrides.clock ?? (() => new Date());
-  const platform = platformClient(env, secrets, logger, overrides.fetch);
+  const gate = platformGate(env, clients.dynamo, logger);
+  const platform = platformClient(env, secrets, logger, overrides.fetch, gate);
   return {
     ledger: new Ledger(clients.dynamo, env.TABLE_NAME, clock),
     audit: new AuditTrail(
@@ -137,6 +139,7 @@ export function buildStepDeps(
       { hmacKey: secrets.auditHmacKey, clock },
     ),
     platform,
+    gate,
     archive: s3ArchiveStore(clients.s3, {
       bucket: env.ARCHIVE_BUCKET,
       ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}),
@@ -159,12 +162,28 @@ export function buildStepDeps(
   };
 }
 
-/** The platform client of a function, with the tokens that function is given. */
+/** The shared platform gate, as the environment configures it. */
+export function platformGate(env: StepEnv, dynamo: DynamoDBClient, logger: StepLogger): PlatformGate {
+  return new PlatformGate(
+    dynamo,
+    env.GATE_TABLE_NAME,
+    {
+      requestsPerSecond: env.PLATFORM_REQUESTS_PER_SECOND,
+      burst: env.PLATFORM_BURST,
+      maxOpenExports: env.PLATFORM_MAX_OPEN_EXPORTS,
+      outageHorizonSeconds: env.OUTAGE_HORIZON_SECONDS,
+    },
+    { logger },
+  );
+}
+
+/** The platform client of a function, with the tokens that function is given, behind the gate. */
 export function platformClient(
   env: StepEnv,
   secrets: Pick<FunctionSecrets, 'ssoAccessToken' | 'exportToken'>,
   logger: StepLogger,
   fetch?: typeof globalThis.fetch,
+  gate?: PlatformCallGate,
 ): PlatformClient {
   return new PlatformClient(
     {
@@ -183,6 +202,7 @@ export function platformClient(
       },
       logger,
       ...(fetch ? { fetch } : {}),
+      ...(gate ? { gate } : {}),
     },
   );
 }

@@ -2,6 +2,7 @@ import type { AuditTrail } from './audit.ts';
 import type { PollSchedule } from './config.ts';
 import type { Ledger } from './ledger.ts';
 import type { PlatformClient } from './platform-client.ts';
+import type { PlatformGate } from './platform-gate.ts';
 
 /** Where the workflow keeps archives: copy from a link, then prove what was stored. */
 export interface ArchiveStore {
@@ -29,6 +30,8 @@ export interface StepDeps {
   readonly ledger: Ledger;
   readonly audit: Pick<AuditTrail, 'append'>;
   readonly platform: Pick<PlatformClient, 'retrieveUser' | 'deleteUser' | 'startExport' | 'exportStatus'>;
+  /** The shared load control: rate limit, export slots and circuit (the platform client uses it too). */
+  readonly gate: Pick<PlatformGate, 'admit' | 'report' | 'acquireExport' | 'releaseExport'>;
   readonly archive: ArchiveStore;
   readonly schedule: PollSchedule;
   readonly exportMaxAttempts: number;

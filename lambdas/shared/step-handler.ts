@@ -1,5 +1,11 @@
-import type { z } from 'zod';
-import { awsTransientError, PlatformThrottledError, StepInputError } from './errors.ts';
+import { z } from 'zod';
+import {
+  awsTransientError,
+  PlatformCapacityError,
+  PlatformThrottledError,
+  StepInputError,
+} from './errors.ts';
+import { unmetered } from './platform-gate.ts';
 import type { StepDeps, StepLogger } from './step-deps.ts';
 
 /** A step: its input and output contracts and its domain function. */
@@ -51,23 +57,76 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
     logger: withKeys(base.logger, { request_id: requestId, step: step.name }),
   };
   const attempt = async () => step.output.parse(await step.run(parsed.data, stepDeps)) as z.infer<O>;
-  try {
-    return await attempt();
-  } catch (error) {
-    if (
-      error instanceof PlatformThrottledError &&
-      error.retryAfterSeconds !== undefined &&
-      error.retryAfterSeconds <= base.retryAfterCapSeconds
-    ) {
-      stepDeps.logger.warn('platform throttled; waiting as asked', {
-        retry_after_seconds: error.retryAfterSeconds,
-      });
-      await base.sleep(error.retryAfterSeconds * 1000);
+  const run = async () => {
+    try {
       return await attempt();
+    } catch (error) {
+      if (
+        error instanceof PlatformThrottledError &&
+        error.retryAfterSeconds !== undefined &&
+        error.retryAfterSeconds <= base.retryAfterCapSeconds
+      ) {
+        stepDeps.logger.warn('platform throttled; waiting as asked', {
+          retry_after_seconds: error.retryAfterSeconds,
+        });
+        await base.sleep(error.retryAfterSeconds * 1000);
+        return await attempt();
+      }
+      throw error;
     }
-    throw error;
+  };
+  try {
+    return await run();
+  } catch (error) {
+    if (!(error instanceof PlatformCapacityError)) throw error;
+    const waits = await base.ledger.countPlatformWait(requestId);
+    // No longer open: running again lets the step say why (cancelled, ended).
+    if (waits === undefined) return await run();
+    if (waits > MAX_PLATFORM_WAITS) {
+      stepDeps.logger.warn('the request has waited for platform capacity its most; the call goes unmetered', {
+        waits,
+        reason: error.reason,
+      });
+      return await unmetered(run);
+    }
+    const seconds =
+      error.reason === 'exports'
+        ? exportSlotWaitSeconds(waits, base.random ?? Math.random)
+        : error.waitSeconds;
+    stepDeps.logger.debug('platform call waits', { reason: error.reason, wait_seconds: seconds, waits });
+    return platformWaitAnswerSchema.parse({
+      ...error.carry,
+      platform_wait: { reason: error.reason, seconds },
+    }) as z.infer<O>;
   }
 }
+
+/**
+ * Waits for platform capacity one execution may make (each costs about ten history events); past
+ * it the call is made anyway, and a 429 it gets is retried like any other.
+ */
+export const MAX_PLATFORM_WAITS = 50;
+
+/** The longest wait for an export slot. */
+const EXPORT_SLOT_MAX_WAIT_SECONDS = 3600;
+
+/**
+ * The wait for a free export slot after `waits` waits: growing by half each time from 2 s, up to
+ * an hour, with jitter, so a queue of thousands asks for slots at a pace that does not grow
+ * with its length.
+ */
+export function exportSlotWaitSeconds(waits: number, random: () => number): number {
+  const nominal = Math.min(EXPORT_SLOT_MAX_WAIT_SECONDS, 2 * 1.5 ** Math.min(Math.max(waits, 1), 30));
+  return Math.max(1, Math.ceil(nominal * (0.5 + 0.5 * Math.min(Math.max(random(), 0), 1))));
+}
+
+/** A step's answer when its platform call waits: the state machine spends it in a Wait, then runs the step again. */
+export const platformWaitAnswerSchema = z.looseObject({
+  platform_wait: z.object({
+    reason: z.enum(['rate', 'exports', 'outage']),
+    seconds: z.number().int().positive(),
+  }),
+});
 
 function withKeys(logger: StepLogger, keys: Record<string, unknown>): StepLogger {
   return {

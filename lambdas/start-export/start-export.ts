@@ -50,6 +50,10 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
       `the export did not succeed in ${spent} attempt(s) that may have reached the platform (the last start ${lastStart ?? 'accepted'}, the last export ${lastStatus ?? 'not started'}); the limit is ${deps.exportMaxAttempts}; \`svc-dsr retry\` gives it a fresh budget`,
     );
   }
+  // An export slot, and a rate slot for the POST, before anything is counted: without them the
+  // step ends with a wait (PlatformCapacityError) and nothing has changed.
+  await deps.gate.acquireExport(input.request_id);
+  await deps.gate.admit();
   // The attempt is counted, and the start marked in flight, before the POST: should the process die
   // with the POST out, the next run knows an export may have started (the platform has no way to
   // ask which exports exist, nor an idempotency key), records that, and starts a deliberate new one.
@@ -68,7 +72,7 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
   );
   let exportId: string;
   try {
-    ({ exportId } = await deps.platform.startExport(svcUserId));
+    ({ exportId } = await deps.platform.startExport(svcUserId, { admitted: true }));
   } catch (error) {
     if (neverStarted(error)) {
       // No export began (unreachable, throttled, unavailable, refused): this was not an attempt.

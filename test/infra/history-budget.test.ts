@@ -19,13 +19,16 @@ const bareStates = {
   ResolveSubject: task(),
   'AlreadyCompleted?': { Type: 'Choice' },
   StartExport: task(),
+  'StartExportAdmitted?': { Type: 'Choice' },
   WaitForExport: { Type: 'Wait' },
   CheckExport: task(),
   'ExportReady?': { Type: 'Choice' },
   ArchiveExport: task(),
   'RequestType?': { Type: 'Choice' },
   EraseSubject: task(),
+  'EraseSubjectAdmitted?': { Type: 'Choice' },
   VerifyErasure: task(),
+  'VerifyErasureAdmitted?': { Type: 'Choice' },
   RecordErased: task(),
   OutcomeNotRecorded: { Type: 'Pass' },
   RecordFailure: task(),
@@ -58,11 +61,13 @@ describe('worstCaseHistory', () => {
       states: bareStates,
     });
 
-    // execution 2, ResolveSubject 5, AlreadyCompleted? 2, two StartExport 10,
+    // execution 2, ResolveSubject 5, AlreadyCompleted? 2, two (StartExport 5 + its Choice 2) 14,
     // 8 polls of (Wait 3 + CheckExport 5 + ExportReady? 2) = 80,
-    // tail: ArchiveExport 5, RequestType? 2, EraseSubject 5, VerifyErasure 5, RecordErased 5,
-    // OutcomeNotRecorded 2, RecordFailure 5, RecordFailedInLedger 5, and the final Fail 2 = 36.
-    expect(budget).toEqual({ events: 2 + 5 + 2 + 10 + 80 + 36, polls: 8, fraction: 135 / 25_000 });
+    // tail: ArchiveExport 5, RequestType? 2, EraseSubject 5 + Choice 2, VerifyErasure 5 + Choice 2,
+    // RecordErased 5, OutcomeNotRecorded 2, RecordFailure 5, RecordFailedInLedger 5 = 38,
+    // 50 waits for platform capacity of (attempt 5 + Choice 2 + Wait 3) = 500, and the final Fail 2.
+    const events = 2 + 5 + 2 + 14 + 80 + 38 + 500 + 2;
+    expect(budget).toEqual({ events, polls: 8, fraction: events / 25_000 });
   });
 
   it('counts every retry each Retry rule allows, three for a rule that names no MaxAttempts', () => {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createLedgerTable } from '#local/ledger-table';
+import { createGateTable, createLedgerTable } from '#local/ledger-table';
 import { computeDeadlines } from '#shared/deadlines';
 import {
   ErasureNotVerifiedError,
@@ -16,6 +16,7 @@ import {
   SubjectNotFoundError,
 } from '#shared/errors';
 import { Ledger, type LedgerPatch } from '#shared/ledger';
+import { PlatformGate } from '#shared/platform-gate';
 import type { StepDeps } from '#shared/step-deps';
 import { makeStepHandler } from '#shared/step-handler';
 import { archiveExport, archiveKey } from '../../../lambdas/archive-export/archive-export.ts';
@@ -35,7 +36,21 @@ beforeAll(async () => {
   dynamo = await startDynamo();
   await createLedgerTable(dynamo.client, 'steps');
   ledger = new Ledger(dynamo.client, 'steps');
+  await createGateTable(dynamo.client, 'gate');
 });
+
+/** A gate of its own for each test, on the shared table under a fresh name, with room for every call. */
+async function freshGate(settings: Partial<ConstructorParameters<typeof PlatformGate>[2]> = {}) {
+  const table = `gate-${randomUUID()}`;
+  await createGateTable(dynamo.client, table);
+  return new PlatformGate(dynamo.client, table, {
+    requestsPerSecond: 1_000,
+    burst: 1_000,
+    maxOpenExports: 100,
+    outageHorizonSeconds: 3_600,
+    ...settings,
+  });
+}
 afterAll(async () => {
   await dynamo.close();
 });
@@ -57,13 +72,14 @@ let platform: ReturnType<typeof fakePlatform>;
 let deps: StepDeps;
 let sleeps: number[];
 
-beforeEach(() => {
+beforeEach(async () => {
   platform = fakePlatform();
   sleeps = [];
   deps = {
     ledger,
     audit: { append: vi.fn(async () => ({}) as never) },
     platform,
+    gate: await freshGate(),
     archive: {
       copy: vi.fn(async () => ({ bytes: 10, sha256: 'ab'.repeat(32) })),
       verify: vi.fn(async () => ({ entries: 4 })),

@@ -1,0 +1,221 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createGateTable } from '#local/ledger-table';
+import { PlatformCapacityError, PlatformOutageError } from '#shared/errors';
+import {
+  afterOutcome,
+  decide,
+  type GateSettings,
+  type GateState,
+  PlatformGate,
+  unmetered,
+} from '#shared/platform-gate';
+import { startDynamo } from '../../../helpers/dynamo.ts';
+
+const settings: GateSettings = {
+  requestsPerSecond: 10,
+  burst: 3,
+  maxOpenExports: 2,
+  outageHorizonSeconds: 60,
+  maxSleepMs: 500,
+  failureThreshold: 3,
+};
+const empty: GateState = {
+  version: 0,
+  tat: 0,
+  room: 0,
+  failures: 0,
+  opened_at: 0,
+  open_until: 0,
+  probe_until: 0,
+  openings: 0,
+};
+
+describe('decide', () => {
+  it('lets a burst go at once, then spaces calls at the rate', () => {
+    let state = empty;
+    const sleeps: number[] = [];
+    for (let call = 0; call < 6; call++) {
+      const decision = decide(state, 1_000, settings);
+      if (decision.kind !== 'go') throw new Error(`call ${call} was not admitted`);
+      sleeps.push(decision.sleepMs);
+      state = decision.next;
+    }
+    // Three at once (the burst), then one per 100 ms (10 per second), all within the 500 ms sleep.
+    expect(sleeps.map(Math.round)).toEqual([0, 0, 0, 100, 200, 300]);
+  });
+
+  it('never lets more than burst + rate calls into any one second, and keeps the pace', () => {
+    // The default in-Lambda sleep (3 s): waits are whole seconds, so returns come in clusters.
+    const { maxSleepMs: _default, ...paced } = settings;
+    let state = empty;
+    const sent: number[] = [];
+    // 400 calls arriving every 5 ms: each goes when its slot comes, or comes back when told.
+    const arrivals = Array.from({ length: 400 }, (_, index) => index * 5);
+    const queue = [...arrivals];
+    while (queue.length > 0) {
+      queue.sort((a, b) => a - b);
+      const now = queue.shift() ?? 0;
+      const decision = decide(state, now, paced);
+      if (decision.kind === 'go') {
+        sent.push(now + decision.sleepMs);
+        state = decision.next;
+      } else if (decision.kind === 'wait') {
+        if (decision.next) state = decision.next;
+        queue.push(now + decision.seconds * 1000);
+      }
+    }
+    sent.sort((a, b) => a - b);
+    let most = 0;
+    for (let start = 0; start < sent.length; start++) {
+      let end = start;
+      while (end < sent.length && (sent[end] ?? 0) < (sent[start] ?? 0) + 1000) end++;
+      most = Math.max(most, end - start);
+    }
+    expect(sent).toHaveLength(400);
+    expect(most).toBeLessThanOrEqual(settings.burst + settings.requestsPerSecond);
+    // And it keeps the pace: 400 calls at 10 per second take about 40 s, not much more.
+    expect((sent.at(-1) ?? 0) - (sent[0] ?? 0)).toBeLessThan(41_000);
+  });
+
+  it('sends a call whose slot is further than the sleep to the waiting room, spacing the returns', () => {
+    let state: GateState = { ...empty, tat: 10_000 };
+    const first = decide(state, 1_000, settings);
+    expect(first.kind).toBe('wait');
+    if (first.kind !== 'wait' || first.next === null) throw new Error('expected a rate wait');
+    expect(first.reason).toBe('rate');
+    state = first.next;
+    const second = decide(state, 1_000, settings);
+    if (second.kind !== 'wait' || second.next === null) throw new Error('expected a rate wait');
+    // Each caller turned away is handed a later return time, one slot apart.
+    expect(second.next.room - state.room).toBeCloseTo(100);
+    expect(second.seconds).toBeGreaterThanOrEqual(first.seconds);
+  });
+
+  it('holds every call while the circuit is open, lets one probe through after, and gives up past the horizon', () => {
+    const open: GateState = { ...empty, opened_at: 1_000, open_until: 5_000, openings: 1, failures: 3 };
+    expect(decide(open, 2_000, settings)).toMatchObject({ kind: 'wait', reason: 'outage', seconds: 3 });
+
+    const probe = decide(open, 5_000, settings);
+    expect(probe.kind).toBe('go');
+    if (probe.kind !== 'go') throw new Error('expected the probe to go');
+    expect(probe.next.probe_until).toBeGreaterThan(5_000);
+    // While the probe is out, the others wait for its answer.
+    expect(decide(probe.next, 5_100, settings)).toMatchObject({ kind: 'wait', reason: 'outage' });
+
+    expect(decide(open, 1_000 + 61_000, settings)).toMatchObject({ kind: 'outage' });
+  });
+});
+
+describe('afterOutcome', () => {
+  it('opens the circuit after the threshold of failures in a row, and longer after each failed probe', () => {
+    let state = empty;
+    for (let failure = 0; failure < 2; failure++) state = afterOutcome(state, 'down', 0, settings) ?? state;
+    expect(state.opened_at).toBe(0);
+    state = afterOutcome(state, 'down', 1_000, settings) ?? state;
+    expect(state).toMatchObject({ opened_at: 1_000, open_until: 2_000, openings: 1 });
+    state = afterOutcome(state, 'down', 3_000, settings) ?? state;
+    expect(state).toMatchObject({ opened_at: 1_000, open_until: 5_000, openings: 2 });
+  });
+
+  it('closes on the first success, and writes nothing for a success when all was well', () => {
+    const open: GateState = { ...empty, opened_at: 1, open_until: 2, openings: 4, failures: 9 };
+    expect(afterOutcome(open, 'up', 10, settings)).toMatchObject({ opened_at: 0, failures: 0, openings: 0 });
+    expect(afterOutcome(empty, 'up', 10, settings)).toBeNull();
+  });
+});
+
+describe('PlatformGate on DynamoDB', () => {
+  let dynamo: Awaited<ReturnType<typeof startDynamo>>;
+  beforeAll(async () => {
+    dynamo = await startDynamo();
+  });
+  afterAll(async () => {
+    await dynamo.close();
+  });
+
+  async function gate(overrides: Partial<GateSettings> = {}, now?: () => number) {
+    const table = `gate-${randomUUID()}`;
+    await createGateTable(dynamo.client, table);
+    const options = now === undefined ? {} : { now, sleep: async () => {} };
+    return new PlatformGate(dynamo.client, table, { ...settings, ...overrides }, options);
+  }
+
+  it('admits concurrent callers of several functions at the shared pace', async () => {
+    const table = `gate-${randomUUID()}`;
+    await createGateTable(dynamo.client, table);
+    const sent: number[] = [];
+    // Three functions' gates on one table, as three Lambdas share it.
+    const gates = Array.from(
+      { length: 3 },
+      () => new PlatformGate(dynamo.client, table, { ...settings, requestsPerSecond: 20, burst: 2 }),
+    );
+    const started = Date.now();
+    await Promise.all(
+      Array.from({ length: 24 }, async (_, index) => {
+        for (;;) {
+          try {
+            await gates[index % 3]?.admit();
+            sent.push(Date.now() - started);
+            return;
+          } catch (error) {
+            if (!(error instanceof PlatformCapacityError)) throw error;
+            await new Promise((resolve) => setTimeout(resolve, error.waitSeconds * 1000));
+          }
+        }
+      }),
+    );
+    sent.sort((a, b) => a - b);
+    // 24 calls at 20 per second with a burst of 2: the last no sooner than (24 - 2) / 20 s.
+    expect((sent.at(-1) ?? 0) - (sent[0] ?? 0)).toBeGreaterThanOrEqual(1_050);
+    for (let start = 0; start < sent.length; start++) {
+      const within = sent.filter((at) => at >= (sent[start] ?? 0) && at < (sent[start] ?? 0) + 1000);
+      expect(within.length).toBeLessThanOrEqual(22 + 1);
+    }
+  });
+
+  it('caps the exports open at once, keeps a slot its holder asks for again, and frees it on release', async () => {
+    const exports = await gate();
+    await exports.acquireExport('a');
+    await exports.acquireExport('b');
+    await exports.acquireExport('a');
+    await expect(exports.acquireExport('c')).rejects.toMatchObject({
+      name: 'PlatformCapacityError',
+      reason: 'exports',
+    });
+    await exports.releaseExport('a');
+    await exports.releaseExport('a');
+    await exports.acquireExport('c');
+    expect(Object.keys(await exports.exportHolders()).sort()).toEqual(['b', 'c']);
+  });
+
+  it('opens the shared circuit on failures reported by any function, and ends the wait past the horizon', async () => {
+    let now = 100_000;
+    const table = await gate({}, () => now);
+    for (let failure = 0; failure < 3; failure++) await table.report('down');
+    await expect(table.admit()).rejects.toMatchObject({ name: 'PlatformCapacityError', reason: 'outage' });
+    now += 61_000;
+    await expect(table.admit()).rejects.toBeInstanceOf(PlatformOutageError);
+  });
+
+  it('closes the circuit when the probe succeeds', async () => {
+    let now = 100_000;
+    const table = await gate({}, () => now);
+    for (let failure = 0; failure < 3; failure++) await table.report('down');
+    now += 1_500;
+    await table.admit();
+    await table.report('up');
+    expect(await table.state()).toMatchObject({ opened_at: 0, failures: 0 });
+    await table.admit();
+  });
+
+  it('lets calls made unmetered skip every limit', async () => {
+    const table = await gate({ maxOpenExports: 1 });
+    await table.acquireExport('a');
+    await unmetered(async () => {
+      await table.acquireExport('b');
+      for (let call = 0; call < 50; call++) await table.admit();
+    });
+    expect(Object.keys(await table.exportHolders())).toEqual(['a']);
+  });
+});
