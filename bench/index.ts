@@ -28,8 +28,9 @@ import { promisify } from 'node:util';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { build } from 'esbuild';
 import { z } from 'zod';
-import { loadAwsFaultsFile } from '#local/aws-faults';
+import { type AwsFaults, loadAwsFaultsFile } from '#local/aws-faults';
 import { startAwsStandIns } from '#local/aws-standins';
+import type { PlatformStats } from '#local/emulator/limits';
 import { emulatorControl, startEmulator } from '#local/emulator/server';
 import { SqsPoller } from '#local/event-source';
 import { synthesizeTemplate } from '#local/template';
@@ -363,7 +364,7 @@ async function throughput() {
     .int()
     .positive()
     .parse(process.env.BENCH_LOCAL_REQUESTS ?? '1000');
-  const result = await localThroughput(requests, awsFaults);
+  const result = await localThroughput(requests, { awsFaults });
   const throttled = awsFaults
     ? `; AWS calls throttled at ${awsFaults.throttle_rate} (${awsFaults.services.join(', ')}, seed ${awsFaults.seed})`
     : '';
@@ -394,7 +395,74 @@ async function throughput() {
   );
 }
 
-const only = new Set((process.env.BENCH_ONLY ?? 'copy,transitions,local').split(','));
+/**
+ * A mass drop against a rate-limited platform that goes down in the middle, with AWS throttling:
+ * nothing may fail that could have waited, and the platform's limits must never be passed.
+ */
+async function burst() {
+  const requests = z.coerce
+    .number()
+    .int()
+    .positive()
+    .parse(process.env.BENCH_BURST_REQUESTS ?? '1000');
+  const rateLimit = { requests_per_second: 50, burst: 50, max_open_exports: 100 };
+  const outage = { afterSeconds: 45, durationSeconds: 30 };
+  const faults: AwsFaults = awsFaults ?? {
+    seed: 1,
+    throttle_rate: 0.05,
+    services: ['dynamodb', 's3', 'sqs', 'lambda', 'states'],
+  };
+  const result = await localThroughput(requests, { awsFaults: faults, rateLimit, outage });
+  const { platform } = result;
+  const most = (pick: (subject: PlatformStats['subjects'][number]) => number) =>
+    Math.max(0, ...platform.subjects.map(pick));
+  // The calls the platform served: every request but those turned away by its limits or the outage.
+  const served = platform.requests - platform.throttled.total - platform.outage_answers;
+  const floor = served / rateLimit.requests_per_second;
+  printTable(
+    `Mass drop: ${requests} requests (half access, half erasure) at once; platform rate_limit ${JSON.stringify(rateLimit)}, a ${outage.durationSeconds} s outage ${outage.afterSeconds} s in; AWS throttle_rate ${faults.throttle_rate} (${faults.services.join(', ')}, seed ${faults.seed}); waits compressed except those for the platform`,
+    ['measure', 'seen', 'goal'],
+    [
+      [
+        'completed / failed / stuck',
+        `${result.completed} / ${result.failed} / ${result.stuck}`,
+        `${requests} / 0 / 0`,
+      ],
+      ['exports started per subject (most)', String(most((subject) => subject.exports_started)), 'at most 1'],
+      ['DELETEs per subject (most)', String(most((subject) => subject.deletes_succeeded)), 'at most 1'],
+      [
+        'highest requests in any one second',
+        String(platform.max_requests_per_second),
+        `at most ${rateLimit.requests_per_second}`,
+      ],
+      [
+        'highest exports open at once',
+        String(platform.max_open_exports),
+        `at most ${rateLimit.max_open_exports}`,
+      ],
+      [
+        '429s received',
+        `${platform.throttled.total} (rate ${platform.throttled.rate_limit}, open exports ${platform.throttled.open_exports})`,
+        '0',
+      ],
+      ['503s received (the outage)', String(platform.outage_answers), 'few: the circuit holds the rest'],
+      ['platform calls served', String(served), ''],
+      [
+        'wall time vs floor (calls served / rate)',
+        `${result.seconds.toFixed(0)} s vs ${floor.toFixed(0)} s = ${(result.seconds / floor).toFixed(2)}x`,
+        'within 1.5x',
+      ],
+      [
+        'wall time vs floor + outage',
+        `${(result.seconds / (floor + outage.durationSeconds)).toFixed(2)}x`,
+        '',
+      ],
+      ['CPU ms per request', (result.cpuMs / requests).toFixed(0), ''],
+    ],
+  );
+}
+
+const only = new Set((process.env.BENCH_ONLY ?? 'copy,transitions,local,burst').split(','));
 if (only.has('copy')) {
   const bundles = await bundle();
   try {
@@ -405,3 +473,4 @@ if (only.has('copy')) {
 }
 if (only.has('transitions')) await transitions();
 if (only.has('local')) await throughput();
+if (only.has('burst')) await burst();

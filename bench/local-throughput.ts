@@ -9,6 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AwsFaults } from '#local/aws-faults';
+import type { RateLimit } from '#local/emulator/faults';
 import { type PlatformStats, platformStatsSchema } from '#local/emulator/limits';
 import type { EmulatorState } from '#local/emulator/state';
 import { startLocalMode } from '#local/local-mode';
@@ -16,6 +17,9 @@ import { startLocalMode } from '#local/local-mode';
 export interface ThroughputResult {
   readonly requests: number;
   readonly completed: number;
+  readonly failed: number;
+  /** Still received or running once nothing runs any more: requests nothing will finish. */
+  readonly stuck: number;
   readonly seconds: number;
   readonly cpuMs: number;
   /** What the platform emulator saw: peak request rate, peak open exports, 429s. */
@@ -42,16 +46,48 @@ function platformState(users: number): EmulatorState {
   };
 }
 
-export async function localThroughput(requests: number, awsFaults?: AwsFaults): Promise<ThroughputResult> {
+export interface ThroughputOptions {
+  readonly awsFaults?: AwsFaults | undefined;
+  /** The emulator's limits (rate_limit), set before the start. */
+  readonly rateLimit?: RateLimit;
+  /** An outage of the platform this many seconds after the requests are dropped. */
+  readonly outage?: { readonly afterSeconds: number; readonly durationSeconds: number };
+}
+
+export async function localThroughput(
+  requests: number,
+  options: ThroughputOptions = {},
+): Promise<ThroughputResult> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svc-dsr-bench-local-'));
+  const startedAt = performance.now();
   const mode = await startLocalMode({
     dataDir,
     platformState: platformState(requests),
-    faults: { export_ready_after_polls: 2 },
+    faults: {
+      export_ready_after_polls: 2,
+      ...(options.rateLimit ? { rate_limit: options.rateLimit } : {}),
+    },
     waitMs: 0,
-    ...(awsFaults ? { awsFaults } : {}),
+    ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
   });
   try {
+    if (options.outage) {
+      // The outage window counts from the emulator's start, a little after `startedAt`.
+      const since = Math.floor((performance.now() - startedAt) / 1000);
+      const faults = await fetch(`${mode.emulator.url}/_emulator/faults`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          export_ready_after_polls: 2,
+          ...(options.rateLimit ? { rate_limit: options.rateLimit } : {}),
+          outage: {
+            after_seconds: since + options.outage.afterSeconds,
+            duration_seconds: options.outage.durationSeconds,
+          },
+        }),
+      });
+      if (!faults.ok) throw new Error(`the emulator refused the outage: ${await faults.text()}`);
+    }
     const received = new Date().toISOString();
     const lines = Array.from({ length: requests }, (_, index) =>
       JSON.stringify({
@@ -70,15 +106,27 @@ export async function localThroughput(requests: number, awsFaults?: AwsFaults): 
     const seconds = (performance.now() - started) / 1000;
     const cpu = process.cpuUsage(cpuBefore);
     let completed = 0;
+    let failed = 0;
+    let stuck = 0;
     for (const outcome of outcomes) {
       if (outcome.kind !== 'accepted') continue;
       const item = await mode.workflow.ledger.require(outcome.requestId);
       if (item.status === 'completed') completed += 1;
+      else if (item.status === 'failed') failed += 1;
+      else if (item.status === 'received' || item.status === 'running') stuck += 1;
     }
     // The emulator runs on local mode's services thread: its control API is the way in.
     const stats = await fetch(`${mode.emulator.url}/_emulator/stats`);
     const platform = platformStatsSchema.parse(await stats.json());
-    return { requests, completed, seconds, cpuMs: (cpu.user + cpu.system) / 1000, platform };
+    return {
+      requests,
+      completed,
+      failed,
+      stuck,
+      seconds,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      platform,
+    };
   } finally {
     await mode.close();
     await rm(dataDir, { recursive: true, force: true });

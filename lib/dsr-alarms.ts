@@ -27,6 +27,12 @@ export interface DsrAlarmsProps {
   readonly overdueRequests: cloudwatch.IMetric;
   /** The deadline sweep's DueSoonRequests metric: open requests due within the configured days. */
   readonly dueSoonRequests: cloudwatch.IMetric;
+  /** The reconciler's StuckRequests: open requests it found with no running execution. */
+  readonly stuckRequests: cloudwatch.IMetric;
+  /** The reconciler's PlatformDownSeconds: how long the shared circuit has been open. */
+  readonly platformDownSeconds: cloudwatch.IMetric;
+  /** The platform-down alarm fires once the platform has been down this long. @default 15 minutes */
+  readonly platformDownAlarmAfter?: Duration;
 }
 
 const FIVE_MINUTES = Duration.minutes(5);
@@ -137,6 +143,18 @@ export class DsrAlarms extends Construct {
     ] as const) {
       this.#add(id, metric, description);
     }
+    this.#add(
+      'StuckRequests',
+      props.stuckRequests,
+      'The reconciler found open requests with no running execution (resumed, or recorded failed as stranded); their execution histories say why',
+    );
+    this.#add(
+      'PlatformDown',
+      props.platformDownSeconds,
+      'The platform has been down (the shared circuit breaker open) for a while: requests wait, up to retryHorizonHours, then fail as platform_outage; watch DueSoonUnfinished',
+      undefined,
+      (props.platformDownAlarmAfter ?? Duration.minutes(15)).toSeconds(),
+    );
     this.#add(
       'OverdueRequests',
       props.overdueRequests,

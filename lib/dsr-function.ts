@@ -159,14 +159,18 @@ export class DsrFunction extends Construct {
   }
 
   /**
-   * GATE_TABLE_NAME, the platform gate's table: reading and writing the shared rate limit and
-   * circuit item to admit platform calls, and updating the export slots.
+   * GATE_TABLE_NAME, the platform gate's table: `admits` platform calls (reading and updating the
+   * shared bucket and circuit), `slots` takes and gives back export slots, `reads` reads the
+   * state (the reconciler).
    */
-  bindPlatformGate(table: dynamodb.ITable, use: { readonly admits: boolean; readonly slots: boolean }): this {
+  bindPlatformGate(
+    table: dynamodb.ITable,
+    use: { readonly admits: boolean; readonly slots: boolean; readonly reads?: boolean },
+  ): this {
     this.bindEnvironment('GATE_TABLE_NAME', table.tableName);
     const actions = [
-      ...(use.admits ? ['dynamodb:GetItem', 'dynamodb:PutItem'] : []),
-      ...(use.slots ? ['dynamodb:UpdateItem'] : []),
+      ...(use.admits || use.reads ? ['dynamodb:GetItem'] : []),
+      ...(use.admits || use.slots ? ['dynamodb:UpdateItem'] : []),
     ];
     if (actions.length > 0) this.#allow(actions, [table.tableArn]);
     return this;

@@ -274,6 +274,13 @@ export class DsrStack extends Stack {
 
     // Step functions
     const functionDefaults = { logRetention, logKey: this.operationsKey } as const;
+    // The platform gate's limits, for every function that uses it (lambdas/shared/platform-gate.ts).
+    const gateSettings = {
+      PLATFORM_REQUESTS_PER_SECOND: String(config.platformRequestsPerSecond),
+      PLATFORM_BURST: String(config.platformBurst),
+      PLATFORM_MAX_OPEN_EXPORTS: String(config.platformMaxOpenExports),
+      OUTAGE_HORIZON_SECONDS: String(config.retryHorizonHours * 3600),
+    };
     const stepSettings: Record<string, string> = {
       PLATFORM_BASE_URL: config.platformBaseUrl,
       PLATFORM_EXPORT_URL: config.platformExportUrl,
@@ -286,10 +293,7 @@ export class DsrStack extends Stack {
       POLL_MAX_SECONDS: String(config.pollMaxSeconds),
       POLL_BUDGET_SECONDS: String(config.pollBudgetSeconds),
       EXPORT_MAX_ATTEMPTS: String(config.exportMaxAttempts),
-      PLATFORM_REQUESTS_PER_SECOND: String(config.platformRequestsPerSecond),
-      PLATFORM_BURST: String(config.platformBurst),
-      PLATFORM_MAX_OPEN_EXPORTS: String(config.platformMaxOpenExports),
-      OUTAGE_HORIZON_SECONDS: String(config.retryHorizonHours * 3600),
+      ...gateSettings,
     };
     const steps = mapRecord(STEP_DIRECTORIES, (dir, step) => {
       const archives = step === 'ArchiveExport';
@@ -395,10 +399,16 @@ export class DsrStack extends Stack {
       description: 'svc-dsr reconciler: resumes open requests left without a running execution',
       timeout: Duration.minutes(5),
       memorySize: 256,
-      environment: { MAX_RESUMES: String(config.reconcileMaxResumes) },
+      environment: {
+        MAX_RESUMES: String(config.reconcileMaxResumes),
+        METRICS_NAMESPACE,
+        METRICS_STACK: this.stackName,
+        ...gateSettings,
+      },
     });
     reconciler
       .bindLedger(this.ledger, 'reconciler')
+      .bindPlatformGate(this.platformGate, { admits: false, slots: true, reads: true })
       .bindStateMachine(this.workflow.stateMachine, 'reconcile', this.key);
     new events.Rule(this, 'ReconcilerSchedule', {
       description: 'svc-dsr: resumes open requests that no execution is running',
@@ -419,6 +429,14 @@ export class DsrStack extends Stack {
         statistic: 'Maximum',
         period: sweepEvery,
       });
+    const reconcilerMetric = (metricName: string) =>
+      new cloudwatch.Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName,
+        dimensionsMap: { Stack: this.stackName, service: 'svc-dsr' },
+        statistic: 'Maximum',
+        period: Duration.minutes(config.reconcileMinutes),
+      });
     this.alarms = new DsrAlarms(this, 'Alarms', {
       topicKey: this.operationsKey,
       ...(config.alarmEmail ? { email: config.alarmEmail } : {}),
@@ -430,6 +448,8 @@ export class DsrStack extends Stack {
       functions: mapRecord(this.functions, (fn) => fn.function),
       overdueRequests: sweepMetric(DEADLINE_METRICS.overdue),
       dueSoonRequests: sweepMetric(DEADLINE_METRICS.dueSoon),
+      stuckRequests: reconcilerMetric('StuckRequests'),
+      platformDownSeconds: reconcilerMetric('PlatformDownSeconds'),
     });
 
     this.operatorPolicy = this.#operatorPolicy();

@@ -6,6 +6,7 @@ import { SFNClient } from '@aws-sdk/client-sfn';
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import { CALLERS, runAsCaller } from '#shared/call-recorder';
+import { LATE_MS } from '#shared/platform-gate';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { type SecretValues, secretValuesSchema } from '#shared/secrets';
 import { sfnStarter } from '../lambdas/intake/aws.ts';
@@ -130,13 +131,16 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
 
 /**
  * The platform gate's settings for the emulator's limits, as an operator sets them for a platform's
- * published ones: 90% of its rate, a burst that keeps any one second within its rate, and its cap
- * on open exports. An emulator without limits gets a gate that rarely has anyone wait.
+ * published ones. A call may go up to LATE_MS after its slot, so the calls in any one second are at
+ * most `rate * (1 + LATE_MS / 1000) + burst`: the rate and burst keep that within the platform's
+ * rate. With its cap on open exports. An emulator without limits gets a gate that rarely has
+ * anyone wait.
  */
 export function gateSettingsFor(limit: RateLimit | null | undefined): Record<string, string> {
   const platformRate = limit?.requests_per_second;
-  const rate = platformRate === undefined ? 1_000 : Math.max(1, Math.floor(platformRate * 0.9));
-  const burst = platformRate === undefined ? 1_000 : Math.max(1, Math.floor(platformRate) - rate);
+  const stretch = 1 + LATE_MS / 1000;
+  const rate = platformRate === undefined ? 1_000 : Math.max(1, Math.floor((platformRate - 1) / stretch));
+  const burst = platformRate === undefined ? 1_000 : Math.max(1, Math.floor(platformRate - rate * stretch));
   return {
     PLATFORM_REQUESTS_PER_SECOND: String(rate),
     PLATFORM_BURST: String(burst),
@@ -195,6 +199,9 @@ async function assembleLocalMode(
     start: sfnStarter(sfn, runningShim.stateMachineArn),
     clock: () => new Date(),
     logger: jsonLogger(options.logSink ?? (() => {})),
+    gate: workflow.gate,
+    // CloudWatch has no place here; the figures are in the summary the pass returns.
+    publish: () => {},
   };
   const maxResumes = options.reconcileMaxResumes ?? 3;
   const reconcileNow = (graceSeconds: number) =>

@@ -10,6 +10,7 @@ import { CALLERS, runAsCaller } from '#shared/call-recorder';
 import { stepEnvSchema } from '#shared/config';
 import { ConfigurationError } from '#shared/errors';
 import type { Ledger } from '#shared/ledger';
+import type { PlatformGate } from '#shared/platform-gate';
 import { buildStepDeps, platformClient } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { type SecretName, type SecretValues, secretsManagerReaders } from '#shared/secrets';
@@ -103,6 +104,8 @@ export interface LocalWorkflow {
   readonly machine: LocalStateMachine;
   readonly definition: Record<string, unknown>;
   readonly stepDeps: StepDeps;
+  /** The platform gate every function shares, as they share its table in AWS. */
+  readonly gate: PlatformGate;
   /** The intake Lambda's handler, wired to the local stores and this workflow. */
   readonly intake: (event: SQSEvent) => Promise<SQSBatchResponse>;
   /** StartExecution: runs the machine in the background; a name already used is not started again. */
@@ -232,6 +235,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     machine,
     definition: resolved.definition,
     stepDeps,
+    gate: stepDeps.gate,
     intake: (event) => runAsCaller('Intake', () => intakeHandler(event)),
     startExecution,
     rotateSecret(name, value) {

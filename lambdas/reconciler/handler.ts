@@ -1,10 +1,11 @@
 import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { z } from 'zod';
-import { parseEnv } from '#shared/config';
+import { gateEnvSchema, parseEnv } from '#shared/config';
 import { Ledger } from '#shared/ledger';
-import { powertoolsLogger } from '#shared/runtime';
+import { platformGate, powertoolsLogger } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { sfnStarter } from '../intake/aws.ts';
 import { sfnLookup } from './aws.ts';
@@ -23,6 +24,9 @@ export const reconcilerEnvSchema = z.object({
     .regex(/^arn:[^:]+:states:[^:]*:\d*:stateMachine:[^:]+$/, 'expected a state machine ARN'),
   MAX_RESUMES: z.coerce.number().int().min(0).max(20).default(3),
   GRACE_SECONDS: z.coerce.number().int().min(0).default(600),
+  METRICS_NAMESPACE: z.string().min(1),
+  METRICS_STACK: z.string().min(1),
+  ...gateEnvSchema.shape,
 });
 
 /** The scheduled handler: one reconciliation pass; the summary names request ids only. */
@@ -39,12 +43,26 @@ function reconcilerLambdaDeps(): ReconcilerDeps & ReconcileOptions {
   if (lambdaDeps === undefined) {
     const env = parseEnv(reconcilerEnvSchema, process.env);
     const sfn = prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE));
+    const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
+    const logger = powertoolsLogger(new Logger({ serviceName: 'svc-dsr' }));
+    const metrics = new Metrics({
+      namespace: env.METRICS_NAMESPACE,
+      serviceName: 'svc-dsr',
+      defaultDimensions: { Stack: env.METRICS_STACK },
+    });
     lambdaDeps = {
-      ledger: new Ledger(prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE)), env.TABLE_NAME),
+      ledger: new Ledger(dynamo, env.TABLE_NAME),
+      gate: platformGate(env, dynamo, logger),
+      publish: (figures) => {
+        metrics.addMetric('StuckRequests', MetricUnit.Count, figures.StuckRequests);
+        metrics.addMetric('PlatformDownSeconds', MetricUnit.Seconds, figures.PlatformDownSeconds);
+        metrics.addMetric('ExportSlotsHeld', MetricUnit.Count, figures.ExportSlotsHeld);
+        metrics.publishStoredMetrics();
+      },
       describe: sfnLookup(sfn, env.STATE_MACHINE_ARN),
       start: sfnStarter(sfn, env.STATE_MACHINE_ARN),
       clock: () => new Date(),
-      logger: powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
+      logger,
       maxResumes: env.MAX_RESUMES,
       graceSeconds: env.GRACE_SECONDS,
     };

@@ -1,5 +1,6 @@
 import { type ExecutionLookup, isLive, latestExecutionName, retryExecutionName } from '#shared/executions';
 import type { Ledger, LedgerItem } from '#shared/ledger';
+import type { PlatformGate } from '#shared/platform-gate';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
 
@@ -16,7 +17,24 @@ export interface ReconcilerDeps {
   readonly start: (name: string, input: ExecutionInput) => Promise<'started' | 'already_exists'>;
   readonly clock: () => Date;
   readonly logger: StepLogger;
+  /** The platform gate: export slots to give back, the circuit to report on. */
+  readonly gate: Pick<PlatformGate, 'exportHolders' | 'releaseExport' | 'state'>;
+  /** Publishes the pass's figures as metrics (the stack's stuck-request and platform-down alarms). */
+  readonly publish: (metrics: ReconcileMetrics) => void;
 }
+
+/** The metrics of one pass. */
+export interface ReconcileMetrics {
+  /** Open requests found with no running execution: resumed or recorded failed. */
+  readonly StuckRequests: number;
+  /** How long the shared circuit has been open (the platform down), 0 while it is closed. */
+  readonly PlatformDownSeconds: number;
+  /** Export slots held after the pass. */
+  readonly ExportSlotsHeld: number;
+}
+
+/** The steps during which a request may hold an export slot. */
+const SLOT_STEPS = new Set(['exporting', 'archiving']);
 
 export interface ReconcileOptions {
   /** Resumes per request before it is recorded failed (`stranded`) for an operator. */
@@ -37,6 +55,8 @@ export interface ReconcileSummary {
   readonly stranded: readonly string[];
   /** Requests whose open index key named an older status (the state machine's own failure write). */
   readonly reindexed: number;
+  /** Export slots given back: held by requests no longer exporting (ended some way no step saw). */
+  readonly slotsFreed: number;
 }
 
 /**
@@ -71,7 +91,18 @@ export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions)
       if (outcome === 'stranded') stranded.push(item.request_id);
     }
   }
-  const summary = { checked, resumed, stranded, reindexed };
+  const slotsFreed = await freeStaleSlots(deps, settledBefore);
+  const held = Object.keys(await deps.gate.exportHolders()).length;
+  const circuit = await deps.gate.state();
+  deps.publish({
+    StuckRequests: resumed.length + stranded.length,
+    PlatformDownSeconds:
+      circuit.opened_at === 0
+        ? 0
+        : Math.max(0, Math.round((deps.clock().getTime() - circuit.opened_at) / 1000)),
+    ExportSlotsHeld: held,
+  });
+  const summary = { checked, resumed, stranded, reindexed, slotsFreed };
   if (resumed.length + stranded.length > 0) {
     deps.logger.warn('open requests had no running execution', {
       resumed: resumed.length,
@@ -80,6 +111,24 @@ export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions)
     });
   } else deps.logger.info('reconciled', { checked, reindexed });
   return summary;
+}
+
+/**
+ * Gives back the export slots of requests that no longer export (ended by the state machine's own
+ * failure write, cancelled, or gone): a slot taken before `settledBefore` by a request that is not
+ * running in its export or archive step.
+ */
+async function freeStaleSlots(deps: ReconcilerDeps, settledBefore: number): Promise<number> {
+  let freed = 0;
+  for (const [requestId, takenAt] of Object.entries(await deps.gate.exportHolders())) {
+    if (takenAt > settledBefore) continue;
+    const item = await deps.ledger.get(requestId);
+    if (item !== undefined && item.status === 'running' && SLOT_STEPS.has(item.step ?? '')) continue;
+    await deps.gate.releaseExport(requestId);
+    freed += 1;
+  }
+  if (freed > 0) deps.logger.warn('export slots given back: their requests no longer export', { freed });
+  return freed;
 }
 
 async function resumeOrFail(

@@ -12,6 +12,16 @@ const csv = z
   );
 const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
+/** The platform gate's environment (platform-gate.ts): its table and limits, as the stack sets them. */
+export const gateEnvSchema = z.object({
+  GATE_TABLE_NAME: z.string().min(1),
+  PLATFORM_REQUESTS_PER_SECOND: z.coerce.number().positive().max(10_000).default(10),
+  PLATFORM_BURST: z.coerce.number().int().min(1).max(10_000).default(10),
+  PLATFORM_MAX_OPEN_EXPORTS: z.coerce.number().int().min(1).max(2_000).default(25),
+  OUTAGE_HORIZON_SECONDS: seconds(6 * 3600),
+});
+export type GateEnv = z.infer<typeof gateEnvSchema>;
+
 /** Environment of the step Lambdas, validated once at cold start. */
 export const stepEnvSchema = z.object({
   TABLE_NAME: z.string().min(1),
@@ -36,12 +46,7 @@ export const stepEnvSchema = z.object({
   POLL_BUDGET_SECONDS: seconds(72 * 3600),
   EXPORT_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(3),
   RETRY_AFTER_CAP_SECONDS: z.coerce.number().int().nonnegative().default(20),
-  /** The platform gate (platform-gate.ts): its table and limits. */
-  GATE_TABLE_NAME: z.string().min(1),
-  PLATFORM_REQUESTS_PER_SECOND: z.coerce.number().positive().max(10_000).default(20),
-  PLATFORM_BURST: z.coerce.number().int().min(1).max(10_000).default(20),
-  PLATFORM_MAX_OPEN_EXPORTS: z.coerce.number().int().min(1).max(2_000).default(50),
-  OUTAGE_HORIZON_SECONDS: seconds(6 * 3600),
+  ...gateEnvSchema.shape,
 });
 export type StepEnv = z.infer<typeof stepEnvSchema>;
 

@@ -1,11 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
-import {
-  type DynamoDBClient,
-  GetItemCommand,
-  PutItemCommand,
-  UpdateItemCommand,
-} from '@aws-sdk/client-dynamodb';
+import { type DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
 import { PlatformCapacityError, PlatformOutageError } from './errors.ts';
@@ -46,6 +41,10 @@ export const PLATFORM_WAIT_SUFFIX = 'WaitsForPlatform';
 /** The gate table's key attribute, and the names of its two items. */
 export const GATE_KEY = 'gate';
 const RATE_ITEM = 'platform';
+/** How late after its slot a call may still go. */
+export const LATE_MS = 100;
+/** The sleep for a slot inside the Lambda, at least: Wait states count whole seconds. */
+const MIN_SLEEP_MS = 2_000;
 const EXPORTS_ITEM = 'exports';
 
 /** The circuit's first cool-down; each failed probe doubles it, up to the longest. */
@@ -53,17 +52,24 @@ const FIRST_COOLDOWN_MS = 1_000;
 const LONGEST_COOLDOWN_MS = 15_000;
 /** How long the one probe of a half-open circuit holds it before another may try. */
 const PROBE_MS = 15_000;
-/** Conditional writes lost to another caller before this call is sent to wait a second. */
+/** Versioned circuit writes lost to another caller before giving up on this one. */
 const MAX_CONFLICTS = 8;
 
 const count = z.number().int().nonnegative();
-/** The shared item: bucket, waiting room and circuit. Times are epoch milliseconds. */
+/**
+ * The shared item. The bucket is a counter of slots: slot k may go at k / requestsPerSecond
+ * seconds after the epoch. Taking one is a single conditional ADD, so callers never lose a race
+ * and retry: it holds while the counter is within the burst of now (else it has lagged through a
+ * quiet spell and is first moved up) and short of `now + maxSleepMs` (else the bucket is booked:
+ * the caller takes a return time from the waiting room, a second counter of slots). The circuit's
+ * fields change rarely, by a read and a versioned write. Times are epoch milliseconds.
+ */
 const rateItemSchema = z.object({
-  version: count.default(0),
-  /** The bucket's theoretical arrival time: when it is empty again at the current pace. */
-  tat: z.number().default(0),
-  /** The last return time handed out by the waiting room. */
+  /** The last slot taken. */
+  slot: z.number().default(0),
+  /** The last return slot handed out by the waiting room. */
   room: z.number().default(0),
+  version: count.default(0),
   failures: count.default(0),
   /** When the circuit opened for this outage; 0 while closed. */
   opened_at: z.number().default(0),
@@ -72,60 +78,41 @@ const rateItemSchema = z.object({
   openings: count.default(0),
 });
 export type GateState = z.infer<typeof rateItemSchema>;
+/** The circuit's part of the shared item. */
+export type CircuitState = Omit<GateState, 'slot' | 'room'>;
 
 const exportsItemSchema = z.object({ holders: z.record(z.string(), z.number()).default({}) });
 
-/** What the gate decides for one call, from the shared state and the time. */
-export type GateDecision =
-  | { readonly kind: 'go'; readonly sleepMs: number; readonly next: GateState }
-  | {
-      readonly kind: 'wait';
-      readonly reason: 'rate' | 'outage';
-      readonly seconds: number;
-      readonly next: GateState | null;
-    }
+/** What the circuit decides for a call: go (perhaps as the probe), wait, or give up (outage). */
+export type CircuitDecision =
+  | { readonly kind: 'closed' }
+  | { readonly kind: 'probe'; readonly next: CircuitState }
+  | { readonly kind: 'wait'; readonly seconds: number }
   | { readonly kind: 'outage'; readonly sinceSeconds: number };
 
 /**
- * The decision for one platform call at `now` (pure, so every rule is tested without a table):
- * the circuit first (open: wait; half-open: one probe goes), then the bucket (a slot within
- * `maxSleepMs`: go after sleeping until it; else a return time from the waiting room).
+ * The circuit's decision for one platform call at `now` (pure, so each rule is tested without a
+ * table): closed, go; open, wait until it is half-open; half-open, one probe goes and the others
+ * wait for its answer; open past the outage horizon, give up.
  */
-export function decide(state: GateState, now: number, settings: GateSettings): GateDecision {
-  let next: GateState = { ...state, version: state.version + 1 };
-  if (state.opened_at > 0) {
-    const since = now - state.opened_at;
-    if (since > settings.outageHorizonSeconds * 1000) {
-      return { kind: 'outage', sinceSeconds: Math.round(since / 1000) };
-    }
-    if (state.open_until > now) {
-      return { kind: 'wait', reason: 'outage', seconds: secondsUntil(state.open_until, now), next: null };
-    }
-    if (state.probe_until > now) {
-      return { kind: 'wait', reason: 'outage', seconds: secondsUntil(state.probe_until, now), next: null };
-    }
-    // Half-open: this call is the probe; the others wait for its answer.
-    next = { ...next, probe_until: now + PROBE_MS };
+export function circuitDecision(state: CircuitState, now: number, settings: GateSettings): CircuitDecision {
+  if (state.opened_at === 0) return { kind: 'closed' };
+  const since = now - state.opened_at;
+  if (since > settings.outageHorizonSeconds * 1000) {
+    return { kind: 'outage', sinceSeconds: Math.round(since / 1000) };
   }
-  const interval = 1000 / settings.requestsPerSecond;
-  const tolerance = (Math.max(1, settings.burst) - 1) * interval;
-  const slot = Math.max(now, state.tat - tolerance);
-  const maxSleepMs = settings.maxSleepMs ?? 3_000;
-  if (slot - now <= maxSleepMs) {
-    return { kind: 'go', sleepMs: slot - now, next: { ...next, tat: Math.max(state.tat, slot) + interval } };
-  }
-  // The waiting room: return times spaced at the bucket's pace, from when the slots are near.
-  const back = Math.max(state.room, slot - maxSleepMs / 2) + interval;
-  return { kind: 'wait', reason: 'rate', seconds: secondsUntil(back, now), next: { ...next, room: back } };
+  if (state.open_until > now) return { kind: 'wait', seconds: secondsUntil(state.open_until, now) };
+  if (state.probe_until > now) return { kind: 'wait', seconds: secondsUntil(state.probe_until, now) };
+  return { kind: 'probe', next: { ...state, version: state.version + 1, probe_until: now + PROBE_MS } };
 }
 
 /** The state after a platform failure (`down`) or success (`up`); null when nothing changes. */
 export function afterOutcome(
-  state: GateState,
+  state: CircuitState,
   outcome: 'up' | 'down',
   now: number,
   settings: GateSettings,
-): GateState | null {
+): CircuitState | null {
   const next = { ...state, version: state.version + 1 };
   if (outcome === 'up') {
     if (state.failures === 0 && state.opened_at === 0) return null;
@@ -200,23 +187,46 @@ export class PlatformGate {
    */
   async admit(): Promise<void> {
     if (unmeteredScope.getStore()) return;
-    for (let conflicts = 0; conflicts < MAX_CONFLICTS; conflicts++) {
-      const state = await this.#readState();
-      this.#troubled = state.failures > 0 || state.opened_at > 0;
+    const interval = 1000 / this.#settings.requestsPerSecond;
+    const maxSleepMs = Math.max(MIN_SLEEP_MS, this.#settings.maxSleepMs ?? 3_000);
+    for (let tries = 0; tries < MAX_CONFLICTS; tries++) {
       const now = this.#now();
-      const decision = decide(state, now, this.#settings);
-      if (decision.kind === 'outage') {
-        throw new PlatformOutageError(
-          `the platform has been down for ${decision.sinceSeconds} s, past the outage horizon of ${this.#settings.outageHorizonSeconds} s; once it is back, run svc-dsr retry --status failed --code platform_outage`,
-        );
-      }
-      if (decision.next !== null && !(await this.#writeState(decision.next, state.version))) {
-        await this.#sleep(Math.random() * 20);
+      // The lowest slot the counter may stand at: a quiet spell leaves at most the burst to take now.
+      const floor = Math.floor(now / interval) - Math.max(1, this.#settings.burst);
+      const booked = Math.floor((now + maxSleepMs) / interval);
+      const taken =
+        (await this.#add('slot', { floor, below: booked, closedCircuit: true })) ??
+        (await this.#raise('slot', floor, { closedCircuit: true }));
+      if (taken !== undefined) {
+        // A slot of the burst lies in the past: it goes now.
+        const due = Math.max(taken * interval, now);
+        if (due > now) await this.#sleep(due - now);
+        // Woken well after its slot (a stalled process), the call would go together with the
+        // calls of the slots after it: it takes a new slot instead.
+        if (this.#now() - due <= LATE_MS) return;
         continue;
       }
-      if (decision.kind === 'wait') throw new PlatformCapacityError(decision.reason, decision.seconds);
-      if (decision.sleepMs > 0) await this.#sleep(decision.sleepMs);
-      return;
+      const state = await this.#readState();
+      this.#troubled = state.failures > 0 || state.opened_at > 0;
+      const circuit = circuitDecision(state, now, this.#settings);
+      if (circuit.kind === 'outage') {
+        throw new PlatformOutageError(
+          `the platform has been down for ${circuit.sinceSeconds} s, past the outage horizon of ${this.#settings.outageHorizonSeconds} s; once it is back, run svc-dsr retry --status failed --code platform_outage`,
+        );
+      }
+      if (circuit.kind === 'wait') throw new PlatformCapacityError('outage', circuit.seconds);
+      if (circuit.kind === 'probe') {
+        // One caller wins the probe; it goes at once, outside the bucket, the others wait for it.
+        if (await this.#writeCircuit(circuit.next, state.version)) return;
+        continue;
+      }
+      // Another caller moved the counter meanwhile: the bucket has room, so try again.
+      if (state.slot < booked) continue;
+      // Booked through the sleep: a return time from the waiting room, from when slots come near.
+      const roomFloor = Math.max(state.slot, booked) - Math.floor(maxSleepMs / 2 / interval);
+      const back = (await this.#add('room', { floor: roomFloor })) ?? (await this.#raise('room', roomFloor));
+      const at = (back ?? roomFloor + 1) * interval;
+      throw new PlatformCapacityError('rate', secondsUntil(at, now));
     }
     throw new PlatformCapacityError('rate', 1);
   }
@@ -230,7 +240,7 @@ export class PlatformGate {
       const next = afterOutcome(state, outcome, this.#now(), this.#settings);
       this.#troubled = next === null ? false : next.failures > 0 || next.opened_at > 0;
       if (next === null) return;
-      if (await this.#writeState(next, state.version)) {
+      if (await this.#writeCircuit(next, state.version)) {
         if (next.opened_at > 0 && state.open_until <= this.#now()) {
           this.#logger?.warn('platform circuit open: calls wait', {
             metric: 'PlatformCircuitOpened',
@@ -275,18 +285,14 @@ export class PlatformGate {
       }
       if (errorName(error) !== 'ValidationException') throw error;
       // The first export ever: the item and its map do not exist yet.
-      await this.#dynamo
-        .send(
-          new PutItemCommand({
-            TableName: this.#table,
-            Item: marshall({ [GATE_KEY]: EXPORTS_ITEM, holders: {} }),
-            ConditionExpression: 'attribute_not_exists(#key)',
-            ExpressionAttributeNames: { '#key': GATE_KEY },
-          }),
-        )
-        .catch((put: unknown) => {
-          if (errorName(put) !== 'ConditionalCheckFailedException') throw put;
-        });
+      await this.#dynamo.send(
+        new UpdateItemCommand({
+          TableName: this.#table,
+          Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
+          UpdateExpression: 'SET holders = if_not_exists(holders, :empty)',
+          ExpressionAttributeValues: { ':empty': { M: {} } },
+        }),
+      );
       await this.acquireExport(requestId);
     }
   }
@@ -341,16 +347,98 @@ export class PlatformGate {
     return rateItemSchema.parse(answer.Item === undefined ? {} : unmarshall(answer.Item));
   }
 
-  /** Writes the state if nobody else has since `version`; false when someone has. */
-  async #writeState(next: GateState, version: number): Promise<boolean> {
+  /**
+   * Takes the next value of a counter in one conditional ADD: only while it stands at `floor` or
+   * above (and below `below`, and the circuit closed, when asked). Undefined when the condition
+   * does not hold, or the item does not exist yet.
+   */
+  async #add(
+    counter: 'slot' | 'room',
+    where: { floor: number; below?: number; closedCircuit?: boolean },
+  ): Promise<number | undefined> {
+    const conditions = ['#counter >= :floor'];
+    const values: Record<string, number> = { ':one': 1, ':floor': where.floor };
+    if (where.below !== undefined) {
+      conditions.push('#counter < :below');
+      values[':below'] = where.below;
+    }
+    if (where.closedCircuit) {
+      conditions.push('(attribute_not_exists(opened_at) OR opened_at = :zero)');
+      values[':zero'] = 0;
+    }
+    try {
+      const answer = await this.#dynamo.send(
+        new UpdateItemCommand({
+          TableName: this.#table,
+          Key: marshall({ [GATE_KEY]: RATE_ITEM }),
+          UpdateExpression: 'ADD #counter :one',
+          ConditionExpression: conditions.join(' AND '),
+          ExpressionAttributeNames: { '#counter': counter },
+          ExpressionAttributeValues: marshall(values),
+          ReturnValues: 'UPDATED_NEW',
+        }),
+      );
+      const value = answer.Attributes?.[counter]?.N;
+      return value === undefined ? undefined : Number(value);
+    } catch (error) {
+      if (errorName(error) === 'ConditionalCheckFailedException') return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * Moves a counter that lagged through a quiet spell up to `floor` and takes the next value, in one
+   * write, so the taker cannot be overtaken by the clock between the two; undefined when the
+   * counter no longer lags (someone else moved it) or the circuit is open (when asked).
+   */
+  async #raise(
+    counter: 'slot' | 'room',
+    floor: number,
+    where: { closedCircuit?: boolean } = {},
+  ): Promise<number | undefined> {
+    const conditions = ['(attribute_not_exists(#counter) OR #counter < :floor)'];
+    const values: Record<string, number> = { ':floor': floor, ':taken': floor + 1 };
+    if (where.closedCircuit) {
+      conditions.push('(attribute_not_exists(opened_at) OR opened_at = :zero)');
+      values[':zero'] = 0;
+    }
     try {
       await this.#dynamo.send(
-        new PutItemCommand({
+        new UpdateItemCommand({
           TableName: this.#table,
-          Item: marshall({ [GATE_KEY]: RATE_ITEM, ...next }),
-          ConditionExpression: 'attribute_not_exists(#key) OR version = :version',
-          ExpressionAttributeNames: { '#key': GATE_KEY },
-          ExpressionAttributeValues: marshall({ ':version': version }),
+          Key: marshall({ [GATE_KEY]: RATE_ITEM }),
+          UpdateExpression: 'SET #counter = :taken',
+          ConditionExpression: conditions.join(' AND '),
+          ExpressionAttributeNames: { '#counter': counter },
+          ExpressionAttributeValues: marshall(values),
+        }),
+      );
+      return floor + 1;
+    } catch (error) {
+      if (errorName(error) === 'ConditionalCheckFailedException') return undefined;
+      throw error;
+    }
+  }
+
+  /** Writes the circuit's fields if nobody else has since `version`; false when someone has. */
+  async #writeCircuit(next: CircuitState, version: number): Promise<boolean> {
+    try {
+      await this.#dynamo.send(
+        new UpdateItemCommand({
+          TableName: this.#table,
+          Key: marshall({ [GATE_KEY]: RATE_ITEM }),
+          UpdateExpression:
+            'SET version = :next, failures = :failures, opened_at = :opened_at, open_until = :open_until, probe_until = :probe_until, openings = :openings',
+          ConditionExpression: 'attribute_not_exists(version) OR version = :version',
+          ExpressionAttributeValues: marshall({
+            ':next': version + 1,
+            ':version': version,
+            ':failures': next.failures,
+            ':opened_at': next.opened_at,
+            ':open_until': next.open_until,
+            ':probe_until': next.probe_until,
+            ':openings': next.openings,
+          }),
         }),
       );
       return true;

@@ -10,7 +10,7 @@ import {
 import { copyExportToS3, verifyStoredZip } from './archive.ts';
 import { REQUEST_TYPE_TAG } from './archive-tags.ts';
 import { AuditTrail } from './audit.ts';
-import { parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
+import { type GateEnv, parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
 import type { DownloadPolicy } from './download-policy.ts';
 import { Ledger } from './ledger.ts';
 import { type PlatformCallGate, PlatformClient } from './platform-client.ts';
@@ -124,7 +124,7 @@ export function buildStepDeps(
   secrets: FunctionSecrets,
   logger: StepLogger,
   overrides: Partial<Pick<StepDeps, 'sleep' | 'clock'>> & { fetch?: typeof fetch } = {},
-): StepDeps & { readonly audit: AuditTrail } {
+): StepDeps & { readonly audit: AuditTrail; readonly gate: PlatformGate } {
   const clock = overrides.clock ?? (() => new Date());
   const gate = platformGate(env, clients.dynamo, logger);
   const platform = platformClient(env, secrets, logger, overrides.fetch, gate);
@@ -163,7 +163,7 @@ export function buildStepDeps(
 }
 
 /** The shared platform gate, as the environment configures it. */
-export function platformGate(env: StepEnv, dynamo: DynamoDBClient, logger: StepLogger): PlatformGate {
+export function platformGate(env: GateEnv, dynamo: DynamoDBClient, logger: StepLogger): PlatformGate {
   return new PlatformGate(
     dynamo,
     env.GATE_TABLE_NAME,

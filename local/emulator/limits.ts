@@ -9,6 +9,8 @@ const count = z.number().int().min(0);
 
 /** What GET /_emulator/stats answers; a schema, so a client in another process can read it. */
 export const platformStatsSchema = z.object({
+  /** Every platform request seen, answered or turned away. */
+  requests: count,
   /** The most platform requests seen within any one second (a sliding window). */
   max_requests_per_second: count,
   /** The most exports open at once: started and not yet downloaded, failed or expired. */
@@ -42,6 +44,7 @@ export class PlatformLimits {
   private tokens: number | null = null;
   private refilledAt = 0;
   private readonly recent: number[] = [];
+  private requests = 0;
   private maxRate = 0;
   private maxOpen = 0;
   private outageAnswers = 0;
@@ -57,6 +60,7 @@ export class PlatformLimits {
   /** Counts a platform request toward the highest rate seen. */
   countRequest(): void {
     const at = this.now();
+    this.requests += 1;
     this.recent.push(at);
     while (this.recent.length > 0 && (this.recent[0] ?? at) <= at - WINDOW_MS) this.recent.shift();
     this.maxRate = Math.max(this.maxRate, this.recent.length);
@@ -113,6 +117,7 @@ export class PlatformLimits {
   stats(open: number): PlatformStats {
     const throttled = { ...this.throttled };
     return {
+      requests: this.requests,
       max_requests_per_second: this.maxRate,
       max_open_exports: this.maxOpen,
       open_exports: open,
@@ -126,6 +131,7 @@ export class PlatformLimits {
   clear(): void {
     this.tokens = null;
     this.recent.length = 0;
+    this.requests = 0;
     this.maxRate = 0;
     this.maxOpen = 0;
     this.outageAnswers = 0;

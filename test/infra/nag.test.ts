@@ -56,7 +56,12 @@ describe('cdk-nag AwsSolutions', () => {
         (resource.Metadata?.cdk_nag?.rules_to_suppress ?? []).map((rule: CfnObject) => rule.id),
       ),
     );
-    expect([...ruleIds].sort()).toEqual(['AwsSolutions-IAM5', 'AwsSolutions-SMG4', 'AwsSolutions-SQS3']);
+    expect([...ruleIds].sort()).toEqual([
+      'AwsSolutions-DDB3',
+      'AwsSolutions-IAM5',
+      'AwsSolutions-SMG4',
+      'AwsSolutions-SQS3',
+    ]);
     const securityDoc = readFileSync(new URL('../../docs/security.md', import.meta.url), 'utf8');
     for (const ruleId of ruleIds) expect(securityDoc).toContain(`| ${ruleId} |`);
   });

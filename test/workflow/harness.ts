@@ -7,6 +7,7 @@ import { type FaultProfile, faultProfileSchema } from '#local/emulator/faults';
 import { type RunningEmulator, startEmulator } from '#local/emulator/server';
 import { type EmulatorState, emulatorStateSchema } from '#local/emulator/state';
 import { SqsPoller } from '#local/event-source';
+import { gateSettingsFor } from '#local/local-mode';
 import { synthesizeTemplate } from '#local/template';
 import { type LocalWorkflow, type LocalWorkflowOptions, startLocalWorkflow } from '#local/workflow';
 
@@ -48,9 +49,10 @@ export async function startHarness(
     secrets?: LocalWorkflowOptions['secrets'];
   } = {},
 ): Promise<Harness> {
+  const faults = faultProfileSchema.parse({ export_ready_after_polls: 2, ...options.faults });
   const emulator = await startEmulator({
     state: options.state ?? (await sampleState()),
-    faults: faultProfileSchema.parse({ export_ready_after_polls: 2, ...options.faults }),
+    faults,
     ssoAccessToken: TEST_SSO_TOKEN,
     exportToken: TEST_EXPORT_TOKEN,
   });
@@ -60,7 +62,8 @@ export async function startHarness(
     aws,
     platform: emulator,
     template: synthesizeTemplate(),
-    env: { PLATFORM_TIMEOUT_MS: '1000', ...options.env },
+    // The platform gate set for the emulator's limits, as local mode sets it.
+    env: { ...gateSettingsFor(faults.rate_limit), PLATFORM_TIMEOUT_MS: '1000', ...options.env },
     logSink: (line) => logs.push(line),
     ...(options.fetch ? { fetch: options.fetch(globalThis.fetch) } : {}),
     ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),

@@ -3,9 +3,14 @@ import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExecutionStatus } from '#shared/executions';
 import { Ledger, type Status } from '#shared/ledger';
+import { PlatformGate } from '#shared/platform-gate';
 import type { ExecutionInput } from '#shared/step-io';
-import { reconcile, STRANDED_CODE } from '../../../../lambdas/reconciler/reconciler.ts';
-import { createLedgerTable } from '../../../../local/ledger-table.ts';
+import {
+  type ReconcileMetrics,
+  reconcile,
+  STRANDED_CODE,
+} from '../../../../lambdas/reconciler/reconciler.ts';
+import { createGateTable, createLedgerTable } from '../../../../local/ledger-table.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 
 const NOW = new Date('2026-12-01T12:00:00.000Z');
@@ -49,6 +54,21 @@ async function ledgerWith(statuses: Status[]): Promise<{ ledger: Ledger; tableNa
   return { ledger: new Ledger(dynamo.client, tableName, () => NOW), tableName, ids };
 }
 
+/** A platform gate on a table of its own, and the metrics each pass publishes. */
+async function gated(now: () => number = () => NOW.getTime()) {
+  tables += 1;
+  const table = `gate-${tables}`;
+  await createGateTable(dynamo.client, table);
+  const gate = new PlatformGate(
+    dynamo.client,
+    table,
+    { requestsPerSecond: 100, burst: 100, maxOpenExports: 10, outageHorizonSeconds: 3600 },
+    { now },
+  );
+  const published: ReconcileMetrics[] = [];
+  return { gate, published, publish: (metrics: ReconcileMetrics) => published.push(metrics) };
+}
+
 function executions(statuses: Record<string, ExecutionStatus>) {
   const started: { name: string; input: ExecutionInput }[] = [];
   return {
@@ -68,7 +88,7 @@ describe('reconcile', () => {
     const sfn = executions({ [stuck]: 'TIMED_OUT', [live]: 'RUNNING' });
 
     const summary = await reconcile(
-      { ledger, ...sfn, clock: () => NOW, logger: silent },
+      { ledger, ...sfn, clock: () => NOW, logger: silent, ...(await gated()) },
       { maxResumes: 3, graceSeconds: 60 },
     );
 
@@ -84,7 +104,7 @@ describe('reconcile', () => {
     const { ledger, ids } = await ledgerWith(['running']);
     const [stuck = ''] = ids;
     const sfn = executions({});
-    const deps = { ledger, ...sfn, clock: () => NOW, logger: silent };
+    const deps = { ledger, ...sfn, clock: () => NOW, logger: silent, ...(await gated()) };
 
     const first = await reconcile(deps, { maxResumes: 1, graceSeconds: 0 });
     const second = await reconcile(deps, { maxResumes: 1, graceSeconds: 0 });
@@ -102,7 +122,13 @@ describe('reconcile', () => {
     const sfn = executions({});
 
     const summary = await reconcile(
-      { ledger, ...sfn, clock: () => new Date(EARLIER.getTime() + 30_000), logger: silent },
+      {
+        ledger,
+        ...sfn,
+        clock: () => new Date(EARLIER.getTime() + 30_000),
+        logger: silent,
+        ...(await gated()),
+      },
       { maxResumes: 3, graceSeconds: 60 },
     );
 
@@ -126,7 +152,7 @@ describe('reconcile', () => {
     const sfn = executions({});
 
     const summary = await reconcile(
-      { ledger, ...sfn, clock: () => NOW, logger: silent },
+      { ledger, ...sfn, clock: () => NOW, logger: silent, ...(await gated()) },
       { maxResumes: 3, graceSeconds: 0 },
     );
 
@@ -135,5 +161,26 @@ describe('reconcile', () => {
     const listed: string[] = [];
     for await (const entry of ledger.openRequests('failed')) listed.push(entry.request_id);
     expect(listed).toEqual([failed]);
+  });
+
+  it('gives back the export slot of a request that no longer exports, and publishes what it found', async () => {
+    const { ledger, ids } = await ledgerWith(['running', 'running', 'failed']);
+    const [stuck = '', exporting = '', ended = ''] = ids;
+    await ledger.update(exporting, { step: 'exporting' }, ['running']);
+    const sfn = executions({ [exporting]: 'RUNNING' });
+    // The gate's clock runs an hour ahead of the ledger's writes, so every slot is settled.
+    const gate = await gated(() => NOW.getTime() - 3_600_000);
+    for (const id of [exporting, ended]) await gate.gate.acquireExport(id);
+    for (let failure = 0; failure < 5; failure++) await gate.gate.report('down');
+
+    const summary = await reconcile(
+      { ledger, ...sfn, ...gate, clock: () => NOW, logger: silent },
+      { maxResumes: 3, graceSeconds: 60 },
+    );
+
+    expect(summary.slotsFreed).toBe(1);
+    expect(Object.keys(await gate.gate.exportHolders())).toEqual([exporting]);
+    expect(gate.published).toEqual([{ StuckRequests: 1, PlatformDownSeconds: 3600, ExportSlotsHeld: 1 }]);
+    expect(summary.resumed).toEqual([stuck]);
   });
 });

@@ -4,9 +4,9 @@ import { createGateTable } from '#local/ledger-table';
 import { PlatformCapacityError, PlatformOutageError } from '#shared/errors';
 import {
   afterOutcome,
-  decide,
+  type CircuitState,
+  circuitDecision,
   type GateSettings,
-  type GateState,
   PlatformGate,
   unmetered,
 } from '#shared/platform-gate';
@@ -20,10 +20,8 @@ const settings: GateSettings = {
   maxSleepMs: 500,
   failureThreshold: 3,
 };
-const empty: GateState = {
+const closed: CircuitState = {
   version: 0,
-  tat: 0,
-  room: 0,
   failures: 0,
   opened_at: 0,
   open_until: 0,
@@ -31,85 +29,25 @@ const empty: GateState = {
   openings: 0,
 };
 
-describe('decide', () => {
-  it('lets a burst go at once, then spaces calls at the rate', () => {
-    let state = empty;
-    const sleeps: number[] = [];
-    for (let call = 0; call < 6; call++) {
-      const decision = decide(state, 1_000, settings);
-      if (decision.kind !== 'go') throw new Error(`call ${call} was not admitted`);
-      sleeps.push(decision.sleepMs);
-      state = decision.next;
-    }
-    // Three at once (the burst), then one per 100 ms (10 per second), all within the 500 ms sleep.
-    expect(sleeps.map(Math.round)).toEqual([0, 0, 0, 100, 200, 300]);
-  });
-
-  it('never lets more than burst + rate calls into any one second, and keeps the pace', () => {
-    // The default in-Lambda sleep (3 s): waits are whole seconds, so returns come in clusters.
-    const { maxSleepMs: _default, ...paced } = settings;
-    let state = empty;
-    const sent: number[] = [];
-    // 400 calls arriving every 5 ms: each goes when its slot comes, or comes back when told.
-    const arrivals = Array.from({ length: 400 }, (_, index) => index * 5);
-    const queue = [...arrivals];
-    while (queue.length > 0) {
-      queue.sort((a, b) => a - b);
-      const now = queue.shift() ?? 0;
-      const decision = decide(state, now, paced);
-      if (decision.kind === 'go') {
-        sent.push(now + decision.sleepMs);
-        state = decision.next;
-      } else if (decision.kind === 'wait') {
-        if (decision.next) state = decision.next;
-        queue.push(now + decision.seconds * 1000);
-      }
-    }
-    sent.sort((a, b) => a - b);
-    let most = 0;
-    for (let start = 0; start < sent.length; start++) {
-      let end = start;
-      while (end < sent.length && (sent[end] ?? 0) < (sent[start] ?? 0) + 1000) end++;
-      most = Math.max(most, end - start);
-    }
-    expect(sent).toHaveLength(400);
-    expect(most).toBeLessThanOrEqual(settings.burst + settings.requestsPerSecond);
-    // And it keeps the pace: 400 calls at 10 per second take about 40 s, not much more.
-    expect((sent.at(-1) ?? 0) - (sent[0] ?? 0)).toBeLessThan(41_000);
-  });
-
-  it('sends a call whose slot is further than the sleep to the waiting room, spacing the returns', () => {
-    let state: GateState = { ...empty, tat: 10_000 };
-    const first = decide(state, 1_000, settings);
-    expect(first.kind).toBe('wait');
-    if (first.kind !== 'wait' || first.next === null) throw new Error('expected a rate wait');
-    expect(first.reason).toBe('rate');
-    state = first.next;
-    const second = decide(state, 1_000, settings);
-    if (second.kind !== 'wait' || second.next === null) throw new Error('expected a rate wait');
-    // Each caller turned away is handed a later return time, one slot apart.
-    expect(second.next.room - state.room).toBeCloseTo(100);
-    expect(second.seconds).toBeGreaterThanOrEqual(first.seconds);
-  });
-
+describe('circuitDecision', () => {
   it('holds every call while the circuit is open, lets one probe through after, and gives up past the horizon', () => {
-    const open: GateState = { ...empty, opened_at: 1_000, open_until: 5_000, openings: 1, failures: 3 };
-    expect(decide(open, 2_000, settings)).toMatchObject({ kind: 'wait', reason: 'outage', seconds: 3 });
+    const open: CircuitState = { ...closed, opened_at: 1_000, open_until: 5_000, openings: 1, failures: 3 };
+    expect(circuitDecision(closed, 2_000, settings)).toEqual({ kind: 'closed' });
+    expect(circuitDecision(open, 2_000, settings)).toEqual({ kind: 'wait', seconds: 3 });
 
-    const probe = decide(open, 5_000, settings);
-    expect(probe.kind).toBe('go');
-    if (probe.kind !== 'go') throw new Error('expected the probe to go');
+    const probe = circuitDecision(open, 5_000, settings);
+    if (probe.kind !== 'probe') throw new Error('expected a probe');
     expect(probe.next.probe_until).toBeGreaterThan(5_000);
     // While the probe is out, the others wait for its answer.
-    expect(decide(probe.next, 5_100, settings)).toMatchObject({ kind: 'wait', reason: 'outage' });
+    expect(circuitDecision(probe.next, 5_100, settings)).toMatchObject({ kind: 'wait' });
 
-    expect(decide(open, 1_000 + 61_000, settings)).toMatchObject({ kind: 'outage' });
+    expect(circuitDecision(open, 1_000 + 61_000, settings)).toMatchObject({ kind: 'outage' });
   });
 });
 
 describe('afterOutcome', () => {
   it('opens the circuit after the threshold of failures in a row, and longer after each failed probe', () => {
-    let state = empty;
+    let state = closed;
     for (let failure = 0; failure < 2; failure++) state = afterOutcome(state, 'down', 0, settings) ?? state;
     expect(state.opened_at).toBe(0);
     state = afterOutcome(state, 'down', 1_000, settings) ?? state;
@@ -119,9 +57,9 @@ describe('afterOutcome', () => {
   });
 
   it('closes on the first success, and writes nothing for a success when all was well', () => {
-    const open: GateState = { ...empty, opened_at: 1, open_until: 2, openings: 4, failures: 9 };
+    const open: CircuitState = { ...closed, opened_at: 1, open_until: 2, openings: 4, failures: 9 };
     expect(afterOutcome(open, 'up', 10, settings)).toMatchObject({ opened_at: 0, failures: 0, openings: 0 });
-    expect(afterOutcome(empty, 'up', 10, settings)).toBeNull();
+    expect(afterOutcome(closed, 'up', 10, settings)).toBeNull();
   });
 });
 
@@ -140,6 +78,54 @@ describe('PlatformGate on DynamoDB', () => {
     const options = now === undefined ? {} : { now, sleep: async () => {} };
     return new PlatformGate(dynamo.client, table, { ...settings, ...overrides }, options);
   }
+
+  it('never lets more than burst + rate calls into any one second, and keeps the pace', async () => {
+    // Virtual time: 400 callers arriving every 5 ms; each goes when its slot comes, or comes back
+    // when it is told to, in order of time, against the real table.
+    let now = 1_000_000;
+    const table = `gate-${randomUUID()}`;
+    await createGateTable(dynamo.client, table);
+    let slept = 0;
+    const paced = new PlatformGate(
+      dynamo.client,
+      table,
+      { ...settings, maxSleepMs: 3_000 },
+      {
+        now: () => now,
+        sleep: async (ms) => {
+          slept = ms;
+        },
+      },
+    );
+    const queue = Array.from({ length: 400 }, (_, index) => now + index * 5);
+    const sent: number[] = [];
+    let waits = 0;
+    while (queue.length > 0) {
+      queue.sort((a, b) => a - b);
+      now = queue.shift() ?? now;
+      slept = 0;
+      try {
+        await paced.admit();
+        sent.push(now + slept);
+      } catch (error) {
+        if (!(error instanceof PlatformCapacityError)) throw error;
+        waits += 1;
+        queue.push(now + error.waitSeconds * 1000);
+      }
+    }
+    sent.sort((a, b) => a - b);
+    let most = 0;
+    for (let start = 0; start < sent.length; start++) {
+      let end = start;
+      while (end < sent.length && (sent[end] ?? 0) < (sent[start] ?? 0) + 1000) end++;
+      most = Math.max(most, end - start);
+    }
+    expect(sent).toHaveLength(400);
+    expect(most).toBeLessThanOrEqual(settings.burst + settings.requestsPerSecond);
+    // 400 calls at 10 per second take about 40 s, and few callers are sent away more than once.
+    expect((sent.at(-1) ?? 0) - (sent[0] ?? 0)).toBeLessThan(41_000);
+    expect(waits).toBeLessThan(400 * 1.5);
+  });
 
   it('admits concurrent callers of several functions at the shared pace', async () => {
     const table = `gate-${randomUUID()}`;

@@ -229,11 +229,13 @@ describe('GET /_emulator/stats', () => {
 
     // Assess
     expect(seen.max_requests_per_second).toBe(5);
+    expect(seen.requests).toBe(5);
     expect(seen.max_open_exports).toBe(2);
     expect(seen.subjects).toEqual([
       { primary_key: 'pk-alice', svc_user_id: 'u_alice', exports_started: 2, deletes_succeeded: 1 },
     ]);
     expect(afterReset.max_requests_per_second).toBe(0);
+    expect(afterReset.requests).toBe(0);
     expect(afterReset.subjects).toEqual([]);
   });
 });
