@@ -70,7 +70,7 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   retryHorizonHours:
     'a whole number of hours from 1 to 48: how long a step keeps retrying throttles and outages (platform and AWS), and how long requests wait out a platform outage, before they fail',
   platformRequestsPerSecond:
-    "platform calls per second across every Lambda, from 0.1 to 10000: set it below the platform's published limit (about 90% of it)",
+    "platform calls per second across every Lambda, from 0.1 to 500 (one DynamoDB item takes about 1,000 writes a second; docs/load-control.md): set it below the platform's published limit",
   platformBurst:
     "a whole number from 1 to 10000: calls that may go at once after a quiet spell; with platformRequestsPerSecond, at most the platform's per-second limit",
   platformMaxOpenExports:
@@ -142,7 +142,7 @@ const baseSchema = z.strictObject({
   pollBudgetSeconds: wholeNumber(60, 30 * 86_400).default(72 * 3600),
   exportMaxAttempts: wholeNumber(1, 10).default(3),
   retryHorizonHours: wholeNumber(1, 48).default(6),
-  platformRequestsPerSecond: z.number().min(0.1).max(10_000).default(10),
+  platformRequestsPerSecond: z.number().min(0.1).max(500).default(10),
   platformBurst: wholeNumber(1, 10_000).default(10),
   platformMaxOpenExports: wholeNumber(1, 2_000).default(25),
   accessArchiveRetentionDays: wholeNumber(1, 3650).default(90),

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { App, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_STATE_MACHINE_ARN, RECONCILER_CALLER } from '#local/local-mode';
@@ -27,7 +28,7 @@ import { TemplateModel } from './template-model.ts';
 const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
 const stack = new DsrStack(app, 'svc-dsr-proof', { config: productionConfig });
 const template = Template.fromStack(stack).toJSON();
-const logicalId = (construct: iam.IRole | iam.ManagedPolicy) =>
+const logicalId = (construct: iam.IRole | iam.ManagedPolicy | dynamodb.Table) =>
   stack.getLogicalId((construct.node.defaultChild ?? construct) as never);
 
 const roleOf = (name: StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler') => ({
@@ -48,6 +49,7 @@ function deploymentOf(templateJson: Record<string, unknown>): Deployment {
   const queueName = (url: string | undefined) => url?.split('/').at(-1) ?? '';
   const names = new Map<string, string>([
     [LOCAL_NAMES.table, outputs.LedgerTableName ?? ''],
+    [LOCAL_NAMES.gateTable, model.name(logicalId(stack.platformGate))],
     [LOCAL_NAMES.archiveBucket, outputs.ArchiveBucketName ?? ''],
     [LOCAL_NAMES.auditBucket, outputs.AuditBucketName ?? ''],
     [LOCAL_NAMES.intakeQueue, queueName(outputs.IntakeQueueUrl)],

@@ -99,7 +99,7 @@ describe('parseStackConfig', () => {
     intakeMaxConcurrency: { value: 1, fix: /whole number from 2 to 1000/ },
     intakeQueueAgeAlarmMinutes: { value: 0, fix: /whole number of minutes from 1 to 1440/ },
     retryHorizonHours: { value: 0, fix: /whole number of hours from 1 to 48/ },
-    platformRequestsPerSecond: { value: 0, fix: /from 0.1 to 10000/ },
+    platformRequestsPerSecond: { value: 0, fix: /from 0.1 to 500/ },
     platformBurst: { value: 0, fix: /whole number from 1 to 10000/ },
     platformMaxOpenExports: { value: 2001, fix: /whole number from 1 to 2000/ },
     reconcileMinutes: { value: 2, fix: /whole number of minutes from 5 to 1440/ },

@@ -18,14 +18,14 @@ import {
 import { Ledger, type LedgerPatch } from '#shared/ledger';
 import { PlatformGate } from '#shared/platform-gate';
 import type { StepDeps } from '#shared/step-deps';
-import { makeStepHandler } from '#shared/step-handler';
+import { MAX_PLATFORM_WAITS, makeStepHandler } from '#shared/step-handler';
 import { archiveExport, archiveKey } from '../../../lambdas/archive-export/archive-export.ts';
 import { checkExport } from '../../../lambdas/check-export/check-export.ts';
 import { eraseSubject } from '../../../lambdas/erase-subject/erase-subject.ts';
 import { recordFailure } from '../../../lambdas/record-failure/record-failure.ts';
 import { recordOutcome } from '../../../lambdas/record-outcome/record-outcome.ts';
 import { resolveSubject, resolveSubjectStep } from '../../../lambdas/resolve-subject/resolve-subject.ts';
-import { startExport } from '../../../lambdas/start-export/start-export.ts';
+import { startExport, startExportStep } from '../../../lambdas/start-export/start-export.ts';
 import { verifyErasure } from '../../../lambdas/verify-erasure/verify-erasure.ts';
 import { startDynamo } from '../../helpers/dynamo.ts';
 
@@ -225,6 +225,34 @@ describe('resolveSubject', () => {
 });
 
 describe('startExport', () => {
+  it('waits for a free export slot without counting an attempt or calling the platform', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1' });
+    const gate = await freshGate({ maxOpenExports: 1 });
+    await gate.acquireExport('another-request');
+    const handler = makeStepHandler(startExportStep, () => ({ ...deps, gate, random: () => 1 }));
+
+    const answer = await handler({ request_id: id });
+
+    // The first wait for a slot: 2 s grown by half, 3 s with the jitter at its top; a Step Functions Wait.
+    expect(answer).toEqual({ platform_wait: { reason: 'exports', seconds: 3 } });
+    expect(platform.startExport).not.toHaveBeenCalled();
+    expect(await ledger.require(id)).toMatchObject({ export_attempts: 0, platform_waits: 1 });
+
+    await gate.releaseExport('another-request');
+    expect(await handler({ request_id: id })).toMatchObject({ status: 'pending', attempt: 1 });
+    expect(Object.keys(await gate.exportHolders())).toEqual([id]);
+  });
+
+  it('makes the call unmetered once the execution has waited its most', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1', platform_waits: MAX_PLATFORM_WAITS });
+    const gate = await freshGate({ maxOpenExports: 1 });
+    await gate.acquireExport('another-request');
+    const handler = makeStepHandler(startExportStep, () => ({ ...deps, gate }));
+
+    expect(await handler({ request_id: id })).toMatchObject({ status: 'pending', attempt: 1 });
+    expect(platform.startExport).toHaveBeenCalledTimes(1);
+  });
+
   it('refuses an attempt past the limit without calling the platform', async () => {
     const id = await requestIn({ svc_user_id: 'svc-1', export_attempts: 2, export_status: 'failed' });
     await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(ExportFailedError);
