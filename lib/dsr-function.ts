@@ -12,6 +12,7 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
+import { MANIFEST_PREFIX } from '../lambdas/shared/audit-manifest.ts';
 import { OPEN_DUE_INDEX } from '../lambdas/shared/ledger.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { acknowledge, nagArn } from './nag.ts';
@@ -51,7 +52,8 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
     query: false,
     writes: true,
   },
-  sweep: { items: [], query: true, writes: false },
+  // The Scan finds the chains whose head changed on a day, for the daily audit manifest.
+  sweep: { items: ['dynamodb:Scan'], query: true, writes: false },
   reconciler: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
 };
 /** What a function may do with archive objects. */
@@ -238,6 +240,24 @@ export class DsrFunction extends Construct {
     return this;
   }
 
+  /**
+   * AUDIT_BUCKET (and KMS_KEY_ID) for the daily audit manifests: write a day's manifest under
+   * `manifests/` (a PUT only with `If-None-Match: *`), read and list them. No access to the records.
+   */
+  bindAuditManifests(bucket: s3.IBucket): this {
+    this.bindEnvironment('AUDIT_BUCKET', bucket.bucketName);
+    this.#bindBucketKey(bucket);
+    this.policy.addStatements(...auditTrailStatements(bucket, MANIFEST_PREFIX));
+    this.#allowKey(bucket.encryptionKey, ['kms:Decrypt', 'kms:GenerateDataKey'], 's3');
+    acknowledge(
+      this.policy,
+      'AwsSolutions-IAM5',
+      'Daily audit manifests live under manifests/<day>.json; the grant is limited to that prefix of this bucket',
+      [`Resource::${nagArn(bucket)}/${MANIFEST_PREFIX}*`],
+    );
+    return this;
+  }
+
   /** The secret's id variable (`SECRETS[name].env`), with GetSecretValue on it and Decrypt of its key through Secrets Manager. */
   bindSecret(
     name: SecretName,
@@ -317,8 +337,11 @@ export class DsrFunction extends Construct {
  * What writing the audit trail takes: a PUT under `audit/` only as a conditional create, reading
  * records back and listing the prefix (a function finds the end of a chain it did not write).
  */
-export function auditTrailStatements(bucket: s3.IBucket): iam.PolicyStatement[] {
-  const records = bucket.arnForObjects(`${AUDIT_PREFIX}*`);
+export function auditTrailStatements(
+  bucket: s3.IBucket,
+  prefix: string = AUDIT_PREFIX,
+): iam.PolicyStatement[] {
+  const records = bucket.arnForObjects(`${prefix}*`);
   return [
     new iam.PolicyStatement({
       actions: ['s3:PutObject'],
@@ -329,7 +352,7 @@ export function auditTrailStatements(bucket: s3.IBucket): iam.PolicyStatement[] 
     new iam.PolicyStatement({
       actions: ['s3:ListBucket'],
       resources: [bucket.bucketArn],
-      conditions: { StringLike: { 's3:prefix': [`${AUDIT_PREFIX}*`] } },
+      conditions: { StringLike: { 's3:prefix': [`${prefix}*`] } },
     }),
   ];
 }

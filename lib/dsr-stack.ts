@@ -26,6 +26,8 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct, IConstruct } from 'constructs';
 import { DEADLINE_METRICS } from '../lambdas/deadline-sweep/deadline-sweep.ts';
 import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
+import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
+import { MANIFEST_PREFIX } from '../lambdas/shared/audit-manifest.ts';
 import {
   LEGACY_STATUS_DUE_INDEX,
   OPEN_DUE_INDEX,
@@ -372,7 +374,8 @@ export class DsrStack extends Stack {
     const sweep = new DsrFunction(this, 'DeadlineSweep', {
       ...functionDefaults,
       entry: `${lambdasDir}deadline-sweep/handler.ts`,
-      description: 'svc-dsr deadline sweep: publishes counts of overdue and due-soon requests',
+      description:
+        'svc-dsr deadline sweep: publishes counts of overdue and due-soon requests, writes the daily audit manifest',
       timeout: Duration.minutes(2),
       memorySize: 256,
       environment: {
@@ -381,7 +384,7 @@ export class DsrStack extends Stack {
         METRICS_STACK: this.stackName,
       },
     });
-    sweep.bindLedger(this.ledger, 'sweep');
+    sweep.bindLedger(this.ledger, 'sweep').bindAuditManifests(this.auditBucket);
     const sweepEvery = Duration.minutes(config.deadlineSweepMinutes);
     new events.Rule(this, 'DeadlineSweepSchedule', {
       description: 'svc-dsr: counts open requests by deadline',
@@ -530,6 +533,21 @@ export class DsrStack extends Stack {
         resources: [`${this.ledger.tableArn}/index/${OPEN_DUE_INDEX}`],
       }),
       ...auditTrailStatements(this.auditBucket),
+      // verify --all: read the daily manifests, and list every version of the records and manifests.
+      new iam.PolicyStatement({
+        actions: ['s3:GetObject'],
+        resources: [this.auditBucket.arnForObjects(`${MANIFEST_PREFIX}*`)],
+      }),
+      new iam.PolicyStatement({
+        actions: ['s3:ListBucket'],
+        resources: [this.auditBucket.bucketArn],
+        conditions: { StringLike: { 's3:prefix': [`${MANIFEST_PREFIX}*`] } },
+      }),
+      new iam.PolicyStatement({
+        actions: ['s3:ListBucketVersions'],
+        resources: [this.auditBucket.bucketArn],
+        conditions: { StringLike: { 's3:prefix': [`${AUDIT_PREFIX}*`, `${MANIFEST_PREFIX}*`] } },
+      }),
       new iam.PolicyStatement({
         // Read an archive (package, verify); remove every version of a cancelled request's archive.
         actions: ['s3:GetObject', 's3:DeleteObject', 's3:DeleteObjectVersion'],
@@ -578,6 +596,7 @@ export class DsrStack extends Stack {
       [
         `Resource::${nagArn(this.archiveBucket)}/exports/*`,
         `Resource::${nagArn(this.auditBucket)}/audit/*`,
+        `Resource::${nagArn(this.auditBucket)}/${MANIFEST_PREFIX}*`,
         `Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:${this.stackName}-workflow:*`,
       ],
     );

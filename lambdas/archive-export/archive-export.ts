@@ -1,4 +1,9 @@
-import { LedgerStateError, PlatformResponseInvalidError, RequestCancelledError } from '#shared/errors';
+import {
+  AuditChainClosedError,
+  LedgerStateError,
+  PlatformResponseInvalidError,
+  RequestCancelledError,
+} from '#shared/errors';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest, subjectGoneOr } from '#shared/step-guards';
 import { type ArchiveOutput, archiveOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
@@ -73,12 +78,17 @@ export async function archiveExport(input: StepInput, deps: StepDeps): Promise<A
  */
 async function removeCancelledArchive(requestId: string, key: string, deps: StepDeps): Promise<void> {
   const versions = await deps.archive.remove(key);
-  await deps.audit.append(requestId, {
-    eventId: `ArchiveExport:removed:${key}`,
-    step: 'ArchiveExport',
-    action: 'archive_removed',
-    facts: { key, versions, reason: 'request_cancelled' },
-  });
+  try {
+    await deps.audit.append(requestId, {
+      eventId: `ArchiveExport:removed:${key}`,
+      step: 'ArchiveExport',
+      action: 'archive_removed',
+      facts: { key, versions, reason: 'request_cancelled' },
+    });
+  } catch (error) {
+    // The cancel's final record closed the chain first: the removal is then in the log only.
+    if (!(error instanceof AuditChainClosedError)) throw error;
+  }
   deps.logger.info('archive removed: the request was cancelled during the copy', { key, versions });
 }
 

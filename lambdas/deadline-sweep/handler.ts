@@ -1,6 +1,8 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';
+import { type ManifestStore, writeDailyManifests } from '#shared/audit-manifest';
 import { parseEnv } from '#shared/config';
 import { Ledger } from '#shared/ledger';
 import { powertoolsLogger } from '#shared/runtime';
@@ -20,6 +22,9 @@ export const deadlineSweepEnvSchema = z.object({
   METRICS_NAMESPACE: z.string().min(1).default('svc-dsr'),
   /** The `Stack` dimension, so two deployments in one account keep apart. */
   METRICS_STACK: z.string().min(1),
+  /** The audit bucket, where the daily manifest of chain heads goes. */
+  AUDIT_BUCKET: z.string().min(1),
+  KMS_KEY_ID: z.string().min(1).optional(),
 });
 
 /** What the handler needs besides the ledger. */
@@ -30,12 +35,21 @@ export interface DeadlineSweepHandlerDeps extends DeadlineSweepDeps {
   /** Writes one line where CloudWatch Logs picks up Embedded Metric Format. */
   readonly emit: (line: string) => void;
   readonly logger: StepLogger;
+  /** The audit bucket: each run writes the daily manifests not written yet. */
+  readonly manifests: ManifestStore;
+  readonly ledger: DeadlineSweepDeps['ledger'] & Pick<Ledger, 'scan'>;
 }
 
-/** The scheduled handler: sweep, publish the counts as metrics, log a summary. */
+/** The scheduled handler: sweep, publish the counts as metrics, log a summary, write the daily manifests. */
 export function makeDeadlineSweepHandler(deps: () => DeadlineSweepHandlerDeps) {
   return async (): Promise<DeadlineCounts> => {
     const sweepDeps = deps();
+    const days = await writeDailyManifests({
+      ...sweepDeps.manifests,
+      ledger: sweepDeps.ledger,
+      clock: sweepDeps.clock,
+    });
+    if (days.length > 0) sweepDeps.logger.info('audit manifests written', { days });
     const counts = await sweepDeadlines(sweepDeps, { dueSoonDays: sweepDeps.dueSoonDays });
     sweepDeps.emit(
       deadlineMetricsLine(counts, { namespace: sweepDeps.namespace, dimensions: { Stack: sweepDeps.stack } }),
@@ -63,6 +77,11 @@ function deadlineSweepLambdaDeps(): DeadlineSweepHandlerDeps {
       // console output, and a wrapped line is no longer read as Embedded Metric Format.
       emit: (line) => process.stdout.write(`${line}\n`),
       logger: powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
+      manifests: {
+        s3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
+        bucket: env.AUDIT_BUCKET,
+        ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}),
+      },
     };
   }
   return lambdaDeps;

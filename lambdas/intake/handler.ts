@@ -38,15 +38,16 @@ function lambdaIntakeDeps(): IntakeDeps {
     const env = parseEnv(intakeEnvSchema, process.env);
     const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
     const { auditHmacKey } = functionSecretsFromEnv(process.env);
+    const ledger = new Ledger(dynamo, env.TABLE_NAME);
     intakeDeps = {
-      ledger: new Ledger(dynamo, env.TABLE_NAME),
+      ledger,
       audit: new AuditTrail(
         {
           s3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
           bucket: env.AUDIT_BUCKET,
           ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}),
         },
-        { hmacKey: auditHmacKey },
+        { hmacKey: auditHmacKey, heads: ledger },
       ),
       quarantine: sqsQuarantine(prepareSdkClient(new SQSClient(CACHED_MIDDLEWARE)), env.QUARANTINE_QUEUE_URL),
       startExecution: sfnStarter(prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE)), env.STATE_MACHINE_ARN),

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { errorCodeOf } from '#shared/errors';
+import { AuditChainClosedError, errorCodeOf } from '#shared/errors';
 import type { LedgerPatch } from '#shared/ledger';
 import { Redactor } from '#shared/redact';
 import type { StepDeps } from '#shared/step-deps';
@@ -23,13 +23,16 @@ export async function recordFailure(
   const code = errorCodeOf(input.error.Error);
   if (item.status === 'completed') return { status: 'completed', code };
   if (item.status === 'cancelled' || input.error.Error === 'RequestCancelledError') {
-    await deps.audit.append(input.request_id, {
-      eventId: 'RecordFailure:cancelled',
-      step: 'RecordFailure',
-      action: 'request_cancelled',
-      facts: { step: item.step ?? null },
-      final: true,
-    });
+    // The operator's cancel usually closed the chain with its own final record already.
+    await unlessClosed(
+      deps.audit.append(input.request_id, {
+        eventId: 'RecordFailure:cancelled',
+        step: 'RecordFailure',
+        action: 'request_cancelled',
+        facts: { step: item.step ?? null },
+        final: true,
+      }),
+    );
     return { status: 'cancelled', code: 'request_cancelled' };
   }
   const redactor = new Redactor([item.primary_key, item.svc_user_id]);
@@ -46,14 +49,28 @@ export async function recordFailure(
         }
       : { status: 'failed', error: { code, message } };
   const failed = await deps.ledger.update(input.request_id, patch, ['received', 'running', 'failed']);
-  await deps.audit.append(input.request_id, {
-    eventId: `RecordFailure:${failed.executions}:${code}`,
-    step: 'RecordFailure',
-    action: 'request_failed',
-    facts: { code, step: item.step ?? null, export_attempts: item.export_attempts },
-  });
+  // Failed is terminal: this record ends the chain until an operator's retry opens a new segment.
+  // A later failure of a redriven execution finds the chain closed and stays in the ledger only.
+  await unlessClosed(
+    deps.audit.append(input.request_id, {
+      eventId: `RecordFailure:${failed.executions}:${code}`,
+      step: 'RecordFailure',
+      action: 'request_failed',
+      facts: { code, step: item.step ?? null, export_attempts: item.export_attempts },
+      final: true,
+    }),
+  );
   deps.logger.warn('request failed', { code, step: item.step });
   return { status: 'failed', code };
+}
+
+/** Waits for the append; a chain already closed by a final record is no failure here. */
+async function unlessClosed(append: Promise<unknown>): Promise<void> {
+  try {
+    await append;
+  } catch (error) {
+    if (!(error instanceof AuditChainClosedError)) throw error;
+  }
 }
 
 /** A Lambda failure's Cause is JSON with `errorMessage`; Step Functions' own causes are plain text. */

@@ -7,7 +7,7 @@
 import { createHash, createHmac } from 'node:crypto';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';
-import { ConfigurationError } from './errors.ts';
+import { AuditChainClosedError, ConfigurationError } from './errors.ts';
 import { identifierProblem } from './redact.ts';
 
 /** The value of every record's `schema` field; a new layout gets a new version. */
@@ -15,6 +15,15 @@ export const AUDIT_SCHEMA = 'svc-dsr.audit/1';
 
 /** Folder of all audit records; a request's records live under `audit/<request_id>/`. */
 export const AUDIT_PREFIX = 'audit/';
+
+/**
+ * The one record that may follow a final record: an operator's retry of a failed request opens a
+ * new segment of the chain, linked to the final record it follows.
+ */
+export const SEGMENT_OPENER = { step: 'Operator', action: 'request_retried' } as const;
+
+/** Actions of final records a retry may reopen: only a failure is still owed an answer. */
+export const REOPENABLE_FINAL_ACTIONS: readonly string[] = ['request_failed'];
 
 /** CCPA record keeping: a per-object retention shorter than this is a configuration mistake. */
 export const MINIMUM_RETENTION_MONTHS = 24;
@@ -118,8 +127,23 @@ export interface AuditStore {
   readonly retainUntil?: (now: Date) => Date | undefined;
 }
 
+/** A chain's head: the hash of its last record, how many records it has, and when the last was written. */
+export interface AuditHead {
+  readonly hash: string;
+  readonly count: number;
+  readonly at: string;
+}
+
+/** Where each chain's head is kept besides the bucket (the ledger), so a cut or rewritten tail shows. */
+export interface AuditHeadStore {
+  /** Records the head; a head with fewer records than the one kept is ignored (a late writer). */
+  recordAuditHead(requestId: string, head: AuditHead): Promise<void>;
+}
+
 /** What the trail needs besides the bucket. */
 export interface AuditTrailDeps {
+  /** Told the new head after every append; verification compares the chain with it. */
+  readonly heads?: AuditHeadStore;
   /** The HMAC key for subject hashes; called per use so a rotated secret is picked up. */
   readonly hmacKey: () => Promise<string> | string;
   readonly clock?: () => Date;
@@ -138,7 +162,15 @@ export interface AuditVerifyOptions {
  * problem of the chain as a whole.
  */
 export type AuditVerification =
-  | { readonly ok: true; readonly records: number; readonly head: string }
+  | {
+      readonly ok: true;
+      readonly records: number;
+      readonly head: string;
+      /** Whether the last record is a final record (the request has ended). */
+      readonly final: boolean;
+      /** The hash of every record by seq, for comparing with heads recorded elsewhere. */
+      readonly hashes: readonly string[];
+    }
   | { readonly ok: false; readonly problem: string; readonly at: number };
 
 type SubjectKind = 'primary_key' | 'svc_user_id';
@@ -244,12 +276,22 @@ export class AuditTrail {
           : undefined;
       const records = cached ?? (await this.list(requestId));
       const existing = records.find((record) => record.event_id === event.eventId);
-      if (existing !== undefined) return existing;
-
       const last = records.at(-1);
-      if (last?.final === true) {
-        throw new Error(
-          `audit: request ${requestId} is closed by its final record (seq ${last.seq}); event ${event.eventId} was not appended`,
+      if (existing !== undefined) {
+        // A re-run after a write whose head update was lost (the process died between them) catches up.
+        if (last !== undefined) await this.#recordHead(last);
+        return existing;
+      }
+      if (last?.final === true && !opensSegmentAfter(event, last)) {
+        // The chain this trail remembers may have been reopened since by another writer (a retry
+        // from the CLI): only the bucket can say it is closed.
+        if (cached !== undefined) {
+          this.#chains.delete(requestId);
+          const fresh = (await this.list(requestId)).at(-1);
+          if (fresh?.final !== true || opensSegmentAfter(event, fresh)) continue;
+        }
+        throw new AuditChainClosedError(
+          `audit: request ${requestId} is closed by its final record (seq ${last.seq}, ${last.action}); event ${event.eventId} was not appended`,
         );
       }
       const seq = last === undefined ? 0 : last.seq + 1;
@@ -272,6 +314,7 @@ export class AuditTrail {
       try {
         await this.#put(record, now);
         this.#remember(requestId, [...records, record]);
+        await this.#recordHead(record);
         return record;
       } catch (error) {
         this.#chains.delete(requestId);
@@ -284,6 +327,14 @@ export class AuditTrail {
         }
       }
     }
+  }
+
+  async #recordHead(record: AuditRecord): Promise<void> {
+    await this.#deps.heads?.recordAuditHead(record.request_id, {
+      hash: record.hash,
+      count: record.seq + 1,
+      at: record.at,
+    });
   }
 
   /** The request's records in sequence order; throws when a stored object is not a valid record. */
@@ -320,6 +371,7 @@ export class AuditTrail {
 
     const expected = await this.#expectedSubjectHashes(options);
     const seen = { primary_key: false, svc_user_id: false };
+    const hashes: string[] = [];
     let previous: AuditRecord | undefined;
 
     for (const [index, object] of objects.entries()) {
@@ -333,8 +385,12 @@ export class AuditTrail {
       if (!checked.ok) return { ok: false, problem: checked.problem, at: index };
       const record = checked.record;
 
-      if (previous?.final === true) {
-        return { ok: false, problem: `a record follows the final record ${previous.seq}`, at: index };
+      if (previous?.final === true && !opensSegmentAfter(record, previous)) {
+        return {
+          ok: false,
+          problem: `a record follows the final record ${previous.seq} (only an operator's retry of a failure may)`,
+          at: index,
+        };
       }
       const expectedPrev = previous === undefined ? null : previous.hash;
       if (record.prev_hash !== expectedPrev) {
@@ -356,6 +412,7 @@ export class AuditTrail {
           return { ok: false, problem: `the ${kind} hash does not match the given subject`, at: index };
         }
       }
+      hashes.push(record.hash);
       previous = record;
     }
 
@@ -364,7 +421,13 @@ export class AuditTrail {
         return { ok: false, problem: `no record carries a ${kind} hash to compare`, at: -1 };
       }
     }
-    return { ok: true, records: objects.length, head: previous?.hash ?? '' };
+    return {
+      ok: true,
+      records: objects.length,
+      head: previous?.hash ?? '',
+      final: previous?.final === true,
+      hashes,
+    };
   }
 
   async #put(record: AuditRecord, now: Date): Promise<void> {
@@ -499,6 +562,18 @@ function parseRecordName(requestId: string, key: string): { seq: number } | unde
   return seq === undefined ? undefined : { seq: Number(seq) };
 }
 
+/**
+ * Whether `next` may follow the final record `final`: an operator's retry (SEGMENT_OPENER) after a
+ * failure. `next` is an event being appended or a stored record.
+ */
+function opensSegmentAfter(next: { step: string; action: string }, final: AuditRecord): boolean {
+  return (
+    next.step === SEGMENT_OPENER.step &&
+    next.action === SEGMENT_OPENER.action &&
+    REOPENABLE_FINAL_ACTIONS.includes(final.action)
+  );
+}
+
 function sealRecord(unsealed: Omit<AuditRecord, 'hash'>): AuditRecord {
   return auditRecordSchema.parse({ ...unsealed, hash: recordHash(unsealed) });
 }
@@ -553,7 +628,7 @@ const writeConflictSchema = z.object({
 });
 
 /** True when S3 refused the write because the key exists or another conditional write was in flight. */
-function isWriteConflict(error: unknown): boolean {
+export function isWriteConflict(error: unknown): boolean {
   const parsed = writeConflictSchema.safeParse(error);
   if (!parsed.success) return false;
   const { name, $metadata } = parsed.data;

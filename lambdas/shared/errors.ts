@@ -240,6 +240,16 @@ export class LedgerStateError extends DsrError {
   readonly code = 'ledger_state';
 }
 
+/**
+ * The request's audit chain is closed by its final record: nothing more may be appended (only an
+ * operator's retry of a failed request opens a new segment after it).
+ */
+export class AuditChainClosedError extends DsrError {
+  override readonly name = 'AuditChainClosedError';
+  readonly retryable = false;
+  readonly code = 'audit_chain_closed';
+}
+
 /** A step was invoked with input that does not match its contract (a definition/handler mismatch). */
 export class StepInputError extends DsrError {
   override readonly name = 'StepInputError';
@@ -291,6 +301,7 @@ export const TERMINAL_ERRORS = [
   'ExportTimedOutError',
   'ErasureNotVerifiedError',
   'LedgerStateError',
+  'AuditChainClosedError',
   'StepInputError',
   'ConfigurationError',
 ] as const;

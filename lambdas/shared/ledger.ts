@@ -10,6 +10,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
+import type { AuditHead } from './audit.ts';
 import type { Deadlines } from './deadlines.ts';
 import { LedgerStateError, RequestCancelledError } from './errors.ts';
 import { type DsrRequest, normaliseRequestId } from './request.ts';
@@ -27,6 +28,22 @@ export const EXPORT_START_OUTCOMES = [
   'interrupted',
 ] as const;
 export type Status = (typeof STATUSES)[number];
+
+/** Statuses a request is still moving through; every other status is terminal. */
+const MOVING_STATUSES: readonly Status[] = ['received', 'running'];
+
+/**
+ * The terminal statuses: each ends the request's audit chain with a final record (only an
+ * operator's retry of a `failed` request opens a new segment after it).
+ */
+export const TERMINAL_STATUSES: readonly Status[] = STATUSES.filter(
+  (status) => !MOVING_STATUSES.includes(status),
+);
+
+/** True for a status that ends the request's audit chain. */
+export function isTerminal(status: Status): boolean {
+  return TERMINAL_STATUSES.includes(status);
+}
 export type Step = (typeof STEPS)[number];
 export type Outcome = (typeof OUTCOMES)[number];
 
@@ -154,6 +171,12 @@ export const ledgerItemSchema = z.object({
   created_at: z.string(),
   updated_at: z.string(),
   completed_at: z.string().optional(),
+  /** The hash of the last record of the request's audit chain, set with every append. */
+  audit_head: z.string().optional(),
+  /** How many records the request's audit chain has, set with every append. */
+  audit_count: z.number().int().nonnegative().optional(),
+  /** When the last audit record was written: the daily manifest locks the chains that changed on a day. */
+  audit_at: z.string().optional(),
 });
 export type LedgerItem = z.infer<typeof ledgerItemSchema>;
 
@@ -467,6 +490,72 @@ export class Ledger {
       values: { ':status': status, ...(shard === undefined ? {} : { ':shard': shard }) },
     });
     return updated !== undefined;
+  }
+
+  /**
+   * Keeps the head of the request's audit chain (its last record's hash, the record count and when
+   * it was written), whatever the status. A head with no more records than the one kept is
+   * ignored: of two writers, the later record wins whichever reports first.
+   */
+  async recordAuditHead(requestId: string, head: AuditHead): Promise<void> {
+    try {
+      await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: keyOf(requestId),
+          UpdateExpression: 'SET #head = :head, #count = :count, #at = :at',
+          ConditionExpression:
+            'attribute_exists(request_id) AND (attribute_not_exists(#count) OR #count < :count)',
+          ExpressionAttributeNames: { '#head': 'audit_head', '#count': 'audit_count', '#at': 'audit_at' },
+          ExpressionAttributeValues: toAttributes({
+            ':head': head.hash,
+            ':count': head.count,
+            ':at': head.at,
+          }),
+        }),
+      );
+    } catch (error) {
+      if (!isConditionalFailure(error)) throw error;
+    }
+  }
+
+  /**
+   * Every item of the ledger, page by page (a Scan: for verification and the daily manifest, not
+   * for the request path), optionally only those whose `field` lies in [from, to).
+   */
+  async *scan(
+    options: { field?: 'created_at' | 'audit_at'; from?: string; to?: string; pageSize?: number } = {},
+  ): AsyncGenerator<LedgerItem> {
+    const field = options.field ?? 'created_at';
+    const filters: string[] = [];
+    const values: Record<string, unknown> = {};
+    if (options.from !== undefined) {
+      filters.push('#field >= :from');
+      values[':from'] = options.from;
+    }
+    if (options.to !== undefined) {
+      filters.push('#field < :to');
+      values[':to'] = options.to;
+    }
+    let cursor: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.db.send(
+        new ScanCommand({
+          TableName: this.tableName,
+          ...(filters.length === 0
+            ? {}
+            : {
+                FilterExpression: filters.join(' AND '),
+                ExpressionAttributeNames: { '#field': field },
+                ExpressionAttributeValues: toAttributes(values),
+              }),
+          ...(options.pageSize === undefined ? {} : { Limit: options.pageSize }),
+          ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
+        }),
+      );
+      for (const raw of page.Items ?? []) yield parseItem(unmarshall(raw));
+      cursor = page.LastEvaluatedKey;
+    } while (cursor !== undefined);
   }
 
   /** Adds one to a counter (duplicates, conflicts, executions) whatever the status. */

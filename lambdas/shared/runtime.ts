@@ -128,15 +128,16 @@ export function buildStepDeps(
   const clock = overrides.clock ?? (() => new Date());
   const gate = platformGate(env, clients.dynamo, logger);
   const platform = platformClient(env, secrets, logger, overrides.fetch, gate);
+  const ledger = new Ledger(clients.dynamo, env.TABLE_NAME, clock);
   return {
-    ledger: new Ledger(clients.dynamo, env.TABLE_NAME, clock),
+    ledger,
     audit: new AuditTrail(
       {
         s3: clients.auditS3 ?? clients.s3,
         bucket: env.AUDIT_BUCKET,
         ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}),
       },
-      { hmacKey: secrets.auditHmacKey, clock },
+      { hmacKey: secrets.auditHmacKey, clock, heads: ledger },
     ),
     platform,
     gate,

@@ -8,9 +8,11 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { readLocalEndpoints } from '#local/endpoints';
 import { startLocalMode } from '#local/local-mode';
+import { writeDailyManifests } from '#shared/audit-manifest';
 import { CALLERS, type RecordedCall, runAsCaller, setCallSink } from '#shared/call-recorder';
 import { Ledger } from '#shared/ledger';
 import { prepareSdkClient } from '#shared/sdk-clients';
@@ -148,13 +150,34 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
         endpoint: endpoints.endpoints.dynamodb,
       }),
     );
-    await runAsCaller('DeadlineSweep', () =>
-      sweepDeadlines(
-        { ledger: new Ledger(dynamo, endpoints.outputs.LedgerTableName), clock: () => new Date() },
-        { dueSoonDays: 7 },
-      ),
+    const s3 = prepareSdkClient(
+      new S3Client({
+        region: endpoints.region,
+        credentials: endpoints.credentials,
+        endpoint: endpoints.endpoints.s3,
+        forcePathStyle: true,
+      }),
     );
+    const sweepLedger = new Ledger(dynamo, endpoints.outputs.LedgerTableName);
+    await runAsCaller('DeadlineSweep', () =>
+      sweepDeadlines({ ledger: sweepLedger, clock: () => new Date() }, { dueSoonDays: 7 }),
+    );
+    // The sweep's daily manifest, run as if tomorrow, so today's chains are locked; then the
+    // operator's full verification reads it, every chain and the versions of the audit bucket.
+    // The next day's run reads the last manifest to chain the next one to it.
+    for (const days of [1, 2]) {
+      await runAsCaller('DeadlineSweep', () =>
+        writeDailyManifests({
+          s3,
+          bucket: endpoints.outputs.AuditBucketName,
+          ledger: sweepLedger,
+          clock: () => new Date(Date.now() + days * 24 * 3600 * 1000),
+        }),
+      );
+    }
+    await cli('verify', '--all');
     dynamo.destroy();
+    s3.destroy();
   } finally {
     await stop();
     await mode.close();

@@ -506,12 +506,19 @@ describe('IAM', () => {
     }
   });
 
-  it('lets the deadline sweep only query the ledger index', () => {
-    const actions = statementsOf('DeadlineSweep').flatMap(actionsOf);
-    expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual(['dynamodb:Query']);
-    expect(actions.some((action) => action.startsWith('s3:') || action.startsWith('secretsmanager:'))).toBe(
-      false,
+  it('lets the deadline sweep read the ledger and write only the daily manifests of the audit bucket', () => {
+    const statements = statementsOf('DeadlineSweep');
+    const actions = statements.flatMap(actionsOf);
+    expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual([
+      'dynamodb:Query',
+      'dynamodb:Scan',
+    ]);
+    expect(actions.some((action) => action.startsWith('secretsmanager:'))).toBe(false);
+    const s3Resources = JSON.stringify(
+      statements.filter((statement) => actionsOf(statement).some((action) => action.startsWith('s3:'))),
     );
+    expect(s3Resources).toContain('manifests/');
+    expect(s3Resources).not.toContain('audit/');
   });
 
   it('lets intake start the state machine and send to quarantine, nothing more on SQS and Step Functions', () => {

@@ -118,6 +118,8 @@ export async function runCancel(
       eventId: `Operator:cancel-${updated.executions}`,
       action: 'request_cancelled',
       facts: { previous_status: item.status, step: item.step ?? null },
+      // Cancelled is terminal: this record ends the chain.
+      final: true,
     },
     { acceptClosedBy: 'request_cancelled' },
   );

@@ -69,9 +69,14 @@ export function erasureStarted(item: LedgerItem): boolean {
  * A failure is exit 1 that says the change stands but its audit record is missing.
  */
 export async function recordOperatorAction(
-  context: Pick<CliContext, 's3' | 'names'>,
+  context: Pick<CliContext, 's3' | 'names' | 'ledger'>,
   requestId: string,
-  event: { eventId: string; action: string; facts: Record<string, string | number | boolean | null> },
+  event: {
+    eventId: string;
+    action: string;
+    facts: Record<string, string | number | boolean | null>;
+    final?: boolean;
+  },
   options: { acceptClosedBy?: string } = {},
 ): Promise<'appended' | 'closed'> {
   const trail = new AuditTrail(
@@ -80,6 +85,7 @@ export async function recordOperatorAction(
       hmacKey: () => {
         throw new Error('operator records carry no subject');
       },
+      heads: context.ledger,
     },
   );
   try {

@@ -128,6 +128,15 @@ export async function runRetry(
         () => true,
         () => false,
       );
+      // The retry record opened a new segment of the chain; failed again, the request closes it.
+      if (restored) {
+        await recordOperatorAction(context, requestId, {
+          eventId: `Operator:retry-${n}-not-started`,
+          action: 'request_failed',
+          facts: { code: item.error?.code ?? 'retry_not_started', execution: name },
+          final: true,
+        });
+      }
       const detail = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
       throw new CliError(
         restored

@@ -1,10 +1,20 @@
+import { ListObjectVersionsCommand } from '@aws-sdk/client-s3';
 import type { Command } from 'commander';
+import { z } from 'zod';
 import { hashStoredObject } from '#shared/archive';
-import { AuditTrail, type AuditVerification } from '#shared/audit';
+import { AUDIT_PREFIX, AuditTrail, type AuditVerification } from '#shared/audit';
+import { MANIFEST_PREFIX, type Manifest, readManifests } from '#shared/audit-manifest';
 import { ConfigurationError, InvalidArchiveError } from '#shared/errors';
-import type { LedgerItem } from '#shared/ledger';
-import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
-import { EXIT } from '../io.ts';
+import { isTerminal, type LedgerItem } from '#shared/ledger';
+import {
+  type CliIo,
+  type CommandResult,
+  formatTable,
+  parseRequestId,
+  processIo,
+  writeJson,
+} from '../format.ts';
+import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
 import { loadRequest } from './common.ts';
 
@@ -43,21 +53,24 @@ export async function runVerify(
   const requestId = parseRequestId(options.requestId);
   const item = await loadRequest(context, requestId);
   const archive = await checkArchive(context, item);
-  const trail = new AuditTrail(
-    { s3: context.s3, bucket: context.names.AuditBucketName },
-    {
-      // The chain verifies without the key; only subject hashes would need it, and verify checks none.
-      hmacKey: () => {
-        throw new ConfigurationError('svc-dsr verify checks the hash chain only and has no HMAC key');
-      },
-    },
-  );
-  const audit = await trail.verify(requestId);
+  const audit = await verifierTrail(context).verify(requestId);
   const ok = (archive.status === 'match' || archive.status === 'none') && audit.ok;
   const result: VerifyResult = { request_id: requestId, ok, archive, audit };
   if (options.json === true) writeJson(io, result);
   else io.out(describe(result));
   return { exitCode: ok ? EXIT.ok : EXIT.failed, result };
+}
+
+/** A trail that only reads: the chain verifies without the key, and verify checks no subject hashes. */
+function verifierTrail(context: Pick<CliContext, 's3' | 'names'>): AuditTrail {
+  return new AuditTrail(
+    { s3: context.s3, bucket: context.names.AuditBucketName },
+    {
+      hmacKey: () => {
+        throw new ConfigurationError('svc-dsr verify checks the hash chain only and has no HMAC key');
+      },
+    },
+  );
 }
 
 async function checkArchive(
@@ -120,14 +133,25 @@ function describe(result: VerifyResult): string {
 
 interface VerifyFlags extends TargetFlags {
   readonly json?: boolean;
+  readonly all?: boolean;
+  readonly from?: string;
+  readonly to?: string;
 }
 
 /** Registers `svc-dsr verify`. */
 export function registerVerifyCommand(program: Command): void {
   const command = program
     .command('verify')
-    .description("re-hash a request's stored archive against the ledger and verify its audit hash chain")
-    .argument('<request_id>', 'the request id')
+    .description(
+      "re-hash a request's stored archive against the ledger and verify its audit hash chain; --all checks every request",
+    )
+    .argument('[request_id]', 'the request id (or --all)')
+    .option('--all', 'check every request in the ledger against its chain, the manifests and its archive')
+    .option(
+      '--from <date>',
+      'with --all: requests created on or after this date (YYYY-MM-DD, UTC) or instant',
+    )
+    .option('--to <date>', 'with --all: requests created on or before this date (YYYY-MM-DD, UTC) or instant')
     .option('--json', 'print the result as JSON');
   addTargetOptions(command)
     .addHelpText(
@@ -136,15 +160,325 @@ export function registerVerifyCommand(program: Command): void {
 The archive is streamed from S3 and its SHA-256 and byte count compared with the ledger; the audit
 records are checked link by link (no key is needed for the chain).
 
-Exit codes: 0 the archive matches (or none is recorded) and the chain holds, 1 no such request, a
-mismatch, a missing archive or a broken chain, 2 invalid flags.
+With --all every request in the ledger (created in --from/--to) is checked: its chain holds, is as
+long as the ledger's record count and ends in the ledger's head hash, ends in a final record once the
+request has ended, and contains the head every daily manifest locked for it; its archive matches;
+no audit record or manifest has more than one version. docs/audit.md explains each check.
 
-Example:
-  $ npx svc-dsr verify 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --json`,
+Exit codes: 0 the archive matches (or none is recorded) and the chain holds (with --all: no
+finding), 1 no such request, a mismatch, a missing archive, a broken chain or any finding, 2
+invalid flags.
+
+Examples:
+  $ npx svc-dsr verify 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --json
+  $ npx svc-dsr verify --all --from 2026-01-01 --to 2026-03-31`,
     )
-    .action(async (requestId: string, flags: VerifyFlags) => {
+    .action(async (requestId: string | undefined, flags: VerifyFlags) => {
+      if (flags.all === true) {
+        if (requestId !== undefined) throw new CliError('pass a request id or --all, not both', EXIT.usage);
+        const options = parseVerifyAllOptions(flags);
+        const { exitCode } = await withTarget(flags, (context) => runVerifyAll(context, options, processIo));
+        process.exitCode = exitCode;
+        return;
+      }
+      if (flags.from !== undefined || flags.to !== undefined) {
+        throw new CliError('--from and --to go with --all', EXIT.usage);
+      }
       const options = { requestId: parseRequestId(requestId), json: flags.json === true };
       const { exitCode } = await withTarget(flags, (context) => runVerify(context, options, processIo));
       process.exitCode = exitCode;
     });
+}
+
+/** What `verify --all` can find, one name per check (docs/audit.md explains each). */
+export const VERIFY_ALL_CHECKS = [
+  'chain_missing',
+  'chain_broken',
+  'chain_truncated',
+  'tail_rewritten',
+  'head_behind',
+  'final_missing',
+  'manifest_mismatch',
+  'manifest_broken',
+  'ledger_missing',
+  'multiple_versions',
+  'archive_mismatch',
+  'archive_missing',
+] as const;
+export type VerifyAllCheck = (typeof VERIFY_ALL_CHECKS)[number];
+
+/** One finding of `verify --all`; `request_id` is null for a finding about the manifests as a whole. */
+export interface VerifyAllFinding {
+  readonly request_id: string | null;
+  readonly check: VerifyAllCheck;
+  readonly detail: string;
+}
+
+/** Options of `svc-dsr verify --all`. */
+export interface VerifyAllOptions {
+  /** Requests created at or after this instant (ISO). */
+  readonly from?: string;
+  /** Requests created before this instant (ISO). */
+  readonly to?: string;
+  readonly json?: boolean;
+}
+
+/** What `verify --all --json` prints; `ok` decides the exit code. */
+export interface VerifyAllResult {
+  readonly ok: boolean;
+  readonly from: string | null;
+  readonly to: string | null;
+  readonly requests: number;
+  /** Requests whose ledger item holds no chain head (written before heads were kept). */
+  readonly unanchored: number;
+  readonly manifests: number;
+  readonly summary: Readonly<Record<VerifyAllCheck, number>>;
+  readonly findings: readonly VerifyAllFinding[];
+}
+
+const DAY_MS = 24 * 3600 * 1000;
+const dateOrInstant = z.union([z.iso.date(), z.iso.datetime({ offset: true })], {
+  message: 'must be a date (2026-01-31) or an RFC 3339 instant (2026-01-31T12:00:00Z)',
+});
+
+/** Validates --from/--to: a bare date is a whole UTC day, so --to includes it. */
+export function parseVerifyAllOptions(flags: {
+  from?: string;
+  to?: string;
+  json?: boolean;
+}): VerifyAllOptions {
+  const from =
+    flags.from === undefined
+      ? undefined
+      : new Date(Date.parse(parseOption('--from', dateOrInstant, flags.from))).toISOString();
+  const to =
+    flags.to === undefined
+      ? undefined
+      : new Date(
+          Date.parse(parseOption('--to', dateOrInstant, flags.to)) +
+            (/^\d{4}-\d{2}-\d{2}$/.test(flags.to) ? DAY_MS : 1),
+        ).toISOString();
+  if (from !== undefined && to !== undefined && from >= to)
+    throw new CliError('--from is after --to', EXIT.usage);
+  return {
+    ...(from === undefined ? {} : { from }),
+    ...(to === undefined ? {} : { to }),
+    json: flags.json === true,
+  };
+}
+
+/**
+ * Checks every request of the ledger (created in [from, to)) against its audit chain, the daily
+ * manifests and its archive, plus the version history of the audit bucket; prints a summary table
+ * and every finding. Exit 0 with no finding, 1 with any.
+ */
+export async function runVerifyAll(
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target'>,
+  options: VerifyAllOptions,
+  io: CliIo,
+): Promise<CommandResult<VerifyAllResult>> {
+  const findings: VerifyAllFinding[] = [];
+  const trail = verifierTrail(context);
+  const audit = { s3: context.s3, bucket: context.names.AuditBucketName };
+  const { manifests, problem } = await readManifests(audit);
+  if (problem !== undefined) findings.push({ request_id: null, check: 'manifest_broken', detail: problem });
+  const locked = lockedHeads(manifests);
+
+  let requests = 0;
+  let unanchored = 0;
+  const seen = new Set<string>();
+  for await (const item of context.ledger.scan({
+    field: 'created_at',
+    ...(options.from === undefined ? {} : { from: options.from }),
+    ...(options.to === undefined ? {} : { to: options.to }),
+  })) {
+    requests += 1;
+    seen.add(item.request_id);
+    if (item.audit_head === undefined) unanchored += 1;
+    const chain = await trail.verify(item.request_id);
+    findings.push(...chainFindings(item, chain, locked.get(item.request_id) ?? []));
+    const archive = await checkArchive(context, item);
+    if (archive.status === 'mismatch' || archive.status === 'missing') {
+      findings.push({
+        request_id: item.request_id,
+        check: archive.status === 'mismatch' ? 'archive_mismatch' : 'archive_missing',
+        detail:
+          archive.status === 'mismatch'
+            ? `${archive.key} is ${archive.actual?.bytes} bytes, sha256 ${archive.actual?.sha256}; the ledger says ${archive.expected?.bytes} bytes, sha256 ${archive.expected?.sha256}`
+            : `${archive.key} is not in the archive bucket`,
+      });
+    }
+  }
+  // A chain a manifest locked, whose request the ledger no longer has (only a full run can tell).
+  if (options.from === undefined && options.to === undefined) {
+    for (const [requestId, heads] of locked) {
+      if (seen.has(requestId)) continue;
+      findings.push({
+        request_id: requestId,
+        check: 'ledger_missing',
+        detail: `manifest ${heads.at(-1)?.day} locked its chain, but the ledger has no such request`,
+      });
+    }
+  }
+  findings.push(...(await versionFindings(context.s3, context.names.AuditBucketName)));
+
+  const summary = Object.fromEntries(
+    VERIFY_ALL_CHECKS.map((check) => [check, findings.filter((finding) => finding.check === check).length]),
+  ) as Record<VerifyAllCheck, number>;
+  const result: VerifyAllResult = {
+    ok: findings.length === 0,
+    from: options.from ?? null,
+    to: options.to ?? null,
+    requests,
+    unanchored,
+    manifests: manifests.length,
+    summary,
+    findings,
+  };
+  if (options.json === true) writeJson(io, result);
+  else io.out(describeAll(result));
+  return { exitCode: result.ok ? EXIT.ok : EXIT.failed, result };
+}
+
+interface LockedHead {
+  readonly day: string;
+  readonly count: number;
+  readonly head: string;
+}
+
+/** Every head the manifests locked, by request. */
+function lockedHeads(manifests: readonly Manifest[]): Map<string, LockedHead[]> {
+  const locked = new Map<string, LockedHead[]>();
+  for (const manifest of manifests) {
+    for (const chain of manifest.chains) {
+      const heads = locked.get(chain.request_id) ?? [];
+      heads.push({ day: manifest.day, count: chain.count, head: chain.head });
+      locked.set(chain.request_id, heads);
+    }
+  }
+  return locked;
+}
+
+/** What the ledger, the manifests and the chain say about each other for one request. */
+function chainFindings(
+  item: LedgerItem,
+  chain: AuditVerification,
+  locked: readonly LockedHead[],
+): VerifyAllFinding[] {
+  const requestId = item.request_id;
+  const finding = (check: VerifyAllCheck, detail: string) => ({ request_id: requestId, check, detail });
+  if (!chain.ok) {
+    if (chain.problem === 'no audit records for this request') {
+      return [
+        finding('chain_missing', `the ledger has the request (${item.status}) but the bucket has no records`),
+      ];
+    }
+    return [finding('chain_broken', `${chain.problem}${chain.at >= 0 ? ` (record ${chain.at})` : ''}`)];
+  }
+  const findings: VerifyAllFinding[] = [];
+  const count = item.audit_count;
+  if (count !== undefined && item.audit_head !== undefined) {
+    if (chain.records < count) {
+      findings.push(
+        finding('chain_truncated', `the chain has ${chain.records} record(s); the ledger counted ${count}`),
+      );
+    } else if (chain.hashes[count - 1] !== item.audit_head) {
+      findings.push(
+        finding(
+          'tail_rewritten',
+          `record ${count - 1} has hash ${chain.hashes[count - 1]}; the ledger's head is ${item.audit_head}`,
+        ),
+      );
+    } else if (chain.records > count) {
+      findings.push(
+        finding(
+          'head_behind',
+          `the chain has ${chain.records} record(s); the ledger's head stops at ${count} (a writer died between the record and the ledger)`,
+        ),
+      );
+    }
+  }
+  if (isTerminal(item.status) && !chain.final) {
+    findings.push(
+      finding('final_missing', `the request is ${item.status} but its chain ends without a final record`),
+    );
+  }
+  for (const head of locked) {
+    if (chain.hashes[head.count - 1] !== head.head) {
+      findings.push(
+        finding(
+          'manifest_mismatch',
+          `manifest ${head.day} locked record ${head.count - 1} with hash ${head.head}; the chain has ${chain.hashes[head.count - 1] ?? 'no such record'}`,
+        ),
+      );
+    }
+  }
+  return findings;
+}
+
+/**
+ * Every audit record or manifest key with more than one version (or a delete marker): under
+ * compliance-mode Object Lock a record can be neither replaced nor deleted, so a second version is
+ * an attempt, and the earlier version is the one that counts.
+ */
+async function versionFindings(s3: CliContext['s3'], bucket: string): Promise<VerifyAllFinding[]> {
+  const findings: VerifyAllFinding[] = [];
+  for (const prefix of [AUDIT_PREFIX, MANIFEST_PREFIX]) {
+    const versions = new Map<string, number>();
+    let markers: { KeyMarker?: string; VersionIdMarker?: string } = {};
+    for (;;) {
+      const page = await s3.send(
+        new ListObjectVersionsCommand({ Bucket: bucket, Prefix: prefix, ...markers }),
+      );
+      for (const version of [...(page.Versions ?? []), ...(page.DeleteMarkers ?? [])]) {
+        if (version.Key !== undefined) versions.set(version.Key, (versions.get(version.Key) ?? 0) + 1);
+      }
+      if (page.IsTruncated !== true) break;
+      markers = {
+        ...(page.NextKeyMarker ? { KeyMarker: page.NextKeyMarker } : {}),
+        ...(page.NextVersionIdMarker ? { VersionIdMarker: page.NextVersionIdMarker } : {}),
+      };
+    }
+    for (const [key, count] of versions) {
+      if (count < 2) continue;
+      const requestId = key.startsWith(AUDIT_PREFIX)
+        ? (key.slice(AUDIT_PREFIX.length).split('/')[0] ?? null)
+        : null;
+      findings.push({
+        request_id: requestId,
+        check: 'multiple_versions',
+        detail: `${key} has ${count} versions (or delete markers); list them with aws s3api list-object-versions --prefix ${key}`,
+      });
+    }
+  }
+  return findings;
+}
+
+function describeAll(result: VerifyAllResult): string {
+  const range =
+    result.from === null && result.to === null
+      ? 'all'
+      : `created ${result.from ?? '…'} to ${result.to ?? '…'}`;
+  const lines = [
+    `checked ${result.requests} request(s) (${range}) against ${result.manifests} daily manifest(s)${result.unanchored > 0 ? `; ${result.unanchored} without a ledger head (written before heads were kept)` : ''}`,
+    '',
+    formatTable(
+      ['check', 'findings'],
+      VERIFY_ALL_CHECKS.map((check) => [check, String(result.summary[check])]),
+    ).trimEnd(),
+  ];
+  if (result.findings.length > 0) {
+    lines.push(
+      '',
+      formatTable(
+        ['request', 'check', 'detail'],
+        result.findings.map((finding) => [finding.request_id ?? '-', finding.check, finding.detail]),
+      ).trimEnd(),
+    );
+  }
+  lines.push(
+    '',
+    result.ok ? 'verified: no findings' : `verification FAILED: ${result.findings.length} finding(s)`,
+  );
+  return `${lines.join('\n')}\n`;
 }

@@ -186,7 +186,7 @@ describe('runCancel', () => {
 });
 
 describe('runCancel audit record', () => {
-  it('appends the cancellation to the audit chain, without the reason text', async () => {
+  it('appends the cancellation to the audit chain as its final record, without the reason text', async () => {
     const item = ledgerRecord({ executions: 1 });
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
     dbMock
@@ -205,6 +205,7 @@ describe('runCancel audit record', () => {
       step: 'Operator',
       action: 'request_cancelled',
       facts: { previous_status: 'running' },
+      final: true,
     });
     expect(body).not.toContain('withdrawn by phone');
   });

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vites
 import { createGateTable, createLedgerTable } from '#local/ledger-table';
 import { computeDeadlines } from '#shared/deadlines';
 import {
+  AuditChainClosedError,
   ErasureNotVerifiedError,
   ExportFailedError,
   ExportStartUncertainError,
@@ -780,6 +781,19 @@ describe('recordFailure', () => {
     expect(item.status).toBe('failed');
     expect(item.error?.code).toBe('platform_rejected');
     expect(item.error?.message).not.toMatch(/subject-pk-77|svc-1-long|access_token=zzz|x\.test/);
+  });
+
+  it('ends the chain with a final record of the failure, and takes a chain already closed as recorded', async () => {
+    const id = await requestIn();
+    await recordFailure({ request_id: id, error: { Error: 'ExportFailedError', Cause: 'failed' } }, deps);
+    expect(deps.audit.append).toHaveBeenLastCalledWith(
+      id,
+      expect.objectContaining({ action: 'request_failed', final: true }),
+    );
+    vi.mocked(deps.audit.append).mockRejectedValueOnce(new AuditChainClosedError('closed'));
+    await expect(
+      recordFailure({ request_id: id, error: { Error: 'States.Timeout', Cause: 'again' } }, deps),
+    ).resolves.toEqual({ status: 'failed', code: 'states_timeout' });
   });
 
   it('keeps the first failure when a redriven execution fails again, and lists the later one', async () => {

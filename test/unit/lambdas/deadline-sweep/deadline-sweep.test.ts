@@ -1,9 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { QueryCommand, type QueryCommandInput } from '@aws-sdk/client-dynamodb';
+import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseEnv } from '#shared/config';
 import { ConfigurationError } from '#shared/errors';
-import { Ledger, OPEN_INDEX_SHARDS, type OpenRequest, openRequestSchema, type Status } from '#shared/ledger';
+import {
+  Ledger,
+  ledgerItemSchema,
+  OPEN_INDEX_SHARDS,
+  type OpenRequest,
+  openRequestSchema,
+  type Status,
+} from '#shared/ledger';
 import type { DsrRequest } from '#shared/request';
 import {
   DEADLINE_METRICS,
@@ -237,10 +246,28 @@ describe('the deadline sweep handler', () => {
     const items = Array.from({ length: overdue }, (_, index) =>
       indexed(`late-${index}`, daysFromNow(-1), 'running'),
     );
+    const s3 = new S3Client({ region: 'eu-west-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } });
+    const s3Mock = mockClient(s3);
+    s3Mock.on(ListObjectsV2Command).resolves({ Contents: [] });
+    s3Mock.on(PutObjectCommand).resolves({});
+    const changed = ledgerItemSchema.parse({
+      request_id: randomUUID(),
+      fingerprint: 'fp',
+      status: 'completed',
+      created_at: NOW.toISOString(),
+      updated_at: NOW.toISOString(),
+      audit_head: `sha256:${'a'.repeat(64)}`,
+      audit_count: 3,
+      audit_at: NOW.toISOString(),
+    });
     const handler = makeDeadlineSweepHandler(() => ({
       ledger: {
         openRequests: (status: Status) => openOf(status === 'running' ? items : []),
+        scan: async function* () {
+          yield changed;
+        },
       },
+      manifests: { s3, bucket: 'audit' },
       clock,
       dueSoonDays: 7,
       namespace: 'svc-dsr',
@@ -248,8 +275,28 @@ describe('the deadline sweep handler', () => {
       emit: (line) => lines.push(line),
       logger: { info: log('info'), warn: log('warn'), error: log('error'), debug: log('debug') },
     }));
-    return { handler, lines, logged };
+    return { handler, lines, logged, s3Mock, changed };
   }
+
+  it("writes yesterday's audit manifest, locking the head of each chain that changed, before sweeping", async () => {
+    const { handler, s3Mock, changed } = harness(0);
+
+    await handler();
+
+    const yesterday = new Date(clock().getTime() - 24 * 3600 * 1000).toISOString().slice(0, 10);
+    expect(s3Mock).toHaveReceivedCommandWith(PutObjectCommand, {
+      Bucket: 'audit',
+      Key: `manifests/${yesterday}.json`,
+      IfNoneMatch: '*',
+    });
+    const body = JSON.parse(String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body));
+    expect(body).toMatchObject({
+      schema: 'svc-dsr.manifest/1',
+      day: yesterday,
+      chains: [{ request_id: changed.request_id, count: 3, head: changed.audit_head }],
+      prev_hash: null,
+    });
+  });
 
   it('publishes the counts as one metric line and warns with the overdue request ids', async () => {
     const { handler, lines, logged } = harness(2);
@@ -263,7 +310,7 @@ describe('the deadline sweep handler', () => {
       DueSoonRequests: 0,
       Stack: 'SvcDsr',
     });
-    expect(logged).toEqual([
+    expect(logged.slice(1)).toEqual([
       {
         level: 'warn',
         message: 'open requests are overdue',
@@ -278,7 +325,7 @@ describe('the deadline sweep handler', () => {
     await handler();
 
     expect(JSON.parse(lines[0] ?? '{}')).toMatchObject({ OverdueRequests: 0 });
-    expect(logged.map((entry) => entry.level)).toEqual(['info']);
+    expect(logged.map((entry) => entry.message)).toEqual(['audit manifests written', 'deadline sweep']);
   });
 });
 
@@ -292,10 +339,16 @@ describe('deadlineSweepEnvSchema', () => {
 
   it('reads the window and defaults the namespace', () => {
     expect(
-      parseEnv(deadlineSweepEnvSchema, { TABLE_NAME: 't', METRICS_STACK: 's', DUE_SOON_DAYS: '3' }),
+      parseEnv(deadlineSweepEnvSchema, {
+        TABLE_NAME: 't',
+        METRICS_STACK: 's',
+        DUE_SOON_DAYS: '3',
+        AUDIT_BUCKET: 'a',
+      }),
     ).toEqual({
       TABLE_NAME: 't',
       METRICS_STACK: 's',
+      AUDIT_BUCKET: 'a',
       DUE_SOON_DAYS: 3,
       METRICS_NAMESPACE: 'svc-dsr',
     });

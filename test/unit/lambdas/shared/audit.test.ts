@@ -22,7 +22,7 @@ import {
   recordHash,
   subjectHash,
 } from '#shared/audit';
-import { ConfigurationError } from '#shared/errors';
+import { AuditChainClosedError, ConfigurationError } from '#shared/errors';
 
 const HMAC_KEY = 'test-audit-hmac-key-0123456789abcdef';
 const PRIMARY_KEY = 'site-user-8472-unique-pk';
@@ -194,7 +194,13 @@ describe('AuditTrail against fauxqs S3', () => {
       `audit/${requestId}/000003.json`,
       `audit/${requestId}/000004.json`,
     ]);
-    expect(verdict).toEqual({ ok: true, records: 5, head: records[4]?.hash });
+    expect(verdict).toEqual({
+      ok: true,
+      records: 5,
+      head: records[4]?.hash,
+      final: true,
+      hashes: records.map((record) => record.hash),
+    });
   });
 
   it('stores records that pass the schema, as application/json, with the clock time', async () => {
@@ -326,7 +332,11 @@ describe('AuditTrail against fauxqs S3', () => {
     const verdict = await trail.verify(requestId);
 
     // Assess
-    expect(verdict).toEqual({ ok: false, problem: 'a record follows the final record 4', at: 5 });
+    expect(verdict).toEqual({
+      ok: false,
+      problem: "a record follows the final record 4 (only an operator's retry of a failure may)",
+      at: 5,
+    });
   });
 
   it('reports a request without records instead of calling it verified', async () => {
@@ -457,10 +467,89 @@ describe('AuditTrail against fauxqs S3', () => {
     );
 
     // Assess
-    expect(late).toBeInstanceOf(Error);
-    expect(String(late)).toMatch(/closed by its final record \(seq 4\)/);
+    expect(late).toBeInstanceOf(AuditChainClosedError);
+    expect(String(late)).toMatch(/closed by its final record \(seq 4, request_completed\)/);
     expect(replay.seq).toBe(4);
     expect(await objectKeys(local, `audit/${requestId}/`)).toHaveLength(5);
+  });
+
+  it("opens a new segment after a failure's final record only for an operator's retry, and verifies it", async () => {
+    // Prepare
+    const requestId = randomUUID();
+    await trail.append(requestId, event('Intake', { action: 'request_received' }));
+    await trail.append(
+      requestId,
+      event('RecordFailure:1:export_failed', { action: 'request_failed', final: true }),
+    );
+
+    // Act
+    const other = await rejectionOf(
+      trail.append(requestId, event('Operator:extend', { step: 'Operator', action: 'deadline_extended' })),
+    );
+    const retried = await trail.append(
+      requestId,
+      event('Operator:retry-2', { step: 'Operator', action: 'request_retried' }),
+    );
+    await trail.append(requestId, event('RecordOutcome', { action: 'request_completed', final: true }));
+    const afterSuccess = await rejectionOf(
+      trail.append(requestId, event('Operator:retry-3', { step: 'Operator', action: 'request_retried' })),
+    );
+    const verdict = await trail.verify(requestId);
+
+    // Assess
+    expect(other).toBeInstanceOf(AuditChainClosedError);
+    expect(retried.seq).toBe(2);
+    expect(afterSuccess).toBeInstanceOf(AuditChainClosedError);
+    expect(verdict).toMatchObject({ ok: true, records: 4, final: true });
+  });
+
+  it('appends after a chain another writer reopened, though this trail remembers it closed', async () => {
+    // Prepare
+    const requestId = randomUUID();
+    await trail.append(requestId, event('Intake', { action: 'request_received' }));
+    await trail.append(requestId, event('RecordFailure:1:x', { action: 'request_failed', final: true }));
+    const operator = new AuditTrail({ s3: local.s3, bucket: local.bucket }, { hmacKey: () => HMAC_KEY });
+    await operator.append(
+      requestId,
+      event('Operator:retry-2', { step: 'Operator', action: 'request_retried' }),
+    );
+
+    // Act
+    const resumed = await trail.append(requestId, event('ResolveSubject', { action: 'subject_resolved' }));
+
+    // Assess
+    expect(resumed.seq).toBe(3);
+    expect(await trail.verify(requestId)).toMatchObject({ ok: true, records: 4, final: false });
+  });
+
+  it('tells the head store the new head after every append, and again when a repeated event finds it written', async () => {
+    // Prepare
+    const heads: { requestId: string; hash: string; count: number }[] = [];
+    const withHeads = new AuditTrail(
+      { s3: local.s3, bucket: local.bucket },
+      {
+        hmacKey: () => HMAC_KEY,
+        clock: () => FIXED_NOW,
+        heads: {
+          recordAuditHead: async (requestId, head) => {
+            heads.push({ requestId, hash: head.hash, count: head.count });
+          },
+        },
+      },
+    );
+    const requestId = randomUUID();
+
+    // Act
+    const first = await withHeads.append(requestId, event('Intake'));
+    const second = await withHeads.append(requestId, event('RecordOutcome', { final: true }));
+    await withHeads.append(requestId, event('RecordOutcome', { final: true }));
+
+    // Assess
+    expect(heads).toEqual([
+      { requestId, hash: first.hash, count: 1 },
+      { requestId, hash: second.hash, count: 2 },
+      { requestId, hash: second.hash, count: 2 },
+    ]);
   });
 
   it('refuses a request id that could escape its prefix', async () => {

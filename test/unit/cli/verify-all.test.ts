@@ -1,0 +1,404 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DeleteItemCommand, DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
+import {
+  CreateBucketCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  ListObjectsV2Command,
+  ListObjectVersionsCommand,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
+import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AuditRecord, AuditTrail, auditRecordKey, recordHash } from '#shared/audit';
+import { writeDailyManifests } from '#shared/audit-manifest';
+import { computeDeadlines } from '#shared/deadlines';
+import { Ledger } from '#shared/ledger';
+import { runVerifyAll, type VerifyAllCheck } from '../../../bin/cli/commands/verify.ts';
+import { collectingIo } from '../../../bin/cli/format.ts';
+import { createLedgerTable } from '../../../local/ledger-table.ts';
+import { type DiskS3, startDiskS3 } from '../../../local/s3-disk.ts';
+import { startDynamo } from '../../helpers/dynamo.ts';
+import { testContext } from './helpers.ts';
+
+/**
+ * The tamper table of docs/audit.md, performed: each tamper is done to a stored chain (on the
+ * disk S3 stand-in of local mode, with a dynalite ledger), and `verify --all` must name the check
+ * that catches it.
+ */
+const HMAC_KEY = 'verify-all-hmac-key-0123456789abcdef';
+const DAY_ONE = new Date('2026-11-20T10:00:00.000Z');
+const DAY_TWO = new Date('2026-11-21T09:00:00.000Z');
+
+let dynamo: Awaited<ReturnType<typeof startDynamo>>;
+let disk: DiskS3;
+let root: string;
+let s3: S3Client;
+let bucketCount = 0;
+
+beforeAll(async () => {
+  dynamo = await startDynamo();
+  root = await mkdtemp(join(tmpdir(), 'verify-all-'));
+  disk = await startDiskS3({ root });
+  s3 = new S3Client({
+    endpoint: disk.endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  });
+});
+afterAll(async () => {
+  s3.destroy();
+  await disk.close();
+  await dynamo.close();
+  await rm(root, { recursive: true, force: true });
+});
+
+/** A fresh ledger table and audit bucket holding completed and failed requests, with a manifest of day one. */
+async function world() {
+  bucketCount += 1;
+  const table = `ledger-${bucketCount}`;
+  const names = {
+    LedgerTableName: table,
+    AuditBucketName: `audit-${bucketCount}`,
+    ArchiveBucketName: 'archives',
+  };
+  await createLedgerTable(dynamo.client, table);
+  await s3.send(new CreateBucketCommand({ Bucket: names.AuditBucketName }));
+  const ledger = new Ledger(dynamo.client, table, () => DAY_ONE);
+  const trail = new AuditTrail(
+    { s3, bucket: names.AuditBucketName },
+    { hmacKey: () => HMAC_KEY, clock: () => DAY_ONE, heads: ledger },
+  );
+  const requests = [await completedRequest(ledger, trail), await completedRequest(ledger, trail)];
+  await writeDailyManifests({ s3, bucket: names.AuditBucketName, ledger, clock: () => DAY_TWO });
+  const context = testContext({ dynamoClient: dynamo.client, s3, names }, () => DAY_TWO);
+  return { names, ledger, trail, requests, context };
+}
+
+async function completedRequest(ledger: Ledger, trail: AuditTrail): Promise<string> {
+  const requestId = randomUUID();
+  const request = {
+    request_id: requestId,
+    type: 'access' as const,
+    regulation: 'gdpr' as const,
+    primary_key: 'site-user-1',
+    received_at: '2026-11-19T09:00:00Z',
+    verification: { method: 'email_link', verified_by: 'privacy', verified_at: '2026-11-19T09:05:00Z' },
+  };
+  await ledger.createReceived(request, 'fp', computeDeadlines('gdpr', new Date(request.received_at)));
+  await trail.append(requestId, { eventId: 'Intake', step: 'Intake', action: 'request_received', facts: {} });
+  await ledger.update(requestId, { status: 'running', step: 'resolving' }, ['received']);
+  for (const step of ['ResolveSubject', 'StartExport', 'CheckExport']) {
+    await trail.append(requestId, { eventId: step, step, action: 'step_done', facts: {} });
+  }
+  await ledger.update(requestId, { status: 'completed', outcome: 'no_data', step: null }, ['running']);
+  await trail.append(requestId, {
+    eventId: 'RecordOutcome',
+    step: 'RecordOutcome',
+    action: 'request_completed',
+    facts: { outcome: 'no_data' },
+    final: true,
+  });
+  return requestId;
+}
+
+async function readRecord(bucket: string, requestId: string, seq: number): Promise<AuditRecord> {
+  const answer = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: auditRecordKey(requestId, seq) }));
+  return JSON.parse((await answer.Body?.transformToString('utf-8')) ?? '') as AuditRecord;
+}
+
+async function writeRecord(bucket: string, requestId: string, seq: number, record: unknown): Promise<void> {
+  await s3.send(
+    new PutObjectCommand({
+      Bucket: bucket,
+      Key: auditRecordKey(requestId, seq),
+      Body: JSON.stringify(record),
+    }),
+  );
+}
+
+function sealed(record: Omit<AuditRecord, 'hash'> & { hash?: string }): AuditRecord {
+  const { hash: _old, ...rest } = record;
+  return { ...rest, hash: recordHash(rest) };
+}
+
+/** Rewrites the whole chain from `records` in their new order, re-numbered and re-hashed, as a forger would. */
+async function rewriteChain(
+  bucket: string,
+  requestId: string,
+  records: readonly AuditRecord[],
+): Promise<AuditRecord[]> {
+  const rewritten: AuditRecord[] = [];
+  for (const [seq, record] of records.entries()) {
+    const next = sealed({
+      ...record,
+      seq,
+      final: seq === records.length - 1,
+      prev_hash: rewritten.at(-1)?.hash ?? null,
+    });
+    rewritten.push(next);
+    await writeRecord(bucket, requestId, seq, next);
+  }
+  return rewritten;
+}
+
+async function checksOf(context: ReturnType<typeof testContext>) {
+  const io = collectingIo();
+  const { exitCode, result } = await runVerifyAll(context, {}, io);
+  return {
+    exitCode,
+    checks: [...new Set(result.findings.map((finding) => finding.check))].sort() as VerifyAllCheck[],
+    findings: result.findings,
+    output: io.stdout(),
+  };
+}
+
+describe('svc-dsr verify --all', () => {
+  it('exits 0 with a summary table and no finding when nothing was touched', async () => {
+    // Prepare
+    const { context } = await world();
+
+    // Act
+    const { exitCode, checks, output } = await checksOf(context);
+
+    // Assess
+    expect(checks).toEqual([]);
+    expect(exitCode).toBe(0);
+    expect(output).toMatch(/checked 2 request\(s\) \(all\) against 1 daily manifest\(s\)/);
+    expect(output).toMatch(/^tail_rewritten\s+0$/m);
+    expect(output).toMatch(/verified: no findings/);
+  });
+
+  it('keeps the head hash and record count of each chain in the ledger', async () => {
+    // Prepare
+    const { ledger, trail, requests } = await world();
+    const [requestId = ''] = requests;
+
+    // Act
+    const item = await ledger.require(requestId);
+    const chain = await trail.list(requestId);
+
+    // Assess
+    expect(item.audit_count).toBe(5);
+    expect(item.audit_head).toBe(chain.at(-1)?.hash);
+  });
+
+  it('catches an edited record (edit): chain_broken', async () => {
+    const { names, requests, context } = await world();
+    const [requestId = ''] = requests;
+    const record = await readRecord(names.AuditBucketName, requestId, 2);
+    await writeRecord(names.AuditBucketName, requestId, 2, { ...record, facts: { edited: true } });
+
+    const { exitCode, checks, findings } = await checksOf(context);
+
+    expect(exitCode).toBe(1);
+    expect(checks).toEqual(['chain_broken']);
+    expect(findings[0]).toMatchObject({
+      request_id: requestId,
+      detail: expect.stringMatching(/hash does not match/),
+    });
+  });
+
+  it('catches a deleted middle record (delete): chain_broken', async () => {
+    const { names, requests, context } = await world();
+    const [requestId = ''] = requests;
+    await s3.send(
+      new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, 2) }),
+    );
+
+    const { checks, findings } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_broken']);
+    expect(findings[0]?.detail).toMatch(/record 2 is missing/);
+  });
+
+  it("catches two records swapped under each other's keys (swap): chain_broken", async () => {
+    const { names, requests, context } = await world();
+    const [requestId = ''] = requests;
+    const one = await readRecord(names.AuditBucketName, requestId, 1);
+    const two = await readRecord(names.AuditBucketName, requestId, 2);
+    await writeRecord(names.AuditBucketName, requestId, 1, two);
+    await writeRecord(names.AuditBucketName, requestId, 2, one);
+
+    const { checks } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_broken']);
+  });
+
+  it('catches a chain reordered and re-hashed whole (reorder and re-hash): tail_rewritten and manifest_mismatch', async () => {
+    const { names, requests, context } = await world();
+    const [requestId = ''] = requests;
+    const records = await Promise.all(
+      [0, 1, 2, 3, 4].map((seq) => readRecord(names.AuditBucketName, requestId, seq)),
+    );
+    await rewriteChain(
+      names.AuditBucketName,
+      requestId,
+      [records[0], records[2], records[1], records[3], records[4]].filter((r) => r !== undefined),
+    );
+
+    const { checks } = await checksOf(context);
+
+    expect(checks).toEqual(['manifest_mismatch', 'tail_rewritten']);
+  });
+
+  it('catches a chain reordered and re-hashed with the ledger head rewritten to match: manifest_mismatch', async () => {
+    const { names, requests, context } = await world();
+    const [requestId = ''] = requests;
+    const records = await Promise.all(
+      [0, 1, 2, 3, 4].map((seq) => readRecord(names.AuditBucketName, requestId, seq)),
+    );
+    const forged = await rewriteChain(
+      names.AuditBucketName,
+      requestId,
+      [records[0], records[2], records[1], records[3], records[4]].filter((r) => r !== undefined),
+    );
+    await dynamo.doc.send(
+      new UpdateCommand({
+        TableName: names.LedgerTableName,
+        Key: { request_id: requestId },
+        UpdateExpression: 'SET audit_head = :head',
+        ExpressionAttributeValues: { ':head': forged.at(-1)?.hash },
+      }),
+    );
+
+    const { checks } = await checksOf(context);
+
+    expect(checks).toEqual(['manifest_mismatch']);
+  });
+
+  it('catches the final record deleted (truncate): chain_truncated and final_missing', async () => {
+    const { names, requests, context } = await world();
+    const [requestId = ''] = requests;
+    await s3.send(
+      new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, 4) }),
+    );
+
+    const { checks } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_truncated', 'final_missing', 'manifest_mismatch']);
+  });
+
+  it('catches the final record rewritten and re-hashed (rewrite the tail): tail_rewritten', async () => {
+    const { names, requests, context } = await world();
+    const [requestId = ''] = requests;
+    const last = await readRecord(names.AuditBucketName, requestId, 4);
+    await writeRecord(
+      names.AuditBucketName,
+      requestId,
+      4,
+      sealed({ ...last, facts: { outcome: 'exported' } }),
+    );
+
+    const { checks } = await checksOf(context);
+
+    expect(checks).toEqual(['manifest_mismatch', 'tail_rewritten']);
+  });
+
+  it('catches a whole chain deleted (delete a chain): chain_missing', async () => {
+    const { names, requests, context } = await world();
+    const [requestId = ''] = requests;
+    for (const seq of [0, 1, 2, 3, 4]) {
+      await s3.send(
+        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, seq) }),
+      );
+    }
+
+    const { checks, findings } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_missing']);
+    expect(findings[0]?.request_id).toBe(requestId);
+  });
+
+  it('catches a chain deleted with its ledger item: ledger_missing from the manifest', async () => {
+    const { names, requests, context } = await world();
+    const [requestId = ''] = requests;
+    for (const seq of [0, 1, 2, 3, 4]) {
+      await s3.send(
+        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, seq) }),
+      );
+    }
+    await dynamo.client.send(
+      new DeleteItemCommand({
+        TableName: names.LedgerTableName,
+        Key: { request_id: { S: requestId } },
+      }),
+    );
+
+    const { checks } = await checksOf(context);
+
+    expect(checks).toEqual(['ledger_missing']);
+  });
+
+  it('reports a terminal request whose chain was never closed: final_missing', async () => {
+    const { names, ledger, context } = await world();
+    const trail = new AuditTrail(
+      { s3, bucket: names.AuditBucketName },
+      { hmacKey: () => HMAC_KEY, clock: () => DAY_ONE, heads: ledger },
+    );
+    const requestId = randomUUID();
+    await ledger.createRejected(requestId, 'fp', ['type: required']);
+    await trail.append(requestId, {
+      eventId: 'Intake',
+      step: 'Intake',
+      action: 'request_rejected',
+      facts: {},
+    });
+
+    const { checks } = await checksOf(context);
+
+    expect(checks).toEqual(['final_missing']);
+  });
+});
+
+describe('svc-dsr verify --all object versions', () => {
+  it('reports every audit key with more than one version or a delete marker, as S3 lists them in AWS', async () => {
+    // Prepare
+    const awsS3 = new S3Client({
+      region: 'eu-west-1',
+      credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
+    });
+    const awsDynamo = new DynamoDBClient({
+      region: 'eu-west-1',
+      credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
+    });
+    const s3Mock = mockClient(awsS3);
+    const dynamoMock = mockClient(awsDynamo);
+    const requestId = randomUUID();
+    dynamoMock.on(ScanCommand).resolves({ Items: [] });
+    s3Mock.on(ListObjectsV2Command).resolves({ Contents: [] });
+    s3Mock.on(ListObjectVersionsCommand, { Prefix: 'audit/' }).resolves({
+      Versions: [
+        { Key: auditRecordKey(requestId, 0), VersionId: 'v1' },
+        { Key: auditRecordKey(requestId, 1), VersionId: 'v1' },
+        { Key: auditRecordKey(requestId, 1), VersionId: 'v2' },
+      ],
+      DeleteMarkers: [{ Key: auditRecordKey(requestId, 0), VersionId: 'm1' }],
+    });
+    s3Mock.on(ListObjectVersionsCommand, { Prefix: 'manifests/' }).resolves({});
+
+    // Act
+    const { exitCode, result } = await runVerifyAll(
+      testContext({ s3: awsS3, dynamoClient: awsDynamo }),
+      {},
+      collectingIo(),
+    );
+
+    // Assess
+    expect(exitCode).toBe(1);
+    expect(result.findings.map((finding) => [finding.request_id, finding.check])).toEqual([
+      [requestId, 'multiple_versions'],
+      [requestId, 'multiple_versions'],
+    ]);
+    expect(s3Mock).toHaveReceivedCommandWith(ListObjectVersionsCommand, {
+      Bucket: 'audit',
+      Prefix: 'audit/',
+    });
+  });
+});
