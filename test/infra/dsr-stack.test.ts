@@ -633,8 +633,8 @@ describe('reconciler', () => {
     });
   });
 
-  it('may read executions, start them and read and write the ledger, nothing else on those services', () => {
-    const actions = statementsOf('Reconciler').flatMap(actionsOf);
+  it('may read executions, start them and read and write the ledger and the export slots, nothing else on those services', () => {
+    const actions = [...new Set(statementsOf('Reconciler').flatMap(actionsOf))];
     expect(actions.filter((action) => action.startsWith('states:')).sort()).toEqual([
       'states:DescribeExecution',
       'states:StartExecution',
@@ -662,6 +662,12 @@ describe('alarms', () => {
         ok: [{ Ref: topic }],
       });
     }
+  });
+
+  it('watches the reconciler: stuck requests at once, a platform down for 15 minutes', () => {
+    const byMetric = (name: string) => alarms.find(([, alarm]) => alarm.MetricName === name)?.[1];
+    expect(byMetric('StuckRequests')).toMatchObject({ Threshold: 1, Namespace: 'svc-dsr' });
+    expect(byMetric('PlatformDownSeconds')).toMatchObject({ Threshold: 900, Namespace: 'svc-dsr' });
   });
 
   it('watches the dead-letter and quarantine queues, failed and timed-out executions', () => {
