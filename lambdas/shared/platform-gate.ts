@@ -49,9 +49,11 @@ const EXPORTS_ITEM = 'exports';
 
 /** The circuit's first cool-down; each failed probe doubles it, up to the longest. */
 const FIRST_COOLDOWN_MS = 1_000;
-const LONGEST_COOLDOWN_MS = 15_000;
+const LONGEST_COOLDOWN_MS = 5_000;
 /** How long the one probe of a half-open circuit holds it before another may try. */
 const PROBE_MS = 15_000;
+/** How soon a call held for the probe looks again. */
+const PROBE_RECHECK_SECONDS = 2;
 /** Versioned circuit writes lost to another caller before giving up on this one. */
 const MAX_CONFLICTS = 8;
 
@@ -102,7 +104,10 @@ export function circuitDecision(state: CircuitState, now: number, settings: Gate
     return { kind: 'outage', sinceSeconds: Math.round(since / 1000) };
   }
   if (state.open_until > now) return { kind: 'wait', seconds: secondsUntil(state.open_until, now) };
-  if (state.probe_until > now) return { kind: 'wait', seconds: secondsUntil(state.probe_until, now) };
+  // The probe answers within the client's timeout, mostly at once: look again soon.
+  if (state.probe_until > now) {
+    return { kind: 'wait', seconds: Math.min(PROBE_RECHECK_SECONDS, secondsUntil(state.probe_until, now)) };
+  }
   return { kind: 'probe', next: { ...state, version: state.version + 1, probe_until: now + PROBE_MS } };
 }
 
