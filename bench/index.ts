@@ -358,12 +358,17 @@ function printTable(title: string, header: string[], rows: string[][]) {
   console.log('');
 }
 
-async function throughput() {
-  const requests = z.coerce
+/** A positive count from the environment variable `name`, or `fallback`. */
+function countFromEnv(name: string, fallback: number): number {
+  return z.coerce
     .number()
     .int()
     .positive()
-    .parse(process.env.BENCH_LOCAL_REQUESTS ?? '1000');
+    .parse(process.env[name] ?? String(fallback));
+}
+
+async function throughput() {
+  const requests = countFromEnv('BENCH_LOCAL_REQUESTS', 1000);
   const result = await localThroughput(requests, { awsFaults });
   const throttled = awsFaults
     ? `; AWS calls throttled at ${awsFaults.throttle_rate} (${awsFaults.services.join(', ')}, seed ${awsFaults.seed})`
@@ -400,11 +405,7 @@ async function throughput() {
  * nothing may fail that could have waited, and the platform's limits must never be passed.
  */
 async function burst() {
-  const requests = z.coerce
-    .number()
-    .int()
-    .positive()
-    .parse(process.env.BENCH_BURST_REQUESTS ?? '1000');
+  const requests = countFromEnv('BENCH_BURST_REQUESTS', 1000);
   const rateLimit = { requests_per_second: 50, burst: 50, max_open_exports: 100 };
   const outage = { afterSeconds: 45, durationSeconds: 30 };
   const faults: AwsFaults = awsFaults ?? {

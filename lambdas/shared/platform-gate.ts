@@ -357,16 +357,46 @@ export class PlatformGate {
    * above (and below `below`, and the circuit closed, when asked). Undefined when the condition
    * does not hold, or the item does not exist yet.
    */
-  async #add(
+  #add(
     counter: 'slot' | 'room',
     where: { floor: number; below?: number; closedCircuit?: boolean },
   ): Promise<number | undefined> {
-    const conditions = ['#counter >= :floor'];
-    const values: Record<string, number> = { ':one': 1, ':floor': where.floor };
-    if (where.below !== undefined) {
-      conditions.push('#counter < :below');
-      values[':below'] = where.below;
-    }
+    return this.#takeIf(counter, where, {
+      update: 'ADD #counter :one',
+      conditions: ['#counter >= :floor', ...(where.below === undefined ? [] : ['#counter < :below'])],
+      values: { ':one': 1, ...(where.below === undefined ? {} : { ':below': where.below }) },
+    });
+  }
+
+  /**
+   * Moves a counter that lagged through a quiet spell up to `floor` and takes the next value, in one
+   * write, so the taker cannot be overtaken by the clock between the two; undefined when the
+   * counter no longer lags (someone else moved it) or the circuit is open (when asked).
+   */
+  #raise(
+    counter: 'slot' | 'room',
+    floor: number,
+    where: { closedCircuit?: boolean } = {},
+  ): Promise<number | undefined> {
+    return this.#takeIf(
+      counter,
+      { floor, ...where },
+      {
+        update: 'SET #counter = :taken',
+        conditions: ['(attribute_not_exists(#counter) OR #counter < :floor)'],
+        values: { ':taken': floor + 1 },
+      },
+    );
+  }
+
+  /** One conditional write of a counter; its new value, or undefined when the condition fails. */
+  async #takeIf(
+    counter: 'slot' | 'room',
+    where: { floor: number; closedCircuit?: boolean },
+    write: { update: string; conditions: string[]; values: Record<string, number> },
+  ): Promise<number | undefined> {
+    const conditions = [...write.conditions];
+    const values: Record<string, number> = { ':floor': where.floor, ...write.values };
     if (where.closedCircuit) {
       conditions.push('(attribute_not_exists(opened_at) OR opened_at = :zero)');
       values[':zero'] = 0;
@@ -376,7 +406,7 @@ export class PlatformGate {
         new UpdateItemCommand({
           TableName: this.#table,
           Key: marshall({ [GATE_KEY]: RATE_ITEM }),
-          UpdateExpression: 'ADD #counter :one',
+          UpdateExpression: write.update,
           ConditionExpression: conditions.join(' AND '),
           ExpressionAttributeNames: { '#counter': counter },
           ExpressionAttributeValues: marshall(values),
@@ -385,40 +415,6 @@ export class PlatformGate {
       );
       const value = answer.Attributes?.[counter]?.N;
       return value === undefined ? undefined : Number(value);
-    } catch (error) {
-      if (errorName(error) === 'ConditionalCheckFailedException') return undefined;
-      throw error;
-    }
-  }
-
-  /**
-   * Moves a counter that lagged through a quiet spell up to `floor` and takes the next value, in one
-   * write, so the taker cannot be overtaken by the clock between the two; undefined when the
-   * counter no longer lags (someone else moved it) or the circuit is open (when asked).
-   */
-  async #raise(
-    counter: 'slot' | 'room',
-    floor: number,
-    where: { closedCircuit?: boolean } = {},
-  ): Promise<number | undefined> {
-    const conditions = ['(attribute_not_exists(#counter) OR #counter < :floor)'];
-    const values: Record<string, number> = { ':floor': floor, ':taken': floor + 1 };
-    if (where.closedCircuit) {
-      conditions.push('(attribute_not_exists(opened_at) OR opened_at = :zero)');
-      values[':zero'] = 0;
-    }
-    try {
-      await this.#dynamo.send(
-        new UpdateItemCommand({
-          TableName: this.#table,
-          Key: marshall({ [GATE_KEY]: RATE_ITEM }),
-          UpdateExpression: 'SET #counter = :taken',
-          ConditionExpression: conditions.join(' AND '),
-          ExpressionAttributeNames: { '#counter': counter },
-          ExpressionAttributeValues: marshall(values),
-        }),
-      );
-      return floor + 1;
     } catch (error) {
       if (errorName(error) === 'ConditionalCheckFailedException') return undefined;
       throw error;
