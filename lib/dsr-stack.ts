@@ -32,6 +32,7 @@ import {
   OPEN_INDEX_ATTRIBUTES,
   OPEN_SHARD_ATTRIBUTE,
 } from '../lambdas/shared/ledger.ts';
+import { INTAKE_METRICS } from '../lambdas/shared/metrics.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { STEP_DIRECTORIES, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
 import {
@@ -325,6 +326,7 @@ export class DsrStack extends Stack {
       entry: `${lambdasDir}intake/handler.ts`,
       description: 'svc-dsr intake: validates requests, records them, starts their executions',
       timeout: Duration.minutes(1),
+      environment: { TIME_ZONE: config.timeZone, METRICS_NAMESPACE, METRICS_STACK: this.stackName },
     });
     intake
       .bindLedger(this.ledger, 'intake')
@@ -406,6 +408,13 @@ export class DsrStack extends Stack {
       stateMachine: this.workflow.stateMachine,
       functions: mapRecord(this.functions, (fn) => fn.function),
       overdueRequests: sweepMetric(DEADLINE_METRICS.overdue),
+      overdueAtIntake: new cloudwatch.Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName: INTAKE_METRICS.overdueAtIntake,
+        dimensionsMap: { Stack: this.stackName },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
       dueSoonRequests: sweepMetric(DEADLINE_METRICS.dueSoon),
     });
 
@@ -436,6 +445,7 @@ export class DsrStack extends Stack {
       DataKeyArn: this.key.keyArn,
       AlarmTopicArn: this.alarms.topic.topicArn,
       Region: this.region,
+      TimeZone: config.timeZone,
     };
     for (const [name, value] of Object.entries(outputs)) new CfnOutput(this, name, { value });
   }

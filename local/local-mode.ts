@@ -197,6 +197,7 @@ async function assembleLocalMode(
       ArchiveBucketName: LOCAL_NAMES.archiveBucket,
       AuditBucketName: LOCAL_NAMES.auditBucket,
       StateMachineArn: runningShim.stateMachineArn,
+      TimeZone: workflow.timeZone,
     },
     pid: process.pid,
     platform: { url: emulator.url, spot_id: emulator.spotId },

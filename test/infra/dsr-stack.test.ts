@@ -683,6 +683,24 @@ describe('alarms', () => {
       expect(alarm).toMatchObject({ EvaluationPeriods: 3, DatapointsToAlarm: 3 });
   });
 
+  it('alarms at once on a request that arrived already overdue, and counts deadlines in the configured zone', () => {
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'OverdueAtIntake',
+      Namespace: 'svc-dsr',
+      Statistic: 'Sum',
+      Threshold: 1,
+      Dimensions: [{ Name: 'Stack', Value: 'Test' }],
+    });
+    const berlin = synth({ ...productionConfig, timeZone: 'Europe/Berlin' });
+    berlin.hasResourceProperties('AWS::Lambda::Function', {
+      Description: Match.stringLikeRegexp('svc-dsr intake'),
+      Environment: {
+        Variables: Match.objectLike({ TIME_ZONE: 'Europe/Berlin', METRICS_STACK: 'Test' }),
+      },
+    });
+    berlin.hasOutput('TimeZone', { Value: 'Europe/Berlin' });
+  });
+
   it('takes a mass drop in at a steady pace: the intake event source has a maximum concurrency', () => {
     template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
       ScalingConfig: { MaximumConcurrency: 5 },
@@ -736,8 +754,10 @@ describe('outputs', () => {
         'QuarantineQueueUrl',
         'Region',
         'StateMachineArn',
+        'TimeZone',
       ].sort(),
     );
+    expect(outputs.TimeZone?.Value).toBe('UTC');
     expect(outputs.Region?.Value).toEqual({ Ref: 'AWS::Region' });
     expect(outputs.IntakeQueueUrl?.Value).toEqual({ Ref: idOf('AWS::SQS::Queue', 'IntakeQueue') });
   });
