@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { loadAwsFaultsFile } from '#local/aws-faults';
 import { loadFaultsFile } from '#local/emulator/faults';
 import { loadStateFile } from '#local/emulator/state';
+import type { LocalEvent } from '#local/events-standin';
 import type { LineOutcome, LocalMode } from '#local/local-mode';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import { timeZoneSchema } from '#shared/config';
@@ -162,6 +163,10 @@ export async function runLocal(
     dataDir: flags.dataDir,
     waitMs,
     ...(timeZone === undefined ? {} : { env: { TIME_ZONE: timeZone } }),
+    // A serving local mode shows every status event as the bus receives it (all are in <data-dir>/events/).
+    ...(flags.serve
+      ? { onEvent: (event: LocalEvent) => process.stdout.write(`event ${JSON.stringify(event)}\n`) }
+      : {}),
     ...(platformState ? { platformState } : {}),
     ...(faults ? { faults } : {}),
     ...(awsFaults ? { awsFaults } : {}),

@@ -101,6 +101,7 @@ describe('parseStackConfig', () => {
     reconcileMaxResumes: { value: 21, fix: /whole number from 0 to 20/ },
     logRetentionDays: { value: 100, fix: /one of 1, 3, 5, 7, 14, 30/ },
     timeZone: { value: 'Europe/Atlantis', fix: /the controller's IANA time zone/ },
+    eventBusArn: { value: 'privacy-bus', fix: /the ARN of an existing EventBridge bus/ },
   };
 
   it('has a refusal case for every configuration key', () => {
