@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MINIMUM_RETENTION_MONTHS } from '../lambdas/shared/audit.ts';
+import { DEFAULT_TIME_ZONE, isTimeZone } from '../lambdas/shared/deadlines.ts';
 import { downloadPolicySchema } from '../lambdas/shared/download-policy.ts';
 
 /** The cdk.json context key that holds the configuration. */
@@ -88,6 +89,10 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   reconcileMinutes: 'a whole number of minutes from 5 to 1440',
   reconcileMaxResumes: 'a whole number from 0 to 20',
   logRetentionDays: `one of ${LOG_RETENTION_DAYS.join(', ')}`,
+  eventBusArn:
+    'the ARN of an existing EventBridge bus for the status events, e.g. "arn:aws:events:eu-west-1:111122223333:event-bus/privacy", or leave it out to have the stack create one',
+  timeZone:
+    'the controller\'s IANA time zone, e.g. "Europe/Berlin" or "America/Los_Angeles" (default "UTC"): deadlines end at the end of the local day there',
 };
 
 const httpsUrl = z.url({ protocol: /^https$/, error: 'expected an https URL' });
@@ -164,6 +169,17 @@ const baseSchema = z.strictObject({
       message: 'CloudWatch Logs does not accept this retention',
     })
     .default(365),
+  eventBusArn: z
+    .string()
+    .regex(
+      /^arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus\/[A-Za-z0-9._\-/]{1,256}$/,
+      'expected an EventBridge bus ARN',
+    )
+    .optional(),
+  timeZone: z
+    .string()
+    .refine(isTimeZone, 'not an IANA time zone this runtime knows')
+    .default(DEFAULT_TIME_ZONE),
 });
 
 /** Stack configuration, from cdk.json context (`svc-dsr` key) or stack props; validated at synth. */

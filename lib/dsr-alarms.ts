@@ -25,6 +25,8 @@ export interface DsrAlarmsProps {
   readonly functions: Readonly<Record<string, lambda.IFunction>>;
   /** The deadline sweep's OverdueRequests metric. */
   readonly overdueRequests: cloudwatch.IMetric;
+  /** Intake's OverdueAtIntake metric: requests already past their due date when received. @default no alarm */
+  readonly overdueAtIntake?: cloudwatch.IMetric;
   /** The deadline sweep's DueSoonRequests metric: open requests due within the configured days. */
   readonly dueSoonRequests: cloudwatch.IMetric;
   /** The reconciler's StuckRequests: open requests it found with no running execution. */
@@ -160,6 +162,14 @@ export class DsrAlarms extends Construct {
       props.overdueRequests,
       'Open requests are past their statutory due date; svc-dsr list --overdue names them',
     );
+    if (props.overdueAtIntake !== undefined) {
+      // At once, not at the next sweep: the request was late before the workflow saw it.
+      this.#add(
+        'OverdueAtIntake',
+        props.overdueAtIntake,
+        'A request arrived already past its statutory due date (it was accepted and is being answered); svc-dsr list --overdue names it, its ledger item says overdue_at_intake',
+      );
+    }
     for (const [name, fn] of Object.entries(props.functions)) {
       // Transient platform errors are retried by the workflow and also count as Lambda errors, so
       // only errors that persist for two of three five-minute periods raise this alarm.

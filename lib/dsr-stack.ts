@@ -17,7 +17,8 @@ import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
-import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { DynamoEventSource, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
@@ -34,6 +35,7 @@ import {
   OPEN_INDEX_ATTRIBUTES,
   OPEN_SHARD_ATTRIBUTE,
 } from '../lambdas/shared/ledger.ts';
+import { INTAKE_METRICS } from '../lambdas/shared/metrics.ts';
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
@@ -94,7 +96,11 @@ export class DsrStack extends Stack {
   /** The platform's two tokens and the audit HMAC key, one secret each. */
   readonly secrets: Readonly<Record<SecretName, secretsmanager.ISecret>>;
   readonly workflow: DsrWorkflow;
-  readonly functions: Readonly<Record<StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler', DsrFunction>>;
+  readonly functions: Readonly<
+    Record<StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler' | 'StatusEvents', DsrFunction>
+  >;
+  /** Where the status events go: the bus the stack created, or the one `eventBusArn` names. */
+  readonly eventBus: events.IEventBus;
   readonly alarms: DsrAlarms;
   /** What the operator CLI needs; attach it to the privacy team's role (docs/deploy.md). */
   readonly operatorPolicy: iam.ManagedPolicy;
@@ -156,6 +162,8 @@ export class DsrStack extends Stack {
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
+      // Every change, old and new: the status events read it (docs/events.md).
+      stream: dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
     });
     // Load control shared by every step (lambdas/shared/platform-gate.ts): two small items that
     // change on every platform call. They hold request ids (the export slots) and times, nothing
@@ -354,6 +362,7 @@ export class DsrStack extends Stack {
       entry: `${lambdasDir}intake/handler.ts`,
       description: 'svc-dsr intake: validates requests, records them, starts their executions',
       timeout: Duration.minutes(1),
+      environment: { TIME_ZONE: config.timeZone, METRICS_NAMESPACE, METRICS_STACK: this.stackName },
     });
     intake
       .bindLedger(this.ledger, 'intake')
@@ -421,7 +430,43 @@ export class DsrStack extends Stack {
       ],
     });
 
-    this.functions = { ...steps, Intake: intake, DeadlineSweep: sweep, Reconciler: reconciler };
+    // Status events: every status change in the ledger, whoever wrote it (a step, intake, the
+    // state machine's own failure write, the reconciler, an operator), read from the table's stream.
+    this.eventBus =
+      config.eventBusArn === undefined
+        ? new events.EventBus(this, 'StatusEventBus', {
+            eventBusName: `${this.stackName}-status-events`,
+            description:
+              'svc-dsr: a "svc-dsr Request Status Changed" event for every status change (docs/events.md)',
+          })
+        : events.EventBus.fromEventBusArn(this, 'StatusEventBus', config.eventBusArn);
+    const statusEvents = new DsrFunction(this, 'StatusEvents', {
+      ...functionDefaults,
+      entry: `${lambdasDir}status-events/handler.ts`,
+      description: 'svc-dsr status events: publishes every status change of the ledger on EventBridge',
+      timeout: Duration.minutes(1),
+      memorySize: 256,
+      environment: { EVENT_BUS: this.eventBus.eventBusArn },
+    });
+    this.eventBus.grantPutEventsTo(statusEvents.function);
+    statusEvents.function.addEventSource(
+      new DynamoEventSource(this.ledger, {
+        startingPosition: lambda.StartingPosition.TRIM_HORIZON,
+        batchSize: 100,
+        // A batch EventBridge refuses is split and retried; records keep their order per item.
+        bisectBatchOnError: true,
+        retryAttempts: 20,
+        maxRecordAge: Duration.days(1),
+      }),
+    );
+
+    this.functions = {
+      ...steps,
+      Intake: intake,
+      DeadlineSweep: sweep,
+      Reconciler: reconciler,
+      StatusEvents: statusEvents,
+    };
 
     // Alarms
     const sweepMetric = (metricName: string) =>
@@ -450,6 +495,13 @@ export class DsrStack extends Stack {
       stateMachine: this.workflow.stateMachine,
       functions: mapRecord(this.functions, (fn) => fn.function),
       overdueRequests: sweepMetric(DEADLINE_METRICS.overdue),
+      overdueAtIntake: new cloudwatch.Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName: INTAKE_METRICS.overdueAtIntake,
+        dimensionsMap: { Stack: this.stackName },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
       dueSoonRequests: sweepMetric(DEADLINE_METRICS.dueSoon),
       stuckRequests: reconcilerMetric('StuckRequests'),
       platformDownSeconds: reconcilerMetric('PlatformDownSeconds'),
@@ -482,6 +534,8 @@ export class DsrStack extends Stack {
       DataKeyArn: this.key.keyArn,
       AlarmTopicArn: this.alarms.topic.topicArn,
       Region: this.region,
+      TimeZone: config.timeZone,
+      EventBusArn: this.eventBus.eventBusArn,
     };
     for (const [name, value] of Object.entries(outputs)) new CfnOutput(this, name, { value });
   }

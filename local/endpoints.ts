@@ -10,6 +10,8 @@ export const stackNamesSchema = z.object({
   ArchiveBucketName: z.string().min(1),
   AuditBucketName: z.string().min(1),
   StateMachineArn: z.string().min(1),
+  /** The controller's IANA time zone (stack config `timeZone`); report date ranges are cut in it. */
+  TimeZone: z.string().min(1).optional(),
 });
 export type StackNames = z.infer<typeof stackNamesSchema>;
 

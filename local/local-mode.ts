@@ -20,8 +20,10 @@ import type { RunningEmulator } from './emulator/server.ts';
 import { type EmulatorState, loadStateFile } from './emulator/state.ts';
 import { writeLocalEndpoints } from './endpoints.ts';
 import { SqsPoller } from './event-source.ts';
+import type { LocalEvent } from './events-standin.ts';
 import { startLocalServices } from './services-thread.ts';
 import { type SfnShim, startSfnShim } from './sfn-shim.ts';
+import { startLocalStatusEvents } from './status-events.ts';
 import { synthesizeTemplateOnThread } from './template-thread.ts';
 import { jsonLogger, LOCAL_NAMES, type LocalWorkflow, startLocalWorkflow } from './workflow.ts';
 
@@ -45,6 +47,8 @@ export interface LocalModeOptions {
   readonly reconcileSeconds?: number;
   /** Resumes per request before the reconciler records it failed. @default 3 */
   readonly reconcileMaxResumes?: number;
+  /** Sees each status event as the local bus keeps it (`--serve` prints them). */
+  readonly onEvent?: (event: LocalEvent) => void;
 }
 
 /** The reconciler's caller name, as its Lambda's in the IAM proof. */
@@ -153,11 +157,21 @@ async function assembleLocalMode(
   options: LocalModeOptions,
   dataDir: string,
   emulator: RunningEmulator,
-  aws: AwsStandIns,
+  services: AwsStandIns,
   template: Record<string, unknown>,
   started: (() => Promise<unknown>)[],
 ): Promise<LocalMode> {
   const secrets = await localSecrets(dataDir, emulator);
+  // Every ledger write from here on goes through the ledger's stream, as in AWS.
+  const statusEvents = await startLocalStatusEvents(
+    dataDir,
+    services,
+    LOCAL_NAMES.table,
+    jsonLogger(options.logSink ?? (() => {})),
+    options.onEvent,
+  );
+  started.push(() => statusEvents.close());
+  const { aws } = statusEvents;
 
   const outcomes = new Map<string, IntakeResult>();
   let shim: SfnShim | undefined;
@@ -220,6 +234,7 @@ async function assembleLocalMode(
       ArchiveBucketName: LOCAL_NAMES.archiveBucket,
       AuditBucketName: LOCAL_NAMES.auditBucket,
       StateMachineArn: runningShim.stateMachineArn,
+      TimeZone: workflow.timeZone,
     },
     pid: process.pid,
     platform: { url: emulator.url, spot_id: emulator.spotId },
@@ -270,6 +285,7 @@ async function assembleLocalMode(
     async idle() {
       await poller.drain();
       await runningShim.idle();
+      await statusEvents.drained();
     },
     reconcile: (reconcileOptions) => reconcileNow(reconcileOptions?.graceSeconds ?? RECONCILE_GRACE_SECONDS),
     pollContinuously(onError) {
@@ -299,6 +315,7 @@ async function assembleLocalMode(
       await runningShim.close();
       sfn?.destroy();
       await workflow.close();
+      await statusEvents.close();
       await aws.close();
       await emulator.close();
     },

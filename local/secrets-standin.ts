@@ -61,6 +61,13 @@ export async function startSecretsStandIn(
     });
     response.writeHead(200, { 'content-type': 'application/x-amz-json-1.1' }).end(json);
   };
+  return listenOnLoopback(server);
+}
+
+/** Listens on a free loopback port; answers the endpoint and a close that cuts open connections. */
+export async function listenOnLoopback(
+  server: Server,
+): Promise<{ endpoint: string; close(): Promise<void> }> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
@@ -76,13 +83,13 @@ export async function startSecretsStandIn(
   };
 }
 
-function send(response: ServerResponse, status: number, type: string, message: string): void {
+export function send(response: ServerResponse, status: number, type: string, message: string): void {
   response
     .writeHead(status, { 'content-type': 'application/x-amz-json-1.1', 'x-amzn-errortype': type })
     .end(JSON.stringify({ __type: type, message }));
 }
 
-async function readBody(request: IncomingMessage): Promise<string> {
+export async function readBody(request: IncomingMessage): Promise<string> {
   let size = 0;
   const chunks: Buffer[] = [];
   for await (const chunk of request as AsyncIterable<Buffer>) {
@@ -93,7 +100,7 @@ async function readBody(request: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-function safeJson(text: string): unknown {
+export function safeJson(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {

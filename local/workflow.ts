@@ -93,6 +93,8 @@ export const LOCAL_NAMES = {
 /** The workflow running on one machine: the synthesized definition, the real handlers, local AWS. */
 export interface LocalWorkflow {
   readonly ledger: Ledger;
+  /** The controller's IANA time zone deadlines are counted in (`TIME_ZONE` in the env overrides). */
+  readonly timeZone: string;
   readonly audit: AuditTrail;
   readonly s3: S3Client;
   readonly sqs: SQSClient;
@@ -223,11 +225,15 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     quarantine: sqsQuarantine(sqs, queueUrls.quarantine),
     startExecution: options.intakeStarter ?? startExecution,
     logger,
+    timeZone: env.TIME_ZONE,
+    // No CloudWatch here: the count goes to the log, where the warning beside it names the request.
+    countMetric: (name, value) => logger.info('metric', { metric: name, value }),
   };
 
   const intakeHandler = makeIntakeHandler(() => intakeDeps, options.observe);
   return {
     ledger,
+    timeZone: env.TIME_ZONE,
     audit,
     s3,
     sqs,

@@ -3,8 +3,10 @@ import { z } from 'zod';
 import { loadAwsFaultsFile } from '#local/aws-faults';
 import { loadFaultsFile } from '#local/emulator/faults';
 import { loadStateFile } from '#local/emulator/state';
+import type { LocalEvent } from '#local/events-standin';
 import type { LineOutcome, LocalMode } from '#local/local-mode';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
+import { timeZoneSchema } from '#shared/config';
 import type { LedgerItem } from '#shared/ledger';
 import { untilStopped } from './emulator.ts';
 import { CliError, EXIT, jsonLines, parseOption, readRequestsText } from './io.ts';
@@ -18,6 +20,7 @@ export interface LocalFlags {
   json?: boolean;
   serve?: boolean;
   waitMs: string;
+  timeZone?: string;
 }
 
 /** The `--json` summary of a run (the contract scripts rely on). */
@@ -135,6 +138,8 @@ export async function runLocal(
   write = (text: string) => process.stdout.write(text),
 ): Promise<number> {
   const waitMs = parseOption('--wait-ms', waitMsSchema, flags.waitMs);
+  const timeZone =
+    flags.timeZone === undefined ? undefined : parseOption('--time-zone', timeZoneSchema, flags.timeZone);
   const platformState =
     flags.platformState === undefined
       ? undefined
@@ -157,6 +162,11 @@ export async function runLocal(
   const mode = await startLocalMode({
     dataDir: flags.dataDir,
     waitMs,
+    ...(timeZone === undefined ? {} : { env: { TIME_ZONE: timeZone } }),
+    // A serving local mode shows every status event as the bus receives it (all are in <data-dir>/events/).
+    ...(flags.serve
+      ? { onEvent: (event: LocalEvent) => process.stdout.write(`event ${JSON.stringify(event)}\n`) }
+      : {}),
     ...(platformState ? { platformState } : {}),
     ...(faults ? { faults } : {}),
     ...(awsFaults ? { awsFaults } : {}),
@@ -220,6 +230,10 @@ export function registerLocalCommand(program: Command): void {
     .option('--json', 'print the run summary as JSON')
     .option('--serve', 'keep running so other commands reach it with --target local')
     .option('--wait-ms <ms>', 'how long each Wait state lasts locally', '10')
+    .option(
+      '--time-zone <zone>',
+      "the controller's IANA time zone deadlines are counted in, as the stack's timeZone (default UTC)",
+    )
     .addHelpText(
       'after',
       `

@@ -1,4 +1,5 @@
 import type { Ledger, Status } from '#shared/ledger';
+import { embeddedMetricsLine, type MetricTarget } from '#shared/metrics';
 
 /** Statuses of requests that still owe the subject an answer. */
 export const OPEN_STATUSES = ['received', 'running'] as const satisfies readonly Status[];
@@ -91,27 +92,10 @@ export const DEADLINE_METRICS = {
  * One CloudWatch Embedded Metric Format line: CloudWatch Logs turns it into the two metrics, with
  * no SDK call and no IAM permission.
  */
-export function deadlineMetricsLine(
-  counts: DeadlineCounts,
-  metrics: { namespace: string; dimensions: Readonly<Record<string, string>> },
-): string {
-  const dimensionNames = Object.keys(metrics.dimensions);
-  return JSON.stringify({
-    _aws: {
-      Timestamp: Date.parse(counts.checked_at),
-      CloudWatchMetrics: [
-        {
-          Namespace: metrics.namespace,
-          Dimensions: [dimensionNames],
-          Metrics: [
-            { Name: DEADLINE_METRICS.overdue, Unit: 'Count' },
-            { Name: DEADLINE_METRICS.dueSoon, Unit: 'Count' },
-          ],
-        },
-      ],
-    },
-    ...metrics.dimensions,
-    [DEADLINE_METRICS.overdue]: counts.overdue,
-    [DEADLINE_METRICS.dueSoon]: counts.due_soon,
-  });
+export function deadlineMetricsLine(counts: DeadlineCounts, metrics: MetricTarget): string {
+  return embeddedMetricsLine(
+    metrics,
+    { [DEADLINE_METRICS.overdue]: counts.overdue, [DEADLINE_METRICS.dueSoon]: counts.due_soon },
+    new Date(counts.checked_at),
+  );
 }

@@ -8,6 +8,7 @@ import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda'
 import { AuditTrail } from '#shared/audit';
 import { intakeEnvSchema, parseEnv } from '#shared/config';
 import { Ledger } from '#shared/ledger';
+import { embeddedMetricsLine } from '#shared/metrics';
 import { powertoolsLogger } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { functionSecretsFromEnv } from '#shared/secrets';
@@ -52,6 +53,17 @@ function lambdaIntakeDeps(): IntakeDeps {
       quarantine: sqsQuarantine(prepareSdkClient(new SQSClient(CACHED_MIDDLEWARE)), env.QUARANTINE_QUEUE_URL),
       startExecution: sfnStarter(prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE)), env.STATE_MACHINE_ARN),
       logger: powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
+      timeZone: env.TIME_ZONE,
+      clock: () => new Date(),
+      // Straight to stdout, as the deadline sweep's metrics: Embedded Metric Format.
+      countMetric: (name, value) =>
+        process.stdout.write(
+          `${embeddedMetricsLine(
+            { namespace: env.METRICS_NAMESPACE, dimensions: { Stack: env.METRICS_STACK } },
+            { [name]: value },
+            new Date(),
+          )}\n`,
+        ),
     };
   }
   return intakeDeps;

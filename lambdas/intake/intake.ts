@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { type AuditEvent, type AuditTrail, auditEventProblem } from '#shared/audit';
-import { computeDeadlines, type Deadlines } from '#shared/deadlines';
+import { computeDeadlines, DEFAULT_TIME_ZONE, type Deadlines } from '#shared/deadlines';
 import type { Ledger } from '#shared/ledger';
+import { INTAKE_METRICS } from '#shared/metrics';
 import { redactUrls } from '#shared/redact';
 import { type DsrRequest, parseRequestMessage, rfc3339Instant } from '#shared/request';
 import type { StepLogger } from '#shared/step-deps';
@@ -16,6 +17,11 @@ export interface IntakeDeps {
   /** Starts the execution named `name`; an execution of that name already existing is not an error. */
   readonly startExecution: (name: string, input: ExecutionInput) => Promise<'started' | 'already_exists'>;
   readonly logger: StepLogger;
+  /** The controller's IANA time zone, in which deadlines are counted. @default "UTC" */
+  readonly timeZone?: string;
+  readonly clock?: () => Date;
+  /** Publishes one count (Embedded Metric Format in Lambda): a request overdue at intake is alarmed. */
+  readonly countMetric?: (name: string, value: number) => void;
 }
 
 /** What became of one message. */
@@ -60,12 +66,16 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
     return reject(body, parsed.requestId, parsed.fingerprint, parsed.errors, deps);
   }
   const { request } = parsed;
-  const intake = intakeRecord(request);
+  const now = (deps.clock ?? (() => new Date()))();
+  const intake = intakeRecord(request, deps.timeZone ?? DEFAULT_TIME_ZONE, now);
   if (intake.event === undefined) {
     return reject(body, request.request_id, parsed.fingerprint, intake.errors, deps);
   }
-  const { deadlines, event } = intake;
-  const created = await deps.ledger.createReceived(request, parsed.fingerprint, deadlines);
+  const { deadlines, event, overdue } = intake;
+  const created = await deps.ledger.createReceived(request, parsed.fingerprint, {
+    ...deadlines,
+    ...(overdue ? { overdue_at_intake: true } : {}),
+  });
   if (!created.created) {
     const again = await sameIdAgain(body, request.request_id, parsed.fingerprint, created.existing, deps);
     // A crash between the ledger write and StartExecution leaves a received request with no
@@ -79,6 +89,14 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
   progress.receivedId = request.request_id;
   await accept(request, event, deps, { newChain: true });
   deps.logger.info('request accepted', { request_id: request.request_id, type: request.type });
+  if (overdue) {
+    // Accepted all the same: the subject is owed an answer, now late.
+    deps.countMetric?.(INTAKE_METRICS.overdueAtIntake, 1);
+    deps.logger.warn('request was already overdue at intake', {
+      request_id: request.request_id,
+      due_at: deadlines.due_at,
+    });
+  }
   return { kind: 'accepted', requestId: request.request_id };
 }
 
@@ -88,12 +106,15 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
  */
 function intakeRecord(
   request: DsrRequest,
+  timeZone: string,
+  now: Date,
 ):
   | { readonly errors: readonly string[]; readonly event: undefined }
-  | { readonly deadlines: Deadlines; readonly event: AuditEvent } {
+  | { readonly deadlines: Deadlines; readonly event: AuditEvent; readonly overdue: boolean } {
   const receivedAt = rfc3339Instant(request.received_at);
   if (receivedAt === undefined) return { errors: ['received_at: is not a date-time'], event: undefined };
-  const deadlines = computeDeadlines(request.regulation, receivedAt);
+  const deadlines = computeDeadlines(request.regulation, receivedAt, timeZone);
+  const overdue = Date.parse(deadlines.due_at) < now.getTime();
   const event: AuditEvent = {
     eventId: 'Intake',
     step: 'Intake',
@@ -105,6 +126,8 @@ function intakeRecord(
       due_at: deadlines.due_at,
       confirm_by: deadlines.confirm_by,
       verification_method: request.verification.method,
+      time_zone: timeZone,
+      ...(overdue ? { overdue_at_intake: true } : {}),
     },
     subject: { primaryKey: request.primary_key },
   };
@@ -112,7 +135,7 @@ function intakeRecord(
   if (problem !== undefined) {
     return { errors: [`(body): the audit trail would refuse this request: ${problem}`], event: undefined };
   }
-  return { deadlines, event };
+  return { deadlines, event, overdue };
 }
 
 /** Records an invalid request as rejected with its errors, and keeps the message in quarantine. */

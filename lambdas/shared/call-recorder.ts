@@ -23,6 +23,7 @@ export type CallResource =
   | { readonly kind: 'states-machine'; readonly arn: string }
   | { readonly kind: 'states-execution'; readonly arn: string }
   | { readonly kind: 'secret'; readonly id: string }
+  | { readonly kind: 'event-bus'; readonly bus: string }
   | { readonly kind: 'any' };
 
 /** One IAM authorisation a call needs. */
@@ -122,6 +123,7 @@ const SERVICE_PREFIX: Readonly<Record<string, string>> = {
   SQSClient: 'sqs',
   SFNClient: 'states',
   SecretsManagerClient: 'secretsmanager',
+  EventBridgeClient: 'events',
   STSClient: 'sts',
 };
 
@@ -173,6 +175,12 @@ export function authorisationsFor(
     case 'secretsmanager': {
       const id = text(input.SecretId);
       return [one(operation, id ? { kind: 'secret', id } : { kind: 'any' })];
+    }
+    case 'events': {
+      // PutEvents is authorised once per bus its entries name (an entry without one goes to the default bus).
+      const entries = Array.isArray(input.Entries) ? input.Entries : [];
+      const buses = new Set(entries.map((entry) => text(asRecord(entry).EventBusName) ?? 'default'));
+      return [...buses].map((bus) => one(operation, { kind: 'event-bus', bus }));
     }
     default:
       return [one(operation, { kind: 'any' })];

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_TIME_ZONE, isTimeZone } from './deadlines.ts';
 import { ConfigurationError } from './errors.ts';
 
 const csv = z
@@ -10,6 +11,11 @@ const csv = z
       .map((item) => item.trim().toLowerCase())
       .filter((item) => item !== ''),
   );
+/** The controller's IANA time zone, in which deadlines and report days are counted. */
+export const timeZoneSchema = z
+  .string()
+  .refine(isTimeZone, 'expected an IANA time zone such as "Europe/Berlin" or "America/Los_Angeles"')
+  .default(DEFAULT_TIME_ZONE);
 const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
 /** The platform gate's environment (platform-gate.ts): its table and limits, as the stack sets them. */
@@ -47,6 +53,7 @@ export const stepEnvSchema = z.object({
   EXPORT_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(3),
   RETRY_AFTER_CAP_SECONDS: z.coerce.number().int().nonnegative().default(20),
   ...gateEnvSchema.shape,
+  TIME_ZONE: timeZoneSchema,
 });
 export type StepEnv = z.infer<typeof stepEnvSchema>;
 
@@ -58,6 +65,10 @@ export const intakeEnvSchema = z.object({
   AUDIT_KEY_SECRET_ID: z.string().min(1),
   STATE_MACHINE_ARN: z.string().min(1),
   QUARANTINE_QUEUE_URL: z.url(),
+  TIME_ZONE: timeZoneSchema,
+  METRICS_NAMESPACE: z.string().min(1).default('svc-dsr'),
+  /** The `Stack` dimension of intake's metrics, as the deadline sweep's. */
+  METRICS_STACK: z.string().min(1),
 });
 export type IntakeEnv = z.infer<typeof intakeEnvSchema>;
 

@@ -264,6 +264,16 @@ export class ConfigurationError extends DsrError {
   readonly code = 'configuration';
 }
 
+/**
+ * EventBridge refused some status events. The stream batch that carried them is delivered again,
+ * so the events are late rather than lost (consumers de-duplicate by the detail's `event_id`).
+ */
+export class StatusEventsNotPublishedError extends DsrError {
+  override readonly name = 'StatusEventsNotPublishedError';
+  readonly retryable = true;
+  readonly code = 'status_events_not_published';
+}
+
 /** Names Step Functions retries with backoff and jitter. */
 export const RETRYABLE_ERRORS = [
   'PlatformThrottledError',

@@ -123,6 +123,8 @@ export const ledgerItemSchema = z.object({
   due_at: z.string().optional(),
   extension_limit_at: z.string().optional(),
   confirm_by: z.string().nullable().optional(),
+  /** Set when the request was already past its due date when intake received it. */
+  overdue_at_intake: z.boolean().optional(),
   extended: z.boolean().default(false),
   extension_reason: z.string().optional(),
   svc_user_id: z.string().optional(),
@@ -217,7 +219,7 @@ export class Ledger {
   async createReceived(
     request: DsrRequest,
     fingerprint: string,
-    deadlines: Deadlines,
+    deadlines: Deadlines & { readonly overdue_at_intake?: boolean },
   ): Promise<CreateResult> {
     return this.#create({
       ...request,

@@ -32,6 +32,13 @@ export function acknowledges(
 }
 
 export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
+  {
+    role: 'StatusEvents',
+    action: 'kms:DescribeKey',
+    resource: /:key\//,
+    reason:
+      "CDK's stream-read grant for the DynamoDB event source gives kms:DescribeKey with kms:Decrypt on the table's key; reading stream records uses only the Decrypt",
+  },
   ...STEPS.map((role) => ({
     role,
     action: 'secretsmanager:GetSecretValue',

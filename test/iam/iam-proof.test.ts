@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { App, Stack } from 'aws-cdk-lib';
@@ -7,8 +7,10 @@ import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_STATE_MACHINE_ARN, RECONCILER_CALLER } from '#local/local-mode';
+import { EVENTS_DIR, LOCAL_EVENT_BUS, STATUS_EVENTS_CALLER } from '#local/status-events';
 import { LOCAL_NAMES, LOCAL_SECRET_IDS } from '#local/workflow';
 import { CALLERS, type RecordedCall } from '#shared/call-recorder';
+import { STATUS_CHANGED, statusChangedDetailSchema } from '../../lambdas/status-events/status-events.ts';
 import { STEP_DIRECTORIES, type StepName } from '../../lambdas/steps.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
 import { productionConfig } from '../infra/fixtures.ts';
@@ -31,7 +33,7 @@ const template = Template.fromStack(stack).toJSON();
 const logicalId = (construct: iam.IRole | iam.ManagedPolicy | dynamodb.Table) =>
   stack.getLogicalId((construct.node.defaultChild ?? construct) as never);
 
-const roleOf = (name: StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler') => ({
+const roleOf = (name: StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler' | 'StatusEvents') => ({
   roleId: logicalId(stack.functions[name].role),
 });
 const roles: Deployment['roles'] = {
@@ -40,6 +42,7 @@ const roles: Deployment['roles'] = {
   [CALLERS.intakeEventSource]: roleOf('Intake'),
   DeadlineSweep: roleOf('DeadlineSweep'),
   [RECONCILER_CALLER]: roleOf('Reconciler'),
+  [STATUS_EVENTS_CALLER]: roleOf('StatusEvents'),
   [CALLERS.cli]: { managedPolicyId: logicalId(stack.operatorPolicy) },
 };
 
@@ -59,6 +62,7 @@ function deploymentOf(templateJson: Record<string, unknown>): Deployment {
     [LOCAL_SECRET_IDS.ssoAccessToken, outputs.SsoTokenSecretArn ?? ''],
     [LOCAL_SECRET_IDS.exportToken, outputs.ExportTokenSecretArn ?? ''],
     [LOCAL_SECRET_IDS.auditHmacKey, outputs.AuditKeySecretArn ?? ''],
+    [LOCAL_EVENT_BUS, outputs.EventBusArn?.split(':event-bus/')[1] ?? ''],
   ]);
   return { model, roles, names };
 }
@@ -103,6 +107,33 @@ describe('the IAM proof', () => {
   });
 });
 
+describe('the status events the proof observed', () => {
+  it('follow the documented schema and carry no identifier of the scenario', async () => {
+    const dir = join(dataDir, EVENTS_DIR);
+    const lines = (await Promise.all((await readdir(dir)).map((file) => readFile(join(dir, file), 'utf8'))))
+      .join('')
+      .split('\n')
+      .filter(Boolean);
+    const events = lines.map((line) => JSON.parse(line) as { 'detail-type': string; detail: unknown });
+    expect(events.length).toBeGreaterThan(0);
+    for (const event of events) {
+      expect(event['detail-type']).toBe(STATUS_CHANGED);
+      statusChangedDetailSchema.parse(event.detail);
+    }
+    const statuses = new Set(events.map((event) => statusChangedDetailSchema.parse(event.detail).status));
+    expect([...statuses].sort()).toEqual([
+      'cancelled',
+      'completed',
+      'failed',
+      'received',
+      'rejected',
+      'running',
+    ]);
+    // The scenario's subjects are u-alice, u-bruno, u-chloe, u-dan and u-nobody-here; its verifier privacy-team.
+    expect(lines.join('\n')).not.toMatch(/u-(alice|bruno|chloe|dan|nobody)|privacy-team/);
+  });
+});
+
 describe('the IAM proof, proven', () => {
   const stepRole = (step: StepName) => (id: string) => id === policyIdOf(stack.functions[step].policy);
   const policyIdOf = (policy: iam.Policy) => stack.getLogicalId(policy.node.defaultChild as never);
@@ -138,6 +169,18 @@ describe('the IAM proof, proven', () => {
       from: keyPolicyOf,
       action: 'kms:*',
       names: /kms:GenerateDataKey on arn:aws:kms:/,
+    },
+    {
+      grant: "the status events' PutEvents on the bus",
+      from: (id) => id === policyIdOf(stack.functions.StatusEvents.policy),
+      action: 'events:PutEvents',
+      names: /StatusEvents .* events:PutEvents on arn:aws:events:.*:event-bus\/svc-dsr-proof-status-events/,
+    },
+    {
+      grant: "the status events' stream reads",
+      from: (id) => id === policyIdOf(stack.functions.StatusEvents.policy),
+      action: 'dynamodb:GetRecords',
+      names: /EventSource.* dynamodb:GetRecords on arn:aws:dynamodb:.*\/stream\//,
     },
     {
       grant: "the operator's StopExecution",

@@ -80,8 +80,9 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     dataDir,
     // The first export fails, so the first request fails for good (one attempt) and is retried.
     faults: { export_outcomes: ['failed'], export_ready_after_polls: 1 },
-    // Long enough that the cancel and the extension land while their requests wait for the export.
-    waitMs: 4000,
+    // Long enough that the cancel and the extension land while their requests wait for the export,
+    // even when each CLI process takes seconds to start on a busy machine.
+    waitMs: 6000,
     env: { EXPORT_MAX_ATTEMPTS: '1' },
   });
   let stop = async () => {};

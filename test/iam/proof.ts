@@ -114,6 +114,8 @@ function deployedArn(call: RecordedCall, { names, model }: Deployment): string {
     }
     case 'secret':
       return deployed(r.id);
+    case 'event-bus':
+      return r.bus.startsWith('arn:') ? r.bus : model.arn('events', `event-bus/${deployed(r.bus)}`);
     case 'any':
       return '*';
   }

@@ -181,6 +181,10 @@ export function serviceAuthorisations(model: TemplateModel): Authorisation[] {
     if (fnId === undefined) throw new Error(`${id} maps to an unknown function`);
     const roleId = roleOf(model.properties(fnId).Role);
     const role = { caller: `EventSource(${id})`, principal: { roleId } } as const;
+    if (p.EventSourceArn.includes(':dynamodb:')) {
+      out.push(...streamReads(model, role, p.EventSourceArn));
+      continue;
+    }
     for (const action of ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes']) {
       out.push({
         ...role,
@@ -325,4 +329,44 @@ function taskTargets(states: Record<string, unknown>, resourceSuffix: string, pa
   };
   visit(states);
   return [...found];
+}
+
+/**
+ * What Lambda's DynamoDB stream event source does with the function role: it lists and describes
+ * the table's streams and reads their shards; records of a table encrypted with a customer key are
+ * decrypted through DynamoDB.
+ */
+function streamReads(
+  model: TemplateModel,
+  role: { readonly caller: string; readonly principal: { readonly roleId: string } },
+  streamArn: string,
+): Authorisation[] {
+  const reason = 'the DynamoDB stream event source mapping reads the ledger stream with the function role';
+  const reads: Authorisation[] = [
+    ...['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator'].map((action) => ({
+      ...role,
+      action,
+      resource: streamArn,
+      context: { ...SECURE },
+      reason,
+    })),
+    // ListStreams has no resource-level permission.
+    { ...role, action: 'dynamodb:ListStreams', resource: '*', context: { ...SECURE }, reason },
+  ];
+  const tableArn = streamArn.replace(/\/stream\/.*$/, '');
+  const key = keyOf(model, tableArn);
+  if (key !== undefined) {
+    reads.push({
+      ...role,
+      action: 'kms:Decrypt',
+      resource: key.keyArn,
+      context: {
+        'kms:ViaService': `dynamodb.${REGION}.amazonaws.com`,
+        'kms:CallerAccount': ACCOUNT,
+        ...SECURE,
+      },
+      reason: 'the stream records of a table encrypted with a customer key are decrypted through DynamoDB',
+    });
+  }
+  return reads;
 }

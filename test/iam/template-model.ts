@@ -184,6 +184,9 @@ export class TemplateModel {
         return this.ref(logicalId);
       case 'AWS::DynamoDB::Table.Arn':
         return this.arn('dynamodb', `table/${name}`);
+      case 'AWS::DynamoDB::Table.StreamArn':
+        // A stream's label is the time it was enabled: any fixed one stands for it here.
+        return this.arn('dynamodb', `table/${name}/stream/2026-01-01T00:00:00.000`);
       case 'AWS::KMS::Key.Arn':
         return this.arn('kms', `key/${this.keyId(logicalId)}`);
       case 'AWS::IAM::Role.Arn':

@@ -51,6 +51,7 @@ describe('parseStackConfig', () => {
       reconcileMinutes: 15,
       reconcileMaxResumes: 3,
       logRetentionDays: 365,
+      timeZone: 'UTC',
       stage: 'dev',
       production: true,
       auditLockMode: 'COMPLIANCE',
@@ -105,6 +106,8 @@ describe('parseStackConfig', () => {
     reconcileMinutes: { value: 2, fix: /whole number of minutes from 5 to 1440/ },
     reconcileMaxResumes: { value: 21, fix: /whole number from 0 to 20/ },
     logRetentionDays: { value: 100, fix: /one of 1, 3, 5, 7, 14, 30/ },
+    timeZone: { value: 'Europe/Atlantis', fix: /the controller's IANA time zone/ },
+    eventBusArn: { value: 'privacy-bus', fix: /the ARN of an existing EventBridge bus/ },
   };
 
   it('has a refusal case for every configuration key', () => {

@@ -34,7 +34,7 @@ const archiveBucket = idOf('AWS::S3::Bucket', 'ArchiveBucket');
 const auditBucket = idOf('AWS::S3::Bucket', 'AuditBucket');
 const accessLogBucket = idOf('AWS::S3::Bucket', 'AccessLogBucket');
 const stepNames = Object.keys(STEP_DIRECTORIES);
-const functionNames = [...stepNames, 'Intake', 'DeadlineSweep', 'Reconciler'];
+const functionNames = [...stepNames, 'Intake', 'DeadlineSweep', 'Reconciler', 'StatusEvents'];
 
 /** The statements of a function's role policy (`<name>Role…DefaultPolicy…`). */
 function statementsOf(functionName: string): CfnObject[] {
@@ -448,11 +448,11 @@ describe('IAM', () => {
       expect({ id, managed: role.ManagedPolicyArns }).toEqual({ id, managed: undefined });
   });
 
-  it('grants Resource "*" only for X-Ray and log delivery, which have no resource-level permissions', () => {
+  it('grants Resource "*" only for X-Ray, log delivery and listing streams, which have no resource-level permissions', () => {
     const unscoped = allStatements
       .filter(({ statement }) => [statement.Resource].flat().includes('*'))
       .flatMap(({ statement }) => actionsOf(statement));
-    for (const action of new Set(unscoped)) expect(action).toMatch(/^(xray|logs):/);
+    for (const action of new Set(unscoped)) expect(action).toMatch(/^(xray|logs):|^dynamodb:ListStreams$/);
   });
 
   it('lets only ArchiveExport write archive objects, and only under exports/', () => {
@@ -495,8 +495,9 @@ describe('IAM', () => {
       const keyStatements = statementsOf(name).filter(
         (statement) =>
           JSON.stringify(statement.Resource) === JSON.stringify(getAtt(dataKey)) &&
-          // The SQS event source's Decrypt grant is CDK's own and covered by the queue policy.
-          !(name === 'Intake' && statement.Condition === undefined),
+          // The event sources' Decrypt grants (SQS for intake, the ledger stream for the status
+          // events) are CDK's own, for the service that reads the queue or stream for the function.
+          !((name === 'Intake' || name === 'StatusEvents') && statement.Condition === undefined),
       );
       for (const statement of keyStatements) {
         expect(Object.keys(statement.Condition?.StringEquals ?? {})).toEqual([
@@ -701,6 +702,24 @@ describe('alarms', () => {
       expect(alarm).toMatchObject({ EvaluationPeriods: 3, DatapointsToAlarm: 3 });
   });
 
+  it('alarms at once on a request that arrived already overdue, and counts deadlines in the configured zone', () => {
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'OverdueAtIntake',
+      Namespace: 'svc-dsr',
+      Statistic: 'Sum',
+      Threshold: 1,
+      Dimensions: [{ Name: 'Stack', Value: 'Test' }],
+    });
+    const berlin = synth({ ...productionConfig, timeZone: 'Europe/Berlin' });
+    berlin.hasResourceProperties('AWS::Lambda::Function', {
+      Description: Match.stringLikeRegexp('svc-dsr intake'),
+      Environment: {
+        Variables: Match.objectLike({ TIME_ZONE: 'Europe/Berlin', METRICS_STACK: 'Test' }),
+      },
+    });
+    berlin.hasOutput('TimeZone', { Value: 'Europe/Berlin' });
+  });
+
   it('takes a mass drop in at a steady pace: the intake event source has a maximum concurrency', () => {
     template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
       ScalingConfig: { MaximumConcurrency: 5 },
@@ -736,6 +755,49 @@ describe('alarms', () => {
   });
 });
 
+describe('status events', () => {
+  it('publishes every status change of the ledger, read from its stream, on a bus the stack creates', () => {
+    template.hasResourceProperties('AWS::DynamoDB::Table', {
+      StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },
+    });
+    const bus = idOf('AWS::Events::EventBus', 'StatusEventBus');
+    template.hasResourceProperties('AWS::Events::EventBus', { Name: 'Test-status-events' });
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: getAtt(idOf('AWS::DynamoDB::Table', 'Ledger'), 'StreamArn'),
+      StartingPosition: 'TRIM_HORIZON',
+      BisectBatchOnFunctionError: true,
+    });
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Description: Match.stringLikeRegexp('svc-dsr status events'),
+      Environment: { Variables: Match.objectLike({ EVENT_BUS: getAtt(bus) }) },
+    });
+    const putters = ofType('AWS::IAM::Policy').filter(([, policy]) =>
+      policy.PolicyDocument.Statement.some((statement: CfnObject) =>
+        [statement.Action].flat().includes('events:PutEvents'),
+      ),
+    );
+    expect(putters.map(([id]) => id)).toEqual([expect.stringMatching(/^StatusEvents/)]);
+  });
+
+  it('publishes on the bus it is given instead, and creates none', () => {
+    const given = synth({
+      ...productionConfig,
+      eventBusArn: 'arn:aws:events:eu-west-1:111122223333:event-bus/privacy',
+    });
+    given.resourceCountIs('AWS::Events::EventBus', 0);
+    given.hasResourceProperties('AWS::IAM::Policy', {
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({
+            Action: 'events:PutEvents',
+            Resource: 'arn:aws:events:eu-west-1:111122223333:event-bus/privacy',
+          }),
+        ]),
+      },
+    });
+  });
+});
+
 describe('outputs', () => {
   it('exports everything the CLI needs', () => {
     const outputs = template.toJSON().Outputs as Record<string, { Value: unknown }>;
@@ -754,8 +816,11 @@ describe('outputs', () => {
         'QuarantineQueueUrl',
         'Region',
         'StateMachineArn',
+        'TimeZone',
+        'EventBusArn',
       ].sort(),
     );
+    expect(outputs.TimeZone?.Value).toBe('UTC');
     expect(outputs.Region?.Value).toEqual({ Ref: 'AWS::Region' });
     expect(outputs.IntakeQueueUrl?.Value).toEqual({ Ref: idOf('AWS::SQS::Queue', 'IntakeQueue') });
   });

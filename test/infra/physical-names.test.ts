@@ -20,6 +20,7 @@ const PHYSICAL_NAME_PROPERTIES: Readonly<Record<string, readonly string[]>> = {
   'AWS::IAM::Role': ['RoleName'],
   'AWS::IAM::ManagedPolicy': ['ManagedPolicyName'],
   'AWS::Events::Rule': ['Name'],
+  'AWS::Events::EventBus': ['Name'],
 };
 
 /**

@@ -2,7 +2,16 @@ import { writeFile } from 'node:fs/promises';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { type LedgerItem, ledgerItemSchema } from '#shared/ledger';
+import { timeZoneSchema } from '#shared/config';
+import {
+  type CivilDate,
+  compareDates,
+  DEFAULT_TIME_ZONE,
+  endOfLocalDay,
+  isTimeZone,
+  startOfLocalDay,
+} from '#shared/deadlines';
+import { isOwed, type LedgerItem, ledgerItemSchema, type Status } from '#shared/ledger';
 import { rfc3339Instant } from '#shared/request';
 import { type CliIo, type CommandResult, csvRow, processIo } from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
@@ -14,18 +23,45 @@ export interface ReportOptions {
   readonly format?: string;
   /** Same as format `json`. */
   readonly json?: boolean;
-  /** Requests received on or after this date (YYYY-MM-DD, UTC) or instant (RFC 3339). */
+  /** Requests received on or after this local date (YYYY-MM-DD, in the time zone) or instant (RFC 3339). */
   readonly from?: string;
-  /** Requests received on or before this date (the whole day) or instant. */
+  /** Requests received on or before this local date (the whole day) or instant. */
   readonly to?: string;
+  /** Only requests under this regulation: `gdpr` or `ccpa`. */
+  readonly regulation?: string;
+  /** The IANA time zone dates are cut in. @default the stack's `TimeZone` output, else UTC */
+  readonly timeZone?: string;
   /** Write here instead of stdout. */
   readonly out?: string;
   /** CSV only: `records`, `metrics` or `both` (two tables separated by a blank line). @default both */
   readonly table?: string;
 }
 
-/** Whether the business complied, denied, or has not answered yet (the CCPA section 7102 buckets). */
-export type ResponseCategory = 'complied' | 'denied' | 'pending';
+/**
+ * Where a request stands, in the words of CCPA regulations section 7102: complied with in whole or in
+ * part, or denied; and apart from those, withdrawn by the subject (cancelled), still open, failed on
+ * our side (still owed: an operator retries it), or an intake error (a malformed message, not a
+ * consumer request).
+ */
+export const RESPONSE_CATEGORIES = [
+  'complied',
+  'denied',
+  'withdrawn',
+  'open',
+  'failed',
+  'intake_error',
+] as const;
+export type ResponseCategory = (typeof RESPONSE_CATEGORIES)[number];
+
+/**
+ * Bases of a denial, as section 7102 invites a business to break them down: the identity could not
+ * be verified, or any other ground the operator recorded with its reason code.
+ */
+export const DENIAL_BASES = ['unverifiable', 'other'] as const;
+export type DenialBasis = (typeof DENIAL_BASES)[number];
+
+/** The reason codes that mean the subject's identity could not be verified. */
+const UNVERIFIABLE_CODES = new Set(['identity_not_verified']);
 
 /** One request as CCPA regulations section 7101 asks a business to record it. No subject identifiers. */
 export interface ReportRecord {
@@ -33,46 +69,73 @@ export interface ReportRecord {
   readonly regulation: string | null;
   /** Nature of the request. */
   readonly type: string | null;
-  /** Date of the request: when the subject asked (for a rejected request, when it reached intake). */
+  /** Date of the request: when the subject asked (for an intake error, when it reached intake). */
   readonly received_at: string;
   /** Manner in which the request was made: the identity verification method recorded with it. */
   readonly verification_method: string | null;
   readonly status: string;
-  /** Nature of the response: exported, erased, no_data, rejected, failed, cancelled or pending. */
+  /** Nature of the response: exported, erased, no_data, denied, cancelled, failed, rejected or pending. */
   readonly response: string;
   readonly response_category: ResponseCategory;
-  /** Date of the response: completed_at; for failed and cancelled requests, when that was recorded. */
+  /** Date of the response (completed or denied) or of the withdrawal; null while open or failed. */
   readonly response_date: string | null;
-  /** Basis for the denial: the field errors, the failure, or the cancel reason. */
+  /** Days from receipt to the response, one decimal; null without a response or when the dates contradict. */
+  readonly days_to_respond: number | null;
+  /** Basis for the denial: the reason code, or the field errors of an intake error. */
   readonly denial_basis: string | null;
   readonly due_at: string | null;
   readonly extended: boolean;
-  /** Answered by the due date; null while pending. */
+  /**
+   * Answered by the due date. Null when nothing is owed (withdrawn, intake error) or when an open or
+   * failed request is still within its deadline; false once an open or failed one is past it.
+   */
   readonly on_time: boolean | null;
+  /** Set when the dates cannot both be true (a receipt after the report or after the response). */
+  readonly date_problem: string | null;
   readonly reference: string | null;
 }
 
-/** CCPA section 7102 metrics for one regulation and request type. */
+/** CCPA section 7102 metrics for one regulation and request type (`all`: every type of that regulation). */
 export interface ReportMetric {
   readonly regulation: string;
   readonly type: string;
+  /** Consumer requests received: every category but intake errors. */
   readonly received: number;
   /** Complied with in whole or in part: completed (exported, erased, or no data held). */
   readonly complied: number;
-  /** Denied: rejected as invalid, failed and not retried, or cancelled. */
+  /** Denied by the controller (status `denied`), whatever the basis. */
   readonly denied: number;
-  readonly pending: number;
-  /** Median of completed_at - received_at over the completed requests, in days (one decimal). */
+  readonly denied_unverifiable: number;
+  readonly denied_other: number;
+  /** Withdrawn by the subject: cancelled. */
+  readonly withdrawn: number;
+  /** Received or running: no answer yet. */
+  readonly open: number;
+  /** Failed on our side and still owed: neither complied with nor denied. */
+  readonly failed: number;
+  /** Median days from receipt to the response, over the complied and denied requests (one decimal). */
   readonly median_days_to_respond: number | null;
+  /** Mean of the same (one decimal). */
+  readonly mean_days_to_respond: number | null;
+  /** Responses left out of the days because their dates contradict each other. */
+  readonly date_problems: number;
 }
 
 /** What `report --format json` prints. */
 export interface ReportResult {
   readonly generated_at: string;
+  /** The IANA time zone the date range was cut in. */
+  readonly time_zone: string;
   readonly from: string | null;
   readonly to: string | null;
+  readonly regulation: string | null;
   readonly records: ReportRecord[];
   readonly metrics: ReportMetric[];
+  /**
+   * Messages rejected as invalid at intake in the range: not consumer requests, so in no metric.
+   * They carry no valid regulation, so `--regulation` does not narrow this count.
+   */
+  readonly intake_errors: number;
   /** Ledger items that did not match the ledger schema and were left out. */
   readonly skipped: number;
 }
@@ -85,6 +148,7 @@ const formatSchema = z.enum(['csv', 'json'], { message: 'must be "csv" or "json"
 const tableSchema = z.enum(['records', 'metrics', 'both'], {
   message: 'must be "records", "metrics" or "both"',
 });
+const regulationSchema = z.enum(['gdpr', 'ccpa'], { message: 'must be "gdpr" or "ccpa"' });
 
 const RECORD_COLUMNS = [
   'request_id',
@@ -96,10 +160,12 @@ const RECORD_COLUMNS = [
   'response',
   'response_category',
   'response_date',
+  'days_to_respond',
   'denial_basis',
   'due_at',
   'extended',
   'on_time',
+  'date_problem',
   'reference',
 ] as const satisfies readonly (keyof ReportRecord)[];
 const METRIC_COLUMNS = [
@@ -108,16 +174,27 @@ const METRIC_COLUMNS = [
   'received',
   'complied',
   'denied',
-  'pending',
+  'denied_unverifiable',
+  'denied_other',
+  'withdrawn',
+  'open',
+  'failed',
   'median_days_to_respond',
+  'mean_days_to_respond',
+  'date_problems',
 ] as const satisfies readonly (keyof ReportMetric)[];
+
+/** A bound of the range as given: a local date (cut in the time zone later) or an instant. */
+type RangeBound = { readonly date: CivilDate } | { readonly instantMs: number };
 
 /** Validated report options, checked before any connection is made. */
 export function parseReportOptions(options: ReportOptions): {
   format: 'csv' | 'json';
   table: 'records' | 'metrics' | 'both';
-  fromMs?: number;
-  toMs?: number;
+  regulation?: 'gdpr' | 'ccpa';
+  timeZone?: string;
+  from?: RangeBound;
+  to?: RangeBound;
 } {
   const format =
     options.json === true ? 'json' : parseOption('--format', formatSchema, options.format ?? 'csv');
@@ -127,22 +204,55 @@ export function parseReportOptions(options: ReportOptions): {
   const table = parseOption('--table', tableSchema, options.table ?? 'both');
   if (format === 'json' && options.table !== undefined)
     throw new CliError('--table applies to CSV; JSON holds both');
-  const fromMs =
-    options.from === undefined ? undefined : Date.parse(parseOption('--from', dateOrInstant, options.from));
-  // A bare date means the whole day: up to the start of the next one.
-  const toMs =
-    options.to === undefined
-      ? undefined
-      : /^\d{4}-\d{2}-\d{2}$/.test(options.to)
-        ? Date.parse(parseOption('--to', dateOrInstant, options.to)) + DAY_MS - 1
-        : Date.parse(parseOption('--to', dateOrInstant, options.to));
-  if (fromMs !== undefined && toMs !== undefined && fromMs > toMs) throw new CliError('--from is after --to');
+  const from = options.from === undefined ? undefined : rangeBound('--from', options.from);
+  const to = options.to === undefined ? undefined : rangeBound('--to', options.to);
+  // Compared here only when both are of one kind; a date against an instant needs the time zone.
+  if (from !== undefined && to !== undefined) {
+    const reversed =
+      'date' in from && 'date' in to
+        ? compareDates(from.date, to.date) > 0
+        : 'instantMs' in from && 'instantMs' in to && from.instantMs > to.instantMs;
+    if (reversed) throw new CliError('--from is after --to');
+  }
   return {
     format,
     table,
-    ...(fromMs === undefined ? {} : { fromMs }),
-    ...(toMs === undefined ? {} : { toMs }),
+    ...(options.regulation === undefined
+      ? {}
+      : { regulation: parseOption('--regulation', regulationSchema, options.regulation) }),
+    ...(options.timeZone === undefined
+      ? {}
+      : { timeZone: parseOption('--time-zone', timeZoneSchema, options.timeZone) }),
+    ...(from === undefined ? {} : { from }),
+    ...(to === undefined ? {} : { to }),
   };
+}
+
+function rangeBound(flag: string, value: string): RangeBound {
+  const text = parseOption(flag, dateOrInstant, value);
+  if (/^\d{4}-\d{2}-\d{2}$/.test(text)) {
+    const [year = 0, month = 0, day = 0] = text.split('-').map(Number);
+    return { date: { year, month, day } };
+  }
+  return { instantMs: Date.parse(text) };
+}
+
+/** The instants of the range: a bare date means the whole local day in `timeZone`. */
+function rangeInstants(
+  from: RangeBound | undefined,
+  to: RangeBound | undefined,
+  timeZone: string,
+): { fromMs?: number; toMs?: number } {
+  const fromMs =
+    from === undefined
+      ? undefined
+      : 'date' in from
+        ? startOfLocalDay(from.date, timeZone).getTime()
+        : from.instantMs;
+  const toMs =
+    to === undefined ? undefined : 'date' in to ? endOfLocalDay(to.date, timeZone).getTime() : to.instantMs;
+  if (fromMs !== undefined && toMs !== undefined && fromMs > toMs) throw new CliError('--from is after --to');
+  return { ...(fromMs === undefined ? {} : { fromMs }), ...(toMs === undefined ? {} : { toMs }) };
 }
 
 /**
@@ -154,9 +264,17 @@ export async function runReport(
   options: ReportOptions,
   io: CliIo,
 ): Promise<CommandResult<ReportResult>> {
-  const { format, table, fromMs, toMs } = parseReportOptions(options);
+  const { format, table, regulation, ...parsed } = parseReportOptions(options);
+  const timeZone = parsed.timeZone ?? context.names.TimeZone ?? DEFAULT_TIME_ZONE;
+  if (!isTimeZone(timeZone)) {
+    throw new CliError(
+      `the stack's TimeZone output "${timeZone}" is not an IANA time zone this Node knows; pass --time-zone`,
+    );
+  }
+  const { fromMs, toMs } = rangeInstants(parsed.from, parsed.to, timeZone);
   const quiet = format === 'json';
-  const items: LedgerItem[] = [];
+  const now = context.clock();
+  const records: ReportRecord[] = [];
   let skipped = 0;
   let cursor: Record<string, unknown> | undefined;
   let pages = 0;
@@ -168,30 +286,35 @@ export async function runReport(
       }),
     );
     for (const raw of page.Items ?? []) {
-      const parsed = ledgerItemSchema.safeParse(raw);
-      if (parsed.success) items.push(parsed.data);
+      const item = ledgerItemSchema.safeParse(raw);
+      if (item.success) records.push(toRecord(item.data, now, denialCodeOf(raw)));
       else skipped += 1;
     }
     cursor = page.LastEvaluatedKey;
     pages += 1;
     if (!quiet && cursor !== undefined && pages % 5 === 0)
-      io.err(`report: read ${items.length + skipped} ledger items\n`);
+      io.err(`report: read ${records.length + skipped} ledger items\n`);
   } while (cursor !== undefined);
 
-  const records = items
-    .map(toRecord)
+  const inRange = records
     .filter((record) => {
       const at = rfc3339Instant(record.received_at)?.getTime() ?? Number.NaN;
       return (fromMs === undefined || at >= fromMs) && (toMs === undefined || at <= toMs);
     })
     .sort((a, b) => (a.received_at < b.received_at ? -1 : a.received_at > b.received_at ? 1 : 0));
-  const metrics = computeMetrics(records);
+  const intakeErrors = inRange.filter((record) => record.response_category === 'intake_error').length;
+  const selected =
+    regulation === undefined ? inRange : inRange.filter((record) => record.regulation === regulation);
+  const metrics = computeMetrics(selected);
   const result: ReportResult = {
-    generated_at: context.clock().toISOString(),
+    generated_at: now.toISOString(),
+    time_zone: timeZone,
     from: fromMs === undefined ? null : new Date(fromMs).toISOString(),
     to: toMs === undefined ? null : new Date(toMs).toISOString(),
-    records,
+    regulation: regulation ?? null,
+    records: selected,
     metrics,
+    intake_errors: intakeErrors,
     skipped,
   };
 
@@ -200,7 +323,12 @@ export async function runReport(
   else {
     await writeFile(options.out, text);
     if (!quiet)
-      io.err(`wrote ${options.out}: ${records.length} request(s), ${metrics.length} metric row(s)\n`);
+      io.err(`wrote ${options.out}: ${selected.length} request(s), ${metrics.length} metric row(s)\n`);
+  }
+  if (!quiet && intakeErrors > 0) {
+    io.err(
+      `${intakeErrors} message(s) were rejected at intake in the range: intake errors, not in the metrics\n`,
+    );
   }
   if (skipped > 0 && !quiet) {
     io.err(`warning: ${skipped} ledger item(s) did not match the ledger schema and are not in the report\n`);
@@ -208,90 +336,145 @@ export async function runReport(
   return { exitCode: EXIT.ok, result };
 }
 
-/** The 7101 record of one ledger item. */
-export function toRecord(item: LedgerItem): ReportRecord {
-  const { response, category } = responseOf(item);
+/**
+ * The reason code of a denied request. Read from the stored item rather than the typed one, so the
+ * report does not depend on how the rest of the item is shaped.
+ */
+function denialCodeOf(raw: unknown): string | undefined {
+  const parsed = z.object({ denial_reason_code: z.string() }).safeParse(raw);
+  return parsed.success ? parsed.data.denial_reason_code : undefined;
+}
+
+/** The section 7102 category of a ledger status. */
+export function categoryOf(status: Status): ResponseCategory {
+  if (status === 'completed') return 'complied';
+  if (status === 'cancelled') return 'withdrawn';
+  if (status === 'rejected') return 'intake_error';
+  if (status === 'failed') return 'failed';
+  if (isOwed(status)) return 'open';
+  // Every other status (`denied`) is the controller's refusal of a valid request.
+  return 'denied';
+}
+
+/** The basis category of a denial's reason code. */
+export function denialBasisOf(code: string | undefined): DenialBasis {
+  return code !== undefined && UNVERIFIABLE_CODES.has(code) ? 'unverifiable' : 'other';
+}
+
+/** The 7101 record of one ledger item, as it stands at `now`. */
+export function toRecord(item: LedgerItem, now: Date, denialCode?: string): ReportRecord {
+  const category = categoryOf(item.status);
+  const receivedAt = item.received_at ?? item.created_at;
   const responseDate =
-    item.completed_at ?? (item.status === 'failed' || item.status === 'cancelled' ? item.updated_at : null);
+    category === 'complied' || category === 'denied' || category === 'withdrawn'
+      ? (item.completed_at ?? item.updated_at)
+      : null;
+  const receivedMs = rfc3339Instant(receivedAt)?.getTime() ?? Number.NaN;
+  const dueMs = item.due_at === undefined ? Number.NaN : Date.parse(item.due_at);
+  const responded = category === 'complied' || category === 'denied';
+  const date_problem =
+    receivedMs > now.getTime()
+      ? 'received after the report was made'
+      : responseDate !== null && Date.parse(responseDate) < receivedMs
+        ? 'response dated before receipt'
+        : null;
   return {
     request_id: item.request_id,
     regulation: item.regulation ?? null,
     type: item.type ?? null,
-    received_at: item.received_at ?? item.created_at,
+    received_at: receivedAt,
     verification_method: item.verification?.method ?? null,
     status: item.status,
-    response,
+    response:
+      category === 'complied' ? (item.outcome ?? 'completed') : category === 'open' ? 'pending' : item.status,
     response_category: category,
     response_date: responseDate,
-    denial_basis: denialBasis(item),
+    days_to_respond:
+      responded && responseDate !== null && date_problem === null
+        ? roundDays((Date.parse(responseDate) - receivedMs) / DAY_MS)
+        : null,
+    denial_basis:
+      category === 'denied'
+        ? `${denialBasisOf(denialCode)}: ${denialCode ?? 'no reason code recorded'}`
+        : category === 'intake_error'
+          ? `invalid request: ${(item.rejection_errors ?? []).join('; ')}`
+          : null,
     due_at: item.due_at ?? null,
     extended: item.extended,
-    on_time:
-      category === 'pending' || responseDate === null || item.due_at === undefined
-        ? null
-        : responseDate <= item.due_at,
+    on_time: onTime(category, responseDate, dueMs, now),
+    date_problem,
     reference: item.reference ?? null,
   };
 }
 
-function responseOf(item: LedgerItem): { response: string; category: ResponseCategory } {
-  switch (item.status) {
-    case 'completed':
-      return { response: item.outcome ?? 'completed', category: 'complied' };
-    case 'received':
-    case 'running':
-      return { response: 'pending', category: 'pending' };
-    default:
-      return { response: item.status, category: 'denied' };
-  }
+function onTime(
+  category: ResponseCategory,
+  responseDate: string | null,
+  dueMs: number,
+  now: Date,
+): boolean | null {
+  if (Number.isNaN(dueMs)) return null;
+  if (category === 'complied' || category === 'denied')
+    return responseDate === null ? null : Date.parse(responseDate) <= dueMs;
+  // Still owed: late once the deadline has passed, never "on time" before an answer.
+  if (category === 'open' || category === 'failed') return now.getTime() > dueMs ? false : null;
+  return null;
 }
 
-function denialBasis(item: LedgerItem): string | null {
-  switch (item.status) {
-    case 'rejected':
-      return `invalid request: ${(item.rejection_errors ?? []).join('; ')}`;
-    case 'failed':
-      return item.error ? `not fulfilled: ${item.error.code}: ${item.error.message}` : 'not fulfilled';
-    case 'cancelled':
-      return `cancelled: ${item.cancel_reason ?? 'no reason recorded'}`;
-    default:
-      return null;
-  }
-}
-
-/** Section 7102 metrics per regulation and type, plus an `all`/`all` row. */
+/** Section 7102 metrics per regulation and type, then a row per regulation of all its types. Regulations never share a row. */
 export function computeMetrics(records: readonly ReportRecord[]): ReportMetric[] {
+  const byRegulation = groupBy(
+    records.filter((record) => record.response_category !== 'intake_error'),
+    (record) => record.regulation ?? 'unknown',
+  );
+  return byRegulation.flatMap(([regulation, ofRegulation]) => [
+    ...groupBy(ofRegulation, (record) => record.type ?? 'unknown').map(([type, group]) =>
+      metric(regulation, type, group),
+    ),
+    metric(regulation, 'all', ofRegulation),
+  ]);
+}
+
+/** The records grouped by `key`, groups in key order. */
+function groupBy(
+  records: readonly ReportRecord[],
+  key: (record: ReportRecord) => string,
+): [string, ReportRecord[]][] {
   const groups = new Map<string, ReportRecord[]>();
-  for (const record of records) {
-    const key = `${record.regulation ?? 'unknown'}\u0000${record.type ?? 'unknown'}`;
-    groups.set(key, [...(groups.get(key) ?? []), record]);
-  }
-  const rows = [...groups.entries()]
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([key, group]) => {
-      const [regulation = 'unknown', type = 'unknown'] = key.split('\u0000');
-      return metric(regulation, type, group);
-    });
-  if (records.length > 0) rows.push(metric('all', 'all', records));
-  return rows;
+  for (const record of records) groups.set(key(record), [...(groups.get(key(record)) ?? []), record]);
+  return [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 function metric(regulation: string, type: string, records: readonly ReportRecord[]): ReportMetric {
-  const days: number[] = [];
-  for (const record of records) {
-    if (record.response_category !== 'complied' || record.response_date === null) continue;
-    const receivedAt = rfc3339Instant(record.received_at)?.getTime() ?? Number.NaN;
-    days.push((Date.parse(record.response_date) - receivedAt) / DAY_MS);
-  }
+  const count = (category: ResponseCategory) =>
+    records.filter((record) => record.response_category === category).length;
+  const denied = records.filter((record) => record.response_category === 'denied');
+  const responses = records.filter(
+    (record) => record.response_category === 'complied' || record.response_category === 'denied',
+  );
+  const days = responses.flatMap((record) =>
+    record.days_to_respond === null ? [] : [record.days_to_respond],
+  );
   return {
     regulation,
     type,
     received: records.length,
-    complied: records.filter((record) => record.response_category === 'complied').length,
-    denied: records.filter((record) => record.response_category === 'denied').length,
-    pending: records.filter((record) => record.response_category === 'pending').length,
+    complied: count('complied'),
+    denied: denied.length,
+    denied_unverifiable: denied.filter((record) => record.denial_basis?.startsWith('unverifiable:')).length,
+    denied_other: denied.filter((record) => record.denial_basis?.startsWith('other:')).length,
+    withdrawn: count('withdrawn'),
+    open: count('open'),
+    failed: count('failed'),
     median_days_to_respond: median(days),
+    mean_days_to_respond:
+      days.length === 0 ? null : roundDays(days.reduce((sum, day) => sum + day, 0) / days.length),
+    date_problems: responses.filter((record) => record.date_problem !== null).length,
   };
+}
+
+function roundDays(days: number): number {
+  return Math.round(days * 10) / 10;
 }
 
 function median(values: readonly number[]): number | null {
@@ -300,7 +483,7 @@ function median(values: readonly number[]): number | null {
   const middle = Math.floor(sorted.length / 2);
   const value =
     sorted.length % 2 === 1 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
-  return Math.round(value * 10) / 10;
+  return roundDays(value);
 }
 
 function toCsv(result: ReportResult, table: 'records' | 'metrics' | 'both'): string {
@@ -325,6 +508,8 @@ interface ReportFlags extends TargetFlags {
   readonly json?: boolean;
   readonly from?: string;
   readonly to?: string;
+  readonly regulation?: string;
+  readonly timeZone?: string;
   readonly out?: string;
   readonly table?: string;
 }
@@ -336,8 +521,16 @@ export function registerReportCommand(program: Command): void {
     .description('CCPA record keeping: the section 7101 record of every request and the section 7102 metrics')
     .option('--format <format>', 'csv or json', 'csv')
     .option('--json', 'same as --format json')
-    .option('--from <date>', 'requests received on or after this date (YYYY-MM-DD, UTC) or instant')
-    .option('--to <date>', 'requests received on or before this date (the whole day) or instant')
+    .option(
+      '--from <date>',
+      'requests received on or after this local date (YYYY-MM-DD, in the time zone) or instant',
+    )
+    .option('--to <date>', 'requests received on or before this local date (the whole day) or instant')
+    .option('--regulation <regulation>', 'only gdpr or only ccpa requests')
+    .option(
+      '--time-zone <zone>',
+      "the IANA time zone dates are cut in (default: the stack's TimeZone output, else UTC)",
+    )
     .option('--table <table>', 'CSV only: records, metrics or both (two tables, a blank line between)')
     .option('--out <file>', 'write the report to this file instead of stdout');
   addTargetOptions(command)
@@ -346,16 +539,27 @@ export function registerReportCommand(program: Command): void {
       `
 Records (7101): date of request (received_at), nature (type), manner (verification_method), date and
 nature of the response (response_date, response), basis for a denial (denial_basis). No subject
-identifiers appear. Metrics (7102) per regulation and type: received, complied (completed: exported,
-erased or no data held), denied (rejected + failed + cancelled: a failed request counts as denied
-until it is retried and completes), pending, and the median days from receipt to completion.
+identifiers appear.
+
+Metrics (7102), one row per regulation and type and one per regulation (type "all"); GDPR and CCPA
+never share a row:
+  received   consumer requests received (every category below)
+  complied   complied with in whole or in part: completed (exported, erased, or no data held)
+  denied     denied by the controller, split by basis: unverifiable (identity not verified), other
+  withdrawn  cancelled at the subject's request
+  open       not answered yet
+  failed     failed on our side and still owed (svc-dsr retry): neither complied with nor denied
+  median_days_to_respond, mean_days_to_respond: days from receipt to the response, complied and denied
+Messages rejected at intake as invalid are intake errors, not consumer requests: they are counted
+apart (intake_errors) and in no metric. A request whose dates contradict each other (received after
+the report, or answered before it was received) is flagged in date_problem and left out of the days.
 
 Exit codes: 0 written, 1 the ledger could not be read, 2 invalid flags.
 
 Examples:
-  $ npx svc-dsr report --from 2026-01-01 --to 2026-12-31 --out ccpa-2026.csv
+  $ npx svc-dsr report --from 2026-01-01 --to 2026-12-31 --regulation ccpa --out ccpa-2026.csv
   $ npx svc-dsr report --json --target aws --stack-outputs outputs.json
-  $ npx svc-dsr report --table metrics`,
+  $ npx svc-dsr report --table metrics --time-zone America/Los_Angeles`,
     )
     .action(async (flags: ReportFlags, cmd: Command) => {
       const formatGiven = cmd.getOptionValueSource('format') === 'cli';
@@ -364,6 +568,8 @@ Examples:
         json: flags.json === true,
         ...(flags.from === undefined ? {} : { from: flags.from }),
         ...(flags.to === undefined ? {} : { to: flags.to }),
+        ...(flags.regulation === undefined ? {} : { regulation: flags.regulation }),
+        ...(flags.timeZone === undefined ? {} : { timeZone: flags.timeZone }),
         ...(flags.out === undefined ? {} : { out: flags.out }),
         ...(flags.table === undefined ? {} : { table: flags.table }),
       };

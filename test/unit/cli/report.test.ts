@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { runReport } from '../../../bin/cli/commands/report.ts';
+import { denialBasisOf, runReport } from '../../../bin/cli/commands/report.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { ledgerRecord, PRIMARY_KEY, SVC_USER_ID, testContext } from './helpers.ts';
 
@@ -13,7 +13,14 @@ let dir: string;
 
 const id = (n: number) => `aaaaaaaa-0000-4000-8000-${String(n).padStart(12, '0')}`;
 
-/** Five CCPA access requests in 2026 (two completed, one rejected, one failed, one open), one GDPR erasure, and one from 2025. */
+/**
+ * A hand-computed fixture; the report runs at 2026-11-21T12:00Z (NOW) for a controller in
+ * California (the stack's TimeZone output). Days to respond, by hand:
+ * 1: 03-01T00 -> 03-03T00 = 2.0; 2: 03-01T00 -> 03-11T12 = 10.5; 8: 02-01 -> 02-05 = 4.0;
+ * 9: 08-01T00 -> 09-04T12 = 34.5 (after its due date: late). 10 is received after the report is
+ * made and 11 answered before it was received: both flagged, neither in the days.
+ * 6 is received at 2026-01-01T05:00Z, which is still 31 December 2025 in California.
+ */
 const ITEMS = [
   ledgerRecord({
     request_id: id(1),
@@ -22,7 +29,7 @@ const ITEMS = [
     outcome: 'exported',
     received_at: '2026-03-01T00:00:00Z',
     completed_at: '2026-03-03T00:00:00Z',
-    due_at: '2026-04-15T00:00:00Z',
+    due_at: '2026-04-15T06:59:59.999Z',
   }),
   ledgerRecord({
     request_id: id(2),
@@ -30,8 +37,8 @@ const ITEMS = [
     status: 'completed',
     outcome: 'no_data',
     received_at: '2026-03-01T00:00:00Z',
-    completed_at: '2026-03-11T00:00:00Z',
-    due_at: '2026-04-15T00:00:00Z',
+    completed_at: '2026-03-11T12:00:00Z',
+    due_at: '2026-04-15T06:59:59.999Z',
     verification: { method: '=HYPERLINK("x")', verified_by: 'pt', verified_at: '2026-03-01T00:00:00Z' },
   }),
   ledgerRecord({
@@ -40,13 +47,15 @@ const ITEMS = [
     status: 'failed',
     error: { code: 'export_failed', message: 'gave up, after 3 tries' },
     received_at: '2026-04-01T00:00:00Z',
+    due_at: '2026-05-16T06:59:59.999Z',
     updated_at: '2026-04-02T00:00:00Z',
   }),
   ledgerRecord({
     request_id: id(4),
     regulation: 'ccpa',
     status: 'running',
-    received_at: '2026-05-01T00:00:00Z',
+    received_at: '2026-11-01T00:00:00Z',
+    due_at: '2026-12-16T07:59:59.999Z',
   }),
   ledgerRecord({
     request_id: id(5),
@@ -62,8 +71,44 @@ const ITEMS = [
     regulation: 'ccpa',
     status: 'completed',
     outcome: 'exported',
-    received_at: '2025-12-31T23:00:00Z',
-    completed_at: '2026-01-02T00:00:00Z',
+    received_at: '2026-01-01T05:00:00Z',
+    completed_at: '2026-01-02T05:00:00Z',
+  }),
+  ledgerRecord({
+    request_id: id(8),
+    regulation: 'ccpa',
+    type: 'erasure',
+    status: 'completed',
+    outcome: 'erased',
+    received_at: '2026-02-01T00:00:00Z',
+    completed_at: '2026-02-05T00:00:00Z',
+    due_at: '2026-03-18T06:59:59.999Z',
+  }),
+  ledgerRecord({
+    request_id: id(9),
+    regulation: 'gdpr',
+    status: 'completed',
+    outcome: 'exported',
+    received_at: '2026-08-01T00:00:00Z',
+    completed_at: '2026-09-04T12:00:00Z',
+    due_at: '2026-09-01T06:59:59.999Z',
+  }),
+  ledgerRecord({
+    request_id: id(10),
+    regulation: 'ccpa',
+    status: 'completed',
+    outcome: 'exported',
+    received_at: '2030-01-10T00:00:00Z',
+    completed_at: '2026-11-20T00:00:00Z',
+    due_at: '2030-02-24T07:59:59.999Z',
+  }),
+  ledgerRecord({
+    request_id: id(11),
+    regulation: 'ccpa',
+    status: 'completed',
+    outcome: 'exported',
+    received_at: '2026-10-01T00:00:00Z',
+    completed_at: '2026-09-30T00:00:00Z',
   }),
 ];
 const REJECTED = {
@@ -75,6 +120,8 @@ const REJECTED = {
   updated_at: '2026-07-01T00:00:00Z',
   completed_at: '2026-07-01T00:00:00Z',
 };
+
+const californian = () => testContext({ names: { TimeZone: 'America/Los_Angeles' } });
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'svc-dsr-report-'));
@@ -90,14 +137,31 @@ beforeEach(() => {
     .resolvesOnce({ Items: [...ITEMS.slice(3), REJECTED, { request_id: 'broken' }] });
 });
 
+/** Every metric row, with the zeros a row leaves out here filled in. */
+const row = (fields: Record<string, string | number | null>) => ({
+  received: 0,
+  complied: 0,
+  denied: 0,
+  denied_unverifiable: 0,
+  denied_other: 0,
+  withdrawn: 0,
+  open: 0,
+  failed: 0,
+  median_days_to_respond: null,
+  mean_days_to_respond: null,
+  date_problems: 0,
+  ...fields,
+});
+
 describe('runReport', () => {
-  it('scans every page of the ledger and computes the 7102 metrics per regulation and type', async () => {
+  it('computes each 7102 figure per regulation and type as hand-computed, GDPR and CCPA never in one row', async () => {
     // Act
     const { exitCode, result } = await runReport(
-      testContext(),
-      { json: true, from: '2026-01-01', to: '2026-12-31' },
+      californian(),
+      { json: true, from: '2026-01-01' },
       collectingIo(),
     );
+
     // Assess
     expect(exitCode).toBe(0);
     const scans = dbMock.commandCalls(ScanCommand).map((call) => call.args[0].input);
@@ -105,57 +169,71 @@ describe('runReport', () => {
       { TableName: 'ledger' },
       { TableName: 'ledger', ExclusiveStartKey: { request_id: id(3) } },
     ]);
-    expect(result.records.map((record) => record.request_id)).toEqual([
-      id(1),
-      id(2),
-      id(3),
-      id(4),
-      id(5),
-      id(7),
-    ]);
-    expect(result.skipped).toBe(1);
+    expect(result).toMatchObject({
+      time_zone: 'America/Los_Angeles',
+      // Midnight in California, PST.
+      from: '2026-01-01T08:00:00.000Z',
+      to: null,
+      regulation: null,
+      intake_errors: 1,
+      skipped: 1,
+    });
     expect(result.metrics).toEqual([
-      {
+      row({
         regulation: 'ccpa',
         type: 'access',
-        received: 4,
-        complied: 2,
-        denied: 1,
-        pending: 1,
-        median_days_to_respond: 6,
-      },
-      {
-        regulation: 'gdpr',
+        // 1, 2, 10, 11 complied; 3 failed; 4 open. Days: 2 and 10.5 -> median and mean 6.25.
+        received: 6,
+        complied: 4,
+        open: 1,
+        failed: 1,
+        median_days_to_respond: 6.3,
+        mean_days_to_respond: 6.3,
+        date_problems: 2,
+      }),
+      row({
+        regulation: 'ccpa',
         type: 'erasure',
         received: 1,
-        complied: 0,
-        denied: 1,
-        pending: 0,
-        median_days_to_respond: null,
-      },
-      {
-        regulation: 'unknown',
-        type: 'unknown',
-        received: 1,
-        complied: 0,
-        denied: 1,
-        pending: 0,
-        median_days_to_respond: null,
-      },
-      {
-        regulation: 'all',
+        complied: 1,
+        median_days_to_respond: 4,
+        mean_days_to_respond: 4,
+      }),
+      row({
+        regulation: 'ccpa',
         type: 'all',
-        received: 6,
-        complied: 2,
-        denied: 3,
-        pending: 1,
-        median_days_to_respond: 6,
-      },
+        // Days 2, 4, 10.5: median 4, mean 16.5 / 3 = 5.5.
+        received: 7,
+        complied: 5,
+        open: 1,
+        failed: 1,
+        median_days_to_respond: 4,
+        mean_days_to_respond: 5.5,
+        date_problems: 2,
+      }),
+      row({
+        regulation: 'gdpr',
+        type: 'access',
+        received: 1,
+        complied: 1,
+        median_days_to_respond: 34.5,
+        mean_days_to_respond: 34.5,
+      }),
+      row({ regulation: 'gdpr', type: 'erasure', received: 1, withdrawn: 1 }),
+      row({
+        regulation: 'gdpr',
+        type: 'all',
+        received: 2,
+        complied: 1,
+        withdrawn: 1,
+        median_days_to_respond: 34.5,
+        mean_days_to_respond: 34.5,
+      }),
     ]);
   });
 
-  it('records the 7101 fields: date, nature, manner, date and nature of the response, and the basis of a denial', async () => {
-    const { result } = await runReport(testContext(), { json: true }, collectingIo());
+  it('records the 7101 fields, with failed, withdrawn, open and intake errors apart from denials', async () => {
+    const { result } = await runReport(californian(), { json: true }, collectingIo());
     const byId = new Map(result.records.map((record) => [record.request_id, record]));
     expect(byId.get(id(1))).toMatchObject({
       received_at: '2026-03-01T00:00:00Z',
@@ -164,22 +242,74 @@ describe('runReport', () => {
       response: 'exported',
       response_category: 'complied',
       response_date: '2026-03-03T00:00:00Z',
+      days_to_respond: 2,
       denial_basis: null,
       on_time: true,
     });
+    // A failed request is still owed: no response, not denied, and late once past its due date.
     expect(byId.get(id(3))).toMatchObject({
       response: 'failed',
-      response_category: 'denied',
-      response_date: '2026-04-02T00:00:00Z',
-      denial_basis: 'not fulfilled: export_failed: gave up, after 3 tries',
+      response_category: 'failed',
+      response_date: null,
+      days_to_respond: null,
+      denial_basis: null,
+      on_time: false,
     });
-    expect(byId.get(id(5))?.denial_basis).toBe('cancelled: withdrawn');
+    expect(byId.get(id(4))).toMatchObject({ response: 'pending', response_category: 'open', on_time: null });
+    expect(byId.get(id(5))).toMatchObject({
+      response: 'cancelled',
+      response_category: 'withdrawn',
+      response_date: '2026-06-02T00:00:00Z',
+      on_time: null,
+    });
     expect(byId.get(id(7))).toMatchObject({
       received_at: '2026-07-01T00:00:00Z',
       regulation: null,
+      response_category: 'intake_error',
       denial_basis: 'invalid request: type: must be "access" or "erasure"',
     });
-    expect(byId.get(id(4))).toMatchObject({ response: 'pending', response_date: null, on_time: null });
+    expect(byId.get(id(9))).toMatchObject({ days_to_respond: 34.5, on_time: false });
+    expect(byId.get(id(10))).toMatchObject({
+      date_problem: 'received after the report was made',
+      days_to_respond: null,
+    });
+    expect(byId.get(id(11))).toMatchObject({ date_problem: 'response dated before receipt' });
+  });
+
+  it('filters by regulation, and still counts the intake errors that have none', async () => {
+    const { result } = await runReport(
+      californian(),
+      { json: true, regulation: 'gdpr', from: '2026-01-01', to: '2026-12-31' },
+      collectingIo(),
+    );
+    expect(result.records.map((record) => record.request_id)).toEqual([id(5), id(9)]);
+    expect(result.metrics.map((metric) => `${metric.regulation}/${metric.type}`)).toEqual([
+      'gdpr/access',
+      'gdpr/erasure',
+      'gdpr/all',
+    ]);
+    expect(result.intake_errors).toBe(1);
+    expect(result.to).toBe('2027-01-01T07:59:59.999Z');
+  });
+
+  it('cuts day ranges in the configured time zone, not in UTC', async () => {
+    // 2026-01-01T05:00Z is 31 December 2025 in California and 1 January 2026 in UTC.
+    const local = await runReport(
+      californian(),
+      { json: true, from: '2025-12-31', to: '2025-12-31' },
+      collectingIo(),
+    );
+    expect(local.result.records.map((record) => record.request_id)).toEqual([id(6)]);
+
+    dbMock.reset();
+    dbMock.on(ScanCommand).resolves({ Items: ITEMS });
+    const utc = await runReport(
+      californian(),
+      { json: true, from: '2025-12-31', to: '2025-12-31', timeZone: 'UTC' },
+      collectingIo(),
+    );
+    expect(utc.result.records).toEqual([]);
+    expect(utc.result.time_zone).toBe('UTC');
   });
 
   it('writes CSV with both tables, quoting and neutralising spreadsheet formulas, and never a subject identifier', async () => {
@@ -187,37 +317,38 @@ describe('runReport', () => {
     const out = join(dir, 'report.csv');
     const io = collectingIo();
     // Act
-    await runReport(testContext(), { out, to: '2026-12-31T23:59:59Z' }, io);
+    await runReport(californian(), { out, from: '2026-01-01', to: '2026-12-31T23:59:59Z' }, io);
     // Assess
     const csv = await readFile(out, 'utf8');
     const [records, metrics] = csv.split('\r\n\r\n');
     expect(records?.split('\r\n')[0]).toBe(
-      'request_id,regulation,type,received_at,verification_method,status,response,response_category,response_date,denial_basis,due_at,extended,on_time,reference',
+      'request_id,regulation,type,received_at,verification_method,status,response,response_category,response_date,days_to_respond,denial_basis,due_at,extended,on_time,date_problem,reference',
     );
     expect(records).toContain(`"'=HYPERLINK(""x"")"`);
-    expect(records).toContain('"not fulfilled: export_failed: gave up, after 3 tries"');
     expect(metrics?.split('\r\n')[0]).toBe(
-      'regulation,type,received,complied,denied,pending,median_days_to_respond',
+      'regulation,type,received,complied,denied,denied_unverifiable,denied_other,withdrawn,open,failed,median_days_to_respond,mean_days_to_respond,date_problems',
     );
-    expect(metrics).toContain('ccpa,access,5,3,1,1,2');
+    // Request 10 (received in 2030) is out of this range.
+    expect(metrics).toContain('ccpa,all,6,4,0,0,0,0,1,1,4,5.5,1');
     expect(csv).not.toContain(PRIMARY_KEY);
     expect(csv).not.toContain(SVC_USER_ID);
     expect(io.stderr()).toContain(`wrote ${out}`);
+    expect(io.stderr()).toContain('1 message(s) were rejected at intake');
     expect(io.stderr()).toContain('1 ledger item(s) did not match');
   });
 
   it('prints only the metrics table with --table metrics', async () => {
     const io = collectingIo();
-    await runReport(testContext(), { table: 'metrics', from: '2026-06-01' }, io);
+    // Request 5, received 2026-06-01T00:00Z, was received on 31 May in California.
+    await runReport(californian(), { table: 'metrics', from: '2026-05-31', to: '2026-05-31' }, io);
     expect(io.stdout().split('\r\n').filter(Boolean)).toEqual([
-      'regulation,type,received,complied,denied,pending,median_days_to_respond',
-      'gdpr,erasure,1,0,1,0,',
-      'unknown,unknown,1,0,1,0,',
-      'all,all,2,0,2,0,',
+      'regulation,type,received,complied,denied,denied_unverifiable,denied_other,withdrawn,open,failed,median_days_to_respond,mean_days_to_respond,date_problems',
+      'gdpr,erasure,1,0,0,0,0,1,0,0,,,0',
+      'gdpr,all,1,0,0,0,0,1,0,0,,,0',
     ]);
   });
 
-  it('refuses an unreadable date and a reversed range with exit 2, before scanning', async () => {
+  it('refuses an unreadable date, a reversed range, a regulation or time zone it does not know, with exit 2, before scanning', async () => {
     await expect(runReport(testContext(), { from: '01/02/2026' }, collectingIo())).rejects.toMatchObject({
       exitCode: 2,
       message: expect.stringContaining('--from: must be a date (2026-01-31)'),
@@ -226,6 +357,21 @@ describe('runReport', () => {
       runReport(testContext(), { from: '2026-02-01', to: '2026-01-01' }, collectingIo()),
     ).rejects.toThrow('--from is after --to');
     await expect(runReport(testContext(), { format: 'xlsx' }, collectingIo())).rejects.toThrow('--format');
+    await expect(runReport(testContext(), { regulation: 'lgpd' }, collectingIo())).rejects.toMatchObject({
+      exitCode: 2,
+      message: expect.stringContaining('--regulation: must be "gdpr" or "ccpa"'),
+    });
+    await expect(runReport(testContext(), { timeZone: 'Pacific/Nowhere' }, collectingIo())).rejects.toThrow(
+      '--time-zone',
+    );
     expect(dbMock.commandCalls(ScanCommand)).toHaveLength(0);
+  });
+});
+
+describe('denialBasisOf', () => {
+  it('puts an unverified identity in its own basis and every other reason code under other', () => {
+    expect(denialBasisOf('identity_not_verified')).toBe('unverifiable');
+    expect(denialBasisOf('manifestly_unfounded')).toBe('other');
+    expect(denialBasisOf(undefined)).toBe('other');
   });
 });

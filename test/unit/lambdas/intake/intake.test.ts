@@ -82,6 +82,60 @@ describe('intakeMessage', () => {
     expect(await ledger.require(requestId)).toMatchObject({ status: 'received', executions: 1 });
   });
 
+  it('accepts a request already past its due date, flags it overdue and counts it for the alarm', async () => {
+    // Prepare: received on 1 September, a GDPR month is over on 1 October; intake runs on 23 November.
+    const counted: { name: string; value: number }[] = [];
+    const warnings: string[] = [];
+    const late = {
+      ...deps,
+      clock: () => new Date('2026-11-23T09:00:00Z'),
+      countMetric: (name: string, value: number) => counted.push({ name, value }),
+      logger: { ...deps.logger, warn: (message: string) => warnings.push(message) },
+    };
+    const body = message().replace(
+      '"received_at":"2026-11-20T00:00:00Z"',
+      '"received_at":"2026-09-01T10:00:00Z"',
+    );
+
+    // Act
+    const result = await intakeMessage(body, late);
+
+    // Assess: accepted and started like any other, flagged in the ledger and the intake record, counted.
+    expect(result.kind).toBe('accepted');
+    const requestId = result.kind === 'accepted' ? result.requestId : '';
+    expect(started).toEqual([requestId]);
+    expect(await ledger.require(requestId)).toMatchObject({
+      status: 'received',
+      due_at: '2026-10-01T23:59:59.999Z',
+      overdue_at_intake: true,
+    });
+    expect(appended[0]?.event.facts).toMatchObject({ overdue_at_intake: true });
+    expect(counted).toEqual([{ name: 'OverdueAtIntake', value: 1 }]);
+    expect(warnings).toEqual(['request was already overdue at intake']);
+  });
+
+  it('does not flag a request still within its deadline', async () => {
+    const counted: string[] = [];
+    const result = await intakeMessage(message(), {
+      ...deps,
+      clock: () => new Date('2026-11-23T09:00:00Z'),
+      countMetric: (name) => counted.push(name),
+    });
+
+    const requestId = result.kind === 'accepted' ? result.requestId : '';
+    expect((await ledger.require(requestId)).overdue_at_intake).toBeUndefined();
+    expect(counted).toEqual([]);
+  });
+
+  it("counts the deadlines in the controller's configured time zone", async () => {
+    // 2026-11-20T00:00Z is still 19 November in Los Angeles: due at the end of 19 December there.
+    const result = await intakeMessage(message(), { ...deps, timeZone: 'America/Los_Angeles' });
+
+    const requestId = result.kind === 'accepted' ? result.requestId : '';
+    expect((await ledger.require(requestId)).due_at).toBe('2026-12-20T07:59:59.999Z');
+    expect(appended[0]?.event.facts).toMatchObject({ time_zone: 'America/Los_Angeles' });
+  });
+
   it('finishes the intake of a request whose first delivery stopped after the ledger write', async () => {
     // Prepare: the first delivery wrote the ledger item, then its Lambda died.
     const requestId = randomUUID();

@@ -125,7 +125,7 @@ describe('Ledger.createReceived', () => {
     expect(stored).toMatchObject({
       status: 'received',
       primary_key: 'u-1',
-      due_at: '2026-12-02T09:30:00.000Z',
+      due_at: '2026-12-02T23:59:59.999Z',
       fingerprint: 'fp-1',
       created_at: '2026-11-03T00:00:00.000Z',
     });

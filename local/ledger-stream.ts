@@ -1,0 +1,204 @@
+/**
+ * The ledger table's stream, for local mode: dynalite has no DynamoDB Streams, so local mode puts
+ * this proxy between every client and dynalite. Each write to the ledger table (PutItem,
+ * UpdateItem, DeleteItem) is bracketed by consistent reads of the item, one write per item at a
+ * time, and a write that changed the item's status becomes a stream record with its old and new
+ * images, handed in order to the consumer, as Lambda's stream event source does in AWS. Everything
+ * else passes through untouched.
+ */
+import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
+import type { DynamoDBRecord } from 'aws-lambda';
+import { z } from 'zod';
+import { CALLERS, runAsCaller } from '#shared/call-recorder';
+import { listenOnLoopback } from './secrets-standin.ts';
+
+export interface LedgerStream {
+  /** `http://127.0.0.1:<port>`: give it to DynamoDB clients instead of dynalite's endpoint. */
+  readonly endpoint: string;
+  /** Resolves once every record so far has been consumed (or given up on). */
+  drained(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface LedgerStreamOptions {
+  /** dynalite's endpoint. */
+  readonly target: string;
+  readonly table: string;
+  /** Takes a batch of records; a failure is retried, as the event source mapping retries. */
+  readonly consume: (records: DynamoDBRecord[]) => Promise<void>;
+  readonly onError?: (error: unknown) => void;
+  /** Attempts per batch before it is given up on (logged). @default 5 */
+  readonly attempts?: number;
+}
+
+const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem']);
+const writeInput = z.object({
+  TableName: z.string(),
+  Key: z.record(z.string(), z.unknown()).optional(),
+  Item: z.object({ request_id: z.unknown() }).loose().optional(),
+});
+const getItemOutput = z.object({ Item: z.record(z.string(), z.unknown()).optional() });
+const BATCH = 100;
+
+/** Starts the proxy in front of `target`. */
+export async function startLedgerStream(options: LedgerStreamOptions): Promise<LedgerStream> {
+  const locks = new Map<string, Promise<void>>();
+  const pending: DynamoDBRecord[] = [];
+  let delivering: Promise<void> | undefined;
+  let sequence = 0;
+
+  const deliver = async () => {
+    while (pending.length > 0) {
+      const batch = pending.slice(0, BATCH);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await options.consume(batch);
+          break;
+        } catch (error) {
+          if (attempt >= (options.attempts ?? 5)) {
+            options.onError?.(error);
+            break;
+          }
+          await new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt));
+        }
+      }
+      pending.splice(0, batch.length);
+    }
+  };
+  const enqueue = (record: DynamoDBRecord) => {
+    pending.push(record);
+    delivering ??= deliver().finally(() => {
+      delivering = undefined;
+    });
+  };
+
+  const server: Server = createServer((incoming, outgoing) => {
+    void (async () => {
+      const body = await readAll(incoming);
+      const operation = String(incoming.headers['x-amz-target'] ?? '').split('.')[1] ?? '';
+      const input = WRITES.has(operation) ? writeInput.safeParse(safeJson(body)) : undefined;
+      const key =
+        input?.success && input.data.TableName === options.table
+          ? (input.data.Key ?? (input.data.Item ? { request_id: input.data.Item.request_id } : undefined))
+          : undefined;
+      if (key === undefined) {
+        const answer = await forward(options.target, incoming, body);
+        outgoing.writeHead(answer.status, answer.headers).end(answer.body);
+        return;
+      }
+      // One write per item at a time, so its old and new images are its own.
+      const lockKey = JSON.stringify(key);
+      const previous = locks.get(lockKey) ?? Promise.resolve();
+      let release = () => {};
+      const mine = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const chained = previous.then(() => mine);
+      locks.set(lockKey, chained);
+      await previous;
+      try {
+        const before = await readItem(options.target, incoming, options.table, key);
+        const answer = await forward(options.target, incoming, body);
+        if (answer.status === 200) {
+          const after = await readItem(options.target, incoming, options.table, key);
+          if (before?.status === undefined || after?.status === undefined || !sameStatus(before, after)) {
+            sequence += 1;
+            enqueue({
+              eventName: before === undefined ? 'INSERT' : after === undefined ? 'REMOVE' : 'MODIFY',
+              dynamodb: {
+                SequenceNumber: String(sequence),
+                ...(before === undefined ? {} : { OldImage: before as never }),
+                ...(after === undefined ? {} : { NewImage: after as never }),
+              },
+            });
+          }
+        }
+        outgoing.writeHead(answer.status, answer.headers).end(answer.body);
+      } finally {
+        release();
+        if (locks.get(lockKey) === chained) locks.delete(lockKey);
+      }
+    })().catch((error: unknown) => {
+      options.onError?.(error);
+      if (!outgoing.headersSent) outgoing.writeHead(500).end();
+    });
+  });
+  const listening = await listenOnLoopback(server);
+  return {
+    ...listening,
+    async drained() {
+      while (delivering !== undefined) await delivering;
+    },
+  };
+}
+
+function sameStatus(before: Record<string, unknown>, after: Record<string, unknown>): boolean {
+  return JSON.stringify(before.status) === JSON.stringify(after.status);
+}
+
+/** The item as stored (DynamoDB JSON), read consistently with the caller's own signature headers. */
+async function readItem(
+  target: string,
+  incoming: IncomingMessage,
+  table: string,
+  key: Record<string, unknown>,
+): Promise<Record<string, unknown> | undefined> {
+  // dynalite checks that a request is signed, not the signature: the caller's headers serve.
+  const body = JSON.stringify({ TableName: table, Key: key, ConsistentRead: true });
+  const answer = await runAsCaller(CALLERS.localRuntime, () =>
+    forward(target, incoming, body, 'DynamoDB_20120810.GetItem'),
+  );
+  if (answer.status !== 200)
+    throw new Error(`the ledger stream could not read the item (HTTP ${answer.status})`);
+  const item = getItemOutput.parse(JSON.parse(answer.body.toString('utf8'))).Item;
+  return item?.status === undefined ? item : { ...item };
+}
+
+interface Answer {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: Buffer;
+}
+
+function forward(
+  target: string,
+  incoming: IncomingMessage,
+  body: Buffer | string,
+  amzTarget?: string,
+): Promise<Answer> {
+  const url = new URL(incoming.url ?? '/', target);
+  const payload = typeof body === 'string' ? Buffer.from(body) : body;
+  const headers: Record<string, string | string[] | undefined> = {
+    ...incoming.headers,
+    host: url.host,
+    'content-length': String(payload.length),
+  };
+  if (amzTarget !== undefined) {
+    headers['x-amz-target'] = amzTarget;
+    delete headers['x-amz-crc32'];
+  }
+  return new Promise((resolve, reject) => {
+    const outgoing = httpRequest(url, { method: incoming.method ?? 'POST', headers }, (response) => {
+      void readAll(response).then((data) => {
+        const answerHeaders = { ...response.headers };
+        resolve({ status: response.statusCode ?? 500, headers: answerHeaders, body: data });
+      }, reject);
+    });
+    outgoing.once('error', reject);
+    outgoing.end(payload);
+  });
+}
+
+async function readAll(stream: AsyncIterable<Buffer>): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
+
+function safeJson(text: Buffer): unknown {
+  try {
+    return JSON.parse(text.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}

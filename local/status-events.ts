@@ -1,0 +1,77 @@
+import { join } from 'node:path';
+import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
+import { runAsCaller } from '#shared/call-recorder';
+import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
+import type { StepLogger } from '#shared/step-deps';
+import { eventBridgePut, makeStatusEventsHandler } from '../lambdas/status-events/handler.ts';
+import { type AwsStandIns, standInClientConfig } from './aws-standins.ts';
+import { type LocalEvent, startEventsStandIn } from './events-standin.ts';
+import { startLedgerStream } from './ledger-stream.ts';
+
+/** The status events function's caller name, as its Lambda's in the IAM proof. */
+export const STATUS_EVENTS_CALLER = 'StatusEvents';
+/** The local bus's name, which the IAM proof maps to the deployed bus. */
+export const LOCAL_EVENT_BUS = 'svc-dsr-status-events';
+/** Where local mode keeps the events, under the data dir: one JSON line each, a file per day. */
+export const EVENTS_DIR = 'events';
+
+/** Local mode's status events: the ledger's stream, the status events function, a local bus. */
+export interface LocalStatusEvents {
+  /** The AWS stand-ins with DynamoDB reached through the ledger stream. */
+  readonly aws: AwsStandIns;
+  /** Resolves once every status change so far is published. */
+  drained(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the status events as they run in AWS: every write to the ledger goes through the ledger
+ * stream, and the status events handler publishes each status change on the local bus, which
+ * keeps it under `<dataDir>/events/` and hands it to `onEvent`.
+ */
+export async function startLocalStatusEvents(
+  dataDir: string,
+  aws: AwsStandIns,
+  table: string,
+  logger: StepLogger,
+  onEvent?: (event: LocalEvent) => void,
+): Promise<LocalStatusEvents> {
+  const bus = await startEventsStandIn(join(dataDir, EVENTS_DIR), onEvent);
+  const client = prepareSdkClient(
+    new EventBridgeClient({
+      region: aws.region,
+      credentials: aws.credentials,
+      endpoint: bus.endpoint,
+      ...CACHED_MIDDLEWARE,
+    }),
+  );
+  const handler = makeStatusEventsHandler(() => ({
+    bus: LOCAL_EVENT_BUS,
+    put: eventBridgePut(client),
+    logger,
+  }));
+  const stream = await startLedgerStream({
+    target: aws.endpoints.dynamodb,
+    table,
+    consume: (records) => runAsCaller(STATUS_EVENTS_CALLER, () => handler({ Records: records })),
+    onError: (error) =>
+      logger.error('status events could not be published', {
+        error: error instanceof Error ? error.message : String(error),
+      }),
+  });
+  const endpoints = { ...aws.endpoints, dynamodb: stream.endpoint };
+  return {
+    aws: {
+      ...aws,
+      endpoints,
+      clientConfig: (service) => standInClientConfig(aws.region, aws.credentials, endpoints, service),
+    },
+    drained: () => stream.drained(),
+    async close() {
+      await stream.drained();
+      await stream.close();
+      client.destroy();
+      await bus.close();
+    },
+  };
+}
