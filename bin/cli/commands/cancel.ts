@@ -1,7 +1,5 @@
 import { StopExecutionCommand } from '@aws-sdk/client-sfn';
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
-import { type LedgerItem, ledgerItemSchema, OPEN_SHARD_ATTRIBUTE } from '#shared/ledger';
 import { removeAllVersions } from '#shared/runtime';
 import {
   type CliIo,
@@ -11,17 +9,9 @@ import {
   processIo,
   writeJson,
 } from '../format.ts';
-import { CliError, EXIT } from '../io.ts';
+import { EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import {
-  erasureStarted,
-  executionArn,
-  executionNames,
-  hasName,
-  isConditionalFailure,
-  loadRequest,
-  recordOperatorAction,
-} from './common.ts';
+import { executionArn, executionNames, hasName, ledgerChange, recordOperatorAction } from './common.ts';
 
 /** Options of `svc-dsr cancel`. */
 export interface CancelOptions {
@@ -46,70 +36,20 @@ export interface CancelResult {
 }
 
 /**
- * Cancels a received or running request before erasure has started: a conditional ledger update
- * (so it cannot race past the delete), then StopExecution of its executions. Refusals are exit 1.
+ * Cancels a received or running request before erasure has started: the ledger's conditional
+ * cancel (CAN_CANCEL, so it cannot race past the delete), then StopExecution of its executions.
+ * Refusals are exit 1.
  */
 export async function runCancel(
-  context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 's3' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target'>,
   options: CancelOptions,
   io: CliIo,
 ): Promise<CommandResult<CancelResult>> {
   const requestId = parseRequestId(options.requestId);
   const reason = parseReason(options.reason);
-  const item = await loadRequest(context, requestId);
-  refuseIfNotCancellable(item);
-
-  const now = context.clock().toISOString();
-  let updated: LedgerItem;
-  try {
-    const { Attributes } = await context.dynamo.send(
-      new UpdateCommand({
-        TableName: context.names.LedgerTableName,
-        Key: { request_id: requestId },
-        // The ledger keeps no archive for a cancelled request: its copies are deleted below.
-        UpdateExpression:
-          'SET #status = :cancelled, #cancel_reason = :reason, #updated_at = :now, #completed_at = :now' +
-          // A cancelled request is owed nothing more: it leaves the open index, and keeps no archive.
-          ' REMOVE #open_shard, #archive',
-        // The same rules as refuseIfNotCancellable, checked atomically: a step that moved on to
-        // erasing in the meantime wins, and the cancel is refused.
-        ConditionExpression:
-          'attribute_exists(request_id) AND #status IN (:received, :running)' +
-          ' AND (attribute_not_exists(#step) OR NOT (#step IN (:erasing, :verifying)))' +
-          ' AND attribute_not_exists(#erasure) AND attribute_not_exists(#erasure_verification)',
-        ExpressionAttributeNames: {
-          '#status': 'status',
-          '#step': 'step',
-          '#cancel_reason': 'cancel_reason',
-          '#updated_at': 'updated_at',
-          '#completed_at': 'completed_at',
-          '#erasure': 'erasure',
-          '#erasure_verification': 'erasure_verification',
-          '#open_shard': OPEN_SHARD_ATTRIBUTE,
-          '#archive': 'archive',
-        },
-        ExpressionAttributeValues: {
-          ':cancelled': 'cancelled',
-          ':reason': reason,
-          ':now': now,
-          ':received': 'received',
-          ':running': 'running',
-          ':erasing': 'erasing',
-          ':verifying': 'verifying',
-        },
-        ReturnValues: 'ALL_NEW',
-      }),
-    );
-    updated = ledgerItemSchema.parse(Attributes ?? {});
-  } catch (error) {
-    if (!isConditionalFailure(error)) throw error;
-    const current = await loadRequest(context, requestId);
-    refuseIfNotCancellable(current);
-    throw new CliError(
-      `request ${requestId} changed while it was being cancelled; run the command again`,
-      EXIT.failed,
-    );
-  }
+  const { before: item, after: updated } = await ledgerChange(context, requestId, () =>
+    context.ledger.cancel(requestId, { reason }),
+  );
 
   const recorded = await recordOperatorAction(
     context,
@@ -175,21 +115,6 @@ export async function runCancel(
     );
   }
   return { exitCode: EXIT.ok, result };
-}
-
-function refuseIfNotCancellable(item: LedgerItem): void {
-  if (item.status !== 'received' && item.status !== 'running') {
-    throw new CliError(
-      `request ${item.request_id} is ${item.status}; only received or running requests can be cancelled`,
-      EXIT.failed,
-    );
-  }
-  if (erasureStarted(item)) {
-    throw new CliError(
-      `request ${item.request_id} cannot be cancelled: its erasure has started (step ${item.step ?? 'erasing'}); let it finish and check it with svc-dsr status`,
-      EXIT.failed,
-    );
-  }
 }
 
 interface CancelFlags extends TargetFlags {

@@ -1,4 +1,5 @@
 import { AuditTrail } from '#shared/audit';
+import { LedgerRuleError, RequestUnknownError } from '#shared/errors';
 import { retryExecutionName } from '#shared/executions';
 import type { LedgerItem } from '#shared/ledger';
 import { CliError, EXIT } from '../io.ts';
@@ -10,13 +11,33 @@ export async function loadRequest(
   requestId: string,
 ): Promise<LedgerItem> {
   const item = await context.ledger.get(requestId);
-  if (item === undefined) {
-    throw new CliError(
-      `no request ${requestId} in the ledger (${context.ledger.tableName}, target ${context.target}): check the id, or the --target/--stack-outputs you meant`,
-      EXIT.failed,
-    );
-  }
+  if (item === undefined) throw unknownRequest(context, requestId);
   return item;
+}
+
+function unknownRequest(context: Pick<CliContext, 'ledger' | 'target'>, requestId: string): CliError {
+  return new CliError(
+    `no request ${requestId} in the ledger (${context.ledger.tableName}, target ${context.target}): check the id, or the --target/--stack-outputs you meant`,
+    EXIT.failed,
+  );
+}
+
+/**
+ * Runs one of the ledger's ruled changes (cancel, extend, retry, deny): a request the ledger does
+ * not know, or a change its rule refuses, is exit 1 with the rule's words.
+ */
+export async function ledgerChange<T>(
+  context: Pick<CliContext, 'ledger' | 'target'>,
+  requestId: string,
+  change: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await change();
+  } catch (error) {
+    if (error instanceof RequestUnknownError) throw unknownRequest(context, requestId);
+    if (error instanceof LedgerRuleError) throw new CliError(error.message, EXIT.failed);
+    throw error;
+  }
 }
 
 /** The ARN of an execution of the state machine (`...:execution:<machine>:<name>`). */
@@ -43,8 +64,6 @@ export function executionNames(requestId: string, executions: number): string[] 
   return names;
 }
 
-export { isConditionalFailure } from '#shared/ledger';
-
 /** True when the error has this `name` (SDK exceptions from another package copy fail `instanceof`). */
 export function hasName(error: unknown, name: string): boolean {
   return error instanceof Error && error.name === name;
@@ -52,16 +71,6 @@ export function hasName(error: unknown, name: string): boolean {
 
 /** The statuses a request is still being worked on in. */
 export const OPEN_STATUSES = ['received', 'running'] as const;
-
-/** True once an erasure request has reached the platform's delete (or later). */
-export function erasureStarted(item: LedgerItem): boolean {
-  return (
-    item.step === 'erasing' ||
-    item.step === 'verifying' ||
-    item.erasure !== undefined ||
-    item.erasure_verification !== undefined
-  );
-}
 
 /**
  * Appends an operator action to the request's audit chain, after the ledger change it records.

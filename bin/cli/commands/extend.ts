@@ -1,7 +1,4 @@
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
-import { decideExtension } from '#shared/deadlines';
-import type { LedgerItem } from '#shared/ledger';
 import {
   type CliIo,
   type CommandResult,
@@ -10,9 +7,9 @@ import {
   processIo,
   writeJson,
 } from '../format.ts';
-import { CliError, EXIT } from '../io.ts';
+import { EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { isConditionalFailure, loadRequest, recordOperatorAction } from './common.ts';
+import { ledgerChange, recordOperatorAction } from './common.ts';
 
 /** Options of `svc-dsr extend`. */
 export interface ExtendOptions {
@@ -32,56 +29,20 @@ export interface ExtendResult {
 
 /**
  * Extends an open request's deadline once, with a reason, before the original deadline
- * (DESIGN.md section 6, `decideExtension`). Refusals are exit 1 with the rule that applied.
+ * (DESIGN.md section 6; the ledger's CAN_EXTEND). Refusals are exit 1 with the rule that applied.
  */
 export async function runExtend(
-  context: Pick<CliContext, 'ledger' | 'dynamo' | 's3' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target'>,
   options: ExtendOptions,
   io: CliIo,
 ): Promise<CommandResult<ExtendResult>> {
   const requestId = parseRequestId(options.requestId);
   const reason = parseReason(options.reason);
-  const item = await loadRequest(context, requestId);
-  const { dueAt, newDueAt } = decide(item, reason, context.clock());
-
-  try {
-    await context.dynamo.send(
-      new UpdateCommand({
-        TableName: context.names.LedgerTableName,
-        Key: { request_id: requestId },
-        UpdateExpression:
-          'SET #due_at = :new_due, #extended = :true, #extension_reason = :reason, #updated_at = :now',
-        // Checked again atomically: two operators extending at once get one extension, not two.
-        ConditionExpression:
-          'attribute_exists(request_id) AND #status IN (:received, :running) AND #due_at = :old_due' +
-          ' AND (attribute_not_exists(#extended) OR #extended = :false)',
-        ExpressionAttributeNames: {
-          '#status': 'status',
-          '#due_at': 'due_at',
-          '#extended': 'extended',
-          '#extension_reason': 'extension_reason',
-          '#updated_at': 'updated_at',
-        },
-        ExpressionAttributeValues: {
-          ':new_due': newDueAt,
-          ':old_due': dueAt,
-          ':true': true,
-          ':false': false,
-          ':reason': reason,
-          ':now': context.clock().toISOString(),
-          ':received': 'received',
-          ':running': 'running',
-        },
-      }),
-    );
-  } catch (error) {
-    if (!isConditionalFailure(error)) throw error;
-    decide(await loadRequest(context, requestId), reason, context.clock());
-    throw new CliError(
-      `request ${requestId} changed while it was being extended; run the command again`,
-      EXIT.failed,
-    );
-  }
+  const { before: item, after: updated } = await ledgerChange(context, requestId, () =>
+    context.ledger.extend(requestId, { reason }),
+  );
+  const dueAt = item.due_at ?? '';
+  const newDueAt = updated.due_at ?? '';
 
   await recordOperatorAction(context, requestId, {
     eventId: 'Operator:extend',
@@ -103,29 +64,6 @@ export async function runExtend(
     io.err(`remember: tell the subject about the extension and its reason before ${dueAt}\n`);
   }
   return { exitCode: EXIT.ok, result };
-}
-
-function decide(item: LedgerItem, reason: string, now: Date): { dueAt: string; newDueAt: string } {
-  if (item.status !== 'received' && item.status !== 'running') {
-    throw new CliError(
-      `request ${item.request_id} is ${item.status}; only received or running requests can be extended`,
-      EXIT.failed,
-    );
-  }
-  if (item.due_at === undefined || item.extension_limit_at === undefined) {
-    throw new CliError(
-      `request ${item.request_id} has no deadlines in the ledger, so there is nothing to extend`,
-      EXIT.failed,
-    );
-  }
-  const decision = decideExtension(
-    { due_at: item.due_at, extension_limit_at: item.extension_limit_at, extended: item.extended },
-    reason,
-    now,
-  );
-  if (!decision.ok)
-    throw new CliError(`cannot extend request ${item.request_id}: ${decision.reason}`, EXIT.failed);
-  return { dueAt: item.due_at, newDueAt: decision.due_at };
 }
 
 interface ExtendFlags extends TargetFlags {

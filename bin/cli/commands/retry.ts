@@ -1,19 +1,12 @@
 import { StartExecutionCommand } from '@aws-sdk/client-sfn';
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
 import { isLive, latestExecutionName } from '#shared/executions';
-import { type LedgerItem, OPEN_SHARD_ATTRIBUTE, openShardKey } from '#shared/ledger';
+import type { LedgerItem } from '#shared/ledger';
 import { sfnLookup } from '../../../lambdas/reconciler/aws.ts';
 import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import {
-  hasName,
-  isConditionalFailure,
-  loadRequest,
-  recordOperatorAction,
-  retryExecutionName,
-} from './common.ts';
+import { hasName, ledgerChange, recordOperatorAction, retryExecutionName } from './common.ts';
 
 /** Options of `svc-dsr retry`. */
 export interface RetryOptions {
@@ -40,69 +33,18 @@ export interface RetryResult {
  * stopped. Anything else is exit 1.
  */
 export async function runRetry(
-  context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 's3' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target'>,
   options: RetryOptions,
   io: CliIo,
 ): Promise<CommandResult<RetryResult>> {
   const requestId = parseRequestId(options.requestId);
-  const item = await loadRequest(context, requestId);
-  const { type, regulation } = await retryable(context, item);
-  const n = item.executions + 1;
+  const retried = await ledgerChange(context, requestId, () =>
+    context.ledger.retry(requestId, { liveExecution: (item) => liveExecution(context, item) }),
+  );
+  const { before: item, status, freshExport } = retried;
+  const { type, regulation } = runnable(retried.after);
+  const n = retried.execution;
   const name = retryExecutionName(requestId, n);
-  // ResolveSubject moves `received` to `running`, but skips a subject it already resolved; every
-  // later step needs `running`, so a request that got that far resumes as `running`.
-  const status = item.svc_user_id === undefined ? 'received' : 'running';
-  const freshExport =
-    item.status === 'failed' &&
-    item.archive === undefined &&
-    ['export_failed', 'export_timed_out', 'download_link_expired'].includes(item.error?.code ?? '');
-
-  try {
-    await context.dynamo.send(
-      new UpdateCommand({
-        TableName: context.names.LedgerTableName,
-        Key: { request_id: requestId },
-        // A retry gets a fresh export budget and wait budget; the attempts already spent stay on
-        // record. An export that failed, timed out or whose link expired is started anew.
-        UpdateExpression:
-          'SET #status = :status, #open_shard = :open_shard, #executions = :n, #updated_at = :now, #base = #attempts, #waited = :zero' +
-          (freshExport ? ', #export_status = :failed' : '') +
-          ' REMOVE #error',
-        // The executions count doubles as a lock: two operators retrying at once start one execution.
-        ConditionExpression:
-          'attribute_exists(request_id) AND #status = :previous' +
-          ' AND (attribute_not_exists(#executions) OR #executions = :executions)',
-        ExpressionAttributeNames: {
-          '#status': 'status',
-          '#executions': 'executions',
-          '#updated_at': 'updated_at',
-          '#error': 'error',
-          '#base': 'export_attempts_base',
-          '#attempts': 'export_attempts',
-          '#waited': 'export_waited_seconds',
-          '#open_shard': OPEN_SHARD_ATTRIBUTE,
-          ...(freshExport ? { '#export_status': 'export_status' } : {}),
-        },
-        ExpressionAttributeValues: {
-          ':status': status,
-          ':open_shard': openShardKey(requestId, status),
-          ':n': n,
-          ':now': context.clock().toISOString(),
-          ':zero': 0,
-          ':previous': item.status,
-          ':executions': item.executions,
-          ...(freshExport ? { ':failed': 'failed' } : {}),
-        },
-      }),
-    );
-  } catch (error) {
-    if (!isConditionalFailure(error)) throw error;
-    await retryable(context, await loadRequest(context, requestId));
-    throw new CliError(
-      `request ${requestId} changed while it was being retried; run the command again`,
-      EXIT.failed,
-    );
-  }
 
   await recordOperatorAction(context, requestId, {
     eventId: `Operator:retry-${n}`,
@@ -124,8 +66,8 @@ export async function runRetry(
   } catch (error) {
     if (hasName(error, 'ExecutionAlreadyExists')) started = false;
     else {
-      const restored = await restoreFailed(context, item, status, n).then(
-        () => true,
+      const restored = await context.ledger.undoRetry(item, retried).then(
+        (undone) => undone !== undefined,
         () => false,
       );
       const detail = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
@@ -157,73 +99,26 @@ export async function runRetry(
 }
 
 /**
- * Whether the request can be retried: failed, or open (received, running) with no execution
- * running it (its latest ended, timed out, was aborted or never started).
+ * Why an open request needs no retry: its latest execution is running. Undefined when it ended,
+ * timed out, was aborted or never started.
  */
-async function retryable(
+async function liveExecution(
   context: Pick<CliContext, 'sfn' | 'names'>,
   item: LedgerItem,
-): Promise<{ type: 'access' | 'erasure'; regulation: 'gdpr' | 'ccpa' }> {
-  if (item.status === 'received' || item.status === 'running') {
-    const latest = latestExecutionName(item.request_id, item.executions);
-    const execution = await sfnLookup(context.sfn, context.names.StateMachineArn)(latest);
-    if (isLive(execution)) {
-      throw new CliError(
-        `request ${item.request_id} is ${item.status} and its execution ${latest} is running; it needs no retry (cancel it first to stop it)`,
-        EXIT.failed,
-      );
-    }
-  } else if (item.status !== 'failed') {
-    throw new CliError(
-      `request ${item.request_id} is ${item.status}; only failed requests, or open ones with no running execution, can be retried`,
-      EXIT.failed,
-    );
-  }
-  if (item.type === undefined || item.regulation === undefined) {
-    throw new CliError(
-      `request ${item.request_id} has no type or regulation in the ledger, so it cannot be run`,
-      EXIT.failed,
-    );
-  }
-  return { type: item.type, regulation: item.regulation };
+): Promise<string | undefined> {
+  if (item.status !== 'received' && item.status !== 'running') return undefined;
+  const latest = latestExecutionName(item.request_id, item.executions);
+  const execution = await sfnLookup(context.sfn, context.names.StateMachineArn)(latest);
+  if (!isLive(execution)) return undefined;
+  return `request ${item.request_id} is ${item.status} and its execution ${latest} is running; it needs no retry (cancel it first to stop it)`;
 }
 
-/** Puts the request back as it was when StartExecution failed, so the ledger never shows a run that is not happening. */
-async function restoreFailed(
-  context: Pick<CliContext, 'dynamo' | 'names' | 'clock'>,
-  item: LedgerItem,
-  status: string,
-  n: number,
-): Promise<void> {
-  const error = item.error ?? {
-    code: 'retry_not_started',
-    message: 'the retry could not start an execution',
-  };
-  await context.dynamo.send(
-    new UpdateCommand({
-      TableName: context.names.LedgerTableName,
-      Key: { request_id: item.request_id },
-      UpdateExpression:
-        'SET #status = :failed, #open_shard = :open_shard, #executions = :executions, #error = :error, #updated_at = :now',
-      ConditionExpression: '#status = :status AND #executions = :n',
-      ExpressionAttributeNames: {
-        '#status': 'status',
-        '#open_shard': OPEN_SHARD_ATTRIBUTE,
-        '#executions': 'executions',
-        '#error': 'error',
-        '#updated_at': 'updated_at',
-      },
-      ExpressionAttributeValues: {
-        ':failed': 'failed',
-        ':open_shard': openShardKey(item.request_id, 'failed'),
-        ':executions': item.executions,
-        ':error': error,
-        ':now': context.clock().toISOString(),
-        ':status': status,
-        ':n': n,
-      },
-    }),
-  );
+/** The execution input's type and regulation (CAN_RETRY has checked they are there). */
+function runnable(item: LedgerItem): { type: 'access' | 'erasure'; regulation: 'gdpr' | 'ccpa' } {
+  if (item.type === undefined || item.regulation === undefined) {
+    throw new CliError(`request ${item.request_id} has no type or regulation in the ledger`, EXIT.failed);
+  }
+  return { type: item.type, regulation: item.regulation };
 }
 
 /** Options of `svc-dsr retry --status S [--code C] [--dry-run]`. */
@@ -256,7 +151,7 @@ const BULK_STATUSES = ['failed', 'received', 'running'] as const;
  * is running. With `dryRun` it only lists them. Exit 1 when any retry could not start.
  */
 export async function runBulkRetry(
-  context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 's3' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target'>,
   options: BulkRetryOptions,
   io: CliIo,
 ): Promise<CommandResult<BulkRetryResult>> {
@@ -266,12 +161,9 @@ export async function runBulkRetry(
     const item = await context.ledger.get(entry.request_id);
     if (item === undefined || item.status !== options.status) continue;
     if (options.code !== undefined && item.error?.code !== options.code) continue;
-    if (options.status !== 'failed') {
-      const latest = latestExecutionName(item.request_id, item.executions);
-      if (isLive(await sfnLookup(context.sfn, context.names.StateMachineArn)(latest))) {
-        running += 1;
-        continue;
-      }
+    if ((await liveExecution(context, item)) !== undefined) {
+      running += 1;
+      continue;
     }
     candidates.push(item);
   }
