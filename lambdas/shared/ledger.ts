@@ -752,8 +752,8 @@ function retryPlanOf(item: LedgerItem): RetryPlan {
 
 /** Statuses a request can be cancelled in (before its erasure has started). */
 export const CANCELLABLE_STATUSES = ['received', 'running'] as const satisfies readonly Status[];
-/** Statuses a request's deadline can be extended in. */
-export const EXTENDABLE_STATUSES = ['received', 'running'] as const satisfies readonly Status[];
+/** Statuses a request's deadline can be extended in: every status still owed an answer, `failed` too. */
+export const EXTENDABLE_STATUSES = OWED_STATUSES;
 /** Statuses a request can be retried in (an open one only when no execution runs it). */
 export const RETRYABLE_STATUSES = ['failed', 'received', 'running'] as const satisfies readonly Status[];
 

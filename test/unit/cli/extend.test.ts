@@ -86,11 +86,26 @@ describe('runExtend', () => {
     });
   });
 
-  it('refuses a request that is no longer open', async () => {
-    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord({ status: 'failed' })) });
+  it('refuses a request that is no longer owed an answer', async () => {
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord({ status: 'completed' })) });
     await expect(
       runExtend(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
-    ).rejects.toThrow('is failed; only received or running requests can be extended');
+    ).rejects.toThrow('is completed; only received or running or failed requests can be extended');
+  });
+
+  it('extends a failed request, which is still owed an answer', async () => {
+    const item = ledgerRecord({ status: 'failed', error: { code: 'export_failed', message: 'x' } });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
+    ledgerMock
+      .on(UpdateItemCommand)
+      .resolves(written({ ...item, due_at: item.extension_limit_at, extended: true }));
+    const { exitCode, result } = await runExtend(
+      testContext(),
+      { requestId: REQUEST_ID, reason: 'platform outage' },
+      collectingIo(),
+    );
+    expect(exitCode).toBe(0);
+    expect(result.due_at).toBe(item.extension_limit_at);
   });
 
   it('reports the rule that applies when another operator extended it first', async () => {

@@ -185,7 +185,7 @@ describe('runList', () => {
   /** The index's answer for one shard key: the requests of that status that hash to it. */
   const shardOf = (item: LedgerItem) => openShardKey(item.request_id, item.status) ?? '';
 
-  it('queries every shard of the open index for received and running requests, follows pages, and sorts by due date', async () => {
+  it('queries every shard of the open index for received, running and failed requests, follows pages, and sorts by due date', async () => {
     // Prepare
     ledgerMock
       .on(QueryCommand)
@@ -212,6 +212,7 @@ describe('runList', () => {
     for (let shard = 0; shard < OPEN_INDEX_SHARDS; shard++) {
       expect(shards).toContain(`received#${shard}`);
       expect(shards).toContain(`running#${shard}`);
+      expect(shards).toContain(`failed#${shard}`);
     }
     expect(
       ledgerMock
@@ -242,6 +243,28 @@ describe('runList', () => {
     });
     expect(io.stdout()).toMatch(/REQUEST ID\s+STATUS/);
     expect(io.stdout()).toContain('20 days overdue');
+  });
+
+  it('lists an overdue failed request with --overdue, since it is still owed an answer', async () => {
+    const failed = ledgerRecord({
+      request_id: 'aaaaaaaa-0000-4000-8000-000000000004',
+      status: 'failed',
+      due_at: '2026-11-10T00:00:00.000Z',
+      error: { code: 'export_failed', message: 'x' },
+    });
+    ledgerMock
+      .on(QueryCommand)
+      .resolves({ Items: [] })
+      .on(QueryCommand, {
+        ExpressionAttributeValues: { ':shard': { S: shardOf(failed) }, ':due': { S: NOW.toISOString() } },
+      })
+      .resolves({ Items: [storedItem(failed)] });
+    const io = collectingIo();
+    const { result } = await runList(testContext(), { overdue: true }, io);
+    expect(result.requests.map((request) => [request.request_id, request.status])).toEqual([
+      [failed.request_id, 'failed'],
+    ]);
+    expect(io.stdout()).toContain('11 days overdue');
   });
 
   it('limits to requests due within the given days with --due-within', async () => {

@@ -143,6 +143,12 @@ describe('CAN_EXTEND', () => {
   checkRule(CAN_EXTEND, input, [
     { name: 'allows an open request before its deadline, once', item: {}, refusal: undefined, holds: true },
     {
+      name: 'allows a failed request, still owed an answer',
+      item: { status: 'failed' },
+      refusal: undefined,
+      holds: true,
+    },
+    {
       name: 'refuses a second extension',
       item: { extended: true },
       refusal: 'already been extended once',
