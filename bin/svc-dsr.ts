@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import { registerCancelCommand } from './cli/commands/cancel.ts';
+import { registerDenyCommand } from './cli/commands/deny.ts';
 import { registerExtendCommand } from './cli/commands/extend.ts';
 import { registerListCommand } from './cli/commands/list.ts';
 import { registerPackageCommand } from './cli/commands/package.ts';
@@ -42,6 +43,7 @@ registerSubmitCommand(program);
 registerStatusCommand(program);
 registerListCommand(program);
 registerCancelCommand(program);
+registerDenyCommand(program);
 registerExtendCommand(program);
 registerRetryCommand(program);
 registerPackageCommand(program);

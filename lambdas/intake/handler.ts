@@ -51,6 +51,7 @@ function lambdaIntakeDeps(): IntakeDeps {
       quarantine: sqsQuarantine(prepareSdkClient(new SQSClient(CACHED_MIDDLEWARE)), env.QUARANTINE_QUEUE_URL),
       startExecution: sfnStarter(prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE)), env.STATE_MACHINE_ARN),
       logger: powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
+      verification: env.ACCEPTED_VERIFICATION_METHODS,
     };
   }
   return intakeDeps;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConfigurationError } from './errors.ts';
+import { verificationPolicyEnvSchema } from './verification.ts';
 
 const csv = z
   .string()
@@ -47,6 +48,8 @@ export const intakeEnvSchema = z.object({
   AUDIT_KEY_SECRET_ID: z.string().min(1),
   STATE_MACHINE_ARN: z.string().min(1),
   QUARANTINE_QUEUE_URL: z.url(),
+  /** The verification methods accepted per request type (JSON); unset: every method but "none". */
+  ACCEPTED_VERIFICATION_METHODS: verificationPolicyEnvSchema,
 });
 export type IntakeEnv = z.infer<typeof intakeEnvSchema>;
 

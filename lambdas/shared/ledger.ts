@@ -14,7 +14,27 @@ import { type Deadlines, decideExtension } from './deadlines.ts';
 import { LedgerRuleError, LedgerStateError, RequestCancelledError, RequestUnknownError } from './errors.ts';
 import { type DsrRequest, normaliseRequestId } from './request.ts';
 
-export const STATUSES = ['received', 'running', 'completed', 'failed', 'cancelled', 'rejected'] as const;
+export const STATUSES = [
+  'received',
+  'running',
+  'completed',
+  'failed',
+  'cancelled',
+  'rejected',
+  'denied',
+] as const;
+/**
+ * Why a valid request is denied, as the CCPA §7102 denial categories word them (not verifiable,
+ * not made by a consumer, exempt, other), plus GDPR Art. 12(5)'s manifestly unfounded or excessive.
+ */
+export const DENIAL_CODES = [
+  'identity_not_verified',
+  'not_a_consumer',
+  'exempt',
+  'manifestly_unfounded_or_excessive',
+  'other',
+] as const;
+export type DenialCode = (typeof DENIAL_CODES)[number];
 export const STEPS = ['resolving', 'exporting', 'archiving', 'erasing', 'verifying'] as const;
 export const OUTCOMES = ['exported', 'erased', 'no_data'] as const;
 export const ERASURE_EVIDENCE = ['delete_answer', 'not_found_after_interrupted_delete'] as const;
@@ -144,6 +164,8 @@ export const ledgerItemSchema = z.object({
   later_errors: z.array(z.object({ code: z.string(), message: z.string(), at: z.string() })).optional(),
   rejection_errors: z.array(z.string()).optional(),
   cancel_reason: z.string().optional(),
+  /** Why a valid request was denied (status `denied`): the code, and the operator's words if any. */
+  denial: z.object({ code: z.enum(DENIAL_CODES), reason: z.string().optional(), at: z.string() }).optional(),
   duplicates: z.number().int().nonnegative().default(0),
   conflicts: z.number().int().nonnegative().default(0),
   executions: z.number().int().nonnegative().default(0),
@@ -213,6 +235,28 @@ export class Ledger {
       ...fresh,
       status: 'rejected',
       rejection_errors: [...errors],
+      completed_at: fresh.created_at,
+    });
+  }
+
+  /**
+   * Records a valid request the controller denies at intake (its identity was not verified by an
+   * accepted method) as `denied`, with its deadlines (the subject is owed a notice of the denial),
+   * unless the request_id is already known.
+   */
+  async createDenied(
+    request: DsrRequest,
+    fingerprint: string,
+    deadlines: Deadlines,
+    denial: { readonly code: DenialCode; readonly reason?: string },
+  ): Promise<CreateResult> {
+    const fresh = this.#fresh(request.request_id, fingerprint);
+    return this.#create({
+      ...request,
+      ...deadlines,
+      ...fresh,
+      status: 'denied',
+      denial: { ...denial, at: fresh.created_at },
       completed_at: fresh.created_at,
     });
   }
@@ -342,6 +386,24 @@ export class Ledger {
       due_at: extensionOf(item, input).due_at,
       extended: true,
       extension_reason: change.reason,
+    }));
+  }
+
+  /**
+   * Denies a request still owed an answer before its erasure has started (CAN_DENY): status
+   * `denied` with the code and the reason, out of the open index, and no archive kept in the ledger
+   * (the caller deletes the copies: a denied request is never exported).
+   */
+  async deny(
+    requestId: string,
+    change: { readonly code: DenialCode; readonly reason: string },
+  ): Promise<RuledChange> {
+    const now = this.clock().toISOString();
+    return this.#applyRule(requestId, CAN_DENY, undefined, () => ({
+      status: 'denied',
+      denial: { code: change.code, reason: change.reason, at: now },
+      completed_at: now,
+      archive: null,
     }));
   }
 
@@ -805,18 +867,30 @@ function statusRefusal(item: LedgerItem, allowed: readonly Status[], what: strin
   return `request ${item.request_id} is ${item.status}; only ${allowed.join(' or ')} requests can be ${what}`;
 }
 
+function erasureRefusal(item: LedgerItem, what: string): string | undefined {
+  if (!erasureStarted(item)) return undefined;
+  return `request ${item.request_id} cannot be ${what}: its erasure has started (step ${item.step ?? 'erasing'}); let it finish and check it with svc-dsr status`;
+}
+
 /** Can cancel: received or running, and the erasure has not started. */
 export const CAN_CANCEL: LedgerRule<void> = {
   doing: 'cancelled',
   refusal(item) {
-    const status = statusRefusal(item, CANCELLABLE_STATUSES, 'cancelled');
-    if (status !== undefined) return status;
-    if (erasureStarted(item)) {
-      return `request ${item.request_id} cannot be cancelled: its erasure has started (step ${item.step ?? 'erasing'}); let it finish and check it with svc-dsr status`;
-    }
-    return undefined;
+    return statusRefusal(item, CANCELLABLE_STATUSES, 'cancelled') ?? erasureRefusal(item, 'cancelled');
   },
   condition: () => allOf(statusIn(CANCELLABLE_STATUSES), ERASURE_NOT_STARTED),
+};
+
+/** Statuses a request can be denied in: still owed an answer (and its erasure not started). */
+export const DENIABLE_STATUSES = OWED_STATUSES;
+
+/** Can deny: still owed an answer (received, running, failed), and the erasure has not started. */
+export const CAN_DENY: LedgerRule<void> = {
+  doing: 'denied',
+  refusal(item) {
+    return statusRefusal(item, DENIABLE_STATUSES, 'denied') ?? erasureRefusal(item, 'denied');
+  },
+  condition: () => allOf(statusIn(DENIABLE_STATUSES), ERASURE_NOT_STARTED),
 };
 
 /** The new due date of an extension, or why there is none (no deadlines, or `decideExtension` refuses). */

@@ -1,6 +1,4 @@
-import { StopExecutionCommand } from '@aws-sdk/client-sfn';
 import type { Command } from 'commander';
-import { removeAllVersions } from '#shared/runtime';
 import {
   type CliIo,
   type CommandResult,
@@ -11,7 +9,7 @@ import {
 } from '../format.ts';
 import { EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { executionArn, executionNames, hasName, ledgerChange, recordOperatorAction } from './common.ts';
+import { type EndedRuns, endRequestRuns, ledgerChange, printEnded, recordOperatorAction } from './common.ts';
 
 /** Options of `svc-dsr cancel`. */
 export interface CancelOptions {
@@ -21,18 +19,12 @@ export interface CancelOptions {
 }
 
 /** What `cancel --json` prints. */
-export interface CancelResult {
+export interface CancelResult extends EndedRuns {
   readonly request_id: string;
   readonly status: 'cancelled';
   readonly previous_status: string;
   readonly step: string | null;
   readonly reason: string;
-  /** Executions StopExecution accepted (one that had already ended keeps its outcome). */
-  readonly stopped: string[];
-  /** StopExecution failures other than "does not exist": the execution still ends at its next step. */
-  readonly stop_errors: { execution: string; error: string }[];
-  /** Archive object versions deleted: a cancelled request keeps no copy of the subject's data. */
-  readonly archive_versions_removed: number;
 }
 
 /**
@@ -41,7 +33,7 @@ export interface CancelResult {
  * Refusals are exit 1.
  */
 export async function runCancel(
-  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target'>,
+  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator'>,
   options: CancelOptions,
   io: CliIo,
 ): Promise<CommandResult<CancelResult>> {
@@ -58,37 +50,15 @@ export async function runCancel(
       eventId: `Operator:cancel-${updated.executions}`,
       action: 'request_cancelled',
       facts: { previous_status: item.status, step: item.step ?? null },
+      reason,
     },
     { acceptClosedBy: 'request_cancelled' },
   );
   // A cancelled request keeps no copy of the subject's data: whatever a step archived goes.
-  const archiveVersionsRemoved = await removeAllVersions(
-    context.s3,
-    context.names.ArchiveBucketName,
-    `exports/${requestId}/`,
-    { prefix: true },
-  );
-
-  const stopped: string[] = [];
-  const stopErrors: CancelResult['stop_errors'] = [];
-  for (const name of executionNames(requestId, updated.executions)) {
-    try {
-      await context.sfn.send(
-        new StopExecutionCommand({
-          executionArn: executionArn(context.names.StateMachineArn, name),
-          error: 'RequestCancelled',
-          cause: 'cancelled by an operator with svc-dsr cancel',
-        }),
-      );
-      stopped.push(name);
-    } catch (error) {
-      if (hasName(error, 'ExecutionDoesNotExist')) continue;
-      stopErrors.push({
-        execution: name,
-        error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
-      });
-    }
-  }
+  const ended = await endRequestRuns(context, requestId, updated.executions, {
+    error: 'RequestCancelled',
+    cause: 'cancelled by an operator with svc-dsr cancel',
+  });
 
   const result: CancelResult = {
     request_id: requestId,
@@ -96,24 +66,15 @@ export async function runCancel(
     previous_status: item.status,
     step: item.step ?? null,
     reason,
-    stopped,
-    stop_errors: stopErrors,
-    archive_versions_removed: archiveVersionsRemoved,
+    ...ended,
   };
   if (options.json === true) writeJson(io, result);
   else {
     io.out(`cancelled ${requestId} (was ${item.status}${item.step ? `, step ${item.step}` : ''})\n`);
-    if (stopped.length > 0) io.err(`asked Step Functions to stop: ${stopped.join(', ')}\n`);
-    if (archiveVersionsRemoved > 0)
-      io.err(`deleted ${archiveVersionsRemoved} archive version(s) of the request\n`);
     if (recorded === 'closed')
       io.err('the workflow had already closed the audit trail with its own record of the cancellation\n');
   }
-  for (const failure of stopErrors) {
-    io.err(
-      `warning: could not stop execution ${failure.execution} (${failure.error}); it ends at its next step, which finds the request cancelled\n`,
-    );
-  }
+  printEnded(io, ended, 'cancelled', options.json === true);
   return { exitCode: EXIT.ok, result };
 }
 

@@ -32,7 +32,7 @@ export interface ExtendResult {
  * (DESIGN.md section 6; the ledger's CAN_EXTEND). Refusals are exit 1 with the rule that applied.
  */
 export async function runExtend(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target'>,
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'operator'>,
   options: ExtendOptions,
   io: CliIo,
 ): Promise<CommandResult<ExtendResult>> {
@@ -48,6 +48,7 @@ export async function runExtend(
     eventId: 'Operator:extend',
     action: 'deadline_extended',
     facts: { previous_due_at: dueAt, due_at: newDueAt },
+    reason,
   });
 
   const result: ExtendResult = {

@@ -254,6 +254,8 @@ function denialBasis(item: LedgerItem): string | null {
       return item.error ? `not fulfilled: ${item.error.code}: ${item.error.message}` : 'not fulfilled';
     case 'cancelled':
       return `cancelled: ${item.cancel_reason ?? 'no reason recorded'}`;
+    case 'denied':
+      return `denied: ${item.denial?.code ?? 'no code recorded'}`;
     default:
       return null;
   }

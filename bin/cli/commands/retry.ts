@@ -3,7 +3,14 @@ import type { Command } from 'commander';
 import { isLive, latestExecutionName } from '#shared/executions';
 import type { LedgerItem } from '#shared/ledger';
 import { sfnLookup } from '../../../lambdas/reconciler/aws.ts';
-import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
+import {
+  type CliIo,
+  type CommandResult,
+  parseReason,
+  parseRequestId,
+  processIo,
+  writeJson,
+} from '../format.ts';
 import { CliError, EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
 import { hasName, ledgerChange, recordOperatorAction, retryExecutionName } from './common.ts';
@@ -11,6 +18,8 @@ import { hasName, ledgerChange, recordOperatorAction, retryExecutionName } from 
 /** Options of `svc-dsr retry`. */
 export interface RetryOptions {
   readonly requestId: string;
+  /** Why the operator retries (optional; kept in the audit record). */
+  readonly reason?: string;
   readonly json?: boolean;
 }
 
@@ -33,7 +42,7 @@ export interface RetryResult {
  * stopped. Anything else is exit 1.
  */
 export async function runRetry(
-  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target'>,
+  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator'>,
   options: RetryOptions,
   io: CliIo,
 ): Promise<CommandResult<RetryResult>> {
@@ -50,6 +59,7 @@ export async function runRetry(
     eventId: `Operator:retry-${n}`,
     action: 'request_retried',
     facts: { execution: name, previous_error: item.error?.code ?? null, fresh_export: freshExport },
+    ...(options.reason === undefined ? {} : { reason: parseReason(options.reason) }),
   });
 
   let started = true;
@@ -124,6 +134,8 @@ function runnable(item: LedgerItem): { type: 'access' | 'erasure'; regulation: '
 /** Options of `svc-dsr retry --status S [--code C] [--dry-run]`. */
 export interface BulkRetryOptions {
   readonly status: 'failed' | 'received' | 'running';
+  /** Why the operator retries them (optional; kept in each audit record). */
+  readonly reason?: string;
   /** Only requests whose error has this code. */
   readonly code?: string;
   readonly dryRun?: boolean;
@@ -151,7 +163,7 @@ const BULK_STATUSES = ['failed', 'received', 'running'] as const;
  * is running. With `dryRun` it only lists them. Exit 1 when any retry could not start.
  */
 export async function runBulkRetry(
-  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target'>,
+  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator'>,
   options: BulkRetryOptions,
   io: CliIo,
 ): Promise<CommandResult<BulkRetryResult>> {
@@ -178,7 +190,15 @@ export async function runBulkRetry(
       continue;
     }
     try {
-      const { result } = await runRetry(context, { requestId: item.request_id, json: false }, quietIo(io));
+      const { result } = await runRetry(
+        context,
+        {
+          requestId: item.request_id,
+          ...(options.reason === undefined ? {} : { reason: options.reason }),
+          json: false,
+        },
+        quietIo(io),
+      );
       requests.push({ request_id: item.request_id, code, execution: result.execution });
       if (options.json !== true) io.out(`retrying ${item.request_id}: execution ${result.execution}\n`);
     } catch (error) {
@@ -205,6 +225,7 @@ function quietIo(io: CliIo): CliIo {
 }
 
 interface RetryFlags extends TargetFlags {
+  readonly reason?: string;
   readonly json?: boolean;
   readonly status?: string;
   readonly code?: string;
@@ -222,6 +243,7 @@ export function registerRetryCommand(program: Command): void {
     .option('--status <status>', `retry every request with this status: ${BULK_STATUSES.join(', ')}`)
     .option('--code <code>', 'with --status: only requests whose error has this code, e.g. export_failed')
     .option('--dry-run', 'with --status: print what would be retried and change nothing')
+    .option('--reason <reason>', 'why (kept in the audit record with who retried)')
     .option('--json', 'print the result as JSON');
   addTargetOptions(command)
     .addHelpText(
@@ -240,16 +262,17 @@ Examples:
     )
     .action(async (requestId: string | undefined, flags: RetryFlags) => {
       const bulk = bulkOptions(requestId, flags);
+      const reason = flags.reason === undefined ? {} : { reason: parseReason(flags.reason) };
       const { exitCode } = await withTarget(
         flags,
         (context): Promise<CommandResult<RetryResult | BulkRetryResult>> =>
           bulk === undefined
             ? runRetry(
                 context,
-                { requestId: parseRequestId(requestId), json: flags.json === true },
+                { requestId: parseRequestId(requestId), ...reason, json: flags.json === true },
                 processIo,
               )
-            : runBulkRetry(context, bulk, processIo),
+            : runBulkRetry(context, { ...bulk, ...reason }, processIo),
       );
       process.exitCode = exitCode;
     });

@@ -9,7 +9,16 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { runExtend } from '../../../bin/cli/commands/extend.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
-import { ledgerRecord, ledgerWrites, NOW, REQUEST_ID, storedItem, testContext, written } from './helpers.ts';
+import {
+  ledgerRecord,
+  ledgerWrites,
+  NOW,
+  OPERATOR,
+  REQUEST_ID,
+  storedItem,
+  testContext,
+  written,
+} from './helpers.ts';
 
 /** The ledger reads and writes through a plain DynamoDB client; its rules are tested in ledger-rules.test.ts. */
 const ledgerMock = mockClient(DynamoDBClient);
@@ -139,7 +148,12 @@ describe('runExtend audit record', () => {
     expect(JSON.parse(body)).toMatchObject({
       step: 'Operator',
       action: 'deadline_extended',
-      facts: { previous_due_at: item.due_at, due_at: item.extension_limit_at },
+      facts: {
+        previous_due_at: item.due_at,
+        due_at: item.extension_limit_at,
+        operator: OPERATOR,
+        reason: 'complex request',
+      },
     });
   });
 });

@@ -40,10 +40,14 @@ export function testContext(
       s3: overrides.s3 ?? new S3Client(config),
       dynamoClient: overrides.dynamoClient ?? new DynamoDBClient(config),
       sfn: new SFNClient(config),
+      operator: async () => OPERATOR,
     },
     clock,
   );
 }
+
+/** Who runs the commands in unit tests, as their audit records name them. */
+export const OPERATOR = 'local-user:tester';
 
 /** A stored ledger item (as DynamoDB returns it) for a running access request. */
 export function ledgerRecord(overrides: Partial<LedgerItem> = {}): LedgerItem {

@@ -24,6 +24,7 @@ import {
   type Status,
 } from '#shared/ledger';
 import { runCancel } from '../../../bin/cli/commands/cancel.ts';
+import { runDeny } from '../../../bin/cli/commands/deny.ts';
 import { runExtend } from '../../../bin/cli/commands/extend.ts';
 import { runRetry } from '../../../bin/cli/commands/retry.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
@@ -121,6 +122,72 @@ describe('cancel against DynamoDB', () => {
       step: 'erasing',
     });
     expect(sfnMock.calls()).toHaveLength(0);
+  });
+});
+
+describe('deny against DynamoDB', () => {
+  it('records denied with the code and reason, closes the audit chain, deletes the copies and stops the executions', async () => {
+    // Prepare
+    const item = await stored({ status: 'running', step: 'exporting' });
+    // Act
+    const { exitCode, result } = await runDeny(
+      context,
+      { requestId: item.request_id, reasonCode: 'identity_not_verified', reason: 'ID check failed twice' },
+      collectingIo(),
+    );
+    // Assess
+    expect(exitCode).toBe(0);
+    expect(await context.ledger.require(item.request_id)).toMatchObject({
+      status: 'denied',
+      denial: { code: 'identity_not_verified', reason: 'ID check failed twice', at: NOW.toISOString() },
+      completed_at: NOW.toISOString(),
+    });
+    for (const status of OWED_STATUSES) {
+      for await (const open of context.ledger.openRequests(status))
+        expect(open.request_id).not.toBe(item.request_id);
+    }
+    const record = JSON.parse(String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body));
+    expect(record).toMatchObject({
+      action: 'request_denied',
+      final: true,
+      facts: { reason_code: 'identity_not_verified' },
+    });
+    expect(s3Mock.commandCalls(ListObjectVersionsCommand)).toHaveLength(1);
+    expect(sfnMock.commandCalls(StopExecutionCommand).length).toBeGreaterThan(0);
+    expect(result).toMatchObject({ status: 'denied', previous_status: 'running', notice_due: 'denial' });
+  });
+
+  it('is refused once the erasure has started, and for an ended request', async () => {
+    const erasing = await stored({ status: 'running', step: 'erasing' });
+    const completed = await stored({ status: 'completed', outcome: 'exported' });
+    const deny = (requestId: string) =>
+      runDeny(context, { requestId, reasonCode: 'other', reason: 'r' }, collectingIo()).catch(
+        (caught: unknown) => caught,
+      );
+    expect(await deny(erasing.request_id)).toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('cannot be denied: its erasure has started'),
+    });
+    expect(await deny(completed.request_id)).toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining(
+        'is completed; only received or running or failed requests can be denied',
+      ),
+    });
+    expect(await context.ledger.require(erasing.request_id)).toMatchObject({ status: 'running' });
+    expect(sfnMock.calls()).toHaveLength(0);
+  });
+
+  it('refuses an unknown reason code with exit 2 before reading anything', async () => {
+    const error = await runDeny(
+      context,
+      { requestId: randomUUID(), reasonCode: 'bored', reason: 'r' },
+      collectingIo(),
+    ).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({
+      exitCode: 2,
+      message: expect.stringContaining('--reason-code: must be one of identity_not_verified'),
+    });
   });
 });
 

@@ -21,6 +21,7 @@ import {
   ledgerWrites,
   NAMES,
   NOW,
+  OPERATOR,
   REQUEST_ID,
   storedItem,
   testContext,
@@ -213,7 +214,13 @@ describe('runRetry audit record', () => {
     const body = String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body);
     expect(JSON.parse(body)).toMatchObject({
       action: 'request_retried',
-      facts: { execution: `${REQUEST_ID}-retry-2`, previous_error: 'export_failed', fresh_export: true },
+      facts: {
+        execution: `${REQUEST_ID}-retry-2`,
+        previous_error: 'export_failed',
+        fresh_export: true,
+        operator: OPERATOR,
+        reason: null,
+      },
     });
   });
 });

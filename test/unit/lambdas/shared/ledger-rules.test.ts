@@ -4,6 +4,7 @@ import { marshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   CAN_CANCEL,
+  CAN_DENY,
   CAN_EXTEND,
   CAN_RETRY,
   isConditionalFailure,
@@ -214,4 +215,98 @@ describe('CAN_RETRY', () => {
     expect(await conditionHolds(CAN_RETRY, item, undefined, read)).toBe(false);
     expect(await conditionHolds(CAN_RETRY, item, undefined, item)).toBe(true);
   });
+});
+
+describe('CAN_DENY', () => {
+  checkRule(CAN_DENY, undefined, [
+    {
+      name: 'allows a received request',
+      item: { status: 'received', step: undefined },
+      refusal: undefined,
+      holds: true,
+    },
+    {
+      name: 'allows a running export',
+      item: { status: 'running', step: 'exporting' },
+      refusal: undefined,
+      holds: true,
+    },
+    {
+      name: 'allows a failed request, still owed an answer',
+      item: { status: 'failed' },
+      refusal: undefined,
+      holds: true,
+    },
+    {
+      name: 'refuses once the erasure step is reached',
+      item: erasing,
+      refusal: 'cannot be denied: its erasure has started',
+      holds: false,
+    },
+    {
+      name: 'refuses when an erasure is recorded, whatever the step',
+      item: erased,
+      refusal: 'its erasure has started',
+      holds: false,
+    },
+    {
+      name: 'refuses a completed request',
+      item: { status: 'completed' },
+      refusal: 'is completed; only received or running or failed',
+      holds: false,
+    },
+    {
+      name: 'refuses a request already denied',
+      item: { status: 'denied' },
+      refusal: 'is denied; only',
+      holds: false,
+    },
+  ]);
+});
+
+describe('CAN_DENY', () => {
+  checkRule(CAN_DENY, undefined, [
+    {
+      name: 'allows a received request',
+      item: { status: 'received', step: undefined },
+      refusal: undefined,
+      holds: true,
+    },
+    {
+      name: 'allows a running export',
+      item: { status: 'running', step: 'exporting' },
+      refusal: undefined,
+      holds: true,
+    },
+    {
+      name: 'allows a failed request, still owed an answer',
+      item: { status: 'failed' },
+      refusal: undefined,
+      holds: true,
+    },
+    {
+      name: 'refuses once the erasure step is reached',
+      item: erasing,
+      refusal: 'cannot be denied: its erasure has started',
+      holds: false,
+    },
+    {
+      name: 'refuses when an erasure is recorded, whatever the step',
+      item: erased,
+      refusal: 'its erasure has started',
+      holds: false,
+    },
+    {
+      name: 'refuses a completed request',
+      item: { status: 'completed' },
+      refusal: 'is completed; only received or running or failed',
+      holds: false,
+    },
+    {
+      name: 'refuses a request already denied',
+      item: { status: 'denied' },
+      refusal: 'is denied; only',
+      holds: false,
+    },
+  ]);
 });
