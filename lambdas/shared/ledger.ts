@@ -35,6 +35,12 @@ export const DENIAL_CODES = [
   'other',
 ] as const;
 export type DenialCode = (typeof DENIAL_CODES)[number];
+/**
+ * What the subject is told, and recorded: the receipt confirmation (CCPA §7021, by `confirm_by`),
+ * the extension with its reason (before the original deadline), the response, or the denial.
+ */
+export const NOTICE_KINDS = ['receipt', 'extension', 'response', 'denial'] as const;
+export type NoticeKind = (typeof NOTICE_KINDS)[number];
 export const STEPS = ['resolving', 'exporting', 'archiving', 'erasing', 'verifying'] as const;
 export const OUTCOMES = ['exported', 'erased', 'no_data'] as const;
 export const ERASURE_EVIDENCE = ['delete_answer', 'not_found_after_interrupted_delete'] as const;
@@ -98,6 +104,15 @@ export function openShardKey(requestId: string, status: Status): string | undefi
 export function isOwed(status: Status): status is OwedStatus {
   return (OWED_STATUSES as readonly Status[]).includes(status);
 }
+
+/** A notice given to the subject: how, when, the team's reference, and when it was recorded. */
+export const noticeSchema = z.object({
+  channel: z.string(),
+  at: z.string(),
+  reference: z.string().optional(),
+  recorded_at: z.string(),
+});
+export type Notice = z.infer<typeof noticeSchema>;
 
 const archiveFacts = z.object({
   key: z.string(),
@@ -164,6 +179,11 @@ export const ledgerItemSchema = z.object({
   later_errors: z.array(z.object({ code: z.string(), message: z.string(), at: z.string() })).optional(),
   rejection_errors: z.array(z.string()).optional(),
   cancel_reason: z.string().optional(),
+  /** The notices given to the subject, one field per kind (the latest; the audit trail keeps each). */
+  notice_receipt: noticeSchema.optional(),
+  notice_extension: noticeSchema.optional(),
+  notice_response: noticeSchema.optional(),
+  notice_denial: noticeSchema.optional(),
   /** Why a valid request was denied (status `denied`): the code, and the operator's words if any. */
   denial: z.object({ code: z.enum(DENIAL_CODES), reason: z.string().optional(), at: z.string() }).optional(),
   duplicates: z.number().int().nonnegative().default(0),
@@ -380,12 +400,29 @@ export class Ledger {
    * Extends the deadline once, with a reason, before the original one has passed (CAN_EXTEND): the
    * new due date is the statutory limit. Two operators extending at once get one extension.
    */
-  async extend(requestId: string, change: { readonly reason: string }): Promise<RuledChange> {
+  async extend(
+    requestId: string,
+    change: { readonly reason: string; readonly notice: Omit<Notice, 'recorded_at'> },
+  ): Promise<RuledChange> {
     const input = { reason: change.reason, now: this.clock() };
     return this.#applyRule(requestId, CAN_EXTEND, input, (item) => ({
       due_at: extensionOf(item, input).due_at,
       extended: true,
       extension_reason: change.reason,
+      // An extension is valid only if the subject is told in time: the notice is recorded with it.
+      notice_extension: { ...change.notice, recorded_at: input.now.toISOString() },
+    }));
+  }
+
+  /** Records a notice given to the subject (CAN_NOTICE: a kind the request's state calls for). */
+  async recordNotice(
+    requestId: string,
+    kind: NoticeKind,
+    notice: Omit<Notice, 'recorded_at'>,
+  ): Promise<RuledChange> {
+    const input = { kind, at: notice.at, now: this.clock() };
+    return this.#applyRule(requestId, CAN_NOTICE, input, () => ({
+      [`notice_${kind}`]: { ...notice, recorded_at: input.now.toISOString() },
     }));
   }
 
@@ -892,6 +929,71 @@ export const CAN_DENY: LedgerRule<void> = {
   },
   condition: () => allOf(statusIn(DENIABLE_STATUSES), ERASURE_NOT_STARTED),
 };
+
+/** The statuses a notice of each kind may be recorded in. */
+export const NOTICE_STATUSES: Readonly<Record<NoticeKind, readonly Status[]>> = {
+  receipt: ['received', 'running', 'failed', 'completed', 'cancelled', 'denied'],
+  extension: OWED_STATUSES,
+  response: ['completed'],
+  denial: ['denied'],
+};
+
+/**
+ * Can record a notice: the request's status calls for that kind (a response once completed, a
+ * denial once denied, an extension once extended), and it was not given in the future.
+ */
+export const CAN_NOTICE: LedgerRule<{ readonly kind: NoticeKind; readonly at: string; readonly now: Date }> =
+  {
+    doing: 'given a notice',
+    refusal(item, input) {
+      const allowed = NOTICE_STATUSES[input.kind];
+      if (!(allowed as readonly string[]).includes(item.status)) {
+        return `request ${item.request_id} is ${item.status}; a ${input.kind} notice is recorded only for ${allowed.join(' or ')} requests`;
+      }
+      if (input.kind === 'extension' && !item.extended) {
+        return `request ${item.request_id} has not been extended; svc-dsr extend records the extension notice with the extension`;
+      }
+      if (Date.parse(input.at) > input.now.getTime() + 5 * 60_000) {
+        return `the notice time ${input.at} is in the future; give the time the subject was told`;
+      }
+      return undefined;
+    },
+    condition: (_item, input) =>
+      allOf(
+        statusIn(NOTICE_STATUSES[input.kind]),
+        input.kind === 'extension'
+          ? {
+              expression: '#extended = :if_true',
+              names: { '#extended': 'extended' },
+              values: { ':if_true': true },
+            }
+          : { expression: 'attribute_exists(request_id)', names: {}, values: {} },
+      ),
+  };
+
+/** A notice the subject is owed and has not been given, with the date it is due by. */
+export interface NoticeDue {
+  readonly kind: NoticeKind;
+  /** When it must be given by (null when the law sets no date of its own). */
+  readonly due_by: string | null;
+  readonly overdue: boolean;
+}
+
+/** The notices the request calls for and that are not recorded yet. */
+export function noticesDue(item: LedgerItem, now: Date): NoticeDue[] {
+  const due: NoticeDue[] = [];
+  const add = (kind: NoticeKind, dueBy: string | null | undefined) => {
+    if (item[`notice_${kind}`] !== undefined) return;
+    const by = dueBy ?? null;
+    due.push({ kind, due_by: by, overdue: by !== null && Date.parse(by) < now.getTime() });
+  };
+  if (item.status === 'rejected') return due;
+  if (item.confirm_by !== null && item.confirm_by !== undefined) add('receipt', item.confirm_by);
+  if (item.extended) add('extension', null);
+  if (item.status === 'completed') add('response', item.due_at);
+  if (item.status === 'denied') add('denial', item.due_at);
+  return due;
+}
 
 /** The new due date of an extension, or why there is none (no deadlines, or `decideExtension` refuses). */
 function extensionOf(

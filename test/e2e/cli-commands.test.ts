@@ -11,6 +11,7 @@ const COMMANDS = [
   'cancel',
   'deny',
   'extend',
+  'notice',
   'retry',
   'package',
   'verify',
@@ -123,7 +124,14 @@ describe('svc-dsr operator commands, run as a process', () => {
       runCli(['package', REQUEST_ID, '--expires-in', '999999']),
       runCli(['report', '--from', 'yesterday']),
       runCli(['deny', REQUEST_ID, '--reason-code', 'bored', '--reason', 'x']),
-      runCli(['extend', REQUEST_ID, '--reason', 'asked by jane.doe@example.com']),
+      runCli([
+        'extend',
+        REQUEST_ID,
+        '--reason',
+        'asked by jane.doe@example.com',
+        '--notice-channel',
+        'email',
+      ]),
     ]);
     expect(badId.code).toBe(2);
     expect(badId.stderr).toContain('<request_id>: must be a request id');

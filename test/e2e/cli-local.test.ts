@@ -186,6 +186,19 @@ describe('the CLI against a serving local mode', () => {
     const status = await runCli(['status', unverified.request_id, ...target()]);
     expect(status.stdout).toContain('identity_not_verified');
     expect(status.stdout).not.toContain('u-carla');
+    expect(status.stdout).toMatch(/denial notice\s+DUE by/);
+    const notice = await runCli([
+      'notice',
+      unverified.request_id,
+      '--kind',
+      'denial',
+      '--channel',
+      'letter',
+      ...target(),
+    ]);
+    expect(notice.code, notice.stderr).toBe(0);
+    const after = await runCli(['status', unverified.request_id, ...target()]);
+    expect(after.stdout).toMatch(/denial notice\s+given \S+ by letter/);
 
     const denied = await runCli([
       'deny',

@@ -5,7 +5,7 @@
  * unknown subject, an invalid message, a failed export retried by the operator, a request left
  * without an execution and resumed by the reconciler, a cancel, an extension, a request denied at
  * intake (its identity not verified), a failed one denied by the operator, and the read commands
- * (status, list, report, verify, package).
+ * (status, list, report, verify, package), and a notice to the subject.
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -120,7 +120,7 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     await submitByCli(ids.cancelled, 'access', 'gdpr', 'u-bruno');
     await submitByCli(ids.extended, 'erasure', 'ccpa', 'u-chloe');
     await cli('cancel', ids.cancelled, '--reason', 'withdrawn by the subject');
-    await cli('extend', ids.extended, '--reason', 'complex request');
+    await cli('extend', ids.extended, '--reason', 'complex request', '--notice-channel', 'email');
     // A failed request is still owed an answer, so the operator can deny it.
     await cli('deny', ids.denied, '--reason-code', 'identity_not_verified', '--reason', 'ID check failed');
     await submitByCli(ids.erasure, 'erasure', 'gdpr', 'u-dan');
@@ -153,6 +153,7 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     await mode.reconcile({ graceSeconds: 0 });
     await waitFor(async () => (await cli('status', ids.stranded, '--json')).includes('"completed"'));
     await cli('status', ids.access);
+    await cli('notice', ids.access, '--kind', 'response', '--channel', 'email');
     await cli('list', '--status', 'completed');
     await cli('list', '--overdue');
     await cli('report', '--format', 'json');

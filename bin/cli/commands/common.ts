@@ -157,8 +157,13 @@ export async function recordOperatorAction(
     /** The request's last record: set when the action ends the request (a denial). */
     final?: boolean;
   },
-  options: { acceptClosedBy?: string } = {},
+  options: {
+    acceptClosedBy?: string;
+    /** The chain to append to, when not the request's own (its notices chain). */
+    chain?: string;
+  } = {},
 ): Promise<'appended' | 'closed'> {
+  const chain = options.chain ?? requestId;
   const trail = new AuditTrail(
     { s3: context.s3, bucket: context.names.AuditBucketName },
     {
@@ -171,13 +176,13 @@ export async function recordOperatorAction(
     // Who acted and why go into the record itself: the ledger's copy of the reason can change.
     const { reason, ...rest } = event;
     const facts = { ...rest.facts, operator: await context.operator(), reason: reason ?? null };
-    await trail.append(requestId, { ...rest, facts, step: 'Operator' });
+    await trail.append(chain, { ...rest, facts, step: 'Operator' });
     return 'appended';
   } catch (error) {
     // The workflow may have closed the chain first with a final record of the same change (its
     // own record of the cancellation): the change is then on record, and that is no failure.
     if (options.acceptClosedBy !== undefined) {
-      const last = (await trail.list(requestId).catch(() => [])).at(-1);
+      const last = (await trail.list(chain).catch(() => [])).at(-1);
       if (last?.final === true && last.action === options.acceptClosedBy) return 'closed';
     }
     throw new CliError(

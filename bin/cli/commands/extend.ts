@@ -10,11 +10,14 @@ import {
 import { EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
 import { ledgerChange, recordOperatorAction } from './common.ts';
+import { type NoticeFlags, parseNoticeFlags } from './notice.ts';
 
 /** Options of `svc-dsr extend`. */
 export interface ExtendOptions {
   readonly requestId: string;
   readonly reason: string;
+  /** How the subject was told of the extension and its reason: recorded with it, required. */
+  readonly notice: NoticeFlags;
   readonly json?: boolean;
 }
 
@@ -25,6 +28,7 @@ export interface ExtendResult {
   readonly previous_due_at: string;
   readonly due_at: string;
   readonly reason: string;
+  readonly notice: { channel: string; at: string; reference: string | null };
 }
 
 /**
@@ -32,14 +36,15 @@ export interface ExtendResult {
  * (DESIGN.md section 6; the ledger's CAN_EXTEND). Refusals are exit 1 with the rule that applied.
  */
 export async function runExtend(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'operator'>,
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'operator' | 'clock'>,
   options: ExtendOptions,
   io: CliIo,
 ): Promise<CommandResult<ExtendResult>> {
   const requestId = parseRequestId(options.requestId);
   const reason = parseReason(options.reason);
+  const notice = parseNoticeFlags(options.notice, '--notice-', context.clock());
   const { before: item, after: updated } = await ledgerChange(context, requestId, () =>
-    context.ledger.extend(requestId, { reason }),
+    context.ledger.extend(requestId, { reason, notice }),
   );
   const dueAt = item.due_at ?? '';
   const newDueAt = updated.due_at ?? '';
@@ -47,7 +52,13 @@ export async function runExtend(
   await recordOperatorAction(context, requestId, {
     eventId: 'Operator:extend',
     action: 'deadline_extended',
-    facts: { previous_due_at: dueAt, due_at: newDueAt },
+    facts: {
+      previous_due_at: dueAt,
+      due_at: newDueAt,
+      notice_channel: notice.channel,
+      notice_at: notice.at,
+      notice_reference: notice.reference ?? null,
+    },
     reason,
   });
 
@@ -57,18 +68,21 @@ export async function runExtend(
     previous_due_at: dueAt,
     due_at: newDueAt,
     reason,
+    notice: { channel: notice.channel, at: notice.at, reference: notice.reference ?? null },
   };
   if (options.json === true) writeJson(io, result);
   else {
     io.out(`extended ${requestId}: due ${dueAt} -> ${newDueAt}\n`);
-    // Both regimes make the extension valid only if the subject hears of it, with the reason, in time.
-    io.err(`remember: tell the subject about the extension and its reason before ${dueAt}\n`);
+    io.err(`recorded the extension notice to the subject (${notice.channel}, ${notice.at})\n`);
   }
   return { exitCode: EXIT.ok, result };
 }
 
 interface ExtendFlags extends TargetFlags {
   readonly reason?: string;
+  readonly noticeChannel?: string;
+  readonly noticeAt?: string;
+  readonly noticeReference?: string;
   readonly json?: boolean;
 }
 
@@ -78,25 +92,39 @@ export function registerExtendCommand(program: Command): void {
     .command('extend')
     .description("extend an open request's deadline once (GDPR +2 months, CCPA +45 days), with a reason")
     .argument('<request_id>', 'the request id')
-    .requiredOption('--reason <reason>', 'why the extension is needed (kept in the ledger)')
+    .requiredOption(
+      '--reason <reason>',
+      'why the extension is needed (kept in the ledger and the audit record)',
+    )
+    .requiredOption('--notice-channel <channel>', 'how the subject was told of the extension and its reason')
+    .option('--notice-at <time>', 'when the subject was told (RFC 3339; default now)')
+    .option('--notice-reference <reference>', "the team's reference of that message")
     .option('--json', 'print the result as JSON');
   addTargetOptions(command)
     .addHelpText(
       'after',
       `
 An extension is allowed once, with a reason, and only before the original deadline; the new due date
-is the statutory limit (GDPR: three months from receipt; CCPA: 90 days). Tell the subject about it,
-with the reason, before the original deadline.
+is the statutory limit (GDPR: three months from receipt; CCPA: 90 days). It is valid only if the
+subject is told, with the reason, before the original deadline: the extension is refused without
+that notice, which is recorded in the same ledger write and audit record.
 
 Exit codes: 0 extended, 1 no such request or not extendable (the message gives the rule), 2 invalid flags.
 
 Example:
-  $ npx svc-dsr extend 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --reason "complex request: several accounts"`,
+  $ npx svc-dsr extend 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --reason "complex request: several accounts" --notice-channel email`,
     )
     .action(async (requestId: string, flags: ExtendFlags) => {
+      const notice: NoticeFlags = {
+        ...(flags.noticeChannel === undefined ? {} : { channel: flags.noticeChannel }),
+        ...(flags.noticeAt === undefined ? {} : { at: flags.noticeAt }),
+        ...(flags.noticeReference === undefined ? {} : { reference: flags.noticeReference }),
+      };
+      parseNoticeFlags(notice, '--notice-', new Date());
       const options = {
         requestId: parseRequestId(requestId),
         reason: parseReason(flags.reason),
+        notice,
         json: flags.json === true,
       };
       const { exitCode } = await withTarget(flags, (context) => runExtend(context, options, processIo));

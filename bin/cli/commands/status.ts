@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { isOwed, type LedgerItem } from '#shared/ledger';
+import { isOwed, type LedgerItem, NOTICE_KINDS, noticesDue } from '#shared/ledger';
 import {
   type CliIo,
   type CommandResult,
@@ -118,6 +118,21 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
     add(
       'denied',
       `${item.denial.code}${item.denial.reason ? `: ${item.denial.reason}` : ''} at ${item.denial.at}`,
+    );
+  }
+  for (const kind of NOTICE_KINDS) {
+    const given = item[`notice_${kind}`];
+    if (given !== undefined) {
+      add(
+        `${kind} notice`,
+        `given ${given.at} by ${given.channel}${given.reference ? ` (${given.reference})` : ''}`,
+      );
+    }
+  }
+  for (const due of noticesDue(item, now)) {
+    add(
+      `${due.kind} notice`,
+      `DUE${due.due_by === null ? '' : ` by ${due.due_by}`}${due.overdue ? ' (overdue)' : ''}: record it with svc-dsr notice`,
     );
   }
   add(

@@ -32,6 +32,9 @@ beforeEach(() => {
   ledgerMock.reset();
 });
 
+/** How the subject was told of the extension. */
+const NOTICE = { channel: 'email', at: '2026-11-21T11:00:00Z', reference: 'DSR-1042' };
+
 describe('runExtend', () => {
   it('moves due_at to the statutory limit through the ledger', async () => {
     // Prepare
@@ -48,7 +51,7 @@ describe('runExtend', () => {
     // Act
     const { exitCode, result } = await runExtend(
       testContext(),
-      { requestId: REQUEST_ID, reason: 'several accounts to search' },
+      { requestId: REQUEST_ID, notice: NOTICE, reason: 'several accounts to search' },
       io,
     );
     // Assess
@@ -58,6 +61,12 @@ describe('runExtend', () => {
       ':if_due_at': '2026-12-01T00:00:00.000Z',
       ':extension_reason': 'several accounts to search',
       ':updated_at': NOW.toISOString(),
+      ':notice_extension': {
+        channel: 'email',
+        at: '2026-11-21T11:00:00.000Z',
+        reference: 'DSR-1042',
+        recorded_at: NOW.toISOString(),
+      },
     });
     expect(result).toEqual({
       request_id: REQUEST_ID,
@@ -65,9 +74,12 @@ describe('runExtend', () => {
       previous_due_at: '2026-12-01T00:00:00.000Z',
       due_at: '2027-01-15T00:00:00.000Z',
       reason: 'several accounts to search',
+      notice: { channel: 'email', at: '2026-11-21T11:00:00.000Z', reference: 'DSR-1042' },
     });
     expect(io.stdout()).toContain('due 2026-12-01T00:00:00.000Z -> 2027-01-15T00:00:00.000Z');
-    expect(io.stderr()).toContain('tell the subject about the extension and its reason before 2026-12-01');
+    expect(io.stderr()).toContain(
+      'recorded the extension notice to the subject (email, 2026-11-21T11:00:00.000Z)',
+    );
   });
 
   it('refuses a second extension (exit 1)', async () => {
@@ -75,7 +87,7 @@ describe('runExtend', () => {
       .on(GetItemCommand)
       .resolves({ Item: storedItem(ledgerRecord({ extended: true, extension_reason: 'first' })) });
     await expect(
-      runExtend(testContext(), { requestId: REQUEST_ID, reason: 'again' }, collectingIo()),
+      runExtend(testContext(), { requestId: REQUEST_ID, notice: NOTICE, reason: 'again' }, collectingIo()),
     ).rejects.toMatchObject({
       exitCode: 1,
       message: expect.stringContaining('already been extended once'),
@@ -88,7 +100,7 @@ describe('runExtend', () => {
       .on(GetItemCommand)
       .resolves({ Item: storedItem(ledgerRecord({ due_at: '2026-11-20T00:00:00.000Z' })) });
     await expect(
-      runExtend(testContext(), { requestId: REQUEST_ID, reason: 'late' }, collectingIo()),
+      runExtend(testContext(), { requestId: REQUEST_ID, notice: NOTICE, reason: 'late' }, collectingIo()),
     ).rejects.toMatchObject({
       exitCode: 1,
       message: expect.stringContaining('has passed; extend only before it'),
@@ -98,7 +110,7 @@ describe('runExtend', () => {
   it('refuses a request that is no longer owed an answer', async () => {
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord({ status: 'completed' })) });
     await expect(
-      runExtend(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
+      runExtend(testContext(), { requestId: REQUEST_ID, notice: NOTICE, reason: 'r' }, collectingIo()),
     ).rejects.toThrow('is completed; only received or running or failed requests can be extended');
   });
 
@@ -110,7 +122,7 @@ describe('runExtend', () => {
       .resolves(written({ ...item, due_at: item.extension_limit_at, extended: true }));
     const { exitCode, result } = await runExtend(
       testContext(),
-      { requestId: REQUEST_ID, reason: 'platform outage' },
+      { requestId: REQUEST_ID, notice: NOTICE, reason: 'platform outage' },
       collectingIo(),
     );
     expect(exitCode).toBe(0);
@@ -128,7 +140,7 @@ describe('runExtend', () => {
         new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }),
       );
     await expect(
-      runExtend(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
+      runExtend(testContext(), { requestId: REQUEST_ID, notice: NOTICE, reason: 'r' }, collectingIo()),
     ).rejects.toMatchObject({
       exitCode: 1,
       message: expect.stringContaining('already been extended once'),
@@ -143,7 +155,11 @@ describe('runExtend audit record', () => {
     ledgerMock
       .on(UpdateItemCommand)
       .resolves(written({ ...item, due_at: item.extension_limit_at, extended: true }));
-    await runExtend(testContext(), { requestId: REQUEST_ID, reason: 'complex request' }, collectingIo());
+    await runExtend(
+      testContext(),
+      { requestId: REQUEST_ID, notice: NOTICE, reason: 'complex request' },
+      collectingIo(),
+    );
     const body = String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body);
     expect(JSON.parse(body)).toMatchObject({
       step: 'Operator',

@@ -131,6 +131,31 @@ describe('runStatus', () => {
   });
 });
 
+describe('runStatus notices', () => {
+  it('shows which notices are due and which were given', async () => {
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          regulation: 'ccpa',
+          confirm_by: '2026-11-20T00:00:00.000Z',
+          extended: true,
+          notice_extension: {
+            channel: 'letter',
+            at: '2026-11-19T10:00:00Z',
+            recorded_at: '2026-11-19T10:05:00Z',
+          },
+        }),
+      ),
+    });
+    const io = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID }, io);
+    expect(io.stdout()).toMatch(
+      /receipt notice\s+DUE by 2026-11-20T00:00:00.000Z \(overdue\): record it with svc-dsr notice/,
+    );
+    expect(io.stdout()).toMatch(/extension notice\s+given 2026-11-19T10:00:00Z by letter/);
+  });
+});
+
 describe('runStatus on hostile ledger text', () => {
   it('escapes control characters, separators and bidi overrides instead of printing them raw', async () => {
     // Prepare: text that reached the ledger from outside (a rejected field name, a reference).

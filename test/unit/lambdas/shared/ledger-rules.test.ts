@@ -6,6 +6,7 @@ import {
   CAN_CANCEL,
   CAN_DENY,
   CAN_EXTEND,
+  CAN_NOTICE,
   CAN_RETRY,
   isConditionalFailure,
   type LedgerItem,
@@ -309,4 +310,63 @@ describe('CAN_DENY', () => {
       holds: false,
     },
   ]);
+});
+
+describe('CAN_NOTICE', () => {
+  const at = '2026-11-21T10:00:00Z';
+  describe('receipt', () => {
+    checkRule(CAN_NOTICE, { kind: 'receipt', at, now: NOW }, [
+      { name: 'allows a receipt confirmation of an open request', item: {}, refusal: undefined, holds: true },
+      {
+        name: 'refuses one for a rejected request',
+        item: { status: 'rejected' },
+        refusal: 'is rejected; a receipt notice',
+        holds: false,
+      },
+    ]);
+  });
+  describe('response', () => {
+    checkRule(CAN_NOTICE, { kind: 'response', at, now: NOW }, [
+      {
+        name: 'allows the response once completed',
+        item: { status: 'completed' },
+        refusal: undefined,
+        holds: true,
+      },
+      {
+        name: 'refuses it while the request runs',
+        item: { status: 'running' },
+        refusal: 'only for completed requests',
+        holds: false,
+      },
+    ]);
+  });
+  describe('extension', () => {
+    checkRule(CAN_NOTICE, { kind: 'extension', at, now: NOW }, [
+      { name: 'allows it once extended', item: { extended: true }, refusal: undefined, holds: true },
+      {
+        name: 'refuses it before any extension',
+        item: { extended: false },
+        refusal: 'has not been extended',
+        holds: false,
+      },
+    ]);
+  });
+  describe('denial', () => {
+    checkRule(CAN_NOTICE, { kind: 'denial', at, now: NOW }, [
+      { name: 'allows it once denied', item: { status: 'denied' }, refusal: undefined, holds: true },
+      {
+        name: 'refuses it for a completed request',
+        item: { status: 'completed' },
+        refusal: 'only for denied',
+        holds: false,
+      },
+    ]);
+  });
+
+  it('refuses a notice given in the future (a rule on the clock, not on the item)', () => {
+    expect(
+      CAN_NOTICE.refusal(ledgerRecord(), { kind: 'receipt', at: '2027-01-01T00:00:00Z', now: NOW }),
+    ).toContain('is in the future');
+  });
 });
