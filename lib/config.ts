@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { MINIMUM_RETENTION_MONTHS } from '../lambdas/shared/audit.ts';
 import { DEFAULT_TIME_ZONE, isTimeZone } from '../lambdas/shared/deadlines.ts';
 import { downloadPolicySchema } from '../lambdas/shared/download-policy.ts';
+import { DEFAULT_VERIFICATION_POLICY, verificationPolicySchema } from '../lambdas/shared/verification.ts';
 
 /** The cdk.json context key that holds the configuration. */
 export const CONFIG_CONTEXT_KEY = 'svc-dsr';
@@ -85,6 +86,8 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   deadlineDueSoonDays: 'a whole number of days from 1 to 60',
   deadlineSweepMinutes: 'a whole number of minutes from 5 to 1440',
   intakeMaxConcurrency: 'a whole number from 2 to 1000 (the SQS event source maximum concurrency)',
+  acceptedVerificationMethods:
+    'the verification methods accepted per request type, {"access": [...], "erasure": [...]}: method names such as "email_link", or "*" for every method except "none" (and "", "unverified"); a request with any other method is denied as identity_not_verified',
   intakeQueueAgeAlarmMinutes: 'a whole number of minutes from 1 to 1440',
   reconcileMinutes: 'a whole number of minutes from 5 to 1440',
   reconcileMaxResumes: 'a whole number from 0 to 20',
@@ -160,6 +163,7 @@ const baseSchema = z.strictObject({
   deadlineDueSoonDays: wholeNumber(1, 60).default(7),
   deadlineSweepMinutes: wholeNumber(5, 1440).default(60),
   intakeMaxConcurrency: wholeNumber(2, 1000).default(5),
+  acceptedVerificationMethods: verificationPolicySchema.default(DEFAULT_VERIFICATION_POLICY),
   intakeQueueAgeAlarmMinutes: wholeNumber(1, 1440).default(15),
   reconcileMinutes: wholeNumber(5, 1440).default(15),
   reconcileMaxResumes: wholeNumber(0, 20).default(3),

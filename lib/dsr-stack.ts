@@ -370,6 +370,11 @@ export class DsrStack extends Stack {
       .bindSecret('auditHmacKey', this.secrets.auditHmacKey, secretKey)
       .bindQueue(this.quarantineQueue, 'send', 'QUARANTINE_QUEUE_URL')
       .bindStateMachine(this.workflow.stateMachine, 'start', this.key);
+    // The verification gate: a request whose method is not accepted for its type is denied.
+    intake.function.addEnvironment(
+      'ACCEPTED_VERIFICATION_METHODS',
+      JSON.stringify(config.acceptedVerificationMethods),
+    );
     intake.function.addEventSource(
       new SqsEventSource(this.intakeQueue, {
         batchSize: 10,

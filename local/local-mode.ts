@@ -60,7 +60,7 @@ const RECONCILE_GRACE_SECONDS = 30;
 export type LineOutcome =
   | {
       readonly line: number;
-      readonly kind: 'accepted' | 'duplicate' | 'conflict' | 'rejected';
+      readonly kind: 'accepted' | 'duplicate' | 'conflict' | 'rejected' | 'denied';
       readonly requestId: string;
       readonly reason?: string;
     }

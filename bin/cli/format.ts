@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { identifierProblem } from '#shared/redact';
 import { normaliseRequestId } from '#shared/request';
 import { CliError, EXIT } from './io.ts';
 
@@ -128,9 +129,19 @@ const reasonSchema = z
   .string({ message: 'is required' })
   .trim()
   .min(1, 'must not be empty: say why, it is kept in the ledger')
-  .max(500, 'must be at most 500 characters');
+  .max(256, 'must be at most 256 characters (it is kept in the audit record)')
+  .superRefine((value, context) => {
+    // The reason is an audit fact, kept for years under a lock: the same filter applies.
+    const problem = identifierProblem(value);
+    if (problem !== undefined) {
+      context.addIssue({
+        code: 'custom',
+        message: `${problem}; the reason is kept in the audit record, so say why without personal data or links`,
+      });
+    }
+  });
 
-/** Validates a `--reason` (required, 1-500 characters). */
+/** Validates a `--reason` (required, 1-256 characters, no e-mail address or link). */
 export function parseReason(value: unknown): string {
   const parsed = reasonSchema.safeParse(value);
   if (parsed.success) return parsed.data;

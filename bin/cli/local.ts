@@ -35,7 +35,7 @@ export interface LocalSummary {
   quarantined: { line: number; reason: string }[];
   duplicates: { request_id: string; line: number }[];
   conflicts: { request_id: string; line: number }[];
-  counts: { completed: number; failed: number; rejected: number; cancelled: number };
+  counts: { completed: number; failed: number; rejected: number; cancelled: number; denied: number };
 }
 
 const TERMINAL = new Set(['completed', 'failed', 'rejected', 'cancelled']);
@@ -47,7 +47,7 @@ export async function summarize(mode: LocalMode, outcomes: readonly LineOutcome[
     quarantined: [],
     duplicates: [],
     conflicts: [],
-    counts: { completed: 0, failed: 0, rejected: 0, cancelled: 0 },
+    counts: { completed: 0, failed: 0, rejected: 0, cancelled: 0, denied: 0 },
   };
   const listed = new Set<string>();
   for (const outcome of outcomes) {
@@ -65,7 +65,13 @@ export async function summarize(mode: LocalMode, outcomes: readonly LineOutcome[
     const item = await mode.workflow.ledger.require(outcome.requestId);
     summary.requests.push(requestSummary(mode, item));
     const { status } = item;
-    if (status === 'completed' || status === 'failed' || status === 'rejected' || status === 'cancelled') {
+    if (
+      status === 'completed' ||
+      status === 'failed' ||
+      status === 'rejected' ||
+      status === 'cancelled' ||
+      status === 'denied'
+    ) {
       summary.counts[status] += 1;
     }
   }
@@ -117,7 +123,7 @@ export function printSummary(mode: LocalMode, summary: LocalSummary, write: (tex
     write(`line ${conflict.line}: conflicts with ${conflict.request_id}; the original is kept\n`);
   const counts = summary.counts;
   write(
-    `\n${counts.completed} completed, ${counts.failed} failed, ${counts.rejected} rejected, ${counts.cancelled} cancelled\n` +
+    `\n${counts.completed} completed, ${counts.failed} failed, ${counts.rejected} rejected, ${counts.cancelled} cancelled${counts.denied > 0 ? `, ${counts.denied} denied` : ''}\n` +
       `archives:            ${mode.pathOf('svc-dsr-archive', 'exports')}\n` +
       `audit records:       ${mode.pathOf('svc-dsr-audit', 'audit')}\n` +
       `execution histories: ${mode.dataDir}/executions\n` +

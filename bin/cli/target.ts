@@ -7,6 +7,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { STSClient } from '@aws-sdk/client-sts';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -14,6 +15,7 @@ import { type LocalEndpoints, readLocalEndpoints, type StackNames, stackNamesSch
 import { Ledger } from '#shared/ledger';
 import { prepareSdkClient } from '#shared/sdk-clients';
 import { CliError, EXIT, parseOption } from './io.ts';
+import { awsOperator, localOperator } from './operator.ts';
 
 /** The target flags every operator command takes. */
 export interface TargetFlags {
@@ -51,6 +53,8 @@ export interface CliContext {
   readonly sfn: SFNClient;
   readonly ledger: Ledger;
   readonly clock: () => Date;
+  /** Who runs the command, as its audit records name them: the IAM ARN on AWS, the OS user locally. */
+  readonly operator: () => Promise<string>;
   /** Releases the clients' sockets. */
   close(): void;
 }
@@ -124,7 +128,8 @@ export function openContext(target: ResolvedTarget, clock: () => Date = () => ne
     );
   }
   const base = target.region === undefined ? {} : { region: target.region };
-  return contextFromClients(
+  const sts = prepareSdkClient(new STSClient(base));
+  const context = contextFromClients(
     {
       target: 'aws',
       names: target.names,
@@ -132,9 +137,17 @@ export function openContext(target: ResolvedTarget, clock: () => Date = () => ne
       s3: new S3Client(base),
       dynamoClient: new DynamoDBClient(base),
       sfn: new SFNClient(base),
+      operator: awsOperator(sts),
     },
     clock,
   );
+  return {
+    ...context,
+    close() {
+      context.close();
+      sts.destroy();
+    },
+  };
 }
 
 /** A context over clients the caller built (local-mode code and tests). */
@@ -146,6 +159,8 @@ export function contextFromClients(
     s3: S3Client;
     dynamoClient: DynamoDBClient;
     sfn: SFNClient;
+    /** Who runs the command. @default the OS user */
+    operator?: () => Promise<string>;
   },
   clock: () => Date = () => new Date(),
 ): CliContext {
@@ -162,6 +177,7 @@ export function contextFromClients(
     sfn: clients.sfn,
     ledger: new Ledger(clients.dynamoClient, clients.names.LedgerTableName, clock),
     clock,
+    operator: clients.operator ?? (async () => localOperator()),
     close() {
       clients.sqs.destroy();
       clients.s3.destroy();

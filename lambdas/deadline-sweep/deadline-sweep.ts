@@ -1,8 +1,11 @@
-import type { Ledger, Status } from '#shared/ledger';
+import { type Ledger, OWED_STATUSES } from '#shared/ledger';
 import { embeddedMetricsLine, type MetricTarget } from '#shared/metrics';
 
-/** Statuses of requests that still owe the subject an answer. */
-export const OPEN_STATUSES = ['received', 'running'] as const satisfies readonly Status[];
+/**
+ * Statuses of requests that still owe the subject an answer: `failed` too, since a failure of
+ * ours does not stop the statutory clock.
+ */
+export const OPEN_STATUSES = OWED_STATUSES;
 
 const DAY_MS = 24 * 3600 * 1000;
 /** How many overdue request ids a sweep reports by name; the count is always complete. */
@@ -50,7 +53,11 @@ export async function sweepDeadlines(
   }
   const now = deps.clock();
   const horizon = new Date(now.getTime() + options.dueSoonDays * DAY_MS).toISOString();
-  const byStatus = { received: { overdue: 0, due_soon: 0 }, running: { overdue: 0, due_soon: 0 } };
+  const byStatus = {
+    received: { overdue: 0, due_soon: 0 },
+    running: { overdue: 0, due_soon: 0 },
+    failed: { overdue: 0, due_soon: 0 },
+  };
   const overdue: { requestId: string; dueAt: number }[] = [];
   let dueSoon = 0;
 

@@ -64,6 +64,7 @@ function lambdaIntakeDeps(): IntakeDeps {
             new Date(),
           )}\n`,
         ),
+      verification: env.ACCEPTED_VERIFICATION_METHODS,
     };
   }
   return intakeDeps;

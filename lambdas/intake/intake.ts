@@ -7,6 +7,12 @@ import { redactUrls } from '#shared/redact';
 import { type DsrRequest, parseRequestMessage, rfc3339Instant } from '#shared/request';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
+import {
+  DEFAULT_VERIFICATION_POLICY,
+  IDENTITY_NOT_VERIFIED,
+  type VerificationPolicy,
+  verificationAccepted,
+} from '#shared/verification';
 
 /** What intake needs, as narrow interfaces. */
 export interface IntakeDeps {
@@ -22,12 +28,14 @@ export interface IntakeDeps {
   readonly clock?: () => Date;
   /** Publishes one count (Embedded Metric Format in Lambda): a request overdue at intake is alarmed. */
   readonly countMetric?: (name: string, value: number) => void;
+  /** The verification methods accepted per request type. @default every method but "none" */
+  readonly verification?: VerificationPolicy;
 }
 
 /** What became of one message. */
 export type IntakeResult =
   | {
-      readonly kind: 'accepted' | 'duplicate' | 'conflict' | 'rejected';
+      readonly kind: 'accepted' | 'duplicate' | 'conflict' | 'rejected' | 'denied';
       readonly requestId: string;
       readonly reason?: string;
     }
@@ -72,6 +80,10 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
     return reject(body, request.request_id, parsed.fingerprint, intake.errors, deps);
   }
   const { deadlines, event, overdue } = intake;
+  const policy = deps.verification ?? DEFAULT_VERIFICATION_POLICY;
+  if (!verificationAccepted(policy, request.type, request.verification.method)) {
+    return deny(body, request, parsed.fingerprint, deadlines, event, deps);
+  }
   const created = await deps.ledger.createReceived(request, parsed.fingerprint, {
     ...deadlines,
     ...(overdue ? { overdue_at_intake: true } : {}),
@@ -159,6 +171,52 @@ async function reject(
   });
   deps.logger.warn('request rejected', { request_id: requestId, errors: errors.length });
   return { kind: 'rejected', requestId, reason };
+}
+
+/**
+ * Records a valid request whose verification method the stack does not accept as `denied`
+ * (identity_not_verified): its intake record and the denial close its audit chain, no execution
+ * starts, so it is never exported or erased, and the subject is owed a notice of the denial.
+ */
+async function deny(
+  body: string,
+  request: DsrRequest,
+  fingerprint: string,
+  deadlines: Deadlines,
+  event: AuditEvent,
+  deps: IntakeDeps,
+): Promise<IntakeResult> {
+  const requestId = request.request_id;
+  const created = await deps.ledger.createDenied(request, fingerprint, deadlines, {
+    code: IDENTITY_NOT_VERIFIED,
+  });
+  const record = async (newChain: boolean) => {
+    await deps.audit.append(requestId, event, { newChain });
+    await deps.audit.append(requestId, {
+      eventId: 'Intake:denied',
+      step: 'Intake',
+      action: 'request_denied',
+      facts: { reason_code: IDENTITY_NOT_VERIFIED, verification_method: request.verification.method },
+      final: true,
+    });
+  };
+  if (!created.created) {
+    const again = await sameIdAgain(body, requestId, fingerprint, created.existing, deps);
+    // A delivery that stopped after the ledger write left the denial unrecorded: records are
+    // written once, by their eventIds, so writing them again completes the chain.
+    if (again.kind === 'duplicate' && created.existing.status === 'denied') await record(false);
+    return again;
+  }
+  await record(true);
+  deps.logger.warn('request denied: its verification method is not accepted', {
+    request_id: requestId,
+    type: request.type,
+  });
+  return {
+    kind: 'denied',
+    requestId,
+    reason: `${IDENTITY_NOT_VERIFIED}: verification method "${request.verification.method}" is not accepted for ${request.type} requests`,
+  };
 }
 
 const MAX_REASON_LENGTH = 300;

@@ -22,6 +22,9 @@ export async function recordFailure(
   await deps.gate.releaseExport(input.request_id);
   const code = errorCodeOf(input.error.Error);
   if (item.status === 'completed') return { status: 'completed', code };
+  // Denied while it ran: the denial is the request's answer and closed its record; the execution
+  // ends as one whose request ended meanwhile.
+  if (item.status === 'denied') return { status: 'completed', code: 'request_denied' };
   if (item.status === 'cancelled' || input.error.Error === 'RequestCancelledError') {
     // The operator's cancel usually closed the chain with its own final record already.
     await unlessClosed(

@@ -250,6 +250,24 @@ export class AuditChainClosedError extends DsrError {
   readonly code = 'audit_chain_closed';
 }
 
+/** No request with that id is in the ledger: an operator's command named one that was never submitted. */
+export class RequestUnknownError extends DsrError {
+  override readonly name = 'RequestUnknownError';
+  readonly retryable = false;
+  readonly code = 'request_unknown';
+}
+
+/**
+ * A ledger rule (can cancel, can extend, can retry, can deny) refuses the change for the request as
+ * it stands, or the request changed between the read and the conditional write. The message says
+ * which rule applied and what to do instead.
+ */
+export class LedgerRuleError extends DsrError {
+  override readonly name = 'LedgerRuleError';
+  readonly retryable = false;
+  readonly code = 'ledger_rule';
+}
+
 /** A step was invoked with input that does not match its contract (a definition/handler mismatch). */
 export class StepInputError extends DsrError {
   override readonly name = 'StepInputError';

@@ -11,11 +11,37 @@ import {
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
 import type { AuditHead } from './audit.ts';
-import type { Deadlines } from './deadlines.ts';
-import { LedgerStateError, RequestCancelledError } from './errors.ts';
+import { type Deadlines, decideExtension } from './deadlines.ts';
+import { LedgerRuleError, LedgerStateError, RequestCancelledError, RequestUnknownError } from './errors.ts';
 import { type DsrRequest, normaliseRequestId } from './request.ts';
 
-export const STATUSES = ['received', 'running', 'completed', 'failed', 'cancelled', 'rejected'] as const;
+export const STATUSES = [
+  'received',
+  'running',
+  'completed',
+  'failed',
+  'cancelled',
+  'rejected',
+  'denied',
+] as const;
+/**
+ * Why a valid request is denied, as the CCPA §7102 denial categories word them (not verifiable,
+ * not made by a consumer, exempt, other), plus GDPR Art. 12(5)'s manifestly unfounded or excessive.
+ */
+export const DENIAL_CODES = [
+  'identity_not_verified',
+  'not_a_consumer',
+  'exempt',
+  'manifestly_unfounded_or_excessive',
+  'other',
+] as const;
+export type DenialCode = (typeof DENIAL_CODES)[number];
+/**
+ * What the subject is told, and recorded: the receipt confirmation (CCPA §7021, by `confirm_by`),
+ * the extension with its reason (before the original deadline), the response, or the denial.
+ */
+export const NOTICE_KINDS = ['receipt', 'extension', 'response', 'denial'] as const;
+export type NoticeKind = (typeof NOTICE_KINDS)[number];
 export const STEPS = ['resolving', 'exporting', 'archiving', 'erasing', 'verifying'] as const;
 export const OUTCOMES = ['exported', 'erased', 'no_data'] as const;
 export const ERASURE_EVIDENCE = ['delete_answer', 'not_found_after_interrupted_delete'] as const;
@@ -96,6 +122,15 @@ export function isOwed(status: Status): status is OwedStatus {
   return (OWED_STATUSES as readonly Status[]).includes(status);
 }
 
+/** A notice given to the subject: how, when, the team's reference, and when it was recorded. */
+export const noticeSchema = z.object({
+  channel: z.string(),
+  at: z.string(),
+  reference: z.string().optional(),
+  recorded_at: z.string(),
+});
+export type Notice = z.infer<typeof noticeSchema>;
+
 const archiveFacts = z.object({
   key: z.string(),
   bytes: z.number().int().nonnegative(),
@@ -165,6 +200,13 @@ export const ledgerItemSchema = z.object({
   later_errors: z.array(z.object({ code: z.string(), message: z.string(), at: z.string() })).optional(),
   rejection_errors: z.array(z.string()).optional(),
   cancel_reason: z.string().optional(),
+  /** The notices given to the subject, one field per kind (the latest; the audit trail keeps each). */
+  notice_receipt: noticeSchema.optional(),
+  notice_extension: noticeSchema.optional(),
+  notice_response: noticeSchema.optional(),
+  notice_denial: noticeSchema.optional(),
+  /** Why a valid request was denied (status `denied`): the code, and the operator's words if any. */
+  denial: z.object({ code: z.enum(DENIAL_CODES), reason: z.string().optional(), at: z.string() }).optional(),
   duplicates: z.number().int().nonnegative().default(0),
   conflicts: z.number().int().nonnegative().default(0),
   executions: z.number().int().nonnegative().default(0),
@@ -244,6 +286,28 @@ export class Ledger {
     });
   }
 
+  /**
+   * Records a valid request the controller denies at intake (its identity was not verified by an
+   * accepted method) as `denied`, with its deadlines (the subject is owed a notice of the denial),
+   * unless the request_id is already known.
+   */
+  async createDenied(
+    request: DsrRequest,
+    fingerprint: string,
+    deadlines: Deadlines,
+    denial: { readonly code: DenialCode; readonly reason?: string },
+  ): Promise<CreateResult> {
+    const fresh = this.#fresh(request.request_id, fingerprint);
+    return this.#create({
+      ...request,
+      ...deadlines,
+      ...fresh,
+      status: 'denied',
+      denial: { ...denial, at: fresh.created_at },
+      completed_at: fresh.created_at,
+    });
+  }
+
   /** The fields every new item starts with. */
   #fresh(requestId: string, fingerprint: string) {
     const now = this.clock().toISOString();
@@ -288,10 +352,37 @@ export class Ledger {
     allowed: readonly Status[],
     present: readonly (keyof LedgerItem)[] = [],
   ): Promise<LedgerItem> {
+    const names: Record<string, string> = {};
+    for (const field of present) names[`#${field}`] = field;
+    const condition = allOf(
+      statusIn(allowed),
+      ...present.map((field) => ({
+        expression: `attribute_exists(#${field})`,
+        names: { [`#${field}`]: field },
+        values: {},
+      })),
+    );
+    const updated = await this.#updateIf(requestId, this.#patchExpression(requestId, patch, condition));
+    if (updated !== undefined) return updated;
+    const current = await this.get(requestId);
+    if (current === undefined) throw new LedgerStateError('the ledger has no record of this request');
+    if (current.status === 'cancelled') throw new RequestCancelledError('the request was cancelled');
+    throw new LedgerStateError(`the request is ${current.status}; this change needs ${allowed.join(' or ')}`);
+  }
+
+  /**
+   * The update expression of `patch`, guarded by `condition` (and the item existing). A status in
+   * the patch moves the open index key with it: in the index while the request is owed an answer,
+   * out after.
+   */
+  #patchExpression(requestId: string, patch: LedgerPatch, condition: LedgerCondition) {
     const sets: string[] = ['#updated_at = :updated_at'];
     const removes: string[] = [];
-    const names: Record<string, string> = { '#updated_at': 'updated_at', '#status': 'status' };
-    const values: Record<string, unknown> = { ':updated_at': this.clock().toISOString() };
+    const names: Record<string, string> = { '#updated_at': 'updated_at', ...condition.names };
+    const values: Record<string, unknown> = {
+      ':updated_at': this.clock().toISOString(),
+      ...condition.values,
+    };
     for (const [field, value] of Object.entries(patch)) {
       if (value === undefined || field === 'request_id' || field === 'updated_at') continue;
       names[`#${field}`] = field;
@@ -302,7 +393,6 @@ export class Ledger {
       }
     }
     if (patch.status !== undefined && patch.status !== null) {
-      // The open index follows the status: in it while the request is owed an answer, out after.
       const shard = openShardKey(requestId, patch.status);
       names['#open_shard'] = OPEN_SHARD_ATTRIBUTE;
       if (shard === undefined) removes.push('#open_shard');
@@ -311,26 +401,164 @@ export class Ledger {
         values[':open_shard'] = shard;
       }
     }
-    allowed.forEach((status, index) => {
-      values[`:allowed${index}`] = status;
-    });
-    for (const field of present) names[`#${field}`] = field;
-    const condition = [
-      'attribute_exists(request_id)',
-      `#status IN (${allowed.map((_, index) => `:allowed${index}`).join(', ')})`,
-      ...present.map((field) => `attribute_exists(#${field})`),
-    ].join(' AND ');
-    const updated = await this.#updateIf(requestId, {
+    return {
       update: `SET ${sets.join(', ')}${removes.length > 0 ? ` REMOVE ${removes.join(', ')}` : ''}`,
-      condition,
+      condition: `attribute_exists(request_id) AND ${condition.expression}`,
       names,
       values,
-    });
-    if (updated !== undefined) return updated;
-    const current = await this.get(requestId);
-    if (current === undefined) throw new LedgerStateError('the ledger has no record of this request');
-    if (current.status === 'cancelled') throw new RequestCancelledError('the request was cancelled');
-    throw new LedgerStateError(`the request is ${current.status}; this change needs ${allowed.join(' or ')}`);
+    };
+  }
+
+  /**
+   * Cancels an open request before its erasure has started (CAN_CANCEL): status `cancelled` with
+   * the reason, out of the open index, and no archive kept in the ledger (the caller deletes the
+   * copies). Answers the item before and after.
+   */
+  async cancel(requestId: string, change: { readonly reason: string }): Promise<RuledChange> {
+    return this.#applyRule(requestId, CAN_CANCEL, undefined, () => ({
+      status: 'cancelled',
+      cancel_reason: change.reason,
+      completed_at: this.clock().toISOString(),
+      archive: null,
+    }));
+  }
+
+  /**
+   * Extends the deadline once, with a reason, before the original one has passed (CAN_EXTEND): the
+   * new due date is the statutory limit. Two operators extending at once get one extension.
+   */
+  async extend(
+    requestId: string,
+    change: { readonly reason: string; readonly notice: Omit<Notice, 'recorded_at'> },
+  ): Promise<RuledChange> {
+    const input = { reason: change.reason, now: this.clock() };
+    return this.#applyRule(requestId, CAN_EXTEND, input, (item) => ({
+      due_at: extensionOf(item, input).due_at,
+      extended: true,
+      extension_reason: change.reason,
+      // An extension is valid only if the subject is told in time: the notice is recorded with it.
+      notice_extension: { ...change.notice, recorded_at: input.now.toISOString() },
+    }));
+  }
+
+  /** Records a notice given to the subject (CAN_NOTICE: a kind the request's state calls for). */
+  async recordNotice(
+    requestId: string,
+    kind: NoticeKind,
+    notice: Omit<Notice, 'recorded_at'>,
+  ): Promise<RuledChange> {
+    const input = { kind, at: notice.at, now: this.clock() };
+    return this.#applyRule(requestId, CAN_NOTICE, input, () => ({
+      [`notice_${kind}`]: { ...notice, recorded_at: input.now.toISOString() },
+    }));
+  }
+
+  /**
+   * Denies a request still owed an answer before its erasure has started (CAN_DENY): status
+   * `denied` with the code and the reason, out of the open index, and no archive kept in the ledger
+   * (the caller deletes the copies: a denied request is never exported).
+   */
+  async deny(
+    requestId: string,
+    change: { readonly code: DenialCode; readonly reason: string },
+  ): Promise<RuledChange> {
+    const now = this.clock().toISOString();
+    return this.#applyRule(requestId, CAN_DENY, undefined, () => ({
+      status: 'denied',
+      denial: { code: change.code, reason: change.reason, at: now },
+      completed_at: now,
+      archive: null,
+    }));
+  }
+
+  /**
+   * Resets a failed request, or an open one no execution is running, for a new execution
+   * (CAN_RETRY): error cleared, a fresh export and wait budget (the attempts already spent stay
+   * on record), `executions` one more. `liveExecution` says why an open request needs no retry
+   * (its execution is running), or undefined. The executions count doubles as a lock: two
+   * operators retrying at once reset it once.
+   */
+  async retry(
+    requestId: string,
+    change: { readonly liveExecution: (item: LedgerItem) => Promise<string | undefined> },
+  ): Promise<RetryChange> {
+    let plan: RetryPlan | undefined;
+    const { before, after } = await this.#applyRule(
+      requestId,
+      CAN_RETRY,
+      undefined,
+      (item) => {
+        plan = retryPlanOf(item);
+        return {
+          status: plan.status,
+          executions: plan.execution,
+          export_attempts_base: item.export_attempts,
+          export_waited_seconds: 0,
+          ...(plan.freshExport ? { export_status: 'failed' as const } : {}),
+          error: null,
+        };
+      },
+      change.liveExecution,
+    );
+    if (plan === undefined) throw new LedgerStateError('the retry was applied without a plan');
+    return { before, after, ...plan };
+  }
+
+  /**
+   * Puts a retried request back as it was when its execution could not start, so the ledger never
+   * shows a run that is not happening; only while the retry's reset is still what the ledger holds.
+   */
+  async undoRetry(before: LedgerItem, retried: RetryPlan): Promise<LedgerItem | undefined> {
+    const patch: LedgerPatch = {
+      status: 'failed',
+      executions: before.executions,
+      error: before.error ?? {
+        code: 'retry_not_started',
+        message: 'the retry could not start an execution',
+      },
+    };
+    const condition = allOf(statusIn([retried.status]), executionsAre(retried.execution));
+    return this.#updateIf(before.request_id, this.#patchExpression(before.request_id, patch, condition));
+  }
+
+  /**
+   * Reads the request, checks `rule` (and `check`), writes `patchOf(item)` on the rule's condition,
+   * and answers the item before and after. A request that changed in between is read again: the
+   * rule's refusal for it, or a LedgerRuleError asking to run the command again.
+   */
+  async #applyRule<Input>(
+    requestId: string,
+    rule: LedgerRule<Input>,
+    input: Input,
+    patchOf: (item: LedgerItem) => LedgerPatch,
+    check?: (item: LedgerItem) => Promise<string | undefined>,
+  ): Promise<RuledChange> {
+    const judge = async (item: LedgerItem): Promise<void> => {
+      const refusal = rule.refusal(item, input) ?? (await check?.(item));
+      if (refusal !== undefined) throw new LedgerRuleError(refusal);
+    };
+    const before = await this.#known(requestId);
+    await judge(before);
+    const expression = this.#patchExpression(
+      before.request_id,
+      patchOf(before),
+      rule.condition(before, input),
+    );
+    const after = await this.#updateIf(before.request_id, expression);
+    if (after !== undefined) return { before, after };
+    await judge(await this.#known(requestId));
+    throw new LedgerRuleError(
+      `request ${before.request_id} changed while it was being ${rule.doing}; run the command again`,
+    );
+  }
+
+  /** The item, or a RequestUnknownError naming the id. */
+  async #known(requestId: string): Promise<LedgerItem> {
+    const item = await this.get(requestId);
+    if (item === undefined) {
+      throw new RequestUnknownError(`the ledger has no request ${normaliseRequestId(requestId)}`);
+    }
+    return item;
   }
 
   /**
@@ -697,6 +925,260 @@ export class Ledger {
     }
   }
 }
+
+/** A DynamoDB condition with the attribute names and values it uses. */
+export interface LedgerCondition {
+  readonly expression: string;
+  readonly names: Readonly<Record<string, string>>;
+  readonly values: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * A rule an operator's change must meet, written once: `refusal` judges the item as read and says
+ * why not in words an operator can act on; `condition` is the same rule for DynamoDB to check
+ * atomically with the write, so a change racing another writer (a step, a second operator) is
+ * refused instead of applied to a request that moved on.
+ */
+export interface LedgerRule<Input> {
+  /** What the change is, for messages: "cancelled" in "changed while it was being cancelled". */
+  readonly doing: string;
+  refusal(item: LedgerItem, input: Input): string | undefined;
+  condition(item: LedgerItem, input: Input): LedgerCondition;
+}
+
+/** A ruled change: the item as read, and as written. */
+export interface RuledChange {
+  readonly before: LedgerItem;
+  readonly after: LedgerItem;
+}
+
+/** What a retry resets a request to. */
+export interface RetryPlan {
+  /** The status it resumes in: `running` once its subject is resolved (every later step needs it). */
+  readonly status: 'received' | 'running';
+  /** Its new `executions` count: the retry's execution number. */
+  readonly execution: number;
+  /** True when the export is started anew (it failed, timed out or its link expired, with no archive). */
+  readonly freshExport: boolean;
+}
+
+export type RetryChange = RuledChange & RetryPlan;
+
+/** Error codes after which a retry starts a new export rather than resuming the one under way. */
+const FRESH_EXPORT_CODES = ['export_failed', 'export_timed_out', 'download_link_expired'];
+
+function retryPlanOf(item: LedgerItem): RetryPlan {
+  return {
+    status: item.svc_user_id === undefined ? 'received' : 'running',
+    execution: item.executions + 1,
+    freshExport:
+      item.status === 'failed' &&
+      item.archive === undefined &&
+      FRESH_EXPORT_CODES.includes(item.error?.code ?? ''),
+  };
+}
+
+/** Statuses a request can be cancelled in (before its erasure has started). */
+export const CANCELLABLE_STATUSES = ['received', 'running'] as const satisfies readonly Status[];
+/** Statuses a request's deadline can be extended in: every status still owed an answer, `failed` too. */
+export const EXTENDABLE_STATUSES = OWED_STATUSES;
+/** Statuses a request can be retried in (an open one only when no execution runs it). */
+export const RETRYABLE_STATUSES = ['failed', 'received', 'running'] as const satisfies readonly Status[];
+
+/** True once an erasure request has reached the platform's delete (or later). */
+export function erasureStarted(item: LedgerItem): boolean {
+  return (
+    item.step === 'erasing' ||
+    item.step === 'verifying' ||
+    item.erasure !== undefined ||
+    item.erasure_verification !== undefined
+  );
+}
+
+/** `erasureStarted` as a condition: the item has not reached the platform's delete. */
+const ERASURE_NOT_STARTED: LedgerCondition = {
+  expression:
+    '(attribute_not_exists(#step) OR NOT (#step IN (:if_erasing, :if_verifying)))' +
+    ' AND attribute_not_exists(#erasure) AND attribute_not_exists(#erasure_verification)',
+  names: { '#step': 'step', '#erasure': 'erasure', '#erasure_verification': 'erasure_verification' },
+  values: { ':if_erasing': 'erasing', ':if_verifying': 'verifying' },
+};
+
+function statusIn(statuses: readonly Status[]): LedgerCondition {
+  return {
+    expression: `#status IN (${statuses.map((status) => `:if_${status}`).join(', ')})`,
+    names: { '#status': 'status' },
+    values: Object.fromEntries(statuses.map((status) => [`:if_${status}`, status])),
+  };
+}
+
+function executionsAre(executions: number): LedgerCondition {
+  return {
+    expression: '(attribute_not_exists(#executions) OR #executions = :if_executions)',
+    names: { '#executions': 'executions' },
+    values: { ':if_executions': executions },
+  };
+}
+
+function allOf(...conditions: LedgerCondition[]): LedgerCondition {
+  return {
+    expression: conditions.map((condition) => condition.expression).join(' AND '),
+    names: Object.assign({}, ...conditions.map((condition) => condition.names)),
+    values: Object.assign({}, ...conditions.map((condition) => condition.values)),
+  };
+}
+
+function statusRefusal(item: LedgerItem, allowed: readonly Status[], what: string): string | undefined {
+  if ((allowed as readonly string[]).includes(item.status)) return undefined;
+  return `request ${item.request_id} is ${item.status}; only ${allowed.join(' or ')} requests can be ${what}`;
+}
+
+function erasureRefusal(item: LedgerItem, what: string): string | undefined {
+  if (!erasureStarted(item)) return undefined;
+  return `request ${item.request_id} cannot be ${what}: its erasure has started (step ${item.step ?? 'erasing'}); let it finish and check it with svc-dsr status`;
+}
+
+/** Can cancel: received or running, and the erasure has not started. */
+export const CAN_CANCEL: LedgerRule<void> = {
+  doing: 'cancelled',
+  refusal(item) {
+    return statusRefusal(item, CANCELLABLE_STATUSES, 'cancelled') ?? erasureRefusal(item, 'cancelled');
+  },
+  condition: () => allOf(statusIn(CANCELLABLE_STATUSES), ERASURE_NOT_STARTED),
+};
+
+/** Statuses a request can be denied in: still owed an answer (and its erasure not started). */
+export const DENIABLE_STATUSES = OWED_STATUSES;
+
+/** Can deny: still owed an answer (received, running, failed), and the erasure has not started. */
+export const CAN_DENY: LedgerRule<void> = {
+  doing: 'denied',
+  refusal(item) {
+    return statusRefusal(item, DENIABLE_STATUSES, 'denied') ?? erasureRefusal(item, 'denied');
+  },
+  condition: () => allOf(statusIn(DENIABLE_STATUSES), ERASURE_NOT_STARTED),
+};
+
+/** The statuses a notice of each kind may be recorded in. */
+export const NOTICE_STATUSES: Readonly<Record<NoticeKind, readonly Status[]>> = {
+  receipt: ['received', 'running', 'failed', 'completed', 'cancelled', 'denied'],
+  extension: OWED_STATUSES,
+  response: ['completed'],
+  denial: ['denied'],
+};
+
+/**
+ * Can record a notice: the request's status calls for that kind (a response once completed, a
+ * denial once denied, an extension once extended), and it was not given in the future.
+ */
+export const CAN_NOTICE: LedgerRule<{ readonly kind: NoticeKind; readonly at: string; readonly now: Date }> =
+  {
+    doing: 'given a notice',
+    refusal(item, input) {
+      const allowed = NOTICE_STATUSES[input.kind];
+      if (!(allowed as readonly string[]).includes(item.status)) {
+        return `request ${item.request_id} is ${item.status}; a ${input.kind} notice is recorded only for ${allowed.join(' or ')} requests`;
+      }
+      if (input.kind === 'extension' && !item.extended) {
+        return `request ${item.request_id} has not been extended; svc-dsr extend records the extension notice with the extension`;
+      }
+      if (Date.parse(input.at) > input.now.getTime() + 5 * 60_000) {
+        return `the notice time ${input.at} is in the future; give the time the subject was told`;
+      }
+      return undefined;
+    },
+    condition: (_item, input) =>
+      allOf(
+        statusIn(NOTICE_STATUSES[input.kind]),
+        input.kind === 'extension'
+          ? {
+              expression: '#extended = :if_true',
+              names: { '#extended': 'extended' },
+              values: { ':if_true': true },
+            }
+          : { expression: 'attribute_exists(request_id)', names: {}, values: {} },
+      ),
+  };
+
+/** A notice the subject is owed and has not been given, with the date it is due by. */
+export interface NoticeDue {
+  readonly kind: NoticeKind;
+  /** When it must be given by (null when the law sets no date of its own). */
+  readonly due_by: string | null;
+  readonly overdue: boolean;
+}
+
+/** The notices the request calls for and that are not recorded yet. */
+export function noticesDue(item: LedgerItem, now: Date): NoticeDue[] {
+  const due: NoticeDue[] = [];
+  const add = (kind: NoticeKind, dueBy: string | null | undefined) => {
+    if (item[`notice_${kind}`] !== undefined) return;
+    const by = dueBy ?? null;
+    due.push({ kind, due_by: by, overdue: by !== null && Date.parse(by) < now.getTime() });
+  };
+  if (item.status === 'rejected') return due;
+  if (item.confirm_by !== null && item.confirm_by !== undefined) add('receipt', item.confirm_by);
+  if (item.extended) add('extension', null);
+  if (item.status === 'completed') add('response', item.due_at);
+  if (item.status === 'denied') add('denial', item.due_at);
+  return due;
+}
+
+/** The new due date of an extension, or why there is none (no deadlines, or `decideExtension` refuses). */
+function extensionOf(
+  item: LedgerItem,
+  input: { readonly reason: string; readonly now: Date },
+): { due_at: string; refusal?: undefined } | { due_at?: undefined; refusal: string } {
+  if (item.due_at === undefined || item.extension_limit_at === undefined) {
+    return {
+      refusal: `request ${item.request_id} has no deadlines in the ledger, so there is nothing to extend`,
+    };
+  }
+  const decision = decideExtension(
+    { due_at: item.due_at, extension_limit_at: item.extension_limit_at, extended: item.extended },
+    input.reason,
+    input.now,
+  );
+  return decision.ok
+    ? { due_at: decision.due_at }
+    : { refusal: `cannot extend request ${item.request_id}: ${decision.reason}` };
+}
+
+/**
+ * Can extend: an extendable status, deadlines recorded, not extended yet, a reason, and the
+ * original deadline not passed (`decideExtension`); the write holds the due date it read.
+ */
+export const CAN_EXTEND: LedgerRule<{ readonly reason: string; readonly now: Date }> = {
+  doing: 'extended',
+  refusal: (item, input) =>
+    statusRefusal(item, EXTENDABLE_STATUSES, 'extended') ?? extensionOf(item, input).refusal,
+  condition: (item) =>
+    allOf(statusIn(EXTENDABLE_STATUSES), {
+      expression: '#due_at = :if_due_at AND (attribute_not_exists(#extended) OR #extended = :if_false)',
+      names: { '#due_at': 'due_at', '#extended': 'extended' },
+      values: { ':if_due_at': item.due_at ?? '', ':if_false': false },
+    }),
+};
+
+/**
+ * Can retry: failed, or open (received, running) with no execution running it (the caller's
+ * check); with a type and regulation to run it with. The write holds the status and the executions
+ * count it read.
+ */
+export const CAN_RETRY: LedgerRule<void> = {
+  doing: 'retried',
+  refusal(item) {
+    if (!(RETRYABLE_STATUSES as readonly string[]).includes(item.status)) {
+      return `request ${item.request_id} is ${item.status}; only failed requests, or open ones with no running execution, can be retried`;
+    }
+    if (item.type === undefined || item.regulation === undefined) {
+      return `request ${item.request_id} has no type or regulation in the ledger, so it cannot be run`;
+    }
+    return undefined;
+  },
+  condition: (item) =>
+    allOf(statusIn(RETRYABLE_STATUSES), statusIn([item.status]), executionsAre(item.executions)),
+};
 
 /** The item key; a request id is a UUID, kept in lower case whatever spelling the caller has. */
 function keyOf(requestId: string): Record<string, AttributeValue> {

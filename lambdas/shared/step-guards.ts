@@ -16,6 +16,8 @@ export async function activeRequest(
   if (item.status === 'cancelled') throw new RequestCancelledError('the request was cancelled');
   if (item.status === 'rejected')
     throw new LedgerStateError('the request was rejected at intake and cannot run');
+  if (item.status === 'denied')
+    throw new LedgerStateError('the request was denied: it is never exported or erased');
   const primaryKey = item.primary_key;
   if (primaryKey === undefined) throw new LedgerStateError('the ledger item has no subject');
   return { ...item, primary_key: primaryKey };

@@ -4,7 +4,19 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.ts';
 
-const COMMANDS = ['submit', 'status', 'list', 'cancel', 'extend', 'retry', 'package', 'verify', 'report'];
+const COMMANDS = [
+  'submit',
+  'status',
+  'list',
+  'cancel',
+  'deny',
+  'extend',
+  'notice',
+  'retry',
+  'package',
+  'verify',
+  'report',
+];
 const SECRET_PK = 'pk-never-printed-4471';
 const REQUEST_ID = '7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f';
 let dir: string;
@@ -106,11 +118,20 @@ describe('svc-dsr operator commands, run as a process', () => {
   });
 
   it('refuses bad input with exit 2 before looking for a target', async () => {
-    const [badId, noReason, longLink, badDate] = await Promise.all([
+    const [badId, noReason, longLink, badDate, badCode, mailReason] = await Promise.all([
       runCli(['status', 'DSR-1042']),
       runCli(['cancel', REQUEST_ID, '--reason', ' ']),
       runCli(['package', REQUEST_ID, '--expires-in', '999999']),
       runCli(['report', '--from', 'yesterday']),
+      runCli(['deny', REQUEST_ID, '--reason-code', 'bored', '--reason', 'x']),
+      runCli([
+        'extend',
+        REQUEST_ID,
+        '--reason',
+        'asked by jane.doe@example.com',
+        '--notice-channel',
+        'email',
+      ]),
     ]);
     expect(badId.code).toBe(2);
     expect(badId.stderr).toContain('<request_id>: must be a request id');
@@ -120,5 +141,9 @@ describe('svc-dsr operator commands, run as a process', () => {
     expect(longLink.stderr).toContain('--expires-in: must be at most 604800 seconds');
     expect(badDate.code).toBe(2);
     expect(badDate.stderr).toContain('--from: must be a date');
+    expect(badCode.code).toBe(2);
+    expect(badCode.stderr).toContain('--reason-code: must be one of identity_not_verified');
+    expect(mailReason.code).toBe(2);
+    expect(mailReason.stderr).toContain('--reason: looks like an e-mail address');
   });
 });

@@ -49,7 +49,8 @@ async function listed(status: string): Promise<string[]> {
 async function untilTerminal(requestId: string): Promise<{ status: string; outcome?: string | null }> {
   for (let attempt = 0; attempt < 120; attempt += 1) {
     const current = await statusOf(requestId).catch(() => undefined);
-    if (current && ['completed', 'failed', 'rejected', 'cancelled'].includes(current.status)) return current;
+    if (current && ['completed', 'failed', 'rejected', 'cancelled', 'denied'].includes(current.status))
+      return current;
     await delay(500);
   }
   throw new Error(`request ${requestId} never reached a terminal status`);
@@ -171,5 +172,46 @@ describe('the CLI against a serving local mode', () => {
     const cancelled = await runCli(['cancel', erasure.request_id, '--reason', 'withdrawn', ...target()]);
     expect(cancelled.code).toBe(1);
     expect(cancelled.stderr.length).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('denies a request verified by "none" at intake, and refuses to deny one that has ended (exit 1)', async () => {
+    const unverified = {
+      ...request('u-carla', 'erasure'),
+      verification: { method: 'none', verified_by: 'privacy-team', verified_at: new Date().toISOString() },
+    };
+    const file = join(workdir, 'unverified.jsonl');
+    await writeFile(file, `${JSON.stringify(unverified)}\n`);
+    expect((await runCli(['submit', '--file', file, ...target()])).code).toBe(0);
+    expect(await untilTerminal(unverified.request_id)).toMatchObject({ status: 'denied' });
+    const status = await runCli(['status', unverified.request_id, ...target()]);
+    expect(status.stdout).toContain('identity_not_verified');
+    expect(status.stdout).not.toContain('u-carla');
+    expect(status.stdout).toMatch(/denial notice\s+DUE by/);
+    const notice = await runCli([
+      'notice',
+      unverified.request_id,
+      '--kind',
+      'denial',
+      '--channel',
+      'letter',
+      ...target(),
+    ]);
+    expect(notice.code, notice.stderr).toBe(0);
+    const after = await runCli(['status', unverified.request_id, ...target()]);
+    expect(after.stdout).toMatch(/denial notice\s+given \S+ by letter/);
+
+    const denied = await runCli([
+      'deny',
+      erasure.request_id,
+      '--reason-code',
+      'identity_not_verified',
+      '--reason',
+      'too late',
+      ...target(),
+    ]);
+    expect(denied.code).toBe(1);
+    expect(denied.stderr).toContain(
+      'is completed; only received or running or failed requests can be denied',
+    );
   }, 60_000);
 });

@@ -28,6 +28,7 @@ const summarySchema = z.strictObject({
     failed: z.number(),
     rejected: z.number(),
     cancelled: z.number(),
+    denied: z.number(),
   }),
 });
 
@@ -91,7 +92,7 @@ describe('svc-dsr local --requests --json', () => {
     expect(summary.quarantined.map((entry) => entry.line).sort()).toEqual([4, 5]);
     expect(summary.duplicates).toEqual([{ request_id: access.request_id, line: 6 }]);
     expect(summary.conflicts).toEqual([{ request_id: access.request_id, line: 7 }]);
-    expect(summary.counts).toEqual({ completed: 3, failed: 0, rejected: 1, cancelled: 0 });
+    expect(summary.counts).toEqual({ completed: 3, failed: 0, rejected: 1, cancelled: 0, denied: 0 });
     const archive = byId.get(access.request_id)?.archive;
     if (!archive) throw new Error('no archive');
     const bytes = await readFile(archive.path);

@@ -3,7 +3,9 @@
  * state machine and steps, the operator CLI as separate processes against it, and the deadline
  * sweep. The scenarios cover every path that reaches AWS: an access request, an erasure, an
  * unknown subject, an invalid message, a failed export retried by the operator, a request left
- * without an execution and resumed by the reconciler, a cancel, an extension, and the read commands (status, list, report, verify, package).
+ * without an execution and resumed by the reconciler, a cancel, an extension, a request denied at
+ * intake (its identity not verified), a failed one denied by the operator, and the read commands
+ * (status, list, report, verify, package), and a notice to the subject.
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -41,6 +43,8 @@ const ids = {
   cancelled: '0b7f6d0e-0000-4000-8000-000000000005',
   extended: '0b7f6d0e-0000-4000-8000-000000000006',
   stranded: '0b7f6d0e-0000-4000-8000-000000000008',
+  denied: '0b7f6d0e-0000-4000-8000-000000000009',
+  unverified: '0b7f6d0e-0000-4000-8000-00000000000a',
 } as const;
 
 /** Runs the scenarios in `dataDir` and returns every call made, in this process and in the CLI's. */
@@ -78,8 +82,9 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     );
   const mode = await startLocalMode({
     dataDir,
-    // The first export fails, so the first request fails for good (one attempt) and is retried.
-    faults: { export_outcomes: ['failed'], export_ready_after_polls: 1 },
+    // The first two exports fail, so the first two requests fail for good (one attempt each): one
+    // is retried, the other denied.
+    faults: { export_outcomes: ['failed', 'failed'], export_ready_after_polls: 1 },
     // Long enough that the cancel and the extension land while their requests wait for the export,
     // even when each CLI process takes seconds to start on a busy machine.
     waitMs: 6000,
@@ -87,12 +92,25 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
   });
   let stop = async () => {};
   try {
-    await runAsCaller('CLI', () => mode.submit([JSON.stringify(request(ids.failing, 'access', 'u-alice'))]));
+    await runAsCaller('CLI', () =>
+      mode.submit([
+        JSON.stringify(request(ids.failing, 'access', 'u-alice')),
+        JSON.stringify(request(ids.denied, 'access', 'u-bruno')),
+      ]),
+    );
     await mode.idle();
     await runAsCaller('CLI', () =>
       mode.submit([
         JSON.stringify(request(ids.access, 'access', 'u-alice')),
         JSON.stringify(request(ids.unknown, 'access', 'u-nobody-here')),
+        JSON.stringify({
+          ...request(ids.unverified, 'erasure', 'u-fay'),
+          verification: {
+            method: 'none',
+            verified_by: 'privacy-team',
+            verified_at: new Date().toISOString(),
+          },
+        }),
         '{"request_id": "0b7f6d0e-0000-4000-8000-000000000007", "type": "access"}',
         'not json',
       ]),
@@ -105,7 +123,9 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     await submitByCli(ids.cancelled, 'access', 'gdpr', 'u-bruno');
     await submitByCli(ids.extended, 'erasure', 'ccpa', 'u-chloe');
     await cli('cancel', ids.cancelled, '--reason', 'withdrawn by the subject');
-    await cli('extend', ids.extended, '--reason', 'complex request');
+    await cli('extend', ids.extended, '--reason', 'complex request', '--notice-channel', 'email');
+    // A failed request is still owed an answer, so the operator can deny it.
+    await cli('deny', ids.denied, '--reason-code', 'identity_not_verified', '--reason', 'ID check failed');
     await submitByCli(ids.erasure, 'erasure', 'gdpr', 'u-dan');
     await waitFor(async () => (await cli('status', ids.erasure, '--json')).includes('"completed"'));
     await waitFor(async () => (await cli('status', ids.failing, '--json')).includes('"completed"'));
@@ -136,6 +156,7 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     await mode.reconcile({ graceSeconds: 0 });
     await waitFor(async () => (await cli('status', ids.stranded, '--json')).includes('"completed"'));
     await cli('status', ids.access);
+    await cli('notice', ids.access, '--kind', 'response', '--channel', 'email');
     await cli('list', '--status', 'completed');
     await cli('list', '--overdue');
     await cli('report', '--format', 'json');

@@ -234,6 +234,7 @@ function cliContext(h: Harness, sfn: SFNClient) {
     s3: h.workflow.s3,
     sfn,
     clock: () => new Date(),
+    operator: async () => 'local-user:operator',
   };
 }
 

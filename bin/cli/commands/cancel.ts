@@ -1,8 +1,4 @@
-import { StopExecutionCommand } from '@aws-sdk/client-sfn';
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
-import { type LedgerItem, ledgerItemSchema, OPEN_SHARD_ATTRIBUTE } from '#shared/ledger';
-import { removeAllVersions } from '#shared/runtime';
 import {
   type CliIo,
   type CommandResult,
@@ -11,17 +7,9 @@ import {
   processIo,
   writeJson,
 } from '../format.ts';
-import { CliError, EXIT } from '../io.ts';
+import { EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import {
-  erasureStarted,
-  executionArn,
-  executionNames,
-  hasName,
-  isConditionalFailure,
-  loadRequest,
-  recordOperatorAction,
-} from './common.ts';
+import { type EndedRuns, endRequestRuns, ledgerChange, printEnded, recordOperatorAction } from './common.ts';
 
 /** Options of `svc-dsr cancel`. */
 export interface CancelOptions {
@@ -31,85 +19,29 @@ export interface CancelOptions {
 }
 
 /** What `cancel --json` prints. */
-export interface CancelResult {
+export interface CancelResult extends EndedRuns {
   readonly request_id: string;
   readonly status: 'cancelled';
   readonly previous_status: string;
   readonly step: string | null;
   readonly reason: string;
-  /** Executions StopExecution accepted (one that had already ended keeps its outcome). */
-  readonly stopped: string[];
-  /** StopExecution failures other than "does not exist": the execution still ends at its next step. */
-  readonly stop_errors: { execution: string; error: string }[];
-  /** Archive object versions deleted: a cancelled request keeps no copy of the subject's data. */
-  readonly archive_versions_removed: number;
 }
 
 /**
- * Cancels a received or running request before erasure has started: a conditional ledger update
- * (so it cannot race past the delete), then StopExecution of its executions. Refusals are exit 1.
+ * Cancels a received or running request before erasure has started: the ledger's conditional
+ * cancel (CAN_CANCEL, so it cannot race past the delete), then StopExecution of its executions.
+ * Refusals are exit 1.
  */
 export async function runCancel(
-  context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 's3' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator'>,
   options: CancelOptions,
   io: CliIo,
 ): Promise<CommandResult<CancelResult>> {
   const requestId = parseRequestId(options.requestId);
   const reason = parseReason(options.reason);
-  const item = await loadRequest(context, requestId);
-  refuseIfNotCancellable(item);
-
-  const now = context.clock().toISOString();
-  let updated: LedgerItem;
-  try {
-    const { Attributes } = await context.dynamo.send(
-      new UpdateCommand({
-        TableName: context.names.LedgerTableName,
-        Key: { request_id: requestId },
-        // The ledger keeps no archive for a cancelled request: its copies are deleted below.
-        UpdateExpression:
-          'SET #status = :cancelled, #cancel_reason = :reason, #updated_at = :now, #completed_at = :now' +
-          // A cancelled request is owed nothing more: it leaves the open index, and keeps no archive.
-          ' REMOVE #open_shard, #archive',
-        // The same rules as refuseIfNotCancellable, checked atomically: a step that moved on to
-        // erasing in the meantime wins, and the cancel is refused.
-        ConditionExpression:
-          'attribute_exists(request_id) AND #status IN (:received, :running)' +
-          ' AND (attribute_not_exists(#step) OR NOT (#step IN (:erasing, :verifying)))' +
-          ' AND attribute_not_exists(#erasure) AND attribute_not_exists(#erasure_verification)',
-        ExpressionAttributeNames: {
-          '#status': 'status',
-          '#step': 'step',
-          '#cancel_reason': 'cancel_reason',
-          '#updated_at': 'updated_at',
-          '#completed_at': 'completed_at',
-          '#erasure': 'erasure',
-          '#erasure_verification': 'erasure_verification',
-          '#open_shard': OPEN_SHARD_ATTRIBUTE,
-          '#archive': 'archive',
-        },
-        ExpressionAttributeValues: {
-          ':cancelled': 'cancelled',
-          ':reason': reason,
-          ':now': now,
-          ':received': 'received',
-          ':running': 'running',
-          ':erasing': 'erasing',
-          ':verifying': 'verifying',
-        },
-        ReturnValues: 'ALL_NEW',
-      }),
-    );
-    updated = ledgerItemSchema.parse(Attributes ?? {});
-  } catch (error) {
-    if (!isConditionalFailure(error)) throw error;
-    const current = await loadRequest(context, requestId);
-    refuseIfNotCancellable(current);
-    throw new CliError(
-      `request ${requestId} changed while it was being cancelled; run the command again`,
-      EXIT.failed,
-    );
-  }
+  const { before: item, after: updated } = await ledgerChange(context, requestId, () =>
+    context.ledger.cancel(requestId, { reason }),
+  );
 
   const recorded = await recordOperatorAction(
     context,
@@ -120,37 +52,15 @@ export async function runCancel(
       facts: { previous_status: item.status, step: item.step ?? null },
       // Cancelled is terminal: this record ends the chain.
       final: true,
+      reason,
     },
     { acceptClosedBy: 'request_cancelled' },
   );
   // A cancelled request keeps no copy of the subject's data: whatever a step archived goes.
-  const archiveVersionsRemoved = await removeAllVersions(
-    context.s3,
-    context.names.ArchiveBucketName,
-    `exports/${requestId}/`,
-    { prefix: true },
-  );
-
-  const stopped: string[] = [];
-  const stopErrors: CancelResult['stop_errors'] = [];
-  for (const name of executionNames(requestId, updated.executions)) {
-    try {
-      await context.sfn.send(
-        new StopExecutionCommand({
-          executionArn: executionArn(context.names.StateMachineArn, name),
-          error: 'RequestCancelled',
-          cause: 'cancelled by an operator with svc-dsr cancel',
-        }),
-      );
-      stopped.push(name);
-    } catch (error) {
-      if (hasName(error, 'ExecutionDoesNotExist')) continue;
-      stopErrors.push({
-        execution: name,
-        error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
-      });
-    }
-  }
+  const ended = await endRequestRuns(context, requestId, updated.executions, {
+    error: 'RequestCancelled',
+    cause: 'cancelled by an operator with svc-dsr cancel',
+  });
 
   const result: CancelResult = {
     request_id: requestId,
@@ -158,40 +68,16 @@ export async function runCancel(
     previous_status: item.status,
     step: item.step ?? null,
     reason,
-    stopped,
-    stop_errors: stopErrors,
-    archive_versions_removed: archiveVersionsRemoved,
+    ...ended,
   };
   if (options.json === true) writeJson(io, result);
   else {
     io.out(`cancelled ${requestId} (was ${item.status}${item.step ? `, step ${item.step}` : ''})\n`);
-    if (stopped.length > 0) io.err(`asked Step Functions to stop: ${stopped.join(', ')}\n`);
-    if (archiveVersionsRemoved > 0)
-      io.err(`deleted ${archiveVersionsRemoved} archive version(s) of the request\n`);
     if (recorded === 'closed')
       io.err('the workflow had already closed the audit trail with its own record of the cancellation\n');
   }
-  for (const failure of stopErrors) {
-    io.err(
-      `warning: could not stop execution ${failure.execution} (${failure.error}); it ends at its next step, which finds the request cancelled\n`,
-    );
-  }
+  printEnded(io, ended, 'cancelled', options.json === true);
   return { exitCode: EXIT.ok, result };
-}
-
-function refuseIfNotCancellable(item: LedgerItem): void {
-  if (item.status !== 'received' && item.status !== 'running') {
-    throw new CliError(
-      `request ${item.request_id} is ${item.status}; only received or running requests can be cancelled`,
-      EXIT.failed,
-    );
-  }
-  if (erasureStarted(item)) {
-    throw new CliError(
-      `request ${item.request_id} cannot be cancelled: its erasure has started (step ${item.step ?? 'erasing'}); let it finish and check it with svc-dsr status`,
-      EXIT.failed,
-    );
-  }
 }
 
 interface CancelFlags extends TargetFlags {

@@ -1,7 +1,4 @@
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
-import { decideExtension } from '#shared/deadlines';
-import type { LedgerItem } from '#shared/ledger';
 import {
   type CliIo,
   type CommandResult,
@@ -10,14 +7,17 @@ import {
   processIo,
   writeJson,
 } from '../format.ts';
-import { CliError, EXIT } from '../io.ts';
+import { EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { isConditionalFailure, loadRequest, recordOperatorAction } from './common.ts';
+import { ledgerChange, recordOperatorAction } from './common.ts';
+import { type NoticeFlags, parseNoticeFlags } from './notice.ts';
 
 /** Options of `svc-dsr extend`. */
 export interface ExtendOptions {
   readonly requestId: string;
   readonly reason: string;
+  /** How the subject was told of the extension and its reason: recorded with it, required. */
+  readonly notice: NoticeFlags;
   readonly json?: boolean;
 }
 
@@ -28,65 +28,38 @@ export interface ExtendResult {
   readonly previous_due_at: string;
   readonly due_at: string;
   readonly reason: string;
+  readonly notice: { channel: string; at: string; reference: string | null };
 }
 
 /**
  * Extends an open request's deadline once, with a reason, before the original deadline
- * (DESIGN.md section 6, `decideExtension`). Refusals are exit 1 with the rule that applied.
+ * (DESIGN.md section 6; the ledger's CAN_EXTEND). Refusals are exit 1 with the rule that applied.
  */
 export async function runExtend(
-  context: Pick<CliContext, 'ledger' | 'dynamo' | 's3' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'operator' | 'clock'>,
   options: ExtendOptions,
   io: CliIo,
 ): Promise<CommandResult<ExtendResult>> {
   const requestId = parseRequestId(options.requestId);
   const reason = parseReason(options.reason);
-  const item = await loadRequest(context, requestId);
-  const { dueAt, newDueAt } = decide(item, reason, context.clock());
-
-  try {
-    await context.dynamo.send(
-      new UpdateCommand({
-        TableName: context.names.LedgerTableName,
-        Key: { request_id: requestId },
-        UpdateExpression:
-          'SET #due_at = :new_due, #extended = :true, #extension_reason = :reason, #updated_at = :now',
-        // Checked again atomically: two operators extending at once get one extension, not two.
-        ConditionExpression:
-          'attribute_exists(request_id) AND #status IN (:received, :running) AND #due_at = :old_due' +
-          ' AND (attribute_not_exists(#extended) OR #extended = :false)',
-        ExpressionAttributeNames: {
-          '#status': 'status',
-          '#due_at': 'due_at',
-          '#extended': 'extended',
-          '#extension_reason': 'extension_reason',
-          '#updated_at': 'updated_at',
-        },
-        ExpressionAttributeValues: {
-          ':new_due': newDueAt,
-          ':old_due': dueAt,
-          ':true': true,
-          ':false': false,
-          ':reason': reason,
-          ':now': context.clock().toISOString(),
-          ':received': 'received',
-          ':running': 'running',
-        },
-      }),
-    );
-  } catch (error) {
-    if (!isConditionalFailure(error)) throw error;
-    decide(await loadRequest(context, requestId), reason, context.clock());
-    throw new CliError(
-      `request ${requestId} changed while it was being extended; run the command again`,
-      EXIT.failed,
-    );
-  }
+  const notice = parseNoticeFlags(options.notice, '--notice-', context.clock());
+  const { before: item, after: updated } = await ledgerChange(context, requestId, () =>
+    context.ledger.extend(requestId, { reason, notice }),
+  );
+  const dueAt = item.due_at ?? '';
+  const newDueAt = updated.due_at ?? '';
 
   await recordOperatorAction(context, requestId, {
     eventId: 'Operator:extend',
     action: 'deadline_extended',
-    facts: { previous_due_at: dueAt, due_at: newDueAt },
+    facts: {
+      previous_due_at: dueAt,
+      due_at: newDueAt,
+      notice_channel: notice.channel,
+      notice_at: notice.at,
+      notice_reference: notice.reference ?? null,
+    },
+    reason,
   });
 
   const result: ExtendResult = {
@@ -95,41 +68,21 @@ export async function runExtend(
     previous_due_at: dueAt,
     due_at: newDueAt,
     reason,
+    notice: { channel: notice.channel, at: notice.at, reference: notice.reference ?? null },
   };
   if (options.json === true) writeJson(io, result);
   else {
     io.out(`extended ${requestId}: due ${dueAt} -> ${newDueAt}\n`);
-    // Both regimes make the extension valid only if the subject hears of it, with the reason, in time.
-    io.err(`remember: tell the subject about the extension and its reason before ${dueAt}\n`);
+    io.err(`recorded the extension notice to the subject (${notice.channel}, ${notice.at})\n`);
   }
   return { exitCode: EXIT.ok, result };
 }
 
-function decide(item: LedgerItem, reason: string, now: Date): { dueAt: string; newDueAt: string } {
-  if (item.status !== 'received' && item.status !== 'running') {
-    throw new CliError(
-      `request ${item.request_id} is ${item.status}; only received or running requests can be extended`,
-      EXIT.failed,
-    );
-  }
-  if (item.due_at === undefined || item.extension_limit_at === undefined) {
-    throw new CliError(
-      `request ${item.request_id} has no deadlines in the ledger, so there is nothing to extend`,
-      EXIT.failed,
-    );
-  }
-  const decision = decideExtension(
-    { due_at: item.due_at, extension_limit_at: item.extension_limit_at, extended: item.extended },
-    reason,
-    now,
-  );
-  if (!decision.ok)
-    throw new CliError(`cannot extend request ${item.request_id}: ${decision.reason}`, EXIT.failed);
-  return { dueAt: item.due_at, newDueAt: decision.due_at };
-}
-
 interface ExtendFlags extends TargetFlags {
   readonly reason?: string;
+  readonly noticeChannel?: string;
+  readonly noticeAt?: string;
+  readonly noticeReference?: string;
   readonly json?: boolean;
 }
 
@@ -139,25 +92,39 @@ export function registerExtendCommand(program: Command): void {
     .command('extend')
     .description("extend an open request's deadline once (GDPR +2 months, CCPA +45 days), with a reason")
     .argument('<request_id>', 'the request id')
-    .requiredOption('--reason <reason>', 'why the extension is needed (kept in the ledger)')
+    .requiredOption(
+      '--reason <reason>',
+      'why the extension is needed (kept in the ledger and the audit record)',
+    )
+    .requiredOption('--notice-channel <channel>', 'how the subject was told of the extension and its reason')
+    .option('--notice-at <time>', 'when the subject was told (RFC 3339; default now)')
+    .option('--notice-reference <reference>', "the team's reference of that message")
     .option('--json', 'print the result as JSON');
   addTargetOptions(command)
     .addHelpText(
       'after',
       `
 An extension is allowed once, with a reason, and only before the original deadline; the new due date
-is the statutory limit (GDPR: three months from receipt; CCPA: 90 days). Tell the subject about it,
-with the reason, before the original deadline.
+is the statutory limit (GDPR: three months from receipt; CCPA: 90 days). It is valid only if the
+subject is told, with the reason, before the original deadline: the extension is refused without
+that notice, which is recorded in the same ledger write and audit record.
 
 Exit codes: 0 extended, 1 no such request or not extendable (the message gives the rule), 2 invalid flags.
 
 Example:
-  $ npx svc-dsr extend 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --reason "complex request: several accounts"`,
+  $ npx svc-dsr extend 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --reason "complex request: several accounts" --notice-channel email`,
     )
     .action(async (requestId: string, flags: ExtendFlags) => {
+      const notice: NoticeFlags = {
+        ...(flags.noticeChannel === undefined ? {} : { channel: flags.noticeChannel }),
+        ...(flags.noticeAt === undefined ? {} : { at: flags.noticeAt }),
+        ...(flags.noticeReference === undefined ? {} : { reference: flags.noticeReference }),
+      };
+      parseNoticeFlags(notice, '--notice-', new Date());
       const options = {
         requestId: parseRequestId(requestId),
         reason: parseReason(flags.reason),
+        notice,
         json: flags.json === true,
       };
       const { exitCode } = await withTarget(flags, (context) => runExtend(context, options, processIo));

@@ -6,17 +6,17 @@ import {
   type LedgerItem,
   ledgerItemSchema,
   type OpenRequest,
+  OWED_STATUSES,
   STATUSES,
   type Status,
 } from '#shared/ledger';
 import { type CliIo, type CommandResult, describeDue, formatTable, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { OPEN_STATUSES } from './common.ts';
 
 /** Options of `svc-dsr list`. */
 export interface ListOptions {
-  /** Comma-separated statuses. @default received,running */
+  /** Comma-separated statuses. @default received,running,failed (every request still owed an answer) */
   readonly status?: string;
   /** Only requests due within this many days from now (overdue ones included). */
   readonly dueWithin?: string | number;
@@ -73,7 +73,7 @@ export function parseListOptions(options: ListOptions): {
   const statuses = [
     ...new Set(
       options.status === undefined
-        ? [...OPEN_STATUSES]
+        ? [...OWED_STATUSES]
         : parseOption('--status', statusListSchema, options.status),
     ),
   ];
@@ -133,7 +133,7 @@ export async function runList(
           request.type ?? '',
           request.regulation ?? '',
           `${request.due_at ?? ''}${request.extended ? ' (extended)' : ''}`,
-          request.status === 'received' || request.status === 'running' ? request.due : '',
+          isOwed(request.status) ? request.due : '',
           request.reference ?? '',
         ]),
       ),
@@ -221,7 +221,7 @@ export function registerListCommand(program: Command): void {
   const command = program
     .command('list')
     .description(
-      'list requests by status, earliest due date first (default: the open ones, received and running)',
+      'list requests by status, earliest due date first (default: every one still owed an answer: received, running and failed)',
     )
     .option('--status <statuses>', `comma-separated: ${STATUSES.join(', ')}`)
     .option('--due-within <days>', 'only requests due within this many days (overdue ones included)')

@@ -287,7 +287,7 @@ export async function runReport(
     );
     for (const raw of page.Items ?? []) {
       const item = ledgerItemSchema.safeParse(raw);
-      if (item.success) records.push(toRecord(item.data, now, denialCodeOf(raw)));
+      if (item.success) records.push(toRecord(item.data, now, item.data.denial?.code));
       else skipped += 1;
     }
     cursor = page.LastEvaluatedKey;
@@ -334,15 +334,6 @@ export async function runReport(
     io.err(`warning: ${skipped} ledger item(s) did not match the ledger schema and are not in the report\n`);
   }
   return { exitCode: EXIT.ok, result };
-}
-
-/**
- * The reason code of a denied request. Read from the stored item rather than the typed one, so the
- * report does not depend on how the rest of the item is shaped.
- */
-function denialCodeOf(raw: unknown): string | undefined {
-  const parsed = z.object({ denial_reason_code: z.string() }).safeParse(raw);
-  return parsed.success ? parsed.data.denial_reason_code : undefined;
 }
 
 /** The section 7102 category of a ledger status. */

@@ -1,23 +1,25 @@
 import { StartExecutionCommand } from '@aws-sdk/client-sfn';
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
 import { isLive, latestExecutionName } from '#shared/executions';
-import { type LedgerItem, OPEN_SHARD_ATTRIBUTE, openShardKey } from '#shared/ledger';
+import type { LedgerItem } from '#shared/ledger';
 import { sfnLookup } from '../../../lambdas/reconciler/aws.ts';
-import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
+import {
+  type CliIo,
+  type CommandResult,
+  parseReason,
+  parseRequestId,
+  processIo,
+  writeJson,
+} from '../format.ts';
 import { CliError, EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import {
-  hasName,
-  isConditionalFailure,
-  loadRequest,
-  recordOperatorAction,
-  retryExecutionName,
-} from './common.ts';
+import { hasName, ledgerChange, recordOperatorAction, retryExecutionName } from './common.ts';
 
 /** Options of `svc-dsr retry`. */
 export interface RetryOptions {
   readonly requestId: string;
+  /** Why the operator retries (optional; kept in the audit record). */
+  readonly reason?: string;
   readonly json?: boolean;
 }
 
@@ -40,74 +42,24 @@ export interface RetryResult {
  * stopped. Anything else is exit 1.
  */
 export async function runRetry(
-  context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 's3' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator'>,
   options: RetryOptions,
   io: CliIo,
 ): Promise<CommandResult<RetryResult>> {
   const requestId = parseRequestId(options.requestId);
-  const item = await loadRequest(context, requestId);
-  const { type, regulation } = await retryable(context, item);
-  const n = item.executions + 1;
+  const retried = await ledgerChange(context, requestId, () =>
+    context.ledger.retry(requestId, { liveExecution: (item) => liveExecution(context, item) }),
+  );
+  const { before: item, status, freshExport } = retried;
+  const { type, regulation } = runnable(retried.after);
+  const n = retried.execution;
   const name = retryExecutionName(requestId, n);
-  // ResolveSubject moves `received` to `running`, but skips a subject it already resolved; every
-  // later step needs `running`, so a request that got that far resumes as `running`.
-  const status = item.svc_user_id === undefined ? 'received' : 'running';
-  const freshExport =
-    item.status === 'failed' &&
-    item.archive === undefined &&
-    ['export_failed', 'export_timed_out', 'download_link_expired'].includes(item.error?.code ?? '');
-
-  try {
-    await context.dynamo.send(
-      new UpdateCommand({
-        TableName: context.names.LedgerTableName,
-        Key: { request_id: requestId },
-        // A retry gets a fresh export budget and wait budget; the attempts already spent stay on
-        // record. An export that failed, timed out or whose link expired is started anew.
-        UpdateExpression:
-          'SET #status = :status, #open_shard = :open_shard, #executions = :n, #updated_at = :now, #base = #attempts, #waited = :zero' +
-          (freshExport ? ', #export_status = :failed' : '') +
-          ' REMOVE #error',
-        // The executions count doubles as a lock: two operators retrying at once start one execution.
-        ConditionExpression:
-          'attribute_exists(request_id) AND #status = :previous' +
-          ' AND (attribute_not_exists(#executions) OR #executions = :executions)',
-        ExpressionAttributeNames: {
-          '#status': 'status',
-          '#executions': 'executions',
-          '#updated_at': 'updated_at',
-          '#error': 'error',
-          '#base': 'export_attempts_base',
-          '#attempts': 'export_attempts',
-          '#waited': 'export_waited_seconds',
-          '#open_shard': OPEN_SHARD_ATTRIBUTE,
-          ...(freshExport ? { '#export_status': 'export_status' } : {}),
-        },
-        ExpressionAttributeValues: {
-          ':status': status,
-          ':open_shard': openShardKey(requestId, status),
-          ':n': n,
-          ':now': context.clock().toISOString(),
-          ':zero': 0,
-          ':previous': item.status,
-          ':executions': item.executions,
-          ...(freshExport ? { ':failed': 'failed' } : {}),
-        },
-      }),
-    );
-  } catch (error) {
-    if (!isConditionalFailure(error)) throw error;
-    await retryable(context, await loadRequest(context, requestId));
-    throw new CliError(
-      `request ${requestId} changed while it was being retried; run the command again`,
-      EXIT.failed,
-    );
-  }
 
   await recordOperatorAction(context, requestId, {
     eventId: `Operator:retry-${n}`,
     action: 'request_retried',
     facts: { execution: name, previous_error: item.error?.code ?? null, fresh_export: freshExport },
+    ...(options.reason === undefined ? {} : { reason: parseReason(options.reason) }),
   });
 
   let started = true;
@@ -124,8 +76,8 @@ export async function runRetry(
   } catch (error) {
     if (hasName(error, 'ExecutionAlreadyExists')) started = false;
     else {
-      const restored = await restoreFailed(context, item, status, n).then(
-        () => true,
+      const restored = await context.ledger.undoRetry(item, retried).then(
+        (undone) => undone !== undefined,
         () => false,
       );
       // The retry record opened a new segment of the chain; failed again, the request closes it.
@@ -166,78 +118,33 @@ export async function runRetry(
 }
 
 /**
- * Whether the request can be retried: failed, or open (received, running) with no execution
- * running it (its latest ended, timed out, was aborted or never started).
+ * Why an open request needs no retry: its latest execution is running. Undefined when it ended,
+ * timed out, was aborted or never started.
  */
-async function retryable(
+async function liveExecution(
   context: Pick<CliContext, 'sfn' | 'names'>,
   item: LedgerItem,
-): Promise<{ type: 'access' | 'erasure'; regulation: 'gdpr' | 'ccpa' }> {
-  if (item.status === 'received' || item.status === 'running') {
-    const latest = latestExecutionName(item.request_id, item.executions);
-    const execution = await sfnLookup(context.sfn, context.names.StateMachineArn)(latest);
-    if (isLive(execution)) {
-      throw new CliError(
-        `request ${item.request_id} is ${item.status} and its execution ${latest} is running; it needs no retry (cancel it first to stop it)`,
-        EXIT.failed,
-      );
-    }
-  } else if (item.status !== 'failed') {
-    throw new CliError(
-      `request ${item.request_id} is ${item.status}; only failed requests, or open ones with no running execution, can be retried`,
-      EXIT.failed,
-    );
-  }
-  if (item.type === undefined || item.regulation === undefined) {
-    throw new CliError(
-      `request ${item.request_id} has no type or regulation in the ledger, so it cannot be run`,
-      EXIT.failed,
-    );
-  }
-  return { type: item.type, regulation: item.regulation };
+): Promise<string | undefined> {
+  if (item.status !== 'received' && item.status !== 'running') return undefined;
+  const latest = latestExecutionName(item.request_id, item.executions);
+  const execution = await sfnLookup(context.sfn, context.names.StateMachineArn)(latest);
+  if (!isLive(execution)) return undefined;
+  return `request ${item.request_id} is ${item.status} and its execution ${latest} is running; it needs no retry (cancel it first to stop it)`;
 }
 
-/** Puts the request back as it was when StartExecution failed, so the ledger never shows a run that is not happening. */
-async function restoreFailed(
-  context: Pick<CliContext, 'dynamo' | 'names' | 'clock'>,
-  item: LedgerItem,
-  status: string,
-  n: number,
-): Promise<void> {
-  const error = item.error ?? {
-    code: 'retry_not_started',
-    message: 'the retry could not start an execution',
-  };
-  await context.dynamo.send(
-    new UpdateCommand({
-      TableName: context.names.LedgerTableName,
-      Key: { request_id: item.request_id },
-      UpdateExpression:
-        'SET #status = :failed, #open_shard = :open_shard, #executions = :executions, #error = :error, #updated_at = :now',
-      ConditionExpression: '#status = :status AND #executions = :n',
-      ExpressionAttributeNames: {
-        '#status': 'status',
-        '#open_shard': OPEN_SHARD_ATTRIBUTE,
-        '#executions': 'executions',
-        '#error': 'error',
-        '#updated_at': 'updated_at',
-      },
-      ExpressionAttributeValues: {
-        ':failed': 'failed',
-        ':open_shard': openShardKey(item.request_id, 'failed'),
-        ':executions': item.executions,
-        ':error': error,
-        ':now': context.clock().toISOString(),
-        ':status': status,
-        ':n': n,
-      },
-    }),
-  );
+/** The execution input's type and regulation (CAN_RETRY has checked they are there). */
+function runnable(item: LedgerItem): { type: 'access' | 'erasure'; regulation: 'gdpr' | 'ccpa' } {
+  if (item.type === undefined || item.regulation === undefined) {
+    throw new CliError(`request ${item.request_id} has no type or regulation in the ledger`, EXIT.failed);
+  }
+  return { type: item.type, regulation: item.regulation };
 }
 
 /** Options of `svc-dsr retry --status S [--code C] [--dry-run]`. */
 export interface BulkRetryOptions {
   readonly status: 'failed' | 'received' | 'running';
+  /** Why the operator retries them (optional; kept in each audit record). */
+  readonly reason?: string;
   /** Only requests whose error has this code. */
   readonly code?: string;
   readonly dryRun?: boolean;
@@ -265,7 +172,7 @@ const BULK_STATUSES = ['failed', 'received', 'running'] as const;
  * is running. With `dryRun` it only lists them. Exit 1 when any retry could not start.
  */
 export async function runBulkRetry(
-  context: Pick<CliContext, 'ledger' | 'dynamo' | 'sfn' | 's3' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator'>,
   options: BulkRetryOptions,
   io: CliIo,
 ): Promise<CommandResult<BulkRetryResult>> {
@@ -275,12 +182,9 @@ export async function runBulkRetry(
     const item = await context.ledger.get(entry.request_id);
     if (item === undefined || item.status !== options.status) continue;
     if (options.code !== undefined && item.error?.code !== options.code) continue;
-    if (options.status !== 'failed') {
-      const latest = latestExecutionName(item.request_id, item.executions);
-      if (isLive(await sfnLookup(context.sfn, context.names.StateMachineArn)(latest))) {
-        running += 1;
-        continue;
-      }
+    if ((await liveExecution(context, item)) !== undefined) {
+      running += 1;
+      continue;
     }
     candidates.push(item);
   }
@@ -295,7 +199,15 @@ export async function runBulkRetry(
       continue;
     }
     try {
-      const { result } = await runRetry(context, { requestId: item.request_id, json: false }, quietIo(io));
+      const { result } = await runRetry(
+        context,
+        {
+          requestId: item.request_id,
+          ...(options.reason === undefined ? {} : { reason: options.reason }),
+          json: false,
+        },
+        quietIo(io),
+      );
       requests.push({ request_id: item.request_id, code, execution: result.execution });
       if (options.json !== true) io.out(`retrying ${item.request_id}: execution ${result.execution}\n`);
     } catch (error) {
@@ -322,6 +234,7 @@ function quietIo(io: CliIo): CliIo {
 }
 
 interface RetryFlags extends TargetFlags {
+  readonly reason?: string;
   readonly json?: boolean;
   readonly status?: string;
   readonly code?: string;
@@ -339,6 +252,7 @@ export function registerRetryCommand(program: Command): void {
     .option('--status <status>', `retry every request with this status: ${BULK_STATUSES.join(', ')}`)
     .option('--code <code>', 'with --status: only requests whose error has this code, e.g. export_failed')
     .option('--dry-run', 'with --status: print what would be retried and change nothing')
+    .option('--reason <reason>', 'why (kept in the audit record with who retried)')
     .option('--json', 'print the result as JSON');
   addTargetOptions(command)
     .addHelpText(
@@ -357,16 +271,17 @@ Examples:
     )
     .action(async (requestId: string | undefined, flags: RetryFlags) => {
       const bulk = bulkOptions(requestId, flags);
+      const reason = flags.reason === undefined ? {} : { reason: parseReason(flags.reason) };
       const { exitCode } = await withTarget(
         flags,
         (context): Promise<CommandResult<RetryResult | BulkRetryResult>> =>
           bulk === undefined
             ? runRetry(
                 context,
-                { requestId: parseRequestId(requestId), json: flags.json === true },
+                { requestId: parseRequestId(requestId), ...reason, json: flags.json === true },
                 processIo,
               )
-            : runBulkRetry(context, bulk, processIo),
+            : runBulkRetry(context, { ...bulk, ...reason }, processIo),
       );
       process.exitCode = exitCode;
     });

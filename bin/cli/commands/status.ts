@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { LedgerItem } from '#shared/ledger';
+import { isOwed, type LedgerItem, NOTICE_KINDS, noticesDue } from '#shared/ledger';
 import {
   type CliIo,
   type CommandResult,
@@ -70,7 +70,7 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
     add('verified', `${method} by ${by} at ${at}`);
   }
   if (item.due_at) {
-    const open = item.status === 'received' || item.status === 'running';
+    const open = isOwed(item.status);
     add('due', `${item.due_at}${open ? ` (${describeDue(item.due_at, now)})` : ''}`);
   }
   add('extended', item.extended ? `yes: ${item.extension_reason ?? 'no reason recorded'}` : undefined);
@@ -114,6 +114,27 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
   if (item.error) add('error', `${item.error.code}: ${item.error.message}`);
   if (item.rejection_errors) add('rejected', item.rejection_errors.join('; '));
   add('cancel reason', item.cancel_reason);
+  if (item.denial) {
+    add(
+      'denied',
+      `${item.denial.code}${item.denial.reason ? `: ${item.denial.reason}` : ''} at ${item.denial.at}`,
+    );
+  }
+  for (const kind of NOTICE_KINDS) {
+    const given = item[`notice_${kind}`];
+    if (given !== undefined) {
+      add(
+        `${kind} notice`,
+        `given ${given.at} by ${given.channel}${given.reference ? ` (${given.reference})` : ''}`,
+      );
+    }
+  }
+  for (const due of noticesDue(item, now)) {
+    add(
+      `${due.kind} notice`,
+      `DUE${due.due_by === null ? '' : ` by ${due.due_by}`}${due.overdue ? ' (overdue)' : ''}: record it with svc-dsr notice`,
+    );
+  }
   add(
     'counters',
     `executions ${item.executions}, duplicates ${item.duplicates}, conflicts ${item.conflicts}`,

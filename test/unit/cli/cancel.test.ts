@@ -1,4 +1,9 @@
-import { ConditionalCheckFailedException, DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  ConditionalCheckFailedException,
+  DynamoDBClient,
+  GetItemCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
 import {
   ListObjectsV2Command,
   ListObjectVersionsCommand,
@@ -6,16 +11,23 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { ExecutionDoesNotExist, SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
-import { DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { runCancel } from '../../../bin/cli/commands/cancel.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { CliError } from '../../../bin/cli/io.ts';
-import { ledgerRecord, NOW, REQUEST_ID, storedItem, testContext } from './helpers.ts';
+import {
+  ledgerRecord,
+  ledgerWrites,
+  NOW,
+  OPERATOR,
+  REQUEST_ID,
+  storedItem,
+  testContext,
+  written,
+} from './helpers.ts';
 
-const dbMock = mockClient(DynamoDBDocumentClient);
-/** The ledger reads through a plain DynamoDB client; the commands' own writes go through the DocumentClient. */
+/** The ledger reads and writes through a plain DynamoDB client; its rules are tested in ledger-rules.test.ts. */
 const ledgerMock = mockClient(DynamoDBClient);
 // Operator actions are appended to the audit chain; an empty chain takes seq 0.
 const s3Mock = mockClient(S3Client);
@@ -26,7 +38,6 @@ beforeEach(() => {
   s3Mock.on(ListObjectsV2Command).resolves({});
   s3Mock.on(PutObjectCommand).resolves({});
   s3Mock.on(ListObjectVersionsCommand).resolves({});
-  dbMock.reset();
   ledgerMock.reset();
   sfnMock.reset();
 });
@@ -47,13 +58,13 @@ async function failure(promise: Promise<unknown>): Promise<CliError> {
 }
 
 describe('runCancel', () => {
-  it('cancels a running request with a conditional update that excludes a started erasure, then stops its executions', async () => {
+  it('cancels a running request through the ledger, then stops its executions', async () => {
     // Prepare
     const item = ledgerRecord({ type: 'erasure', executions: 2 });
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
-    dbMock
-      .on(UpdateCommand)
-      .resolves({ Attributes: { ...item, status: 'cancelled', cancel_reason: 'withdrawn' } });
+    ledgerMock
+      .on(UpdateItemCommand)
+      .resolves(written({ ...item, status: 'cancelled', cancel_reason: 'withdrawn' }));
     sfnMock
       .on(StopExecutionCommand)
       .rejects(new ExecutionDoesNotExist({ message: 'Execution Does Not Exist', $metadata: {} }))
@@ -70,24 +81,11 @@ describe('runCancel', () => {
     );
     // Assess
     expect(exitCode).toBe(0);
-    expect(dbMock).toHaveReceivedCommandWith(UpdateCommand, {
-      TableName: 'ledger',
-      Key: { request_id: REQUEST_ID },
-      UpdateExpression:
-        'SET #status = :cancelled, #cancel_reason = :reason, #updated_at = :now, #completed_at = :now REMOVE #open_shard, #archive',
-      ConditionExpression:
-        'attribute_exists(request_id) AND #status IN (:received, :running)' +
-        ' AND (attribute_not_exists(#step) OR NOT (#step IN (:erasing, :verifying)))' +
-        ' AND attribute_not_exists(#erasure) AND attribute_not_exists(#erasure_verification)',
-      ExpressionAttributeNames: expect.objectContaining({ '#open_shard': 'open_shard' }),
-      ExpressionAttributeValues: expect.objectContaining({
-        ':cancelled': 'cancelled',
-        ':reason': 'withdrawn',
-        ':now': NOW.toISOString(),
-        ':erasing': 'erasing',
-        ':verifying': 'verifying',
+    expect(ledgerWrites(ledgerMock)).toEqual([
+      expect.objectContaining({
+        values: expect.objectContaining({ ':status': 'cancelled', ':cancel_reason': 'withdrawn' }),
       }),
-    });
+    ]);
     expect(sfnMock).toHaveReceivedCommandWith(StopExecutionCommand, {
       executionArn: `${EXECUTION_PREFIX}${REQUEST_ID}`,
     });
@@ -105,7 +103,7 @@ describe('runCancel', () => {
     );
     expect(error.exitCode).toBe(1);
     expect(error.message).toContain('its erasure has started');
-    expect(dbMock.commandCalls(UpdateCommand)).toHaveLength(0);
+    expect(ledgerMock.commandCalls(UpdateItemCommand)).toHaveLength(0);
     expect(sfnMock.calls()).toHaveLength(0);
   });
 
@@ -142,7 +140,7 @@ describe('runCancel', () => {
       .on(GetItemCommand)
       .resolvesOnce({ Item: storedItem(ledgerRecord({ type: 'erasure', step: 'archiving' })) })
       .resolves({ Item: storedItem(ledgerRecord({ type: 'erasure', step: 'erasing' })) });
-    dbMock.on(UpdateCommand).rejects(conditionalFailure());
+    ledgerMock.on(UpdateItemCommand).rejects(conditionalFailure());
     // Act
     const error = await failure(
       runCancel(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
@@ -156,7 +154,7 @@ describe('runCancel', () => {
   it('still reports the cancel when Step Functions refuses to stop an execution, with a warning', async () => {
     const item = ledgerRecord();
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
-    dbMock.on(UpdateCommand).resolves({ Attributes: { ...item, status: 'cancelled' } });
+    ledgerMock.on(UpdateItemCommand).resolves(written({ ...item, status: 'cancelled' }));
     sfnMock
       .on(StopExecutionCommand)
       .rejects(Object.assign(new Error('not allowed'), { name: 'AccessDeniedException' }));
@@ -175,23 +173,34 @@ describe('runCancel', () => {
     expect(JSON.parse(io.stdout())).toMatchObject({ status: 'cancelled', previous_status: 'running' });
   });
 
+  it('refuses a reason holding an e-mail address or a link, as the audit trail would, before reading anything', async () => {
+    for (const reason of ['asked by jane.doe@example.com', 'see https://tickets.example/42']) {
+      const error = await failure(
+        runCancel(testContext(), { requestId: REQUEST_ID, reason }, collectingIo()),
+      );
+      expect(error.exitCode).toBe(2);
+      expect(error.message).toMatch(/^--reason: .*the reason is kept in the audit record/);
+    }
+    expect(ledgerMock.calls()).toHaveLength(0);
+  });
+
   it('refuses an empty reason with exit 2 before reading anything', async () => {
     const error = await failure(
       runCancel(testContext(), { requestId: REQUEST_ID, reason: '  ' }, collectingIo()),
     );
     expect(error.exitCode).toBe(2);
     expect(error.message).toContain('--reason');
-    expect(dbMock.calls()).toHaveLength(0);
+    expect(ledgerMock.calls()).toHaveLength(0);
   });
 });
 
 describe('runCancel audit record', () => {
-  it('appends the cancellation to the audit chain as its final record, without the reason text', async () => {
+  it('appends the cancellation to the audit chain as its final record, with who cancelled and why', async () => {
     const item = ledgerRecord({ executions: 1 });
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
-    dbMock
-      .on(UpdateCommand)
-      .resolves({ Attributes: { ...item, status: 'cancelled', cancel_reason: 'withdrawn by phone' } });
+    ledgerMock
+      .on(UpdateItemCommand)
+      .resolves(written({ ...item, status: 'cancelled', cancel_reason: 'withdrawn by phone' }));
     sfnMock.on(StopExecutionCommand).resolves({ stopDate: NOW });
 
     await runCancel(testContext(), { requestId: REQUEST_ID, reason: 'withdrawn by phone' }, collectingIo());
@@ -204,16 +213,15 @@ describe('runCancel audit record', () => {
     expect(JSON.parse(body)).toMatchObject({
       step: 'Operator',
       action: 'request_cancelled',
-      facts: { previous_status: 'running' },
+      facts: { previous_status: 'running', operator: OPERATOR, reason: 'withdrawn by phone' },
       final: true,
     });
-    expect(body).not.toContain('withdrawn by phone');
   });
 
   it('says the ledger change stands when the audit record cannot be written (exit 1)', async () => {
     const item = ledgerRecord({ executions: 1 });
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
-    dbMock.on(UpdateCommand).resolves({ Attributes: { ...item, status: 'cancelled' } });
+    ledgerMock.on(UpdateItemCommand).resolves(written({ ...item, status: 'cancelled' }));
     s3Mock.on(PutObjectCommand).rejects(new Error('AccessDenied'));
 
     await expect(

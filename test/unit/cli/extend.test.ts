@@ -1,14 +1,26 @@
-import { ConditionalCheckFailedException, DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  ConditionalCheckFailedException,
+  DynamoDBClient,
+  GetItemCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
 import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { runExtend } from '../../../bin/cli/commands/extend.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
-import { ledgerRecord, NOW, REQUEST_ID, storedItem, testContext } from './helpers.ts';
+import {
+  ledgerRecord,
+  ledgerWrites,
+  NOW,
+  OPERATOR,
+  REQUEST_ID,
+  storedItem,
+  testContext,
+  written,
+} from './helpers.ts';
 
-const dbMock = mockClient(DynamoDBDocumentClient);
-/** The ledger reads through a plain DynamoDB client; the commands' own writes go through the DocumentClient. */
+/** The ledger reads and writes through a plain DynamoDB client; its rules are tested in ledger-rules.test.ts. */
 const ledgerMock = mockClient(DynamoDBClient);
 // Operator actions are appended to the audit chain; an empty chain takes seq 0.
 const s3Mock = mockClient(S3Client);
@@ -17,46 +29,44 @@ beforeEach(() => {
   s3Mock.reset();
   s3Mock.on(ListObjectsV2Command).resolves({});
   s3Mock.on(PutObjectCommand).resolves({});
-  dbMock.reset();
   ledgerMock.reset();
 });
 
+/** How the subject was told of the extension. */
+const NOTICE = { channel: 'email', at: '2026-11-21T11:00:00Z', reference: 'DSR-1042' };
+
 describe('runExtend', () => {
-  it('moves due_at to the statutory limit with a conditional update that allows one extension', async () => {
+  it('moves due_at to the statutory limit through the ledger', async () => {
     // Prepare
-    ledgerMock.on(GetItemCommand).resolves({
-      Item: storedItem(
-        ledgerRecord({
-          regulation: 'ccpa',
-          due_at: '2026-12-01T00:00:00.000Z',
-          extension_limit_at: '2027-01-15T00:00:00.000Z',
-        }),
-      ),
+    const item = ledgerRecord({
+      regulation: 'ccpa',
+      due_at: '2026-12-01T00:00:00.000Z',
+      extension_limit_at: '2027-01-15T00:00:00.000Z',
     });
-    dbMock.on(UpdateCommand).resolves({});
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
+    ledgerMock
+      .on(UpdateItemCommand)
+      .resolves(written({ ...item, due_at: item.extension_limit_at, extended: true }));
     const io = collectingIo();
     // Act
     const { exitCode, result } = await runExtend(
       testContext(),
-      { requestId: REQUEST_ID, reason: 'several accounts to search' },
+      { requestId: REQUEST_ID, notice: NOTICE, reason: 'several accounts to search' },
       io,
     );
     // Assess
     expect(exitCode).toBe(0);
-    expect(dbMock).toHaveReceivedCommandWith(UpdateCommand, {
-      TableName: 'ledger',
-      Key: { request_id: REQUEST_ID },
-      UpdateExpression:
-        'SET #due_at = :new_due, #extended = :true, #extension_reason = :reason, #updated_at = :now',
-      ConditionExpression:
-        'attribute_exists(request_id) AND #status IN (:received, :running) AND #due_at = :old_due' +
-        ' AND (attribute_not_exists(#extended) OR #extended = :false)',
-      ExpressionAttributeValues: expect.objectContaining({
-        ':new_due': '2027-01-15T00:00:00.000Z',
-        ':old_due': '2026-12-01T00:00:00.000Z',
-        ':reason': 'several accounts to search',
-        ':now': NOW.toISOString(),
-      }),
+    expect(ledgerWrites(ledgerMock)[0]?.values).toMatchObject({
+      ':due_at': '2027-01-15T00:00:00.000Z',
+      ':if_due_at': '2026-12-01T00:00:00.000Z',
+      ':extension_reason': 'several accounts to search',
+      ':updated_at': NOW.toISOString(),
+      ':notice_extension': {
+        channel: 'email',
+        at: '2026-11-21T11:00:00.000Z',
+        reference: 'DSR-1042',
+        recorded_at: NOW.toISOString(),
+      },
     });
     expect(result).toEqual({
       request_id: REQUEST_ID,
@@ -64,9 +74,12 @@ describe('runExtend', () => {
       previous_due_at: '2026-12-01T00:00:00.000Z',
       due_at: '2027-01-15T00:00:00.000Z',
       reason: 'several accounts to search',
+      notice: { channel: 'email', at: '2026-11-21T11:00:00.000Z', reference: 'DSR-1042' },
     });
     expect(io.stdout()).toContain('due 2026-12-01T00:00:00.000Z -> 2027-01-15T00:00:00.000Z');
-    expect(io.stderr()).toContain('tell the subject about the extension and its reason before 2026-12-01');
+    expect(io.stderr()).toContain(
+      'recorded the extension notice to the subject (email, 2026-11-21T11:00:00.000Z)',
+    );
   });
 
   it('refuses a second extension (exit 1)', async () => {
@@ -74,12 +87,12 @@ describe('runExtend', () => {
       .on(GetItemCommand)
       .resolves({ Item: storedItem(ledgerRecord({ extended: true, extension_reason: 'first' })) });
     await expect(
-      runExtend(testContext(), { requestId: REQUEST_ID, reason: 'again' }, collectingIo()),
+      runExtend(testContext(), { requestId: REQUEST_ID, notice: NOTICE, reason: 'again' }, collectingIo()),
     ).rejects.toMatchObject({
       exitCode: 1,
       message: expect.stringContaining('already been extended once'),
     });
-    expect(dbMock.commandCalls(UpdateCommand)).toHaveLength(0);
+    expect(ledgerMock.commandCalls(UpdateItemCommand)).toHaveLength(0);
   });
 
   it('refuses once the original deadline has passed', async () => {
@@ -87,18 +100,33 @@ describe('runExtend', () => {
       .on(GetItemCommand)
       .resolves({ Item: storedItem(ledgerRecord({ due_at: '2026-11-20T00:00:00.000Z' })) });
     await expect(
-      runExtend(testContext(), { requestId: REQUEST_ID, reason: 'late' }, collectingIo()),
+      runExtend(testContext(), { requestId: REQUEST_ID, notice: NOTICE, reason: 'late' }, collectingIo()),
     ).rejects.toMatchObject({
       exitCode: 1,
       message: expect.stringContaining('has passed; extend only before it'),
     });
   });
 
-  it('refuses a request that is no longer open', async () => {
-    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord({ status: 'failed' })) });
+  it('refuses a request that is no longer owed an answer', async () => {
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord({ status: 'completed' })) });
     await expect(
-      runExtend(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
-    ).rejects.toThrow('is failed; only received or running requests can be extended');
+      runExtend(testContext(), { requestId: REQUEST_ID, notice: NOTICE, reason: 'r' }, collectingIo()),
+    ).rejects.toThrow('is completed; only received or running or failed requests can be extended');
+  });
+
+  it('extends a failed request, which is still owed an answer', async () => {
+    const item = ledgerRecord({ status: 'failed', error: { code: 'export_failed', message: 'x' } });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
+    ledgerMock
+      .on(UpdateItemCommand)
+      .resolves(written({ ...item, due_at: item.extension_limit_at, extended: true }));
+    const { exitCode, result } = await runExtend(
+      testContext(),
+      { requestId: REQUEST_ID, notice: NOTICE, reason: 'platform outage' },
+      collectingIo(),
+    );
+    expect(exitCode).toBe(0);
+    expect(result.due_at).toBe(item.extension_limit_at);
   });
 
   it('reports the rule that applies when another operator extended it first', async () => {
@@ -106,13 +134,13 @@ describe('runExtend', () => {
       .on(GetItemCommand)
       .resolvesOnce({ Item: storedItem(ledgerRecord()) })
       .resolves({ Item: storedItem(ledgerRecord({ extended: true })) });
-    dbMock
-      .on(UpdateCommand)
+    ledgerMock
+      .on(UpdateItemCommand)
       .rejects(
         new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }),
       );
     await expect(
-      runExtend(testContext(), { requestId: REQUEST_ID, reason: 'r' }, collectingIo()),
+      runExtend(testContext(), { requestId: REQUEST_ID, notice: NOTICE, reason: 'r' }, collectingIo()),
     ).rejects.toMatchObject({
       exitCode: 1,
       message: expect.stringContaining('already been extended once'),
@@ -124,13 +152,24 @@ describe('runExtend audit record', () => {
   it('appends the new and previous due dates to the audit chain', async () => {
     const item = ledgerRecord({ regulation: 'gdpr' });
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
-    dbMock.on(UpdateCommand).resolves({});
-    await runExtend(testContext(), { requestId: REQUEST_ID, reason: 'complex request' }, collectingIo());
+    ledgerMock
+      .on(UpdateItemCommand)
+      .resolves(written({ ...item, due_at: item.extension_limit_at, extended: true }));
+    await runExtend(
+      testContext(),
+      { requestId: REQUEST_ID, notice: NOTICE, reason: 'complex request' },
+      collectingIo(),
+    );
     const body = String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body);
     expect(JSON.parse(body)).toMatchObject({
       step: 'Operator',
       action: 'deadline_extended',
-      facts: { previous_due_at: item.due_at, due_at: item.extension_limit_at },
+      facts: {
+        previous_due_at: item.due_at,
+        due_at: item.extension_limit_at,
+        operator: OPERATOR,
+        reason: 'complex request',
+      },
     });
   });
 });

@@ -1,9 +1,10 @@
 import { Readable } from 'node:stream';
-import { type AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { type AttributeValue, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { marshall } from '@aws-sdk/util-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import type { AwsClientStub } from 'aws-sdk-client-mock';
 import type { StackNames } from '#local/endpoints';
 import type { LedgerItem } from '#shared/ledger';
 import { type CliContext, contextFromClients } from '../../../bin/cli/target.ts';
@@ -39,10 +40,14 @@ export function testContext(
       s3: overrides.s3 ?? new S3Client(config),
       dynamoClient: overrides.dynamoClient ?? new DynamoDBClient(config),
       sfn: new SFNClient(config),
+      operator: async () => OPERATOR,
     },
     clock,
   );
 }
+
+/** Who runs the commands in unit tests, as their audit records name them. */
+export const OPERATOR = 'local-user:tester';
 
 /** A stored ledger item (as DynamoDB returns it) for a running access request. */
 export function ledgerRecord(overrides: Partial<LedgerItem> = {}): LedgerItem {
@@ -87,4 +92,20 @@ export function s3Body(bytes: Buffer) {
 /** A ledger item as DynamoDB stores it, for mocking the ledger's reads (GetItem, Query). */
 export function storedItem(item: Partial<LedgerItem>): Record<string, AttributeValue> {
   return marshall(item, { removeUndefinedValues: true });
+}
+
+/** The ledger's answer to a conditional UpdateItem (ReturnValues ALL_NEW): the item as written. */
+export function written(item: Partial<LedgerItem>): { Attributes: Record<string, AttributeValue> } {
+  return { Attributes: storedItem(item) };
+}
+
+/** The UpdateItem calls a mocked DynamoDB client received: expressions, and values as plain data. */
+export function ledgerWrites(
+  mock: AwsClientStub<DynamoDBClient>,
+): { update: string; condition: string; values: Record<string, unknown> }[] {
+  return mock.commandCalls(UpdateItemCommand).map((call) => ({
+    update: call.args[0].input.UpdateExpression ?? '',
+    condition: call.args[0].input.ConditionExpression ?? '',
+    values: unmarshall(call.args[0].input.ExpressionAttributeValues ?? {}),
+  }));
 }

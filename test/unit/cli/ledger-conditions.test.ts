@@ -19,12 +19,15 @@ import {
   Ledger,
   type LedgerItem,
   type LedgerPatch,
+  noticesDue,
   OWED_STATUSES,
   type OwedStatus,
   type Status,
 } from '#shared/ledger';
 import { runCancel } from '../../../bin/cli/commands/cancel.ts';
+import { runDeny } from '../../../bin/cli/commands/deny.ts';
 import { runExtend } from '../../../bin/cli/commands/extend.ts';
+import { runNotice } from '../../../bin/cli/commands/notice.ts';
 import { runRetry } from '../../../bin/cli/commands/retry.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import type { CliContext } from '../../../bin/cli/target.ts';
@@ -124,15 +127,85 @@ describe('cancel against DynamoDB', () => {
   });
 });
 
+describe('deny against DynamoDB', () => {
+  it('records denied with the code and reason, closes the audit chain, deletes the copies and stops the executions', async () => {
+    // Prepare
+    const item = await stored({ status: 'running', step: 'exporting' });
+    // Act
+    const { exitCode, result } = await runDeny(
+      context,
+      { requestId: item.request_id, reasonCode: 'identity_not_verified', reason: 'ID check failed twice' },
+      collectingIo(),
+    );
+    // Assess
+    expect(exitCode).toBe(0);
+    expect(await context.ledger.require(item.request_id)).toMatchObject({
+      status: 'denied',
+      denial: { code: 'identity_not_verified', reason: 'ID check failed twice', at: NOW.toISOString() },
+      completed_at: NOW.toISOString(),
+    });
+    for (const status of OWED_STATUSES) {
+      for await (const open of context.ledger.openRequests(status))
+        expect(open.request_id).not.toBe(item.request_id);
+    }
+    const record = JSON.parse(String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body));
+    expect(record).toMatchObject({
+      action: 'request_denied',
+      final: true,
+      facts: { reason_code: 'identity_not_verified' },
+    });
+    expect(s3Mock.commandCalls(ListObjectVersionsCommand)).toHaveLength(1);
+    expect(sfnMock.commandCalls(StopExecutionCommand).length).toBeGreaterThan(0);
+    expect(result).toMatchObject({ status: 'denied', previous_status: 'running', notice_due: 'denial' });
+  });
+
+  it('is refused once the erasure has started, and for an ended request', async () => {
+    const erasing = await stored({ status: 'running', step: 'erasing' });
+    const completed = await stored({ status: 'completed', outcome: 'exported' });
+    const deny = (requestId: string) =>
+      runDeny(context, { requestId, reasonCode: 'other', reason: 'r' }, collectingIo()).catch(
+        (caught: unknown) => caught,
+      );
+    expect(await deny(erasing.request_id)).toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('cannot be denied: its erasure has started'),
+    });
+    expect(await deny(completed.request_id)).toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining(
+        'is completed; only received or running or failed requests can be denied',
+      ),
+    });
+    expect(await context.ledger.require(erasing.request_id)).toMatchObject({ status: 'running' });
+    expect(sfnMock.calls()).toHaveLength(0);
+  });
+
+  it('refuses an unknown reason code with exit 2 before reading anything', async () => {
+    const error = await runDeny(
+      context,
+      { requestId: randomUUID(), reasonCode: 'bored', reason: 'r' },
+      collectingIo(),
+    ).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({
+      exitCode: 2,
+      message: expect.stringContaining('--reason-code: must be one of identity_not_verified'),
+    });
+  });
+});
+
 describe('extend against DynamoDB', () => {
   it('sets the new due date once; a second operator working from the old copy is refused', async () => {
     // Prepare
     const item = await stored();
     // Act
-    await runExtend(context, { requestId: item.request_id, reason: 'complex' }, collectingIo());
+    await runExtend(
+      context,
+      { requestId: item.request_id, reason: 'complex', notice: { channel: 'email' } },
+      collectingIo(),
+    );
     const second = await runExtend(
       { ...context, ledger: new StaleOnce(dynamo.client, item) },
-      { requestId: item.request_id, reason: 'again' },
+      { requestId: item.request_id, reason: 'again', notice: { channel: 'letter' } },
       collectingIo(),
     ).catch((caught: unknown) => caught);
     // Assess
@@ -140,11 +213,113 @@ describe('extend against DynamoDB', () => {
       due_at: item.extension_limit_at,
       extended: true,
       extension_reason: 'complex',
+      notice_extension: { channel: 'email', at: NOW.toISOString(), recorded_at: NOW.toISOString() },
     });
     expect(second).toMatchObject({
       exitCode: 1,
       message: expect.stringContaining('already been extended once'),
     });
+  });
+});
+
+describe('notices against DynamoDB', () => {
+  it('refuses an extension without a notice to the subject, before reading anything (exit 2)', async () => {
+    const item = await stored();
+    const error = await runExtend(
+      context,
+      { requestId: item.request_id, reason: 'complex', notice: {} },
+      collectingIo(),
+    ).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({
+      exitCode: 2,
+      message: expect.stringContaining('--notice-channel: is required'),
+    });
+    expect((await context.ledger.require(item.request_id)).extended).toBe(false);
+  });
+
+  it('records a CCPA receipt confirmation, which is then no longer due, with an audit record of who recorded it', async () => {
+    // Prepare: a CCPA request owes a receipt confirmation by its confirm_by date
+    const requestId = randomUUID();
+    await context.ledger.createReceived(
+      {
+        request_id: requestId,
+        type: 'access',
+        regulation: 'ccpa',
+        primary_key: PRIMARY_KEY,
+        received_at: '2026-11-20T09:00:00Z',
+        verification: { method: 'email_link', verified_by: 'pt', verified_at: '2026-11-20T09:00:00Z' },
+      },
+      'fp',
+      computeDeadlines('ccpa', new Date('2026-11-20T09:00:00Z')),
+    );
+    const before = await context.ledger.require(requestId);
+    expect(noticesDue(before, NOW)).toEqual([{ kind: 'receipt', due_by: before.confirm_by, overdue: false }]);
+    // Act
+    const { exitCode } = await runNotice(
+      context,
+      { requestId, kind: 'receipt', channel: 'email', at: '2026-11-21T10:00:00Z', reference: 'DSR-7' },
+      collectingIo(),
+    );
+    // Assess
+    expect(exitCode).toBe(0);
+    const after = await context.ledger.require(requestId);
+    expect(after.notice_receipt).toEqual({
+      channel: 'email',
+      at: '2026-11-21T10:00:00.000Z',
+      reference: 'DSR-7',
+      recorded_at: NOW.toISOString(),
+    });
+    expect(noticesDue(after, NOW)).toEqual([]);
+    // Notices follow the request's end, after its final record: they have a chain of their own.
+    expect(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Key).toBe(
+      `audit/${requestId}.notices/000000.json`,
+    );
+    const record = JSON.parse(String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body));
+    expect(record).toMatchObject({
+      action: 'notice_given',
+      facts: {
+        kind: 'receipt',
+        channel: 'email',
+        given_at: '2026-11-21T10:00:00.000Z',
+        operator: expect.any(String),
+      },
+    });
+  });
+
+  it('owes a denial notice once denied, and refuses a response notice before the request is completed', async () => {
+    const item = await stored({ status: 'running', step: 'exporting' });
+    const early = await runNotice(
+      context,
+      { requestId: item.request_id, kind: 'response', channel: 'email' },
+      collectingIo(),
+    ).catch((caught: unknown) => caught);
+    expect(early).toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('a response notice is recorded only for completed requests'),
+    });
+    await runDeny(
+      context,
+      { requestId: item.request_id, reasonCode: 'exempt', reason: 'trade secret' },
+      collectingIo(),
+    );
+    const denied = await context.ledger.require(item.request_id);
+    expect(noticesDue(denied, NOW)).toEqual([{ kind: 'denial', due_by: denied.due_at, overdue: false }]);
+    await runNotice(
+      context,
+      { requestId: item.request_id, kind: 'denial', channel: 'letter' },
+      collectingIo(),
+    );
+    expect(noticesDue(await context.ledger.require(item.request_id), NOW)).toEqual([]);
+  });
+
+  it('refuses a notice given in the future', async () => {
+    const item = await stored();
+    const error = await runNotice(
+      context,
+      { requestId: item.request_id, kind: 'receipt', channel: 'email', at: '2027-01-01T00:00:00Z' },
+      collectingIo(),
+    ).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ exitCode: 1, message: expect.stringContaining('is in the future') });
   });
 });
 

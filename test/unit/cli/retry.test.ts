@@ -1,4 +1,9 @@
-import { ConditionalCheckFailedException, DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  ConditionalCheckFailedException,
+  DynamoDBClient,
+  GetItemCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
 import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import {
   DescribeExecutionCommand,
@@ -6,16 +11,24 @@ import {
   SFNClient,
   StartExecutionCommand,
 } from '@aws-sdk/client-sfn';
-import { DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { openShardKey } from '#shared/ledger';
 import { runRetry } from '../../../bin/cli/commands/retry.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
-import { ledgerRecord, NAMES, NOW, REQUEST_ID, storedItem, testContext } from './helpers.ts';
+import {
+  ledgerRecord,
+  ledgerWrites,
+  NAMES,
+  NOW,
+  OPERATOR,
+  REQUEST_ID,
+  storedItem,
+  testContext,
+  written,
+} from './helpers.ts';
 
-const dbMock = mockClient(DynamoDBDocumentClient);
-/** The ledger reads through a plain DynamoDB client; the commands' own writes go through the DocumentClient. */
+/** The ledger reads and writes through a plain DynamoDB client; its rules are tested in ledger-rules.test.ts. */
 const ledgerMock = mockClient(DynamoDBClient);
 // Operator actions are appended to the audit chain; an empty chain takes seq 0.
 const s3Mock = mockClient(S3Client);
@@ -25,7 +38,6 @@ beforeEach(() => {
   s3Mock.reset();
   s3Mock.on(ListObjectsV2Command).resolves({});
   s3Mock.on(PutObjectCommand).resolves({});
-  dbMock.reset();
   ledgerMock.reset();
   sfnMock.reset();
 });
@@ -43,33 +55,27 @@ const failed = (overrides = {}) =>
 describe('runRetry', () => {
   it('resets a failed request, bumps executions, and starts <request_id>-retry-<n> with the state-safe input', async () => {
     // Prepare
-    ledgerMock.on(GetItemCommand).resolves({
-      Item: storedItem(failed({ svc_user_id: undefined, type: 'erasure', regulation: 'ccpa' })),
-    });
-    dbMock.on(UpdateCommand).resolves({});
+    const item = failed({ svc_user_id: undefined, type: 'erasure', regulation: 'ccpa' });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
+    ledgerMock.on(UpdateItemCommand).resolves(written({ ...item, status: 'received', executions: 2 }));
     sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
     const io = collectingIo();
     // Act
     const { exitCode, result } = await runRetry(testContext(), { requestId: REQUEST_ID }, io);
     // Assess
     expect(exitCode).toBe(0);
-    expect(dbMock).toHaveReceivedCommandWith(UpdateCommand, {
-      TableName: 'ledger',
-      Key: { request_id: REQUEST_ID },
-      UpdateExpression:
-        'SET #status = :status, #open_shard = :open_shard, #executions = :n, #updated_at = :now, #base = #attempts, #waited = :zero, #export_status = :failed REMOVE #error',
-      ConditionExpression:
-        'attribute_exists(request_id) AND #status = :previous AND (attribute_not_exists(#executions) OR #executions = :executions)',
-      ExpressionAttributeValues: {
-        ':status': 'received',
-        ':open_shard': openShardKey(REQUEST_ID, 'received'),
-        ':n': 2,
-        ':now': NOW.toISOString(),
-        ':previous': 'failed',
-        ':failed': 'failed',
-        ':executions': 1,
-        ':zero': 0,
-      },
+    const [write] = ledgerWrites(ledgerMock);
+    expect(write?.update).toContain('REMOVE #error');
+    expect(write?.values).toMatchObject({
+      ':status': 'received',
+      ':open_shard': openShardKey(REQUEST_ID, 'received'),
+      ':executions': 2,
+      ':export_attempts_base': 3,
+      ':export_waited_seconds': 0,
+      ':export_status': 'failed',
+      ':updated_at': NOW.toISOString(),
+      ':if_failed': 'failed',
+      ':if_executions': 1,
     });
     expect(sfnMock).toHaveReceivedCommandWith(StartExecutionCommand, {
       stateMachineArn: NAMES.StateMachineArn,
@@ -85,23 +91,21 @@ describe('runRetry', () => {
     ledgerMock
       .on(GetItemCommand)
       .resolves({ Item: storedItem(failed({ error: { code: 'platform_auth', message: 'refused' } })) });
-    dbMock.on(UpdateCommand).resolves({});
+    ledgerMock.on(UpdateItemCommand).resolves(written(failed({ status: 'running', executions: 2 })));
     sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
     await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());
-    const update = dbMock.commandCalls(UpdateCommand)[0]?.args[0].input;
-    expect(update?.UpdateExpression).not.toContain('#export_status');
-    expect(update?.UpdateExpression).toContain('#base = #attempts');
+    const [write] = ledgerWrites(ledgerMock);
+    expect(write?.update).not.toContain('#export_status');
+    expect(write?.values).toMatchObject({ ':export_attempts_base': 3 });
   });
 
   it('resumes a request whose subject was already resolved as running, since the later steps need running', async () => {
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(failed()) });
-    dbMock.on(UpdateCommand).resolves({});
+    ledgerMock.on(UpdateItemCommand).resolves(written(failed({ status: 'running', executions: 2 })));
     sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
     const { result } = await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());
     expect(result.status).toBe('running');
-    expect(dbMock.commandCalls(UpdateCommand)[0]?.args[0].input.ExpressionAttributeValues).toMatchObject({
-      ':status': 'running',
-    });
+    expect(ledgerWrites(ledgerMock)[0]?.values).toMatchObject({ ':status': 'running' });
   });
 
   it('refuses a request an execution is still running, without writing or starting anything', async () => {
@@ -113,7 +117,7 @@ describe('runRetry', () => {
         `is running and its execution ${REQUEST_ID} is running; it needs no retry`,
       ),
     });
-    expect(dbMock.commandCalls(UpdateCommand)).toHaveLength(0);
+    expect(ledgerMock.commandCalls(UpdateItemCommand)).toHaveLength(0);
     expect(sfnMock.commandCalls(StartExecutionCommand)).toHaveLength(0);
   });
 
@@ -125,7 +129,7 @@ describe('runRetry', () => {
         'is completed; only failed requests, or open ones with no running execution',
       ),
     });
-    expect(dbMock.commandCalls(UpdateCommand)).toHaveLength(0);
+    expect(ledgerMock.commandCalls(UpdateItemCommand)).toHaveLength(0);
     expect(sfnMock.calls()).toHaveLength(0);
   });
 
@@ -134,22 +138,20 @@ describe('runRetry', () => {
       .on(GetItemCommand)
       .resolves({ Item: storedItem(failed({ status: 'running', error: undefined })) });
     sfnMock.on(DescribeExecutionCommand).resolves({ status: 'TIMED_OUT' });
-    dbMock.on(UpdateCommand).resolves({});
+    ledgerMock.on(UpdateItemCommand).resolves(written(failed({ status: 'running', executions: 2 })));
     sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
 
     const { exitCode, result } = await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());
 
     expect(exitCode).toBe(0);
     expect(result.execution).toBe(`${REQUEST_ID}-retry-2`);
-    expect(dbMock.commandCalls(UpdateCommand)[0]?.args[0].input.ExpressionAttributeValues).toMatchObject({
-      ':previous': 'running',
-    });
+    expect(ledgerWrites(ledgerMock)[0]?.values).toMatchObject({ ':if_running': 'running' });
   });
 
   it('puts the request back to failed when the execution cannot start, so the retry can be repeated', async () => {
     // Prepare
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(failed()) });
-    dbMock.on(UpdateCommand).resolves({});
+    ledgerMock.on(UpdateItemCommand).resolves(written(failed({ status: 'running', executions: 2 })));
     sfnMock
       .on(StartExecutionCommand)
       .rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
@@ -159,23 +161,19 @@ describe('runRetry', () => {
     );
     // Assess
     expect(error).toMatchObject({ exitCode: 1, message: expect.stringContaining('is failed again') });
-    const restore = dbMock.commandCalls(UpdateCommand)[1]?.args[0].input;
-    expect(restore).toMatchObject({
-      ConditionExpression: '#status = :status AND #executions = :n',
-      ExpressionAttributeValues: {
-        ':failed': 'failed',
-        ':open_shard': openShardKey(REQUEST_ID, 'failed'),
-        ':executions': 1,
-        ':n': 2,
-        ':status': 'running',
-        ':error': { code: 'export_failed', message: 'the platform failed the export 3 times' },
-      },
+    expect(ledgerWrites(ledgerMock)[1]?.values).toMatchObject({
+      ':status': 'failed',
+      ':open_shard': openShardKey(REQUEST_ID, 'failed'),
+      ':executions': 1,
+      ':if_executions': 2,
+      ':if_running': 'running',
+      ':error': { code: 'export_failed', message: 'the platform failed the export 3 times' },
     });
   });
 
   it('treats an execution of that name that already exists as started by an earlier attempt', async () => {
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(failed()) });
-    dbMock.on(UpdateCommand).resolves({});
+    ledgerMock.on(UpdateItemCommand).resolves(written(failed({ status: 'running', executions: 2 })));
     sfnMock
       .on(StartExecutionCommand)
       .rejects(new ExecutionAlreadyExists({ message: 'exists', $metadata: {} }));
@@ -186,7 +184,7 @@ describe('runRetry', () => {
     );
     expect(exitCode).toBe(0);
     expect(result.started).toBe(false);
-    expect(dbMock.commandCalls(UpdateCommand)).toHaveLength(1);
+    expect(ledgerMock.commandCalls(UpdateItemCommand)).toHaveLength(1);
   });
 
   it('reports a concurrent retry instead of starting a second execution', async () => {
@@ -194,8 +192,8 @@ describe('runRetry', () => {
       .on(GetItemCommand)
       .resolvesOnce({ Item: storedItem(failed()) })
       .resolves({ Item: storedItem(failed({ status: 'running', executions: 2 })) });
-    dbMock
-      .on(UpdateCommand)
+    ledgerMock
+      .on(UpdateItemCommand)
       .rejects(
         new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }),
       );
@@ -210,13 +208,19 @@ describe('runRetry', () => {
 describe('runRetry audit record', () => {
   it('appends the retry and the execution it starts to the audit chain before starting it', async () => {
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(failed()) });
-    dbMock.on(UpdateCommand).resolves({});
+    ledgerMock.on(UpdateItemCommand).resolves(written(failed({ status: 'received', executions: 2 })));
     sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
     await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());
     const body = String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body);
     expect(JSON.parse(body)).toMatchObject({
       action: 'request_retried',
-      facts: { execution: `${REQUEST_ID}-retry-2`, previous_error: 'export_failed', fresh_export: true },
+      facts: {
+        execution: `${REQUEST_ID}-retry-2`,
+        previous_error: 'export_failed',
+        fresh_export: true,
+        operator: OPERATOR,
+        reason: null,
+      },
     });
   });
 });

@@ -131,6 +131,31 @@ describe('runStatus', () => {
   });
 });
 
+describe('runStatus notices', () => {
+  it('shows which notices are due and which were given', async () => {
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          regulation: 'ccpa',
+          confirm_by: '2026-11-20T00:00:00.000Z',
+          extended: true,
+          notice_extension: {
+            channel: 'letter',
+            at: '2026-11-19T10:00:00Z',
+            recorded_at: '2026-11-19T10:05:00Z',
+          },
+        }),
+      ),
+    });
+    const io = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID }, io);
+    expect(io.stdout()).toMatch(
+      /receipt notice\s+DUE by 2026-11-20T00:00:00.000Z \(overdue\): record it with svc-dsr notice/,
+    );
+    expect(io.stdout()).toMatch(/extension notice\s+given 2026-11-19T10:00:00Z by letter/);
+  });
+});
+
 describe('runStatus on hostile ledger text', () => {
   it('escapes control characters, separators and bidi overrides instead of printing them raw', async () => {
     // Prepare: text that reached the ledger from outside (a rejected field name, a reference).
@@ -185,7 +210,7 @@ describe('runList', () => {
   /** The index's answer for one shard key: the requests of that status that hash to it. */
   const shardOf = (item: LedgerItem) => openShardKey(item.request_id, item.status) ?? '';
 
-  it('queries every shard of the open index for received and running requests, follows pages, and sorts by due date', async () => {
+  it('queries every shard of the open index for received, running and failed requests, follows pages, and sorts by due date', async () => {
     // Prepare
     ledgerMock
       .on(QueryCommand)
@@ -212,6 +237,7 @@ describe('runList', () => {
     for (let shard = 0; shard < OPEN_INDEX_SHARDS; shard++) {
       expect(shards).toContain(`received#${shard}`);
       expect(shards).toContain(`running#${shard}`);
+      expect(shards).toContain(`failed#${shard}`);
     }
     expect(
       ledgerMock
@@ -242,6 +268,28 @@ describe('runList', () => {
     });
     expect(io.stdout()).toMatch(/REQUEST ID\s+STATUS/);
     expect(io.stdout()).toContain('20 days overdue');
+  });
+
+  it('lists an overdue failed request with --overdue, since it is still owed an answer', async () => {
+    const failed = ledgerRecord({
+      request_id: 'aaaaaaaa-0000-4000-8000-000000000004',
+      status: 'failed',
+      due_at: '2026-11-10T00:00:00.000Z',
+      error: { code: 'export_failed', message: 'x' },
+    });
+    ledgerMock
+      .on(QueryCommand)
+      .resolves({ Items: [] })
+      .on(QueryCommand, {
+        ExpressionAttributeValues: { ':shard': { S: shardOf(failed) }, ':due': { S: NOW.toISOString() } },
+      })
+      .resolves({ Items: [storedItem(failed)] });
+    const io = collectingIo();
+    const { result } = await runList(testContext(), { overdue: true }, io);
+    expect(result.requests.map((request) => [request.request_id, request.status])).toEqual([
+      [failed.request_id, 'failed'],
+    ]);
+    expect(io.stdout()).toContain('11 days overdue');
   });
 
   it('limits to requests due within the given days with --due-within', async () => {

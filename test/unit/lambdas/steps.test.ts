@@ -161,6 +161,13 @@ describe('resolveSubject', () => {
     expect(platform.retrieveUser).not.toHaveBeenCalled();
   });
 
+  it('stops a denied request without calling the platform: it is never exported or erased', async () => {
+    const id = await requestIn();
+    await ledger.deny(id, { code: 'identity_not_verified', reason: 'no ID' });
+    await expect(resolveSubject({ request_id: id }, deps)).rejects.toThrow('the request was denied');
+    expect(platform.retrieveUser).not.toHaveBeenCalled();
+  });
+
   it('does not look the subject up again once resolved (after an erasure it would be gone)', async () => {
     const id = await requestIn({ svc_user_id: 'svc-1' });
     await expect(resolveSubject({ request_id: id }, deps)).resolves.toEqual({
@@ -812,6 +819,20 @@ describe('recordFailure', () => {
     expect(item.later_errors).toEqual([
       { code: 'states_timeout', message: 'the execution timed out', at: expect.any(String) },
     ]);
+  });
+
+  it('leaves a request denied while it ran denied, and ends the execution as ended meanwhile', async () => {
+    const id = await requestIn();
+    await ledger.deny(id, { code: 'identity_not_verified', reason: 'no ID' });
+    await expect(
+      recordFailure(
+        { request_id: id, error: { Error: 'LedgerStateError', Cause: 'the request was denied' } },
+        deps,
+      ),
+    ).resolves.toEqual({ status: 'completed', code: 'request_denied' });
+    const item = await ledger.require(id);
+    expect(item.status).toBe('denied');
+    expect(item.error).toBeUndefined();
   });
 
   it('confirms a cancellation instead of recording a failure', async () => {

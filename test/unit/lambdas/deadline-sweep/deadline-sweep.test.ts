@@ -83,7 +83,7 @@ async function* openOf(items: readonly OpenRequest[]): AsyncGenerator<OpenReques
 }
 
 describe('sweepDeadlines', () => {
-  it('counts open requests that are overdue and due soon, and nothing else', async () => {
+  it('counts requests still owed an answer, failed ones too, that are overdue and due soon, and nothing else', async () => {
     const { ledger, ids } = await ledgerWith([
       { due: daysFromNow(-3), status: 'received' },
       { due: daysFromNow(-1), status: 'running' },
@@ -91,7 +91,8 @@ describe('sweepDeadlines', () => {
       { due: daysFromNow(6.9), status: 'received' },
       { due: daysFromNow(8), status: 'received' },
       { due: daysFromNow(-5), status: 'completed' },
-      { due: daysFromNow(-5), status: 'failed' },
+      { due: daysFromNow(-4), status: 'failed' },
+      { due: daysFromNow(3), status: 'failed' },
       { due: daysFromNow(1), status: 'cancelled' },
     ]);
 
@@ -99,12 +100,16 @@ describe('sweepDeadlines', () => {
 
     expect(counts).toEqual({
       checked_at: NOW.toISOString(),
-      overdue: 2,
-      due_soon: 2,
+      overdue: 3,
+      due_soon: 3,
       due_soon_before: daysFromNow(7).toISOString(),
-      by_status: { received: { overdue: 1, due_soon: 1 }, running: { overdue: 1, due_soon: 1 } },
-      oldest_overdue_due_at: daysFromNow(-3).toISOString(),
-      overdue_request_ids: [ids[0], ids[1]],
+      by_status: {
+        received: { overdue: 1, due_soon: 1 },
+        running: { overdue: 1, due_soon: 1 },
+        failed: { overdue: 1, due_soon: 1 },
+      },
+      oldest_overdue_due_at: daysFromNow(-4).toISOString(),
+      overdue_request_ids: [ids[6], ids[0], ids[1]],
     });
   });
 
@@ -145,7 +150,7 @@ describe('sweepDeadlines', () => {
 
     expect(counts.overdue).toBe(40);
     const shardsQueried = new Set(queries.map((query) => query.ExpressionAttributeValues?.[':shard']?.S));
-    expect(shardsQueried.size).toBe(2 * OPEN_INDEX_SHARDS);
+    expect(shardsQueried.size).toBe(3 * OPEN_INDEX_SHARDS);
     for (const shard of Array.from({ length: OPEN_INDEX_SHARDS }, (_, index) => index)) {
       expect(shardsQueried).toContain(`received#${shard}`);
       expect(shardsQueried).toContain(`running#${shard}`);
@@ -205,7 +210,11 @@ const counts: DeadlineCounts = {
   overdue: 3,
   due_soon: 5,
   due_soon_before: daysFromNow(7).toISOString(),
-  by_status: { received: { overdue: 1, due_soon: 2 }, running: { overdue: 2, due_soon: 3 } },
+  by_status: {
+    received: { overdue: 1, due_soon: 2 },
+    running: { overdue: 2, due_soon: 3 },
+    failed: { overdue: 0, due_soon: 0 },
+  },
   oldest_overdue_due_at: daysFromNow(-4).toISOString(),
   overdue_request_ids: ['a', 'b', 'c'],
 };

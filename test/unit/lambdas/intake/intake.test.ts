@@ -52,14 +52,14 @@ beforeEach(() => {
   };
 });
 
-function message(requestId: string = randomUUID()): string {
+function message(requestId: string = randomUUID(), method = 'email'): string {
   return JSON.stringify({
     request_id: requestId,
     type: 'access',
     regulation: 'gdpr',
     primary_key: 'subject-pk-31',
     received_at: '2026-11-20T00:00:00Z',
-    verification: { method: 'email', verified_by: 'privacy-team', verified_at: '2026-11-20T00:00:00Z' },
+    verification: { method, verified_by: 'privacy-team', verified_at: '2026-11-20T00:00:00Z' },
   });
 }
 
@@ -286,5 +286,59 @@ describe('the intake handler', () => {
     expect(response.batchItemFailures).toEqual([]);
     expect(['m-0', 'm-1', 'm-2'].map((id) => kinds.get(id))).toEqual(['accepted', 'quarantined', 'accepted']);
     expect(deps.quarantine).toHaveBeenCalledWith(nested, 'message body is nested more than 32 levels deep');
+  });
+});
+
+describe('intakeMessage verification gate', () => {
+  it.each(['none', 'NONE', ' unverified ', ' '])(
+    'denies a request verified by "%s" as identity_not_verified: recorded, closed in the audit trail, never run',
+    async (method) => {
+      const requestId = randomUUID();
+
+      const result = await intakeMessage(message(requestId, method), deps);
+
+      expect(result).toMatchObject({ kind: 'denied', requestId });
+      expect(started).toEqual([]);
+      expect(await ledger.require(requestId)).toMatchObject({
+        status: 'denied',
+        denial: { code: 'identity_not_verified' },
+        due_at: '2026-12-20T00:00:00.000Z',
+        executions: 0,
+      });
+      expect(appended.map((entry) => [entry.event.action, entry.event.final === true])).toEqual([
+        ['request_received', false],
+        ['request_denied', true],
+      ]);
+      expect(appended[1]?.event.facts).toMatchObject({ reason_code: 'identity_not_verified' });
+    },
+  );
+
+  it('accepts only the methods the stack lists for the request type', async () => {
+    const gated = { ...deps, verification: { access: ['id_document'], erasure: ['*'] } };
+
+    const email = await intakeMessage(message(randomUUID(), 'email'), gated);
+    const document = await intakeMessage(message(randomUUID(), 'ID_Document'), gated);
+
+    expect(email.kind).toBe('denied');
+    expect(document.kind).toBe('accepted');
+  });
+
+  it('completes the audit record of a denial whose first delivery stopped after the ledger write', async () => {
+    const requestId = randomUUID();
+    const body = message(requestId, 'none');
+    const parsed = parseRequestMessage(body);
+    if (parsed.kind !== 'valid') throw new Error('the test message should be valid');
+    await ledger.createDenied(
+      parsed.request,
+      parsed.fingerprint,
+      computeDeadlines('gdpr', new Date(parsed.request.received_at)),
+      { code: 'identity_not_verified' },
+    );
+
+    const result = await intakeMessage(body, deps);
+
+    expect(result).toEqual({ kind: 'duplicate', requestId });
+    expect(appended.map((entry) => entry.event.eventId)).toEqual(['Intake', 'Intake:denied']);
+    expect(started).toEqual([]);
   });
 });

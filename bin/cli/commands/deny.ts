@@ -1,0 +1,127 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { DENIAL_CODES, type DenialCode } from '#shared/ledger';
+import {
+  type CliIo,
+  type CommandResult,
+  parseReason,
+  parseRequestId,
+  processIo,
+  writeJson,
+} from '../format.ts';
+import { EXIT, parseOption } from '../io.ts';
+import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { type EndedRuns, endRequestRuns, ledgerChange, printEnded, recordOperatorAction } from './common.ts';
+
+/** Options of `svc-dsr deny`. */
+export interface DenyOptions {
+  readonly requestId: string;
+  readonly reasonCode: string;
+  readonly reason: string;
+  readonly json?: boolean;
+}
+
+/** What `deny --json` prints. */
+export interface DenyResult extends EndedRuns {
+  readonly request_id: string;
+  readonly status: 'denied';
+  readonly previous_status: string;
+  readonly reason_code: DenialCode;
+  readonly reason: string;
+  /** The subject is owed a notice of the denial, with its reason. */
+  readonly notice_due: 'denial';
+}
+
+const reasonCodeSchema = z.enum(DENIAL_CODES, { message: `must be one of ${DENIAL_CODES.join(', ')}` });
+
+/** The --reason-code, or exit 2 naming the codes. */
+export function parseReasonCode(value: unknown): DenialCode {
+  return parseOption('--reason-code', reasonCodeSchema, value);
+}
+
+/**
+ * Denies a request still owed an answer (received, running or failed) before its erasure has
+ * started: the ledger's conditional deny (CAN_DENY), a final audit record, then the archive
+ * copies are deleted and its executions stopped. Refusals are exit 1.
+ */
+export async function runDeny(
+  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator'>,
+  options: DenyOptions,
+  io: CliIo,
+): Promise<CommandResult<DenyResult>> {
+  const requestId = parseRequestId(options.requestId);
+  const code = parseReasonCode(options.reasonCode);
+  const reason = parseReason(options.reason);
+  const { before: item, after: updated } = await ledgerChange(context, requestId, () =>
+    context.ledger.deny(requestId, { code, reason }),
+  );
+  await recordOperatorAction(context, requestId, {
+    eventId: 'Operator:deny',
+    action: 'request_denied',
+    facts: { previous_status: item.status, reason_code: code },
+    reason,
+    final: true,
+  });
+  // A denied request is never exported: whatever a step archived goes.
+  const ended = await endRequestRuns(context, requestId, updated.executions, {
+    error: 'RequestDenied',
+    cause: 'denied by an operator with svc-dsr deny',
+  });
+
+  const result: DenyResult = {
+    request_id: requestId,
+    status: 'denied',
+    previous_status: item.status,
+    reason_code: code,
+    reason,
+    notice_due: 'denial',
+    ...ended,
+  };
+  if (options.json === true) writeJson(io, result);
+  else {
+    io.out(`denied ${requestId} (${code}; was ${item.status})\n`);
+    io.err('remember: the subject is owed a notice of the denial and its reason (svc-dsr notice)\n');
+  }
+  printEnded(io, ended, 'denied', options.json === true);
+  return { exitCode: EXIT.ok, result };
+}
+
+interface DenyFlags extends TargetFlags {
+  readonly reasonCode?: string;
+  readonly reason?: string;
+  readonly json?: boolean;
+}
+
+/** Registers `svc-dsr deny`. */
+export function registerDenyCommand(program: Command): void {
+  const command = program
+    .command('deny')
+    .description('deny a request still owed an answer, before its erasure starts, with a reason code')
+    .argument('<request_id>', 'the request id')
+    .requiredOption('--reason-code <code>', `why: ${DENIAL_CODES.join(', ')}`)
+    .requiredOption('--reason <reason>', 'the reason in words (kept in the ledger)')
+    .option('--json', 'print the result as JSON');
+  addTargetOptions(command)
+    .addHelpText(
+      'after',
+      `
+A denied request is never exported or erased: the ledger is updated first, conditionally, so a
+request whose erasure starts at the same moment is refused; then its archive copies are deleted and
+its executions stopped. The subject is owed a notice of the denial.
+
+Exit codes: 0 denied, 1 no such request or not deniable (the message says why), 2 invalid flags.
+
+Example:
+  $ npx svc-dsr deny 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --reason-code identity_not_verified --reason "ID check failed twice"`,
+    )
+    .action(async (requestId: string, flags: DenyFlags) => {
+      const options = {
+        requestId: parseRequestId(requestId),
+        reasonCode: parseReasonCode(flags.reasonCode),
+        reason: parseReason(flags.reason),
+        json: flags.json === true,
+      };
+      const { exitCode } = await withTarget(flags, (context) => runDeny(context, options, processIo));
+      process.exitCode = exitCode;
+    });
+}

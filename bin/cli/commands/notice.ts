@@ -1,0 +1,154 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { NOTICE_KINDS, type Notice, type NoticeKind } from '#shared/ledger';
+import { identifierProblem } from '#shared/redact';
+import { rfc3339Instant } from '#shared/request';
+import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
+import { EXIT, parseOption } from '../io.ts';
+import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { ledgerChange, recordOperatorAction } from './common.ts';
+
+/** How a notice was given, as the command line says it. */
+export interface NoticeFlags {
+  readonly channel?: string;
+  /** RFC 3339; default: now. */
+  readonly at?: string;
+  readonly reference?: string;
+}
+
+/** Audit text: short, and no e-mail address or link (it is kept in the audit record). */
+const auditText = (max: number) =>
+  z
+    .string({ message: 'is required' })
+    .trim()
+    .min(1, 'must not be empty')
+    .max(max, `must be at most ${max} characters`)
+    .refine((value) => identifierProblem(value) === undefined, {
+      message:
+        'must not hold an e-mail address or a link: it is kept in the audit record (say "email", not the address)',
+    });
+const instantSchema = z.string().refine((value) => rfc3339Instant(value) !== undefined, {
+  message: 'must be an RFC 3339 date-time, e.g. 2026-11-20T09:30:00Z',
+});
+
+/**
+ * The notice the flags describe (`prefix` names them in messages: `--` for notice, `--notice-`
+ * for extend), or exit 2 naming the flag.
+ */
+export function parseNoticeFlags(flags: NoticeFlags, prefix: string, now: Date): Omit<Notice, 'recorded_at'> {
+  const channel = parseOption(`${prefix}channel`, auditText(64), flags.channel);
+  const at =
+    flags.at === undefined
+      ? now.toISOString()
+      : (rfc3339Instant(parseOption(`${prefix}at`, instantSchema, flags.at)) ?? now).toISOString();
+  const reference =
+    flags.reference === undefined
+      ? undefined
+      : parseOption(`${prefix}reference`, auditText(128), flags.reference);
+  return { channel, at, ...(reference === undefined ? {} : { reference }) };
+}
+
+/** The audit chain of a request's notices to the subject (audit/<request_id>.notices/). */
+export function noticesChain(requestId: string): string {
+  return `${requestId}.notices`;
+}
+
+/** Options of `svc-dsr notice`. */
+export interface NoticeOptions extends NoticeFlags {
+  readonly requestId: string;
+  readonly kind: string;
+  readonly json?: boolean;
+}
+
+/** What `notice --json` prints. */
+export interface NoticeResult {
+  readonly request_id: string;
+  readonly kind: NoticeKind;
+  readonly channel: string;
+  readonly at: string;
+  readonly reference: string | null;
+}
+
+const kindSchema = z.enum(NOTICE_KINDS, { message: `must be one of ${NOTICE_KINDS.join(', ')}` });
+
+/**
+ * Records that the subject was told (a receipt confirmation, an extension, the response, a
+ * denial): ledger fields and an audit record naming who recorded it. Refusals are exit 1.
+ */
+export async function runNotice(
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'operator' | 'clock'>,
+  options: NoticeOptions,
+  io: CliIo,
+): Promise<CommandResult<NoticeResult>> {
+  const requestId = parseRequestId(options.requestId);
+  const kind = parseOption('--kind', kindSchema, options.kind);
+  const notice = parseNoticeFlags(options, '--', context.clock());
+  await ledgerChange(context, requestId, () => context.ledger.recordNotice(requestId, kind, notice));
+  // Notices follow the request's end (a response, a denial), after the final record that closes
+  // its own chain: they go to the request's notices chain, `<request_id>.notices`.
+  await recordOperatorAction(
+    context,
+    requestId,
+    {
+      eventId: `Operator:notice-${kind}-${notice.at}`,
+      action: 'notice_given',
+      facts: { kind, channel: notice.channel, given_at: notice.at, reference: notice.reference ?? null },
+    },
+    { chain: noticesChain(requestId) },
+  );
+  const result: NoticeResult = {
+    request_id: requestId,
+    kind,
+    channel: notice.channel,
+    at: notice.at,
+    reference: notice.reference ?? null,
+  };
+  if (options.json === true) writeJson(io, result);
+  else
+    io.out(`recorded the ${kind} notice to the subject of ${requestId} (${notice.channel}, ${notice.at})\n`);
+  return { exitCode: EXIT.ok, result };
+}
+
+interface NoticeCommandFlags extends TargetFlags, NoticeFlags {
+  readonly kind?: string;
+  readonly json?: boolean;
+}
+
+/** Registers `svc-dsr notice`. */
+export function registerNoticeCommand(program: Command): void {
+  const command = program
+    .command('notice')
+    .description('record a notice given to the subject: receipt, extension, response or denial')
+    .argument('<request_id>', 'the request id')
+    .requiredOption('--kind <kind>', NOTICE_KINDS.join(', '))
+    .requiredOption('--channel <channel>', 'how the subject was told, e.g. email, letter, portal')
+    .option('--at <time>', 'when (RFC 3339; default now)')
+    .option('--reference <reference>', "the team's reference of the message, e.g. a ticket id")
+    .option('--json', 'print the result as JSON');
+  addTargetOptions(command)
+    .addHelpText(
+      'after',
+      `
+A CCPA receipt confirmation is due by the request's confirm-by date; a response once the request
+is completed; a denial once it is denied. An extension notice is recorded by svc-dsr extend itself.
+svc-dsr status shows which notices are due and which were given.
+
+Exit codes: 0 recorded, 1 no such request or a notice its status does not call for, 2 invalid flags.
+
+Example:
+  $ npx svc-dsr notice 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --kind receipt --channel email --reference DSR-1042`,
+    )
+    .action(async (requestId: string, flags: NoticeCommandFlags) => {
+      const options: NoticeOptions = {
+        requestId: parseRequestId(requestId),
+        kind: parseOption('--kind', kindSchema, flags.kind),
+        ...(flags.channel === undefined ? {} : { channel: flags.channel }),
+        ...(flags.at === undefined ? {} : { at: flags.at }),
+        ...(flags.reference === undefined ? {} : { reference: flags.reference }),
+        json: flags.json === true,
+      };
+      parseNoticeFlags(options, '--', new Date());
+      const { exitCode } = await withTarget(flags, (context) => runNotice(context, options, processIo));
+      process.exitCode = exitCode;
+    });
+}
