@@ -146,6 +146,9 @@ export function gateSettingsFor(limit: RateLimit | null | undefined): Record<str
   const rate = platformRate === undefined ? 1_000 : Math.max(1, Math.floor((platformRate - 1) / stretch));
   const burst = platformRate === undefined ? 1_000 : Math.max(1, Math.floor(platformRate - rate * stretch));
   return {
+    // A function here is a call in this process, where waiting for a slot costs nothing, while
+    // each Step Functions Wait costs a run of the step: wait in the function for up to 30 s.
+    PLATFORM_MAX_SLEEP_SECONDS: '30',
     PLATFORM_REQUESTS_PER_SECOND: String(rate),
     PLATFORM_BURST: String(burst),
     PLATFORM_MAX_OPEN_EXPORTS: String(limit?.max_open_exports ?? 1_000),

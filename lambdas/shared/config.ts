@@ -26,6 +26,8 @@ export const gateEnvSchema = z.object({
   PLATFORM_BURST: z.coerce.number().int().min(1).max(10_000).default(10),
   PLATFORM_MAX_OPEN_EXPORTS: z.coerce.number().int().min(1).max(2_000).default(25),
   OUTAGE_HORIZON_SECONDS: seconds(6 * 3600),
+  /** The longest wait for a rate slot spent inside the function (longer ones are Step Functions Waits). */
+  PLATFORM_MAX_SLEEP_SECONDS: z.coerce.number().int().min(2).max(60).default(3),
 });
 export type GateEnv = z.infer<typeof gateEnvSchema>;
 

@@ -173,6 +173,7 @@ export function platformGate(env: GateEnv, dynamo: DynamoDBClient, logger: StepL
       burst: env.PLATFORM_BURST,
       maxOpenExports: env.PLATFORM_MAX_OPEN_EXPORTS,
       outageHorizonSeconds: env.OUTAGE_HORIZON_SECONDS,
+      maxSleepMs: env.PLATFORM_MAX_SLEEP_SECONDS * 1000,
     },
     { logger },
   );
