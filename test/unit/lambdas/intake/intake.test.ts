@@ -302,7 +302,8 @@ describe('intakeMessage verification gate', () => {
       expect(await ledger.require(requestId)).toMatchObject({
         status: 'denied',
         denial: { code: 'identity_not_verified' },
-        due_at: '2026-12-20T00:00:00.000Z',
+        // A denied request keeps its deadlines: the end of the due day (UTC here).
+        due_at: '2026-12-20T23:59:59.999Z',
         executions: 0,
       });
       expect(appended.map((entry) => [entry.event.action, entry.event.final === true])).toEqual([
