@@ -17,10 +17,14 @@ export const AUDIT_SCHEMA = 'svc-dsr.audit/1';
 export const AUDIT_PREFIX = 'audit/';
 
 /**
- * The one record that may follow a final record: an operator's retry of a failed request opens a
- * new segment of the chain, linked to the final record it follows.
+ * The records that may follow a final record: an operator's action on a failed request, which is
+ * still owed an answer (a retry, an extension of its deadline, a denial), opens a new segment of
+ * the chain, linked to the final record it follows.
  */
-export const SEGMENT_OPENER = { step: 'Operator', action: 'request_retried' } as const;
+export const SEGMENT_OPENER = {
+  step: 'Operator',
+  actions: ['request_retried', 'deadline_extended', 'request_denied'],
+} as const;
 
 /** Actions of final records a retry may reopen: only a failure is still owed an answer. */
 export const REOPENABLE_FINAL_ACTIONS: readonly string[] = ['request_failed'];
@@ -563,13 +567,13 @@ function parseRecordName(requestId: string, key: string): { seq: number } | unde
 }
 
 /**
- * Whether `next` may follow the final record `final`: an operator's retry (SEGMENT_OPENER) after a
- * failure. `next` is an event being appended or a stored record.
+ * Whether `next` may follow the final record `final`: an operator's action on a failed request
+ * (SEGMENT_OPENER). `next` is an event being appended or a stored record.
  */
 function opensSegmentAfter(next: { step: string; action: string }, final: AuditRecord): boolean {
   return (
     next.step === SEGMENT_OPENER.step &&
-    next.action === SEGMENT_OPENER.action &&
+    (SEGMENT_OPENER.actions as readonly string[]).includes(next.action) &&
     REOPENABLE_FINAL_ACTIONS.includes(final.action)
   );
 }

@@ -473,7 +473,7 @@ describe('AuditTrail against fauxqs S3', () => {
     expect(await objectKeys(local, `audit/${requestId}/`)).toHaveLength(5);
   });
 
-  it("opens a new segment after a failure's final record only for an operator's retry, and verifies it", async () => {
+  it("opens a new segment after a failure's final record only for an operator's action on the failed request, and verifies it", async () => {
     // Prepare
     const requestId = randomUUID();
     await trail.append(requestId, event('Intake', { action: 'request_received' }));
@@ -484,7 +484,11 @@ describe('AuditTrail against fauxqs S3', () => {
 
     // Act
     const other = await rejectionOf(
-      trail.append(requestId, event('Operator:extend', { step: 'Operator', action: 'deadline_extended' })),
+      trail.append(requestId, event('ResolveSubject', { action: 'subject_resolved' })),
+    );
+    const extended = await trail.append(
+      requestId,
+      event('Operator:extend', { step: 'Operator', action: 'deadline_extended' }),
     );
     const retried = await trail.append(
       requestId,
@@ -498,9 +502,10 @@ describe('AuditTrail against fauxqs S3', () => {
 
     // Assess
     expect(other).toBeInstanceOf(AuditChainClosedError);
-    expect(retried.seq).toBe(2);
+    expect(extended.seq).toBe(2);
+    expect(retried.seq).toBe(3);
     expect(afterSuccess).toBeInstanceOf(AuditChainClosedError);
-    expect(verdict).toMatchObject({ ok: true, records: 4, final: true });
+    expect(verdict).toMatchObject({ ok: true, records: 5, final: true });
   });
 
   it('appends after a chain another writer reopened, though this trail remembers it closed', async () => {
