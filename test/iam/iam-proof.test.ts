@@ -124,6 +124,7 @@ describe('the status events the proof observed', () => {
     expect([...statuses].sort()).toEqual([
       'cancelled',
       'completed',
+      'denied',
       'failed',
       'received',
       'rejected',
