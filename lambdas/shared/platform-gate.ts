@@ -205,10 +205,12 @@ export class PlatformGate {
       if (taken !== undefined) {
         // A slot of the burst lies in the past: it goes now.
         const due = Math.max(taken * interval, now);
-        if (due > now) await this.#sleep(due - now);
-        // Woken well after its slot (a stalled process), the call would go together with the
-        // calls of the slots after it: it takes a new slot instead.
-        if (this.#now() - due <= LATE_MS) return;
+        const answered = this.#now();
+        if (due > answered) await this.#sleep(due - answered);
+        // Going well after its slot (a stalled process, a slow write), the call would go together
+        // with the calls of the slots after it: it takes a new slot instead. A burst's worth of
+        // lateness is allowed, which a gate of a large burst (no real limit) always has.
+        if (this.#now() - due <= Math.max(LATE_MS, this.#settings.burst * interval)) return;
         continue;
       }
       const state = await this.#readState();
