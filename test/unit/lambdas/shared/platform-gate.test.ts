@@ -152,8 +152,10 @@ describe('PlatformGate on DynamoDB', () => {
       }),
     );
     sent.sort((a, b) => a - b);
-    // 24 calls at 20 per second with a burst of 2: the last no sooner than (24 - 2) / 20 s.
-    expect((sent.at(-1) ?? 0) - (sent[0] ?? 0)).toBeGreaterThanOrEqual(1_050);
+    // 24 calls at 20 per second with a burst of 2: the last slot (24 - 2) / 20 = 1.1 s after the
+    // first, less the first call's own round trip to the table. Three gates each keeping their
+    // own pace would take a third of that.
+    expect((sent.at(-1) ?? 0) - (sent[0] ?? 0)).toBeGreaterThanOrEqual(900);
     for (let start = 0; start < sent.length; start++) {
       const within = sent.filter((at) => at >= (sent[start] ?? 0) && at < (sent[start] ?? 0) + 1000);
       expect(within.length).toBeLessThanOrEqual(22 + 1);
