@@ -91,8 +91,7 @@ export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions)
       if (outcome === 'stranded') stranded.push(item.request_id);
     }
   }
-  const slotsFreed = await freeStaleSlots(deps, settledBefore);
-  const held = Object.keys(await deps.gate.exportHolders()).length;
+  const { freed: slotsFreed, held } = await freeStaleSlots(deps, settledBefore);
   const circuit = await deps.gate.state();
   deps.publish({
     StuckRequests: resumed.length + stranded.length,
@@ -116,11 +115,15 @@ export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions)
 /**
  * Gives back the export slots of requests that no longer export (ended by the state machine's own
  * failure write, cancelled, or gone): a slot taken before `settledBefore` by a request that is not
- * running in its export or archive step.
+ * running in its export or archive step. Answers how many it freed and how many are still held.
  */
-async function freeStaleSlots(deps: ReconcilerDeps, settledBefore: number): Promise<number> {
+async function freeStaleSlots(
+  deps: ReconcilerDeps,
+  settledBefore: number,
+): Promise<{ freed: number; held: number }> {
+  const holders = Object.entries(await deps.gate.exportHolders());
   let freed = 0;
-  for (const [requestId, takenAt] of Object.entries(await deps.gate.exportHolders())) {
+  for (const [requestId, takenAt] of holders) {
     if (takenAt > settledBefore) continue;
     const item = await deps.ledger.get(requestId);
     if (item !== undefined && item.status === 'running' && SLOT_STEPS.has(item.step ?? '')) continue;
@@ -128,7 +131,7 @@ async function freeStaleSlots(deps: ReconcilerDeps, settledBefore: number): Prom
     freed += 1;
   }
   if (freed > 0) deps.logger.warn('export slots given back: their requests no longer export', { freed });
-  return freed;
+  return { freed, held: holders.length - freed };
 }
 
 async function resumeOrFail(

@@ -328,14 +328,7 @@ export class PlatformGate {
 
   /** The requests holding export slots, with when each took it (epoch ms). */
   async exportHolders(): Promise<Record<string, number>> {
-    const answer = await this.#dynamo.send(
-      new GetItemCommand({
-        TableName: this.#table,
-        Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
-        ConsistentRead: true,
-      }),
-    );
-    return answer.Item === undefined ? {} : exportsItemSchema.parse(unmarshall(answer.Item)).holders;
+    return exportsItemSchema.parse(await this.#readItem(EXPORTS_ITEM)).holders;
   }
 
   /** The shared bucket and circuit as they stand. */
@@ -344,14 +337,19 @@ export class PlatformGate {
   }
 
   async #readState(): Promise<GateState> {
+    return rateItemSchema.parse(await this.#readItem(RATE_ITEM));
+  }
+
+  /** One of the gate's items as it stands, `{}` before its first write. */
+  async #readItem(name: string): Promise<Record<string, unknown>> {
     const answer = await this.#dynamo.send(
       new GetItemCommand({
         TableName: this.#table,
-        Key: marshall({ [GATE_KEY]: RATE_ITEM }),
+        Key: marshall({ [GATE_KEY]: name }),
         ConsistentRead: true,
       }),
     );
-    return rateItemSchema.parse(answer.Item === undefined ? {} : unmarshall(answer.Item));
+    return answer.Item === undefined ? {} : unmarshall(answer.Item);
   }
 
   /**
