@@ -166,6 +166,8 @@ export class PlatformGate {
   readonly #logger: GateLogger | undefined;
   /** Whether the last state this function saw had failures or an open circuit: a success then resets it. */
   #troubled = false;
+  /** The last slot this function took: whether the counter is likely to lag, so which write to try first. */
+  #lastSlot: number | undefined;
 
   constructor(
     dynamo: DynamoDBClient,
@@ -199,10 +201,16 @@ export class PlatformGate {
       // The lowest slot the counter may stand at: a quiet spell leaves at most the burst to take now.
       const floor = Math.floor(now / interval) - Math.max(1, this.#settings.burst);
       const booked = Math.floor((now + maxSleepMs) / interval);
+      // Either write may take the slot. The one that fits the counter as this function last saw it
+      // goes first: a counter that lags is raised in one write, one that keeps up is added to.
+      const add = () => this.#add('slot', { floor, below: booked, closedCircuit: true });
+      const raise = () => this.#raise('slot', floor, { closedCircuit: true });
       const taken =
-        (await this.#add('slot', { floor, below: booked, closedCircuit: true })) ??
-        (await this.#raise('slot', floor, { closedCircuit: true }));
+        this.#lastSlot === undefined || this.#lastSlot < floor
+          ? ((await raise()) ?? (await add()))
+          : ((await add()) ?? (await raise()));
       if (taken !== undefined) {
+        this.#lastSlot = taken;
         // A slot of the burst lies in the past: it goes now.
         const due = Math.max(taken * interval, now);
         const answered = this.#now();

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateTable } from '#local/ledger-table';
 import { PlatformCapacityError, PlatformOutageError } from '#shared/errors';
@@ -125,6 +126,40 @@ describe('PlatformGate on DynamoDB', () => {
     // 400 calls at 10 per second take about 40 s, and few callers are sent away more than once.
     expect((sent.at(-1) ?? 0) - (sent[0] ?? 0)).toBeLessThan(41_000);
     expect(waits).toBeLessThan(400 * 1.5);
+  });
+
+  it('takes a slot in one write, whether the counter lags after a quiet spell or keeps up with a busy one', async () => {
+    // Prepare: a client that counts the gate's writes, and a clock this test moves.
+    const table = `gate-${randomUUID()}`;
+    await createGateTable(dynamo.client, table);
+    const client = new DynamoDBClient(dynamo.config);
+    let writes = 0;
+    client.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'UpdateItemCommand') writes += 1;
+        return next(args);
+      },
+      { step: 'initialize' },
+    );
+    let now = 5_000_000;
+    const counted = new PlatformGate(client, table, settings, { now: () => now, sleep: async () => {} });
+    const writesFor = async (calls: number, spacingMs: number) => {
+      writes = 0;
+      for (let call = 0; call < calls; call++) {
+        await counted.admit();
+        now += spacingMs;
+      }
+      return writes;
+    };
+    try {
+      // Act and assess: the first call finds no counter; then quiet calls (far apart, the counter
+      // lags each time) and busy ones (within the bucket's pace) each cost one write.
+      expect(await writesFor(1, 0)).toBeLessThanOrEqual(2);
+      expect(await writesFor(10, 10_000)).toBe(10);
+      expect(await writesFor(10, 100)).toBe(10);
+    } finally {
+      client.destroy();
+    }
   });
 
   it('admits concurrent callers of several functions at the shared pace', async () => {
