@@ -21,7 +21,7 @@ import { type EmulatorState, loadStateFile } from './emulator/state.ts';
 import { writeLocalEndpoints } from './endpoints.ts';
 import { SqsPoller } from './event-source.ts';
 import type { LocalEvent } from './events-standin.ts';
-import { startLocalServices } from './services-thread.ts';
+import { type LocalServices, startLocalServices } from './services-thread.ts';
 import { type SfnShim, startSfnShim } from './sfn-shim.ts';
 import { startLocalStatusEvents } from './status-events.ts';
 import { synthesizeTemplateOnThread } from './template-thread.ts';
@@ -101,7 +101,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
   // The stack is synthesized on a thread of its own while the services start (see template-thread.ts).
   const synthesized = synthesizeTemplateOnThread();
   // The emulator and the stand-ins get a thread of their own: everything below talks to them over HTTP.
-  const { emulator, aws } = await startLocalServices({
+  const { emulator, aws, ledgerStream } = await startLocalServices({
     emulator: {
       persistPath: join(dataDir, 'platform.json'),
       state: options.platformState ?? (await loadStateFile(SAMPLE_STATE_FILE)),
@@ -114,6 +114,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
       sqsRoot: join(dataDir, 'sqs'),
       ...(options.awsFaults ? { faults: options.awsFaults } : {}),
     },
+    ledgerStream: { table: LOCAL_NAMES.table },
   }).catch(async (error: unknown) => {
     await synthesized.catch(() => {});
     throw error;
@@ -126,7 +127,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
   // must not keep the process alive after the error.
   const started: (() => Promise<unknown>)[] = [() => emulator.close(), () => aws.close()];
   try {
-    return await assembleLocalMode(options, dataDir, emulator, aws, template, started);
+    return await assembleLocalMode(options, dataDir, { emulator, aws, ledgerStream }, template, started);
   } catch (error) {
     for (const stop of started.reverse()) await stop().catch(() => undefined);
     throw error;
@@ -159,8 +160,7 @@ export function gateSettingsFor(limit: RateLimit | null | undefined): Record<str
 async function assembleLocalMode(
   options: LocalModeOptions,
   dataDir: string,
-  emulator: RunningEmulator,
-  services: AwsStandIns,
+  { emulator, aws: services, ledgerStream }: LocalServices,
   template: Record<string, unknown>,
   started: (() => Promise<unknown>)[],
 ): Promise<LocalMode> {
@@ -172,6 +172,7 @@ async function assembleLocalMode(
     LOCAL_NAMES.table,
     jsonLogger(options.logSink ?? (() => {})),
     options.onEvent,
+    ledgerStream,
   );
   started.push(() => statusEvents.close());
   const { aws } = statusEvents;

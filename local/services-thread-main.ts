@@ -3,6 +3,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { type AwsStandIns, startAwsStandIns } from './aws-standins.ts';
 import { EmulatorConfigError } from './emulator/config-file.ts';
 import { type RunningEmulator, startEmulator } from './emulator/server.ts';
+import { type LedgerStream, startLedgerStream } from './ledger-stream.ts';
 import { type LocalServicesOptions, type ServicesMessage, servicesCommandSchema } from './services-thread.ts';
 
 const port = parentPort;
@@ -12,10 +13,30 @@ const options = (workerData as { data: LocalServicesOptions }).data;
 
 let emulator: RunningEmulator | undefined;
 let aws: AwsStandIns | undefined;
+let stream: LedgerStream | undefined;
+// Batches handed to the other thread, by id: each settles when that thread says it consumed it.
+const handed = new Map<number, { resolve: () => void; reject: (error: Error) => void }>();
+let nextBatch = 0;
 try {
   emulator = await startEmulator(options.emulator);
   aws = await startAwsStandIns(options.aws);
+  if (options.ledgerStream !== undefined) {
+    stream = await startLedgerStream({
+      target: aws.endpoints.dynamodb,
+      table: options.ledgerStream.table,
+      consume: (records) =>
+        new Promise<void>((resolve, reject) => {
+          const id = nextBatch++;
+          handed.set(id, { resolve, reject });
+          send({ kind: 'records', id, records });
+        }),
+      onError: (error) =>
+        send({ kind: 'stream-error', message: error instanceof Error ? error.message : String(error) }),
+    });
+  }
 } catch (error) {
+  await stream?.close();
+  await aws?.close();
   await emulator?.close();
   send({
     kind: 'failed',
@@ -30,8 +51,22 @@ if (emulator !== undefined && aws !== undefined) {
   const services = { emulator, aws };
   const open = new Set<'emulator' | 'aws'>(['emulator', 'aws']);
   port.on('message', async (message: unknown) => {
-    const { close } = servicesCommandSchema.parse(message);
+    const command = servicesCommandSchema.parse(message);
+    if ('consumed' in command) {
+      const batch = handed.get(command.consumed);
+      handed.delete(command.consumed);
+      if (command.error === undefined) batch?.resolve();
+      else batch?.reject(new Error(command.error));
+      return;
+    }
+    if ('drain' in command) {
+      await stream?.drained();
+      send({ kind: 'drained', id: command.drain });
+      return;
+    }
+    const { close } = command;
     if (!open.delete(close)) return;
+    if (close === 'aws') await stream?.close();
     await services[close].close();
     send({ kind: 'closed', service: close });
     if (open.size === 0) port.close();
@@ -45,5 +80,6 @@ if (emulator !== undefined && aws !== undefined) {
       exportToken: emulator.exportToken,
     },
     aws: { region: aws.region, credentials: aws.credentials, endpoints: aws.endpoints },
+    ...(stream ? { ledgerStream: stream.endpoint } : {}),
   });
 }

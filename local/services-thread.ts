@@ -5,25 +5,48 @@
  * the same event loop, lets local mode use a second core.
  */
 import { once } from 'node:events';
+import type { Worker } from 'node:worker_threads';
+import type { DynamoDBRecord } from 'aws-lambda';
 import { z } from 'zod';
 import { type AwsStandIns, type AwsStandInsOptions, standInClientConfig } from './aws-standins.ts';
 import { EmulatorConfigError } from './emulator/config-file.ts';
 import type { EmulatorOptions, RunningEmulator } from './emulator/server.ts';
+import type { LedgerStream } from './ledger-stream.ts';
 import { startThread } from './thread.ts';
 
 /** What the thread starts: both take only plain data, since it crosses a thread boundary. */
 export interface LocalServicesOptions {
   readonly emulator: Omit<EmulatorOptions, 'now'>;
   readonly aws: AwsStandInsOptions;
+  /**
+   * Puts the ledger stream (ledger-stream.ts) in front of DynamoDB on the thread too, for this
+   * table: its reads of every written item then cost the thread, not the steps' event loop.
+   */
+  readonly ledgerStream?: { readonly table: string };
 }
 
 export interface LocalServices {
   readonly emulator: RunningEmulator;
   readonly aws: AwsStandIns;
+  /** The thread's ledger stream, when asked for: records are handed to the consumer set here. */
+  readonly ledgerStream?: ThreadLedgerStream;
 }
 
-/** A service to stop, sent to the thread; it exits once both are stopped. */
-export const servicesCommandSchema = z.object({ close: z.enum(['emulator', 'aws']) });
+/** The ledger stream served on the services thread; its records come back to this thread. */
+export interface ThreadLedgerStream extends LedgerStream {
+  /**
+   * Who takes the records: a rejection is retried by the stream, as in-process; `onError` hears
+   * of a batch given up on.
+   */
+  consume(consumer: (records: DynamoDBRecord[]) => Promise<void>, onError?: (error: Error) => void): void;
+}
+
+/** A command sent to the thread: stop a service (it exits once both are stopped), or answer the stream. */
+export const servicesCommandSchema = z.union([
+  z.object({ close: z.enum(['emulator', 'aws']) }),
+  z.object({ consumed: z.number(), error: z.string().optional() }),
+  z.object({ drain: z.number() }),
+]);
 export type ServicesCommand = z.infer<typeof servicesCommandSchema>;
 
 const problemSchema = z.object({ field: z.string(), message: z.string() });
@@ -42,7 +65,12 @@ export const servicesMessageSchema = z.discriminatedUnion('kind', [
       credentials: z.object({ accessKeyId: z.string(), secretAccessKey: z.string() }),
       endpoints: z.object({ sqs: z.string(), s3: z.string(), dynamodb: z.string() }),
     }),
+    ledgerStream: z.string().optional(),
   }),
+  // Records are plain DynamoDB stream records; the consumer validates them, as a Lambda does.
+  z.object({ kind: z.literal('records'), id: z.number(), records: z.array(z.custom<DynamoDBRecord>()) }),
+  z.object({ kind: z.literal('drained'), id: z.number() }),
+  z.object({ kind: z.literal('stream-error'), message: z.string() }),
   z.object({
     kind: z.literal('failed'),
     name: z.string(),
@@ -77,9 +105,12 @@ export async function startLocalServices(options: LocalServicesOptions): Promise
       `the local services did not start: ${ready.kind === 'failed' ? ready.message : ready.kind}`,
     );
   }
+  const stream = ready.ledgerStream === undefined ? undefined : threadStream(worker, ready.ledgerStream);
   worker.on('message', (message: unknown) => {
     const parsed = servicesMessageSchema.safeParse(message);
-    if (parsed.success && parsed.data.kind === 'closed') messages.get(parsed.data.service)?.();
+    if (!parsed.success) return;
+    if (parsed.data.kind === 'closed') messages.get(parsed.data.service)?.();
+    else stream?.receive(parsed.data);
   });
   worker.on('error', (error) => {
     // The servers are gone: carrying on would only turn every request into a connection error.
@@ -113,6 +144,57 @@ export async function startLocalServices(options: LocalServicesOptions): Promise
       endpoints,
       clientConfig: (service) => standInClientConfig(region, credentials, endpoints, service),
       close: () => close('aws'),
+    },
+    ...(stream ? { ledgerStream: stream.stream } : {}),
+  };
+}
+
+/** This thread's side of the ledger stream: hands records to the consumer and answers for them. */
+function threadStream(worker: Worker, endpoint: string) {
+  let consumer: ((records: DynamoDBRecord[]) => Promise<void>) | undefined;
+  let onError: ((error: Error) => void) | undefined;
+  const waiting: { id: number; records: DynamoDBRecord[] }[] = [];
+  const drains = new Map<number, () => void>();
+  let nextDrain = 0;
+  const answer = (command: ServicesCommand) => worker.postMessage(command);
+  const hand = (batch: { id: number; records: DynamoDBRecord[] }) => {
+    if (consumer === undefined) {
+      waiting.push(batch);
+      return;
+    }
+    consumer(batch.records).then(
+      () => answer({ consumed: batch.id }),
+      (error: unknown) =>
+        answer({ consumed: batch.id, error: error instanceof Error ? error.message : String(error) }),
+    );
+  };
+  const stream: ThreadLedgerStream = {
+    endpoint,
+    consume(next, errors) {
+      consumer = next;
+      onError = errors;
+      for (const batch of waiting.splice(0)) hand(batch);
+    },
+    drained() {
+      const id = nextDrain++;
+      return new Promise<void>((resolve) => {
+        drains.set(id, resolve);
+        worker.once('exit', () => resolve());
+        answer({ drain: id });
+      });
+    },
+    // The stream stops with the stand-ins it fronts.
+    close: async () => {},
+  };
+  return {
+    stream,
+    receive(message: ServicesMessage) {
+      if (message.kind === 'records') hand(message);
+      else if (message.kind === 'stream-error') onError?.(new Error(message.message));
+      else if (message.kind === 'drained') {
+        drains.get(message.id)?.();
+        drains.delete(message.id);
+      }
     },
   };
 }

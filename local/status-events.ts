@@ -1,12 +1,14 @@
 import { join } from 'node:path';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
+import type { DynamoDBRecord } from 'aws-lambda';
 import { runAsCaller } from '#shared/call-recorder';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import type { StepLogger } from '#shared/step-deps';
 import { eventBridgePut, makeStatusEventsHandler } from '../lambdas/status-events/handler.ts';
 import { type AwsStandIns, standInClientConfig } from './aws-standins.ts';
 import { type LocalEvent, startEventsStandIn } from './events-standin.ts';
-import { startLedgerStream } from './ledger-stream.ts';
+import { type LedgerStream, startLedgerStream } from './ledger-stream.ts';
+import type { ThreadLedgerStream } from './services-thread.ts';
 
 /** The status events function's caller name, as its Lambda's in the IAM proof. */
 export const STATUS_EVENTS_CALLER = 'StatusEvents';
@@ -27,7 +29,8 @@ export interface LocalStatusEvents {
 /**
  * Starts the status events as they run in AWS: every write to the ledger goes through the ledger
  * stream, and the status events handler publishes each status change on the local bus, which
- * keeps it under `<dataDir>/events/` and hands it to `onEvent`.
+ * keeps it under `<dataDir>/events/` and hands it to `onEvent`. The stream is `served` by the
+ * services thread when given, or started here.
  */
 export async function startLocalStatusEvents(
   dataDir: string,
@@ -35,6 +38,7 @@ export async function startLocalStatusEvents(
   table: string,
   logger: StepLogger,
   onEvent?: (event: LocalEvent) => void,
+  served?: ThreadLedgerStream,
 ): Promise<LocalStatusEvents> {
   const bus = await startEventsStandIn(join(dataDir, EVENTS_DIR), onEvent);
   const client = prepareSdkClient(
@@ -50,15 +54,19 @@ export async function startLocalStatusEvents(
     put: eventBridgePut(client),
     logger,
   }));
-  const stream = await startLedgerStream({
-    target: aws.endpoints.dynamodb,
-    table,
-    consume: (records) => runAsCaller(STATUS_EVENTS_CALLER, () => handler({ Records: records })),
-    onError: (error) =>
-      logger.error('status events could not be published', {
-        error: error instanceof Error ? error.message : String(error),
-      }),
-  });
+  const consume = (records: DynamoDBRecord[]) =>
+    runAsCaller(STATUS_EVENTS_CALLER, () => handler({ Records: records }));
+  const onError = (error: unknown) =>
+    logger.error('status events could not be published', {
+      error: error instanceof Error ? error.message : String(error),
+    });
+  let stream: LedgerStream;
+  if (served === undefined) {
+    stream = await startLedgerStream({ target: aws.endpoints.dynamodb, table, consume, onError });
+  } else {
+    served.consume(consume, onError);
+    stream = served;
+  }
   const endpoints = { ...aws.endpoints, dynamodb: stream.endpoint };
   return {
     aws: {

@@ -1,9 +1,10 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, ListTablesCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EmulatorConfigError } from '#local/emulator/server';
+import { createLedgerTable } from '#local/ledger-table';
 import { startLocalServices } from '#local/services-thread';
 
 const STATE = {
@@ -47,6 +48,47 @@ describe('startLocalServices', () => {
     await expect(fetch(`${aws.endpoints.dynamodb}/`)).rejects.toThrow();
     // Closing again is harmless.
     await aws.close();
+  });
+
+  it('serves the ledger stream on the thread and hands its records back, retrying a batch that failed', async () => {
+    // Prepare
+    const services = await startLocalServices({
+      emulator: { state: STATE, persistPath: join(dir, 'platform.json') },
+      aws: { dynamoPath: join(dir, 'ledger') },
+      ledgerStream: { table: 'ledger' },
+    });
+    const stream = services.ledgerStream;
+    if (stream === undefined) throw new Error('the thread should serve the ledger stream');
+    const seen: string[] = [];
+    let failures = 1;
+    stream.consume(async (records) => {
+      if (failures-- > 0) throw new Error('the consumer is not ready yet');
+      for (const record of records) seen.push(String(record.dynamodb?.NewImage?.status?.S));
+    });
+    const direct = new DynamoDBClient(services.aws.clientConfig('dynamodb'));
+    const dynamo = new DynamoDBClient({
+      ...services.aws.clientConfig('dynamodb'),
+      endpoint: stream.endpoint,
+    });
+    try {
+      await createLedgerTable(direct, 'ledger');
+
+      // Act
+      await dynamo.send(
+        new PutItemCommand({
+          TableName: 'ledger',
+          Item: { request_id: { S: 'thread-1' }, status: { S: 'received' } },
+        }),
+      );
+      await stream.drained();
+
+      // Assess: the failed hand-over was tried again, and drained() waited for it.
+      expect(seen).toEqual(['received']);
+    } finally {
+      direct.destroy();
+      dynamo.destroy();
+      await Promise.all([services.aws.close(), services.emulator.close()]);
+    }
   });
 
   it('reports an invalid platform state as an EmulatorConfigError naming the field', async () => {
