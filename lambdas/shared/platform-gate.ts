@@ -52,8 +52,10 @@ const FIRST_COOLDOWN_MS = 1_000;
 const LONGEST_COOLDOWN_MS = 5_000;
 /** How long the one probe of a half-open circuit holds it before another may try. */
 const PROBE_MS = 15_000;
-/** How soon a call held for the probe looks again. */
+/** How soon a call held for the probe looks again, early in an outage. */
 const PROBE_RECHECK_SECONDS = 2;
+/** The longest a call waits out an open circuit before it looks again. */
+export const LONGEST_OUTAGE_WAIT_SECONDS = 900;
 /** Versioned circuit writes lost to another caller before giving up on this one. */
 const MAX_CONFLICTS = 8;
 
@@ -103,10 +105,17 @@ export function circuitDecision(state: CircuitState, now: number, settings: Gate
   if (since > settings.outageHorizonSeconds * 1000) {
     return { kind: 'outage', sinceSeconds: Math.round(since / 1000) };
   }
-  if (state.open_until > now) return { kind: 'wait', seconds: secondsUntil(state.open_until, now) };
+  // The longer the platform has been down, the longer a waiter stays away: half the outage so far,
+  // up to a quarter of an hour. An afternoon's outage then costs an execution a few dozen waits
+  // (within MAX_PLATFORM_WAITS), not one every few seconds; the first waiter back probes.
+  const patience = Math.min(LONGEST_OUTAGE_WAIT_SECONDS, Math.floor(since / 2000));
+  if (state.open_until > now) {
+    return { kind: 'wait', seconds: Math.max(secondsUntil(state.open_until, now), patience) };
+  }
   // The probe answers within the client's timeout, mostly at once: look again soon.
   if (state.probe_until > now) {
-    return { kind: 'wait', seconds: Math.min(PROBE_RECHECK_SECONDS, secondsUntil(state.probe_until, now)) };
+    const soon = Math.min(PROBE_RECHECK_SECONDS, secondsUntil(state.probe_until, now));
+    return { kind: 'wait', seconds: Math.max(soon, patience) };
   }
   return { kind: 'probe', next: { ...state, version: state.version + 1, probe_until: now + PROBE_MS } };
 }
@@ -166,8 +175,12 @@ export class PlatformGate {
   readonly #logger: GateLogger | undefined;
   /** Whether the last state this function saw had failures or an open circuit: a success then resets it. */
   #troubled = false;
-  /** The last slot this function took: whether the counter is likely to lag, so which write to try first. */
-  #lastSlot: number | undefined;
+  /**
+   * The highest value this function has seen each counter at. A counter only grows, so one seen at
+   * or above a floor does not lag: raising it would fail, and is not tried. One seen below it
+   * likely lags, and is raised first.
+   */
+  readonly #seen: Record<'slot' | 'room', number | undefined> = { slot: undefined, room: undefined };
 
   constructor(
     dynamo: DynamoDBClient,
@@ -201,16 +214,8 @@ export class PlatformGate {
       // The lowest slot the counter may stand at: a quiet spell leaves at most the burst to take now.
       const floor = Math.floor(now / interval) - Math.max(1, this.#settings.burst);
       const booked = Math.floor((now + maxSleepMs) / interval);
-      // Either write may take the slot. The one that fits the counter as this function last saw it
-      // goes first: a counter that lags is raised in one write, one that keeps up is added to.
-      const add = () => this.#add('slot', { floor, below: booked, closedCircuit: true });
-      const raise = () => this.#raise('slot', floor, { closedCircuit: true });
-      const taken =
-        this.#lastSlot === undefined || this.#lastSlot < floor
-          ? ((await raise()) ?? (await add()))
-          : ((await add()) ?? (await raise()));
+      const taken = await this.#take('slot', floor, { below: booked, closedCircuit: true });
       if (taken !== undefined) {
-        this.#lastSlot = taken;
         // A slot of the burst lies in the past: it goes now.
         const due = Math.max(taken * interval, now);
         const answered = this.#now();
@@ -222,6 +227,8 @@ export class PlatformGate {
         continue;
       }
       const state = await this.#readState();
+      this.#saw('slot', state.slot);
+      this.#saw('room', state.room);
       this.#troubled = state.failures > 0 || state.opened_at > 0;
       const circuit = circuitDecision(state, now, this.#settings);
       if (circuit.kind === 'outage') {
@@ -239,7 +246,7 @@ export class PlatformGate {
       if (state.slot < booked) continue;
       // Booked through the sleep: a return time from the waiting room, from when slots come near.
       const roomFloor = Math.max(state.slot, booked) - Math.floor(maxSleepMs / 2 / interval);
-      const back = (await this.#add('room', { floor: roomFloor })) ?? (await this.#raise('room', roomFloor));
+      const back = await this.#take('room', roomFloor);
       const at = (back ?? roomFloor + 1) * interval;
       throw new PlatformCapacityError('rate', secondsUntil(at, now));
     }
@@ -358,6 +365,28 @@ export class PlatformGate {
       }),
     );
     return answer.Item === undefined ? {} : unmarshall(answer.Item);
+  }
+
+  /**
+   * Takes the next value of a counter at or above `floor`: added to, or raised to the floor if it
+   * lagged. The write that fits the counter as this function last saw it goes first, so a slot
+   * mostly costs one write; undefined when neither holds (booked through, or the circuit open).
+   */
+  async #take(
+    counter: 'slot' | 'room',
+    floor: number,
+    where: { below?: number; closedCircuit?: boolean } = {},
+  ): Promise<number | undefined> {
+    const seen = this.#seen[counter];
+    const add = () => this.#add(counter, { floor, ...where });
+    const raise = () => this.#raise(counter, floor, where);
+    const taken = seen !== undefined && seen >= floor ? await add() : ((await raise()) ?? (await add()));
+    if (taken !== undefined) this.#saw(counter, taken);
+    return taken;
+  }
+
+  #saw(counter: 'slot' | 'room', value: number): void {
+    this.#seen[counter] = Math.max(this.#seen[counter] ?? value, value);
   }
 
   /**

@@ -89,10 +89,13 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
       });
       return await unmetered(run);
     }
+    const random = base.random ?? Math.random;
     const seconds =
       error.reason === 'exports'
-        ? exportSlotWaitSeconds(waits, base.random ?? Math.random)
-        : error.waitSeconds;
+        ? exportSlotWaitSeconds(waits, random)
+        : error.reason === 'outage'
+          ? outageWaitSeconds(error.waitSeconds, random)
+          : error.waitSeconds;
     stepDeps.logger.debug('platform call waits', { reason: error.reason, wait_seconds: seconds, waits });
     return platformWaitAnswerSchema.parse({
       ...error.carry,
@@ -118,6 +121,14 @@ const EXPORT_SLOT_MAX_WAIT_SECONDS = 3600;
 export function exportSlotWaitSeconds(waits: number, random: () => number): number {
   const nominal = Math.min(EXPORT_SLOT_MAX_WAIT_SECONDS, 2 * 1.5 ** Math.min(Math.max(waits, 1), 30));
   return Math.max(1, Math.ceil(nominal * (0.5 + 0.5 * Math.min(Math.max(random(), 0), 1))));
+}
+
+/**
+ * The wait out of an open circuit: what the gate asked, stretched by up to half again at random,
+ * so the executions the outage held do not all come back in the same second.
+ */
+export function outageWaitSeconds(asked: number, random: () => number): number {
+  return Math.max(1, Math.ceil(asked * (1 + 0.5 * Math.min(Math.max(random(), 0), 1))));
 }
 
 /** A step's answer when its platform call waits: the state machine spends it in a Wait, then runs the step again. */

@@ -19,7 +19,7 @@ import {
 import { Ledger, type LedgerPatch } from '#shared/ledger';
 import { PlatformGate } from '#shared/platform-gate';
 import type { StepDeps } from '#shared/step-deps';
-import { MAX_PLATFORM_WAITS, makeStepHandler } from '#shared/step-handler';
+import { MAX_PLATFORM_WAITS, makeStepHandler, outageWaitSeconds } from '#shared/step-handler';
 import { archiveExport, archiveKey } from '../../../lambdas/archive-export/archive-export.ts';
 import { checkExport } from '../../../lambdas/check-export/check-export.ts';
 import { eraseSubject } from '../../../lambdas/erase-subject/erase-subject.ts';
@@ -249,6 +249,20 @@ describe('startExport', () => {
     await gate.releaseExport('another-request');
     expect(await handler({ request_id: id })).toMatchObject({ status: 'pending', attempt: 1 });
     expect(Object.keys(await gate.exportHolders())).toEqual([id]);
+  });
+
+  it('waits out an open circuit for what the gate asks, stretched at random so the held executions spread', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1' });
+    const gate = await freshGate();
+    // Five failures in a row from any function open the circuit for its first cool-down, 1 s.
+    for (let failure = 0; failure < 5; failure++) await gate.report('down');
+    const answerWith = (random: number) =>
+      makeStepHandler(startExportStep, () => ({ ...deps, gate, random: () => random }))({ request_id: id });
+
+    expect(await answerWith(0)).toEqual({ platform_wait: { reason: 'outage', seconds: 1 } });
+    expect(await answerWith(1)).toEqual({ platform_wait: { reason: 'outage', seconds: 2 } });
+    expect(platform.startExport).not.toHaveBeenCalled();
+    expect(outageWaitSeconds(600, () => 0.5)).toBe(750);
   });
 
   it('makes the call unmetered once the execution has waited its most', async () => {

@@ -8,9 +8,11 @@ import {
   type CircuitState,
   circuitDecision,
   type GateSettings,
+  LONGEST_OUTAGE_WAIT_SECONDS,
   PlatformGate,
   unmetered,
 } from '#shared/platform-gate';
+import { MAX_PLATFORM_WAITS } from '#shared/step-handler';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 
 const settings: GateSettings = {
@@ -43,6 +45,33 @@ describe('circuitDecision', () => {
     expect(circuitDecision(probe.next, 5_100, settings)).toMatchObject({ kind: 'wait' });
 
     expect(circuitDecision(open, 1_000 + 61_000, settings)).toMatchObject({ kind: 'outage' });
+  });
+});
+
+describe('waiting out a long outage', () => {
+  it('sends waiters away for longer the longer the platform has been down, within the waits an execution may make', () => {
+    // Prepare: a circuit open since t = 0 that every probe finds still down, up to a 6-hour horizon.
+    const horizon = { ...settings, outageHorizonSeconds: 6 * 3600 };
+    const open: CircuitState = { ...closed, opened_at: 1, open_until: 5_001, openings: 3, failures: 9 };
+
+    // Act: one execution that comes back each time it is told to, until the horizon.
+    let now = 1_000;
+    let waits = 0;
+    let longest = 0;
+    for (;;) {
+      const decision = circuitDecision({ ...open, open_until: now + 5_000 }, now, horizon);
+      if (decision.kind !== 'wait') break;
+      waits += 1;
+      longest = Math.max(longest, decision.seconds);
+      now += decision.seconds * 1000;
+    }
+
+    // Assess
+    expect(circuitDecision(open, now, horizon)).toMatchObject({ kind: 'outage' });
+    expect(waits).toBeLessThan(MAX_PLATFORM_WAITS);
+    expect(longest).toBe(LONGEST_OUTAGE_WAIT_SECONDS);
+    // Early on a waiter looks again within seconds: a short blip costs little time.
+    expect(circuitDecision(open, 2_000, horizon)).toEqual({ kind: 'wait', seconds: 4 });
   });
 });
 
@@ -157,6 +186,21 @@ describe('PlatformGate on DynamoDB', () => {
       expect(await writesFor(1, 0)).toBeLessThanOrEqual(2);
       expect(await writesFor(10, 10_000)).toBe(10);
       expect(await writesFor(10, 100)).toBe(10);
+
+      // A booked bucket turns a caller away with one failed write and one to the waiting room.
+      while (writes >= 0) {
+        writes = 0;
+        const turnedAway = await counted.admit().then(
+          () => false,
+          (error: unknown) => error instanceof PlatformCapacityError,
+        );
+        if (turnedAway) break;
+      }
+      for (let caller = 0; caller < 3; caller++) {
+        writes = 0;
+        await expect(counted.admit()).rejects.toBeInstanceOf(PlatformCapacityError);
+        expect(writes).toBe(2);
+      }
     } finally {
       client.destroy();
     }
