@@ -7,6 +7,7 @@ import type { LocalEvent } from '#local/events-standin';
 import type { LineOutcome, LocalMode } from '#local/local-mode';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import { timeZoneSchema } from '#shared/config';
+import { DataDirInUseError } from '#shared/errors';
 import type { LedgerItem } from '#shared/ledger';
 import { untilStopped } from './emulator.ts';
 import { CliError, EXIT, jsonLines, parseOption, readRequestsText } from './io.ts';
@@ -165,18 +166,21 @@ export async function runLocal(
   const { startLocalMode } = await import('#local/local-mode');
   // Calls outside a function's scope are local mode's own set-up, which CloudFormation does in AWS.
   setDefaultCaller(CALLERS.localRuntime);
-  const mode = await startLocalMode({
-    dataDir: flags.dataDir,
-    waitMs,
-    ...(timeZone === undefined ? {} : { env: { TIME_ZONE: timeZone } }),
-    // A serving local mode shows every status event as the bus receives it (all are in <data-dir>/events/).
-    ...(flags.serve
-      ? { onEvent: (event: LocalEvent) => process.stdout.write(`event ${JSON.stringify(event)}\n`) }
-      : {}),
-    ...(platformState ? { platformState } : {}),
-    ...(faults ? { faults } : {}),
-    ...(awsFaults ? { awsFaults } : {}),
-  });
+  const mode = await ownDataDir(() =>
+    startLocalMode({
+      dataDir: flags.dataDir,
+      command: commandLine(),
+      waitMs,
+      ...(timeZone === undefined ? {} : { env: { TIME_ZONE: timeZone } }),
+      // A serving local mode shows every status event as the bus receives it (all are in <data-dir>/events/).
+      ...(flags.serve
+        ? { onEvent: (event: LocalEvent) => process.stdout.write(`event ${JSON.stringify(event)}\n`) }
+        : {}),
+      ...(platformState ? { platformState } : {}),
+      ...(faults ? { faults } : {}),
+      ...(awsFaults ? { awsFaults } : {}),
+    }),
+  );
   try {
     progress(`svc-dsr local: data in ${mode.dataDir}; platform emulator at ${mode.emulator.url}\n`);
     let exitCode: number = EXIT.ok;
@@ -205,6 +209,21 @@ export async function runLocal(
   } finally {
     await mode.close();
   }
+}
+
+/** Runs `open`, which takes a data dir's lock; a dir held by another process is exit 2, naming it. */
+export async function ownDataDir<T>(open: () => Promise<T>): Promise<T> {
+  try {
+    return await open();
+  } catch (error) {
+    if (error instanceof DataDirInUseError) throw new CliError(error.message, EXIT.usage);
+    throw error;
+  }
+}
+
+/** This command as typed, for the data dir's lock: `svc-dsr local --serve --data-dir …`. */
+export function commandLine(): string {
+  return ['svc-dsr', ...process.argv.slice(2)].join(' ');
 }
 
 async function loadInput<T>(load: () => Promise<T>): Promise<T> {
