@@ -6,12 +6,12 @@
  * against AWS; only the client config differs.
  */
 
-import { Server } from 'node:http';
-import { createRequire } from 'node:module';
+import type { Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { buildApp } from 'fauxqs';
 import { ConfigurationError } from '#shared/errors';
 import { type AwsFaults, AwsThrottle, throttleServer } from './aws-faults.ts';
+import { createDynalite } from './dynalite-index.ts';
 import { type DiskS3, startDiskS3 } from './s3-disk.ts';
 import { type DiskSqs, startDiskSqs } from './sqs-disk.ts';
 
@@ -93,7 +93,11 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
     });
     const sqsServer = sqs;
     const fauxqsUrl = await fauxqs?.listen({ port: 0, host: LOOPBACK });
-    dynamo = createDynalite(options.dynamoPath);
+    const dynalite = createDynalite(
+      options.dynamoPath === undefined ? DYNALITE_OPTIONS : { ...DYNALITE_OPTIONS, path: options.dynamoPath },
+    );
+    dynamo = dynalite.server;
+    await dynalite.ready;
     throttleServer(dynamo, throttle, () => 'dynamodb');
     const dynamoSockets = trackSockets(dynamo);
     const dynamoUrl = await listen(dynamo);
@@ -151,21 +155,6 @@ const DYNALITE_OPTIONS = {
   deleteTableMs: 0,
   updateTableMs: 0,
 };
-
-function createDynalite(path: string | undefined): Server {
-  // dynalite is CommonJS without type declarations, so check what it hands back instead of trusting it.
-  const dynalite: unknown = createRequire(import.meta.url)('dynalite');
-  if (typeof dynalite !== 'function') {
-    throw new ConfigurationError(
-      'The dynalite package did not export a server factory; reinstall dependencies',
-    );
-  }
-  const server: unknown = dynalite(path === undefined ? DYNALITE_OPTIONS : { ...DYNALITE_OPTIONS, path });
-  if (!(server instanceof Server)) {
-    throw new ConfigurationError('dynalite did not return an HTTP server; reinstall dependencies');
-  }
-  return server;
-}
 
 function trackSockets(server: Server): Set<Socket> {
   const sockets = new Set<Socket>();

@@ -1,6 +1,7 @@
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { processAlive } from './data-dir-lock.ts';
 
 /** The names the CLI needs, as the stack outputs them (same keys as `cdk deploy --outputs-file`). */
 export const stackNamesSchema = z.object({
@@ -56,13 +57,4 @@ export async function readLocalEndpoints(dataDir: string): Promise<LocalEndpoint
     );
   }
   return parsed.data;
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return error instanceof Error && 'code' in error && error.code === 'EPERM';
-  }
 }

@@ -15,6 +15,7 @@ import { sfnLookup } from '../lambdas/reconciler/aws.ts';
 import { type ReconcilerDeps, type ReconcileSummary, reconcile } from '../lambdas/reconciler/reconciler.ts';
 import type { AwsFaults } from './aws-faults.ts';
 import type { AwsStandIns } from './aws-standins.ts';
+import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.ts';
 import type { FaultProfile, RateLimit } from './emulator/faults.ts';
 import type { RunningEmulator } from './emulator/server.ts';
 import { type EmulatorState, loadStateFile } from './emulator/state.ts';
@@ -49,6 +50,10 @@ export interface LocalModeOptions {
   readonly reconcileMaxResumes?: number;
   /** Sees each status event as the local bus keeps it (`--serve` prints them). */
   readonly onEvent?: (event: LocalEvent) => void;
+  /** The command the data dir's lock names as its owner. @default this process's command line */
+  readonly command?: string;
+  /** The data dir's lock, when the caller already holds it (`npm start` takes it before emptying the dir). @default taken here */
+  readonly lock?: DataDirLock;
 }
 
 /** The reconciler's caller name, as its Lambda's in the IAM proof. */
@@ -97,6 +102,28 @@ export interface LocalMode {
  */
 export async function startLocalMode(options: LocalModeOptions): Promise<LocalMode> {
   const dataDir = resolve(options.dataDir);
+  // One owner per data dir (data-dir-lock.ts): a second one would break the first one's stores.
+  const lock =
+    options.lock ?? (await acquireDataDirLock(dataDir, options.command ?? process.argv.slice(1).join(' ')));
+  try {
+    const mode = await startLocalModeLocked(options, dataDir);
+    return {
+      ...mode,
+      async close() {
+        try {
+          await mode.close();
+        } finally {
+          await lock.release();
+        }
+      },
+    };
+  } catch (error) {
+    await lock.release();
+    throw error;
+  }
+}
+
+async function startLocalModeLocked(options: LocalModeOptions, dataDir: string): Promise<LocalMode> {
   await mkdir(dataDir, { recursive: true });
   // The stack is synthesized on a thread of its own while the services start (see template-thread.ts).
   const synthesized = synthesizeTemplateOnThread();

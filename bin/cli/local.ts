@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { loadAwsFaultsFile } from '#local/aws-faults';
@@ -7,9 +8,15 @@ import type { LocalEvent } from '#local/events-standin';
 import type { LineOutcome, LocalMode } from '#local/local-mode';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import { timeZoneSchema } from '#shared/config';
+import { DataDirInUseError } from '#shared/errors';
 import type { LedgerItem } from '#shared/ledger';
+import {
+  type StatusChangedDetail,
+  statusChangedDetailSchema,
+} from '../../lambdas/status-events/status-events.ts';
 import { untilStopped } from './emulator.ts';
 import { CliError, EXIT, jsonLines, parseOption, readRequestsText } from './io.ts';
+import { formatSeconds, startProgress } from './progress.ts';
 
 export interface LocalFlags {
   dataDir: string;
@@ -38,7 +45,7 @@ export interface LocalSummary {
   counts: { completed: number; failed: number; rejected: number; cancelled: number; denied: number };
 }
 
-const TERMINAL = new Set(['completed', 'failed', 'rejected', 'cancelled']);
+const TERMINAL = new Set(['completed', 'failed', 'rejected', 'cancelled', 'denied']);
 
 /** Builds the summary from the line outcomes and the ledger. */
 export async function summarize(mode: LocalMode, outcomes: readonly LineOutcome[]): Promise<LocalSummary> {
@@ -160,31 +167,64 @@ export async function runLocal(
     flags.requests === undefined
       ? undefined
       : jsonLines(await readRequestsText('--requests', flags.requests)).map(({ body }) => body);
-  const progress = flags.json ? () => {} : (text: string) => process.stderr.write(text);
+  // People read stderr; stdout is the summary (and, with --serve --json, the events) for scripts.
+  const people = (text: string) => process.stderr.write(text);
+  const progress = flags.json ? () => {} : people;
+  const startedAt = Date.now();
+  people(
+    `svc-dsr local: starting in ${resolve(flags.dataDir)}: the platform emulator, the AWS stand-ins and the state machine...\n`,
+  );
+  // The submitted requests that have ended, as their status events say, for the progress line.
+  const watched = new Set(lines === undefined ? [] : requestIdsOf(lines));
+  const ended = new Set<string>();
+  let serving = false;
+  const onEvent = (event: LocalEvent) => {
+    const change = statusChangedDetailSchema.safeParse(event.detail);
+    if (!change.success) return;
+    const { request_id: requestId, status } = change.data;
+    if (watched.has(requestId) && TERMINAL.has(status)) ended.add(requestId);
+    if (!flags.serve) return;
+    // Every status event as the bus receives it (all are in <data-dir>/events/): JSON for scripts,
+    // otherwise one line per change for people, without the request id (`list` shows those).
+    if (flags.json) process.stdout.write(`event ${JSON.stringify(event)}\n`);
+    else if (serving) people(`svc-dsr local: ${stateChangeLine(change.data)}\n`);
+  };
   // Loaded on use: it synthesizes the stack, which every other command can do without.
   const { startLocalMode } = await import('#local/local-mode');
   // Calls outside a function's scope are local mode's own set-up, which CloudFormation does in AWS.
   setDefaultCaller(CALLERS.localRuntime);
-  const mode = await startLocalMode({
-    dataDir: flags.dataDir,
-    waitMs,
-    ...(timeZone === undefined ? {} : { env: { TIME_ZONE: timeZone } }),
-    // A serving local mode shows every status event as the bus receives it (all are in <data-dir>/events/).
-    ...(flags.serve
-      ? { onEvent: (event: LocalEvent) => process.stdout.write(`event ${JSON.stringify(event)}\n`) }
-      : {}),
-    ...(platformState ? { platformState } : {}),
-    ...(faults ? { faults } : {}),
-    ...(awsFaults ? { awsFaults } : {}),
-  });
+  const mode = await ownDataDir(() =>
+    startLocalMode({
+      dataDir: flags.dataDir,
+      command: commandLine(),
+      waitMs,
+      ...(timeZone === undefined ? {} : { env: { TIME_ZONE: timeZone } }),
+      onEvent,
+      ...(platformState ? { platformState } : {}),
+      ...(faults ? { faults } : {}),
+      ...(awsFaults ? { awsFaults } : {}),
+    }),
+  );
   try {
     progress(`svc-dsr local: data in ${mode.dataDir}; platform emulator at ${mode.emulator.url}\n`);
     let exitCode: number = EXIT.ok;
     if (lines !== undefined) {
+      const total = lines.filter((line) => line.trim() !== '').length;
+      let settledAtIntake = 0;
+      const shown = flags.json
+        ? undefined
+        : startProgress({
+            stream: process.stderr,
+            label: 'requests settled',
+            total,
+            done: () => ended.size + settledAtIntake,
+          });
       const outcomes = await mode.submit(lines);
-      progress(`submitted ${lines.length} line(s); waiting for every request to finish\n`);
+      settledAtIntake = outcomes.filter((outcome) => !hasExecution(outcome)).length;
+      shown?.tick();
       await mode.idle();
       const summary = await summarize(mode, outcomes);
+      shown?.finish(settledLines(outcomes, summary));
       if (flags.json) write(`${JSON.stringify(summary, null, 2)}\n`);
       else printSummary(mode, summary, write);
       if (!summary.requests.every((request) => TERMINAL.has(request.status))) exitCode = EXIT.failed;
@@ -195,8 +235,9 @@ export async function runLocal(
           `svc-dsr local: polling the intake queue failed: ${error instanceof Error ? error.message : String(error)}\n`,
         ),
       );
-      progress(
-        `serving: other commands reach it with --target local --data-dir ${mode.dataDir} (Ctrl-C stops it)\n`,
+      serving = true;
+      people(
+        `serving: other commands reach it with --target local --data-dir ${mode.dataDir} (ready in ${formatSeconds((Date.now() - startedAt) / 1000)}; Ctrl-C stops it)\n`,
       );
       await untilStopped();
       await stopPolling();
@@ -205,6 +246,58 @@ export async function runLocal(
   } finally {
     await mode.close();
   }
+}
+
+const requestIdLine = z.looseObject({ request_id: z.string() });
+
+/** The request ids of the lines that have one (lower case, as intake keeps them). */
+function requestIdsOf(lines: readonly string[]): string[] {
+  return lines.flatMap((line) => {
+    try {
+      const parsed = requestIdLine.safeParse(JSON.parse(line));
+      return parsed.success ? [parsed.data.request_id.toLowerCase()] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** True for a line intake accepted as a request of its own, which then runs to an end. */
+function hasExecution(outcome: LineOutcome): boolean {
+  return outcome.kind !== 'quarantined' && outcome.kind !== 'duplicate' && outcome.kind !== 'conflict';
+}
+
+/** The lines that are settled: every line intake turned away, and every request that has ended. */
+function settledLines(outcomes: readonly LineOutcome[], summary: LocalSummary): number {
+  const statuses = new Map(summary.requests.map((request) => [request.request_id, request.status]));
+  return outcomes.filter(
+    (outcome) =>
+      !hasExecution(outcome) ||
+      (outcome.kind !== 'quarantined' && TERMINAL.has(statuses.get(outcome.requestId) ?? '')),
+  ).length;
+}
+
+/** One status change as a person reads it, with no identifier: "12:00:01 access/gdpr request: running -> completed (exported)". */
+export function stateChangeLine(change: StatusChangedDetail): string {
+  const time = change.changed_at.slice(11, 19);
+  const what = `${change.type ?? 'unknown'}/${change.regulation ?? 'unknown'} request`;
+  const detail = change.outcome ?? change.error_code;
+  return `${time} ${what}: ${change.previous_status ?? 'new'} -> ${change.status}${detail ? ` (${detail})` : ''}`;
+}
+
+/** Runs `open`, which takes a data dir's lock; a dir held by another process is exit 2, naming it. */
+export async function ownDataDir<T>(open: () => Promise<T>): Promise<T> {
+  try {
+    return await open();
+  } catch (error) {
+    if (error instanceof DataDirInUseError) throw new CliError(error.message, EXIT.usage);
+    throw error;
+  }
+}
+
+/** This command as typed, for the data dir's lock: `svc-dsr local --serve --data-dir …`. */
+export function commandLine(): string {
+  return ['svc-dsr', ...process.argv.slice(2)].join(' ');
 }
 
 async function loadInput<T>(load: () => Promise<T>): Promise<T> {

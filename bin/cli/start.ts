@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { rm } from 'node:fs/promises';
 import type { Command } from 'commander';
+import { acquireDataDirLock, emptyDataDir } from '#local/data-dir-lock';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
-import { printSummary, summarize } from './local.ts';
+import { commandLine, ownDataDir, printSummary, summarize } from './local.ts';
 
 /** The sample requests `npm start` submits: one of each path through the workflow. */
 export function sampleRequests(now = new Date()): string[] {
@@ -28,11 +28,19 @@ export function registerStartCommand(program: Command): void {
     .option('--data-dir <dir>', 'where to keep the demonstration (emptied first)', '.svc-dsr/demo')
     .action(async (flags: { dataDir: string }) => {
       const write = (text: string) => process.stdout.write(text);
-      await rm(flags.dataDir, { recursive: true, force: true });
+      // The dir is emptied only once this process owns it: never while another one uses it.
+      const lock = await ownDataDir(async () => {
+        const held = await acquireDataDirLock(flags.dataDir, commandLine());
+        await emptyDataDir(held).catch(async (error: unknown) => {
+          await held.release();
+          throw error;
+        });
+        return held;
+      });
       write('svc-dsr: starting the platform emulator, local AWS stand-ins and the state machine...\n');
       const { startLocalMode } = await import('#local/local-mode');
       setDefaultCaller(CALLERS.localRuntime);
-      const mode = await startLocalMode({ dataDir: flags.dataDir });
+      const mode = await startLocalMode({ dataDir: flags.dataDir, lock });
       try {
         write(`platform emulator: ${mode.emulator.url} (sample state: 4 users, comments, votes)\n`);
         const lines = sampleRequests();

@@ -292,6 +292,13 @@ export class StatusEventsNotPublishedError extends DsrError {
   readonly code = 'status_events_not_published';
 }
 
+/** A local data dir is held by another live process (local/data-dir-lock.ts); the message names it. */
+export class DataDirInUseError extends DsrError {
+  override readonly name = 'DataDirInUseError';
+  readonly retryable = false;
+  readonly code = 'data_dir_in_use';
+}
+
 /** Names Step Functions retries with backoff and jitter. */
 export const RETRYABLE_ERRORS = [
   'PlatformThrottledError',

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import {
   type CreateTableCommandInput,
@@ -5,9 +6,10 @@ import {
   type DynamoDBClientConfig,
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import dynalite from 'dynalite';
+import { createDynalite } from '#local/dynalite-index';
+import { openShardOf } from '#shared/ledger';
 
-/** An in-memory DynamoDB (dynalite) on a free loopback port, with SDK clients pointed at it. */
+/** An in-memory DynamoDB (dynalite, with local mode's whole index keys) on a free loopback port, with SDK clients pointed at it. */
 export async function startDynamo(): Promise<{
   client: DynamoDBClient;
   doc: DynamoDBDocumentClient;
@@ -15,7 +17,7 @@ export async function startDynamo(): Promise<{
   config: DynamoDBClientConfig;
   close(): Promise<void>;
 }> {
-  const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+  const { server } = createDynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
@@ -61,4 +63,21 @@ export function legacyLedgerTable(tableName: string, indexName: string): CreateT
       },
     ],
   };
+}
+
+/**
+ * Two request ids that dynalite 4.0.0 on its own files under one open index entry when their
+ * status and due date match: the same open shard, and the same six hex digits of the MD5 it
+ * appends to an index key (local/dynalite-index.ts). Found by a search over numbered UUIDs.
+ */
+export function collidingRequestIds(): [string, string] {
+  const seen = new Map<string, string>();
+  for (let number = 0; number < 1_000_000; number += 1) {
+    const id = `00000000-0000-4000-8000-${number.toString(16).padStart(12, '0')}`;
+    const shortKey = `${openShardOf(id)}:${createHash('md5').update('Outliers').update(id).digest('hex').slice(0, 6)}`;
+    const earlier = seen.get(shortKey);
+    if (earlier !== undefined) return [earlier, id];
+    seen.set(shortKey, id);
+  }
+  throw new Error('no two numbered request ids share a short index key');
 }
