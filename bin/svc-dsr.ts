@@ -12,12 +12,14 @@ import { registerStatusCommand } from './cli/commands/status.ts';
 import { registerSubmitCommand } from './cli/commands/submit.ts';
 import { registerVerifyCommand } from './cli/commands/verify.ts';
 import { registerEmulatorCommand } from './cli/emulator.ts';
-import { CliError, EXIT } from './cli/io.ts';
+import { CliError, EXIT, exitQuietlyOnClosedPipe } from './cli/io.ts';
 import { registerLocalCommand } from './cli/local.ts';
 import { registerStartCommand } from './cli/start.ts';
 
 // Every AWS call this process makes is the operator's, but for local mode's (bin/cli/local.ts).
 setDefaultCaller(CALLERS.cli);
+// `svc-dsr list | head -2`: when the reader goes away, stop quietly rather than with a stack trace.
+exitQuietlyOnClosedPipe();
 
 const program = new Command()
   .name('svc-dsr')

@@ -10,6 +10,23 @@ export const EXIT = {
   usage: 2,
 } as const;
 
+/**
+ * Makes the process stop quietly when whoever reads its output goes away (`svc-dsr list | head -2`):
+ * a write to a closed pipe (EPIPE) ends the process with exit 0 instead of an unhandled stream
+ * error; nothing more can be shown to a reader that has left. A closed stderr is ignored likewise.
+ */
+export function exitQuietlyOnClosedPipe(): void {
+  const closed = (error: NodeJS.ErrnoException) =>
+    error.code === 'EPIPE' || error.code === 'ERR_STREAM_DESTROYED';
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (!closed(error)) throw error;
+    process.exit(EXIT.ok);
+  });
+  process.stderr.on('error', (error: NodeJS.ErrnoException) => {
+    if (!closed(error)) throw error;
+  });
+}
+
 /** An error the CLI reports as one clear line (what was wrong, how to fix it) and an exit code. */
 export class CliError extends Error {
   override readonly name = 'CliError';
