@@ -8,8 +8,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { readLocalEndpoints } from '#local/endpoints';
 import { CLI, killServer, runCli, type ServingLocal, serveLocal } from '../helpers/cli.ts';
 
 let workdir: string;
@@ -129,4 +132,123 @@ describe('a reader that goes away', () => {
     },
     60_000,
   );
+});
+
+/** Writes a ledger item straight to the served ledger, as one recorded before intake refused control characters. */
+async function putLegacyItem(item: Record<string, unknown>): Promise<void> {
+  const local = await readLocalEndpoints(dataDir);
+  const client = new DynamoDBClient({
+    region: local.region,
+    credentials: local.credentials,
+    endpoint: local.endpoints.dynamodb,
+  });
+  try {
+    await client.send(
+      new PutItemCommand({
+        TableName: local.outputs.LedgerTableName,
+        Item: marshall(item, { removeUndefinedValues: true }),
+      }),
+    );
+  } finally {
+    client.destroy();
+  }
+}
+
+describe('untrusted text', () => {
+  const ESCAPES = 'T\u001b[2J\u009b31m\u202eevil\u2028line';
+
+  it('refuses control characters in reference, submitted_by, verified_by and reasons at intake, with exit 2', async () => {
+    const flags = [
+      '--type',
+      'access',
+      '--regulation',
+      'gdpr',
+      '--primary-key',
+      'u-carla',
+      '--received-at',
+      '2026-11-20T09:00:00Z',
+      '--verification-method',
+      'email_link',
+      '--verified-at',
+      '2026-11-20T09:05:00Z',
+    ];
+    const reference = await runCli([
+      'submit',
+      ...flags,
+      '--verified-by',
+      'privacy-team',
+      '--reference',
+      'DSR\u001b[31m-1',
+      ...target(),
+    ]);
+    expect(reference.code).toBe(2);
+    expect(reference.stderr).toContain(
+      '--reference: must be one line of plain text, without control characters',
+    );
+    const verifiedBy = await runCli(['submit', ...flags, '--verified-by', 'privacy\nteam', '--dry-run']);
+    expect(verifiedBy.code).toBe(2);
+    expect(verifiedBy.stderr).toContain('--verified-by: must be one line of plain text');
+
+    const file = join(workdir, 'controls.jsonl');
+    await writeFile(file, `${JSON.stringify(request('u-dora', { submitted_by: 'ops\u009b2J' }))}\n`);
+    const submitted = await runCli(['submit', '--file', file, ...target()]);
+    expect(submitted.code).toBe(2);
+    expect(submitted.stderr).toContain('line 1');
+    expect(submitted.stderr).toContain('submitted_by: must be one line of plain text');
+    expect(submitted.stdout).toBe('');
+
+    const cancel = await runCli(['cancel', failing.request_id, '--reason', 'asked\u001b]8;;x', ...target()]);
+    expect(cancel.code).toBe(2);
+    expect(cancel.stderr).toContain('--reason: must be one line of plain text');
+  }, 60_000);
+
+  it('prints control characters already in the ledger escaped in status, list and report', async () => {
+    const legacy = {
+      request_id: randomUUID(),
+      fingerprint: 'legacy',
+      status: 'completed',
+      outcome: 'no_data',
+      type: 'access',
+      regulation: 'gdpr',
+      received_at: '2026-11-20T09:00:00Z',
+      verification: { method: 'email_link', verified_by: ESCAPES, verified_at: '2026-11-20T09:05:00Z' },
+      reference: ESCAPES,
+      submitted_by: ESCAPES,
+      due_at: '2026-12-20T23:59:59.999Z',
+      extension_limit_at: '2027-02-20T23:59:59.999Z',
+      confirm_by: null,
+      extended: false,
+      export_attempts: 0,
+      export_attempts_base: 0,
+      export_polls: 0,
+      export_waited_seconds: 0,
+      duplicates: 0,
+      conflicts: 0,
+      executions: 1,
+      created_at: '2026-11-20T09:10:00.000Z',
+      updated_at: '2026-11-20T09:12:00.000Z',
+      completed_at: '2026-11-20T09:12:00.000Z',
+    };
+    await putLegacyItem(legacy);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+    const raw = /[\u001b\u009b\u202e\u2028]/;
+    const outputs = [
+      await runCli(['status', legacy.request_id, ...target()]),
+      await runCli(['status', legacy.request_id, '--json', ...target()]),
+      await runCli(['list', '--status', 'completed', ...target()]),
+      await runCli(['list', '--status', 'completed', '--json', ...target()]),
+      await runCli(['report', ...target()]),
+      await runCli(['report', '--json', ...target()]),
+    ];
+    for (const output of outputs) {
+      expect(output.code).toBe(0);
+      expect(output.stdout).toContain(legacy.request_id);
+      expect(output.stdout).not.toMatch(raw);
+    }
+    expect(outputs[0]?.stdout).toContain('T\\x1b[2J\\x9b31m\\u202eevil\\u2028line');
+    expect(outputs[2]?.stdout).toContain('T\\x1b[2J\\x9b31m\\u202eevil\\u2028line');
+    expect(outputs[4]?.stdout).toContain('T\\x1b[2J\\x9b31m\\u202eevil\\u2028line');
+    // JSON keeps the value: its escapes read back as the same characters.
+    expect(JSON.parse(outputs[1]?.stdout ?? '')).toMatchObject({ reference: ESCAPES });
+  }, 60_000);
 });

@@ -13,7 +13,7 @@ import {
 } from '#shared/deadlines';
 import { isOwed, type LedgerItem, ledgerItemSchema, type Status } from '#shared/ledger';
 import { rfc3339Instant } from '#shared/request';
-import { type CliIo, type CommandResult, csvRow, processIo } from '../format.ts';
+import { type CliIo, type CommandResult, csvRow, jsonText, processIo } from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
 
@@ -318,7 +318,7 @@ export async function runReport(
     skipped,
   };
 
-  const text = format === 'json' ? `${JSON.stringify(result, null, 2)}\n` : toCsv(result, table);
+  const text = format === 'json' ? jsonText(result) : toCsv(result, table);
   if (options.out === undefined) io.out(text);
   else {
     await writeFile(options.out, text);
