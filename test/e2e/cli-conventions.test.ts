@@ -252,3 +252,66 @@ describe('untrusted text', () => {
     expect(JSON.parse(outputs[1]?.stdout ?? '')).toMatchObject({ reference: ESCAPES });
   }, 60_000);
 });
+
+describe('submit against the ledger', () => {
+  it('reports a request already in the ledger as a duplicate, sends it, and exits 0', async () => {
+    const file = join(workdir, 'again.jsonl');
+    await writeFile(file, `${JSON.stringify(completing)}\n`);
+    const result = await runCli(['submit', '--file', file, ...target()]);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toContain(
+      `line 1: request ${completing.request_id} is already in the ledger with the same content (completed)`,
+    );
+    expect(result.stderr).toContain('1 already in the ledger');
+  }, 60_000);
+
+  it('reports a conflict with the ledger before sending, sends only the rest, and exits 2', async () => {
+    const fresh = request('u-erin');
+    const file = join(workdir, 'conflict.jsonl');
+    await writeFile(
+      file,
+      `${JSON.stringify({ ...completing, reference: 'changed' })}\n${JSON.stringify(fresh)}\n`,
+    );
+    const result = await runCli(['submit', '--file', file, '--json', ...target()]);
+    expect(result.code).toBe(2);
+    const summary = z
+      .object({
+        ledger_checked: z.boolean(),
+        sent: z.array(z.object({ request_id: z.string() })),
+        conflicts: z.array(z.object({ line: z.number(), request_id: z.string(), status: z.string() })),
+      })
+      .parse(JSON.parse(result.stdout));
+    expect(summary.ledger_checked).toBe(true);
+    expect(summary.conflicts).toEqual([{ line: 1, request_id: completing.request_id, status: 'completed' }]);
+    expect(summary.sent.map((entry) => entry.request_id)).toEqual([fresh.request_id]);
+
+    const flags = await runCli([
+      'submit',
+      '--request-id',
+      completing.request_id,
+      '--type',
+      'erasure',
+      '--regulation',
+      'gdpr',
+      '--primary-key',
+      'u-bruno',
+      '--received-at',
+      completing.received_at,
+      '--verification-method',
+      'email_link',
+      '--verified-by',
+      'privacy-team',
+      '--verified-at',
+      completing.verification.verified_at,
+      ...target(),
+    ]);
+    expect(flags.code).toBe(2);
+    expect(flags.stdout).toBe('');
+    expect(flags.stderr).toContain(
+      `request ${completing.request_id} is already in the ledger (completed) with different content; not sent`,
+    );
+    // Nothing reached intake for the conflicting id: its conflict counter is unchanged.
+    const status = await runCli(['status', completing.request_id, '--json', ...target()]);
+    expect(JSON.parse(status.stdout)).toMatchObject({ conflicts: 0 });
+  }, 60_000);
+});

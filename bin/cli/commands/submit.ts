@@ -60,10 +60,21 @@ export interface SubmitSummary {
   readonly duplicates: { line: number; request_id: string; first_line: number }[];
   /** Valid lines SQS did not take (after one retry), or not attempted after the queue kept failing. */
   readonly failed: { line: number; request_id: string; code: string; message: string }[];
+  /** Whether the ledger was read before sending (false in a dry run, or when it could not be read). */
+  readonly ledger_checked: boolean;
+  /** Requests the ledger already holds with the same content: sent again, intake counts them as duplicates. */
+  readonly already_submitted: { line: number; request_id: string; status: string }[];
+  /** Requests the ledger holds with other content under the same request_id: not sent (intake would quarantine them). */
+  readonly conflicts: { line: number; request_id: string; status: string }[];
 }
 
-/** What submit needs from the target. */
-export type SubmitTarget = Pick<CliContext, 'sqs' | 'names'>;
+/** What submit needs from the target; with a ledger, it checks each request against it before sending. */
+export type SubmitTarget = Pick<CliContext, 'sqs' | 'names'> & {
+  readonly ledger?: Pick<CliContext['ledger'], 'get'>;
+};
+
+/** How many ledger reads run at once when checking a file against the ledger. */
+const PARALLEL_READS = 8;
 
 const BATCH_SIZE = 10;
 const PARALLEL_BATCHES = 4;
@@ -179,10 +190,15 @@ export async function runSubmit(
   const dryRun = options.dryRun === true;
   let sent: SubmitSummary['sent'] = [];
   let failed: SubmitSummary['failed'] = [];
+  let checked: LedgerCheck = { checked: false, already: [], conflicts: [], toSend: valid };
   if (!dryRun && valid.length > 0) {
+    // A dry run never connects; a real one reads the ledger first and holds back the conflicts.
     const target = await connect();
-    const progress = progressReporter(io, options, candidates.length, valid);
-    ({ sent, failed } = await sendAll(target, valid, progress));
+    checked = await checkLedger(target, valid, io);
+    if (checked.toSend.length > 0) {
+      const progress = progressReporter(io, options, candidates.length, checked.toSend);
+      ({ sent, failed } = await sendAll(target, checked.toSend, progress));
+    }
   }
 
   const summary: SubmitSummary = {
@@ -194,11 +210,74 @@ export async function runSubmit(
     bad_lines: bad,
     duplicates,
     failed,
+    ledger_checked: checked.checked,
+    already_submitted: checked.already,
+    conflicts: checked.conflicts,
   };
-  const exitCode = failed.length > 0 ? EXIT.failed : bad.length > 0 ? EXIT.usage : EXIT.ok;
+  const exitCode =
+    failed.length > 0 ? EXIT.failed : bad.length > 0 || checked.conflicts.length > 0 ? EXIT.usage : EXIT.ok;
   if (options.json === true) writeJson(io, summary);
   else printSummary(io, summary);
   return { exitCode, result: summary };
+}
+
+interface LedgerCheck {
+  readonly checked: boolean;
+  readonly already: SubmitSummary['already_submitted'];
+  readonly conflicts: SubmitSummary['conflicts'];
+  /** The valid lines that are no conflict. */
+  readonly toSend: readonly ValidLine[];
+}
+
+function unreachable(io: CliIo, error: unknown): undefined {
+  io.err(
+    `submit: the ledger was not checked for earlier submissions (${error instanceof Error ? error.message : String(error)})\n`,
+  );
+  return undefined;
+}
+
+/**
+ * Reads each valid request's ledger item before anything is sent: one the ledger holds with the
+ * same fingerprint was submitted before (a duplicate), one with another fingerprint is a conflict
+ * (intake would quarantine it). A ledger that cannot be read is reported, and nothing is held back.
+ */
+async function checkLedger(
+  target: SubmitTarget,
+  valid: readonly ValidLine[],
+  io: CliIo,
+): Promise<LedgerCheck> {
+  const { ledger } = target;
+  if (ledger === undefined) return { checked: false, already: [], conflicts: [], toSend: valid };
+  const found: ({ status: string; fingerprint: string } | undefined)[] = new Array(valid.length);
+  let next = 0;
+  const worker = async () => {
+    for (let index = next++; index < valid.length; index = next++) {
+      const entry = valid[index];
+      if (entry === undefined) continue;
+      const item = await ledger.get(entry.request.request_id);
+      found[index] = item === undefined ? undefined : { status: item.status, fingerprint: item.fingerprint };
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.min(PARALLEL_READS, valid.length) }, worker));
+  } catch (error) {
+    // A send that follows meets the same trouble (no credentials, nothing listening) and says so.
+    unreachable(io, error);
+    return { checked: false, already: [], conflicts: [], toSend: valid };
+  }
+  const already: LedgerCheck['already'] = [];
+  const conflicts: LedgerCheck['conflicts'] = [];
+  const toSend: ValidLine[] = [];
+  valid.forEach((entry, index) => {
+    const item = found[index];
+    const facts = { line: entry.line, request_id: entry.request.request_id };
+    if (item === undefined) toSend.push(entry);
+    else if (item.fingerprint === fingerprint(entry.request)) {
+      already.push({ ...facts, status: item.status });
+      toSend.push(entry);
+    } else conflicts.push({ ...facts, status: item.status });
+  });
+  return { checked: true, already, conflicts, toSend };
 }
 
 async function readCandidates(
@@ -544,6 +623,16 @@ function printSummary(io: CliIo, summary: SubmitSummary): void {
       `line ${duplicate.line}: request ${duplicate.request_id} repeats line ${duplicate.first_line} with the same content; ${summary.dry_run ? 'counted' : 'sent'} once\n`,
     );
   }
+  for (const already of summary.already_submitted) {
+    io.err(
+      `line ${already.line}: request ${already.request_id} is already in the ledger with the same content (${already.status}); sent again as a duplicate, which changes nothing\n`,
+    );
+  }
+  for (const conflict of summary.conflicts) {
+    io.err(
+      `line ${conflict.line}: request ${conflict.request_id} is already in the ledger (${conflict.status}) with different content; not sent, since intake would quarantine it as a conflict: give it its own request_id, or check it with npx svc-dsr status ${conflict.request_id}\n`,
+    );
+  }
   for (const failure of summary.failed) {
     io.err(
       `line ${failure.line}: request ${failure.request_id} was not sent: ${failure.code}: ${failure.message}\n`,
@@ -563,6 +652,9 @@ function printSummary(io: CliIo, summary: SubmitSummary): void {
   const parts = [`${summary.sent.length} sent`];
   if (summary.source !== 'flags') parts.push(badText);
   if (summary.duplicates.length > 0) parts.push(`${summary.duplicates.length} repeated`);
+  if (summary.already_submitted.length > 0)
+    parts.push(`${summary.already_submitted.length} already in the ledger`);
+  if (summary.conflicts.length > 0) parts.push(`${summary.conflicts.length} in conflict with the ledger`);
   if (summary.failed.length > 0) parts.push(`${summary.failed.length} not sent`);
   io.err(`submit: ${parts.join(', ')}\n`);
 }
@@ -604,8 +696,12 @@ verification.verified_at (or verification_method, verified_by, verified_at); an 
 absent field. Every line of a file needs its own request_id (the idempotency key), so submitting a
 file twice is safe. The request ids sent are printed on stdout, one per line.
 
-Exit codes: 0 everything valid was sent, 2 a flag or line was invalid (the valid lines were still
-sent), 1 a valid line could not be sent.
+Before sending, each request is looked up in the ledger: one already there with the same content is
+reported and sent again (a duplicate changes nothing); one there with other content under the same
+request_id is a conflict, reported and not sent.
+
+Exit codes: 0 everything valid was sent, 2 a flag or line was invalid or in conflict with the
+ledger (the other valid lines were still sent), 1 a valid line could not be sent.
 
 Examples:
   $ npx svc-dsr submit --type erasure --regulation gdpr --primary-key u-alice \\
