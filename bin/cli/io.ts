@@ -38,6 +38,11 @@ export class CliError extends Error {
   }
 }
 
+/** A word as a POSIX shell reads it back: as is when plain, else in single quotes. */
+export function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
+}
+
 /** Validates a parsed option with zod and turns a failure into a CliError naming the flag. */
 export function parseOption<T extends z.ZodType>(flag: string, schema: T, value: unknown): z.infer<T> {
   const parsed = schema.safeParse(value);

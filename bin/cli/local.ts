@@ -9,7 +9,7 @@ import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import { timeZoneSchema } from '#shared/config';
 import type { LedgerItem } from '#shared/ledger';
 import { untilStopped } from './emulator.ts';
-import { CliError, EXIT, jsonLines, parseOption, readRequestsText } from './io.ts';
+import { CliError, EXIT, jsonLines, parseOption, readRequestsText, shellWord } from './io.ts';
 
 export interface LocalFlags {
   dataDir: string;
@@ -128,7 +128,8 @@ export function printSummary(mode: LocalMode, summary: LocalSummary, write: (tex
       `audit records:       ${mode.pathOf('svc-dsr-audit', 'audit')}\n` +
       `execution histories: ${mode.dataDir}/executions\n` +
       `ledger:              ${mode.dataDir}/ledger\n` +
-      `query it:            \`svc-dsr local --serve --data-dir ${mode.dataDir}\`, then in another shell \`svc-dsr status <request_id> --data-dir ${mode.dataDir}\`\n`,
+      `look at it:          npx svc-dsr local --serve --data-dir ${shellWord(mode.dataDir)}\n` +
+      `  then in another shell: npx svc-dsr list --status completed,failed,rejected --data-dir ${shellWord(mode.dataDir)}\n`,
   );
 }
 

@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { type LocalEndpoints, readLocalEndpoints, type StackNames, stackNamesSchema } from '#local/endpoints';
 import { Ledger } from '#shared/ledger';
 import { prepareSdkClient } from '#shared/sdk-clients';
-import { CliError, EXIT, parseOption } from './io.ts';
+import { CliError, EXIT, parseOption, shellWord } from './io.ts';
 import { awsOperator, localOperator } from './operator.ts';
 
 /** The target flags every operator command takes. */
@@ -74,6 +74,21 @@ export function addTargetOptions(command: Command): Command {
     .option('--stack <name>', 'AWS: which stack of the outputs file (default: the only one)')
     .option('--config <file>', 'AWS: a JSON file with the output keys at the top level')
     .option('--data-dir <dir>', 'local: the folder of the serving local mode', DEFAULT_DATA_DIR);
+}
+
+/**
+ * The target flags as given (the default data dir left out), for hints that must work when pasted:
+ * `npx svc-dsr retry <id>` plus these reaches the same ledger.
+ */
+export function targetArgs(flags: TargetFlags): string {
+  const args: string[] = [];
+  if (flags.target !== undefined) args.push('--target', flags.target);
+  if (flags.stackOutputs !== undefined) args.push('--stack-outputs', flags.stackOutputs);
+  if (flags.stack !== undefined) args.push('--stack', flags.stack);
+  if (flags.config !== undefined) args.push('--config', flags.config);
+  if (flags.dataDir !== undefined && flags.dataDir !== DEFAULT_DATA_DIR)
+    args.push('--data-dir', flags.dataDir);
+  return args.map((arg) => ` ${shellWord(arg)}`).join('');
 }
 
 /** Reads and validates whatever the flags point at; every problem is a CliError that says the fix. */

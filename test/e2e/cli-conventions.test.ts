@@ -315,3 +315,28 @@ describe('submit against the ledger', () => {
     expect(JSON.parse(status.stdout)).toMatchObject({ conflicts: 0 });
   }, 60_000);
 });
+
+describe('hints that work when pasted', () => {
+  it('says how to retry a failed request, and the command it gives works as pasted', async () => {
+    const status = await runCli(['status', failing.request_id, ...target()]);
+    expect(status.code).toBe(0);
+    const hint = /retry it: (npx svc-dsr retry \S+ --target local --data-dir \S+)/.exec(status.stdout);
+    expect(hint?.[1]).toBe(`npx svc-dsr retry ${failing.request_id} --target local --data-dir ${dataDir}`);
+    // `npx svc-dsr` is this CLI; the rest of the line is run by a shell exactly as printed.
+    const pasted = (hint?.[1] ?? '').replace(/^npx svc-dsr /, '');
+    const retried = await new Promise<number | null>((resolve) => {
+      const child = spawn('bash', ['-c', `"$0" "$1" ${pasted}`, process.execPath, CLI], { stdio: 'ignore' });
+      child.on('close', resolve);
+    });
+    expect(retried).toBe(0);
+    await untilStatus(failing.request_id, 'completed');
+    const after = await runCli(['status', failing.request_id, ...target()]);
+    expect(after.stdout).not.toContain('retry it:');
+  }, 120_000);
+
+  it('lists the ended requests the demo summary points at', async () => {
+    const result = await runCli(['list', '--status', 'completed,failed,rejected', ...target()]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain(completing.request_id);
+  }, 60_000);
+});
