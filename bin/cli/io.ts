@@ -66,7 +66,8 @@ export const hostSchema = z.string().min(1, 'must not be empty');
 export async function readRequestsText(flag: string, path: string): Promise<string> {
   let text: string;
   try {
-    text = await readFile(path, 'utf8');
+    // `-` is standard input, as most tools read it: `generate-requests | npx svc-dsr submit --file -`.
+    text = path === '-' ? await readStdin() : await readFile(path, 'utf8');
   } catch (error) {
     const code = error instanceof Error && 'code' in error ? String(error.code) : '';
     throw new CliError(
@@ -76,6 +77,12 @@ export async function readRequestsText(flag: string, path: string): Promise<stri
     );
   }
   return text.startsWith('\uFEFF') ? text.slice(1) : text;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** The lines of a JSONL text, numbered from 1, each without its line ending. */

@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { z } from 'zod';
 import { loadAwsFaultsFile } from '#local/aws-faults';
 import { loadFaultsFile } from '#local/emulator/faults';
@@ -222,10 +222,13 @@ export function registerLocalCommand(program: Command): void {
     .description(
       'run the whole workflow on this machine: platform emulator, local AWS stand-ins, the synthesized state machine',
     )
-    .option(
-      '--data-dir <dir>',
-      'where the ledger, archives, audit records and execution histories are kept',
-      '.svc-dsr',
+    .addOption(
+      new Option(
+        '--data-dir <dir>',
+        'where the ledger, archives, audit records and execution histories are kept',
+      )
+        .env('SVC_DSR_DATA_DIR')
+        .default('.svc-dsr'),
     )
     .option('--platform-state <file>', 'initial platform state for a new data dir (emulator state format)')
     .option('--faults <file>', 'platform fault profile (emulator fault format)')

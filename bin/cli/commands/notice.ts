@@ -132,7 +132,7 @@ export function registerNoticeCommand(program: Command): void {
       `
 A CCPA receipt confirmation is due by the request's confirm-by date; a response once the request
 is completed; a denial once it is denied. An extension notice is recorded by svc-dsr extend itself.
-svc-dsr status shows which notices are due and which were given.
+npx svc-dsr status shows which notices are due and which were given.
 
 Exit codes: 0 recorded, 1 no such request or a notice its status does not call for, 2 invalid flags.
 

@@ -93,7 +93,7 @@ export async function runPackageLink(
   });
   if (head.ContentLength !== archive.bytes) {
     throw new CliError(
-      `the stored archive is ${head.ContentLength ?? 'of unknown size'} bytes, the ledger says ${archive.bytes}; run svc-dsr verify ${requestId}`,
+      `the stored archive is ${head.ContentLength ?? 'of unknown size'} bytes, the ledger says ${archive.bytes}; run npx svc-dsr verify ${requestId}`,
       EXIT.failed,
     );
   }

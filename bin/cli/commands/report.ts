@@ -539,7 +539,7 @@ never share a row:
   denied     denied by the controller, split by basis: unverifiable (identity not verified), other
   withdrawn  cancelled at the subject's request
   open       not answered yet
-  failed     failed on our side and still owed (svc-dsr retry): neither complied with nor denied
+  failed     failed on our side and still owed (npx svc-dsr retry): neither complied with nor denied
   median_days_to_respond, mean_days_to_respond: days from receipt to the response, complied and denied
 Messages rejected at intake as invalid are intake errors, not consumer requests: they are counted
 apart (intake_errors) and in no metric. A request whose dates contradict each other (received after

@@ -37,7 +37,7 @@ export interface RequestFlags {
 /** What to submit and how. Either `file` or `request`. */
 export interface SubmitOptions {
   readonly file?: string;
-  /** `csv` or `jsonl`; default from the file's extension. */
+  /** `csv`, `jsonl` or `json`; default from the file's extension (or, for `-`, its content). */
   readonly format?: string;
   readonly request?: RequestFlags;
   readonly dryRun?: boolean;
@@ -49,7 +49,7 @@ export interface SubmitOptions {
 /** The result of a submit; `--json` prints exactly this. No primary_key anywhere. */
 export interface SubmitSummary {
   readonly dry_run: boolean;
-  readonly source: 'flags' | 'csv' | 'jsonl';
+  readonly source: 'flags' | 'csv' | 'jsonl' | 'json';
   /** Requests read (blank lines are not counted). */
   readonly lines: number;
   /** Lines that passed validation (sent or, in a dry run, would be sent). */
@@ -80,7 +80,10 @@ const BATCH_SIZE = 10;
 const PARALLEL_BATCHES = 4;
 const DEFAULT_PROGRESS_EVERY = 1000;
 
-const formatSchema = z.enum(['csv', 'jsonl'], { message: 'must be "csv" or "jsonl"' });
+const formatSchema = z.enum(['csv', 'jsonl', 'json'], { message: 'must be "csv", "jsonl" or "json"' });
+
+const JSON_FORMAT_HINT =
+  'a .json file holds one request object or an array of them; a .jsonl file one request object per line';
 
 /** The flag of each request field, so an error names what the operator typed. */
 const FLAG_OF: Record<string, string> = {
@@ -295,21 +298,54 @@ async function readCandidates(
       `--file submits the requests in the file; drop ${flags.join(', ')} (or drop --file to submit one request from flags)`,
     );
   }
-  const format = fileFormat(options.file, options.format);
+  const named = fileFormat(options.file, options.format);
   const text = await readRequestsText('--file', options.file);
+  const format = named ?? sniffFormat(text);
+  const file = options.file === '-' ? 'standard input' : options.file;
   return {
     source: format,
-    candidates: format === 'csv' ? csvCandidates(text, options.file) : jsonlCandidates(text),
+    candidates:
+      format === 'csv'
+        ? csvCandidates(text, file)
+        : format === 'json'
+          ? jsonCandidates(text, file)
+          : jsonlCandidates(text, file),
   };
 }
 
-function fileFormat(file: string, format: string | undefined): 'csv' | 'jsonl' {
+/** The format the flags or the extension name; undefined for `-` without --format (see sniffFormat). */
+function fileFormat(file: string, format: string | undefined): 'csv' | 'jsonl' | 'json' | undefined {
   if (format !== undefined) return parseOption('--format', formatSchema, format);
+  if (file === '-') return undefined;
   const extension = extname(file).toLowerCase();
   if (extension === '.csv') return 'csv';
   if (extension === '.jsonl' || extension === '.ndjson') return 'jsonl';
+  if (extension === '.json') return 'json';
   throw new CliError(
-    `--file: cannot tell the format of ${file} from its extension; name it .csv or .jsonl, or pass --format csv|jsonl`,
+    `--file: cannot tell the format of ${file} from its extension; name it .csv, .jsonl or .json, or pass --format csv|jsonl|json`,
+  );
+}
+
+/** Standard input without --format: JSON when it is one JSON document, JSONL when it starts with `{`, else CSV. */
+function sniffFormat(text: string): 'csv' | 'jsonl' | 'json' {
+  const start = text.trimStart()[0];
+  if (start === '[') return 'json';
+  if (start !== '{') return 'csv';
+  return parseStrictJson(text).ok ? 'json' : 'jsonl';
+}
+
+/** A JSON document: one request object, or an array of them numbered from 1 as "lines". */
+function jsonCandidates(text: string, file: string): Candidate[] {
+  const read = parseStrictJson(text);
+  if (!read.ok) {
+    throw new CliError(
+      `--file: ${file} is not one JSON document (${read.problem}); ${JSON_FORMAT_HINT}: name it accordingly or pass --format`,
+    );
+  }
+  if (Array.isArray(read.value)) return read.value.map((value, index) => ({ line: index + 1, value }));
+  if (read.value !== null && typeof read.value === 'object') return [{ line: 1, value: read.value }];
+  throw new CliError(
+    `--file: ${file} holds neither a request object nor an array of them; ${JSON_FORMAT_HINT}`,
   );
 }
 
@@ -331,7 +367,15 @@ function requestFromFlags(flags: RequestFlags): Record<string, unknown> {
   };
 }
 
-function jsonlCandidates(text: string): Candidate[] {
+function jsonlCandidates(text: string, file: string): Candidate[] {
+  // A JSON document (an array, or an object over several lines) read as JSONL fails on every line:
+  // say which format it is instead.
+  const start = text.trimStart()[0];
+  if ((start === '[' || (start === '{' && text.trim().includes('\n'))) && parseStrictJson(text).ok) {
+    throw new CliError(
+      `--file: ${file} is one JSON document, not JSONL; ${JSON_FORMAT_HINT}: name it .json or pass --format json`,
+    );
+  }
   const candidates: Candidate[] = [];
   for (const { line, body } of jsonLines(text)) {
     if (body.trim() === '') continue;
@@ -671,8 +715,14 @@ export function registerSubmitCommand(program: Command): void {
   const command = program
     .command('submit')
     .description('submit one request (flags) or a CSV/JSONL file of requests to the intake queue')
-    .option('--file <file>', 'CSV (header row of field names) or JSONL (one request per line)')
-    .option('--format <format>', 'csv or jsonl (default: from the file extension)')
+    .option(
+      '--file <file>',
+      'CSV (header row of field names), JSONL (one request per line) or JSON (an object or an array); - reads standard input',
+    )
+    .option(
+      '--format <format>',
+      'csv, jsonl or json (default: from the file extension; for -, from its content)',
+    )
     .option('--dry-run', 'validate every line and report the bad ones; send nothing')
     .option('--json', 'print a machine-readable summary')
     .option('--request-id <uuid>', 'the idempotency key (default: a random UUID)')
