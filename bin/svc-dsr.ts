@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import { registerCancelCommand } from './cli/commands/cancel.ts';
@@ -11,16 +12,24 @@ import { registerRetryCommand } from './cli/commands/retry.ts';
 import { registerStatusCommand } from './cli/commands/status.ts';
 import { registerSubmitCommand } from './cli/commands/submit.ts';
 import { registerVerifyCommand } from './cli/commands/verify.ts';
+import { addOutputAlias, registerCompletionCommand } from './cli/conventions.ts';
 import { registerEmulatorCommand } from './cli/emulator.ts';
-import { CliError, EXIT } from './cli/io.ts';
+import { CliError, EXIT, exitQuietlyOnClosedPipe } from './cli/io.ts';
 import { registerLocalCommand } from './cli/local.ts';
 import { registerStartCommand } from './cli/start.ts';
 
 // Every AWS call this process makes is the operator's, but for local mode's (bin/cli/local.ts).
 setDefaultCaller(CALLERS.cli);
+// `svc-dsr list | head -2`: when the reader goes away, stop quietly rather than with a stack trace.
+exitQuietlyOnClosedPipe();
+
+const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
 
 const program = new Command()
   .name('svc-dsr')
+  .version(version, '-V, --version', 'print the version')
   .description('GDPR and CCPA data-subject requests for sites on the svc comment platform')
   .showHelpAfterError('(run with --help for usage and examples)')
   .exitOverride()
@@ -29,7 +38,11 @@ const program = new Command()
     `
 The operator commands (submit ... report) work against a serving local mode (the default:
 --target local, --data-dir .svc-dsr) or a deployed stack (--target aws with --stack-outputs FILE
-from \`npx cdk deploy --outputs-file FILE\`, or --config FILE).
+from \`npx cdk deploy --outputs-file FILE\`, or --config FILE). SVC_DSR_TARGET, SVC_DSR_DATA_DIR,
+SVC_DSR_STACK_OUTPUTS, SVC_DSR_STACK and SVC_DSR_CONFIG stand in for those flags; a flag wins.
+
+-o json|table|csv is another spelling of a command's --json or --format.
+Shell completion: source <(npx svc-dsr completion bash), or zsh.
 
 Exit codes: 0 ok, 1 the operation failed or the request is not in the state asked, 2 invalid input.`,
   );
@@ -51,6 +64,9 @@ registerRetryCommand(program);
 registerPackageCommand(program);
 registerVerifyCommand(program);
 registerReportCommand(program);
+// Over every command above: `-o json|table|csv`, and shell completion from the commands as registered.
+addOutputAlias(program);
+registerCompletionCommand(program);
 
 try {
   await program.parseAsync(process.argv);

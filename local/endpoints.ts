@@ -45,15 +45,15 @@ export async function readLocalEndpoints(dataDir: string): Promise<LocalEndpoint
     text = await readFile(path, 'utf8');
   } catch {
     throw new Error(
-      `no local mode is serving from ${dataDir}: start one with \`svc-dsr local --serve --data-dir ${dataDir}\``,
+      `no local mode is serving from ${dataDir}: start one with \`npx svc-dsr local --serve --data-dir ${dataDir}\``,
     );
   }
   const parsed = localEndpointsSchema.safeParse(JSON.parse(text));
   if (!parsed.success)
-    throw new Error(`${path} is not a valid endpoints file; restart \`svc-dsr local --serve\``);
+    throw new Error(`${path} is not a valid endpoints file; restart \`npx svc-dsr local --serve\``);
   if (!processAlive(parsed.data.pid)) {
     throw new Error(
-      `the local mode that wrote ${path} is no longer running: start it again with \`svc-dsr local --serve --data-dir ${dataDir}\``,
+      `the local mode that wrote ${path} is no longer running: start it again with \`npx svc-dsr local --serve --data-dir ${dataDir}\``,
     );
   }
   return parsed.data;

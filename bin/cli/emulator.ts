@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { loadFaultsFile } from '#local/emulator/faults';
 import { type RunningEmulator, startEmulator } from '#local/emulator/server';
 import { loadStateFile } from '#local/emulator/state';
-import { CliError, hostSchema, parseOption, portSchema } from './io.ts';
+import { CliError, EXIT, hostSchema, parseOption, portSchema } from './io.ts';
 
 interface EmulatorFlags {
   host: string;
@@ -30,6 +30,20 @@ export async function runEmulator(flags: EmulatorFlags): Promise<RunningEmulator
     ...(flags.spotId ? { spotId: flags.spotId } : {}),
     ...(flags.ssoToken ? { ssoAccessToken: flags.ssoToken } : {}),
     ...(flags.exportToken ? { exportToken: flags.exportToken } : {}),
+  }).catch((error: unknown) => {
+    const code = error instanceof Error && 'code' in error ? error.code : undefined;
+    if (code === 'EADDRINUSE') {
+      throw new CliError(
+        `--port: ${host}:${port} is already in use by another program; pick another --port, or --port 0 for any free one`,
+        EXIT.failed,
+      );
+    }
+    if (code === 'EADDRNOTAVAIL' || code === 'EACCES') {
+      throw new CliError(
+        `--host/--port: cannot listen on ${host}:${port} (${code}); check the address and port`,
+      );
+    }
+    throw error;
   });
   process.stdout.write(
     `${JSON.stringify({

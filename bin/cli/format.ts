@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { identifierProblem } from '#shared/redact';
-import { normaliseRequestId } from '#shared/request';
+import { CONTROL_CHARACTERS_MESSAGE, hasControlCharacters, normaliseRequestId } from '#shared/request';
 import { CliError, EXIT } from './io.ts';
 
 /** Where a command writes: `out` is what a script reads (results, JSON), `err` is for people (progress, warnings). */
@@ -41,9 +41,21 @@ export interface CommandResult<T> {
   readonly result: T;
 }
 
-/** Writes one JSON document and a newline. */
+/** Writes one JSON document and a newline (see jsonText). */
 export function writeJson(io: CliIo, value: unknown): void {
-  io.out(`${JSON.stringify(value, null, 2)}\n`);
+  io.out(jsonText(value));
+}
+
+/**
+ * One JSON document and a newline, safe on a terminal: JSON.stringify leaves C1 controls, line and
+ * paragraph separators and bidirectional overrides raw inside strings; here they are \uXXXX escapes,
+ * which every JSON reader turns back into the same characters.
+ */
+export function jsonText(value: unknown): string {
+  return `${JSON.stringify(value, null, 2).replace(
+    /[\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
+    (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  )}\n`;
 }
 
 /**
@@ -82,12 +94,13 @@ export function formatTable(headers: readonly string[], rows: readonly (readonly
 const FORMULA_START = /^[=+\-@\t\r]/;
 
 /**
- * One CSV cell (RFC 4180). Cells that a spreadsheet would run as a formula get a leading
+ * One CSV cell (RFC 4180), its control characters escaped (terminalText). Cells that a spreadsheet would run as a formula get a leading
  * apostrophe: free text such as a cancel reason must not execute when an auditor opens the file.
  */
 export function csvCell(value: string | number | boolean | null | undefined): string {
   if (value === null || value === undefined) return '';
-  let text = String(value);
+  // Free text from the ledger is escaped as on a terminal (terminalText): a report may be printed.
+  let text = typeof value === 'string' ? terminalText(value) : String(value);
   if (typeof value === 'string' && FORMULA_START.test(text)) text = `'${text}`;
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
@@ -130,6 +143,7 @@ const reasonSchema = z
   .trim()
   .min(1, 'must not be empty: say why, it is kept in the ledger')
   .max(256, 'must be at most 256 characters (it is kept in the audit record)')
+  .refine((value) => !hasControlCharacters(value), CONTROL_CHARACTERS_MESSAGE)
   .superRefine((value, context) => {
     // The reason is an audit fact, kept for years under a lock: the same filter applies.
     const problem = identifierProblem(value);

@@ -10,6 +10,23 @@ export const EXIT = {
   usage: 2,
 } as const;
 
+/**
+ * Makes the process stop quietly when whoever reads its output goes away (`svc-dsr list | head -2`):
+ * a write to a closed pipe (EPIPE) ends the process with exit 0 instead of an unhandled stream
+ * error; nothing more can be shown to a reader that has left. A closed stderr is ignored likewise.
+ */
+export function exitQuietlyOnClosedPipe(): void {
+  const closed = (error: NodeJS.ErrnoException) =>
+    error.code === 'EPIPE' || error.code === 'ERR_STREAM_DESTROYED';
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (!closed(error)) throw error;
+    process.exit(EXIT.ok);
+  });
+  process.stderr.on('error', (error: NodeJS.ErrnoException) => {
+    if (!closed(error)) throw error;
+  });
+}
+
 /** An error the CLI reports as one clear line (what was wrong, how to fix it) and an exit code. */
 export class CliError extends Error {
   override readonly name = 'CliError';
@@ -19,6 +36,11 @@ export class CliError extends Error {
   ) {
     super(message);
   }
+}
+
+/** A word as a POSIX shell reads it back: as is when plain, else in single quotes. */
+export function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }
 
 /** Validates a parsed option with zod and turns a failure into a CliError naming the flag. */
@@ -44,7 +66,8 @@ export const hostSchema = z.string().min(1, 'must not be empty');
 export async function readRequestsText(flag: string, path: string): Promise<string> {
   let text: string;
   try {
-    text = await readFile(path, 'utf8');
+    // `-` is standard input, as most tools read it: `generate-requests | npx svc-dsr submit --file -`.
+    text = path === '-' ? await readStdin() : await readFile(path, 'utf8');
   } catch (error) {
     const code = error instanceof Error && 'code' in error ? String(error.code) : '';
     throw new CliError(
@@ -54,6 +77,12 @@ export async function readRequestsText(flag: string, path: string): Promise<stri
     );
   }
   return text.startsWith('\uFEFF') ? text.slice(1) : text;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** The lines of a JSONL text, numbered from 1, each without its line ending. */

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { z } from 'zod';
 import { loadAwsFaultsFile } from '#local/aws-faults';
 import { loadFaultsFile } from '#local/emulator/faults';
@@ -15,7 +15,7 @@ import {
   statusChangedDetailSchema,
 } from '../../lambdas/status-events/status-events.ts';
 import { untilStopped } from './emulator.ts';
-import { CliError, EXIT, jsonLines, parseOption, readRequestsText } from './io.ts';
+import { CliError, EXIT, jsonLines, parseOption, readRequestsText, shellWord } from './io.ts';
 import { formatSeconds, startProgress } from './progress.ts';
 
 export interface LocalFlags {
@@ -135,7 +135,8 @@ export function printSummary(mode: LocalMode, summary: LocalSummary, write: (tex
       `audit records:       ${mode.pathOf('svc-dsr-audit', 'audit')}\n` +
       `execution histories: ${mode.dataDir}/executions\n` +
       `ledger:              ${mode.dataDir}/ledger\n` +
-      `query it:            \`svc-dsr local --serve --data-dir ${mode.dataDir}\`, then in another shell \`svc-dsr status <request_id> --data-dir ${mode.dataDir}\`\n`,
+      `look at it:          npx svc-dsr local --serve --data-dir ${shellWord(mode.dataDir)}\n` +
+      `  then in another shell: npx svc-dsr list --status completed,failed,rejected --data-dir ${shellWord(mode.dataDir)}\n`,
   );
 }
 
@@ -314,10 +315,13 @@ export function registerLocalCommand(program: Command): void {
     .description(
       'run the whole workflow on this machine: platform emulator, local AWS stand-ins, the synthesized state machine',
     )
-    .option(
-      '--data-dir <dir>',
-      'where the ledger, archives, audit records and execution histories are kept',
-      '.svc-dsr',
+    .addOption(
+      new Option(
+        '--data-dir <dir>',
+        'where the ledger, archives, audit records and execution histories are kept',
+      )
+        .env('SVC_DSR_DATA_DIR')
+        .default('.svc-dsr'),
     )
     .option('--platform-state <file>', 'initial platform state for a new data dir (emulator state format)')
     .option('--faults <file>', 'platform fault profile (emulator fault format)')

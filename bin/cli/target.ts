@@ -9,12 +9,12 @@ import { SFNClient } from '@aws-sdk/client-sfn';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { STSClient } from '@aws-sdk/client-sts';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { z } from 'zod';
 import { type LocalEndpoints, readLocalEndpoints, type StackNames, stackNamesSchema } from '#local/endpoints';
 import { Ledger } from '#shared/ledger';
 import { prepareSdkClient } from '#shared/sdk-clients';
-import { CliError, EXIT, parseOption } from './io.ts';
+import { CliError, EXIT, parseOption, shellWord } from './io.ts';
 import { awsOperator, localOperator } from './operator.ts';
 
 /** The target flags every operator command takes. */
@@ -66,14 +66,59 @@ const targetSchema = z.enum(['aws', 'local'], { message: 'must be "aws" or "loca
 const namesWithRegion = stackNamesSchema.extend({ Region: z.string().min(1).optional() });
 const jsonObject = z.record(z.string(), z.unknown());
 
-/** Adds `--target`, `--stack-outputs`, `--stack`, `--config` and `--data-dir` to a command. */
+/**
+ * Adds `--target`, `--stack-outputs`, `--stack`, `--config` and `--data-dir` to a command; each may
+ * instead come from its environment variable (SVC_DSR_TARGET, ...), a flag winning over it.
+ */
 export function addTargetOptions(command: Command): Command {
   return command
-    .option('--target <target>', 'aws or local (default: aws with --stack-outputs/--config, else local)')
-    .option('--stack-outputs <file>', 'AWS: the JSON written by `npx cdk deploy --outputs-file <file>`')
-    .option('--stack <name>', 'AWS: which stack of the outputs file (default: the only one)')
-    .option('--config <file>', 'AWS: a JSON file with the output keys at the top level')
-    .option('--data-dir <dir>', 'local: the folder of the serving local mode', DEFAULT_DATA_DIR);
+    .addOption(
+      new Option(
+        '--target <target>',
+        'aws or local (default: aws with --stack-outputs/--config, else local)',
+      ).env('SVC_DSR_TARGET'),
+    )
+    .addOption(
+      new Option(
+        '--stack-outputs <file>',
+        'AWS: the JSON written by `npx cdk deploy --outputs-file <file>`',
+      ).env('SVC_DSR_STACK_OUTPUTS'),
+    )
+    .addOption(
+      new Option('--stack <name>', 'AWS: which stack of the outputs file (default: the only one)').env(
+        'SVC_DSR_STACK',
+      ),
+    )
+    .addOption(
+      new Option('--config <file>', 'AWS: a JSON file with the output keys at the top level').env(
+        'SVC_DSR_CONFIG',
+      ),
+    )
+    .addOption(
+      new Option('--data-dir <dir>', 'local: the folder of the serving local mode')
+        .env('SVC_DSR_DATA_DIR')
+        .default(DEFAULT_DATA_DIR),
+    );
+}
+
+/** The region in a stack ARN (`arn:aws:states:eu-west-1:...`), for outputs files without a Region key. */
+function regionOf(names: StackNames): string | undefined {
+  return /^arn:[^:]+:states:([a-z0-9-]+):/.exec(names.StateMachineArn)?.[1];
+}
+
+/**
+ * The target flags as given (the default data dir left out), for hints that must work when pasted:
+ * `npx svc-dsr retry <id>` plus these reaches the same ledger.
+ */
+export function targetArgs(flags: TargetFlags): string {
+  const args: string[] = [];
+  if (flags.target !== undefined) args.push('--target', flags.target);
+  if (flags.stackOutputs !== undefined) args.push('--stack-outputs', flags.stackOutputs);
+  if (flags.stack !== undefined) args.push('--stack', flags.stack);
+  if (flags.config !== undefined) args.push('--config', flags.config);
+  if (flags.dataDir !== undefined && flags.dataDir !== DEFAULT_DATA_DIR)
+    args.push('--data-dir', flags.dataDir);
+  return args.map((arg) => ` ${shellWord(arg)}`).join('');
 }
 
 /** Reads and validates whatever the flags point at; every problem is a CliError that says the fix. */
@@ -236,7 +281,7 @@ export function explainAwsError(error: unknown, target: 'aws' | 'local'): unknow
   }
   if (target === 'local' && (code === 'ECONNREFUSED' || error.name === 'ECONNREFUSED')) {
     return new CliError(
-      'the local mode did not answer: is `svc-dsr local --serve` still running? Start it again and retry',
+      'the local mode did not answer: is `npx svc-dsr local --serve` still running? Start it again and retry',
       EXIT.failed,
     );
   }
@@ -263,7 +308,7 @@ async function readLocal(dataDir: string): Promise<LocalEndpoints> {
     throw new CliError(
       message.includes('svc-dsr local --serve')
         ? message
-        : `${message}; start svc-dsr local --serve --data-dir ${dataDir} and try again`,
+        : `${message}; start npx svc-dsr local --serve --data-dir ${shellWord(dataDir)} and try again`,
       EXIT.failed,
     );
   }
@@ -314,13 +359,15 @@ async function readStackOutputs(path: string, stack: string | undefined): Promis
     );
   }
   const names = parseNames(outputs[name], `--stack-outputs: stack "${name}" in ${path}`);
-  return { kind: 'aws', names, ...(names.Region ? { region: names.Region } : {}), source: path };
+  const region = names.Region ?? regionOf(names);
+  return { kind: 'aws', names, ...(region ? { region } : {}), source: path };
 }
 
 async function readConfig(path: string): Promise<ResolvedTarget> {
   const config = await readJsonFile(path, '--config', 'it holds the stack output keys at the top level');
   const names = parseNames(config, `--config: ${path}`);
-  return { kind: 'aws', names, ...(names.Region ? { region: names.Region } : {}), source: path };
+  const region = names.Region ?? regionOf(names);
+  return { kind: 'aws', names, ...(region ? { region } : {}), source: path };
 }
 
 function parseNames(value: unknown, where: string): z.infer<typeof namesWithRegion> {

@@ -154,7 +154,7 @@ async function resumeOrFail(
           status: 'failed',
           error: {
             code: STRANDED_CODE,
-            message: `no execution was running this request (the latest, ${latestExecutionName(requestId, item.executions)}, is ${execution.toLowerCase()}) and ${why}; find the cause in its execution history, then run svc-dsr retry`,
+            message: `no execution was running this request (the latest, ${latestExecutionName(requestId, item.executions)}, is ${execution.toLowerCase()}) and ${why}; find the cause in its execution history, then run npx svc-dsr retry ${requestId}`,
           },
         },
         [item.status],

@@ -1035,7 +1035,7 @@ function statusRefusal(item: LedgerItem, allowed: readonly Status[], what: strin
 
 function erasureRefusal(item: LedgerItem, what: string): string | undefined {
   if (!erasureStarted(item)) return undefined;
-  return `request ${item.request_id} cannot be ${what}: its erasure has started (step ${item.step ?? 'erasing'}); let it finish and check it with svc-dsr status`;
+  return `request ${item.request_id} cannot be ${what}: its erasure has started (step ${item.step ?? 'erasing'}); let it finish and check it with npx svc-dsr status ${item.request_id}`;
 }
 
 /** Can cancel: received or running, and the erasure has not started. */

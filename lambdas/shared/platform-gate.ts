@@ -233,7 +233,7 @@ export class PlatformGate {
       const circuit = circuitDecision(state, now, this.#settings);
       if (circuit.kind === 'outage') {
         throw new PlatformOutageError(
-          `the platform has been down for ${circuit.sinceSeconds} s, past the outage horizon of ${this.#settings.outageHorizonSeconds} s; once it is back, run svc-dsr retry --status failed --code platform_outage`,
+          `the platform has been down for ${circuit.sinceSeconds} s, past the outage horizon of ${this.#settings.outageHorizonSeconds} s; once it is back, run npx svc-dsr retry --status failed --code platform_outage`,
         );
       }
       if (circuit.kind === 'wait') throw new PlatformCapacityError('outage', circuit.seconds);

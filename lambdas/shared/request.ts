@@ -70,8 +70,27 @@ function malformedText(value: string): boolean {
   return false;
 }
 
+/**
+ * True when free text holds a character that can rewrite a terminal or fake what it shows: a
+ * control (C0 including tab and newline, DEL, C1), a line or paragraph separator, or a
+ * bidirectional embedding, override or isolate.
+ */
+export function hasControlCharacters(value: string): boolean {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+  return /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/.test(value);
+}
+
+/** What a free-text field with a control character is told. */
+export const CONTROL_CHARACTERS_MESSAGE =
+  'must be one line of plain text, without control characters (escape sequences, tabs, newlines, bidirectional overrides)';
+
 /** Free text that may appear in the audit trail must not carry an identifier or a link. */
 const auditableText = (value: string) => identifierProblem(value) === undefined;
+
+/** A free-text field that is shown on terminals: refused when it holds a control character. */
+function plainText(schema: z.ZodString) {
+  return schema.refine((value) => !hasControlCharacters(value), CONTROL_CHARACTERS_MESSAGE);
+}
 
 /** The data-subject request as it arrives on the intake queue (DESIGN.md section 2). */
 export const dsrRequestSchema = z.strictObject({
@@ -95,12 +114,13 @@ export const dsrRequestSchema = z.strictObject({
       .refine(
         auditableText,
         'must name the method (e.g. email_link), not hold an e-mail address or a URL: it is kept in the audit trail',
-      ),
-    verified_by: z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters'),
+      )
+      .refine((value) => !hasControlCharacters(value), CONTROL_CHARACTERS_MESSAGE),
+    verified_by: plainText(z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters')),
     verified_at: rfc3339,
   }),
-  reference: z.string().max(128, 'must be at most 128 characters').optional(),
-  submitted_by: z.string().max(128, 'must be at most 128 characters').optional(),
+  reference: plainText(z.string().max(128, 'must be at most 128 characters')).optional(),
+  submitted_by: plainText(z.string().max(128, 'must be at most 128 characters')).optional(),
 });
 export type DsrRequest = z.infer<typeof dsrRequestSchema>;
 export type RequestType = DsrRequest['type'];

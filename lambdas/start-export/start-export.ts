@@ -47,7 +47,7 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
   const spent = item.export_attempts - item.export_attempts_base;
   if (spent >= deps.exportMaxAttempts) {
     throw new ExportFailedError(
-      `the export did not succeed in ${spent} attempt(s) that may have reached the platform (the last start ${lastStart ?? 'accepted'}, the last export ${lastStatus ?? 'not started'}); the limit is ${deps.exportMaxAttempts}; \`svc-dsr retry\` gives it a fresh budget`,
+      `the export did not succeed in ${spent} attempt(s) that may have reached the platform (the last start ${lastStart ?? 'accepted'}, the last export ${lastStatus ?? 'not started'}); the limit is ${deps.exportMaxAttempts}; \`npx svc-dsr retry\` gives it a fresh budget`,
     );
   }
   // An export slot, and a rate slot for the POST, before anything is counted: without them the

@@ -187,6 +187,11 @@ describe('npm start', () => {
     expect(result.stdout).toContain('erased');
     expect(result.stdout).toContain('no_data');
     expect(result.stdout).toContain(`${dataDir}/executions`);
+    // It points at something a person can open: the list command, for the same data dir.
+    expect(result.stdout).toContain(`npx svc-dsr local --serve --data-dir ${dataDir}\n`);
+    expect(result.stdout).toContain(
+      `npx svc-dsr list --status completed,failed,rejected --data-dir ${dataDir}\n`,
+    );
   }, 120_000);
 
   it('refuses an unreadable requests file with exit code 2', async () => {

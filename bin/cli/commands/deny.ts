@@ -80,7 +80,9 @@ export async function runDeny(
   if (options.json === true) writeJson(io, result);
   else {
     io.out(`denied ${requestId} (${code}; was ${item.status})\n`);
-    io.err('remember: the subject is owed a notice of the denial and its reason (svc-dsr notice)\n');
+    io.err(
+      `remember: the subject is owed a notice of the denial and its reason: record it with npx svc-dsr notice ${requestId} --kind denial --channel email\n`,
+    );
   }
   printEnded(io, ended, 'denied', options.json === true);
   return { exitCode: EXIT.ok, result };

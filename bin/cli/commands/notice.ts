@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { NOTICE_KINDS, type Notice, type NoticeKind } from '#shared/ledger';
 import { identifierProblem } from '#shared/redact';
-import { rfc3339Instant } from '#shared/request';
+import { CONTROL_CHARACTERS_MESSAGE, hasControlCharacters, rfc3339Instant } from '#shared/request';
 import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
 import { EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
@@ -23,6 +23,7 @@ const auditText = (max: number) =>
     .trim()
     .min(1, 'must not be empty')
     .max(max, `must be at most ${max} characters`)
+    .refine((value) => !hasControlCharacters(value), CONTROL_CHARACTERS_MESSAGE)
     .refine((value) => identifierProblem(value) === undefined, {
       message:
         'must not hold an e-mail address or a link: it is kept in the audit record (say "email", not the address)',
@@ -131,7 +132,7 @@ export function registerNoticeCommand(program: Command): void {
       `
 A CCPA receipt confirmation is due by the request's confirm-by date; a response once the request
 is completed; a denial once it is denied. An extension notice is recorded by svc-dsr extend itself.
-svc-dsr status shows which notices are due and which were given.
+npx svc-dsr status shows which notices are due and which were given.
 
 Exit codes: 0 recorded, 1 no such request or a notice its status does not call for, 2 invalid flags.
 

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, unlinkSync } from 'node:fs';
 import { rename, stat, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, type GetObjectCommandOutput, HeadObjectCommand } from '@aws-sdk/client-s3';
@@ -92,7 +93,7 @@ export async function runPackageLink(
   });
   if (head.ContentLength !== archive.bytes) {
     throw new CliError(
-      `the stored archive is ${head.ContentLength ?? 'of unknown size'} bytes, the ledger says ${archive.bytes}; run svc-dsr verify ${requestId}`,
+      `the stored archive is ${head.ContentLength ?? 'of unknown size'} bytes, the ledger says ${archive.bytes}; run npx svc-dsr verify ${requestId}`,
       EXIT.failed,
     );
   }
@@ -106,10 +107,13 @@ export async function runPackageLink(
     sha256: archive.sha256,
   };
   if (options.json === true) writeJson(io, result);
-  else
-    io.out(
-      `${url}\n(valid until ${result.expires_at}; ${archive.bytes} bytes, sha256 ${archive.sha256}; anyone with this link can download the archive)\n`,
+  else {
+    // Exactly the link on stdout, so `curl "$(npx svc-dsr package ID)"` works; the note is for people.
+    io.out(`${url}\n`);
+    io.err(
+      `valid until ${result.expires_at}; ${archive.bytes} bytes, sha256 ${archive.sha256}; anyone with this link can download the archive\n`,
     );
+  }
   return { exitCode: EXIT.ok, result };
 }
 
@@ -128,9 +132,7 @@ export async function runPackage(
   if (out === undefined) throw new CliError('--out: give the file to write the archive to');
   const item = await loadRequest(context, requestId);
   const archive = packageable(item);
-  if (options.force !== true && (await exists(out))) {
-    throw new CliError(`--out: ${out} already exists; choose another path or pass --force to replace it`);
-  }
+  await checkOutPath(out, options.force === true);
 
   let answer: GetObjectCommandOutput;
   try {
@@ -171,25 +173,51 @@ export async function runPackage(
     },
   });
   const partial = `${out}.partial-${process.pid}`;
+  // The partial copy holds personal data: Ctrl-C or SIGTERM while it is written removes it first.
+  const interrupted = (signal: NodeJS.Signals) => {
+    try {
+      unlinkSync(partial);
+    } catch {
+      // Not created yet, or already gone.
+    }
+    io.err(`package: stopped by ${signal}; nothing was written to ${out}\n`);
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  };
+  process.once('SIGINT', interrupted);
+  process.once('SIGTERM', interrupted);
+  let sha256 = '';
   try {
-    // The archive is personal data: only the operator may read the copy.
-    await pipeline(answer.Body, tally, createWriteStream(partial, { flags: 'wx', mode: 0o600 }));
-  } catch (error) {
-    await unlink(partial).catch(() => {});
-    throw new CliError(
-      `the download of ${archive.key} failed (${error instanceof Error ? error.message : String(error)}); nothing was written to ${out}`,
-      EXIT.failed,
-    );
+    try {
+      // The archive is personal data: only the operator may read the copy.
+      await pipeline(answer.Body, tally, createWriteStream(partial, { flags: 'wx', mode: 0o600 }));
+    } catch (error) {
+      await unlink(partial).catch(() => {});
+      throw new CliError(
+        `the download of ${archive.key} failed (${error instanceof Error ? error.message : String(error)}); nothing was written to ${out}`,
+        EXIT.failed,
+      );
+    }
+    sha256 = hash.digest('hex');
+    if (bytes !== archive.bytes || sha256 !== archive.sha256.toLowerCase()) {
+      await unlink(partial).catch(() => {});
+      throw new CliError(
+        `the downloaded archive does not match the ledger (${bytes} bytes, sha256 ${sha256}; the ledger says ${archive.bytes} bytes, sha256 ${archive.sha256}); nothing was written; run npx svc-dsr verify ${requestId}`,
+        EXIT.failed,
+      );
+    }
+    try {
+      await rename(partial, out);
+    } catch (error) {
+      await unlink(partial).catch(() => {});
+      throw new CliError(
+        `--out: cannot write ${out} (${error instanceof Error ? error.message : String(error)}); nothing was written`,
+        EXIT.failed,
+      );
+    }
+  } finally {
+    process.off('SIGINT', interrupted);
+    process.off('SIGTERM', interrupted);
   }
-  const sha256 = hash.digest('hex');
-  if (bytes !== archive.bytes || sha256 !== archive.sha256.toLowerCase()) {
-    await unlink(partial).catch(() => {});
-    throw new CliError(
-      `the downloaded archive does not match the ledger (${bytes} bytes, sha256 ${sha256}; the ledger says ${archive.bytes} bytes, sha256 ${archive.sha256}); nothing was written; run svc-dsr verify ${requestId}`,
-      EXIT.failed,
-    );
-  }
-  await rename(partial, out);
 
   const result: PackageResult = {
     request_id: requestId,
@@ -221,13 +249,26 @@ function packageable(item: LedgerItem): ArchiveFacts {
   return item.archive;
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch {
-    return false;
+/**
+ * `--out` must name a file in a folder that exists: a folder, or a path whose folder is missing,
+ * is exit 2 before anything is downloaded; an existing file needs `--force`.
+ */
+export async function checkOutPath(out: string, force: boolean): Promise<void> {
+  const target = await stat(out).catch(() => undefined);
+  if (target?.isDirectory() === true) {
+    throw new CliError(
+      `--out: ${out} is a directory; give a file path, e.g. ${out.replace(/\/+$/, '')}/archive.zip`,
+    );
   }
+  if (target !== undefined && !force) {
+    throw new CliError(`--out: ${out} already exists; choose another path or pass --force to replace it`);
+  }
+  const folder = dirname(out);
+  const parent = await stat(folder).catch(() => undefined);
+  if (parent === undefined) {
+    throw new CliError(`--out: the folder ${folder} does not exist; create it first (mkdir -p ${folder})`);
+  }
+  if (!parent.isDirectory()) throw new CliError(`--out: ${folder} is not a folder; give a file path`);
 }
 
 interface PackageFlags extends TargetFlags {
@@ -273,6 +314,7 @@ Examples:
         json: flags.json === true,
       };
       checkPackageOptions(options);
+      if (options.out !== undefined) await checkOutPath(options.out, options.force === true);
       const { exitCode } = await withTarget(
         flags,
         async (context): Promise<{ exitCode: number }> =>

@@ -13,7 +13,7 @@ import {
 } from '#shared/deadlines';
 import { isOwed, type LedgerItem, ledgerItemSchema, type Status } from '#shared/ledger';
 import { rfc3339Instant } from '#shared/request';
-import { type CliIo, type CommandResult, csvRow, processIo } from '../format.ts';
+import { type CliIo, type CommandResult, csvRow, jsonText, processIo } from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
 
@@ -318,7 +318,7 @@ export async function runReport(
     skipped,
   };
 
-  const text = format === 'json' ? `${JSON.stringify(result, null, 2)}\n` : toCsv(result, table);
+  const text = format === 'json' ? jsonText(result) : toCsv(result, table);
   if (options.out === undefined) io.out(text);
   else {
     await writeFile(options.out, text);
@@ -539,7 +539,7 @@ never share a row:
   denied     denied by the controller, split by basis: unverifiable (identity not verified), other
   withdrawn  cancelled at the subject's request
   open       not answered yet
-  failed     failed on our side and still owed (svc-dsr retry): neither complied with nor denied
+  failed     failed on our side and still owed (npx svc-dsr retry): neither complied with nor denied
   median_days_to_respond, mean_days_to_respond: days from receipt to the response, complied and denied
 Messages rejected at intake as invalid are intake errors, not consumer requests: they are counted
 apart (intake_errors) and in no metric. A request whose dates contradict each other (received after

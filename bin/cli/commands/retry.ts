@@ -93,7 +93,7 @@ export async function runRetry(
       throw new CliError(
         restored
           ? `could not start execution ${name} (${detail}); request ${requestId} is failed again, so the retry can be repeated`
-          : `could not start execution ${name} (${detail}), nor set request ${requestId} back to failed: the ledger shows ${status} with no execution; check svc-dsr status`,
+          : `could not start execution ${name} (${detail}), nor set request ${requestId} back to failed: the ledger shows ${status} with no execution; check npx svc-dsr status ${requestId}`,
         EXIT.failed,
       );
     }

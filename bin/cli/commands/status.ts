@@ -10,7 +10,7 @@ import {
   writeJson,
 } from '../format.ts';
 import { EXIT } from '../io.ts';
-import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { addTargetOptions, type CliContext, type TargetFlags, targetArgs, withTarget } from '../target.ts';
 import { loadRequest } from './common.ts';
 
 /** Options of `svc-dsr status`. */
@@ -19,6 +19,8 @@ export interface StatusOptions {
   readonly json?: boolean;
   /** Include primary_key and svc_user_id (hidden by default). */
   readonly showSubject?: boolean;
+  /** The target flags as typed (see targetArgs), appended to the commands a hint suggests. */
+  readonly targetArgs?: string;
 }
 
 /** A ledger item as status shows it: the subject's identifiers only when asked for. */
@@ -44,12 +46,12 @@ export async function runStatus(
   const item = await loadRequest(context, requestId);
   const view = viewOf(item, options.showSubject === true);
   if (options.json === true) writeJson(io, view);
-  else io.out(describeRequest(item, options.showSubject === true, context.clock()));
+  else io.out(describeRequest(item, options.showSubject === true, context.clock(), options.targetArgs ?? ''));
   return { exitCode: EXIT.ok, result: view };
 }
 
 /** The human-readable page of one request. */
-export function describeRequest(item: LedgerItem, showSubject: boolean, now: Date): string {
+export function describeRequest(item: LedgerItem, showSubject: boolean, now: Date, targetArgs = ''): string {
   const rows: [string, string][] = [];
   const add = (label: string, value: string | undefined) => {
     if (value !== undefined && value !== '') rows.push([label, terminalText(value)]);
@@ -132,8 +134,12 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
   for (const due of noticesDue(item, now)) {
     add(
       `${due.kind} notice`,
-      `DUE${due.due_by === null ? '' : ` by ${due.due_by}`}${due.overdue ? ' (overdue)' : ''}: record it with svc-dsr notice`,
+      `DUE${due.due_by === null ? '' : ` by ${due.due_by}`}${due.overdue ? ' (overdue)' : ''}: record it with npx svc-dsr notice ${item.request_id} --kind ${due.kind} --channel email${targetArgs}`,
     );
+  }
+  if (item.status === 'failed') {
+    // What a person does next with a failed request, as a command that works when pasted.
+    add('next', `retry it: npx svc-dsr retry ${item.request_id}${targetArgs} (add --reason to say why)`);
   }
   add(
     'counters',
@@ -180,6 +186,7 @@ Examples:
         requestId: parseRequestId(requestId),
         json: flags.json === true,
         showSubject: flags.showSubject === true,
+        targetArgs: targetArgs(flags),
       };
       const { exitCode } = await withTarget(flags, (context) => runStatus(context, options, processIo));
       process.exitCode = exitCode;

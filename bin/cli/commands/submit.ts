@@ -37,7 +37,7 @@ export interface RequestFlags {
 /** What to submit and how. Either `file` or `request`. */
 export interface SubmitOptions {
   readonly file?: string;
-  /** `csv` or `jsonl`; default from the file's extension. */
+  /** `csv`, `jsonl` or `json`; default from the file's extension (or, for `-`, its content). */
   readonly format?: string;
   readonly request?: RequestFlags;
   readonly dryRun?: boolean;
@@ -49,7 +49,7 @@ export interface SubmitOptions {
 /** The result of a submit; `--json` prints exactly this. No primary_key anywhere. */
 export interface SubmitSummary {
   readonly dry_run: boolean;
-  readonly source: 'flags' | 'csv' | 'jsonl';
+  readonly source: 'flags' | 'csv' | 'jsonl' | 'json';
   /** Requests read (blank lines are not counted). */
   readonly lines: number;
   /** Lines that passed validation (sent or, in a dry run, would be sent). */
@@ -60,16 +60,30 @@ export interface SubmitSummary {
   readonly duplicates: { line: number; request_id: string; first_line: number }[];
   /** Valid lines SQS did not take (after one retry), or not attempted after the queue kept failing. */
   readonly failed: { line: number; request_id: string; code: string; message: string }[];
+  /** Whether the ledger was read before sending (false in a dry run, or when it could not be read). */
+  readonly ledger_checked: boolean;
+  /** Requests the ledger already holds with the same content: sent again, intake counts them as duplicates. */
+  readonly already_submitted: { line: number; request_id: string; status: string }[];
+  /** Requests the ledger holds with other content under the same request_id: not sent (intake would quarantine them). */
+  readonly conflicts: { line: number; request_id: string; status: string }[];
 }
 
-/** What submit needs from the target. */
-export type SubmitTarget = Pick<CliContext, 'sqs' | 'names'>;
+/** What submit needs from the target; with a ledger, it checks each request against it before sending. */
+export type SubmitTarget = Pick<CliContext, 'sqs' | 'names'> & {
+  readonly ledger?: Pick<CliContext['ledger'], 'get'>;
+};
+
+/** How many ledger reads run at once when checking a file against the ledger. */
+const PARALLEL_READS = 8;
 
 const BATCH_SIZE = 10;
 const PARALLEL_BATCHES = 4;
 const DEFAULT_PROGRESS_EVERY = 1000;
 
-const formatSchema = z.enum(['csv', 'jsonl'], { message: 'must be "csv" or "jsonl"' });
+const formatSchema = z.enum(['csv', 'jsonl', 'json'], { message: 'must be "csv", "jsonl" or "json"' });
+
+const JSON_FORMAT_HINT =
+  'a .json file holds one request object or an array of them; a .jsonl file one request object per line';
 
 /** The flag of each request field, so an error names what the operator typed. */
 const FLAG_OF: Record<string, string> = {
@@ -179,10 +193,15 @@ export async function runSubmit(
   const dryRun = options.dryRun === true;
   let sent: SubmitSummary['sent'] = [];
   let failed: SubmitSummary['failed'] = [];
+  let checked: LedgerCheck = { checked: false, already: [], conflicts: [], toSend: valid };
   if (!dryRun && valid.length > 0) {
+    // A dry run never connects; a real one reads the ledger first and holds back the conflicts.
     const target = await connect();
-    const progress = progressReporter(io, options, candidates.length, valid);
-    ({ sent, failed } = await sendAll(target, valid, progress));
+    checked = await checkLedger(target, valid, io);
+    if (checked.toSend.length > 0) {
+      const progress = progressReporter(io, options, candidates.length, checked.toSend);
+      ({ sent, failed } = await sendAll(target, checked.toSend, progress));
+    }
   }
 
   const summary: SubmitSummary = {
@@ -194,11 +213,74 @@ export async function runSubmit(
     bad_lines: bad,
     duplicates,
     failed,
+    ledger_checked: checked.checked,
+    already_submitted: checked.already,
+    conflicts: checked.conflicts,
   };
-  const exitCode = failed.length > 0 ? EXIT.failed : bad.length > 0 ? EXIT.usage : EXIT.ok;
+  const exitCode =
+    failed.length > 0 ? EXIT.failed : bad.length > 0 || checked.conflicts.length > 0 ? EXIT.usage : EXIT.ok;
   if (options.json === true) writeJson(io, summary);
   else printSummary(io, summary);
   return { exitCode, result: summary };
+}
+
+interface LedgerCheck {
+  readonly checked: boolean;
+  readonly already: SubmitSummary['already_submitted'];
+  readonly conflicts: SubmitSummary['conflicts'];
+  /** The valid lines that are no conflict. */
+  readonly toSend: readonly ValidLine[];
+}
+
+function unreachable(io: CliIo, error: unknown): undefined {
+  io.err(
+    `submit: the ledger was not checked for earlier submissions (${error instanceof Error ? error.message : String(error)})\n`,
+  );
+  return undefined;
+}
+
+/**
+ * Reads each valid request's ledger item before anything is sent: one the ledger holds with the
+ * same fingerprint was submitted before (a duplicate), one with another fingerprint is a conflict
+ * (intake would quarantine it). A ledger that cannot be read is reported, and nothing is held back.
+ */
+async function checkLedger(
+  target: SubmitTarget,
+  valid: readonly ValidLine[],
+  io: CliIo,
+): Promise<LedgerCheck> {
+  const { ledger } = target;
+  if (ledger === undefined) return { checked: false, already: [], conflicts: [], toSend: valid };
+  const found: ({ status: string; fingerprint: string } | undefined)[] = new Array(valid.length);
+  let next = 0;
+  const worker = async () => {
+    for (let index = next++; index < valid.length; index = next++) {
+      const entry = valid[index];
+      if (entry === undefined) continue;
+      const item = await ledger.get(entry.request.request_id);
+      found[index] = item === undefined ? undefined : { status: item.status, fingerprint: item.fingerprint };
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.min(PARALLEL_READS, valid.length) }, worker));
+  } catch (error) {
+    // A send that follows meets the same trouble (no credentials, nothing listening) and says so.
+    unreachable(io, error);
+    return { checked: false, already: [], conflicts: [], toSend: valid };
+  }
+  const already: LedgerCheck['already'] = [];
+  const conflicts: LedgerCheck['conflicts'] = [];
+  const toSend: ValidLine[] = [];
+  valid.forEach((entry, index) => {
+    const item = found[index];
+    const facts = { line: entry.line, request_id: entry.request.request_id };
+    if (item === undefined) toSend.push(entry);
+    else if (item.fingerprint === fingerprint(entry.request)) {
+      already.push({ ...facts, status: item.status });
+      toSend.push(entry);
+    } else conflicts.push({ ...facts, status: item.status });
+  });
+  return { checked: true, already, conflicts, toSend };
 }
 
 async function readCandidates(
@@ -216,21 +298,54 @@ async function readCandidates(
       `--file submits the requests in the file; drop ${flags.join(', ')} (or drop --file to submit one request from flags)`,
     );
   }
-  const format = fileFormat(options.file, options.format);
+  const named = fileFormat(options.file, options.format);
   const text = await readRequestsText('--file', options.file);
+  const format = named ?? sniffFormat(text);
+  const file = options.file === '-' ? 'standard input' : options.file;
   return {
     source: format,
-    candidates: format === 'csv' ? csvCandidates(text, options.file) : jsonlCandidates(text),
+    candidates:
+      format === 'csv'
+        ? csvCandidates(text, file)
+        : format === 'json'
+          ? jsonCandidates(text, file)
+          : jsonlCandidates(text, file),
   };
 }
 
-function fileFormat(file: string, format: string | undefined): 'csv' | 'jsonl' {
+/** The format the flags or the extension name; undefined for `-` without --format (see sniffFormat). */
+function fileFormat(file: string, format: string | undefined): 'csv' | 'jsonl' | 'json' | undefined {
   if (format !== undefined) return parseOption('--format', formatSchema, format);
+  if (file === '-') return undefined;
   const extension = extname(file).toLowerCase();
   if (extension === '.csv') return 'csv';
   if (extension === '.jsonl' || extension === '.ndjson') return 'jsonl';
+  if (extension === '.json') return 'json';
   throw new CliError(
-    `--file: cannot tell the format of ${file} from its extension; name it .csv or .jsonl, or pass --format csv|jsonl`,
+    `--file: cannot tell the format of ${file} from its extension; name it .csv, .jsonl or .json, or pass --format csv|jsonl|json`,
+  );
+}
+
+/** Standard input without --format: JSON when it is one JSON document, JSONL when it starts with `{`, else CSV. */
+function sniffFormat(text: string): 'csv' | 'jsonl' | 'json' {
+  const start = text.trimStart()[0];
+  if (start === '[') return 'json';
+  if (start !== '{') return 'csv';
+  return parseStrictJson(text).ok ? 'json' : 'jsonl';
+}
+
+/** A JSON document: one request object, or an array of them numbered from 1 as "lines". */
+function jsonCandidates(text: string, file: string): Candidate[] {
+  const read = parseStrictJson(text);
+  if (!read.ok) {
+    throw new CliError(
+      `--file: ${file} is not one JSON document (${read.problem}); ${JSON_FORMAT_HINT}: name it accordingly or pass --format`,
+    );
+  }
+  if (Array.isArray(read.value)) return read.value.map((value, index) => ({ line: index + 1, value }));
+  if (read.value !== null && typeof read.value === 'object') return [{ line: 1, value: read.value }];
+  throw new CliError(
+    `--file: ${file} holds neither a request object nor an array of them; ${JSON_FORMAT_HINT}`,
   );
 }
 
@@ -252,7 +367,15 @@ function requestFromFlags(flags: RequestFlags): Record<string, unknown> {
   };
 }
 
-function jsonlCandidates(text: string): Candidate[] {
+function jsonlCandidates(text: string, file: string): Candidate[] {
+  // A JSON document (an array, or an object over several lines) read as JSONL fails on every line:
+  // say which format it is instead.
+  const start = text.trimStart()[0];
+  if ((start === '[' || (start === '{' && text.trim().includes('\n'))) && parseStrictJson(text).ok) {
+    throw new CliError(
+      `--file: ${file} is one JSON document, not JSONL; ${JSON_FORMAT_HINT}: name it .json or pass --format json`,
+    );
+  }
   const candidates: Candidate[] = [];
   for (const { line, body } of jsonLines(text)) {
     if (body.trim() === '') continue;
@@ -544,6 +667,16 @@ function printSummary(io: CliIo, summary: SubmitSummary): void {
       `line ${duplicate.line}: request ${duplicate.request_id} repeats line ${duplicate.first_line} with the same content; ${summary.dry_run ? 'counted' : 'sent'} once\n`,
     );
   }
+  for (const already of summary.already_submitted) {
+    io.err(
+      `line ${already.line}: request ${already.request_id} is already in the ledger with the same content (${already.status}); sent again as a duplicate, which changes nothing\n`,
+    );
+  }
+  for (const conflict of summary.conflicts) {
+    io.err(
+      `line ${conflict.line}: request ${conflict.request_id} is already in the ledger (${conflict.status}) with different content; not sent, since intake would quarantine it as a conflict: give it its own request_id, or check it with npx svc-dsr status ${conflict.request_id}\n`,
+    );
+  }
   for (const failure of summary.failed) {
     io.err(
       `line ${failure.line}: request ${failure.request_id} was not sent: ${failure.code}: ${failure.message}\n`,
@@ -563,6 +696,9 @@ function printSummary(io: CliIo, summary: SubmitSummary): void {
   const parts = [`${summary.sent.length} sent`];
   if (summary.source !== 'flags') parts.push(badText);
   if (summary.duplicates.length > 0) parts.push(`${summary.duplicates.length} repeated`);
+  if (summary.already_submitted.length > 0)
+    parts.push(`${summary.already_submitted.length} already in the ledger`);
+  if (summary.conflicts.length > 0) parts.push(`${summary.conflicts.length} in conflict with the ledger`);
   if (summary.failed.length > 0) parts.push(`${summary.failed.length} not sent`);
   io.err(`submit: ${parts.join(', ')}\n`);
 }
@@ -579,8 +715,14 @@ export function registerSubmitCommand(program: Command): void {
   const command = program
     .command('submit')
     .description('submit one request (flags) or a CSV/JSONL file of requests to the intake queue')
-    .option('--file <file>', 'CSV (header row of field names) or JSONL (one request per line)')
-    .option('--format <format>', 'csv or jsonl (default: from the file extension)')
+    .option(
+      '--file <file>',
+      'CSV (header row of field names), JSONL (one request per line) or JSON (an object or an array); - reads standard input',
+    )
+    .option(
+      '--format <format>',
+      'csv, jsonl or json (default: from the file extension; for -, from its content)',
+    )
     .option('--dry-run', 'validate every line and report the bad ones; send nothing')
     .option('--json', 'print a machine-readable summary')
     .option('--request-id <uuid>', 'the idempotency key (default: a random UUID)')
@@ -604,8 +746,12 @@ verification.verified_at (or verification_method, verified_by, verified_at); an 
 absent field. Every line of a file needs its own request_id (the idempotency key), so submitting a
 file twice is safe. The request ids sent are printed on stdout, one per line.
 
-Exit codes: 0 everything valid was sent, 2 a flag or line was invalid (the valid lines were still
-sent), 1 a valid line could not be sent.
+Before sending, each request is looked up in the ledger: one already there with the same content is
+reported and sent again (a duplicate changes nothing); one there with other content under the same
+request_id is a conflict, reported and not sent.
+
+Exit codes: 0 everything valid was sent, 2 a flag or line was invalid or in conflict with the
+ledger (the other valid lines were still sent), 1 a valid line could not be sent.
 
 Examples:
   $ npx svc-dsr submit --type erasure --regulation gdpr --primary-key u-alice \\

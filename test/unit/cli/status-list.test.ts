@@ -150,7 +150,7 @@ describe('runStatus notices', () => {
     const io = collectingIo();
     await runStatus(testContext(), { requestId: REQUEST_ID }, io);
     expect(io.stdout()).toMatch(
-      /receipt notice\s+DUE by 2026-11-20T00:00:00.000Z \(overdue\): record it with svc-dsr notice/,
+      /receipt notice\s+DUE by 2026-11-20T00:00:00.000Z \(overdue\): record it with npx svc-dsr notice 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --kind receipt --channel email/,
     );
     expect(io.stdout()).toMatch(/extension notice\s+given 2026-11-19T10:00:00Z by letter/);
   });

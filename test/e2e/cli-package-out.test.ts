@@ -1,0 +1,177 @@
+/**
+ * `svc-dsr package` run as a process against a deployed-stack target whose endpoints
+ * (AWS_ENDPOINT_URL) are a loopback stub: the ledger answers a completed request, and S3 serves
+ * its archive as each test scripts (slowly, cut short).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { CLI, runCli } from '../helpers/cli.ts';
+import { type StubServer, startStubServer } from '../helpers/stub-server.ts';
+import { ledgerRecord, NAMES, REQUEST_ID, storedItem } from '../unit/cli/helpers.ts';
+
+const ARCHIVE = Buffer.alloc(256 * 1024, 7);
+const SHA256 = createHash('sha256').update(ARCHIVE).digest('hex');
+
+let workdir: string;
+let config: string;
+let stub: StubServer;
+
+const env = () => ({
+  AWS_ENDPOINT_URL: stub.url,
+  AWS_REGION: 'eu-west-1',
+  AWS_ACCESS_KEY_ID: 'test',
+  AWS_SECRET_ACCESS_KEY: 'test',
+  AWS_MAX_ATTEMPTS: '1',
+});
+const target = () => ['--target', 'aws', '--config', config];
+
+/** The ledger answers the completed request; S3 answers GetObject with `body`. */
+function serve(body: (response: import('node:http').ServerResponse) => void): void {
+  stub.handle((request, response) => {
+    if (request.headers['x-amz-target'] === 'DynamoDB_20120810.GetItem') {
+      const item = ledgerRecord({
+        status: 'completed',
+        outcome: 'exported',
+        archive: {
+          key: `exports/${REQUEST_ID}/attempt-1.zip`,
+          bytes: ARCHIVE.length,
+          sha256: SHA256,
+          entries: 4,
+          verified_at: '2026-11-20T10:00:00.000Z',
+        },
+      });
+      response.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' });
+      response.end(JSON.stringify({ Item: storedItem(item) }));
+      return;
+    }
+    if (request.method === 'HEAD') {
+      response.writeHead(200, { 'content-length': String(ARCHIVE.length) }).end();
+      return;
+    }
+    body(response);
+  });
+}
+
+/** The files in `dir` (a `.partial` left there would hold personal data). */
+async function filesIn(dir: string): Promise<string[]> {
+  return (await readdir(dir)).sort();
+}
+
+beforeAll(async () => {
+  workdir = await mkdtemp(join(tmpdir(), 'svc-dsr-package-out-'));
+  config = join(workdir, 'config.json');
+  await writeFile(config, JSON.stringify(NAMES));
+  stub = await startStubServer();
+});
+
+afterAll(async () => {
+  await stub.close();
+  await rm(workdir, { recursive: true, force: true });
+});
+
+describe('svc-dsr package', () => {
+  let outDir: string;
+  beforeEach(async () => {
+    outDir = await mkdtemp(join(workdir, 'out-'));
+  });
+
+  it('prints exactly the link on stdout and its note on stderr', async () => {
+    serve((response) => response.writeHead(500).end());
+    const result = await runCli(['package', REQUEST_ID, ...target()], { env: env() });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\S+\n$/);
+    expect(new URL(result.stdout.trim()).searchParams.get('X-Amz-Expires')).toBe('3600');
+    expect(result.stderr).toContain('valid until');
+    expect(result.stderr).toContain(SHA256);
+  });
+
+  it('refuses an --out that is a directory, or in a missing directory, with exit 2 before any call', async () => {
+    serve((response) => response.writeHead(500).end());
+    const before = stub.requests.length;
+    const dir = await runCli(['package', REQUEST_ID, '--out', outDir, ...target()], { env: env() });
+    expect(dir.code).toBe(2);
+    expect(dir.stderr).toContain(`--out: ${outDir} is a directory; give a file path`);
+    const missing = join(outDir, 'no-such-folder', 'alice.zip');
+    const parent = await runCli(['package', REQUEST_ID, '--out', missing, ...target()], { env: env() });
+    expect(parent.code).toBe(2);
+    expect(parent.stderr).toContain(`--out: the folder ${join(outDir, 'no-such-folder')} does not exist`);
+    expect(stub.requests.length).toBe(before);
+    expect(await filesIn(outDir)).toEqual([]);
+  });
+
+  it('writes the verified copy when the download completes', async () => {
+    serve((response) => {
+      response.writeHead(200, { 'content-length': String(ARCHIVE.length) });
+      response.end(ARCHIVE);
+    });
+    const out = join(outDir, 'alice.zip');
+    const result = await runCli(['package', REQUEST_ID, '--out', out, ...target()], { env: env() });
+    expect(result.code).toBe(0);
+    expect(await filesIn(outDir)).toEqual(['alice.zip']);
+  });
+
+  it('leaves no .partial file when the download is cut short', async () => {
+    serve((response) => {
+      response.writeHead(200, { 'content-length': String(ARCHIVE.length) });
+      response.write(ARCHIVE.subarray(0, 64 * 1024), () => response.destroy());
+    });
+    const out = join(outDir, 'alice.zip');
+    const result = await runCli(['package', REQUEST_ID, '--out', out, ...target()], { env: env() });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('nothing was written');
+    expect(await filesIn(outDir)).toEqual([]);
+  });
+
+  it.each(['SIGINT', 'SIGTERM'] as const)(
+    'leaves no .partial file when stopped by %s mid-download',
+    async (signal) => {
+      // Half the archive, then nothing: the copy stays partial until the signal comes.
+      serve((response) => {
+        response.writeHead(200, { 'content-length': String(ARCHIVE.length) });
+        response.write(ARCHIVE.subarray(0, 64 * 1024));
+      });
+      const out = join(outDir, 'alice.zip');
+      const child: ChildProcess = spawn(
+        process.execPath,
+        [CLI, 'package', REQUEST_ID, '--out', out, ...target()],
+        {
+          env: { ...process.env, ...env() },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      let stderr = '';
+      child.stderr?.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      for (
+        let attempt = 0;
+        !(await filesIn(outDir)).some((name) => name.includes('.partial'));
+        attempt += 1
+      ) {
+        if (attempt > 200 || child.exitCode !== null) throw new Error(`no partial copy appeared: ${stderr}`);
+        await delay(100);
+      }
+      child.kill(signal);
+      expect(await exited).toBe(signal === 'SIGINT' ? 130 : 143);
+      expect(stderr).toContain(`stopped by ${signal}; nothing was written to ${out}`);
+      expect(await filesIn(outDir)).toEqual([]);
+    },
+    60_000,
+  );
+
+  it('still refuses an existing file without --force', async () => {
+    serve((response) => response.writeHead(500).end());
+    const out = join(outDir, 'taken.zip');
+    await mkdir(outDir, { recursive: true });
+    await writeFile(out, 'mine');
+    const result = await runCli(['package', REQUEST_ID, '--out', out, ...target()], { env: env() });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('already exists');
+  });
+});
