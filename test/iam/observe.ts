@@ -45,6 +45,7 @@ const ids = {
   stranded: '0b7f6d0e-0000-4000-8000-000000000008',
   denied: '0b7f6d0e-0000-4000-8000-000000000009',
   unverified: '0b7f6d0e-0000-4000-8000-00000000000a',
+  strandedForGood: '0b7f6d0e-0000-4000-8000-00000000000b',
 } as const;
 
 /** Runs the scenarios in `dataDir` and returns every call made, in this process and in the CLI's. */
@@ -132,29 +133,36 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     await waitFor(async () => (await cli('status', ids.extended, '--json')).includes('"completed"'));
 
     // A request left running with its execution gone (a crash, a timeout): the reconciler resumes it.
-    await submitByCli(ids.stranded, 'access', 'gdpr', 'u-alice');
-    await waitFor(
-      async () =>
-        (await runAsCaller(CALLERS.localRuntime, () => mode.workflow.ledger.get(ids.stranded)))?.step ===
-        'exporting',
-      60_000,
-      25,
-    );
-    const sfn = new SFNClient({
-      region: mode.aws.region,
-      endpoint: mode.shim.endpoint,
-      credentials: mode.aws.credentials,
-    });
-    await runAsCaller(CALLERS.localRuntime, () =>
-      sfn.send(
-        new StopExecutionCommand({
-          executionArn: `${mode.shim.stateMachineArn.replace(':stateMachine:', ':execution:')}:${ids.stranded}`,
-        }),
-      ),
-    );
-    sfn.destroy();
+    const strand = async (requestId: string) => {
+      await submitByCli(requestId, 'access', 'gdpr', 'u-alice');
+      await waitFor(
+        async () =>
+          (await runAsCaller(CALLERS.localRuntime, () => mode.workflow.ledger.get(requestId)))?.step ===
+          'exporting',
+        60_000,
+        25,
+      );
+      const sfn = new SFNClient({
+        region: mode.aws.region,
+        endpoint: mode.shim.endpoint,
+        credentials: mode.aws.credentials,
+      });
+      await runAsCaller(CALLERS.localRuntime, () =>
+        sfn.send(
+          new StopExecutionCommand({
+            executionArn: `${mode.shim.stateMachineArn.replace(':stateMachine:', ':execution:')}:${requestId}`,
+          }),
+        ),
+      );
+      sfn.destroy();
+    };
+    await strand(ids.stranded);
     await mode.reconcile({ graceSeconds: 0 });
     await waitFor(async () => (await cli('status', ids.stranded, '--json')).includes('"completed"'));
+    // One resumed too often already: the reconciler records it failed and closes its chain.
+    await strand(ids.strandedForGood);
+    await mode.reconcile({ graceSeconds: 0, maxResumes: 0 });
+    await waitFor(async () => (await cli('status', ids.strandedForGood, '--json')).includes('"failed"'));
     await cli('status', ids.access);
     await cli('notice', ids.access, '--kind', 'response', '--channel', 'email');
     await cli('list', '--status', 'completed');

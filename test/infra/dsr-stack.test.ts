@@ -634,7 +634,7 @@ describe('reconciler', () => {
     });
   });
 
-  it('may read executions, start them and read and write the ledger and the export slots, nothing else on those services', () => {
+  it('may read executions, start them, read and write the ledger and the export slots, and append audit records, nothing else on those services', () => {
     const actions = [...new Set(statementsOf('Reconciler').flatMap(actionsOf))];
     expect(actions.filter((action) => action.startsWith('states:')).sort()).toEqual([
       'states:DescribeExecution',
@@ -645,9 +645,14 @@ describe('reconciler', () => {
       'dynamodb:Query',
       'dynamodb:UpdateItem',
     ]);
-    expect(actions.some((action) => action.startsWith('s3:') || action.startsWith('secretsmanager:'))).toBe(
-      false,
-    );
+    // The final record of a request it records failed: audit records only, and no HMAC key.
+    expect(actions.filter((action) => action.startsWith('s3:')).sort()).toEqual([
+      's3:GetObject',
+      's3:ListBucket',
+      's3:PutObject',
+    ]);
+    expect(JSON.stringify(statementsOf('Reconciler'))).not.toContain('exports/');
+    expect(actions.some((action) => action.startsWith('secretsmanager:'))).toBe(false);
   });
 });
 
