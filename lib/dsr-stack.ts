@@ -509,6 +509,7 @@ export class DsrStack extends Stack {
         period: Duration.minutes(5),
       }),
       dueSoonRequests: sweepMetric(DEADLINE_METRICS.dueSoon),
+      receiptsOverdue: sweepMetric(DEADLINE_METRICS.receiptsOverdue),
       stuckRequests: reconcilerMetric('StuckRequests'),
       platformDownSeconds: reconcilerMetric('PlatformDownSeconds'),
     });

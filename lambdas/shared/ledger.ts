@@ -1126,6 +1126,21 @@ export interface NoticeDue {
   readonly overdue: boolean;
 }
 
+/**
+ * Where the CCPA receipt confirmation of a request stands: `given`, owed by `confirm_by` (`due`), or
+ * owed and past it (`overdue`); undefined when none is owed (GDPR, or a rejected request). Reads
+ * only what a listing has of the request.
+ */
+export function receiptState(
+  item: Pick<LedgerItem, 'status' | 'confirm_by' | 'notice_receipt'>,
+  now: Date,
+): 'given' | 'due' | 'overdue' | undefined {
+  if (item.status === 'rejected' || item.confirm_by === null || item.confirm_by === undefined)
+    return undefined;
+  if (item.notice_receipt !== undefined) return 'given';
+  return Date.parse(item.confirm_by) < now.getTime() ? 'overdue' : 'due';
+}
+
 /** The notices the request calls for and that are not recorded yet. */
 export function noticesDue(item: LedgerItem, now: Date): NoticeDue[] {
   const due: NoticeDue[] = [];

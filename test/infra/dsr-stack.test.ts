@@ -511,6 +511,7 @@ describe('IAM', () => {
     const statements = statementsOf('DeadlineSweep');
     const actions = statements.flatMap(actionsOf);
     expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual([
+      'dynamodb:GetItem',
       'dynamodb:Query',
       'dynamodb:Scan',
     ]);
@@ -705,6 +706,18 @@ describe('alarms', () => {
     expect(growth).toHaveLength(2);
     for (const [, alarm] of growth)
       expect(alarm).toMatchObject({ EvaluationPeriods: 3, DatapointsToAlarm: 3 });
+  });
+
+  it('alarms at once when a CCPA receipt confirmation is past its confirm-by date, from the sweep', () => {
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'ReceiptConfirmationsOverdue',
+      Namespace: 'svc-dsr',
+      Statistic: 'Maximum',
+      Threshold: 1,
+      EvaluationPeriods: 1,
+      Dimensions: [{ Name: 'Stack', Value: 'Test' }],
+      AlarmActions: [{ Ref: topic }],
+    });
   });
 
   it('alarms at once on a request that arrived already overdue, and counts deadlines in the configured zone', () => {
