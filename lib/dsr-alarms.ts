@@ -29,6 +29,8 @@ export interface DsrAlarmsProps {
   readonly overdueAtIntake?: cloudwatch.IMetric;
   /** The deadline sweep's DueSoonRequests metric: open requests due within the configured days. */
   readonly dueSoonRequests: cloudwatch.IMetric;
+  /** The deadline sweep's ReceiptConfirmationsOverdue: CCPA receipts not confirmed by their date. @default no alarm */
+  readonly receiptsOverdue?: cloudwatch.IMetric;
   /** The reconciler's StuckRequests: open requests it found with no running execution. */
   readonly stuckRequests: cloudwatch.IMetric;
   /** The reconciler's PlatformDownSeconds: how long the shared circuit has been open. */
@@ -162,6 +164,13 @@ export class DsrAlarms extends Construct {
       props.overdueRequests,
       'Open requests are past their statutory due date; svc-dsr list --overdue names them',
     );
+    if (props.receiptsOverdue !== undefined) {
+      this.#add(
+        'ReceiptConfirmationsOverdue',
+        props.receiptsOverdue,
+        'CCPA requests are past their receipt confirm-by date (10 business days, section 7021) with no receipt notice recorded; svc-dsr list --receipt-overdue names them, svc-dsr notice --kind receipt records the confirmation',
+      );
+    }
     if (props.overdueAtIntake !== undefined) {
       // At once, not at the next sweep: the request was late before the workflow saw it.
       this.#add(

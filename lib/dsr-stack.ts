@@ -425,6 +425,7 @@ export class DsrStack extends Stack {
     });
     reconciler
       .bindLedger(this.ledger, 'reconciler')
+      .bindAuditBucket(this.auditBucket)
       .bindPlatformGate(this.platformGate, { admits: false, slots: true, reads: true })
       .bindStateMachine(this.workflow.stateMachine, 'reconcile', this.key);
     new events.Rule(this, 'ReconcilerSchedule', {
@@ -508,6 +509,7 @@ export class DsrStack extends Stack {
         period: Duration.minutes(5),
       }),
       dueSoonRequests: sweepMetric(DEADLINE_METRICS.dueSoon),
+      receiptsOverdue: sweepMetric(DEADLINE_METRICS.receiptsOverdue),
       stuckRequests: reconcilerMetric('StuckRequests'),
       platformDownSeconds: reconcilerMetric('PlatformDownSeconds'),
     });

@@ -89,8 +89,11 @@ export interface LocalMode {
    * reconciler every `reconcileSeconds`, as its schedule does in AWS; returns a stop function.
    */
   pollContinuously(onError: (error: unknown) => void): () => Promise<void>;
-  /** One pass of the reconciler: resumes open requests that no execution is running. */
-  reconcile(options?: { graceSeconds?: number }): Promise<ReconcileSummary>;
+  /**
+   * One pass of the reconciler: resumes open requests that no execution is running (`maxResumes`
+   * overrides the mode's limit for this pass).
+   */
+  reconcile(options?: { graceSeconds?: number; maxResumes?: number }): Promise<ReconcileSummary>;
   close(): Promise<void>;
 }
 
@@ -240,6 +243,7 @@ async function assembleLocalMode(
   sfn ??= sfnClient(runningShim.endpoint, aws);
   const reconcilerDeps: ReconcilerDeps = {
     ledger: workflow.ledger,
+    audit: workflow.audit,
     describe: sfnLookup(sfn, runningShim.stateMachineArn),
     start: sfnStarter(sfn, runningShim.stateMachineArn),
     clock: () => new Date(),
@@ -249,8 +253,8 @@ async function assembleLocalMode(
     publish: () => {},
   };
   const maxResumes = options.reconcileMaxResumes ?? 3;
-  const reconcileNow = (graceSeconds: number) =>
-    runAsCaller(RECONCILER_CALLER, () => reconcile(reconcilerDeps, { maxResumes, graceSeconds }));
+  const reconcileNow = (graceSeconds: number, resumes = maxResumes) =>
+    runAsCaller(RECONCILER_CALLER, () => reconcile(reconcilerDeps, { maxResumes: resumes, graceSeconds }));
   await reconcileNow(0);
 
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
@@ -318,7 +322,8 @@ async function assembleLocalMode(
       await runningShim.idle();
       await statusEvents.drained();
     },
-    reconcile: (reconcileOptions) => reconcileNow(reconcileOptions?.graceSeconds ?? RECONCILE_GRACE_SECONDS),
+    reconcile: (reconcileOptions) =>
+      reconcileNow(reconcileOptions?.graceSeconds ?? RECONCILE_GRACE_SECONDS, reconcileOptions?.maxResumes),
     pollContinuously(onError) {
       let stopped = false;
       let reconciledAt = Date.now();

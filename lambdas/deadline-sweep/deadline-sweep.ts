@@ -1,4 +1,4 @@
-import { type Ledger, OWED_STATUSES } from '#shared/ledger';
+import { type Ledger, noticesDue, OWED_STATUSES } from '#shared/ledger';
 import { embeddedMetricsLine, type MetricTarget } from '#shared/metrics';
 
 /**
@@ -11,9 +11,25 @@ const DAY_MS = 24 * 3600 * 1000;
 /** How many overdue request ids a sweep reports by name; the count is always complete. */
 const MAX_LISTED = 50;
 
-/** What the sweep reads: the ledger's open index, every shard. */
+/**
+ * A CCPA receipt confirmation is due 10 business days after receipt, at the end of that local day:
+ * never sooner than 12 days after it. A request received more recently than this (a day's margin
+ * for time zones) cannot be late with its receipt yet.
+ */
+const RECEIPT_EARLIEST_LATE_DAYS = 11;
+/**
+ * Every open CCPA request received before that is due within this many days: its due date is at
+ * most its extension limit, 90 days after receipt. The receipt pass reads no further.
+ */
+const RECEIPT_DUE_HORIZON_DAYS = 80;
+
+/**
+ * What the sweep reads: the ledger's open index, every shard, and the full item of the few open
+ * CCPA requests whose receipt confirmation may be late (the index does not carry `confirm_by` or
+ * the notices).
+ */
 export interface DeadlineSweepDeps {
-  readonly ledger: Pick<Ledger, 'openRequests'>;
+  readonly ledger: Pick<Ledger, 'openRequests' | 'get'>;
   readonly clock: () => Date;
 }
 
@@ -37,6 +53,13 @@ export interface DeadlineCounts {
   readonly oldest_overdue_due_at?: string;
   /** Up to 50 overdue request ids, most overdue first (request ids identify no one). */
   readonly overdue_request_ids: readonly string[];
+  /**
+   * Open CCPA requests whose receipt confirmation (section 7021) is not recorded and whose
+   * confirm-by date has passed.
+   */
+  readonly receipts_overdue: number;
+  /** Up to 50 of them, the longest overdue first. */
+  readonly receipts_overdue_request_ids: readonly string[];
 }
 
 /**
@@ -78,6 +101,7 @@ export async function sweepDeadlines(
 
   overdue.sort((a, b) => a.dueAt - b.dueAt);
   const oldest = overdue[0];
+  const receipts = await lateReceipts(deps, now, options.pageSize ?? 100);
   return {
     checked_at: now.toISOString(),
     overdue: overdue.length,
@@ -86,23 +110,59 @@ export async function sweepDeadlines(
     by_status: byStatus,
     ...(oldest === undefined ? {} : { oldest_overdue_due_at: new Date(oldest.dueAt).toISOString() }),
     overdue_request_ids: overdue.slice(0, MAX_LISTED).map((entry) => entry.requestId),
+    receipts_overdue: receipts.length,
+    receipts_overdue_request_ids: receipts.slice(0, MAX_LISTED).map((entry) => entry.requestId),
   };
+}
+
+/**
+ * The open CCPA requests whose receipt confirmation is past its confirm-by date and not recorded,
+ * the longest overdue first: only requests received long enough ago are read in full.
+ */
+async function lateReceipts(
+  deps: DeadlineSweepDeps,
+  now: Date,
+  pageSize: number,
+): Promise<{ requestId: string; confirmBy: number }[]> {
+  const receivedBefore = now.getTime() - RECEIPT_EARLIEST_LATE_DAYS * DAY_MS;
+  const dueBefore = new Date(now.getTime() + RECEIPT_DUE_HORIZON_DAYS * DAY_MS).toISOString();
+  const late: { requestId: string; confirmBy: number }[] = [];
+  for (const status of OPEN_STATUSES) {
+    for await (const entry of deps.ledger.openRequests(status, { dueBefore, pageSize })) {
+      if (entry.regulation !== 'ccpa') continue;
+      // An unreadable receipt date is checked in full rather than skipped.
+      if (Date.parse(entry.received_at ?? '') >= receivedBefore) continue;
+      const item = await deps.ledger.get(entry.request_id);
+      const receipt =
+        item === undefined ? undefined : noticesDue(item, now).find((due) => due.kind === 'receipt');
+      if (receipt?.overdue === true && receipt.due_by !== null) {
+        late.push({ requestId: entry.request_id, confirmBy: Date.parse(receipt.due_by) });
+      }
+    }
+  }
+  return late.sort((a, b) => a.confirmBy - b.confirmBy);
 }
 
 /** Metric names the sweep publishes; the stack's overdue alarm watches OverdueRequests. */
 export const DEADLINE_METRICS = {
   overdue: 'OverdueRequests',
   dueSoon: 'DueSoonRequests',
+  /** Open CCPA requests whose receipt confirmation is past its confirm-by date; its own alarm watches it. */
+  receiptsOverdue: 'ReceiptConfirmationsOverdue',
 } as const;
 
 /**
- * One CloudWatch Embedded Metric Format line: CloudWatch Logs turns it into the two metrics, with
+ * One CloudWatch Embedded Metric Format line: CloudWatch Logs turns it into the three metrics, with
  * no SDK call and no IAM permission.
  */
 export function deadlineMetricsLine(counts: DeadlineCounts, metrics: MetricTarget): string {
   return embeddedMetricsLine(
     metrics,
-    { [DEADLINE_METRICS.overdue]: counts.overdue, [DEADLINE_METRICS.dueSoon]: counts.due_soon },
+    {
+      [DEADLINE_METRICS.overdue]: counts.overdue,
+      [DEADLINE_METRICS.dueSoon]: counts.due_soon,
+      [DEADLINE_METRICS.receiptsOverdue]: counts.receipts_overdue,
+    },
     new Date(counts.checked_at),
   );
 }

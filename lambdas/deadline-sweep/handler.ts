@@ -56,7 +56,9 @@ export function makeDeadlineSweepHandler(deps: () => DeadlineSweepHandlerDeps) {
     );
     const summary = { ...counts };
     if (counts.overdue > 0) sweepDeps.logger.warn('open requests are overdue', summary);
-    else sweepDeps.logger.info('deadline sweep', summary);
+    else if (counts.receipts_overdue > 0) {
+      sweepDeps.logger.warn('CCPA receipt confirmations are overdue', summary);
+    } else sweepDeps.logger.info('deadline sweep', summary);
     return counts;
   };
 }

@@ -96,6 +96,11 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
     if (again.kind === 'duplicate' && created.existing.status === 'received') {
       await accept(request, event, deps, { newChain: false });
     }
+    // A valid request is rejected only by an unexpected failure: a delivery that stopped before
+    // its closing record writes it now (once, by its eventId).
+    if (again.kind === 'duplicate' && created.existing.status === 'rejected') {
+      await closeUnexpected(request.request_id, 'unknown', deps);
+    }
     return again;
   }
   progress.receivedId = request.request_id;
@@ -237,6 +242,7 @@ async function quarantineUnexpected(
     `intake failed unexpectedly (${name}: ${message.slice(0, MAX_REASON_LENGTH)}); the message is kept here: fix the cause and send it again`,
   );
   const requestId = progress.receivedId;
+  let closed = false;
   if (requestId !== undefined) {
     try {
       await deps.ledger.update(
@@ -244,17 +250,49 @@ async function quarantineUnexpected(
         { status: 'rejected', rejection_errors: [reason], completed_at: new Date().toISOString() },
         ['received'],
       );
+      closed = true;
     } catch (closeError) {
       // Moved on meanwhile (its execution started): it is no longer stranded, so leave it be.
       if (isInfrastructureFailure(closeError)) throw closeError;
     }
   }
   await deps.quarantine(body, reason, requestId);
+  // After the quarantine: should the record fail for the trail's store, the redelivery writes it.
+  if (closed && requestId !== undefined) await closeUnexpected(requestId, name, deps);
   deps.logger.error('message quarantined after an unexpected failure', {
     error: name,
     ...(requestId === undefined ? {} : { request_id: requestId }),
   });
   return { kind: 'quarantined', reason };
+}
+
+/**
+ * The final record of a request intake closed as rejected after an unexpected failure: rejected is
+ * terminal, so its chain ends here (after the intake record, when that was written). The error's
+ * class name only: its message could hold what the audit trail must not keep.
+ */
+async function closeUnexpected(requestId: string, errorName: string, deps: IntakeDeps): Promise<void> {
+  const event: AuditEvent = {
+    eventId: 'Intake:unexpected',
+    step: 'Intake',
+    action: 'request_rejected',
+    facts: {
+      cause: 'intake_failed',
+      error: /^[A-Za-z][A-Za-z0-9_.]{0,63}$/.test(errorName) ? errorName : 'unknown',
+    },
+    final: true,
+  };
+  try {
+    await deps.audit.append(requestId, event);
+  } catch (error) {
+    // The trail itself may be what failed: the ledger says rejected, and the message is kept in
+    // quarantine; its redelivery writes the record (`svc-dsr verify --all` reports it meanwhile).
+    if (isInfrastructureFailure(error)) throw error;
+    deps.logger.error('the closing audit record of a request intake rejected could not be written', {
+      request_id: requestId,
+      error: error instanceof Error ? error.name : typeof error,
+    });
+  }
 }
 
 const awsFailureSchema = z.object({

@@ -1,9 +1,12 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { z } from 'zod';
+import { AuditTrail } from '#shared/audit';
 import { gateEnvSchema, parseEnv } from '#shared/config';
+import { ConfigurationError } from '#shared/errors';
 import { Ledger } from '#shared/ledger';
 import { platformGate, powertoolsLogger } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
@@ -26,6 +29,9 @@ export const reconcilerEnvSchema = z.object({
   GRACE_SECONDS: z.coerce.number().int().min(0).default(600),
   METRICS_NAMESPACE: z.string().min(1),
   METRICS_STACK: z.string().min(1),
+  /** The audit bucket: the final record of a request the reconciler records failed goes there. */
+  AUDIT_BUCKET: z.string().min(1),
+  KMS_KEY_ID: z.string().min(1).optional(),
   ...gateEnvSchema.shape,
 });
 
@@ -50,8 +56,23 @@ function reconcilerLambdaDeps(): ReconcilerDeps & ReconcileOptions {
       serviceName: 'svc-dsr',
       defaultDimensions: { Stack: env.METRICS_STACK },
     });
+    const ledger = new Ledger(dynamo, env.TABLE_NAME);
     lambdaDeps = {
-      ledger: new Ledger(dynamo, env.TABLE_NAME),
+      ledger,
+      audit: new AuditTrail(
+        {
+          s3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
+          bucket: env.AUDIT_BUCKET,
+          ...(env.KMS_KEY_ID ? { kmsKeyId: env.KMS_KEY_ID } : {}),
+        },
+        {
+          // Its records carry no subject, so the reconciler holds no HMAC key.
+          hmacKey: () => {
+            throw new ConfigurationError('the reconciler writes no subject hashes and has no HMAC key');
+          },
+          heads: ledger,
+        },
+      ),
       gate: platformGate(env, dynamo, logger),
       publish: (figures) => {
         metrics.addMetric('StuckRequests', MetricUnit.Count, figures.StuckRequests);

@@ -1,3 +1,5 @@
+import type { AuditTrail } from '#shared/audit';
+import { AuditChainClosedError } from '#shared/errors';
 import { type ExecutionLookup, isLive, latestExecutionName, retryExecutionName } from '#shared/executions';
 import type { Ledger, LedgerItem } from '#shared/ledger';
 import type { PlatformGate } from '#shared/platform-gate';
@@ -13,6 +15,11 @@ export const STRANDED_CODE = 'stranded';
 /** What the reconciler reads and writes: the ledger, the state machine's executions, a clock. */
 export interface ReconcilerDeps {
   readonly ledger: Pick<Ledger, 'openRequests' | 'get' | 'claimResume' | 'update' | 'reindexOpen'>;
+  /**
+   * The audit trail: a request the reconciler records failed, or one the state machine's own
+   * failure write ended (no Lambda ran to record it), gets the final record that closes its chain.
+   */
+  readonly audit: Pick<AuditTrail, 'append'>;
   readonly describe: ExecutionLookup;
   readonly start: (name: string, input: ExecutionInput) => Promise<'started' | 'already_exists'>;
   readonly clock: () => Date;
@@ -77,6 +84,10 @@ export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions)
     for await (const entry of deps.ledger.openRequests(status)) {
       checked += 1;
       if (entry.status !== status) {
+        // Only the state machine's own failure write (RecordFailure could not run) sets a status
+        // without moving the index key: no Lambda wrote the final record, so it is written here,
+        // before the key moves, so a pass that dies in between finds the request again.
+        if (entry.status === 'failed') await closeUnrecordedFailure(deps, entry.request_id);
         if (await deps.ledger.reindexOpen(entry.request_id, entry.status)) reindexed += 1;
         continue;
       }
@@ -159,6 +170,7 @@ async function resumeOrFail(
         },
         [item.status],
       );
+      await closeFailedChain(deps, requestId, item.executions, STRANDED_CODE, item.step);
       return 'stranded';
     } catch (error) {
       if (
@@ -181,4 +193,39 @@ async function resumeOrFail(
       : retryExecutionName(requestId, claimed.executions);
   await deps.start(name, { request_id: requestId, type, regulation });
   return 'resumed';
+}
+
+/**
+ * Ends the chain of a request the state machine recorded failed by itself: the final record
+ * RecordFailure would have written, with the ledger's error code, written by the reconciler.
+ */
+async function closeUnrecordedFailure(deps: ReconcilerDeps, requestId: string): Promise<void> {
+  const item = await deps.ledger.get(requestId);
+  if (item === undefined || item.status !== 'failed') return;
+  await closeFailedChain(deps, requestId, item.executions, item.error?.code ?? 'unknown', item.step);
+}
+
+/**
+ * Appends the final `request_failed` record of a failure the reconciler records or finds
+ * unrecorded. Written once per execution (its eventId); a chain already closed (RecordFailure
+ * wrote its record after all) is left as it is.
+ */
+async function closeFailedChain(
+  deps: ReconcilerDeps,
+  requestId: string,
+  executions: number,
+  code: string,
+  step: string | undefined,
+): Promise<void> {
+  try {
+    await deps.audit.append(requestId, {
+      eventId: `Reconciler:${executions}:${code}`,
+      step: 'Reconciler',
+      action: 'request_failed',
+      facts: { code, step: step ?? null },
+      final: true,
+    });
+  } catch (error) {
+    if (!(error instanceof AuditChainClosedError)) throw error;
+  }
 }

@@ -17,6 +17,17 @@ export const AUDIT_SCHEMA = 'svc-dsr.audit/1';
 export const AUDIT_PREFIX = 'audit/';
 
 /**
+ * The suffix of a request's notices chain, `audit/<request_id>.notices/`: the notices given to the
+ * subject, which may follow the final record of the request's own chain (a response, a denial).
+ */
+export const NOTICES_CHAIN_SUFFIX = '.notices';
+
+/** The chain id of a request's notices to the subject. */
+export function noticesChainOf(requestId: string): string {
+  return `${requestId}${NOTICES_CHAIN_SUFFIX}`;
+}
+
+/**
  * The records that may follow a final record: an operator's action on a failed request, which is
  * still owed an answer (a retry, an extension of its deadline, a denial), opens a new segment of
  * the chain, linked to the final record it follows.

@@ -10,7 +10,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
-import type { AuditHead } from './audit.ts';
+import { type AuditHead, NOTICES_CHAIN_SUFFIX } from './audit.ts';
 import { type Deadlines, decideExtension } from './deadlines.ts';
 import { LedgerRuleError, LedgerStateError, RequestCancelledError, RequestUnknownError } from './errors.ts';
 import { type DsrRequest, normaliseRequestId } from './request.ts';
@@ -221,6 +221,12 @@ export const ledgerItemSchema = z.object({
   audit_count: z.number().int().nonnegative().optional(),
   /** When the last audit record was written: the daily manifest locks the chains that changed on a day. */
   audit_at: z.string().optional(),
+  /** The head of the request's notices chain (`audit/<request_id>.notices/`), kept as `audit_head` is. */
+  notices_audit_head: z.string().optional(),
+  /** How many records the notices chain has. */
+  notices_audit_count: z.number().int().nonnegative().optional(),
+  /** When the last notices record was written: the daily manifest locks it as it locks the request's chain. */
+  notices_audit_at: z.string().optional(),
 });
 export type LedgerItem = z.infer<typeof ledgerItemSchema>;
 
@@ -728,15 +734,22 @@ export class Ledger {
    * ignored: of two writers, the later record wins whichever reports first.
    */
   async recordAuditHead(requestId: string, head: AuditHead): Promise<void> {
+    // The notices chain `<request_id>.notices` keeps its head on the request's item, beside the other.
+    const notices = requestId.endsWith(NOTICES_CHAIN_SUFFIX);
+    const prefix = notices ? 'notices_' : '';
     try {
       await this.db.send(
         new UpdateItemCommand({
           TableName: this.tableName,
-          Key: keyOf(requestId),
+          Key: keyOf(notices ? requestId.slice(0, -NOTICES_CHAIN_SUFFIX.length) : requestId),
           UpdateExpression: 'SET #head = :head, #count = :count, #at = :at',
           ConditionExpression:
             'attribute_exists(request_id) AND (attribute_not_exists(#count) OR #count < :count)',
-          ExpressionAttributeNames: { '#head': 'audit_head', '#count': 'audit_count', '#at': 'audit_at' },
+          ExpressionAttributeNames: {
+            '#head': `${prefix}audit_head`,
+            '#count': `${prefix}audit_count`,
+            '#at': `${prefix}audit_at`,
+          },
           ExpressionAttributeValues: toAttributes({
             ':head': head.hash,
             ':count': head.count,
@@ -754,7 +767,12 @@ export class Ledger {
    * for the request path), optionally only those whose `field` lies in [from, to).
    */
   async *scan(
-    options: { field?: 'created_at' | 'audit_at'; from?: string; to?: string; pageSize?: number } = {},
+    options: {
+      field?: 'created_at' | 'audit_at' | 'notices_audit_at';
+      from?: string;
+      to?: string;
+      pageSize?: number;
+    } = {},
   ): AsyncGenerator<LedgerItem> {
     const field = options.field ?? 'created_at';
     const filters: string[] = [];
@@ -1106,6 +1124,21 @@ export interface NoticeDue {
   /** When it must be given by (null when the law sets no date of its own). */
   readonly due_by: string | null;
   readonly overdue: boolean;
+}
+
+/**
+ * Where the CCPA receipt confirmation of a request stands: `given`, owed by `confirm_by` (`due`), or
+ * owed and past it (`overdue`); undefined when none is owed (GDPR, or a rejected request). Reads
+ * only what a listing has of the request.
+ */
+export function receiptState(
+  item: Pick<LedgerItem, 'status' | 'confirm_by' | 'notice_receipt'>,
+  now: Date,
+): 'given' | 'due' | 'overdue' | undefined {
+  if (item.status === 'rejected' || item.confirm_by === null || item.confirm_by === undefined)
+    return undefined;
+  if (item.notice_receipt !== undefined) return 'given';
+  return Date.parse(item.confirm_by) < now.getTime() ? 'overdue' : 'due';
 }
 
 /** The notices the request calls for and that are not recorded yet. */

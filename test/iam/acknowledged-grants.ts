@@ -46,7 +46,7 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
     reason:
       'In Lambda every function reads the audit HMAC key for its own audit records; local mode runs every function with one audit trail, which reads the key once',
   })),
-  ...[...STEPS, 'Intake'].flatMap((role) =>
+  ...[...STEPS, 'Intake', 'Reconciler'].flatMap((role) =>
     ['s3:GetObject', 's3:ListBucket'].map((action) => ({
       role,
       action,

@@ -45,6 +45,7 @@ const ids = {
   stranded: '0b7f6d0e-0000-4000-8000-000000000008',
   denied: '0b7f6d0e-0000-4000-8000-000000000009',
   unverified: '0b7f6d0e-0000-4000-8000-00000000000a',
+  strandedForGood: '0b7f6d0e-0000-4000-8000-00000000000b',
 } as const;
 
 /** Runs the scenarios in `dataDir` and returns every call made, in this process and in the CLI's. */
@@ -132,33 +133,42 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     await waitFor(async () => (await cli('status', ids.extended, '--json')).includes('"completed"'));
 
     // A request left running with its execution gone (a crash, a timeout): the reconciler resumes it.
-    await submitByCli(ids.stranded, 'access', 'gdpr', 'u-alice');
-    await waitFor(
-      async () =>
-        (await runAsCaller(CALLERS.localRuntime, () => mode.workflow.ledger.get(ids.stranded)))?.step ===
-        'exporting',
-      60_000,
-      25,
-    );
-    const sfn = new SFNClient({
-      region: mode.aws.region,
-      endpoint: mode.shim.endpoint,
-      credentials: mode.aws.credentials,
-    });
-    await runAsCaller(CALLERS.localRuntime, () =>
-      sfn.send(
-        new StopExecutionCommand({
-          executionArn: `${mode.shim.stateMachineArn.replace(':stateMachine:', ':execution:')}:${ids.stranded}`,
-        }),
-      ),
-    );
-    sfn.destroy();
+    const strand = async (requestId: string, regulation = 'gdpr') => {
+      await submitByCli(requestId, 'access', regulation, 'u-alice');
+      await waitFor(
+        async () =>
+          (await runAsCaller(CALLERS.localRuntime, () => mode.workflow.ledger.get(requestId)))?.step ===
+          'exporting',
+        60_000,
+        25,
+      );
+      const sfn = new SFNClient({
+        region: mode.aws.region,
+        endpoint: mode.shim.endpoint,
+        credentials: mode.aws.credentials,
+      });
+      await runAsCaller(CALLERS.localRuntime, () =>
+        sfn.send(
+          new StopExecutionCommand({
+            executionArn: `${mode.shim.stateMachineArn.replace(':stateMachine:', ':execution:')}:${requestId}`,
+          }),
+        ),
+      );
+      sfn.destroy();
+    };
+    await strand(ids.stranded);
     await mode.reconcile({ graceSeconds: 0 });
     await waitFor(async () => (await cli('status', ids.stranded, '--json')).includes('"completed"'));
+    // One resumed too often already: the reconciler records it failed and closes its chain.
+    // A CCPA request: the sweep run as if weeks later finds its receipt confirmation overdue.
+    await strand(ids.strandedForGood, 'ccpa');
+    await mode.reconcile({ graceSeconds: 0, maxResumes: 0 });
+    await waitFor(async () => (await cli('status', ids.strandedForGood, '--json')).includes('"failed"'));
     await cli('status', ids.access);
     await cli('notice', ids.access, '--kind', 'response', '--channel', 'email');
     await cli('list', '--status', 'completed');
     await cli('list', '--overdue');
+    await cli('list', '--receipt-due');
     await cli('report', '--format', 'json');
     await cli('verify', ids.access);
     await cli('package', ids.access, '--out', join(dataDir, 'package.zip'));
@@ -181,9 +191,15 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
       }),
     );
     const sweepLedger = new Ledger(dynamo, endpoints.outputs.LedgerTableName);
-    await runAsCaller('DeadlineSweep', () =>
-      sweepDeadlines({ ledger: sweepLedger, clock: () => new Date() }, { dueSoonDays: 7 }),
-    );
+    for (const days of [0, 20]) {
+      // Twenty days on, the open CCPA request's receipt confirmation is late: the sweep reads it in full.
+      await runAsCaller('DeadlineSweep', () =>
+        sweepDeadlines(
+          { ledger: sweepLedger, clock: () => new Date(Date.now() + days * 24 * 3600 * 1000) },
+          { dueSoonDays: 7 },
+        ),
+      );
+    }
     // The sweep's daily manifest, run as if tomorrow, so today's chains are locked; then the
     // operator's full verification reads it, every chain and the versions of the audit bucket.
     // The next day's run reads the last manifest to chain the next one to it.

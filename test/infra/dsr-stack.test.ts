@@ -511,6 +511,7 @@ describe('IAM', () => {
     const statements = statementsOf('DeadlineSweep');
     const actions = statements.flatMap(actionsOf);
     expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual([
+      'dynamodb:GetItem',
       'dynamodb:Query',
       'dynamodb:Scan',
     ]);
@@ -634,7 +635,7 @@ describe('reconciler', () => {
     });
   });
 
-  it('may read executions, start them and read and write the ledger and the export slots, nothing else on those services', () => {
+  it('may read executions, start them, read and write the ledger and the export slots, and append audit records, nothing else on those services', () => {
     const actions = [...new Set(statementsOf('Reconciler').flatMap(actionsOf))];
     expect(actions.filter((action) => action.startsWith('states:')).sort()).toEqual([
       'states:DescribeExecution',
@@ -645,9 +646,14 @@ describe('reconciler', () => {
       'dynamodb:Query',
       'dynamodb:UpdateItem',
     ]);
-    expect(actions.some((action) => action.startsWith('s3:') || action.startsWith('secretsmanager:'))).toBe(
-      false,
-    );
+    // The final record of a request it records failed: audit records only, and no HMAC key.
+    expect(actions.filter((action) => action.startsWith('s3:')).sort()).toEqual([
+      's3:GetObject',
+      's3:ListBucket',
+      's3:PutObject',
+    ]);
+    expect(JSON.stringify(statementsOf('Reconciler'))).not.toContain('exports/');
+    expect(actions.some((action) => action.startsWith('secretsmanager:'))).toBe(false);
   });
 });
 
@@ -700,6 +706,18 @@ describe('alarms', () => {
     expect(growth).toHaveLength(2);
     for (const [, alarm] of growth)
       expect(alarm).toMatchObject({ EvaluationPeriods: 3, DatapointsToAlarm: 3 });
+  });
+
+  it('alarms at once when a CCPA receipt confirmation is past its confirm-by date, from the sweep', () => {
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'ReceiptConfirmationsOverdue',
+      Namespace: 'svc-dsr',
+      Statistic: 'Maximum',
+      Threshold: 1,
+      EvaluationPeriods: 1,
+      Dimensions: [{ Name: 'Stack', Value: 'Test' }],
+      AlarmActions: [{ Ref: topic }],
+    });
   });
 
   it('alarms at once on a request that arrived already overdue, and counts deadlines in the configured zone', () => {

@@ -47,6 +47,8 @@ export async function startHarness(
     dynamoIntegration?: LocalWorkflowOptions['dynamoIntegration'];
     /** The secrets' values. @default the emulator's tokens and a random key */
     secrets?: LocalWorkflowOptions['secrets'];
+    /** How intake starts executions. @default in-process */
+    intakeStarter?: LocalWorkflowOptions['intakeStarter'];
   } = {},
 ): Promise<Harness> {
   const faults = faultProfileSchema.parse({ export_ready_after_polls: 2, ...options.faults });
@@ -70,6 +72,7 @@ export async function startHarness(
     ...(options.stepOverrides ? { stepOverrides: options.stepOverrides } : {}),
     ...(options.dynamoIntegration ? { dynamoIntegration: options.dynamoIntegration } : {}),
     ...(options.secrets ? { secrets: options.secrets } : {}),
+    ...(options.intakeStarter ? { intakeStarter: options.intakeStarter } : {}),
   });
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
   return {

@@ -7,6 +7,7 @@ import {
   ledgerItemSchema,
   type OpenRequest,
   OWED_STATUSES,
+  receiptState,
   STATUSES,
   type Status,
 } from '#shared/ledger';
@@ -22,8 +23,18 @@ export interface ListOptions {
   readonly dueWithin?: string | number;
   /** Only requests whose due date has passed. */
   readonly overdue?: boolean;
+  /** Only CCPA requests whose receipt confirmation is not recorded yet (overdue ones included). */
+  readonly receiptDue?: boolean;
+  /** Only CCPA requests whose receipt confirmation is past its confirm-by date and not recorded. */
+  readonly receiptOverdue?: boolean;
   readonly json?: boolean;
 }
+
+/**
+ * Where a request's CCPA receipt confirmation (section 7021) stands: recorded (`given`), owed by
+ * `confirm_by` (`due`), or owed and past it (`overdue`); null when none is owed (GDPR, rejected).
+ */
+export type ReceiptState = 'given' | 'due' | 'overdue';
 
 /** One listed request: no subject identifiers. */
 export interface ListedRequest {
@@ -39,6 +50,9 @@ export interface ListedRequest {
   readonly extended: boolean;
   /** "in 3 days", "2 days overdue". */
   readonly due: string;
+  /** CCPA: the date the receipt confirmation is due by; null otherwise. */
+  readonly confirm_by: string | null;
+  readonly receipt: ReceiptState | null;
 }
 
 /** What `list --json` prints. */
@@ -117,7 +131,10 @@ export async function runList(
   }
   if (ended.length > 0) items.push(...(await scanEnded(context, ended, before)));
   items.sort(byDueDate);
-  const requests = items.map((item) => listed(item, now));
+  const receiptFilter = receiptFilterOf(options);
+  const requests = (await withReceipts(context, items))
+    .map((item) => listed(item, now))
+    .filter((request) => receiptFilter(request.receipt));
   const result: ListResult = { statuses, due_before: before ?? null, count: requests.length, requests };
   if (options.json === true) writeJson(io, result);
   else if (requests.length === 0) {
@@ -125,7 +142,7 @@ export async function runList(
   } else {
     io.out(
       formatTable(
-        ['REQUEST ID', 'STATUS', 'STEP', 'TYPE', 'REG', 'DUE', '', 'REFERENCE'],
+        ['REQUEST ID', 'STATUS', 'STEP', 'TYPE', 'REG', 'DUE', '', 'RECEIPT', 'REFERENCE'],
         requests.map((request) => [
           request.request_id,
           request.status,
@@ -134,6 +151,7 @@ export async function runList(
           request.regulation ?? '',
           `${request.due_at ?? ''}${request.extended ? ' (extended)' : ''}`,
           isOwed(request.status) ? request.due : '',
+          describeReceipt(request, now),
           request.reference ?? '',
         ]),
       ),
@@ -184,8 +202,55 @@ async function scanEnded(
   return items;
 }
 
-/** What a listing shows of a request: what the open index holds, and the creation time of an ended one. */
-type ListableRequest = OpenRequest & { readonly created_at?: string };
+/**
+ * What a listing shows of a request: what the open index holds, the creation time of an ended one,
+ * and its receipt confirmation's date and notice.
+ */
+type ListableRequest = OpenRequest &
+  Partial<Pick<LedgerItem, 'created_at' | 'confirm_by' | 'notice_receipt'>>;
+
+/** Full items read at once for the receipt column. */
+const RECEIPT_READS_AT_ONCE = 8;
+
+/**
+ * The listed requests with their receipt facts: the open index carries neither `confirm_by` nor the
+ * notices, so each open CCPA request is read in full (ended ones were scanned in full already).
+ */
+async function withReceipts(
+  context: Pick<CliContext, 'ledger'>,
+  items: readonly ListableRequest[],
+): Promise<ListableRequest[]> {
+  const complete = [...items];
+  const missing = complete
+    .map((item, index) => ({ item, index }))
+    .filter(({ item }) => item.regulation === 'ccpa' && item.confirm_by === undefined);
+  for (let start = 0; start < missing.length; start += RECEIPT_READS_AT_ONCE) {
+    await Promise.all(
+      missing.slice(start, start + RECEIPT_READS_AT_ONCE).map(async ({ item, index }) => {
+        const full = await context.ledger.get(item.request_id);
+        if (full !== undefined) {
+          complete[index] = { ...item, confirm_by: full.confirm_by, notice_receipt: full.notice_receipt };
+        }
+      }),
+    );
+  }
+  return complete;
+}
+
+/** The --receipt-due / --receipt-overdue filter. */
+function receiptFilterOf(options: ListOptions): (receipt: ReceiptState | null) => boolean {
+  if (options.receiptOverdue === true) return (receipt) => receipt === 'overdue';
+  if (options.receiptDue === true) return (receipt) => receipt === 'due' || receipt === 'overdue';
+  return () => true;
+}
+
+/** The RECEIPT column: "confirmed", "due in 3 days", "2 days overdue", or empty. */
+function describeReceipt(request: ListedRequest, now: Date): string {
+  if (request.receipt === 'given') return 'confirmed';
+  if (request.receipt === null || request.confirm_by === null) return '';
+  const due = describeDue(request.confirm_by, now);
+  return request.receipt === 'overdue' ? due : `due ${due}`;
+}
 
 function byDueDate(a: ListableRequest, b: ListableRequest): number {
   const left = a.due_at ?? a.created_at ?? '';
@@ -206,6 +271,8 @@ function listed(item: ListableRequest, now: Date): ListedRequest {
     due_at: item.due_at ?? null,
     extended: item.extended,
     due: describeDue(item.due_at, now),
+    confirm_by: item.confirm_by ?? null,
+    receipt: receiptState(item, now) ?? null,
   };
 }
 
@@ -213,6 +280,8 @@ interface ListFlags extends TargetFlags {
   readonly status?: string;
   readonly dueWithin?: string;
   readonly overdue?: boolean;
+  readonly receiptDue?: boolean;
+  readonly receiptOverdue?: boolean;
   readonly json?: boolean;
 }
 
@@ -226,16 +295,23 @@ export function registerListCommand(program: Command): void {
     .option('--status <statuses>', `comma-separated: ${STATUSES.join(', ')}`)
     .option('--due-within <days>', 'only requests due within this many days (overdue ones included)')
     .option('--overdue', 'only requests past their due date')
+    .option('--receipt-due', 'only CCPA requests whose receipt confirmation is not recorded yet')
+    .option('--receipt-overdue', 'only CCPA requests past their receipt confirm-by date with none recorded')
     .option('--json', 'print JSON');
   addTargetOptions(command)
     .addHelpText(
       'after',
       `
+The RECEIPT column follows each CCPA request's receipt confirmation (section 7021, due within 10
+business days, by its confirm-by date): confirmed, due, or overdue until svc-dsr notice --kind
+receipt records it.
+
 Exit codes: 0 listed (even when nothing matched), 2 invalid flags.
 
 Examples:
   $ npx svc-dsr list
   $ npx svc-dsr list --overdue
+  $ npx svc-dsr list --receipt-overdue
   $ npx svc-dsr list --status failed,cancelled --json
   $ npx svc-dsr list --due-within 7 --target aws --stack-outputs outputs.json`,
     )
@@ -244,6 +320,8 @@ Examples:
         ...(flags.status === undefined ? {} : { status: flags.status }),
         ...(flags.dueWithin === undefined ? {} : { dueWithin: flags.dueWithin }),
         overdue: flags.overdue === true,
+        receiptDue: flags.receiptDue === true,
+        receiptOverdue: flags.receiptOverdue === true,
         json: flags.json === true,
       };
       parseListOptions(options);

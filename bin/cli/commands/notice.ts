@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { noticesChainOf } from '#shared/audit';
 import { NOTICE_KINDS, type Notice, type NoticeKind } from '#shared/ledger';
 import { identifierProblem } from '#shared/redact';
 import { CONTROL_CHARACTERS_MESSAGE, hasControlCharacters, rfc3339Instant } from '#shared/request';
@@ -49,11 +50,6 @@ export function parseNoticeFlags(flags: NoticeFlags, prefix: string, now: Date):
   return { channel, at, ...(reference === undefined ? {} : { reference }) };
 }
 
-/** The audit chain of a request's notices to the subject (audit/<request_id>.notices/). */
-export function noticesChain(requestId: string): string {
-  return `${requestId}.notices`;
-}
-
 /** Options of `svc-dsr notice`. */
 export interface NoticeOptions extends NoticeFlags {
   readonly requestId: string;
@@ -95,7 +91,7 @@ export async function runNotice(
       action: 'notice_given',
       facts: { kind, channel: notice.channel, given_at: notice.at, reference: notice.reference ?? null },
     },
-    { chain: noticesChain(requestId) },
+    { chain: noticesChainOf(requestId) },
   );
   const result: NoticeResult = {
     request_id: requestId,

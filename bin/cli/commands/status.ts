@@ -45,7 +45,8 @@ export async function runStatus(
   const requestId = parseRequestId(options.requestId);
   const item = await loadRequest(context, requestId);
   const view = viewOf(item, options.showSubject === true);
-  if (options.json === true) writeJson(io, view);
+  // The notices given are the item's notice_* fields; the ones still owed are worked out here.
+  if (options.json === true) writeJson(io, { ...view, notices_due: noticesDue(item, context.clock()) });
   else io.out(describeRequest(item, options.showSubject === true, context.clock(), options.targetArgs ?? ''));
   return { exitCode: EXIT.ok, result: view };
 }
@@ -169,7 +170,7 @@ export function registerStatusCommand(program: Command): void {
     .command('status')
     .description("show a request's ledger record: status, step, deadlines, export, archive, erasure, errors")
     .argument('<request_id>', 'the request id')
-    .option('--json', 'print the ledger item as JSON')
+    .option('--json', 'print the ledger item as JSON, with the notices still due (notices_due)')
     .option('--show-subject', "also show the subject's primary_key and svc_user_id");
   addTargetOptions(command)
     .addHelpText(

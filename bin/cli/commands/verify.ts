@@ -2,7 +2,13 @@ import { ListObjectVersionsCommand } from '@aws-sdk/client-s3';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { hashStoredObject } from '#shared/archive';
-import { AUDIT_PREFIX, AuditTrail, type AuditVerification } from '#shared/audit';
+import {
+  AUDIT_PREFIX,
+  AuditTrail,
+  type AuditVerification,
+  NOTICES_CHAIN_SUFFIX,
+  noticesChainOf,
+} from '#shared/audit';
 import { MANIFEST_PREFIX, type Manifest, readManifests } from '#shared/audit-manifest';
 import { ConfigurationError, InvalidArchiveError } from '#shared/errors';
 import { isTerminal, type LedgerItem } from '#shared/ledger';
@@ -295,8 +301,11 @@ export async function runVerifyAll(
     requests += 1;
     seen.add(item.request_id);
     if (item.audit_head === undefined) unanchored += 1;
-    const chain = await trail.verify(item.request_id);
-    findings.push(...chainFindings(item, chain, locked.get(item.request_id) ?? []));
+    for (const anchor of anchoredChains(item)) {
+      seen.add(anchor.id);
+      const chain = await trail.verify(anchor.id);
+      findings.push(...chainFindings(item, anchor, chain, locked.get(anchor.id) ?? []));
+    }
     const archive = await checkArchive(context, item);
     if (archive.status === 'mismatch' || archive.status === 'missing') {
       findings.push({
@@ -311,12 +320,13 @@ export async function runVerifyAll(
   }
   // A chain a manifest locked, whose request the ledger no longer has (only a full run can tell).
   if (options.from === undefined && options.to === undefined) {
-    for (const [requestId, heads] of locked) {
-      if (seen.has(requestId)) continue;
+    for (const [chainId, heads] of locked) {
+      if (seen.has(chainId)) continue;
+      const notices = chainId.endsWith(NOTICES_CHAIN_SUFFIX);
       findings.push({
-        request_id: requestId,
+        request_id: notices ? chainId.slice(0, -NOTICES_CHAIN_SUFFIX.length) : chainId,
         check: 'ledger_missing',
-        detail: `manifest ${heads.at(-1)?.day} locked its chain, but the ledger has no such request`,
+        detail: `manifest ${heads.at(-1)?.day} locked its ${notices ? 'notices chain' : 'chain'}, but the ledger has no such request`,
       });
     }
   }
@@ -359,34 +369,88 @@ function lockedHeads(manifests: readonly Manifest[]): Map<string, LockedHead[]> 
   return locked;
 }
 
-/** What the ledger, the manifests and the chain say about each other for one request. */
+/** One chain of a request and what the ledger holds of it. */
+interface AnchoredChain {
+  /** The chain id: the request id, or `<request_id>.notices` for its notices to the subject. */
+  readonly id: string;
+  /** How a finding's detail names the chain: '' for the request's own. */
+  readonly label: string;
+  readonly count: number | undefined;
+  readonly head: string | undefined;
+  /** Whether the bucket must hold it: the request's own always; its notices chain once a notice is on record. */
+  readonly expected: boolean;
+  /** Whether it must end in a final record: the request's own once its status is terminal. */
+  readonly mustEnd: boolean;
+}
+
+/**
+ * The chains of a request: its own, and its notices chain (notices recorded with svc-dsr notice;
+ * an extension's notice is in the request's own chain, with the extension).
+ */
+function anchoredChains(item: LedgerItem): AnchoredChain[] {
+  return [
+    {
+      id: item.request_id,
+      label: '',
+      count: item.audit_count,
+      head: item.audit_head,
+      expected: true,
+      mustEnd: isTerminal(item.status),
+    },
+    {
+      id: noticesChainOf(item.request_id),
+      label: 'notices chain: ',
+      count: item.notices_audit_count,
+      head: item.notices_audit_head,
+      expected:
+        item.notices_audit_count !== undefined ||
+        item.notice_receipt !== undefined ||
+        item.notice_response !== undefined ||
+        item.notice_denial !== undefined,
+      mustEnd: false,
+    },
+  ];
+}
+
+/** What the ledger, the manifests and one chain say about each other for one request. */
 function chainFindings(
   item: LedgerItem,
+  anchor: AnchoredChain,
   chain: AuditVerification,
   locked: readonly LockedHead[],
 ): VerifyAllFinding[] {
   const requestId = item.request_id;
-  const finding = (check: VerifyAllCheck, detail: string) => ({ request_id: requestId, check, detail });
+  const finding = (check: VerifyAllCheck, detail: string) => ({
+    request_id: requestId,
+    check,
+    detail: `${anchor.label}${detail}`,
+  });
   if (!chain.ok) {
     if (chain.problem === 'no audit records for this request') {
+      if (!anchor.expected) return [];
       return [
-        finding('chain_missing', `the ledger has the request (${item.status}) but the bucket has no records`),
+        finding(
+          'chain_missing',
+          anchor.label === ''
+            ? `the ledger has the request (${item.status}) but the bucket has no records`
+            : `the ledger records notices to the subject but the bucket has no audit/${anchor.id}/ records`,
+        ),
       ];
     }
     return [finding('chain_broken', `${chain.problem}${chain.at >= 0 ? ` (record ${chain.at})` : ''}`)];
   }
   const findings: VerifyAllFinding[] = [];
-  const count = item.audit_count;
-  if (count !== undefined && item.audit_head !== undefined) {
+  const count = anchor.count;
+  if (count !== undefined && anchor.head !== undefined) {
     if (chain.records < count) {
       findings.push(
         finding('chain_truncated', `the chain has ${chain.records} record(s); the ledger counted ${count}`),
       );
-    } else if (chain.hashes[count - 1] !== item.audit_head) {
+    } else if (chain.hashes[count - 1] !== anchor.head) {
       findings.push(
         finding(
           'tail_rewritten',
-          `record ${count - 1} has hash ${chain.hashes[count - 1]}; the ledger's head is ${item.audit_head}`,
+          `record ${count - 1} has hash ${chain.hashes[count - 1]}; the ledger's head is ${anchor.head}`,
         ),
       );
     } else if (chain.records > count) {
@@ -398,7 +462,7 @@ function chainFindings(
       );
     }
   }
-  if (isTerminal(item.status) && !chain.final) {
+  if (anchor.mustEnd && !chain.final) {
     findings.push(
       finding('final_missing', `the request is ${item.status} but its chain ends without a final record`),
     );

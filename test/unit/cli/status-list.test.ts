@@ -132,6 +132,30 @@ describe('runStatus', () => {
 });
 
 describe('runStatus notices', () => {
+  it('prints the notices still due beside the ones given with --json', async () => {
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          regulation: 'ccpa',
+          status: 'completed',
+          confirm_by: '2026-11-20T00:00:00.000Z',
+          notice_response: {
+            channel: 'email',
+            at: '2026-11-21T10:00:00Z',
+            recorded_at: '2026-11-21T10:01:00Z',
+          },
+        }),
+      ),
+    });
+    const io = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID, json: true }, io);
+    const printed = JSON.parse(io.stdout());
+    expect(printed.notices_due).toEqual([
+      { kind: 'receipt', due_by: '2026-11-20T00:00:00.000Z', overdue: true },
+    ]);
+    expect(printed.notice_response).toMatchObject({ channel: 'email' });
+  });
+
   it('shows which notices are due and which were given', async () => {
     ledgerMock.on(GetItemCommand).resolves({
       Item: storedItem(
@@ -366,6 +390,83 @@ describe('runList', () => {
     );
     expect(ledgerMock.calls()).toHaveLength(0);
     expect(dbMock.calls()).toHaveLength(0);
+  });
+
+  describe('CCPA receipt confirmations', () => {
+    // NOW is 2026-11-21T12:00Z: one receipt is past its confirm-by date, one due in 4 days, one given.
+    const lateReceipt = ledgerRecord({
+      request_id: 'bbbbbbbb-0000-4000-8000-000000000001',
+      regulation: 'ccpa',
+      confirm_by: '2026-11-19T23:59:59.999Z',
+      due_at: '2026-12-30T00:00:00.000Z',
+    });
+    const dueReceipt = ledgerRecord({
+      request_id: 'bbbbbbbb-0000-4000-8000-000000000002',
+      regulation: 'ccpa',
+      confirm_by: '2026-11-25T23:59:59.999Z',
+      due_at: '2026-12-31T00:00:00.000Z',
+    });
+    const givenReceipt = ledgerRecord({
+      request_id: 'bbbbbbbb-0000-4000-8000-000000000003',
+      regulation: 'ccpa',
+      confirm_by: '2026-11-19T23:59:59.999Z',
+      due_at: '2027-01-01T00:00:00.000Z',
+      notice_receipt: { channel: 'email', at: '2026-11-12T10:00:00Z', recorded_at: '2026-11-12T10:01:00Z' },
+    });
+    const gdpr = ledgerRecord({
+      request_id: 'bbbbbbbb-0000-4000-8000-000000000004',
+      due_at: '2027-01-02T00:00:00.000Z',
+    });
+    const all = [lateReceipt, dueReceipt, givenReceipt, gdpr];
+
+    /** The open index answers with what it projects (no confirm_by, no notices); GetItem with the whole item. */
+    function indexAndItems() {
+      ledgerMock.on(QueryCommand).resolves({ Items: [] });
+      for (const item of all) {
+        const { confirm_by: _confirmBy, notice_receipt: _notice, ...projected } = item;
+        ledgerMock
+          .on(QueryCommand, { ExpressionAttributeValues: { ':shard': { S: shardOf(item) } } })
+          .resolves({ Items: [storedItem(projected)] });
+        ledgerMock
+          .on(GetItemCommand, { Key: { request_id: { S: item.request_id } } })
+          .resolves({ Item: storedItem(item) });
+      }
+    }
+
+    it('shows each receipt confirmation in a RECEIPT column, reading only the CCPA requests in full', async () => {
+      indexAndItems();
+      const io = collectingIo();
+
+      const { result } = await runList(testContext(), { status: 'running' }, io);
+
+      expect(
+        result.requests.map((request) => [request.request_id, request.confirm_by, request.receipt]),
+      ).toEqual([
+        [lateReceipt.request_id, lateReceipt.confirm_by, 'overdue'],
+        [dueReceipt.request_id, dueReceipt.confirm_by, 'due'],
+        [givenReceipt.request_id, givenReceipt.confirm_by, 'given'],
+        [gdpr.request_id, null, null],
+      ]);
+      expect(ledgerMock.commandCalls(GetItemCommand)).toHaveLength(3);
+      const lines = io.stdout().split('\n');
+      expect(lines[0]).toMatch(/DUE\s+RECEIPT\s+REFERENCE/);
+      expect(lines.find((line) => line.startsWith(lateReceipt.request_id))).toContain('1 day overdue');
+      expect(lines.find((line) => line.startsWith(dueReceipt.request_id))).toContain('due in 4 days');
+      expect(lines.find((line) => line.startsWith(givenReceipt.request_id))).toContain('confirmed');
+    });
+
+    it('lists only the receipts not confirmed yet with --receipt-due, and only the late ones with --receipt-overdue', async () => {
+      indexAndItems();
+
+      const due = await runList(testContext(), { status: 'running', receiptDue: true }, collectingIo());
+      const late = await runList(testContext(), { status: 'running', receiptOverdue: true }, collectingIo());
+
+      expect(due.result.requests.map((request) => request.request_id)).toEqual([
+        lateReceipt.request_id,
+        dueReceipt.request_id,
+      ]);
+      expect(late.result.requests.map((request) => request.request_id)).toEqual([lateReceipt.request_id]);
+    });
   });
 
   it('escapes control characters in the table it prints', async () => {

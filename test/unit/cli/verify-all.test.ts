@@ -15,8 +15,8 @@ import {
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AuditRecord, AuditTrail, auditRecordKey, recordHash } from '#shared/audit';
-import { writeDailyManifests } from '#shared/audit-manifest';
+import { type AuditRecord, AuditTrail, auditRecordKey, noticesChainOf, recordHash } from '#shared/audit';
+import { manifestKey, writeDailyManifests } from '#shared/audit-manifest';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger } from '#shared/ledger';
 import { runVerifyAll, type VerifyAllCheck } from '../../../bin/cli/commands/verify.ts';
@@ -76,6 +76,8 @@ async function world() {
     { hmacKey: () => HMAC_KEY, clock: () => DAY_ONE, heads: ledger },
   );
   const requests = [await completedRequest(ledger, trail), await completedRequest(ledger, trail)];
+  // The second request's subject was told: its notices chain, after the final record of its own.
+  await giveNotices(ledger, trail, requests[1] ?? '');
   await writeDailyManifests({ s3, bucket: names.AuditBucketName, ledger, clock: () => DAY_TWO });
   const context = testContext({ dynamoClient: dynamo.client, s3, names }, () => DAY_TWO);
   return { names, ledger, trail, requests, context };
@@ -106,6 +108,20 @@ async function completedRequest(ledger: Ledger, trail: AuditTrail): Promise<stri
     final: true,
   });
   return requestId;
+}
+
+/** Two notices recorded as `svc-dsr notice` records them: ledger fields, and the notices chain. */
+async function giveNotices(ledger: Ledger, trail: AuditTrail, requestId: string): Promise<void> {
+  for (const kind of ['receipt', 'response'] as const) {
+    const at = DAY_ONE.toISOString();
+    await ledger.recordNotice(requestId, kind, { channel: 'email', at });
+    await trail.append(noticesChainOf(requestId), {
+      eventId: `Operator:notice-${kind}-${at}`,
+      step: 'Operator',
+      action: 'notice_given',
+      facts: { kind, channel: 'email', given_at: at },
+    });
+  }
 }
 
 async function readRecord(bucket: string, requestId: string, seq: number): Promise<AuditRecord> {
@@ -354,6 +370,140 @@ describe('svc-dsr verify --all', () => {
     const { checks } = await checksOf(context);
 
     expect(checks).toEqual(['final_missing']);
+  });
+});
+
+describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/)', () => {
+  it('keeps the notices chain head and count in the ledger, and the daily manifest locks it', async () => {
+    const { names, ledger, trail, requests } = await world();
+    const requestId = requests[1] ?? '';
+
+    const item = await ledger.require(requestId);
+    const notices = await trail.list(noticesChainOf(requestId));
+    const manifest = JSON.parse(
+      (await (
+        await s3.send(new GetObjectCommand({ Bucket: names.AuditBucketName, Key: manifestKey('2026-11-20') }))
+      ).Body?.transformToString('utf-8')) ?? '',
+    ) as { chains: { request_id: string; count: number; head: string }[] };
+
+    expect(item).toMatchObject({ notices_audit_count: 2, notices_audit_head: notices.at(-1)?.hash });
+    expect(item.audit_count).toBe(5);
+    expect(manifest.chains).toContainEqual({
+      request_id: noticesChainOf(requestId),
+      count: 2,
+      head: notices.at(-1)?.hash,
+    });
+  });
+
+  it('catches an edited notice record (edit): chain_broken', async () => {
+    const { names, requests, context } = await world();
+    const chain = noticesChainOf(requests[1] ?? '');
+    const record = await readRecord(names.AuditBucketName, chain, 0);
+    await writeRecord(names.AuditBucketName, chain, 0, {
+      ...record,
+      facts: { kind: 'receipt', channel: 'post' },
+    });
+
+    const { checks, findings } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_broken']);
+    expect(findings[0]).toMatchObject({
+      request_id: requests[1],
+      detail: expect.stringMatching(/^notices chain: .*hash does not match/),
+    });
+  });
+
+  it("catches notice records swapped under each other's keys (swap, order): chain_broken", async () => {
+    const { names, requests, context } = await world();
+    const chain = noticesChainOf(requests[1] ?? '');
+    const first = await readRecord(names.AuditBucketName, chain, 0);
+    const second = await readRecord(names.AuditBucketName, chain, 1);
+    await writeRecord(names.AuditBucketName, chain, 0, second);
+    await writeRecord(names.AuditBucketName, chain, 1, first);
+
+    const { checks } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_broken']);
+  });
+
+  it('catches the last notice deleted (truncate): chain_truncated and manifest_mismatch', async () => {
+    const { names, requests, context } = await world();
+    const chain = noticesChainOf(requests[1] ?? '');
+    await s3.send(new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(chain, 1) }));
+
+    const { checks } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_truncated', 'manifest_mismatch']);
+  });
+
+  it('catches the notices reordered and re-hashed (reorder and re-hash): tail_rewritten and manifest_mismatch', async () => {
+    const { names, requests, context } = await world();
+    const chain = noticesChainOf(requests[1] ?? '');
+    const records = await Promise.all([0, 1].map((seq) => readRecord(names.AuditBucketName, chain, seq)));
+    const reordered = [records[1], records[0]].filter((record) => record !== undefined);
+    // rewriteChain marks the last record final; a notices chain has none, so undo that.
+    for (const [seq, record] of reordered.entries()) {
+      const next = sealed({
+        ...record,
+        seq,
+        final: false,
+        prev_hash: seq === 0 ? null : (await readRecord(names.AuditBucketName, chain, seq - 1)).hash,
+      });
+      await writeRecord(names.AuditBucketName, chain, seq, next);
+    }
+
+    const { checks } = await checksOf(context);
+
+    expect(checks).toEqual(['manifest_mismatch', 'tail_rewritten']);
+  });
+
+  it('catches a deleted notices chain the ledger records (delete a chain): chain_missing', async () => {
+    const { names, requests, context } = await world();
+    const chain = noticesChainOf(requests[1] ?? '');
+    for (const seq of [0, 1]) {
+      await s3.send(
+        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(chain, seq) }),
+      );
+    }
+
+    const { checks, findings } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_missing']);
+    expect(findings[0]).toMatchObject({
+      request_id: requests[1],
+      detail: expect.stringMatching(/^notices chain/),
+    });
+  });
+
+  it('catches a notices chain deleted with its ledger item: ledger_missing from the manifest', async () => {
+    const { names, requests, context } = await world();
+    const requestId = requests[1] ?? '';
+    for (const seq of [0, 1]) {
+      await s3.send(
+        new DeleteObjectCommand({
+          Bucket: names.AuditBucketName,
+          Key: auditRecordKey(noticesChainOf(requestId), seq),
+        }),
+      );
+    }
+    for (const seq of [0, 1, 2, 3, 4]) {
+      await s3.send(
+        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, seq) }),
+      );
+    }
+    await dynamo.client.send(
+      new DeleteItemCommand({ TableName: names.LedgerTableName, Key: { request_id: { S: requestId } } }),
+    );
+
+    const { checks, findings } = await checksOf(context);
+
+    expect(checks).toEqual(['ledger_missing']);
+    expect(findings.map((finding) => [finding.request_id, finding.detail.includes('notices chain')])).toEqual(
+      [
+        [requestId, false],
+        [requestId, true],
+      ],
+    );
   });
 });
 

@@ -4,6 +4,7 @@ import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/clien
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseEnv } from '#shared/config';
+import { computeDeadlines } from '#shared/deadlines';
 import { ConfigurationError } from '#shared/errors';
 import {
   Ledger,
@@ -110,6 +111,8 @@ describe('sweepDeadlines', () => {
       },
       oldest_overdue_due_at: daysFromNow(-4).toISOString(),
       overdue_request_ids: [ids[6], ids[0], ids[1]],
+      receipts_overdue: 0,
+      receipts_overdue_request_ids: [],
     });
   });
 
@@ -157,9 +160,50 @@ describe('sweepDeadlines', () => {
     }
     expect(queries.some((query) => query.ExclusiveStartKey !== undefined)).toBe(true);
     expect(queries.every((query) => query.Limit === 2)).toBe(true);
+    // The deadline pass reads only what is due before the horizon; the receipt pass, only what an
+    // open CCPA request received before its confirm-by date can be due by.
     expect(
-      queries.every((query) => query.ExpressionAttributeValues?.[':due']?.S === daysFromNow(7).toISOString()),
+      queries.every((query) =>
+        [daysFromNow(7).toISOString(), daysFromNow(80).toISOString()].includes(
+          query.ExpressionAttributeValues?.[':due']?.S ?? '',
+        ),
+      ),
     ).toBe(true);
+  });
+
+  it('counts open CCPA requests whose receipt confirmation is past its confirm-by date and not recorded', async () => {
+    table += 1;
+    const tableName = `ledger-${table}`;
+    await createLedgerTable(dynamo.client, tableName);
+    const ledger = new Ledger(dynamo.client, tableName, clock);
+    const ccpa = async (receivedDaysAgo: number, status: Status = 'received') => {
+      const received = daysFromNow(-receivedDaysAgo);
+      const request: DsrRequest = {
+        request_id: randomUUID(),
+        type: 'access',
+        regulation: 'ccpa',
+        primary_key: 'u-1',
+        received_at: received.toISOString(),
+        verification: { method: 'email_link', verified_by: 'privacy', verified_at: received.toISOString() },
+      };
+      await ledger.createReceived(request, 'fp', computeDeadlines('ccpa', received));
+      if (status !== 'received') await ledger.update(request.request_id, { status }, ['received']);
+      return request.request_id;
+    };
+    const late = await ccpa(20);
+    const later = await ccpa(30, 'failed');
+    const confirmed = await ccpa(20, 'running');
+    await ledger.recordNotice(confirmed, 'receipt', { channel: 'email', at: daysFromNow(-15).toISOString() });
+    await ccpa(5);
+    await ccpa(20, 'completed');
+    const get = vi.spyOn(ledger, 'get');
+
+    const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 });
+
+    expect(counts).toMatchObject({ receipts_overdue: 2, receipts_overdue_request_ids: [later, late] });
+    // Only the open CCPA requests received long enough ago are read in full.
+    expect(get).toHaveBeenCalledTimes(3);
+    get.mockRestore();
   });
 
   it('reports zeros and no oldest date for an empty ledger', async () => {
@@ -175,7 +219,10 @@ describe('sweepDeadlines', () => {
     const items = Array.from({ length: 60 }, (_, index) =>
       indexed(`req-${String(index).padStart(2, '0')}`, daysFromNow(-(index + 1))),
     );
-    const ledger = { openRequests: (status: Status) => openOf(status === 'received' ? items : []) };
+    const ledger = {
+      openRequests: (status: Status) => openOf(status === 'received' ? items : []),
+      get: async () => undefined,
+    };
 
     const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 });
 
@@ -197,6 +244,7 @@ describe('sweepDeadlines', () => {
       openRequests: async function* (): AsyncGenerator<OpenRequest> {
         throw new Error('ProvisionedThroughputExceededException');
       },
+      get: async () => undefined,
     };
 
     await expect(sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 })).rejects.toThrow(
@@ -217,6 +265,8 @@ const counts: DeadlineCounts = {
   },
   oldest_overdue_due_at: daysFromNow(-4).toISOString(),
   overdue_request_ids: ['a', 'b', 'c'],
+  receipts_overdue: 2,
+  receipts_overdue_request_ids: ['a', 'd'],
 };
 
 describe('deadlineMetricsLine', () => {
@@ -234,6 +284,7 @@ describe('deadlineMetricsLine', () => {
             Metrics: [
               { Name: DEADLINE_METRICS.overdue, Unit: 'Count' },
               { Name: DEADLINE_METRICS.dueSoon, Unit: 'Count' },
+              { Name: DEADLINE_METRICS.receiptsOverdue, Unit: 'Count' },
             ],
           },
         ],
@@ -241,6 +292,7 @@ describe('deadlineMetricsLine', () => {
       Stack: 'SvcDsr',
       OverdueRequests: 3,
       DueSoonRequests: 5,
+      ReceiptConfirmationsOverdue: 2,
     });
   });
 });
@@ -272,6 +324,7 @@ describe('the deadline sweep handler', () => {
     const handler = makeDeadlineSweepHandler(() => ({
       ledger: {
         openRequests: (status: Status) => openOf(status === 'running' ? items : []),
+        get: async () => undefined,
         scan: async function* () {
           yield changed;
         },

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AuditEvent, AuditRecord } from '#shared/audit';
 import type { ExecutionStatus } from '#shared/executions';
 import { Ledger, type Status } from '#shared/ledger';
 import { PlatformGate } from '#shared/platform-gate';
@@ -71,8 +72,16 @@ async function gated(now: () => number = () => NOW.getTime()) {
 
 function executions(statuses: Record<string, ExecutionStatus>) {
   const started: { name: string; input: ExecutionInput }[] = [];
+  const appended: { requestId: string; event: AuditEvent }[] = [];
   return {
     started,
+    appended,
+    audit: {
+      append: async (requestId: string, event: AuditEvent) => {
+        appended.push({ requestId, event });
+        return {} as AuditRecord;
+      },
+    },
     describe: async (name: string) => statuses[name] ?? 'MISSING',
     start: async (name: string, input: ExecutionInput) => {
       started.push({ name, input });
@@ -115,6 +124,18 @@ describe('reconcile', () => {
     expect(item).toMatchObject({ status: 'failed', error: { code: STRANDED_CODE } });
     expect(item.error?.message).toContain('svc-dsr retry');
     expect(sfn.started).toHaveLength(1);
+    // Failed is terminal: the reconciler's own record closes the chain.
+    expect(sfn.appended).toEqual([
+      {
+        requestId: stuck,
+        event: expect.objectContaining({
+          step: 'Reconciler',
+          action: 'request_failed',
+          facts: { code: STRANDED_CODE, step: null },
+          final: true,
+        }),
+      },
+    ]);
   });
 
   it('leaves a request changed within the grace period to the intake or retry starting it', async () => {
@@ -158,6 +179,13 @@ describe('reconcile', () => {
 
     expect(summary.reindexed).toBe(1);
     expect(sfn.started).toEqual([]);
+    // No Lambda recorded that failure: the reconciler writes the final record RecordFailure would have.
+    expect(sfn.appended).toEqual([
+      {
+        requestId: failed,
+        event: expect.objectContaining({ step: 'Reconciler', action: 'request_failed', final: true }),
+      },
+    ]);
     const listed: string[] = [];
     for await (const entry of ledger.openRequests('failed')) listed.push(entry.request_id);
     expect(listed).toEqual([failed]);
