@@ -52,8 +52,9 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
     query: false,
     writes: true,
   },
-  // The Scan finds the chains whose head changed on a day, for the daily audit manifest.
-  sweep: { items: ['dynamodb:Scan'], query: true, writes: false },
+  // The Scan finds the chains whose head changed on a day, for the daily audit manifest, and the
+  // ended requests past their retention, which the retention pass minimises (GetItem, UpdateItem).
+  sweep: { items: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'], query: true, writes: true },
   reconciler: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
 };
 /** What a function may do with archive objects. */

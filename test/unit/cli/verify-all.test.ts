@@ -175,6 +175,54 @@ describe('svc-dsr verify --all', () => {
     expect(output).toMatch(/verified: no findings/);
   });
 
+  it('counts an archive gone after its retention as expired, no finding; one gone before its retention ends is archive_missing', async () => {
+    // Prepare: two erasure archives recorded, neither in the bucket; erasure archives are kept 30 days.
+    const { names, ledger, requests } = await world();
+    await s3.send(new CreateBucketCommand({ Bucket: `${names.AuditBucketName}-archives` }));
+    const archive = (requestId: string, writtenAt: string) => ({
+      type: 'erasure' as const,
+      archive: {
+        key: `exports/${requestId}/attempt-1.zip`,
+        bytes: 10,
+        sha256: 'a'.repeat(64),
+        verified_at: writtenAt,
+        entries: 4,
+      },
+    });
+    const [old, recent] = requests;
+    if (old === undefined || recent === undefined) throw new Error('world() made no requests');
+    await ledger.update(old, archive(old, '2026-10-01T09:00:00.000Z'), ['completed']);
+    await ledger.update(recent, archive(recent, '2026-11-19T09:00:00.000Z'), ['completed']);
+    const context = testContext(
+      {
+        dynamoClient: dynamo.client,
+        s3,
+        names: {
+          ...names,
+          ArchiveBucketName: `${names.AuditBucketName}-archives`,
+          ErasureArchiveRetentionDays: 30,
+        },
+      },
+      () => DAY_TWO,
+    );
+    const io = collectingIo();
+
+    // Act
+    const { exitCode, result } = await runVerifyAll(context, {}, io);
+
+    // Assess
+    expect(result.expired_archives).toBe(1);
+    expect(result.findings).toEqual([
+      {
+        request_id: recent,
+        check: 'archive_missing',
+        detail: `exports/${recent}/attempt-1.zip is not in the archive bucket, though its retention runs until 2026-12-19T09:00:00.000Z`,
+      },
+    ]);
+    expect(exitCode).toBe(1);
+    expect(io.stdout()).toContain('1 archive(s) expired by the retention policy (no finding)');
+  });
+
   it('keeps the head hash and record count of each chain in the ledger', async () => {
     // Prepare
     const { ledger, trail, requests } = await world();
