@@ -19,7 +19,8 @@ import { type AuditRecord, AuditTrail, auditRecordKey, recordHash } from '#share
 import { writeDailyManifests } from '#shared/audit-manifest';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger } from '#shared/ledger';
-import { runVerifyAll, type VerifyAllCheck } from '../../../bin/cli/commands/verify.ts';
+import { runReport } from '../../../bin/cli/commands/report.ts';
+import { runVerify, runVerifyAll, type VerifyAllCheck } from '../../../bin/cli/commands/verify.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { createLedgerTable } from '../../../local/ledger-table.ts';
 import { type DiskS3, startDiskS3 } from '../../../local/s3-disk.ts';
@@ -34,6 +35,7 @@ import { testContext } from './helpers.ts';
 const HMAC_KEY = 'verify-all-hmac-key-0123456789abcdef';
 const DAY_ONE = new Date('2026-11-20T10:00:00.000Z');
 const DAY_TWO = new Date('2026-11-21T09:00:00.000Z');
+const DAY_MS = 24 * 3600 * 1000;
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
 let disk: DiskS3;
@@ -221,6 +223,35 @@ describe('svc-dsr verify --all', () => {
     ]);
     expect(exitCode).toBe(1);
     expect(io.stdout()).toContain('1 archive(s) expired by the retention policy (no finding)');
+  });
+
+  it('verifies and reports requests minimised after their retention as before', async () => {
+    // Prepare: both requests ended on day one; the retention pass runs 800 days later.
+    const { ledger, requests, context } = await world();
+    for (const requestId of requests) {
+      await ledger.update(requestId, { completed_at: DAY_ONE.toISOString() }, ['completed']);
+    }
+    const later = new Ledger(
+      dynamo.client,
+      context.ledger.tableName,
+      () => new Date(DAY_TWO.getTime() + 800 * DAY_MS),
+    );
+    const pass = await later.minimiseDue({ hmacKey: async () => HMAC_KEY, afterDays: 730 });
+    const [first] = requests;
+    if (first === undefined) throw new Error('world() made no requests');
+
+    // Act
+    const all = await runVerifyAll(context, {}, collectingIo());
+    const one = await runVerify(context, { requestId: first }, collectingIo());
+    const report = await runReport(context, { format: 'json' }, collectingIo());
+
+    // Assess
+    expect(pass).toEqual({ minimised: 2, skipped: 0 });
+    expect((await ledger.require(first)).primary_key).toMatch(/^hmac-sha256:/);
+    expect(all.result.findings).toEqual([]);
+    expect(one.exitCode).toBe(0);
+    expect(report.result.skipped).toBe(0);
+    expect(report.result.records.map((record) => record.request_id).sort()).toEqual([...requests].sort());
   });
 
   it('keeps the head hash and record count of each chain in the ledger', async () => {
