@@ -116,6 +116,9 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
     );
   }
   if (item.outcome === 'erased') add('platform keeps', PLATFORM_KEEPS.text);
+  if (item.minimised_at !== undefined) {
+    add('minimised', `${item.minimised_at}: who it names is kept only as keyed hashes (retention passed)`);
+  }
   if (item.error) add('error', `${item.error.code}: ${item.error.message}`);
   if (item.rejection_errors) add('rejected', item.rejection_errors.join('; '));
   add('cancel reason', item.cancel_reason);

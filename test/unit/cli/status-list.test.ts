@@ -77,6 +77,7 @@ describe('runStatus', () => {
           outcome: 'erased',
           erasure: { outcome: 'deleted', platform_status: 204, at: '2026-11-20T10:00:00Z' },
           completed_at: '2026-11-20T10:00:01Z',
+          minimised_at: '2028-11-21T00:00:00.000Z',
         }),
       ),
     });
@@ -90,6 +91,10 @@ describe('runStatus', () => {
       /platform keeps\s+the comments the subject wrote stay on the platform, re-linked to a random guest user/,
     );
     expect(JSON.parse(json.stdout()).platform_keeps).toContain('re-linked to a random guest user');
+    // Read after its retention, the request says its identifiers are only hashes now.
+    expect(text.stdout()).toMatch(
+      /minimised\s+2028-11-21T00:00:00.000Z: who it names is kept only as keyed hashes/,
+    );
   });
 
   it('prints the ledger item as JSON without primary_key and svc_user_id', async () => {
