@@ -80,6 +80,8 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   accessArchiveRetentionDays: 'a whole number of days from 1 to 3650',
   erasureArchiveRetentionDays: 'a whole number of days from 1 to 3650',
   auditRetentionMonths: `a whole number of months from ${MINIMUM_RETENTION_MONTHS} (CCPA record keeping) to ${MAX_AUDIT_RETENTION_MONTHS}`,
+  ledgerMinimiseAfterDays:
+    'a whole number of days from 1 to 3650 (default 730, the CCPA §7101 24 months): how long after a request ends the ledger keeps who it names before replacing them with keyed hashes',
   alarmEmail: 'an e-mail address for alarm notifications, or leave it out',
   ledgerLegacyStatusIndex:
     'true only while migrating a ledger created before the open index (docs/deploy.md), otherwise false or left out',
@@ -158,6 +160,8 @@ const baseSchema = z.strictObject({
   auditRetentionMonths: wholeNumber(MINIMUM_RETENTION_MONTHS, MAX_AUDIT_RETENTION_MONTHS).default(
     MINIMUM_RETENTION_MONTHS,
   ),
+  /** Days after a request ends before the ledger keeps who it names only as keyed hashes (§7101: 24 months). */
+  ledgerMinimiseAfterDays: wholeNumber(1, 3650).default(730),
   alarmEmail: z.email().optional(),
   ledgerLegacyStatusIndex: z.boolean().default(false),
   deadlineDueSoonDays: wholeNumber(1, 60).default(7),

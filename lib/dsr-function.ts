@@ -52,9 +52,11 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
     query: false,
     writes: true,
   },
-  // The Scan finds the chains whose head changed on a day, for the daily audit manifest; GetItem
-  // reads the open CCPA requests whose receipt confirmation may be late (the index lacks confirm_by).
-  sweep: { items: ['dynamodb:GetItem', 'dynamodb:Scan'], query: true, writes: false },
+  // The Scan finds the chains whose head changed on a day, for the daily audit manifest, and the
+  // ended requests past their retention, which the retention pass minimises (GetItem, UpdateItem);
+  // GetItem also reads the open CCPA requests whose receipt confirmation may be late (the index
+  // lacks confirm_by).
+  sweep: { items: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'], query: true, writes: true },
   reconciler: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
 };
 /** What a function may do with archive objects. */

@@ -389,16 +389,20 @@ export class DsrStack extends Stack {
       ...functionDefaults,
       entry: `${lambdasDir}deadline-sweep/handler.ts`,
       description:
-        'svc-dsr deadline sweep: publishes counts of overdue and due-soon requests, writes the daily audit manifest',
+        'svc-dsr deadline sweep: publishes counts of overdue and due-soon requests, writes the daily audit manifest, minimises ended requests past their retention',
       timeout: Duration.minutes(2),
       memorySize: 256,
       environment: {
         DUE_SOON_DAYS: String(config.deadlineDueSoonDays),
+        MINIMISE_AFTER_DAYS: String(config.ledgerMinimiseAfterDays),
         METRICS_NAMESPACE,
         METRICS_STACK: this.stackName,
       },
     });
-    sweep.bindLedger(this.ledger, 'sweep').bindAuditManifests(this.auditBucket);
+    sweep
+      .bindLedger(this.ledger, 'sweep')
+      .bindAuditManifests(this.auditBucket)
+      .bindSecret('auditHmacKey', this.secrets.auditHmacKey, secretKey);
     const sweepEvery = Duration.minutes(config.deadlineSweepMinutes);
     new events.Rule(this, 'DeadlineSweepSchedule', {
       description: 'svc-dsr: counts open requests by deadline',
@@ -408,8 +412,8 @@ export class DsrStack extends Stack {
       ],
     });
 
-    // Reconciler: its own function rather than part of the sweep, which only reads: the
-    // reconciler starts executions and writes the ledger, and those grants stay with it.
+    // Reconciler: its own function rather than part of the sweep: the reconciler starts
+    // executions, and that grant stays with it (the sweep writes the ledger only to minimise).
     const reconciler = new DsrFunction(this, 'Reconciler', {
       ...functionDefaults,
       entry: `${lambdasDir}reconciler/handler.ts`,
@@ -542,6 +546,8 @@ export class DsrStack extends Stack {
       AlarmTopicArn: this.alarms.topic.topicArn,
       Region: this.region,
       TimeZone: config.timeZone,
+      AccessArchiveRetentionDays: String(config.accessArchiveRetentionDays),
+      ErasureArchiveRetentionDays: String(config.erasureArchiveRetentionDays),
       EventBusArn: this.eventBus.eventBusArn,
     };
     for (const [name, value] of Object.entries(outputs)) new CfnOutput(this, name, { value });

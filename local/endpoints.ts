@@ -13,6 +13,13 @@ export const stackNamesSchema = z.object({
   StateMachineArn: z.string().min(1),
   /** The controller's IANA time zone (stack config `timeZone`); report date ranges are cut in it. */
   TimeZone: z.string().min(1).optional(),
+  /**
+   * Days the archive bucket keeps each type's archives (stack config `accessArchiveRetentionDays`,
+   * `erasureArchiveRetentionDays`): `verify` reads an archive gone after its retention as expired
+   * by policy. Without them, every archive gone from the bucket is a finding.
+   */
+  AccessArchiveRetentionDays: z.coerce.number().int().positive().optional(),
+  ErasureArchiveRetentionDays: z.coerce.number().int().positive().optional(),
 });
 export type StackNames = z.infer<typeof stackNamesSchema>;
 

@@ -3,10 +3,11 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';
 import { type ManifestStore, writeDailyManifests } from '#shared/audit-manifest';
-import { parseEnv } from '#shared/config';
+import { minimisationEnvSchema, parseEnv } from '#shared/config';
 import { Ledger } from '#shared/ledger';
 import { powertoolsLogger } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
+import { functionSecretsFromEnv } from '#shared/secrets';
 import type { StepLogger } from '#shared/step-deps';
 import {
   type DeadlineCounts,
@@ -25,6 +26,7 @@ export const deadlineSweepEnvSchema = z.object({
   /** The audit bucket, where the daily manifest of chain heads goes. */
   AUDIT_BUCKET: z.string().min(1),
   KMS_KEY_ID: z.string().min(1).optional(),
+  ...minimisationEnvSchema.shape,
 });
 
 /** What the handler needs besides the ledger. */
@@ -37,10 +39,15 @@ export interface DeadlineSweepHandlerDeps extends DeadlineSweepDeps {
   readonly logger: StepLogger;
   /** The audit bucket: each run writes the daily manifests not written yet. */
   readonly manifests: ManifestStore;
-  readonly ledger: DeadlineSweepDeps['ledger'] & Pick<Ledger, 'scan'>;
+  readonly ledger: DeadlineSweepDeps['ledger'] & Pick<Ledger, 'scan' | 'minimiseDue'>;
+  /** The retention pass: days after a request ends, and the key of the hashes (read only when one is due). */
+  readonly minimisation: { readonly afterDays: number; readonly hmacKey: () => Promise<string> };
 }
 
-/** The scheduled handler: sweep, publish the counts as metrics, log a summary, write the daily manifests. */
+/**
+ * The scheduled handler: write the daily manifests, minimise the ended requests past their
+ * retention, sweep, publish the counts as metrics, log a summary.
+ */
 export function makeDeadlineSweepHandler(deps: () => DeadlineSweepHandlerDeps) {
   return async (): Promise<DeadlineCounts> => {
     const sweepDeps = deps();
@@ -50,6 +57,10 @@ export function makeDeadlineSweepHandler(deps: () => DeadlineSweepHandlerDeps) {
       clock: sweepDeps.clock,
     });
     if (days.length > 0) sweepDeps.logger.info('audit manifests written', { days });
+    const retention = await sweepDeps.ledger.minimiseDue(sweepDeps.minimisation);
+    if (retention.minimised + retention.skipped > 0) {
+      sweepDeps.logger.info('ended requests past their retention minimised', { ...retention });
+    }
     const counts = await sweepDeadlines(sweepDeps, { dueSoonDays: sweepDeps.dueSoonDays });
     sweepDeps.emit(
       deadlineMetricsLine(counts, { namespace: sweepDeps.namespace, dimensions: { Stack: sweepDeps.stack } }),
@@ -69,8 +80,10 @@ function deadlineSweepLambdaDeps(): DeadlineSweepHandlerDeps {
   if (lambdaDeps === undefined) {
     const env = parseEnv(deadlineSweepEnvSchema, process.env);
     const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
+    const { auditHmacKey } = functionSecretsFromEnv(process.env);
     lambdaDeps = {
       ledger: new Ledger(dynamo, env.TABLE_NAME),
+      minimisation: { afterDays: env.MINIMISE_AFTER_DAYS, hmacKey: () => auditHmacKey() },
       clock: () => new Date(),
       dueSoonDays: env.DUE_SOON_DAYS,
       namespace: env.METRICS_NAMESPACE,

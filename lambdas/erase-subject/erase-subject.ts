@@ -1,3 +1,4 @@
+import { platformKeepsFacts } from '#shared/erasure-scope';
 import { LedgerStateError } from '#shared/errors';
 import type { ErasureEvidence } from '#shared/ledger';
 import type { DeleteResult } from '#shared/platform-client';
@@ -35,7 +36,8 @@ export async function eraseSubject(input: StepInput, deps: StepDeps): Promise<Er
     eventId: 'EraseSubject',
     step: 'EraseSubject',
     action: result.outcome === 'deleted' ? 'subject_deleted' : 'subject_already_absent',
-    facts: { platform_status: result.status, evidence: result.evidence },
+    // An honest "erased": the platform keeps the subject's comments, under a random guest user.
+    facts: { platform_status: result.status, evidence: result.evidence, ...platformKeepsFacts() },
     subject: { primaryKey: item.primary_key, ...(item.svc_user_id ? { svcUserId: item.svc_user_id } : {}) },
   });
   deps.logger.info('subject erased', { outcome: result.outcome });

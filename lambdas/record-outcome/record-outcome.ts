@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { platformKeepsFacts } from '#shared/erasure-scope';
 import { LedgerStateError } from '#shared/errors';
 import type { LedgerItem } from '#shared/ledger';
 import type { StepDeps } from '#shared/step-deps';
@@ -59,6 +60,7 @@ export async function recordOutcome(
       due_at: item.due_at ?? null,
       on_time: item.due_at === undefined ? null : completedAt <= item.due_at,
       archive_sha256: item.archive?.sha256 ?? null,
+      ...(outcome === 'erased' ? platformKeepsFacts() : {}),
     },
     final: true,
   });

@@ -189,9 +189,11 @@ export type AuditVerification =
   | { readonly ok: false; readonly problem: string; readonly at: number };
 
 type SubjectKind = 'primary_key' | 'svc_user_id';
+/** What a keyed hash stands for: a subject identifier, or another field of the ledger that names a person. */
+export type HashedKind = SubjectKind | 'verified_by' | 'submitted_by' | 'fingerprint';
 
 /** `'hmac-sha256:' + hex(HMAC-SHA256(key, kind + ':' + value))`: the only form an identifier is stored in. */
-export function subjectHash(hmacKey: string, kind: SubjectKind, value: string): string {
+export function subjectHash(hmacKey: string, kind: HashedKind, value: string): string {
   return `hmac-sha256:${createHmac('sha256', hmacKey).update(`${kind}:${value}`, 'utf8').digest('hex')}`;
 }
 

@@ -60,6 +60,17 @@ export const stepEnvSchema = z.object({
 });
 export type StepEnv = z.infer<typeof stepEnvSchema>;
 
+/**
+ * The ledger's retention pass (the deadline sweep): days after a request ends before the fields
+ * that name the subject or a person are replaced with keyed hashes (stack config
+ * `ledgerMinimiseAfterDays`; §7101 keeps the records 24 months).
+ */
+export const minimisationEnvSchema = z.object({
+  MINIMISE_AFTER_DAYS: z.coerce.number().int().min(1).max(3650).default(730),
+  /** The key of the hashes: the audit HMAC key, so the ledger's hashes are the audit records' subject hashes. */
+  AUDIT_KEY_SECRET_ID: z.string().min(1),
+});
+
 /** Environment of the intake Lambda. */
 export const intakeEnvSchema = z.object({
   TABLE_NAME: z.string().min(1),

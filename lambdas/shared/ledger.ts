@@ -10,7 +10,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
-import { type AuditHead, NOTICES_CHAIN_SUFFIX } from './audit.ts';
+import { type AuditHead, NOTICES_CHAIN_SUFFIX, subjectHash } from './audit.ts';
 import { type Deadlines, decideExtension } from './deadlines.ts';
 import { LedgerRuleError, LedgerStateError, RequestCancelledError, RequestUnknownError } from './errors.ts';
 import { type DsrRequest, normaliseRequestId } from './request.ts';
@@ -227,6 +227,11 @@ export const ledgerItemSchema = z.object({
   notices_audit_count: z.number().int().nonnegative().optional(),
   /** When the last notices record was written: the daily manifest locks it as it locks the request's chain. */
   notices_audit_at: z.string().optional(),
+  /**
+   * When the retention pass replaced the fields that name the subject or a person (MINIMISED_FIELDS)
+   * with their keyed hashes; the §7101 facts stay as they were.
+   */
+  minimised_at: z.string().optional(),
 });
 export type LedgerItem = z.infer<typeof ledgerItemSchema>;
 
@@ -558,6 +563,60 @@ export class Ledger {
     );
   }
 
+  /**
+   * Replaces the fields that name the subject or a person (MINIMISED_FIELDS) with their keyed
+   * hashes once the request's retention has passed (CAN_MINIMISE), and marks it `minimised_at`. The
+   * hashes of primary_key and svc_user_id are the audit records' subject hashes (same key, same
+   * form), so a minimised request still matches its audit trail, and the controller can still
+   * find the requests of a subject it knows.
+   */
+  async minimise(
+    requestId: string,
+    change: { readonly hmacKey: string; readonly afterDays: number },
+  ): Promise<RuledChange> {
+    const now = this.clock();
+    return this.#applyRule(requestId, CAN_MINIMISE, { now, afterDays: change.afterDays }, (item) =>
+      minimisedPatch(item, change.hmacKey, now),
+    );
+  }
+
+  /**
+   * The retention pass: minimises every ended request whose retention has passed and that is not
+   * minimised yet (a Scan filtered on both, so a pass with nothing due writes nothing). The key is
+   * read only once there is something to minimise. A request that moved meanwhile is left for the
+   * next pass. Safe to run again: a minimised request is never rewritten.
+   */
+  async minimiseDue(options: {
+    readonly hmacKey: () => Promise<string>;
+    readonly afterDays: number;
+    readonly pageSize?: number;
+  }): Promise<{ readonly minimised: number; readonly skipped: number }> {
+    const cutoff = new Date(this.clock().getTime() - options.afterDays * DAY_MS).toISOString();
+    const candidates = this.#scanPages({
+      expression: `attribute_not_exists(#minimised_at) AND #completed_at < :before AND #status IN (${MINIMISABLE_STATUSES.map((status) => `:if_${status}`).join(', ')})`,
+      names: { '#minimised_at': 'minimised_at', '#completed_at': 'completed_at', '#status': 'status' },
+      values: {
+        ':before': cutoff,
+        ...Object.fromEntries(MINIMISABLE_STATUSES.map((status) => [`:if_${status}`, status])),
+      },
+      ...(options.pageSize === undefined ? {} : { pageSize: options.pageSize }),
+    });
+    let key: string | undefined;
+    let minimised = 0;
+    let skipped = 0;
+    for await (const item of candidates) {
+      key ??= await options.hmacKey();
+      try {
+        await this.minimise(item.request_id, { hmacKey: key, afterDays: options.afterDays });
+        minimised += 1;
+      } catch (error) {
+        if (!(error instanceof LedgerRuleError)) throw error;
+        skipped += 1;
+      }
+    }
+    return { minimised, skipped };
+  }
+
   /** The item, or a RequestUnknownError naming the id. */
   async #known(requestId: string): Promise<LedgerItem> {
     const item = await this.get(requestId);
@@ -785,19 +844,34 @@ export class Ledger {
       filters.push('#field < :to');
       values[':to'] = options.to;
     }
+    yield* this.#scanPages({
+      ...(filters.length === 0
+        ? {}
+        : { expression: filters.join(' AND '), names: { '#field': field }, values }),
+      ...(options.pageSize === undefined ? {} : { pageSize: options.pageSize }),
+    });
+  }
+
+  /** Every item that passes the filter, page by page. */
+  async *#scanPages(filter: {
+    expression?: string;
+    names?: Record<string, string>;
+    values?: Record<string, unknown>;
+    pageSize?: number;
+  }): AsyncGenerator<LedgerItem> {
     let cursor: Record<string, AttributeValue> | undefined;
     do {
       const page = await this.db.send(
         new ScanCommand({
           TableName: this.tableName,
-          ...(filters.length === 0
+          ...(filter.expression === undefined
             ? {}
             : {
-                FilterExpression: filters.join(' AND '),
-                ExpressionAttributeNames: { '#field': field },
-                ExpressionAttributeValues: toAttributes(values),
+                FilterExpression: filter.expression,
+                ExpressionAttributeNames: filter.names,
+                ExpressionAttributeValues: toAttributes(filter.values ?? {}),
               }),
-          ...(options.pageSize === undefined ? {} : { Limit: options.pageSize }),
+          ...(filter.pageSize === undefined ? {} : { Limit: filter.pageSize }),
           ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
         }),
       );
@@ -1211,6 +1285,86 @@ export const CAN_RETRY: LedgerRule<void> = {
   },
   condition: (item) =>
     allOf(statusIn(RETRYABLE_STATUSES), statusIn([item.status]), executionsAre(item.executions)),
+};
+
+const DAY_MS = 24 * 3600 * 1000;
+
+/**
+ * Statuses whose requests are minimised once their retention has passed: ended, and owed nothing
+ * more. A failed request is still owed an answer, and its retry needs the identifiers.
+ */
+export const MINIMISABLE_STATUSES = [
+  'completed',
+  'cancelled',
+  'rejected',
+  'denied',
+] as const satisfies readonly Status[];
+
+/**
+ * The fields a minimised request holds only as keyed hashes: the subject's identifiers, the
+ * people who verified and submitted the request, and the fingerprint (an unkeyed hash of the
+ * whole request, identifiers included). Every other field is a §7101 fact or names no one.
+ */
+export const MINIMISED_FIELDS = [
+  'primary_key',
+  'svc_user_id',
+  'verification.verified_by',
+  'submitted_by',
+  'fingerprint',
+] as const;
+
+/** When a request's retention ends: `afterDays` after it ended; undefined while it has not ended. */
+export function retentionEndsAt(item: LedgerItem, afterDays: number): Date | undefined {
+  if (item.completed_at === undefined) return undefined;
+  return new Date(Date.parse(item.completed_at) + afterDays * DAY_MS);
+}
+
+/** The patch that minimises `item` with `hmacKey` at `now`. */
+function minimisedPatch(item: LedgerItem, hmacKey: string, now: Date): LedgerPatch {
+  const hashed = (kind: Parameters<typeof subjectHash>[1], value: string | undefined) =>
+    value === undefined ? undefined : subjectHash(hmacKey, kind, value);
+  return {
+    primary_key: hashed('primary_key', item.primary_key),
+    svc_user_id: hashed('svc_user_id', item.svc_user_id),
+    submitted_by: hashed('submitted_by', item.submitted_by),
+    fingerprint: subjectHash(hmacKey, 'fingerprint', item.fingerprint),
+    verification:
+      item.verification === undefined
+        ? undefined
+        : {
+            ...item.verification,
+            verified_by: subjectHash(hmacKey, 'verified_by', item.verification.verified_by),
+          },
+    minimised_at: now.toISOString(),
+  };
+}
+
+/**
+ * Can minimise: an ended request owed nothing more (MINIMISABLE_STATUSES), not minimised yet,
+ * whose retention (`afterDays` after it ended) has passed. The write holds the status and end
+ * time it read, so a request retried or given a new end meanwhile is left alone.
+ */
+export const CAN_MINIMISE: LedgerRule<{ readonly now: Date; readonly afterDays: number }> = {
+  doing: 'minimised',
+  refusal(item, input) {
+    if (item.minimised_at !== undefined) {
+      return `request ${item.request_id} was minimised at ${item.minimised_at}`;
+    }
+    const statusProblem = statusRefusal(item, MINIMISABLE_STATUSES, 'minimised');
+    if (statusProblem !== undefined) return statusProblem;
+    const ends = retentionEndsAt(item, input.afterDays);
+    if (ends === undefined) return `request ${item.request_id} has no end time in the ledger`;
+    if (ends.getTime() > input.now.getTime()) {
+      return `request ${item.request_id} is kept until ${ends.toISOString()} (${input.afterDays} days after it ended)`;
+    }
+    return undefined;
+  },
+  condition: (item) =>
+    allOf(statusIn(MINIMISABLE_STATUSES), statusIn([item.status]), {
+      expression: 'attribute_not_exists(#minimised_at) AND #completed_at = :if_completed_at',
+      names: { '#minimised_at': 'minimised_at', '#completed_at': 'completed_at' },
+      values: { ':if_completed_at': item.completed_at ?? '' },
+    }),
 };
 
 /** The item key; a request id is a UUID, kept in lower case whatever spelling the caller has. */

@@ -46,6 +46,13 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
     reason:
       'In Lambda every function reads the audit HMAC key for its own audit records; local mode runs every function with one audit trail, which reads the key once',
   })),
+  {
+    role: 'DeadlineSweep',
+    action: 'secretsmanager:GetSecretValue',
+    resource: /:secret:.*AuditKeySecret/,
+    reason:
+      'In Lambda the retention pass reads the audit HMAC key (the key of the ledger hashes) when a request is due; local mode runs no sweep Lambda, and its scenario hands the pass the local key',
+  },
   ...[...STEPS, 'Intake', 'Reconciler'].flatMap((role) =>
     ['s3:GetObject', 's3:ListBucket'].map((action) => ({
       role,

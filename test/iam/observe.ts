@@ -1,7 +1,7 @@
 /**
  * Runs the product as its users do, with every AWS call recorded: local mode with the real intake,
  * state machine and steps, the operator CLI as separate processes against it, and the deadline
- * sweep. The scenarios cover every path that reaches AWS: an access request, an erasure, an
+ * sweep with its retention pass. The scenarios cover every path that reaches AWS: an access request, an erasure, an
  * unknown subject, an invalid message, a failed export retried by the operator, a request left
  * without an execution and resumed by the reconciler, a cancel, an extension, a request denied at
  * intake (its identity not verified), a failed one denied by the operator, and the read commands
@@ -20,6 +20,8 @@ import { Ledger } from '#shared/ledger';
 import { prepareSdkClient } from '#shared/sdk-clients';
 import { sweepDeadlines } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { runCli } from '../helpers/cli.ts';
+
+const DAY_MS = 24 * 3600 * 1000;
 
 /** A valid request, received an hour ago and verified a minute ago. */
 export const request = (requestId: string, type: 'access' | 'erasure', primaryKey: string) => ({
@@ -209,11 +211,24 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
           s3,
           bucket: endpoints.outputs.AuditBucketName,
           ledger: sweepLedger,
-          clock: () => new Date(Date.now() + days * 24 * 3600 * 1000),
+          clock: () => new Date(Date.now() + days * DAY_MS),
         }),
       );
     }
+    // The retention pass, run as if 800 days later, so every ended request is past its 730 days;
+    // then the operator's reads still work on the minimised items.
+    const hmacKey = (await readFile(join(dataDir, 'audit-hmac-key'), 'utf8')).trim();
+    const later = new Ledger(
+      dynamo,
+      endpoints.outputs.LedgerTableName,
+      () => new Date(Date.now() + 800 * DAY_MS),
+    );
+    await runAsCaller('DeadlineSweep', () =>
+      later.minimiseDue({ hmacKey: async () => hmacKey, afterDays: 730 }),
+    );
     await cli('verify', '--all');
+    await cli('verify', ids.access);
+    await cli('report', '--format', 'json');
     dynamo.destroy();
     s3.destroy();
   } finally {

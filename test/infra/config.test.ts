@@ -40,6 +40,7 @@ describe('parseStackConfig', () => {
       accessArchiveRetentionDays: 90,
       erasureArchiveRetentionDays: 30,
       auditRetentionMonths: 24,
+      ledgerMinimiseAfterDays: 730,
       deadlineDueSoonDays: 7,
       deadlineSweepMinutes: 60,
       intakeMaxConcurrency: 5,
@@ -91,6 +92,7 @@ describe('parseStackConfig', () => {
     accessArchiveRetentionDays: { value: -1, fix: /whole number of days from 1 to 3650/ },
     erasureArchiveRetentionDays: { value: '30', fix: /whole number of days from 1 to 3650/ },
     auditRetentionMonths: { value: 12, fix: /from 24 \(CCPA record keeping\) to 120/ },
+    ledgerMinimiseAfterDays: { value: 0, fix: /whole number of days from 1 to 3650 \(default 730/ },
     alarmEmail: { value: 'ops-at-example.com', fix: /e-mail address for alarm notifications/ },
     ledgerLegacyStatusIndex: {
       value: 'yes',

@@ -401,7 +401,8 @@ describe('functions', () => {
     expect(secretIds('EraseSubject')).toEqual(['AUDIT_KEY_SECRET_ID', 'SSO_TOKEN_SECRET_ID']);
     expect(secretIds('RecordOutcome')).toEqual(['AUDIT_KEY_SECRET_ID']);
     expect(secretIds('Intake')).toEqual(['AUDIT_KEY_SECRET_ID']);
-    expect(secretIds('DeadlineSweep')).toEqual([]);
+    // The retention pass hashes with the audit HMAC key.
+    expect(secretIds('DeadlineSweep')).toEqual(['AUDIT_KEY_SECRET_ID']);
   });
 
   it('passes the platform settings and brand-name overrides through to the steps', () => {
@@ -507,15 +508,18 @@ describe('IAM', () => {
     }
   });
 
-  it('lets the deadline sweep read the ledger and write only the daily manifests of the audit bucket', () => {
+  it('lets the deadline sweep read the ledger, minimise items, and write only the daily manifests of the audit bucket', () => {
     const statements = statementsOf('DeadlineSweep');
     const actions = statements.flatMap(actionsOf);
     expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual([
       'dynamodb:GetItem',
       'dynamodb:Query',
       'dynamodb:Scan',
+      'dynamodb:UpdateItem',
     ]);
-    expect(actions.some((action) => action.startsWith('secretsmanager:'))).toBe(false);
+    expect(actions.filter((action) => action.startsWith('secretsmanager:'))).toEqual([
+      'secretsmanager:GetSecretValue',
+    ]);
     const s3Resources = JSON.stringify(
       statements.filter((statement) => actionsOf(statement).some((action) => action.startsWith('s3:'))),
     );
@@ -835,10 +839,15 @@ describe('outputs', () => {
         'Region',
         'StateMachineArn',
         'TimeZone',
+        'AccessArchiveRetentionDays',
+        'ErasureArchiveRetentionDays',
         'EventBusArn',
       ].sort(),
     );
     expect(outputs.TimeZone?.Value).toBe('UTC');
+    // verify reads an archive gone after these days as expired by policy, not missing.
+    expect(outputs.AccessArchiveRetentionDays?.Value).toBe('90');
+    expect(outputs.ErasureArchiveRetentionDays?.Value).toBe('30');
     expect(outputs.Region?.Value).toEqual({ Ref: 'AWS::Region' });
     expect(outputs.IntakeQueueUrl?.Value).toEqual({ Ref: idOf('AWS::SQS::Queue', 'IntakeQueue') });
   });

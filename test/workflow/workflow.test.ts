@@ -214,6 +214,10 @@ describe('an erasure whose DELETE answer is lost', () => {
     const records = await h.workflow.audit.list(request.request_id);
     expect(records.map((record) => record.action)).toContain('subject_deleted');
     expect(records.map((record) => record.action)).not.toContain('subject_already_absent');
+    // An honest "erased": the deletion and the final record say the comments stay, under a guest user.
+    const keeps = { platform_keeps: 'comments', comments_relinked_to: 'random_guest_user' };
+    expect(records.find((record) => record.action === 'subject_deleted')?.facts).toMatchObject(keeps);
+    expect(records.at(-1)).toMatchObject({ action: 'request_completed', final: true, facts: keeps });
   });
 });
 

@@ -161,6 +161,8 @@ export async function recordOperatorAction(
     acceptClosedBy?: string;
     /** The chain to append to, when not the request's own (its notices chain). */
     chain?: string;
+    /** What has happened without a record, for the failure message; by default the ledger change. */
+    done?: string;
   } = {},
 ): Promise<'appended' | 'closed'> {
   const chain = options.chain ?? requestId;
@@ -187,7 +189,7 @@ export async function recordOperatorAction(
       if (last?.final === true && last.action === options.acceptClosedBy) return 'closed';
     }
     throw new CliError(
-      `the ledger change for ${requestId} is made, but its audit record (${event.action}) could not be written: ${error instanceof Error ? error.message : String(error)}`,
+      `${options.done ?? `the ledger change for ${requestId} is made`}, but its audit record (${event.action}) could not be written: ${error instanceof Error ? error.message : String(error)}`,
       EXIT.failed,
     );
   }

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { noticesChainOf } from '#shared/audit';
+import { PLATFORM_KEEPS, platformKeepsFacts } from '#shared/erasure-scope';
 import { NOTICE_KINDS, type Notice, type NoticeKind } from '#shared/ledger';
 import { identifierProblem } from '#shared/redact';
 import { CONTROL_CHARACTERS_MESSAGE, hasControlCharacters, rfc3339Instant } from '#shared/request';
@@ -64,6 +65,8 @@ export interface NoticeResult {
   readonly channel: string;
   readonly at: string;
   readonly reference: string | null;
+  /** For the response to an erased subject: what the platform keeps, which the response must say. */
+  readonly platform_keeps?: string;
 }
 
 const kindSchema = z.enum(NOTICE_KINDS, { message: `must be one of ${NOTICE_KINDS.join(', ')}` });
@@ -80,7 +83,11 @@ export async function runNotice(
   const requestId = parseRequestId(options.requestId);
   const kind = parseOption('--kind', kindSchema, options.kind);
   const notice = parseNoticeFlags(options, '--', context.clock());
-  await ledgerChange(context, requestId, () => context.ledger.recordNotice(requestId, kind, notice));
+  const { after } = await ledgerChange(context, requestId, () =>
+    context.ledger.recordNotice(requestId, kind, notice),
+  );
+  // The response to an erased subject says what the platform keeps: the record holds that it did.
+  const erasedResponse = kind === 'response' && after.outcome === 'erased';
   // Notices follow the request's end (a response, a denial), after the final record that closes
   // its own chain: they go to the request's notices chain, `<request_id>.notices`.
   await recordOperatorAction(
@@ -89,7 +96,13 @@ export async function runNotice(
     {
       eventId: `Operator:notice-${kind}-${notice.at}`,
       action: 'notice_given',
-      facts: { kind, channel: notice.channel, given_at: notice.at, reference: notice.reference ?? null },
+      facts: {
+        kind,
+        channel: notice.channel,
+        given_at: notice.at,
+        reference: notice.reference ?? null,
+        ...(erasedResponse ? platformKeepsFacts() : {}),
+      },
     },
     { chain: noticesChainOf(requestId) },
   );
@@ -99,10 +112,13 @@ export async function runNotice(
     channel: notice.channel,
     at: notice.at,
     reference: notice.reference ?? null,
+    ...(erasedResponse ? { platform_keeps: PLATFORM_KEEPS.text } : {}),
   };
   if (options.json === true) writeJson(io, result);
-  else
+  else {
     io.out(`recorded the ${kind} notice to the subject of ${requestId} (${notice.channel}, ${notice.at})\n`);
+    if (erasedResponse) io.out(`the response must say what the platform keeps: ${PLATFORM_KEEPS.text}\n`);
+  }
   return { exitCode: EXIT.ok, result };
 }
 

@@ -9,10 +9,17 @@ import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { ArchiveFacts, LedgerItem } from '#shared/ledger';
-import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
+import {
+  type CliIo,
+  type CommandResult,
+  parseReason,
+  parseRequestId,
+  processIo,
+  writeJson,
+} from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { hasName, loadRequest } from './common.ts';
+import { hasName, loadRequest, recordOperatorAction } from './common.ts';
 
 /** Options of `svc-dsr package`. */
 export interface PackageOptions {
@@ -24,6 +31,11 @@ export interface PackageOptions {
   /** Replace `out` if it exists. */
   readonly force?: boolean;
   readonly json?: boolean;
+  /**
+   * Why the archive is handed out, kept in the hand-out's audit record. Required for an erasure
+   * request's archive: the copy of the subject's data taken before it was erased.
+   */
+  readonly reason?: string;
 }
 
 /** What `package --json` prints in link mode. */
@@ -58,10 +70,64 @@ const expiresInSchema = z.coerce
 const PROGRESS_FROM_BYTES = 64 * 1024 * 1024;
 
 /** Checks the options before any AWS call: a bad value is exit 2. */
-export function checkPackageOptions(options: PackageOptions): { out?: string; expiresIn: number } {
+export function checkPackageOptions(options: PackageOptions): {
+  out?: string;
+  expiresIn: number;
+  reason?: string;
+} {
   const expiresIn = parseOption('--expires-in', expiresInSchema, options.expiresIn ?? 3600);
   if (options.out !== undefined && options.out.trim() === '') throw new CliError('--out: give a file path');
-  return { ...(options.out === undefined ? {} : { out: options.out }), expiresIn };
+  return {
+    ...(options.out === undefined ? {} : { out: options.out }),
+    expiresIn,
+    ...(options.reason === undefined ? {} : { reason: parseReason(options.reason) }),
+  };
+}
+
+/** The audit chain of a request's package hand-outs (audit/<request_id>.packages/). */
+export function packagesChain(requestId: string): string {
+  return `${requestId}.packages`;
+}
+
+/** How an archive was handed out, as its audit record keeps it. */
+type HandOut =
+  | { readonly delivery: 'link'; readonly link_expires_at: string }
+  | { readonly delivery: 'file'; readonly file_mode: '0600' };
+
+/**
+ * Appends the hand-out to the request's packages chain (the request's own chain ends with its
+ * final record): who, when (the record's time), how (a link and its expiry, or a file readable
+ * only by the operator; never the path, whose name often names the subject), the archive and
+ * the reason. Written before the link is printed or the copy put in place: no record, no hand-out.
+ */
+async function recordHandOut(
+  context: Pick<CliContext, 's3' | 'names' | 'ledger' | 'operator' | 'clock'>,
+  item: LedgerItem,
+  archive: ArchiveFacts,
+  handOut: HandOut,
+  reason: string | undefined,
+): Promise<void> {
+  await recordOperatorAction(
+    context,
+    item.request_id,
+    {
+      eventId: `Operator:package-${handOut.delivery}-${context.clock().toISOString()}`,
+      action: 'package_handed_out',
+      facts: {
+        type: item.type ?? null,
+        ...handOut,
+        key: archive.key,
+        version_id: archive.version_id ?? null,
+        bytes: archive.bytes,
+        sha256: archive.sha256,
+      },
+      ...(reason === undefined ? {} : { reason }),
+    },
+    {
+      chain: packagesChain(item.request_id),
+      done: `nothing was handed out for ${item.request_id}`,
+    },
+  );
 }
 
 /**
@@ -70,13 +136,14 @@ export function checkPackageOptions(options: PackageOptions): { out?: string; ex
  * nothing. The link is a bearer credential: it is printed once, never logged.
  */
 export async function runPackageLink(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock' | 'operator'>,
   options: PackageOptions,
   io: CliIo,
 ): Promise<CommandResult<PackageLinkResult>> {
   const requestId = parseRequestId(options.requestId);
-  const { expiresIn } = checkPackageOptions(options);
-  const archive = packageable(await loadRequest(context, requestId));
+  const { expiresIn, reason } = checkPackageOptions(options);
+  const item = await loadRequest(context, requestId);
+  const archive = packageable(item, reason);
   const location = {
     Bucket: context.names.ArchiveBucketName,
     Key: archive.key,
@@ -98,10 +165,12 @@ export async function runPackageLink(
     );
   }
   const url = await getSignedUrl(context.s3, new GetObjectCommand(location), { expiresIn });
+  const expiresAt = new Date(context.clock().getTime() + expiresIn * 1000).toISOString();
+  await recordHandOut(context, item, archive, { delivery: 'link', link_expires_at: expiresAt }, reason);
   const result: PackageLinkResult = {
     request_id: requestId,
     url,
-    expires_at: new Date(context.clock().getTime() + expiresIn * 1000).toISOString(),
+    expires_at: expiresAt,
     key: archive.key,
     bytes: archive.bytes,
     sha256: archive.sha256,
@@ -123,15 +192,15 @@ export async function runPackageLink(
  * is exit 1.
  */
 export async function runPackage(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target'>,
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock' | 'operator'>,
   options: PackageOptions,
   io: CliIo,
 ): Promise<CommandResult<PackageResult>> {
   const requestId = parseRequestId(options.requestId);
-  const { out } = checkPackageOptions(options);
+  const { out, reason } = checkPackageOptions(options);
   if (out === undefined) throw new CliError('--out: give the file to write the archive to');
   const item = await loadRequest(context, requestId);
-  const archive = packageable(item);
+  const archive = packageable(item, reason);
   await checkOutPath(out, options.force === true);
 
   let answer: GetObjectCommandOutput;
@@ -206,6 +275,12 @@ export async function runPackage(
       );
     }
     try {
+      await recordHandOut(context, item, archive, { delivery: 'file', file_mode: '0600' }, reason);
+    } catch (error) {
+      await unlink(partial).catch(() => {});
+      throw error;
+    }
+    try {
       await rename(partial, out);
     } catch (error) {
       await unlink(partial).catch(() => {});
@@ -233,7 +308,11 @@ export async function runPackage(
   return { exitCode: EXIT.ok, result };
 }
 
-function packageable(item: LedgerItem): ArchiveFacts {
+/**
+ * The archive to hand out, or exit 1 saying why not: only a completed request with an archive, and
+ * an erasure request's only with a reason (its archive is the subject's data taken before erasure).
+ */
+function packageable(item: LedgerItem, reason: string | undefined): ArchiveFacts {
   if (item.status !== 'completed') {
     throw new CliError(
       `request ${item.request_id} is ${item.status}; a package exists only for a completed request`,
@@ -243,6 +322,12 @@ function packageable(item: LedgerItem): ArchiveFacts {
   if (item.archive === undefined) {
     throw new CliError(
       `request ${item.request_id} has no archive (outcome ${item.outcome ?? 'unknown'}): there is nothing to hand over`,
+      EXIT.failed,
+    );
+  }
+  if (item.type === 'erasure' && reason === undefined) {
+    throw new CliError(
+      `request ${item.request_id} is an erasure: its archive is the copy of the subject's data taken before it was erased; hand it out only with --reason saying why (kept in the audit record)`,
       EXIT.failed,
     );
   }
@@ -276,6 +361,7 @@ interface PackageFlags extends TargetFlags {
   readonly expiresIn?: string;
   readonly force?: boolean;
   readonly json?: boolean;
+  readonly reason?: string;
 }
 
 /** Registers `svc-dsr package`. */
@@ -289,6 +375,10 @@ export function registerPackageCommand(program: Command): void {
     .option('--out <file>', 'download the archive to this file (checked against the ledger SHA-256)')
     .option('--expires-in <seconds>', 'lifetime of a presigned link, at most 604800 (7 days)', '3600')
     .option('--force', 'replace --out if it exists')
+    .option(
+      '--reason <reason>',
+      "why it is handed out (kept in the audit record); required for an erasure's archive",
+    )
     .option('--json', 'print the result as JSON');
   addTargetOptions(command)
     .addHelpText(
@@ -298,12 +388,18 @@ The copy is streamed to a temporary file (readable only by you), its size and SH
 against the ledger, and only then renamed to --out. Without --out the command prints a presigned link
 to the recorded archive version that expires after --expires-in seconds (default one hour).
 
-Exit codes: 0 link printed, or copy written and verified; 1 no such request, no archive, or the
-copy does not match; 2 invalid flags.
+Every hand-out is an audit record (audit/<request_id>.packages/): who, when, the link's expiry or
+a file (mode 0600; its path is not kept), the archive and the reason. An erasure request's archive
+(the subject's data taken before erasure) is handed out only with --reason.
+
+Exit codes: 0 link printed, or copy written and verified; 1 no such request, no archive, an
+erasure's archive without --reason, the copy does not match, or its audit record could not be
+written; 2 invalid flags.
 
 Examples:
   $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --expires-in 86400
-  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --out alice-export.zip`,
+  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --out alice-export.zip
+  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --reason "restore after a wrongful erasure, ticket DSR-77"`,
     )
     .action(async (requestId: string, flags: PackageFlags) => {
       const options: PackageOptions = {
@@ -312,6 +408,7 @@ Examples:
         ...(flags.expiresIn === undefined ? {} : { expiresIn: flags.expiresIn }),
         force: flags.force === true,
         json: flags.json === true,
+        ...(flags.reason === undefined ? {} : { reason: flags.reason }),
       };
       checkPackageOptions(options);
       if (options.out !== undefined) await checkOutPath(options.out, options.force === true);

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { PLATFORM_KEEPS } from '#shared/erasure-scope';
 import { isOwed, type LedgerItem, NOTICE_KINDS, noticesDue } from '#shared/ledger';
 import {
   type CliIo,
@@ -27,13 +28,16 @@ export interface StatusOptions {
 export type RequestView = Omit<LedgerItem, 'primary_key' | 'svc_user_id'> & {
   primary_key?: string;
   svc_user_id?: string;
+  /** For an erased subject: what the platform keeps (their comments, re-linked to a random guest user). */
+  platform_keeps?: string;
 };
 
 /** The ledger item without the subject's identifiers unless `showSubject`. */
 export function viewOf(item: LedgerItem, showSubject: boolean): RequestView {
-  if (showSubject) return item;
+  const keeps = item.outcome === 'erased' ? { platform_keeps: PLATFORM_KEEPS.text } : {};
+  if (showSubject) return { ...item, ...keeps };
   const { primary_key: _primaryKey, svc_user_id: _svcUserId, ...rest } = item;
-  return rest;
+  return { ...rest, ...keeps };
 }
 
 /** Prints one request's ledger item. An unknown id is exit 1. */
@@ -113,6 +117,10 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
       'erasure check',
       `platform answers ${item.erasure_verification.platform_answer} at ${item.erasure_verification.at}`,
     );
+  }
+  if (item.outcome === 'erased') add('platform keeps', PLATFORM_KEEPS.text);
+  if (item.minimised_at !== undefined) {
+    add('minimised', `${item.minimised_at}: who it names is kept only as keyed hashes (retention passed)`);
   }
   if (item.error) add('error', `${item.error.code}: ${item.error.message}`);
   if (item.rejection_errors) add('rejected', item.rejection_errors.join('; '));

@@ -11,7 +11,7 @@ import {
 } from '#shared/audit';
 import { MANIFEST_PREFIX, type Manifest, readManifests } from '#shared/audit-manifest';
 import { ConfigurationError, InvalidArchiveError } from '#shared/errors';
-import { isTerminal, type LedgerItem } from '#shared/ledger';
+import { type ArchiveFacts, isTerminal, type LedgerItem } from '#shared/ledger';
 import {
   type CliIo,
   type CommandResult,
@@ -30,12 +30,18 @@ export interface VerifyOptions {
   readonly json?: boolean;
 }
 
-/** The archive check: `none` when the ledger records no archive (no_data, rejected, not that far yet). */
+/**
+ * The archive check: `none` when the ledger records no archive (no_data, rejected, not that far
+ * yet); `expired` when it is gone from the bucket after its retention (the lifecycle rule of its
+ * type deleted it, as the policy says), `missing` when it is gone before.
+ */
 export interface ArchiveCheck {
-  readonly status: 'match' | 'mismatch' | 'missing' | 'none';
+  readonly status: 'match' | 'mismatch' | 'missing' | 'expired' | 'none';
   readonly key: string | null;
   readonly expected: { bytes: number; sha256: string } | null;
   readonly actual: { bytes: number; sha256: string } | null;
+  /** When the archive's retention ends (it was written, plus its type's retention), if the stack outputs say. */
+  readonly retention_ends_at?: string;
 }
 
 /** What `verify --json` prints; `ok` decides the exit code. */
@@ -52,7 +58,7 @@ export interface VerifyResult {
  * chain), 1 when either does not.
  */
 export async function runVerify(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target'>,
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock'>,
   options: VerifyOptions,
   io: CliIo,
 ): Promise<CommandResult<VerifyResult>> {
@@ -60,7 +66,7 @@ export async function runVerify(
   const item = await loadRequest(context, requestId);
   const archive = await checkArchive(context, item);
   const audit = await verifierTrail(context).verify(requestId);
-  const ok = (archive.status === 'match' || archive.status === 'none') && audit.ok;
+  const ok = archiveHolds(archive) && audit.ok;
   const result: VerifyResult = { request_id: requestId, ok, archive, audit };
   if (options.json === true) writeJson(io, result);
   else io.out(describe(result));
@@ -79,8 +85,31 @@ function verifierTrail(context: Pick<CliContext, 's3' | 'names'>): AuditTrail {
   );
 }
 
+/** True when the archive check is no finding: it matches, none is recorded, or it expired by policy. */
+function archiveHolds(archive: ArchiveCheck): boolean {
+  return archive.status === 'match' || archive.status === 'none' || archive.status === 'expired';
+}
+
+const ARCHIVE_DAY_MS = 24 * 3600 * 1000;
+
+/**
+ * When the archive of `item` is deleted by the lifecycle rule of its type: S3 expires an object
+ * its retention's days after it was written (rounded up to the next midnight UTC), so an archive
+ * gone from then on is expired by policy. Undefined when the stack outputs do not give the days.
+ */
+function archiveRetentionEndsAt(
+  names: CliContext['names'],
+  item: LedgerItem,
+  archive: ArchiveFacts,
+): Date | undefined {
+  const days = item.type === 'erasure' ? names.ErasureArchiveRetentionDays : names.AccessArchiveRetentionDays;
+  const written = Date.parse(archive.verified_at);
+  if (days === undefined || Number.isNaN(written)) return undefined;
+  return new Date(written + days * ARCHIVE_DAY_MS);
+}
+
 async function checkArchive(
-  context: Pick<CliContext, 's3' | 'names'>,
+  context: Pick<CliContext, 's3' | 'names' | 'clock'>,
   item: LedgerItem,
 ): Promise<ArchiveCheck> {
   const recorded = item.archive;
@@ -99,7 +128,16 @@ async function checkArchive(
       (error instanceof InvalidArchiveError && error.message.includes('missing')) ||
       (error instanceof Error && error.name === 'NoSuchKey');
     if (gone) {
-      return { status: 'missing', key: recorded.key, expected, actual: null };
+      const ends = archiveRetentionEndsAt(context.names, item, recorded);
+      const retention = ends === undefined ? {} : { retention_ends_at: ends.toISOString() };
+      const expired = ends !== undefined && ends.getTime() <= context.clock().getTime();
+      return {
+        status: expired ? 'expired' : 'missing',
+        key: recorded.key,
+        expected,
+        actual: null,
+        ...retention,
+      };
     }
     throw error;
   }
@@ -124,7 +162,12 @@ function describe(result: VerifyResult): string {
       break;
     case 'missing':
       lines.push(
-        `archive  MISSING: ${archive.key} is not in the bucket (expired by the lifecycle rule, or deleted)`,
+        `archive  MISSING: ${archive.key} is not in the bucket, though its retention ${archive.retention_ends_at === undefined ? 'is not known (the stack outputs do not give it)' : `runs until ${archive.retention_ends_at}`}`,
+      );
+      break;
+    case 'expired':
+      lines.push(
+        `archive  expired: ${archive.key} was deleted by the retention policy (its retention ended ${archive.retention_ends_at}); the ledger keeps its size and SHA-256`,
       );
       break;
   }
@@ -171,9 +214,13 @@ long as the ledger's record count and ends in the ledger's head hash, ends in a 
 request has ended, and contains the head every daily manifest locked for it; its archive matches;
 no audit record or manifest has more than one version. docs/audit.md explains each check.
 
-Exit codes: 0 the archive matches (or none is recorded) and the chain holds (with --all: no
-finding), 1 no such request, a mismatch, a missing archive, a broken chain or any finding, 2
-invalid flags.
+An archive gone from the bucket after its retention (the stack's accessArchiveRetentionDays or
+erasureArchiveRetentionDays, from the stack outputs) was deleted by policy: it reads as expired, and
+is no finding. Gone before then, it is missing.
+
+Exit codes: 0 the archive matches (or none is recorded, or it expired by policy) and the chain
+holds (with --all: no finding), 1 no such request, a mismatch, a missing archive, a broken chain or
+any finding, 2 invalid flags.
 
 Examples:
   $ npx svc-dsr verify 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --json
@@ -237,6 +284,8 @@ export interface VerifyAllResult {
   readonly requests: number;
   /** Requests whose ledger item holds no chain head (written before heads were kept). */
   readonly unanchored: number;
+  /** Archives deleted by the retention policy after their retention ended: no finding. */
+  readonly expired_archives: number;
   readonly manifests: number;
   readonly summary: Readonly<Record<VerifyAllCheck, number>>;
   readonly findings: readonly VerifyAllFinding[];
@@ -279,7 +328,7 @@ export function parseVerifyAllOptions(flags: {
  * and every finding. Exit 0 with no finding, 1 with any.
  */
 export async function runVerifyAll(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target'>,
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock'>,
   options: VerifyAllOptions,
   io: CliIo,
 ): Promise<CommandResult<VerifyAllResult>> {
@@ -292,6 +341,7 @@ export async function runVerifyAll(
 
   let requests = 0;
   let unanchored = 0;
+  let expiredArchives = 0;
   const seen = new Set<string>();
   for await (const item of context.ledger.scan({
     field: 'created_at',
@@ -307,6 +357,7 @@ export async function runVerifyAll(
       findings.push(...chainFindings(item, anchor, chain, locked.get(anchor.id) ?? []));
     }
     const archive = await checkArchive(context, item);
+    if (archive.status === 'expired') expiredArchives += 1;
     if (archive.status === 'mismatch' || archive.status === 'missing') {
       findings.push({
         request_id: item.request_id,
@@ -314,7 +365,7 @@ export async function runVerifyAll(
         detail:
           archive.status === 'mismatch'
             ? `${archive.key} is ${archive.actual?.bytes} bytes, sha256 ${archive.actual?.sha256}; the ledger says ${archive.expected?.bytes} bytes, sha256 ${archive.expected?.sha256}`
-            : `${archive.key} is not in the archive bucket`,
+            : `${archive.key} is not in the archive bucket${archive.retention_ends_at === undefined ? '' : `, though its retention runs until ${archive.retention_ends_at}`}`,
       });
     }
   }
@@ -341,6 +392,7 @@ export async function runVerifyAll(
     to: options.to ?? null,
     requests,
     unanchored,
+    expired_archives: expiredArchives,
     manifests: manifests.length,
     summary,
     findings,
@@ -524,7 +576,7 @@ function describeAll(result: VerifyAllResult): string {
       ? 'all'
       : `created ${result.from ?? '…'} to ${result.to ?? '…'}`;
   const lines = [
-    `checked ${result.requests} request(s) (${range}) against ${result.manifests} daily manifest(s)${result.unanchored > 0 ? `; ${result.unanchored} without a ledger head (written before heads were kept)` : ''}`,
+    `checked ${result.requests} request(s) (${range}) against ${result.manifests} daily manifest(s)${result.unanchored > 0 ? `; ${result.unanchored} without a ledger head (written before heads were kept)` : ''}${result.expired_archives > 0 ? `; ${result.expired_archives} archive(s) expired by the retention policy (no finding)` : ''}`,
     '',
     formatTable(
       ['check', 'findings'],

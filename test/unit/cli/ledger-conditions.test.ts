@@ -312,6 +312,35 @@ describe('notices against DynamoDB', () => {
     expect(noticesDue(await context.ledger.require(item.request_id), NOW)).toEqual([]);
   });
 
+  it('records in the response to an erased subject what the platform keeps, and tells the operator to say it', async () => {
+    // Prepare
+    const item = await stored(
+      {
+        status: 'completed',
+        step: null,
+        outcome: 'erased',
+        erasure: { outcome: 'deleted', platform_status: 204, at: '2026-11-20T10:00:00Z' },
+        completed_at: '2026-11-20T10:00:01Z',
+      },
+      ['received'],
+    );
+    const io = collectingIo();
+    // Act
+    const { result } = await runNotice(
+      context,
+      { requestId: item.request_id, kind: 'response', channel: 'email' },
+      io,
+    );
+    // Assess
+    expect(result.platform_keeps).toContain('re-linked to a random guest user');
+    expect(io.stdout()).toContain('the response must say what the platform keeps');
+    const record = JSON.parse(String(s3Mock.commandCalls(PutObjectCommand).at(-1)?.args[0].input.Body));
+    expect(record).toMatchObject({
+      action: 'notice_given',
+      facts: { kind: 'response', platform_keeps: 'comments', comments_relinked_to: 'random_guest_user' },
+    });
+  });
+
   it('refuses a notice given in the future', async () => {
     const item = await stored();
     const error = await runNotice(

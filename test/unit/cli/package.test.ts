@@ -3,12 +3,20 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
-import { GetObjectCommand, HeadObjectCommand, NoSuchKey, NotFound, S3Client } from '@aws-sdk/client-s3';
+import {
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  NoSuchKey,
+  NotFound,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runPackage, runPackageLink } from '../../../bin/cli/commands/package.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
-import { ledgerRecord, REQUEST_ID, s3Body, storedItem, testContext } from './helpers.ts';
+import { ledgerRecord, OPERATOR, REQUEST_ID, s3Body, storedItem, testContext } from './helpers.ts';
 
 /** The ledger reads through a plain DynamoDB client. */
 const ledgerMock = mockClient(DynamoDBClient);
@@ -44,7 +52,25 @@ afterAll(async () => {
 beforeEach(() => {
   ledgerMock.reset();
   s3Mock.reset();
+  // The audit bucket: every hand-out appends a record to the request's packages chain.
+  s3Mock.on(ListObjectsV2Command).resolves({ Contents: [], KeyCount: 0 });
+  s3Mock.on(PutObjectCommand).resolves({});
 });
+
+/** The audit records the command wrote, with their keys. */
+function auditRecords(): { key: string; record: Record<string, unknown> }[] {
+  return s3Mock.commandCalls(PutObjectCommand).map((call) => ({
+    key: String(call.args[0].input.Key),
+    record: JSON.parse(String(call.args[0].input.Body)) as Record<string, unknown>,
+  }));
+}
+
+const erased = () =>
+  completed({
+    type: 'erasure',
+    outcome: 'erased',
+    erasure: { outcome: 'deleted', platform_status: 204, at: '2026-11-20T10:00:00Z' },
+  });
 
 describe('runPackage --out', () => {
   it('downloads the recorded version of the archive, checks it against the ledger, and writes it readable only by the owner', async () => {
@@ -66,6 +92,85 @@ describe('runPackage --out', () => {
     expect((await stat(out)).mode & 0o777).toBe(0o600);
     expect(result).toMatchObject({ path: out, bytes: ZIP.length, verified: true });
     expect(io.stdout()).toContain('(matches the ledger)');
+  });
+
+  it('records the hand-out of a file: who, how, the archive, and never the path', async () => {
+    // Prepare
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(completed()) });
+    s3Mock.on(GetObjectCommand).callsFake(() => ({ Body: s3Body(ZIP), ContentLength: ZIP.length }));
+    const out = join(dir, 'alice-export.zip');
+    // Act
+    await runPackage(testContext(), { requestId: REQUEST_ID, out }, collectingIo());
+    // Assess
+    const records = auditRecords();
+    expect(records).toHaveLength(1);
+    expect(records[0]?.key).toBe(`audit/${REQUEST_ID}.packages/000000.json`);
+    expect(records[0]?.record).toMatchObject({
+      step: 'Operator',
+      action: 'package_handed_out',
+      at: expect.any(String),
+      facts: {
+        operator: OPERATOR,
+        delivery: 'file',
+        file_mode: '0600',
+        type: 'access',
+        key: KEY,
+        version_id: 'v-3',
+        reason: null,
+      },
+    });
+    expect(JSON.stringify(records)).not.toContain('alice-export');
+  });
+
+  it("refuses an erasure request's archive without --reason (exit 1), before any download", async () => {
+    // Prepare
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(erased()) });
+    const out = join(dir, 'erased.zip');
+    // Act
+    const refused = runPackage(testContext(), { requestId: REQUEST_ID, out }, collectingIo());
+    // Assess
+    await expect(refused).rejects.toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('is an erasure: its archive is the copy of the subject'),
+    });
+    expect(s3Mock.commandCalls(GetObjectCommand)).toHaveLength(0);
+    expect(auditRecords()).toEqual([]);
+    expect((await readdir(dir)).filter((name) => name.startsWith('erased'))).toEqual([]);
+  });
+
+  it("hands out an erasure request's archive with --reason, recording the reason", async () => {
+    // Prepare
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(erased()) });
+    s3Mock.on(GetObjectCommand).callsFake(() => ({ Body: s3Body(ZIP), ContentLength: ZIP.length }));
+    const out = join(dir, 'erased-with-reason.zip');
+    // Act
+    const { exitCode } = await runPackage(
+      testContext(),
+      { requestId: REQUEST_ID, out, reason: 'restore after a wrongful erasure, ticket DSR-77' },
+      collectingIo(),
+    );
+    // Assess
+    expect(exitCode).toBe(0);
+    expect(auditRecords()[0]?.record).toMatchObject({
+      action: 'package_handed_out',
+      facts: { type: 'erasure', delivery: 'file', reason: 'restore after a wrongful erasure, ticket DSR-77' },
+    });
+  });
+
+  it('writes no copy when the hand-out cannot be recorded (exit 1)', async () => {
+    // Prepare
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(completed()) });
+    s3Mock.on(GetObjectCommand).callsFake(() => ({ Body: s3Body(ZIP), ContentLength: ZIP.length }));
+    s3Mock.on(PutObjectCommand).rejects(new Error('AccessDenied'));
+    const out = join(dir, 'unrecorded.zip');
+    // Act
+    const refused = runPackage(testContext(), { requestId: REQUEST_ID, out }, collectingIo());
+    // Assess
+    await expect(refused).rejects.toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining(`nothing was handed out for ${REQUEST_ID}, but its audit record`),
+    });
+    expect((await readdir(dir)).filter((name) => name.startsWith('unrecorded'))).toEqual([]);
   });
 
   it('deletes the copy and exits 1 when its SHA-256 differs from the ledger', async () => {
@@ -161,6 +266,37 @@ describe('runPackageLink', () => {
       VersionId: 'v-7',
     });
     expect(JSON.parse(io.stdout())).toMatchObject({ bytes: 42, key: 'exports/r/attempt-1.zip' });
+    expect(auditRecords()[0]?.record).toMatchObject({
+      action: 'package_handed_out',
+      facts: {
+        operator: OPERATOR,
+        delivery: 'link',
+        link_expires_at: '2026-11-22T12:00:00.000Z',
+        key: 'exports/r/attempt-1.zip',
+      },
+    });
+  });
+
+  it("refuses a link to an erasure request's archive without --reason, and prints none when the record fails", async () => {
+    // Prepare
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(erased()) });
+    s3Mock.on(HeadObjectCommand).resolves({ ContentLength: ZIP.length });
+    s3Mock.on(PutObjectCommand).rejects(new Error('AccessDenied'));
+    const io = collectingIo();
+    // Act
+    const withoutReason = runPackageLink(testContext(), { requestId: REQUEST_ID }, io);
+    const unrecorded = runPackageLink(
+      testContext(),
+      { requestId: REQUEST_ID, reason: 'court order 12/3' },
+      io,
+    );
+    // Assess
+    await expect(withoutReason).rejects.toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining('--reason'),
+    });
+    await expect(unrecorded).rejects.toMatchObject({ exitCode: 1 });
+    expect(io.stdout()).toBe('');
   });
 
   it('refuses with exit 1 when the archive is gone from the bucket', async () => {

@@ -66,6 +66,37 @@ describe('runStatus', () => {
     expect(text).not.toContain(SVC_USER_ID);
   });
 
+  it('says what the platform keeps of an erased subject: their comments, re-linked to a random guest user', async () => {
+    // Prepare
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          type: 'erasure',
+          status: 'completed',
+          step: undefined,
+          outcome: 'erased',
+          erasure: { outcome: 'deleted', platform_status: 204, at: '2026-11-20T10:00:00Z' },
+          completed_at: '2026-11-20T10:00:01Z',
+          minimised_at: '2028-11-21T00:00:00.000Z',
+        }),
+      ),
+    });
+    const text = collectingIo();
+    const json = collectingIo();
+    // Act
+    await runStatus(testContext(), { requestId: REQUEST_ID }, text);
+    await runStatus(testContext(), { requestId: REQUEST_ID, json: true }, json);
+    // Assess
+    expect(text.stdout()).toMatch(
+      /platform keeps\s+the comments the subject wrote stay on the platform, re-linked to a random guest user/,
+    );
+    expect(JSON.parse(json.stdout()).platform_keeps).toContain('re-linked to a random guest user');
+    // Read after its retention, the request says its identifiers are only hashes now.
+    expect(text.stdout()).toMatch(
+      /minimised\s+2028-11-21T00:00:00.000Z: who it names is kept only as keyed hashes/,
+    );
+  });
+
   it('prints the ledger item as JSON without primary_key and svc_user_id', async () => {
     ledgerMock
       .on(GetItemCommand)

@@ -19,7 +19,8 @@ import { type AuditRecord, AuditTrail, auditRecordKey, noticesChainOf, recordHas
 import { manifestKey, writeDailyManifests } from '#shared/audit-manifest';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger } from '#shared/ledger';
-import { runVerifyAll, type VerifyAllCheck } from '../../../bin/cli/commands/verify.ts';
+import { runReport } from '../../../bin/cli/commands/report.ts';
+import { runVerify, runVerifyAll, type VerifyAllCheck } from '../../../bin/cli/commands/verify.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { createLedgerTable } from '../../../local/ledger-table.ts';
 import { type DiskS3, startDiskS3 } from '../../../local/s3-disk.ts';
@@ -34,6 +35,7 @@ import { testContext } from './helpers.ts';
 const HMAC_KEY = 'verify-all-hmac-key-0123456789abcdef';
 const DAY_ONE = new Date('2026-11-20T10:00:00.000Z');
 const DAY_TWO = new Date('2026-11-21T09:00:00.000Z');
+const DAY_MS = 24 * 3600 * 1000;
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
 let disk: DiskS3;
@@ -189,6 +191,83 @@ describe('svc-dsr verify --all', () => {
     expect(output).toMatch(/checked 2 request\(s\) \(all\) against 1 daily manifest\(s\)/);
     expect(output).toMatch(/^tail_rewritten\s+0$/m);
     expect(output).toMatch(/verified: no findings/);
+  });
+
+  it('counts an archive gone after its retention as expired, no finding; one gone before its retention ends is archive_missing', async () => {
+    // Prepare: two erasure archives recorded, neither in the bucket; erasure archives are kept 30 days.
+    const { names, ledger, requests } = await world();
+    await s3.send(new CreateBucketCommand({ Bucket: `${names.AuditBucketName}-archives` }));
+    const archive = (requestId: string, writtenAt: string) => ({
+      type: 'erasure' as const,
+      archive: {
+        key: `exports/${requestId}/attempt-1.zip`,
+        bytes: 10,
+        sha256: 'a'.repeat(64),
+        verified_at: writtenAt,
+        entries: 4,
+      },
+    });
+    const [old, recent] = requests;
+    if (old === undefined || recent === undefined) throw new Error('world() made no requests');
+    await ledger.update(old, archive(old, '2026-10-01T09:00:00.000Z'), ['completed']);
+    await ledger.update(recent, archive(recent, '2026-11-19T09:00:00.000Z'), ['completed']);
+    const context = testContext(
+      {
+        dynamoClient: dynamo.client,
+        s3,
+        names: {
+          ...names,
+          ArchiveBucketName: `${names.AuditBucketName}-archives`,
+          ErasureArchiveRetentionDays: 30,
+        },
+      },
+      () => DAY_TWO,
+    );
+    const io = collectingIo();
+
+    // Act
+    const { exitCode, result } = await runVerifyAll(context, {}, io);
+
+    // Assess
+    expect(result.expired_archives).toBe(1);
+    expect(result.findings).toEqual([
+      {
+        request_id: recent,
+        check: 'archive_missing',
+        detail: `exports/${recent}/attempt-1.zip is not in the archive bucket, though its retention runs until 2026-12-19T09:00:00.000Z`,
+      },
+    ]);
+    expect(exitCode).toBe(1);
+    expect(io.stdout()).toContain('1 archive(s) expired by the retention policy (no finding)');
+  });
+
+  it('verifies and reports requests minimised after their retention as before', async () => {
+    // Prepare: both requests ended on day one; the retention pass runs 800 days later.
+    const { ledger, requests, context } = await world();
+    for (const requestId of requests) {
+      await ledger.update(requestId, { completed_at: DAY_ONE.toISOString() }, ['completed']);
+    }
+    const later = new Ledger(
+      dynamo.client,
+      context.ledger.tableName,
+      () => new Date(DAY_TWO.getTime() + 800 * DAY_MS),
+    );
+    const pass = await later.minimiseDue({ hmacKey: async () => HMAC_KEY, afterDays: 730 });
+    const [first] = requests;
+    if (first === undefined) throw new Error('world() made no requests');
+
+    // Act
+    const all = await runVerifyAll(context, {}, collectingIo());
+    const one = await runVerify(context, { requestId: first }, collectingIo());
+    const report = await runReport(context, { format: 'json' }, collectingIo());
+
+    // Assess
+    expect(pass).toEqual({ minimised: 2, skipped: 0 });
+    expect((await ledger.require(first)).primary_key).toMatch(/^hmac-sha256:/);
+    expect(all.result.findings).toEqual([]);
+    expect(one.exitCode).toBe(0);
+    expect(report.result.skipped).toBe(0);
+    expect(report.result.records.map((record) => record.request_id).sort()).toEqual([...requests].sort());
   });
 
   it('keeps the head hash and record count of each chain in the ledger', async () => {

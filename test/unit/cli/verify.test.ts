@@ -141,6 +141,45 @@ describe('runVerify', () => {
     expect(result.archive.status).toBe('missing');
   });
 
+  it('reports an archive gone after its retention as expired by policy (exit 0), and one gone before as missing (exit 1)', async () => {
+    // Prepare: an erasure archive written 2026-10-01 and 2026-11-01, kept 30 days; NOW is 2026-11-21.
+    const verifyGone = async (writtenAt: string) => {
+      const { requestId } = await storedRequest();
+      ledgerMock.on(GetItemCommand, { Key: { request_id: { S: requestId } } }).resolves({
+        Item: storedItem(
+          ledgerRecord({
+            request_id: requestId,
+            type: 'erasure',
+            status: 'completed',
+            archive: { key: 'exports/none.zip', bytes: 1, sha256: '00', verified_at: writtenAt, entries: 4 },
+          }),
+        ),
+      });
+      const io = collectingIo();
+      const context = testContext({ s3, names: { ErasureArchiveRetentionDays: 30 } });
+      return { ...(await runVerify(context, { requestId }, io)), output: io.stdout() };
+    };
+    // Act
+    const expired = await verifyGone('2026-10-01T09:00:00.000Z');
+    const missing = await verifyGone('2026-11-01T09:00:00.000Z');
+    // Assess
+    expect(expired.exitCode).toBe(0);
+    expect(expired.result.archive).toMatchObject({
+      status: 'expired',
+      retention_ends_at: '2026-10-31T09:00:00.000Z',
+    });
+    expect(expired.output).toContain(
+      'archive  expired: exports/none.zip was deleted by the retention policy',
+    );
+    expect(expired.output).toContain('verified ');
+    expect(missing.exitCode).toBe(1);
+    expect(missing.result.archive).toMatchObject({
+      status: 'missing',
+      retention_ends_at: '2026-12-01T09:00:00.000Z',
+    });
+    expect(missing.output).toContain('its retention runs until 2026-12-01T09:00:00.000Z');
+  });
+
   it('checks only the chain when the ledger records no archive', async () => {
     const { requestId } = await storedRequest();
     ledgerMock.on(GetItemCommand, { Key: { request_id: { S: requestId } } }).resolves({

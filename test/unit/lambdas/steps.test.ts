@@ -649,7 +649,13 @@ describe('eraseSubject', () => {
       id,
       expect.objectContaining({
         action: 'subject_deleted',
-        facts: { platform_status: 404, evidence: 'not_found_after_interrupted_delete' },
+        facts: {
+          platform_status: 404,
+          evidence: 'not_found_after_interrupted_delete',
+          // What "erased" leaves: the subject's comments, under a random guest user.
+          platform_keeps: 'comments',
+          comments_relinked_to: 'random_guest_user',
+        },
       }),
     );
   });
@@ -740,6 +746,31 @@ describe('recordOutcome', () => {
       LedgerStateError,
     );
     expect((await ledger.require(id)).status).toBe('running');
+  });
+
+  it("closes an erased request's chain saying what the platform keeps", async () => {
+    const id = await requestIn(
+      {
+        svc_user_id: 'svc-1',
+        archive: archived,
+        erasure: { outcome: 'deleted', platform_status: 204, at: '2026-11-21T11:00:00Z' },
+        erasure_verification: { platform_answer: 'not_found', at: '2026-11-21T11:01:00Z' },
+      },
+      'erasure',
+    );
+    await recordOutcome({ request_id: id, outcome: 'erased' }, deps);
+    expect(deps.audit.append).toHaveBeenLastCalledWith(
+      id,
+      expect.objectContaining({
+        action: 'request_completed',
+        facts: expect.objectContaining({
+          outcome: 'erased',
+          platform_keeps: 'comments',
+          comments_relinked_to: 'random_guest_user',
+        }),
+        final: true,
+      }),
+    );
   });
 
   it('reports a cancellation rather than the missing evidence', async () => {

@@ -321,6 +321,7 @@ describe('the deadline sweep handler', () => {
       audit_count: 3,
       audit_at: NOW.toISOString(),
     });
+    const retentionPasses: number[] = [];
     const handler = makeDeadlineSweepHandler(() => ({
       ledger: {
         openRequests: (status: Status) => openOf(status === 'running' ? items : []),
@@ -328,7 +329,12 @@ describe('the deadline sweep handler', () => {
         scan: async function* () {
           yield changed;
         },
+        minimiseDue: async (options: { afterDays: number }) => {
+          retentionPasses.push(options.afterDays);
+          return { minimised: 0, skipped: 0 };
+        },
       },
+      minimisation: { afterDays: 730, hmacKey: async () => 'k'.repeat(32) },
       manifests: { s3, bucket: 'audit' },
       clock,
       dueSoonDays: 7,
@@ -337,8 +343,17 @@ describe('the deadline sweep handler', () => {
       emit: (line) => lines.push(line),
       logger: { info: log('info'), warn: log('warn'), error: log('error'), debug: log('debug') },
     }));
-    return { handler, lines, logged, s3Mock, changed };
+    return { handler, lines, logged, s3Mock, changed, retentionPasses };
   }
+
+  it('runs the retention pass with the configured days on every run', async () => {
+    const { handler, retentionPasses } = harness(0);
+
+    await handler();
+    await handler();
+
+    expect(retentionPasses).toEqual([730, 730]);
+  });
 
   it("writes yesterday's audit manifest, locking the head of each chain that changed, before sweeping", async () => {
     const { handler, s3Mock, changed } = harness(0);
@@ -399,13 +414,14 @@ describe('deadlineSweepEnvSchema', () => {
     );
   });
 
-  it('reads the window and defaults the namespace', () => {
+  it('reads the window and defaults the namespace and the retention (730 days, the §7101 24 months)', () => {
     expect(
       parseEnv(deadlineSweepEnvSchema, {
         TABLE_NAME: 't',
         METRICS_STACK: 's',
         DUE_SOON_DAYS: '3',
         AUDIT_BUCKET: 'a',
+        AUDIT_KEY_SECRET_ID: 'k',
       }),
     ).toEqual({
       TABLE_NAME: 't',
@@ -413,6 +429,20 @@ describe('deadlineSweepEnvSchema', () => {
       AUDIT_BUCKET: 'a',
       DUE_SOON_DAYS: 3,
       METRICS_NAMESPACE: 'svc-dsr',
+      MINIMISE_AFTER_DAYS: 730,
+      AUDIT_KEY_SECRET_ID: 'k',
     });
+  });
+
+  it('refuses a retention of zero days, naming the variable', () => {
+    expect(() =>
+      parseEnv(deadlineSweepEnvSchema, {
+        TABLE_NAME: 't',
+        METRICS_STACK: 's',
+        AUDIT_BUCKET: 'a',
+        AUDIT_KEY_SECRET_ID: 'k',
+        MINIMISE_AFTER_DAYS: '0',
+      }),
+    ).toThrow(/MINIMISE_AFTER_DAYS/);
   });
 });

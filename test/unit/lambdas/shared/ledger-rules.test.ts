@@ -6,6 +6,7 @@ import {
   CAN_CANCEL,
   CAN_DENY,
   CAN_EXTEND,
+  CAN_MINIMISE,
   CAN_NOTICE,
   CAN_RETRY,
   isConditionalFailure,
@@ -368,5 +369,53 @@ describe('CAN_NOTICE', () => {
     expect(
       CAN_NOTICE.refusal(ledgerRecord(), { kind: 'receipt', at: '2027-01-01T00:00:00Z', now: NOW }),
     ).toContain('is in the future');
+  });
+});
+
+describe('CAN_MINIMISE', () => {
+  // Ended 2024-11-01, minimised after 730 days: due from 2026-11-01 (NOW is 2026-11-21).
+  const ended = { status: 'completed' as const, completed_at: '2024-11-01T00:00:00.000Z' };
+  checkRule(CAN_MINIMISE, { now: NOW, afterDays: 730 }, [
+    { name: 'allows a completed request past its retention', item: ended, refusal: undefined, holds: true },
+    {
+      name: 'allows a denied request past its retention',
+      item: { ...ended, status: 'denied' },
+      refusal: undefined,
+      holds: true,
+    },
+    {
+      name: 'refuses a request whose retention has not passed',
+      item: { ...ended, completed_at: '2025-06-01T00:00:00.000Z' },
+      refusal: 'is kept until 2027-06-01T00:00:00.000Z (730 days after it ended)',
+      holds: true,
+    },
+    {
+      name: 'refuses a failed request: it is still owed an answer',
+      item: { ...ended, status: 'failed' },
+      refusal: 'is failed; only completed or cancelled or rejected or denied requests can be minimised',
+      holds: false,
+    },
+    {
+      name: 'refuses a running request',
+      item: { status: 'running' },
+      refusal: 'is running',
+      holds: false,
+    },
+    {
+      name: 'refuses a request minimised already (the pass is idempotent)',
+      item: { ...ended, minimised_at: '2026-11-02T00:00:00.000Z' },
+      refusal: 'was minimised at 2026-11-02T00:00:00.000Z',
+      holds: false,
+    },
+  ]);
+
+  it('holds only while the end time is the one read: a request given a new end meanwhile is left alone', async () => {
+    // Prepare
+    const read = ledgerRecord({ ...ended, request_id: randomUUID() });
+    const stored = { ...read, completed_at: '2026-11-20T00:00:00.000Z' };
+    // Act
+    const held = await conditionHolds(CAN_MINIMISE, stored, { now: NOW, afterDays: 730 }, read);
+    // Assess
+    expect(held).toBe(false);
   });
 });

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { subjectHash } from '#shared/audit';
 import { computeDeadlines } from '#shared/deadlines';
 import { LedgerStateError, RequestCancelledError } from '#shared/errors';
 import {
@@ -405,5 +406,83 @@ describe('the open index', () => {
     expect(await openIds(local, 'failed')).toEqual([ids.failed]);
     expect(await stored('open-backfill', ids.rejected ?? '')).not.toHaveProperty('open_shard');
     expect(await local.backfillOpenIndex()).toBe(0);
+  });
+});
+
+describe('Ledger.minimiseDue', () => {
+  const KEY = 'k'.repeat(32);
+  // A table of its own: the other tests leave ended requests behind.
+  let ledger: Ledger;
+  beforeAll(async () => {
+    await createLedgerTable(dynamo.client, 'ledger-minimise');
+    ledger = new Ledger(cached, 'ledger-minimise', () => new Date('2026-11-03T00:00:00Z'));
+  });
+
+  it('replaces who the request names with keyed hashes after its retention, keeps the §7101 facts, and is idempotent', async () => {
+    // Prepare: one request ends 2026-11-03 (the ledger's clock), one stays open, one is ended
+    // but not yet past its retention.
+    const ended = request({ type: 'erasure', submitted_by: 'ops-alice' } as Partial<DsrRequest>);
+    await ledger.createReceived(ended, 'fp-ended', computeDeadlines('gdpr', new Date(ended.received_at)));
+    await ledger.update(ended.request_id, { status: 'running', svc_user_id: 'svc-9' }, ['received']);
+    const completed = await ledger.update(
+      ended.request_id,
+      { status: 'completed', outcome: 'erased', completed_at: '2026-11-03T00:00:00.000Z' },
+      ['running'],
+    );
+    const open = request();
+    await ledger.createReceived(open, 'fp-open', computeDeadlines('gdpr', new Date(open.received_at)));
+    const later = request();
+    await ledger.createReceived(later, 'fp-later', computeDeadlines('gdpr', new Date(later.received_at)));
+    await ledger.update(later.request_id, { status: 'cancelled', completed_at: '2028-10-01T00:00:00.000Z' }, [
+      'received',
+    ]);
+    // 730 days after 2026-11-03 is 2028-11-02; the pass runs on 2028-11-03.
+    const at = new Date('2028-11-03T00:00:00.000Z');
+    const pass = new Ledger(cached, 'ledger-minimise', () => at);
+    let keyReads = 0;
+    const hmacKey = async () => {
+      keyReads += 1;
+      return KEY;
+    };
+    // Act
+    const first = await pass.minimiseDue({ hmacKey, afterDays: 730 });
+    const second = await pass.minimiseDue({ hmacKey, afterDays: 730 });
+    // Assess
+    expect(first).toEqual({ minimised: 1, skipped: 0 });
+    expect(second).toEqual({ minimised: 0, skipped: 0 });
+    expect(keyReads).toBe(1);
+    const item = await ledger.require(ended.request_id);
+    expect(item.primary_key).toBe(subjectHash(KEY, 'primary_key', 'u-1'));
+    expect(item.svc_user_id).toBe(subjectHash(KEY, 'svc_user_id', 'svc-9'));
+    expect(item.submitted_by).toBe(subjectHash(KEY, 'submitted_by', 'ops-alice'));
+    expect(item.verification?.verified_by).toBe(subjectHash(KEY, 'verified_by', 'privacy'));
+    expect(item.fingerprint).toBe(subjectHash(KEY, 'fingerprint', 'fp-ended'));
+    expect(item.minimised_at).toBe(at.toISOString());
+    const kept = {
+      ...completed,
+      primary_key: item.primary_key,
+      svc_user_id: item.svc_user_id,
+      submitted_by: item.submitted_by,
+      verification: { ...completed.verification, verified_by: item.verification?.verified_by },
+      fingerprint: item.fingerprint,
+      minimised_at: item.minimised_at,
+      updated_at: item.updated_at,
+    };
+    expect(item).toEqual(kept);
+    expect(JSON.stringify(item)).not.toMatch(/u-1|svc-9|ops-alice|"privacy"|fp-ended/);
+    expect((await ledger.require(open.request_id)).minimised_at).toBeUndefined();
+    expect((await ledger.require(later.request_id)).primary_key).toBe('u-1');
+  });
+
+  it('reads no key when nothing is due', async () => {
+    // Prepare
+    const pass = new Ledger(cached, 'ledger-minimise', () => new Date('2026-11-04T00:00:00.000Z'));
+    // Act
+    const result = await pass.minimiseDue({
+      hmacKey: () => Promise.reject(new Error('the key was read')),
+      afterDays: 730,
+    });
+    // Assess
+    expect(result).toEqual({ minimised: 0, skipped: 0 });
   });
 });
