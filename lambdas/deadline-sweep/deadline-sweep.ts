@@ -65,7 +65,9 @@ export interface DeadlineCounts {
 /**
  * Counts open requests that are overdue or due soon, reading only the part of the open index that
  * is due before the horizon, page by page on every shard, so the cost grows with the requests at
- * risk rather than with the ledger.
+ * risk rather than with the ledger. Then counts the open CCPA requests whose receipt confirmation
+ * is late, from the open requests due within RECEIPT_DUE_HORIZON_DAYS (every open request, in
+ * practice) and the full items of the CCPA ones received long enough ago.
  */
 export async function sweepDeadlines(
   deps: DeadlineSweepDeps,
