@@ -222,7 +222,7 @@ export async function runLocal(
           });
       const outcomes = await mode.submit(lines);
       settledAtIntake = outcomes.filter((outcome) => !hasExecution(outcome)).length;
-      shown?.tick();
+      shown?.note(`submitted ${total} line(s); waiting for every request to finish`);
       await mode.idle();
       const summary = await summarize(mode, outcomes);
       shown?.finish(settledLines(outcomes, summary));

@@ -27,6 +27,8 @@ export interface ProgressOptions {
 export interface Progress {
   /** Draws the line now (on a terminal), or a plain line if one is due. */
   tick(): void;
+  /** Writes a whole line of its own (above the live line on a terminal). */
+  note(text: string): void;
   /** Stops the timer and writes the final line with `done`. */
   finish(done: number): void;
 }
@@ -64,6 +66,10 @@ export function startProgress(options: ProgressOptions): Progress {
   timer.unref();
   return {
     tick,
+    note(text) {
+      options.stream.write(live ? `\r\u001b[2K${text}\n` : `${text}\n`);
+      tick();
+    },
     finish(done) {
       if (finished) return;
       finished = true;

@@ -30,10 +30,17 @@ describe('startProgress', () => {
     done = 25;
     progress.tick();
     expect(written.at(-1)).toBe('\r\u001b[2K25/100 requests settled (2.5/s, ETA 30 s; 10 s so far)');
+    progress.note('submitted 100 line(s)');
+    expect(written.slice(-2)).toEqual([
+      '\r\u001b[2Ksubmitted 100 line(s)\n',
+      '\r\u001b[2K25/100 requests settled (2.5/s, ETA 30 s; 10 s so far)',
+    ]);
     advance(30_000);
     progress.finish(100);
     expect(written.at(-1)).toBe('\r\u001b[2K100/100 requests settled in 40 s\n');
-    expect(written.slice(0, -1).every((text) => !text.includes('\n'))).toBe(true);
+    expect(
+      written.filter((text) => text.includes('requests settled (')).every((text) => !text.includes('\n')),
+    ).toBe(true);
   });
 
   it('writes whole plain lines, at most one per period, elsewhere, and ends at the count it is given', () => {
