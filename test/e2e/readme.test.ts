@@ -2,7 +2,6 @@
  * README.md as a new user reads it on a fresh clone: every file it names exists and is read by the
  * command it is meant for, and its walk through the CLI against local mode runs as pasted.
  */
-import { spawn } from 'node:child_process';
 import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAwsFaultsFile } from '#local/aws-faults';
 import { loadFaultsFile } from '#local/emulator/faults';
 import { loadStateFile } from '#local/emulator/state';
-import { CLI } from '../helpers/cli.ts';
+import { CLI, runProcess } from '../helpers/cli.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 let readme: string;
@@ -30,23 +29,9 @@ afterAll(async () => {
  * Runs a bash script in `cwd` where `npx svc-dsr` is this clone's CLI, as it is after `npm ci`;
  * answers the exit code and what it printed.
  */
-function runScript(
-  script: string,
-  cwd: string,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runScript(script: string, cwd: string) {
   const prelude = `npx() { if [ "$1" = svc-dsr ]; then shift; node ${JSON.stringify(CLI)} "$@"; else command npx "$@"; fi; }\n`;
-  return new Promise((resolve) => {
-    const child = spawn('bash', ['-c', `${prelude}${script}`], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return runProcess('bash', ['-c', `${prelude}${script}`], { cwd, timeoutMs: 110_000 });
 }
 
 describe('README.md', () => {
