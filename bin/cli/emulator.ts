@@ -91,7 +91,7 @@ The first line on stdout is one JSON object: {"url", "spot_id", "sso_access_toke
 The url serves as base_url, export_url and activity_url; the control API lives under /_emulator/.
 
 Example:
-  $ npx svc-dsr emulator --port 4010 --state local/emulator/sample-state.json --faults faults.json`,
+  $ npx svc-dsr emulator --port 4010 --state local/emulator/sample-state.json --faults examples/faults.json`,
     )
     .action(async (flags: EmulatorFlags) => {
       const emulator = await runEmulator(flags);

@@ -3,14 +3,13 @@
  * --version, completion, standard input and JSON files, environment variables, -o, the region from
  * the outputs file, a busy port.
  */
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI, runCli } from '../helpers/cli.ts';
+import { CLI, runCli, runProcess } from '../helpers/cli.ts';
 import { type StubServer, startStubServer } from '../helpers/stub-server.ts';
 import { ledgerRecord, NAMES, REQUEST_ID, storedItem } from '../unit/cli/helpers.ts';
 
@@ -36,35 +35,13 @@ function request(primaryKey: string) {
 }
 
 /** Runs the CLI with `input` on its standard input. */
-function runWithInput(
-  args: readonly string[],
-  input: string,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { stdio: 'pipe' });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(input);
-  });
+function runWithInput(args: readonly string[], input: string) {
+  return runProcess(process.execPath, [CLI, ...args], { input });
 }
 
-/** Runs a bash script and answers its exit code and stdout. */
-function bash(script: string): Promise<{ code: number | null; stdout: string }> {
-  return new Promise((resolve) => {
-    const child = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let stdout = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.on('close', (code) => resolve({ code, stdout }));
-  });
+/** Runs a bash script and answers its exit code and output. */
+function bash(script: string) {
+  return runProcess('bash', ['-c', script]);
 }
 
 describe('conventions', () => {

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { readLocalEndpoints } from '#local/endpoints';
 import { CLI, killServer, runCli, type ServingLocal, serveLocal } from '../helpers/cli.ts';
+import { ledgerRecord } from '../unit/cli/helpers.ts';
 
 let workdir: string;
 let dataDir: string;
@@ -203,32 +204,16 @@ describe('untrusted text', () => {
   }, 60_000);
 
   it('prints control characters already in the ledger escaped in status, list and report', async () => {
-    const legacy = {
+    const legacy = ledgerRecord({
       request_id: randomUUID(),
-      fingerprint: 'legacy',
       status: 'completed',
+      step: undefined,
       outcome: 'no_data',
-      type: 'access',
-      regulation: 'gdpr',
-      received_at: '2026-11-20T09:00:00Z',
       verification: { method: 'email_link', verified_by: ESCAPES, verified_at: '2026-11-20T09:05:00Z' },
       reference: ESCAPES,
       submitted_by: ESCAPES,
-      due_at: '2026-12-20T23:59:59.999Z',
-      extension_limit_at: '2027-02-20T23:59:59.999Z',
-      confirm_by: null,
-      extended: false,
-      export_attempts: 0,
-      export_attempts_base: 0,
-      export_polls: 0,
-      export_waited_seconds: 0,
-      duplicates: 0,
-      conflicts: 0,
-      executions: 1,
-      created_at: '2026-11-20T09:10:00.000Z',
-      updated_at: '2026-11-20T09:12:00.000Z',
       completed_at: '2026-11-20T09:12:00.000Z',
-    };
+    });
     await putLegacyItem(legacy);
     // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
     const raw = /[\u001b\u009b\u202e\u2028]/;

@@ -124,13 +124,20 @@ describe('local mode killed right after submit (SIGKILL) and started again', () 
       30_000,
     );
     expect(first).toHaveLength(originals.length);
-    // Valid lines whose ids intake has already seen with other content: quarantined as conflicts.
-    await submitFile(
-      dataDir,
-      'conflicts.jsonl',
-      originals.map((original) => request(original.request_id, 'DSR-changed')),
-    );
+    // Valid messages whose ids intake has already seen with other content: quarantined as
+    // conflicts. Sent straight to the queue, since `submit` holds back a conflict it finds in the ledger.
     let sqs = await localSqs(dataDir);
+    const { QueueUrl: intakeUrl } = await sqs.send(
+      new GetQueueUrlCommand({ QueueName: LOCAL_NAMES.intakeQueue }),
+    );
+    for (const original of originals) {
+      await sqs.send(
+        new SendMessageCommand({
+          QueueUrl: intakeUrl,
+          MessageBody: JSON.stringify(request(original.request_id, 'DSR-changed')),
+        }),
+      );
+    }
     const quarantined = await poll(
       () => queueDepth(sqs, LOCAL_NAMES.quarantineQueue),
       (depth) => depth === originals.length,

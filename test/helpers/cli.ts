@@ -6,22 +6,36 @@ export const CLI = fileURLToPath(new URL('../../bin/svc-dsr.mjs', import.meta.ur
 
 /** Runs the CLI to completion as a user would and returns its exit code and output. */
 export function runCli(args: string[], options: { env?: Record<string, string>; timeoutMs?: number } = {}) {
+  return runProcess(process.execPath, [CLI, ...args], options);
+}
+
+/**
+ * Runs a program to completion and returns its exit code and output; `input`, when given, is its
+ * standard input (else it has none).
+ */
+export function runProcess(
+  command: string,
+  args: readonly string[],
+  options: { env?: Record<string, string>; timeoutMs?: number; cwd?: string; input?: string } = {},
+) {
   return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
+    const child = spawn(command, args, {
       env: { ...process.env, ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
     });
+    child.stdin?.end(options.input);
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
+    child.stdout?.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
     });
-    child.stderr.on('data', (chunk: Buffer) => {
+    child.stderr?.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
     });
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`svc-dsr ${args.join(' ')} did not finish in time; stderr: ${stderr}`));
+      reject(new Error(`${command} ${args.join(' ')} did not finish in time; stderr: ${stderr}`));
     }, options.timeoutMs ?? 60_000);
     child.on('close', (code) => {
       clearTimeout(timer);
