@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CLI, runCli } from '../helpers/cli.ts';
-import { type StubServer, startStubServer } from '../helpers/stub-server.ts';
+import { type SeenRequest, type StubServer, startStubServer } from '../helpers/stub-server.ts';
 import { ledgerRecord, NAMES, REQUEST_ID, storedItem } from '../unit/cli/helpers.ts';
 
 const ARCHIVE = Buffer.alloc(256 * 1024, 7);
@@ -30,9 +30,39 @@ const env = () => ({
 });
 const target = () => ['--target', 'aws', '--config', config];
 
-/** The ledger answers the completed request; S3 answers GetObject with `body`. */
+const OPERATOR_ARN = 'arn:aws:iam::123456789012:user/privacy-operator';
+/** Whether a request is the hand-out's audit record being written. */
+const isAuditPut = (request: SeenRequest) =>
+  request.method === 'PUT' && request.url.startsWith(`/${NAMES.AuditBucketName}/`);
+
+/**
+ * The ledger answers the completed request; STS names the operator; the audit bucket takes the
+ * hand-out's record (an empty chain before it); S3 answers the archive's GetObject with `body`.
+ */
 function serve(body: (response: import('node:http').ServerResponse) => void): void {
   stub.handle((request, response) => {
+    if (request.body.includes('Action=GetCallerIdentity')) {
+      response.writeHead(200, { 'content-type': 'text/xml' });
+      response.end(
+        `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult><Arn>${OPERATOR_ARN}</Arn><UserId>AIDEXAMPLE</UserId><Account>123456789012</Account></GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></GetCallerIdentityResponse>`,
+      );
+      return;
+    }
+    if (request.headers['x-amz-target'] === 'DynamoDB_20120810.UpdateItem') {
+      response.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' }).end('{}');
+      return;
+    }
+    if (request.method === 'GET' && request.url.includes('list-type=2')) {
+      response.writeHead(200, { 'content-type': 'application/xml' });
+      response.end(
+        `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>${NAMES.AuditBucketName}</Name><KeyCount>0</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated></ListBucketResult>`,
+      );
+      return;
+    }
+    if (isAuditPut(request)) {
+      response.writeHead(200, { etag: '"1"' }).end();
+      return;
+    }
     if (request.headers['x-amz-target'] === 'DynamoDB_20120810.GetItem') {
       const item = ledgerRecord({
         status: 'completed',
@@ -88,6 +118,10 @@ describe('svc-dsr package', () => {
     expect(new URL(result.stdout.trim()).searchParams.get('X-Amz-Expires')).toBe('3600');
     expect(result.stderr).toContain('valid until');
     expect(result.stderr).toContain(SHA256);
+    // The hand-out is on record, with who handed it out.
+    const record = stub.requests.filter(isAuditPut).at(-1);
+    expect(record?.url).toContain(`${REQUEST_ID}.packages/`);
+    expect(record?.body).toContain(OPERATOR_ARN);
   });
 
   it('refuses an --out that is a directory, or in a missing directory, with exit 2 before any call', async () => {
@@ -113,6 +147,7 @@ describe('svc-dsr package', () => {
     const result = await runCli(['package', REQUEST_ID, '--out', out, ...target()], { env: env() });
     expect(result.code).toBe(0);
     expect(await filesIn(outDir)).toEqual(['alice.zip']);
+    expect(stub.requests.filter(isAuditPut).at(-1)?.body).toContain('package_handed_out');
   });
 
   it('leaves no .partial file when the download is cut short', async () => {
