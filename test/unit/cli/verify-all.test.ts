@@ -23,7 +23,7 @@ import {
   recordHash,
   sideChainOf,
 } from '#shared/audit';
-import { manifestKey, writeDailyManifests } from '#shared/audit-manifest';
+import { type Manifest, manifestKey, writeDailyManifests } from '#shared/audit-manifest';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger } from '#shared/ledger';
 import { runReport } from '../../../bin/cli/commands/report.ts';
@@ -160,6 +160,27 @@ async function writeRecord(bucket: string, requestId: string, seq: number, recor
       Body: JSON.stringify(record),
     }),
   );
+}
+
+/** A day's manifest as stored. */
+async function readStoredManifest(bucket: string, day: string): Promise<Manifest> {
+  const answer = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: manifestKey(day) }));
+  return JSON.parse((await answer.Body?.transformToString('utf-8')) ?? '') as Manifest;
+}
+
+/** Deletes records of a chain, as someone with delete rights would. */
+async function deleteRecords(bucket: string, chain: string, seqs: readonly number[]): Promise<void> {
+  for (const seq of seqs) {
+    await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: auditRecordKey(chain, seq) }));
+  }
+}
+
+/** Puts two records of a chain under each other's keys. */
+async function swapRecords(bucket: string, chain: string, one: number, other: number): Promise<void> {
+  const first = await readRecord(bucket, chain, one);
+  const second = await readRecord(bucket, chain, other);
+  await writeRecord(bucket, chain, one, second);
+  await writeRecord(bucket, chain, other, first);
 }
 
 function sealed(record: Omit<AuditRecord, 'hash'> & { hash?: string }): AuditRecord {
@@ -325,9 +346,7 @@ describe('svc-dsr verify --all', () => {
   it('catches a deleted middle record (delete): chain_broken', async () => {
     const { names, requests, context } = await world();
     const [requestId = ''] = requests;
-    await s3.send(
-      new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, 2) }),
-    );
+    await deleteRecords(names.AuditBucketName, requestId, [2]);
 
     const { checks, findings } = await checksOf(context);
 
@@ -338,10 +357,7 @@ describe('svc-dsr verify --all', () => {
   it("catches two records swapped under each other's keys (swap): chain_broken", async () => {
     const { names, requests, context } = await world();
     const [requestId = ''] = requests;
-    const one = await readRecord(names.AuditBucketName, requestId, 1);
-    const two = await readRecord(names.AuditBucketName, requestId, 2);
-    await writeRecord(names.AuditBucketName, requestId, 1, two);
-    await writeRecord(names.AuditBucketName, requestId, 2, one);
+    await swapRecords(names.AuditBucketName, requestId, 1, 2);
 
     const { checks } = await checksOf(context);
 
@@ -393,9 +409,7 @@ describe('svc-dsr verify --all', () => {
   it('catches the final record deleted (truncate): chain_truncated and final_missing', async () => {
     const { names, requests, context } = await world();
     const [requestId = ''] = requests;
-    await s3.send(
-      new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, 4) }),
-    );
+    await deleteRecords(names.AuditBucketName, requestId, [4]);
 
     const { checks } = await checksOf(context);
 
@@ -421,11 +435,7 @@ describe('svc-dsr verify --all', () => {
   it('catches a whole chain deleted (delete a chain): chain_missing', async () => {
     const { names, requests, context } = await world();
     const [requestId = ''] = requests;
-    for (const seq of [0, 1, 2, 3, 4]) {
-      await s3.send(
-        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, seq) }),
-      );
-    }
+    await deleteRecords(names.AuditBucketName, requestId, [0, 1, 2, 3, 4]);
 
     const { checks, findings } = await checksOf(context);
 
@@ -436,11 +446,7 @@ describe('svc-dsr verify --all', () => {
   it('catches a chain deleted with its ledger item: ledger_missing from the manifest', async () => {
     const { names, requests, context } = await world();
     const [requestId = ''] = requests;
-    for (const seq of [0, 1, 2, 3, 4]) {
-      await s3.send(
-        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, seq) }),
-      );
-    }
+    await deleteRecords(names.AuditBucketName, requestId, [0, 1, 2, 3, 4]);
     await dynamo.client.send(
       new DeleteItemCommand({
         TableName: names.LedgerTableName,
@@ -481,11 +487,7 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
 
     const item = await ledger.require(requestId);
     const notices = await trail.list(noticesChainOf(requestId));
-    const manifest = JSON.parse(
-      (await (
-        await s3.send(new GetObjectCommand({ Bucket: names.AuditBucketName, Key: manifestKey('2026-11-20') }))
-      ).Body?.transformToString('utf-8')) ?? '',
-    ) as { chains: { request_id: string; count: number; head: string }[] };
+    const manifest = await readStoredManifest(names.AuditBucketName, '2026-11-20');
 
     expect(item).toMatchObject({ notices_audit_count: 2, notices_audit_head: notices.at(-1)?.hash });
     expect(item.audit_count).toBe(5);
@@ -517,10 +519,7 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
   it("catches notice records swapped under each other's keys (swap, order): chain_broken", async () => {
     const { names, requests, context } = await world();
     const chain = noticesChainOf(requests[1] ?? '');
-    const first = await readRecord(names.AuditBucketName, chain, 0);
-    const second = await readRecord(names.AuditBucketName, chain, 1);
-    await writeRecord(names.AuditBucketName, chain, 0, second);
-    await writeRecord(names.AuditBucketName, chain, 1, first);
+    await swapRecords(names.AuditBucketName, chain, 0, 1);
 
     const { checks } = await checksOf(context);
 
@@ -530,7 +529,7 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
   it('catches the last notice deleted (truncate): chain_truncated and manifest_mismatch', async () => {
     const { names, requests, context } = await world();
     const chain = noticesChainOf(requests[1] ?? '');
-    await s3.send(new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(chain, 1) }));
+    await deleteRecords(names.AuditBucketName, chain, [1]);
 
     const { checks } = await checksOf(context);
 
@@ -553,11 +552,7 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
   it('catches a deleted notices chain the ledger records (delete a chain): chain_missing', async () => {
     const { names, requests, context } = await world();
     const chain = noticesChainOf(requests[1] ?? '');
-    for (const seq of [0, 1]) {
-      await s3.send(
-        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(chain, seq) }),
-      );
-    }
+    await deleteRecords(names.AuditBucketName, chain, [0, 1]);
 
     const { checks, findings } = await checksOf(context);
 
@@ -571,19 +566,8 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
   it('catches a notices chain deleted with its ledger item: ledger_missing from the manifest', async () => {
     const { names, requests, context } = await world();
     const requestId = requests[1] ?? '';
-    for (const seq of [0, 1]) {
-      await s3.send(
-        new DeleteObjectCommand({
-          Bucket: names.AuditBucketName,
-          Key: auditRecordKey(noticesChainOf(requestId), seq),
-        }),
-      );
-    }
-    for (const seq of [0, 1, 2, 3, 4]) {
-      await s3.send(
-        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, seq) }),
-      );
-    }
+    await deleteRecords(names.AuditBucketName, noticesChainOf(requestId), [0, 1]);
+    await deleteRecords(names.AuditBucketName, requestId, [0, 1, 2, 3, 4]);
     await dynamo.client.send(
       new DeleteItemCommand({ TableName: names.LedgerTableName, Key: { request_id: { S: requestId } } }),
     );
@@ -615,11 +599,7 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
     // Act
     const item = await ledger.require(requestId);
     const records = await trail.list(chain);
-    const manifest = JSON.parse(
-      (await (
-        await s3.send(new GetObjectCommand({ Bucket: names.AuditBucketName, Key: manifestKey('2026-11-20') }))
-      ).Body?.transformToString('utf-8')) ?? '',
-    ) as { chains: { request_id: string; count: number; head: string }[] };
+    const manifest = await readStoredManifest(names.AuditBucketName, '2026-11-20');
 
     // Assess
     expect(records).toHaveLength(3);
@@ -652,11 +632,7 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
       ledger,
       clock: () => dayThree,
     });
-    const manifest = JSON.parse(
-      (await (
-        await s3.send(new GetObjectCommand({ Bucket: names.AuditBucketName, Key: manifestKey('2026-11-21') }))
-      ).Body?.transformToString('utf-8')) ?? '',
-    ) as { chains: { request_id: string; count: number; head: string }[] };
+    const manifest = await readStoredManifest(names.AuditBucketName, '2026-11-21');
     const { checks } = await checksOf(
       testContext({ dynamoClient: dynamo.client, s3, names }, () => dayThree),
     );
@@ -689,7 +665,7 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
 
   it('catches a hand-out record deleted in the middle (delete): chain_broken', async () => {
     const { names, chain, context } = await packagesWorld();
-    await s3.send(new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(chain, 1) }));
+    await deleteRecords(names.AuditBucketName, chain, [1]);
 
     const { checks, findings } = await checksOf(context);
 
@@ -699,10 +675,7 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
 
   it("catches hand-out records swapped under each other's keys (swap): chain_broken", async () => {
     const { names, chain, context } = await packagesWorld();
-    const first = await readRecord(names.AuditBucketName, chain, 0);
-    const second = await readRecord(names.AuditBucketName, chain, 1);
-    await writeRecord(names.AuditBucketName, chain, 0, second);
-    await writeRecord(names.AuditBucketName, chain, 1, first);
+    await swapRecords(names.AuditBucketName, chain, 0, 1);
 
     const { checks } = await checksOf(context);
 
@@ -711,7 +684,7 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
 
   it('catches the last hand-out deleted (truncate): chain_truncated and manifest_mismatch', async () => {
     const { names, chain, context } = await packagesWorld();
-    await s3.send(new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(chain, 2) }));
+    await deleteRecords(names.AuditBucketName, chain, [2]);
 
     const { checks, findings } = await checksOf(context);
 
@@ -752,11 +725,7 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
 
   it('catches a deleted packages chain the ledger records (delete a chain): chain_missing', async () => {
     const { names, requestId, chain, context } = await packagesWorld();
-    for (const seq of [0, 1, 2]) {
-      await s3.send(
-        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(chain, seq) }),
-      );
-    }
+    await deleteRecords(names.AuditBucketName, chain, [0, 1, 2]);
 
     const { checks, findings } = await checksOf(context);
 
@@ -769,11 +738,7 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
 
   it("catches a packages chain deleted with the ledger's head of it: chain_missing from the manifest", async () => {
     const { names, requestId, chain, context } = await packagesWorld();
-    for (const seq of [0, 1, 2]) {
-      await s3.send(
-        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(chain, seq) }),
-      );
-    }
+    await deleteRecords(names.AuditBucketName, chain, [0, 1, 2]);
     await dynamo.doc.send(
       new UpdateCommand({
         TableName: names.LedgerTableName,
@@ -793,11 +758,7 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
 
   it('catches a packages chain deleted with its ledger item: ledger_missing from the manifest', async () => {
     const { names, requestId, chain, context } = await packagesWorld();
-    for (const seq of [0, 1, 2]) {
-      await s3.send(
-        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(chain, seq) }),
-      );
-    }
+    await deleteRecords(names.AuditBucketName, chain, [0, 1, 2]);
     await dynamo.client.send(
       new DeleteItemCommand({ TableName: names.LedgerTableName, Key: { request_id: { S: requestId } } }),
     );
@@ -847,9 +808,7 @@ describe('svc-dsr verify <request_id> on its side chains', () => {
     const { names, requests, context } = await world();
     const [handedOut = '', told = ''] = requests;
     const packages = sideChainOf('packages', handedOut);
-    await s3.send(
-      new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(packages, 2) }),
-    );
+    await deleteRecords(names.AuditBucketName, packages, [2]);
     const notice = await readRecord(names.AuditBucketName, noticesChainOf(told), 0);
     await writeRecord(names.AuditBucketName, noticesChainOf(told), 0, { ...notice, facts: {} });
     const io = collectingIo();
