@@ -1,15 +1,16 @@
 /**
  * The daily audit manifest: one JSON object a day in the audit bucket (under the same Object Lock as
  * the records) that locks the head hash and record count of every chain that changed that day
- * (a request's chain under its request id, its notices chain under `<request_id>.notices`).
+ * (a request's chain under its request id, its side chains under `<request_id>.notices` and
+ * `<request_id>.packages`).
  * Manifests are chained to each other as records are, so a chain rewritten whole later (reordered
  * and re-hashed, its ledger head rewritten too) can no longer match the head a manifest locked.
  */
 import { createHash } from 'node:crypto';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';
-import { isWriteConflict, noticesChainOf, recordHash } from './audit.ts';
-import type { Ledger } from './ledger.ts';
+import { isWriteConflict, recordHash, sideChainOf } from './audit.ts';
+import { chainHeadFields, type Ledger, SIDE_CHAINS } from './ledger.ts';
 
 /** The value of every manifest's `schema` field. */
 export const MANIFEST_SCHEMA = 'svc-dsr.manifest/1';
@@ -72,15 +73,25 @@ export async function writeDailyManifests(deps: ManifestDeps): Promise<string[]>
     const chains: Manifest['chains'] = [];
     const start = `${day}T00:00:00.000Z`;
     const end = `${nextDay(day)}T00:00:00.000Z`;
-    for await (const item of deps.ledger.scan({ field: 'audit_at', from: start, to: end })) {
-      if (item.audit_head === undefined || item.audit_count === undefined || item.audit_count === 0) continue;
-      chains.push({ request_id: item.request_id, count: item.audit_count, head: item.audit_head });
-    }
-    // The notices chains, under their own chain id (`<request_id>.notices`).
-    for await (const item of deps.ledger.scan({ field: 'notices_audit_at', from: start, to: end })) {
-      const { notices_audit_head: head, notices_audit_count: count } = item;
-      if (head === undefined || count === undefined || count === 0) continue;
-      chains.push({ request_id: noticesChainOf(item.request_id), count, head });
+    // One scan finds every item one of whose chains changed that day: the request's own chain,
+    // and its side chains, each locked under its own chain id (`<request_id>.notices`, ...).
+    const anchors = [
+      { fields: chainHeadFields(undefined), chainOf: (requestId: string) => requestId },
+      ...SIDE_CHAINS.map((side) => ({
+        fields: side.fields,
+        chainOf: (requestId: string) => sideChainOf(side.kind, requestId),
+      })),
+    ];
+    const times = anchors.map((anchor) => anchor.fields.at);
+    for await (const item of deps.ledger.scan({ field: times, from: start, to: end })) {
+      for (const { fields, chainOf } of anchors) {
+        const at = item[fields.at];
+        const head = item[fields.head];
+        const count = item[fields.count];
+        if (at === undefined || at < start || at >= end) continue;
+        if (head === undefined || count === undefined || count === 0) continue;
+        chains.push({ request_id: chainOf(item.request_id), count, head });
+      }
     }
     chains.sort((a, b) => (a.request_id < b.request_id ? -1 : a.request_id > b.request_id ? 1 : 0));
     const unsealed = {

@@ -17,14 +17,29 @@ export const AUDIT_SCHEMA = 'svc-dsr.audit/1';
 export const AUDIT_PREFIX = 'audit/';
 
 /**
- * The suffix of a request's notices chain, `audit/<request_id>.notices/`: the notices given to the
- * subject, which may follow the final record of the request's own chain (a response, a denial).
+ * The side chains of a request, `audit/<request_id>.<kind>/`: records that may follow the final
+ * record of the request's own chain, so they have chains of their own. `notices`: the notices
+ * given to the subject (a response, a denial); `packages`: every hand-out of its archive.
  */
-export const NOTICES_CHAIN_SUFFIX = '.notices';
+export const SIDE_CHAIN_KINDS = ['notices', 'packages'] as const;
+export type SideChainKind = (typeof SIDE_CHAIN_KINDS)[number];
+
+/** The chain id of one of a request's side chains: `<request_id>.<kind>`. */
+export function sideChainOf(kind: SideChainKind, requestId: string): string {
+  return `${requestId}.${kind}`;
+}
 
 /** The chain id of a request's notices to the subject. */
 export function noticesChainOf(requestId: string): string {
-  return `${requestId}${NOTICES_CHAIN_SUFFIX}`;
+  return sideChainOf('notices', requestId);
+}
+
+/** The request a chain id belongs to, and which side chain it is (none for the request's own). */
+export function parseChainId(chainId: string): { requestId: string; side?: SideChainKind } {
+  for (const kind of SIDE_CHAIN_KINDS) {
+    if (chainId.endsWith(`.${kind}`)) return { requestId: chainId.slice(0, -(kind.length + 1)), side: kind };
+  }
+  return { requestId: chainId };
 }
 
 /**

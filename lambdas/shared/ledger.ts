@@ -10,7 +10,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
-import { type AuditHead, NOTICES_CHAIN_SUFFIX, subjectHash } from './audit.ts';
+import { type AuditHead, parseChainId, type SideChainKind, subjectHash } from './audit.ts';
 import { type Deadlines, decideExtension } from './deadlines.ts';
 import { LedgerRuleError, LedgerStateError, RequestCancelledError, RequestUnknownError } from './errors.ts';
 import { type DsrRequest, normaliseRequestId } from './request.ts';
@@ -227,6 +227,12 @@ export const ledgerItemSchema = z.object({
   notices_audit_count: z.number().int().nonnegative().optional(),
   /** When the last notices record was written: the daily manifest locks it as it locks the request's chain. */
   notices_audit_at: z.string().optional(),
+  /** The head of the request's packages chain (`audit/<request_id>.packages/`): one record per hand-out. */
+  packages_audit_head: z.string().optional(),
+  /** How many records the packages chain has: how many times the archive was handed out. */
+  packages_audit_count: z.number().int().nonnegative().optional(),
+  /** When the last hand-out was recorded. */
+  packages_audit_at: z.string().optional(),
   /**
    * When the retention pass replaced the fields that name the subject or a person (MINIMISED_FIELDS)
    * with their keyed hashes; the §7101 facts stay as they were.
@@ -234,6 +240,67 @@ export const ledgerItemSchema = z.object({
   minimised_at: z.string().optional(),
 });
 export type LedgerItem = z.infer<typeof ledgerItemSchema>;
+
+/** The times a ledger scan can select on: when a request was created, or when a chain last changed. */
+export type LedgerTimeField = 'created_at' | 'audit_at' | SideChain['fields']['at'];
+
+/**
+ * A side chain of a request (`audit/<request_id>.<kind>/`) as the ledger anchors it: the fields of
+ * its item that keep the chain's head, as `audit_head`, `audit_count` and `audit_at` keep the
+ * request's own, and when the bucket must hold it. A side chain has no final record.
+ */
+export interface SideChain {
+  readonly kind: SideChainKind;
+  readonly fields: {
+    readonly head: 'notices_audit_head' | 'packages_audit_head';
+    readonly count: 'notices_audit_count' | 'packages_audit_count';
+    readonly at: 'notices_audit_at' | 'packages_audit_at';
+  };
+  /** What its records are, for messages: "the ledger records <what>". */
+  readonly what: string;
+  /** Whether the ledger says the chain exists, so the bucket must hold it. */
+  readonly required: (item: LedgerItem) => boolean;
+}
+
+/**
+ * The side chains, each anchored as the request's own chain is: the ledger head written with every
+ * append, the daily manifest, and `svc-dsr verify`.
+ */
+export const SIDE_CHAINS: readonly SideChain[] = [
+  {
+    kind: 'notices',
+    fields: { head: 'notices_audit_head', count: 'notices_audit_count', at: 'notices_audit_at' },
+    what: 'notices to the subject',
+    // A notice is written to the ledger before its record: the notice fields require the chain too.
+    required: (item) =>
+      item.notices_audit_count !== undefined ||
+      item.notice_receipt !== undefined ||
+      item.notice_response !== undefined ||
+      item.notice_denial !== undefined,
+  },
+  {
+    kind: 'packages',
+    fields: { head: 'packages_audit_head', count: 'packages_audit_count', at: 'packages_audit_at' },
+    what: 'package hand-outs',
+    // The hand-out record comes first and its ledger head after it: the head's count is the hand-outs.
+    required: (item) => item.packages_audit_count !== undefined,
+  },
+];
+
+/** The ledger fields that keep the head of a chain: the request's own, or one of its side chains. */
+export function chainHeadFields(side: SideChainKind | undefined): {
+  readonly head: 'audit_head' | SideChain['fields']['head'];
+  readonly count: 'audit_count' | SideChain['fields']['count'];
+  readonly at: 'audit_at' | SideChain['fields']['at'];
+} {
+  return (
+    SIDE_CHAINS.find((chain) => chain.kind === side)?.fields ?? {
+      head: 'audit_head',
+      count: 'audit_count',
+      at: 'audit_at',
+    }
+  );
+}
 
 /** An open request as the open index holds it: what listing and the deadline sweep need, no identifiers. */
 export const openRequestSchema = ledgerItemSchema.pick({
@@ -793,22 +860,18 @@ export class Ledger {
    * ignored: of two writers, the later record wins whichever reports first.
    */
   async recordAuditHead(requestId: string, head: AuditHead): Promise<void> {
-    // The notices chain `<request_id>.notices` keeps its head on the request's item, beside the other.
-    const notices = requestId.endsWith(NOTICES_CHAIN_SUFFIX);
-    const prefix = notices ? 'notices_' : '';
+    // A side chain (`<request_id>.notices`, `.packages`) keeps its head on the request's item, beside the other.
+    const chain = parseChainId(requestId);
+    const fields = chainHeadFields(chain.side);
     try {
       await this.db.send(
         new UpdateItemCommand({
           TableName: this.tableName,
-          Key: keyOf(notices ? requestId.slice(0, -NOTICES_CHAIN_SUFFIX.length) : requestId),
+          Key: keyOf(chain.requestId),
           UpdateExpression: 'SET #head = :head, #count = :count, #at = :at',
           ConditionExpression:
             'attribute_exists(request_id) AND (attribute_not_exists(#count) OR #count < :count)',
-          ExpressionAttributeNames: {
-            '#head': `${prefix}audit_head`,
-            '#count': `${prefix}audit_count`,
-            '#at': `${prefix}audit_at`,
-          },
+          ExpressionAttributeNames: { '#head': fields.head, '#count': fields.count, '#at': fields.at },
           ExpressionAttributeValues: toAttributes({
             ':head': head.hash,
             ':count': head.count,
@@ -823,31 +886,37 @@ export class Ledger {
 
   /**
    * Every item of the ledger, page by page (a Scan: for verification and the daily manifest, not
-   * for the request path), optionally only those whose `field` lies in [from, to).
+   * for the request path), optionally only those whose `field` (or any of several fields) lies in
+   * [from, to).
    */
   async *scan(
     options: {
-      field?: 'created_at' | 'audit_at' | 'notices_audit_at';
+      field?: LedgerTimeField | readonly LedgerTimeField[];
       from?: string;
       to?: string;
       pageSize?: number;
     } = {},
   ): AsyncGenerator<LedgerItem> {
-    const field = options.field ?? 'created_at';
-    const filters: string[] = [];
+    const fields: readonly LedgerTimeField[] =
+      options.field === undefined
+        ? ['created_at']
+        : typeof options.field === 'string'
+          ? [options.field]
+          : options.field;
+    const names: Record<string, string> = {};
     const values: Record<string, unknown> = {};
-    if (options.from !== undefined) {
-      filters.push('#field >= :from');
-      values[':from'] = options.from;
-    }
-    if (options.to !== undefined) {
-      filters.push('#field < :to');
-      values[':to'] = options.to;
-    }
+    if (options.from !== undefined) values[':from'] = options.from;
+    if (options.to !== undefined) values[':to'] = options.to;
+    const clauses = fields.map((field, index) => {
+      names[`#field${index}`] = field;
+      return [
+        ...(options.from === undefined ? [] : [`#field${index} >= :from`]),
+        ...(options.to === undefined ? [] : [`#field${index} < :to`]),
+      ].join(' AND ');
+    });
+    const filtered = options.from !== undefined || options.to !== undefined;
     yield* this.#scanPages({
-      ...(filters.length === 0
-        ? {}
-        : { expression: filters.join(' AND '), names: { '#field': field }, values }),
+      ...(filtered ? { expression: clauses.map((clause) => `(${clause})`).join(' OR '), names, values } : {}),
       ...(options.pageSize === undefined ? {} : { pageSize: options.pageSize }),
     });
   }

@@ -79,6 +79,31 @@ function serve(body: (response: import('node:http').ServerResponse) => void): vo
       response.end(JSON.stringify({ Item: storedItem(item) }));
       return;
     }
+    // The hand-out's audit record: the packages chain is listed (empty), its record written once,
+    // and its head kept in the ledger.
+    if (request.headers['content-type'] === 'application/x-www-form-urlencoded') {
+      // STS GetCallerIdentity (query protocol): who hands the archive out.
+      response.writeHead(200, { 'content-type': 'text/xml' });
+      response.end(
+        '<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult><Arn>arn:aws:iam::111122223333:user/operator</Arn><UserId>AIDA</UserId><Account>111122223333</Account></GetCallerIdentityResult></GetCallerIdentityResponse>',
+      );
+      return;
+    }
+    if (request.headers['x-amz-target'] === 'DynamoDB_20120810.UpdateItem') {
+      response.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' }).end('{}');
+      return;
+    }
+    if (request.url?.startsWith('/audit') === true || request.headers.host?.startsWith('audit.') === true) {
+      if (request.method === 'PUT') {
+        response.writeHead(200, { etag: '"record"' }).end();
+        return;
+      }
+      response.writeHead(200, { 'content-type': 'application/xml' });
+      response.end(
+        '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>audit</Name><KeyCount>0</KeyCount><IsTruncated>false</IsTruncated></ListBucketResult>',
+      );
+      return;
+    }
     if (request.method === 'HEAD') {
       response.writeHead(200, { 'content-length': String(ARCHIVE.length) }).end();
       return;
@@ -113,7 +138,7 @@ describe('svc-dsr package', () => {
   it('prints exactly the link on stdout and its note on stderr', async () => {
     serve((response) => response.writeHead(500).end());
     const result = await runCli(['package', REQUEST_ID, ...target()], { env: env() });
-    expect(result.code).toBe(0);
+    expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\S+\n$/);
     expect(new URL(result.stdout.trim()).searchParams.get('X-Amz-Expires')).toBe('3600');
     expect(result.stderr).toContain('valid until');
@@ -145,7 +170,7 @@ describe('svc-dsr package', () => {
     });
     const out = join(outDir, 'alice.zip');
     const result = await runCli(['package', REQUEST_ID, '--out', out, ...target()], { env: env() });
-    expect(result.code).toBe(0);
+    expect(result.code, result.stderr).toBe(0);
     expect(await filesIn(outDir)).toEqual(['alice.zip']);
     expect(stub.requests.filter(isAuditPut).at(-1)?.body).toContain('package_handed_out');
   });

@@ -8,6 +8,7 @@ import { GetObjectCommand, type GetObjectCommandOutput, HeadObjectCommand } from
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { sideChainOf } from '#shared/audit';
 import type { ArchiveFacts, LedgerItem } from '#shared/ledger';
 import {
   type CliIo,
@@ -84,11 +85,6 @@ export function checkPackageOptions(options: PackageOptions): {
   };
 }
 
-/** The audit chain of a request's package hand-outs (audit/<request_id>.packages/). */
-export function packagesChain(requestId: string): string {
-  return `${requestId}.packages`;
-}
-
 /** How an archive was handed out, as its audit record keeps it. */
 type HandOut =
   | { readonly delivery: 'link'; readonly link_expires_at: string }
@@ -124,7 +120,7 @@ async function recordHandOut(
       ...(reason === undefined ? {} : { reason }),
     },
     {
-      chain: packagesChain(item.request_id),
+      chain: sideChainOf('packages', item.request_id),
       done: `nothing was handed out for ${item.request_id}`,
     },
   );

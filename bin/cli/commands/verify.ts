@@ -6,12 +6,13 @@ import {
   AUDIT_PREFIX,
   AuditTrail,
   type AuditVerification,
-  NOTICES_CHAIN_SUFFIX,
-  noticesChainOf,
+  parseChainId,
+  type SideChainKind,
+  sideChainOf,
 } from '#shared/audit';
 import { MANIFEST_PREFIX, type Manifest, readManifests } from '#shared/audit-manifest';
 import { ConfigurationError, InvalidArchiveError } from '#shared/errors';
-import { type ArchiveFacts, isTerminal, type LedgerItem } from '#shared/ledger';
+import { type ArchiveFacts, isTerminal, type LedgerItem, SIDE_CHAINS } from '#shared/ledger';
 import {
   type CliIo,
   type CommandResult,
@@ -44,18 +45,32 @@ export interface ArchiveCheck {
   readonly retention_ends_at?: string;
 }
 
+/**
+ * One side chain of the request (its notices, its package hand-outs): the chain itself, and its
+ * head against the ledger's. `records` is 0 and `findings` empty when there is none and the ledger
+ * records none.
+ */
+export interface SideChainCheck {
+  readonly kind: SideChainKind;
+  readonly chain: string;
+  readonly records: number;
+  readonly head: string | null;
+  readonly findings: readonly { readonly check: VerifyAllCheck; readonly detail: string }[];
+}
+
 /** What `verify --json` prints; `ok` decides the exit code. */
 export interface VerifyResult {
   readonly request_id: string;
   readonly ok: boolean;
   readonly archive: ArchiveCheck;
   readonly audit: AuditVerification;
+  readonly side_chains: readonly SideChainCheck[];
 }
 
 /**
  * Re-hashes the stored archive against the ledger's byte count and SHA-256, and verifies the
- * request's audit hash chain. Exit 0 when both hold (a request with no archive needs only the
- * chain), 1 when either does not.
+ * request's audit hash chain and its side chains (each against its ledger head). Exit 0 when all
+ * hold (a request with no archive needs only the chains), 1 when any does not.
  */
 export async function runVerify(
   context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock'>,
@@ -65,9 +80,21 @@ export async function runVerify(
   const requestId = parseRequestId(options.requestId);
   const item = await loadRequest(context, requestId);
   const archive = await checkArchive(context, item);
-  const audit = await verifierTrail(context).verify(requestId);
-  const ok = archiveHolds(archive) && audit.ok;
-  const result: VerifyResult = { request_id: requestId, ok, archive, audit };
+  const trail = verifierTrail(context);
+  const audit = await trail.verify(requestId);
+  const sideChains: SideChainCheck[] = [];
+  for (const anchor of sideChainAnchors(item)) {
+    const chain = await trail.verify(anchor.id);
+    sideChains.push({
+      kind: anchor.side,
+      chain: anchor.id,
+      records: chain.ok ? chain.records : 0,
+      head: chain.ok ? chain.head : null,
+      findings: anchorProblems(item, anchor, chain, []),
+    });
+  }
+  const ok = archiveHolds(archive) && audit.ok && sideChains.every((side) => side.findings.length === 0);
+  const result: VerifyResult = { request_id: requestId, ok, archive, audit, side_chains: sideChains };
   if (options.json === true) writeJson(io, result);
   else io.out(describe(result));
   return { exitCode: ok ? EXIT.ok : EXIT.failed, result };
@@ -176,6 +203,16 @@ function describe(result: VerifyResult): string {
       ? `audit    OK: ${audit.records} record(s) chained, head ${audit.head}`
       : `audit    BROKEN: ${audit.problem}${audit.at >= 0 ? ` (record ${audit.at})` : ''}`,
   );
+  for (const side of result.side_chains) {
+    const name = side.kind.padEnd(8);
+    if (side.findings.length > 0) {
+      for (const { check, detail } of side.findings) lines.push(`${name} FAILED ${check}: ${detail}`);
+    } else if (side.records === 0) {
+      lines.push(`${name} none recorded (audit/${side.chain}/)`);
+    } else {
+      lines.push(`${name} OK: ${side.records} record(s) chained, head ${side.head}, as the ledger holds it`);
+    }
+  }
   lines.push(result.ok ? `verified ${result.request_id}` : `verification of ${result.request_id} FAILED`);
   return `${lines.join('\n')}\n`;
 }
@@ -207,11 +244,14 @@ export function registerVerifyCommand(program: Command): void {
       'after',
       `
 The archive is streamed from S3 and its SHA-256 and byte count compared with the ledger; the audit
-records are checked link by link (no key is needed for the chain).
+records are checked link by link (no key is needed for the chain), and so are the request's side
+chains, its notices (audit/<request_id>.notices/) and package hand-outs (audit/<request_id>.packages/),
+each also against the head the ledger keeps of it.
 
 With --all every request in the ledger (created in --from/--to) is checked: its chain holds, is as
 long as the ledger's record count and ends in the ledger's head hash, ends in a final record once the
-request has ended, and contains the head every daily manifest locked for it; its archive matches;
+request has ended, and contains the head every daily manifest locked for it; so do its side chains
+(no final record); its archive matches;
 no audit record or manifest has more than one version. docs/audit.md explains each check.
 
 An archive gone from the bucket after its retention (the stack's accessArchiveRetentionDays or
@@ -373,11 +413,11 @@ export async function runVerifyAll(
   if (options.from === undefined && options.to === undefined) {
     for (const [chainId, heads] of locked) {
       if (seen.has(chainId)) continue;
-      const notices = chainId.endsWith(NOTICES_CHAIN_SUFFIX);
+      const { requestId, side } = parseChainId(chainId);
       findings.push({
-        request_id: notices ? chainId.slice(0, -NOTICES_CHAIN_SUFFIX.length) : chainId,
+        request_id: requestId,
         check: 'ledger_missing',
-        detail: `manifest ${heads.at(-1)?.day} locked its ${notices ? 'notices chain' : 'chain'}, but the ledger has no such request`,
+        detail: `manifest ${heads.at(-1)?.day} locked its ${side === undefined ? 'chain' : `${side} chain`}, but the ledger has no such request`,
       });
     }
   }
@@ -423,22 +463,26 @@ function lockedHeads(manifests: readonly Manifest[]): Map<string, LockedHead[]> 
 
 /** One chain of a request and what the ledger holds of it. */
 interface AnchoredChain {
-  /** The chain id: the request id, or `<request_id>.notices` for its notices to the subject. */
+  /** The chain id: the request id, or `<request_id>.<kind>` for a side chain. */
   readonly id: string;
   /** How a finding's detail names the chain: '' for the request's own. */
   readonly label: string;
   readonly count: number | undefined;
   readonly head: string | undefined;
-  /** Whether the bucket must hold it: the request's own always; its notices chain once a notice is on record. */
+  /** Whether the bucket must hold it: the request's own always; a side chain once the ledger records it. */
   readonly expected: boolean;
+  /** What a chain_missing finding says when the bucket does not hold an expected chain. */
+  readonly missing: string;
   /** Whether it must end in a final record: the request's own once its status is terminal. */
   readonly mustEnd: boolean;
 }
 
-/**
- * The chains of a request: its own, and its notices chain (notices recorded with svc-dsr notice;
- * an extension's notice is in the request's own chain, with the extension).
- */
+/** A side chain of a request: its notices (svc-dsr notice), its package hand-outs (svc-dsr package). */
+interface SideChainAnchor extends AnchoredChain {
+  readonly side: SideChainKind;
+}
+
+/** The chains of a request: its own, and its side chains (SIDE_CHAINS in the ledger module). */
 function anchoredChains(item: LedgerItem): AnchoredChain[] {
   return [
     {
@@ -447,21 +491,31 @@ function anchoredChains(item: LedgerItem): AnchoredChain[] {
       count: item.audit_count,
       head: item.audit_head,
       expected: true,
+      missing: `the ledger has the request (${item.status}) but the bucket has no records`,
       mustEnd: isTerminal(item.status),
     },
-    {
-      id: noticesChainOf(item.request_id),
-      label: 'notices chain: ',
-      count: item.notices_audit_count,
-      head: item.notices_audit_head,
-      expected:
-        item.notices_audit_count !== undefined ||
-        item.notice_receipt !== undefined ||
-        item.notice_response !== undefined ||
-        item.notice_denial !== undefined,
-      mustEnd: false,
-    },
+    ...sideChainAnchors(item),
   ];
+}
+
+/**
+ * The side chains of a request, each with the ledger's head of it. An extension's notice is in the
+ * request's own chain, with the extension.
+ */
+function sideChainAnchors(item: LedgerItem): SideChainAnchor[] {
+  return SIDE_CHAINS.map((side) => {
+    const id = sideChainOf(side.kind, item.request_id);
+    return {
+      id,
+      side: side.kind,
+      label: `${side.kind} chain: `,
+      count: item[side.fields.count],
+      head: item[side.fields.head],
+      expected: side.required(item),
+      missing: `the ledger records ${side.what} but the bucket has no audit/${id}/ records`,
+      mustEnd: false,
+    };
+  });
 }
 
 /** What the ledger, the manifests and one chain say about each other for one request. */
@@ -471,27 +525,37 @@ function chainFindings(
   chain: AuditVerification,
   locked: readonly LockedHead[],
 ): VerifyAllFinding[] {
-  const requestId = item.request_id;
-  const finding = (check: VerifyAllCheck, detail: string) => ({
-    request_id: requestId,
+  return anchorProblems(item, anchor, chain, locked).map(({ check, detail }) => ({
+    request_id: item.request_id,
     check,
     detail: `${anchor.label}${detail}`,
-  });
+  }));
+}
+
+/** The problems of one chain against the ledger's head of it and the heads the manifests locked. */
+function anchorProblems(
+  item: LedgerItem,
+  anchor: AnchoredChain,
+  chain: AuditVerification,
+  locked: readonly LockedHead[],
+): { check: VerifyAllCheck; detail: string }[] {
+  const finding = (check: VerifyAllCheck, detail: string) => ({ check, detail });
   if (!chain.ok) {
     if (chain.problem === 'no audit records for this request') {
-      if (!anchor.expected) return [];
+      if (anchor.expected) return [finding('chain_missing', anchor.missing)];
+      // The ledger may have lost the fields that require it; a manifest that locked it has not.
+      const last = locked.at(-1);
+      if (last === undefined) return [];
       return [
         finding(
           'chain_missing',
-          anchor.label === ''
-            ? `the ledger has the request (${item.status}) but the bucket has no records`
-            : `the ledger records notices to the subject but the bucket has no audit/${anchor.id}/ records`,
+          `manifest ${last.day} locked it at ${last.count} record(s), but the bucket has no audit/${anchor.id}/ records`,
         ),
       ];
     }
     return [finding('chain_broken', `${chain.problem}${chain.at >= 0 ? ` (record ${chain.at})` : ''}`)];
   }
-  const findings: VerifyAllFinding[] = [];
+  const findings: { check: VerifyAllCheck; detail: string }[] = [];
   const count = anchor.count;
   if (count !== undefined && anchor.head !== undefined) {
     if (chain.records < count) {

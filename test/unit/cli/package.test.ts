@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import {
   GetObjectCommand,
   HeadObjectCommand,
@@ -274,6 +274,29 @@ describe('runPackageLink', () => {
         link_expires_at: '2026-11-22T12:00:00.000Z',
         key: 'exports/r/attempt-1.zip',
       },
+    });
+  });
+
+  it("keeps the packages chain's head on the request's ledger item, beside the request's own head", async () => {
+    // Prepare: the first hand-out of the archive.
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(completed()) });
+    s3Mock.on(HeadObjectCommand).resolves({ ContentLength: ZIP.length });
+    // Act
+    const { exitCode } = await runPackageLink(testContext(), { requestId: REQUEST_ID }, collectingIo());
+    // Assess
+    expect(exitCode).toBe(0);
+    const [record] = auditRecords();
+    expect(ledgerMock).toHaveReceivedCommandWith(UpdateItemCommand, {
+      Key: { request_id: { S: REQUEST_ID } },
+      ExpressionAttributeNames: {
+        '#head': 'packages_audit_head',
+        '#count': 'packages_audit_count',
+        '#at': 'packages_audit_at',
+      },
+      ExpressionAttributeValues: expect.objectContaining({
+        ':head': { S: String(record?.record.hash) },
+        ':count': { N: '1' },
+      }),
     });
   });
 

@@ -15,8 +15,15 @@ import {
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AuditRecord, AuditTrail, auditRecordKey, noticesChainOf, recordHash } from '#shared/audit';
-import { manifestKey, writeDailyManifests } from '#shared/audit-manifest';
+import {
+  type AuditRecord,
+  AuditTrail,
+  auditRecordKey,
+  noticesChainOf,
+  recordHash,
+  sideChainOf,
+} from '#shared/audit';
+import { type Manifest, manifestKey, writeDailyManifests } from '#shared/audit-manifest';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger } from '#shared/ledger';
 import { runReport } from '../../../bin/cli/commands/report.ts';
@@ -78,6 +85,8 @@ async function world() {
     { hmacKey: () => HMAC_KEY, clock: () => DAY_ONE, heads: ledger },
   );
   const requests = [await completedRequest(ledger, trail), await completedRequest(ledger, trail)];
+  // The first request's archive was handed out three times: its packages chain.
+  await handOut(trail, requests[0] ?? '', 3);
   // The second request's subject was told: its notices chain, after the final record of its own.
   await giveNotices(ledger, trail, requests[1] ?? '');
   await writeDailyManifests({ s3, bucket: names.AuditBucketName, ledger, clock: () => DAY_TWO });
@@ -126,6 +135,18 @@ async function giveNotices(ledger: Ledger, trail: AuditTrail, requestId: string)
   }
 }
 
+/** Hand-outs recorded as `svc-dsr package` records them: the packages chain, whose head the ledger keeps. */
+async function handOut(trail: AuditTrail, requestId: string, times: number, first = 0): Promise<void> {
+  for (let time = first; time < first + times; time += 1) {
+    await trail.append(sideChainOf('packages', requestId), {
+      eventId: `Operator:package-link-${time}`,
+      step: 'Operator',
+      action: 'package_handed_out',
+      facts: { delivery: 'link', link_expires_at: DAY_TWO.toISOString(), operator: 'alice' },
+    });
+  }
+}
+
 async function readRecord(bucket: string, requestId: string, seq: number): Promise<AuditRecord> {
   const answer = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: auditRecordKey(requestId, seq) }));
   return JSON.parse((await answer.Body?.transformToString('utf-8')) ?? '') as AuditRecord;
@@ -141,6 +162,27 @@ async function writeRecord(bucket: string, requestId: string, seq: number, recor
   );
 }
 
+/** A day's manifest as stored. */
+async function readStoredManifest(bucket: string, day: string): Promise<Manifest> {
+  const answer = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: manifestKey(day) }));
+  return JSON.parse((await answer.Body?.transformToString('utf-8')) ?? '') as Manifest;
+}
+
+/** Deletes records of a chain, as someone with delete rights would. */
+async function deleteRecords(bucket: string, chain: string, seqs: readonly number[]): Promise<void> {
+  for (const seq of seqs) {
+    await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: auditRecordKey(chain, seq) }));
+  }
+}
+
+/** Puts two records of a chain under each other's keys. */
+async function swapRecords(bucket: string, chain: string, one: number, other: number): Promise<void> {
+  const first = await readRecord(bucket, chain, one);
+  const second = await readRecord(bucket, chain, other);
+  await writeRecord(bucket, chain, one, second);
+  await writeRecord(bucket, chain, other, first);
+}
+
 function sealed(record: Omit<AuditRecord, 'hash'> & { hash?: string }): AuditRecord {
   const { hash: _old, ...rest } = record;
   return { ...rest, hash: recordHash(rest) };
@@ -151,13 +193,14 @@ async function rewriteChain(
   bucket: string,
   requestId: string,
   records: readonly AuditRecord[],
+  closed = true,
 ): Promise<AuditRecord[]> {
   const rewritten: AuditRecord[] = [];
   for (const [seq, record] of records.entries()) {
     const next = sealed({
       ...record,
       seq,
-      final: seq === records.length - 1,
+      final: closed && seq === records.length - 1,
       prev_hash: rewritten.at(-1)?.hash ?? null,
     });
     rewritten.push(next);
@@ -303,9 +346,7 @@ describe('svc-dsr verify --all', () => {
   it('catches a deleted middle record (delete): chain_broken', async () => {
     const { names, requests, context } = await world();
     const [requestId = ''] = requests;
-    await s3.send(
-      new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, 2) }),
-    );
+    await deleteRecords(names.AuditBucketName, requestId, [2]);
 
     const { checks, findings } = await checksOf(context);
 
@@ -316,10 +357,7 @@ describe('svc-dsr verify --all', () => {
   it("catches two records swapped under each other's keys (swap): chain_broken", async () => {
     const { names, requests, context } = await world();
     const [requestId = ''] = requests;
-    const one = await readRecord(names.AuditBucketName, requestId, 1);
-    const two = await readRecord(names.AuditBucketName, requestId, 2);
-    await writeRecord(names.AuditBucketName, requestId, 1, two);
-    await writeRecord(names.AuditBucketName, requestId, 2, one);
+    await swapRecords(names.AuditBucketName, requestId, 1, 2);
 
     const { checks } = await checksOf(context);
 
@@ -371,9 +409,7 @@ describe('svc-dsr verify --all', () => {
   it('catches the final record deleted (truncate): chain_truncated and final_missing', async () => {
     const { names, requests, context } = await world();
     const [requestId = ''] = requests;
-    await s3.send(
-      new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, 4) }),
-    );
+    await deleteRecords(names.AuditBucketName, requestId, [4]);
 
     const { checks } = await checksOf(context);
 
@@ -399,11 +435,7 @@ describe('svc-dsr verify --all', () => {
   it('catches a whole chain deleted (delete a chain): chain_missing', async () => {
     const { names, requests, context } = await world();
     const [requestId = ''] = requests;
-    for (const seq of [0, 1, 2, 3, 4]) {
-      await s3.send(
-        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, seq) }),
-      );
-    }
+    await deleteRecords(names.AuditBucketName, requestId, [0, 1, 2, 3, 4]);
 
     const { checks, findings } = await checksOf(context);
 
@@ -414,11 +446,7 @@ describe('svc-dsr verify --all', () => {
   it('catches a chain deleted with its ledger item: ledger_missing from the manifest', async () => {
     const { names, requests, context } = await world();
     const [requestId = ''] = requests;
-    for (const seq of [0, 1, 2, 3, 4]) {
-      await s3.send(
-        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, seq) }),
-      );
-    }
+    await deleteRecords(names.AuditBucketName, requestId, [0, 1, 2, 3, 4]);
     await dynamo.client.send(
       new DeleteItemCommand({
         TableName: names.LedgerTableName,
@@ -459,11 +487,7 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
 
     const item = await ledger.require(requestId);
     const notices = await trail.list(noticesChainOf(requestId));
-    const manifest = JSON.parse(
-      (await (
-        await s3.send(new GetObjectCommand({ Bucket: names.AuditBucketName, Key: manifestKey('2026-11-20') }))
-      ).Body?.transformToString('utf-8')) ?? '',
-    ) as { chains: { request_id: string; count: number; head: string }[] };
+    const manifest = await readStoredManifest(names.AuditBucketName, '2026-11-20');
 
     expect(item).toMatchObject({ notices_audit_count: 2, notices_audit_head: notices.at(-1)?.hash });
     expect(item.audit_count).toBe(5);
@@ -495,10 +519,7 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
   it("catches notice records swapped under each other's keys (swap, order): chain_broken", async () => {
     const { names, requests, context } = await world();
     const chain = noticesChainOf(requests[1] ?? '');
-    const first = await readRecord(names.AuditBucketName, chain, 0);
-    const second = await readRecord(names.AuditBucketName, chain, 1);
-    await writeRecord(names.AuditBucketName, chain, 0, second);
-    await writeRecord(names.AuditBucketName, chain, 1, first);
+    await swapRecords(names.AuditBucketName, chain, 0, 1);
 
     const { checks } = await checksOf(context);
 
@@ -508,7 +529,7 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
   it('catches the last notice deleted (truncate): chain_truncated and manifest_mismatch', async () => {
     const { names, requests, context } = await world();
     const chain = noticesChainOf(requests[1] ?? '');
-    await s3.send(new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(chain, 1) }));
+    await deleteRecords(names.AuditBucketName, chain, [1]);
 
     const { checks } = await checksOf(context);
 
@@ -520,16 +541,8 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
     const chain = noticesChainOf(requests[1] ?? '');
     const records = await Promise.all([0, 1].map((seq) => readRecord(names.AuditBucketName, chain, seq)));
     const reordered = [records[1], records[0]].filter((record) => record !== undefined);
-    // rewriteChain marks the last record final; a notices chain has none, so undo that.
-    for (const [seq, record] of reordered.entries()) {
-      const next = sealed({
-        ...record,
-        seq,
-        final: false,
-        prev_hash: seq === 0 ? null : (await readRecord(names.AuditBucketName, chain, seq - 1)).hash,
-      });
-      await writeRecord(names.AuditBucketName, chain, seq, next);
-    }
+    // A notices chain has no final record.
+    await rewriteChain(names.AuditBucketName, chain, reordered, false);
 
     const { checks } = await checksOf(context);
 
@@ -539,11 +552,7 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
   it('catches a deleted notices chain the ledger records (delete a chain): chain_missing', async () => {
     const { names, requests, context } = await world();
     const chain = noticesChainOf(requests[1] ?? '');
-    for (const seq of [0, 1]) {
-      await s3.send(
-        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(chain, seq) }),
-      );
-    }
+    await deleteRecords(names.AuditBucketName, chain, [0, 1]);
 
     const { checks, findings } = await checksOf(context);
 
@@ -557,19 +566,8 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
   it('catches a notices chain deleted with its ledger item: ledger_missing from the manifest', async () => {
     const { names, requests, context } = await world();
     const requestId = requests[1] ?? '';
-    for (const seq of [0, 1]) {
-      await s3.send(
-        new DeleteObjectCommand({
-          Bucket: names.AuditBucketName,
-          Key: auditRecordKey(noticesChainOf(requestId), seq),
-        }),
-      );
-    }
-    for (const seq of [0, 1, 2, 3, 4]) {
-      await s3.send(
-        new DeleteObjectCommand({ Bucket: names.AuditBucketName, Key: auditRecordKey(requestId, seq) }),
-      );
-    }
+    await deleteRecords(names.AuditBucketName, noticesChainOf(requestId), [0, 1]);
+    await deleteRecords(names.AuditBucketName, requestId, [0, 1, 2, 3, 4]);
     await dynamo.client.send(
       new DeleteItemCommand({ TableName: names.LedgerTableName, Key: { request_id: { S: requestId } } }),
     );
@@ -583,6 +581,254 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
         [requestId, true],
       ],
     );
+  });
+});
+
+describe('svc-dsr verify --all on the packages chain (audit/<request_id>.packages/)', () => {
+  /** The world's packages chain: the first request's archive, handed out three times. */
+  async function packagesWorld() {
+    const made = await world();
+    const [requestId = ''] = made.requests;
+    return { ...made, requestId, chain: sideChainOf('packages', requestId) };
+  }
+
+  it('keeps the packages chain head and count in the ledger, and the daily manifest locks it', async () => {
+    // Prepare
+    const { names, ledger, trail, requestId, chain } = await packagesWorld();
+
+    // Act
+    const item = await ledger.require(requestId);
+    const records = await trail.list(chain);
+    const manifest = await readStoredManifest(names.AuditBucketName, '2026-11-20');
+
+    // Assess
+    expect(records).toHaveLength(3);
+    expect(item).toMatchObject({
+      packages_audit_count: 3,
+      packages_audit_head: records.at(-1)?.hash,
+      packages_audit_at: DAY_ONE.toISOString(),
+      // The request's own head is its own, untouched by the hand-outs.
+      audit_count: 5,
+    });
+    expect(item.audit_head).not.toBe(item.packages_audit_head);
+    expect(manifest.chains).toContainEqual({ request_id: chain, count: 3, head: records.at(-1)?.hash });
+    expect(manifest.chains).toContainEqual({ request_id: requestId, count: 5, head: item.audit_head });
+  });
+
+  it('locks each chain on the day it last changed: a later hand-out goes into a later manifest alone', async () => {
+    // Prepare: one more hand-out on day two; the manifest of day two is written on day three.
+    const { names, ledger, requestId, chain } = await packagesWorld();
+    const dayTwoTrail = new AuditTrail(
+      { s3, bucket: names.AuditBucketName },
+      { hmacKey: () => HMAC_KEY, clock: () => DAY_TWO, heads: ledger },
+    );
+    await handOut(dayTwoTrail, requestId, 1, 3);
+    const dayThree = new Date(DAY_TWO.getTime() + DAY_MS);
+
+    // Act
+    const written = await writeDailyManifests({
+      s3,
+      bucket: names.AuditBucketName,
+      ledger,
+      clock: () => dayThree,
+    });
+    const manifest = await readStoredManifest(names.AuditBucketName, '2026-11-21');
+    const { checks } = await checksOf(
+      testContext({ dynamoClient: dynamo.client, s3, names }, () => dayThree),
+    );
+
+    // Assess
+    expect(written).toEqual(['2026-11-21']);
+    expect(manifest.chains).toEqual([
+      { request_id: chain, count: 4, head: (await ledger.require(requestId)).packages_audit_head },
+    ]);
+    expect(checks).toEqual([]);
+  });
+
+  it('catches an edited hand-out record (edit): chain_broken', async () => {
+    const { names, requestId, chain, context } = await packagesWorld();
+    const record = await readRecord(names.AuditBucketName, chain, 1);
+    await writeRecord(names.AuditBucketName, chain, 1, {
+      ...record,
+      facts: { ...record.facts, operator: 'mallory' },
+    });
+
+    const { exitCode, checks, findings } = await checksOf(context);
+
+    expect(exitCode).toBe(1);
+    expect(checks).toEqual(['chain_broken']);
+    expect(findings[0]).toMatchObject({
+      request_id: requestId,
+      detail: expect.stringMatching(/^packages chain: .*hash does not match/),
+    });
+  });
+
+  it('catches a hand-out record deleted in the middle (delete): chain_broken', async () => {
+    const { names, chain, context } = await packagesWorld();
+    await deleteRecords(names.AuditBucketName, chain, [1]);
+
+    const { checks, findings } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_broken']);
+    expect(findings[0]?.detail).toMatch(/^packages chain: record 1 is missing/);
+  });
+
+  it("catches hand-out records swapped under each other's keys (swap): chain_broken", async () => {
+    const { names, chain, context } = await packagesWorld();
+    await swapRecords(names.AuditBucketName, chain, 0, 1);
+
+    const { checks } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_broken']);
+  });
+
+  it('catches the last hand-out deleted (truncate): chain_truncated and manifest_mismatch', async () => {
+    const { names, chain, context } = await packagesWorld();
+    await deleteRecords(names.AuditBucketName, chain, [2]);
+
+    const { checks, findings } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_truncated', 'manifest_mismatch']);
+    expect(findings.find((finding) => finding.check === 'chain_truncated')?.detail).toBe(
+      'packages chain: the chain has 2 record(s); the ledger counted 3',
+    );
+  });
+
+  it('catches the hand-outs reordered and re-hashed (reorder and re-hash): tail_rewritten and manifest_mismatch', async () => {
+    const { names, chain, context } = await packagesWorld();
+    const records = await Promise.all([0, 1, 2].map((seq) => readRecord(names.AuditBucketName, chain, seq)));
+    await rewriteChain(names.AuditBucketName, chain, [...records].reverse(), false);
+
+    const { checks } = await checksOf(context);
+
+    expect(checks).toEqual(['manifest_mismatch', 'tail_rewritten']);
+  });
+
+  it('catches the hand-outs reordered and re-hashed with the ledger head rewritten to match: manifest_mismatch', async () => {
+    const { names, requestId, chain, context } = await packagesWorld();
+    const records = await Promise.all([0, 1, 2].map((seq) => readRecord(names.AuditBucketName, chain, seq)));
+    const rewritten = await rewriteChain(names.AuditBucketName, chain, [...records].reverse(), false);
+    await dynamo.doc.send(
+      new UpdateCommand({
+        TableName: names.LedgerTableName,
+        Key: { request_id: requestId },
+        UpdateExpression: 'SET packages_audit_head = :head',
+        ExpressionAttributeValues: { ':head': rewritten.at(-1)?.hash },
+      }),
+    );
+
+    const { checks, findings } = await checksOf(context);
+
+    expect(checks).toEqual(['manifest_mismatch']);
+    expect(findings[0]?.detail).toMatch(/^packages chain: manifest 2026-11-20 locked record 2/);
+  });
+
+  it('catches a deleted packages chain the ledger records (delete a chain): chain_missing', async () => {
+    const { names, requestId, chain, context } = await packagesWorld();
+    await deleteRecords(names.AuditBucketName, chain, [0, 1, 2]);
+
+    const { checks, findings } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_missing']);
+    expect(findings[0]).toMatchObject({
+      request_id: requestId,
+      detail: `packages chain: the ledger records package hand-outs but the bucket has no audit/${chain}/ records`,
+    });
+  });
+
+  it("catches a packages chain deleted with the ledger's head of it: chain_missing from the manifest", async () => {
+    const { names, requestId, chain, context } = await packagesWorld();
+    await deleteRecords(names.AuditBucketName, chain, [0, 1, 2]);
+    await dynamo.doc.send(
+      new UpdateCommand({
+        TableName: names.LedgerTableName,
+        Key: { request_id: requestId },
+        UpdateExpression: 'REMOVE packages_audit_head, packages_audit_count, packages_audit_at',
+      }),
+    );
+
+    const { checks, findings } = await checksOf(context);
+
+    expect(checks).toEqual(['chain_missing']);
+    expect(findings[0]).toMatchObject({
+      request_id: requestId,
+      detail: `packages chain: manifest 2026-11-20 locked it at 3 record(s), but the bucket has no audit/${chain}/ records`,
+    });
+  });
+
+  it('catches a packages chain deleted with its ledger item: ledger_missing from the manifest', async () => {
+    const { names, requestId, chain, context } = await packagesWorld();
+    await deleteRecords(names.AuditBucketName, chain, [0, 1, 2]);
+    await dynamo.client.send(
+      new DeleteItemCommand({ TableName: names.LedgerTableName, Key: { request_id: { S: requestId } } }),
+    );
+
+    const { checks, findings } = await checksOf(context);
+
+    expect(checks).toEqual(['ledger_missing']);
+    expect(findings.map((finding) => finding.detail)).toContain(
+      'manifest 2026-11-20 locked its packages chain, but the ledger has no such request',
+    );
+  });
+});
+
+describe('svc-dsr verify <request_id> on its side chains', () => {
+  it('checks the notices and packages chains against their ledger heads', async () => {
+    // Prepare
+    const { requests, context } = await world();
+    const [handedOut = '', told = ''] = requests;
+    const io = collectingIo();
+
+    // Act
+    const first = await runVerify(context, { requestId: handedOut }, io);
+    const second = await runVerify(context, { requestId: told }, collectingIo());
+
+    // Assess
+    expect(first.exitCode).toBe(0);
+    expect(first.result.side_chains).toEqual([
+      { kind: 'notices', chain: noticesChainOf(handedOut), records: 0, head: null, findings: [] },
+      {
+        kind: 'packages',
+        chain: sideChainOf('packages', handedOut),
+        records: 3,
+        head: expect.stringMatching(/^sha256:/),
+        findings: [],
+      },
+    ]);
+    expect(io.stdout()).toMatch(/^notices {2}none recorded/m);
+    expect(io.stdout()).toMatch(/^packages OK: 3 record\(s\) chained/m);
+    expect(second.result.side_chains.map((side) => [side.kind, side.records])).toEqual([
+      ['notices', 2],
+      ['packages', 0],
+    ]);
+  });
+
+  it('fails (exit 1) when a side chain is broken or shorter than the ledger counted', async () => {
+    // Prepare: the last hand-out deleted, a notice edited.
+    const { names, requests, context } = await world();
+    const [handedOut = '', told = ''] = requests;
+    const packages = sideChainOf('packages', handedOut);
+    await deleteRecords(names.AuditBucketName, packages, [2]);
+    const notice = await readRecord(names.AuditBucketName, noticesChainOf(told), 0);
+    await writeRecord(names.AuditBucketName, noticesChainOf(told), 0, { ...notice, facts: {} });
+    const io = collectingIo();
+
+    // Act
+    const first = await runVerify(context, { requestId: handedOut }, io);
+    const second = await runVerify(context, { requestId: told }, collectingIo());
+
+    // Assess
+    expect(first.exitCode).toBe(1);
+    expect(first.result.audit.ok).toBe(true);
+    expect(first.result.side_chains[1]?.findings).toEqual([
+      { check: 'chain_truncated', detail: 'the chain has 2 record(s); the ledger counted 3' },
+    ]);
+    expect(io.stdout()).toContain(
+      'packages FAILED chain_truncated: the chain has 2 record(s); the ledger counted 3',
+    );
+    expect(io.stdout()).toContain(`verification of ${handedOut} FAILED`);
+    expect(second.exitCode).toBe(1);
+    expect(second.result.side_chains[0]?.findings.map((finding) => finding.check)).toEqual(['chain_broken']);
   });
 });
 

@@ -319,7 +319,8 @@ describe('the deadline sweep handler', () => {
       updated_at: NOW.toISOString(),
       audit_head: `sha256:${'a'.repeat(64)}`,
       audit_count: 3,
-      audit_at: NOW.toISOString(),
+      // Its chain last changed yesterday, the day the manifest locks.
+      audit_at: daysFromNow(-1).toISOString(),
     });
     const retentionPasses: number[] = [];
     const handler = makeDeadlineSweepHandler(() => ({
