@@ -79,31 +79,6 @@ function serve(body: (response: import('node:http').ServerResponse) => void): vo
       response.end(JSON.stringify({ Item: storedItem(item) }));
       return;
     }
-    // The hand-out's audit record: the packages chain is listed (empty), its record written once,
-    // and its head kept in the ledger.
-    if (request.headers['content-type'] === 'application/x-www-form-urlencoded') {
-      // STS GetCallerIdentity (query protocol): who hands the archive out.
-      response.writeHead(200, { 'content-type': 'text/xml' });
-      response.end(
-        '<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult><Arn>arn:aws:iam::111122223333:user/operator</Arn><UserId>AIDA</UserId><Account>111122223333</Account></GetCallerIdentityResult></GetCallerIdentityResponse>',
-      );
-      return;
-    }
-    if (request.headers['x-amz-target'] === 'DynamoDB_20120810.UpdateItem') {
-      response.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' }).end('{}');
-      return;
-    }
-    if (request.url?.startsWith('/audit') === true || request.headers.host?.startsWith('audit.') === true) {
-      if (request.method === 'PUT') {
-        response.writeHead(200, { etag: '"record"' }).end();
-        return;
-      }
-      response.writeHead(200, { 'content-type': 'application/xml' });
-      response.end(
-        '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>audit</Name><KeyCount>0</KeyCount><IsTruncated>false</IsTruncated></ListBucketResult>',
-      );
-      return;
-    }
     if (request.method === 'HEAD') {
       response.writeHead(200, { 'content-length': String(ARCHIVE.length) }).end();
       return;
