@@ -83,7 +83,7 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
     // No longer open: running again lets the step say why (cancelled, ended).
     if (waits === undefined) return await run();
     if (waits > MAX_PLATFORM_WAITS) {
-      stepDeps.logger.warn('the request has waited for platform capacity its most; the call goes unmetered', {
+      stepDeps.logger.warn(UNMETERED_MESSAGE, {
         waits,
         reason: error.reason,
       });
@@ -103,6 +103,10 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
     }) as z.infer<O>;
   }
 }
+
+/** What the step handler logs when a call goes outside the gate. */
+export const UNMETERED_MESSAGE =
+  'the request has waited for platform capacity its most; the call goes unmetered';
 
 /**
  * Waits for platform capacity one execution may make (each costs about ten history events); past
