@@ -13,6 +13,7 @@ import { registerStatusCommand } from './cli/commands/status.ts';
 import { registerSubmitCommand } from './cli/commands/submit.ts';
 import { registerVerifyCommand } from './cli/commands/verify.ts';
 import { addOutputAlias, registerCompletionCommand } from './cli/conventions.ts';
+import { applyDefaultsFile } from './cli/defaults-file.ts';
 import { registerEmulatorCommand } from './cli/emulator.ts';
 import { CliError, EXIT, exitQuietlyOnClosedPipe } from './cli/io.ts';
 import { registerLocalCommand } from './cli/local.ts';
@@ -40,6 +41,8 @@ The operator commands (submit ... report) work against a serving local mode (the
 --target local, --data-dir .svc-dsr) or a deployed stack (--target aws with --stack-outputs FILE
 from \`npx cdk deploy --outputs-file FILE\`, or --config FILE). SVC_DSR_TARGET, SVC_DSR_DATA_DIR,
 SVC_DSR_STACK_OUTPUTS, SVC_DSR_STACK and SVC_DSR_CONFIG stand in for those flags; a flag wins.
+A defaults file (SVC_DSR_CLI_CONFIG, else ./.svc-dsr.json, else ~/.config/svc-dsr/config.json) with
+target, data_dir, stack_outputs, stack and config stands in for the variables; they win over it.
 
 -o json|table|csv is another spelling of a command's --json or --format.
 Shell completion: source <(npx svc-dsr completion bash), or zsh.
@@ -69,6 +72,8 @@ addOutputAlias(program);
 registerCompletionCommand(program);
 
 try {
+  // The defaults file stands in for the environment variables the options read: before parsing.
+  applyDefaultsFile();
   await program.parseAsync(process.argv);
 } catch (error) {
   if (error instanceof CommanderError) {

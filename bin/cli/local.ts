@@ -14,8 +14,9 @@ import {
   type StatusChangedDetail,
   statusChangedDetailSchema,
 } from '../../lambdas/status-events/status-events.ts';
+import { requestLines } from './commands/submit.ts';
 import { untilStopped } from './emulator.ts';
-import { CliError, EXIT, jsonLines, parseOption, readRequestsText, shellWord } from './io.ts';
+import { CliError, EXIT, parseOption, readRequestsText, shellWord } from './io.ts';
 import { formatSeconds, startProgress } from './progress.ts';
 
 export interface LocalFlags {
@@ -167,7 +168,7 @@ export async function runLocal(
   const lines =
     flags.requests === undefined
       ? undefined
-      : jsonLines(await readRequestsText('--requests', flags.requests)).map(({ body }) => body);
+      : requestLines(await readRequestsText('--requests', flags.requests), flags.requests);
   // People read stderr; stdout is the summary (and, with --serve --json, the events) for scripts.
   const people = (text: string) => process.stderr.write(text);
   const progress = flags.json ? () => {} : people;
@@ -329,7 +330,10 @@ export function registerLocalCommand(program: Command): void {
       '--aws-faults <file>',
       'throttle a seeded share of the local AWS calls: {"seed":1,"throttle_rate":0.05,"services":["dynamodb","s3","sqs","lambda","states"]}',
     )
-    .option('--requests <file>', 'JSONL: one request per line (invalid lines are quarantined and reported)')
+    .option(
+      '--requests <file>',
+      'JSONL (one request per line; invalid lines are quarantined and reported), or a JSON file of one request or an array; - reads stdin',
+    )
     .option('--json', 'print the run summary as JSON')
     .option('--serve', 'keep running so other commands reach it with --target local')
     .option('--wait-ms <ms>', 'how long each Wait state lasts locally', '10')

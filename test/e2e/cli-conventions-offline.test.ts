@@ -124,6 +124,38 @@ describe('conventions', () => {
     expect(aws.stderr).toContain('--target aws needs the stack names');
   });
 
+  it('takes defaults from ./.svc-dsr.json or SVC_DSR_CLI_CONFIG, below the environment and the flags', async () => {
+    // Prepare: a folder whose defaults file names a data dir relative to itself.
+    const folder = await mkdtemp(join(workdir, 'defaults-'));
+    await writeFile(join(folder, '.svc-dsr.json'), JSON.stringify({ data_dir: 'ledger-here' }));
+    const run = (args: string[], env: Record<string, string> = {}) =>
+      runProcess(process.execPath, [CLI, ...args], { cwd: folder, env: { SVC_DSR_CLI_CONFIG: '', ...env } });
+
+    // Act and assess: the file's data dir, then the environment's, then the flag's.
+    const fromFile = await run(['status', REQUEST_ID]);
+    expect(fromFile.code).toBe(1);
+    expect(fromFile.stderr).toContain(`no local mode is serving from ${join(folder, 'ledger-here')}`);
+    const fromEnv = await run(['status', REQUEST_ID], { SVC_DSR_DATA_DIR: join(folder, 'env') });
+    expect(fromEnv.stderr).toContain(`no local mode is serving from ${join(folder, 'env')}`);
+    const fromFlag = await run(['status', REQUEST_ID, '--data-dir', join(folder, 'flag')]);
+    expect(fromFlag.stderr).toContain(`no local mode is serving from ${join(folder, 'flag')}`);
+
+    // A file named by SVC_DSR_CLI_CONFIG wins over ./.svc-dsr.json, and is checked strictly.
+    const named = join(folder, 'aws.json');
+    await writeFile(named, JSON.stringify({ target: 'aws' }));
+    const aws = await run(['status', REQUEST_ID], { SVC_DSR_CLI_CONFIG: named });
+    expect(aws.code).toBe(2);
+    expect(aws.stderr).toContain('--target aws needs the stack names');
+    await writeFile(named, JSON.stringify({ target: 'aws', datadir: 'x' }));
+    const unknown = await run(['status', REQUEST_ID], { SVC_DSR_CLI_CONFIG: named });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain(`the defaults file ${named}: unknown key(s) datadir`);
+    await writeFile(named, '{ not json');
+    const broken = await run(['status', REQUEST_ID], { SVC_DSR_CLI_CONFIG: named });
+    expect(broken.code).toBe(2);
+    expect(broken.stderr).toContain(`the defaults file ${named} cannot be read as JSON`);
+  });
+
   it('refuses an -o format the command does not print, with exit 2', async () => {
     const list = await runCli(['list', '-o', 'csv']);
     expect(list.code).toBe(2);

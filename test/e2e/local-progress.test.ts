@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killServer, runCli, type ServingLocal, serveLocal } from '../helpers/cli.ts';
+import { CLI, killServer, runCli, runProcess, type ServingLocal, serveLocal } from '../helpers/cli.ts';
 
 let workdir: string;
 
@@ -54,6 +54,27 @@ describe('svc-dsr local --requests', () => {
     // Six requests, the invalid line and the repeated one: eight lines that are not blank.
     expect(progress.at(-1)).toMatch(/^8\/8 requests settled in \d+ s$/);
     for (const line of progress.slice(0, -1)) expect(line).toMatch(/^\d+\/8 requests settled \(/);
+  }, 200_000);
+});
+
+describe('svc-dsr local --requests as submit --file reads', () => {
+  it('takes a JSON array on standard input, one request per element, and refuses a broken document with a hint', async () => {
+    const requests = ['u-alice', 'u-bruno'].map(request);
+
+    const run = await runProcess(
+      process.execPath,
+      [CLI, 'local', '--requests', '-', '--json', '--data-dir', join(workdir, 'stdin')],
+      { input: JSON.stringify(requests, null, 2), timeoutMs: 180_000 },
+    );
+
+    expect(run.code, run.stderr).toBe(0);
+    const summary = JSON.parse(run.stdout) as { counts: Record<string, number> };
+    expect(summary.counts).toMatchObject({ completed: 2 });
+    const file = join(workdir, 'broken.json');
+    await writeFile(file, '[{"request_id": ');
+    const broken = await runCli(['local', '--requests', file, '--data-dir', join(workdir, 'broken')]);
+    expect(broken.code).toBe(2);
+    expect(broken.stderr).toContain(`--requests: ${file} is not one JSON document`);
   }, 200_000);
 });
 

@@ -335,18 +335,33 @@ function sniffFormat(text: string): 'csv' | 'jsonl' | 'json' {
 }
 
 /** A JSON document: one request object, or an array of them numbered from 1 as "lines". */
-function jsonCandidates(text: string, file: string): Candidate[] {
+function jsonCandidates(text: string, file: string, flag = '--file'): Candidate[] {
   const read = parseStrictJson(text);
   if (!read.ok) {
     throw new CliError(
-      `--file: ${file} is not one JSON document (${read.problem}); ${JSON_FORMAT_HINT}: name it accordingly or pass --format`,
+      `${flag}: ${file} is not one JSON document (${read.problem}); ${JSON_FORMAT_HINT}: name it accordingly or pass --format`,
     );
   }
   if (Array.isArray(read.value)) return read.value.map((value, index) => ({ line: index + 1, value }));
   if (read.value !== null && typeof read.value === 'object') return [{ line: 1, value: read.value }];
   throw new CliError(
-    `--file: ${file} holds neither a request object nor an array of them; ${JSON_FORMAT_HINT}`,
+    `${flag}: ${file} holds neither a request object nor an array of them; ${JSON_FORMAT_HINT}`,
   );
+}
+
+/**
+ * The request lines of `svc-dsr local --requests`: a JSONL text as it is, or one JSON document (a
+ * `.json` file, or text that is one document: an array, or an object over several lines) read as
+ * `submit --file` reads it, one request per line.
+ */
+export function requestLines(text: string, file: string): string[] {
+  const start = text.trimStart()[0];
+  const document =
+    (file !== '-' && extname(file).toLowerCase() === '.json') ||
+    ((start === '[' || (start === '{' && text.trim().includes('\n'))) && parseStrictJson(text).ok);
+  if (!document) return jsonLines(text).map(({ body }) => body);
+  const shown = file === '-' ? 'standard input' : file;
+  return jsonCandidates(text, shown, '--requests').map(({ value }) => JSON.stringify(value));
 }
 
 function requestFromFlags(flags: RequestFlags): Record<string, unknown> {
