@@ -22,7 +22,7 @@ import {
 import { type CommentRecord, PlatformData, type UserRecord } from './platform.ts';
 import { createRandom, pseudoRandomBytes, type Random } from './prng.ts';
 import { type EmulatorState, parseEmulatorState } from './state.ts';
-import { type DeflatedEntry, deflateEntry, planZip, type ZipPlan } from './zip.ts';
+import { type DeflatedEntry, deflateEntry, exactSize, planZip, type ZipPlan } from './zip.ts';
 
 export type CredentialKind = 'sso_access_token' | 'export_token';
 export type CredentialLocation = 'header' | 'query' | 'body';
@@ -642,7 +642,7 @@ function restoredExport(saved: ExportSnapshot): ExportRecord {
     name: file.name,
     crc32: file.crc32,
     size: file.size,
-    deflated: Buffer.from(file.deflated, 'base64'),
+    deflated: exactSize(Buffer.from(file.deflated, 'base64')),
   }));
   return { ...saved, files, zip: exportZip(files, saved.paddingBytes, saved.paddingSeed) };
 }

@@ -64,14 +64,26 @@ interface PreparedEntry {
   offset: number;
 }
 
-/** Deflates a buffer entry the way planZip does. */
+/**
+ * Deflates a buffer entry the way planZip does. zlib answers in a buffer of its whole output chunk
+ * (16 KiB); an export keeps its entries for as long as its link lasts, so it keeps an exact-size
+ * copy instead.
+ */
 export function deflateEntry(entry: BufferEntry): DeflatedEntry {
   return {
     name: entry.name,
-    deflated: zlib.deflateRawSync(entry.data, { level: 6 }),
+    deflated: exactSize(zlib.deflateRawSync(entry.data, { level: 6 })),
     crc32: crc32(entry.data, 0),
     size: entry.data.length,
   };
+}
+
+/** The bytes in a buffer of their own size, not a view of a larger one. */
+export function exactSize(bytes: Buffer): Buffer {
+  if (bytes.buffer.byteLength === bytes.length) return bytes;
+  const copy = Buffer.allocUnsafeSlow(bytes.length);
+  bytes.copy(copy);
+  return copy;
 }
 
 /** Whether a deflated entry inflates to exactly its recorded size and CRC (a check on loaded data). */

@@ -1,7 +1,7 @@
 import { crc32 } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { pseudoRandomBytes } from '#local/emulator/prng';
-import { planZip } from '#local/emulator/zip';
+import { deflateEntry, entryMatches, exactSize, planZip } from '#local/emulator/zip';
 import { unzip } from './helpers.ts';
 
 function collect(chunks: Iterable<Buffer>): Buffer {
@@ -75,5 +75,36 @@ describe('planZip', () => {
 
     // Assess
     expect(plan).toThrow(RangeError);
+  });
+});
+
+describe('deflateEntry', () => {
+  it('keeps a small entry in a buffer of its own size, not in zlib’s 16 KiB output chunk', () => {
+    // Act
+    const entry = deflateEntry({
+      name: 'profile.json',
+      data: Buffer.from(JSON.stringify({ a: 'b'.repeat(50) })),
+    });
+
+    // Assert
+    expect(entry.deflated.buffer.byteLength).toBe(entry.deflated.length);
+    expect(entryMatches(entry)).toBe(true);
+  });
+});
+
+describe('exactSize', () => {
+  it('copies a view of a larger buffer into one of its own size, and keeps an exact one as it is', () => {
+    // Prepare
+    const pooled = Buffer.from('c2hvcnQ=', 'base64');
+    const exact = Buffer.alloc(5, 1);
+
+    // Act
+    const copied = exactSize(pooled);
+
+    // Assert
+    expect(pooled.buffer.byteLength).toBeGreaterThan(pooled.length);
+    expect(copied.buffer.byteLength).toBe(copied.length);
+    expect(copied.toString()).toBe('short');
+    expect(exactSize(exact)).toBe(exact);
   });
 });
