@@ -6,6 +6,7 @@ import {
   type SendMessageBatchRequestEntry,
 } from '@aws-sdk/client-sqs';
 import type { Command } from 'commander';
+import { CsvError, parse } from 'csv-parse/sync';
 import { z } from 'zod';
 import {
   type DsrRequest,
@@ -460,56 +461,54 @@ interface CsvRecord {
   readonly error?: string;
 }
 
-/** RFC 4180: quoted cells may hold commas, doubled quotes and line breaks. Blank lines are skipped. */
+/** A line break as CSV files write them: CRLF, LF or a lone CR. */
+const LINE_BREAK = /\r\n|\r|\n/g;
+/** Blank lines (perhaps holding spaces) before a record, which csv-parse skips. */
+const BLANK_LINES = /^(?:[ \t]*(?:\r\n|\r|\n))*/;
+
+const breaksIn = (text: string) => text.match(LINE_BREAK)?.length ?? 0;
+
+/**
+ * RFC 4180 by csv-parse: quoted cells may hold commas, doubled quotes and line breaks; a stray
+ * quote inside an unquoted cell is kept as text; blank lines are skipped. Each record carries the
+ * line it starts on, counted here from the bytes each record took. A quoted cell that is never
+ * closed ends the file with a record that says so, after the records read before it.
+ */
 export function parseCsv(text: string): CsvRecord[] {
   const records: CsvRecord[] = [];
-  let index = 0;
+  const bytes = Buffer.from(text.startsWith('\uFEFF') ? text.slice(1) : text);
+  let offset = 0;
   let line = 1;
-  while (index < text.length) {
-    const startLine = line;
-    const cells: string[] = [];
-    let cell = '';
-    let quoted = false;
-    let ended = false;
-    while (index < text.length && !ended) {
-      const char = text[index];
-      if (quoted) {
-        if (char === '"' && text[index + 1] === '"') {
-          cell += '"';
-          index += 2;
-          continue;
-        }
-        if (char === '"') quoted = false;
-        else {
-          if (char === '\n') line += 1;
-          cell += char;
-        }
-        index += 1;
-        continue;
-      }
-      if (char === '"' && cell === '') quoted = true;
-      else if (char === ',') {
-        cells.push(cell);
-        cell = '';
-      } else if (char === '\n' || char === '\r') {
-        if (char === '\r' && text[index + 1] === '\n') index += 1;
-        line += 1;
-        ended = true;
-      } else cell += char;
-      index += 1;
-    }
-    cells.push(cell);
-    if (quoted) {
-      records.push({
-        line: startLine,
-        cells,
-        error:
-          'a quoted cell that starts here is never closed (a " is missing), so the rest of the file was read into it',
-      });
-      continue;
-    }
-    if (cells.length === 1 && cells[0]?.trim() === '') continue;
-    records.push({ line: startLine, cells });
+  // The line the record in `bytes` from `offset` up to `end` starts on; moves past it.
+  const nextRecordLine = (end: number) => {
+    const segment = bytes.subarray(offset, end).toString();
+    const start = line + breaksIn(BLANK_LINES.exec(segment)?.[0] ?? '');
+    line += breaksIn(segment);
+    offset = end;
+    return start;
+  };
+  try {
+    parse(bytes, {
+      relax_column_count: true,
+      relax_quotes: true,
+      skip_empty_lines: true,
+      record_delimiter: ['\r\n', '\n', '\r'],
+      on_record: (record, context) => {
+        records.push({ line: nextRecordLine(context.bytes), cells: record });
+        return null;
+      },
+    });
+  } catch (error) {
+    if (!(error instanceof CsvError)) throw error;
+    // The parser's own message may quote the cell, which may be a subject's identifier: not echoed.
+    records.push({
+      line: nextRecordLine(bytes.length),
+      cells: [],
+      error:
+        error.code === 'CSV_QUOTE_NOT_CLOSED'
+          ? 'a quoted cell that starts here is never closed (a " is missing), so the rest of the file was read into it'
+          : `is not valid CSV from here on (${error.code}); check its quotes and line ends`,
+    });
   }
   return records;
 }

@@ -463,6 +463,21 @@ describe('parseCsv', () => {
     ]);
   });
 
+  it('drops a byte-order mark, keeps a stray quote in an unquoted cell as text, and reads lone CR line ends', () => {
+    expect(parseCsv('\uFEFFa,b\rx"y,"é\r\nz"\r\n\n\nlast,1')).toEqual([
+      { line: 1, cells: ['a', 'b'] },
+      { line: 2, cells: ['x"y', 'é\r\nz'] },
+      { line: 6, cells: ['last', '1'] },
+    ]);
+  });
+
+  it('keeps the records before a quote that is never closed, and counts the blank lines before it', () => {
+    const records = parseCsv('a,b\n"1\n2",3\n\n\n"open,1\n2,3\n');
+    expect(records.map((record) => record.line)).toEqual([1, 2, 6]);
+    expect(records[1]?.cells).toEqual(['1\n2', '3']);
+    expect(records[2]?.error).toContain('never closed');
+  });
+
   it('reports a quoted cell that is never closed on the line where it opens', () => {
     const records = parseCsv('a,b\n"open,1\n2,3\n');
     expect(records[1]).toMatchObject({ line: 2 });
