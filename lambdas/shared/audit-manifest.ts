@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';
 import { isWriteConflict, recordHash, sideChainOf } from './audit.ts';
+import { AuditRecordInvalidError } from './errors.ts';
 import { chainHeadFields, type Ledger, SIDE_CHAINS } from './ledger.ts';
 
 /** The value of every manifest's `schema` field. */
@@ -154,18 +155,18 @@ async function readManifest(store: ManifestStore, key: string): Promise<Manifest
   try {
     raw = JSON.parse(body);
   } catch {
-    throw new Error(`audit manifest ${key} is not valid JSON`);
+    throw new AuditRecordInvalidError(`audit manifest ${key} is not valid JSON`);
   }
   const parsed = manifestSchema.safeParse(raw);
   const asObject = z.record(z.string(), z.unknown()).safeParse(raw);
   if (!parsed.success || !asObject.success) {
-    throw new Error(`audit manifest ${key} does not match ${MANIFEST_SCHEMA}`);
+    throw new AuditRecordInvalidError(`audit manifest ${key} does not match ${MANIFEST_SCHEMA}`);
   }
   if (recordHash(asObject.data) !== parsed.data.hash) {
-    throw new Error(`audit manifest ${key}: hash does not match its content`);
+    throw new AuditRecordInvalidError(`audit manifest ${key}: hash does not match its content`);
   }
   if (manifestKey(parsed.data.day) !== key)
-    throw new Error(`audit manifest ${key} holds day ${parsed.data.day}`);
+    throw new AuditRecordInvalidError(`audit manifest ${key} holds day ${parsed.data.day}`);
   return parsed.data;
 }
 

@@ -7,7 +7,13 @@
 import { createHash, createHmac } from 'node:crypto';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';
-import { AuditChainClosedError, ConfigurationError } from './errors.ts';
+import {
+  AuditChainClosedError,
+  AuditEventRefusedError,
+  AuditRecordInvalidError,
+  AuditWriteConflictError,
+  ConfigurationError,
+} from './errors.ts';
 import { identifierProblem } from './redact.ts';
 
 /** The value of every record's `schema` field; a new layout gets a new version. */
@@ -327,7 +333,8 @@ export class AuditTrail {
         );
       }
       const seq = last === undefined ? 0 : last.seq + 1;
-      if (seq > MAX_SEQ) throw new Error(`audit: request ${requestId} has reached ${MAX_SEQ} records`);
+      if (seq > MAX_SEQ)
+        throw new AuditEventRefusedError(`audit: request ${requestId} has reached ${MAX_SEQ} records`);
 
       const now = this.#clock();
       const record = sealRecord({
@@ -352,7 +359,7 @@ export class AuditTrail {
         this.#chains.delete(requestId);
         if (!isWriteConflict(error)) throw error;
         if (attempt >= CONFLICT_RETRIES) {
-          throw new Error(
+          throw new AuditWriteConflictError(
             `audit: request ${requestId} kept losing the race for its next record after ${CONFLICT_RETRIES} retries`,
             { cause: error },
           );
@@ -375,7 +382,7 @@ export class AuditTrail {
     const objects = await this.#readObjects(requestId);
     const records = objects.map((object) => {
       const checked = checkObject(requestId, object);
-      if (!checked.ok) throw new Error(`audit: ${object.key} ${checked.problem}`);
+      if (!checked.ok) throw new AuditRecordInvalidError(`audit: ${object.key} ${checked.problem}`);
       return checked.record;
     });
     this.#remember(requestId, records);
@@ -511,7 +518,7 @@ export class AuditTrail {
 
   async #subjectHashes(subject: AuditSubject): Promise<AuditRecord['subject_hashes']> {
     if (subject.primaryKey === '' || subject.svcUserId === '') {
-      throw new Error('audit: a subject identifier is empty');
+      throw new AuditEventRefusedError('audit: a subject identifier is empty');
     }
     if (subject.primaryKey === undefined && subject.svcUserId === undefined) return undefined;
     return hashSubject(await this.#hmacKey(), subject);
@@ -616,14 +623,14 @@ function requestPrefix(requestId: string): string {
 
 function assertRequestId(requestId: string): void {
   if (!REQUEST_ID_PATTERN.test(requestId)) {
-    throw new Error('audit: the request id must be 1-128 letters, digits, ".", "_" or "-"');
+    throw new AuditEventRefusedError('audit: the request id must be 1-128 letters, digits, ".", "_" or "-"');
   }
 }
 
 /** The guard that keeps personal data, credentials and links out of records nobody can delete. */
 function assertEvent(event: AuditEvent): void {
   const problem = auditEventProblem(event);
-  if (problem !== undefined) throw new Error(`audit: ${problem}`);
+  if (problem !== undefined) throw new AuditEventRefusedError(`audit: ${problem}`);
 }
 
 /**

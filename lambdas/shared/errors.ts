@@ -4,18 +4,58 @@
  * between the code that throws and the definition that handles it.
  */
 
-/** Base class: every error svc-dsr throws on purpose. `retryable` decides Retry versus Catch. */
+/**
+ * What happens to an error of a class, decided here once for the Lambdas that throw it and the
+ * state machine that handles it:
+ * - `retry`: Step Functions runs the step again, with backoff and jitter, up to the horizon;
+ * - `restart_export`: the workflow goes back to StartExport, which counts a new attempt;
+ * - `wait`: the step answers a Wait for capacity and runs again; it never reaches a Catch;
+ * - `no_data`: the request ends `completed/no_data` (the subject is gone from the platform);
+ * - `cancel`: the execution ends quietly, the ledger already says why;
+ * - `fail`: RecordFailure records the error's code, for an operator to read and retry;
+ * - `redeliver`: outside the workflow, the event source delivers the batch again;
+ * - `operator`: outside the workflow, a command says what to do.
+ */
+export type ErrorHandling =
+  | 'retry'
+  | 'restart_export'
+  | 'wait'
+  | 'no_data'
+  | 'cancel'
+  | 'fail'
+  | 'redeliver'
+  | 'operator';
+
+/** The handlings in which running the same work again may succeed. */
+const RETRYABLE_HANDLINGS: ReadonlySet<ErrorHandling> = new Set([
+  'retry',
+  'restart_export',
+  'wait',
+  'redeliver',
+]);
+
+/** Base class: every error svc-dsr throws on purpose. Its class's `handling` decides what follows. */
 export abstract class DsrError extends Error {
   abstract override readonly name: string;
-  abstract readonly retryable: boolean;
+  static readonly handling: ErrorHandling;
   /** A short machine-readable code recorded in the ledger and the audit trail. */
   abstract readonly code: string;
+
+  /** What happens to this error: its class's `handling`. */
+  get handling(): ErrorHandling {
+    return (this.constructor as typeof DsrError).handling;
+  }
+
+  /** True when running the same work again may succeed. */
+  get retryable(): boolean {
+    return RETRYABLE_HANDLINGS.has(this.handling);
+  }
 }
 
 /** The platform answered 429: try again later, after `retryAfterSeconds` when it said so. */
 export class PlatformThrottledError extends DsrError {
   override readonly name = 'PlatformThrottledError';
-  readonly retryable = true;
+  static override readonly handling: ErrorHandling = 'retry';
   readonly code = 'platform_throttled';
   constructor(
     message: string,
@@ -36,7 +76,7 @@ export type PlatformWaitReason = 'rate' | 'exports' | 'outage';
  */
 export class PlatformCapacityError extends DsrError {
   override readonly name = 'PlatformCapacityError';
-  readonly retryable = true;
+  static override readonly handling: ErrorHandling = 'wait';
   readonly code = 'platform_capacity';
   constructor(
     readonly reason: PlatformWaitReason,
@@ -61,14 +101,14 @@ export class PlatformCapacityError extends DsrError {
  */
 export class PlatformOutageError extends DsrError {
   override readonly name = 'PlatformOutageError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'platform_outage';
 }
 
 /** The platform answered 5xx or refused the connection. */
 export class PlatformUnavailableError extends DsrError {
   override readonly name = 'PlatformUnavailableError';
-  readonly retryable = true;
+  static override readonly handling: ErrorHandling = 'retry';
   readonly code = 'platform_unavailable';
   constructor(
     message: string,
@@ -82,14 +122,14 @@ export class PlatformUnavailableError extends DsrError {
 /** The platform did not answer within the client's timeout. */
 export class PlatformTimeoutError extends DsrError {
   override readonly name = 'PlatformTimeoutError';
-  readonly retryable = true;
+  static override readonly handling: ErrorHandling = 'retry';
   readonly code = 'platform_timeout';
 }
 
 /** The connection dropped before a whole answer arrived. */
 export class PlatformConnectionResetError extends DsrError {
   override readonly name = 'PlatformConnectionResetError';
-  readonly retryable = true;
+  static override readonly handling: ErrorHandling = 'retry';
   readonly code = 'platform_connection_reset';
 }
 
@@ -100,14 +140,14 @@ export class PlatformConnectionResetError extends DsrError {
  */
 export class AwsTransientError extends DsrError {
   override readonly name = 'AwsTransientError';
-  readonly retryable = true;
+  static override readonly handling: ErrorHandling = 'retry';
   readonly code = 'aws_transient';
 }
 
 /** A download ended before the announced number of bytes arrived. */
 export class TruncatedDownloadError extends DsrError {
   override readonly name = 'TruncatedDownloadError';
-  readonly retryable = true;
+  static override readonly handling: ErrorHandling = 'retry';
   readonly code = 'truncated_download';
 }
 
@@ -117,14 +157,14 @@ export class TruncatedDownloadError extends DsrError {
  */
 export class ExportStartUncertainError extends DsrError {
   override readonly name = 'ExportStartUncertainError';
-  readonly retryable = true;
+  static override readonly handling: ErrorHandling = 'restart_export';
   readonly code = 'export_start_uncertain';
 }
 
 /** The platform refused the credentials (401/403): retrying cannot help until a person fixes them. */
 export class PlatformAuthError extends DsrError {
   override readonly name = 'PlatformAuthError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'platform_auth';
   constructor(
     message: string,
@@ -138,7 +178,7 @@ export class PlatformAuthError extends DsrError {
 /** The platform rejected the request itself (4xx other than 401/403/404/429). */
 export class PlatformRejectedError extends DsrError {
   override readonly name = 'PlatformRejectedError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'platform_rejected';
   constructor(
     message: string,
@@ -152,14 +192,14 @@ export class PlatformRejectedError extends DsrError {
 /** The platform answered with a body that does not match the documented shape. */
 export class PlatformResponseInvalidError extends DsrError {
   override readonly name = 'PlatformResponseInvalidError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'platform_response_invalid';
 }
 
 /** An object the platform should know (an export id) is unknown to it. */
 export class PlatformNotFoundError extends DsrError {
   override readonly name = 'PlatformNotFoundError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'platform_not_found';
 }
 
@@ -170,7 +210,7 @@ export class PlatformNotFoundError extends DsrError {
  */
 export class UnaddressableIdError extends DsrError {
   override readonly name = 'UnaddressableIdError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'unaddressable_id';
 }
 
@@ -180,63 +220,63 @@ export class UnaddressableIdError extends DsrError {
  */
 export class SubjectNotFoundError extends DsrError {
   override readonly name = 'SubjectNotFoundError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'no_data';
   readonly code = 'subject_not_found';
 }
 
 /** A download link points at a host that is not on the allowlist, or is not https. */
 export class DownloadHostNotAllowedError extends DsrError {
   override readonly name = 'DownloadHostNotAllowedError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'download_host_not_allowed';
 }
 
 /** The download link has expired on the platform (a new export is needed). */
 export class DownloadLinkExpiredError extends DsrError {
   override readonly name = 'DownloadLinkExpiredError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'download_link_expired';
 }
 
 /** The stored archive is not the zip the platform documents. */
 export class InvalidArchiveError extends DsrError {
   override readonly name = 'InvalidArchiveError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'invalid_archive';
 }
 
 /** The platform reported the export `failed` more often than the attempt limit allows. */
 export class ExportFailedError extends DsrError {
   override readonly name = 'ExportFailedError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'export_failed';
 }
 
 /** The export stayed pending past the total wait budget. */
 export class ExportTimedOutError extends DsrError {
   override readonly name = 'ExportTimedOutError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'export_timed_out';
 }
 
 /** After a deletion the platform still knows the subject. */
 export class ErasureNotVerifiedError extends DsrError {
   override readonly name = 'ErasureNotVerifiedError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'erasure_not_verified';
 }
 
 /** The request was cancelled while its execution ran: the execution stops without touching the platform. */
 export class RequestCancelledError extends DsrError {
   override readonly name = 'RequestCancelledError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'cancel';
   readonly code = 'request_cancelled';
 }
 
 /** The ledger has no record of the request, or a step found it in a state it cannot act on. */
 export class LedgerStateError extends DsrError {
   override readonly name = 'LedgerStateError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'ledger_state';
 }
 
@@ -246,14 +286,38 @@ export class LedgerStateError extends DsrError {
  */
 export class AuditChainClosedError extends DsrError {
   override readonly name = 'AuditChainClosedError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'audit_chain_closed';
+}
+
+/** A stored audit record or daily manifest is not what the trail wrote: evidence to investigate, never to overwrite. */
+export class AuditRecordInvalidError extends DsrError {
+  override readonly name = 'AuditRecordInvalidError';
+  static override readonly handling: ErrorHandling = 'fail';
+  readonly code = 'audit_record_invalid';
+}
+
+/**
+ * An audit event the trail refuses to write: a malformed request id, an empty subject identifier,
+ * a fact that could carry personal data, or a chain at its most records.
+ */
+export class AuditEventRefusedError extends DsrError {
+  override readonly name = 'AuditEventRefusedError';
+  static override readonly handling: ErrorHandling = 'fail';
+  readonly code = 'audit_event_refused';
+}
+
+/** Other writers kept taking the request's next audit record, past the trail's retries. */
+export class AuditWriteConflictError extends DsrError {
+  override readonly name = 'AuditWriteConflictError';
+  static override readonly handling: ErrorHandling = 'fail';
+  readonly code = 'audit_write_conflict';
 }
 
 /** No request with that id is in the ledger: an operator's command named one that was never submitted. */
 export class RequestUnknownError extends DsrError {
   override readonly name = 'RequestUnknownError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'request_unknown';
 }
 
@@ -264,21 +328,21 @@ export class RequestUnknownError extends DsrError {
  */
 export class LedgerRuleError extends DsrError {
   override readonly name = 'LedgerRuleError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'ledger_rule';
 }
 
 /** A step was invoked with input that does not match its contract (a definition/handler mismatch). */
 export class StepInputError extends DsrError {
   override readonly name = 'StepInputError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'step_input';
 }
 
 /** Configuration (environment, secret, context) is missing or invalid. */
 export class ConfigurationError extends DsrError {
   override readonly name = 'ConfigurationError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'configuration';
 }
 
@@ -288,26 +352,61 @@ export class ConfigurationError extends DsrError {
  */
 export class StatusEventsNotPublishedError extends DsrError {
   override readonly name = 'StatusEventsNotPublishedError';
-  readonly retryable = true;
+  static override readonly handling: ErrorHandling = 'redeliver';
   readonly code = 'status_events_not_published';
 }
 
 /** A local data dir is held by another live process (local/data-dir-lock.ts); the message names it. */
 export class DataDirInUseError extends DsrError {
   override readonly name = 'DataDirInUseError';
-  readonly retryable = false;
+  static override readonly handling: ErrorHandling = 'operator';
   readonly code = 'data_dir_in_use';
 }
 
-/** Names Step Functions retries with backoff and jitter. */
-export const RETRYABLE_ERRORS = [
-  'PlatformThrottledError',
-  'PlatformUnavailableError',
-  'PlatformTimeoutError',
-  'PlatformConnectionResetError',
-  'TruncatedDownloadError',
-  'AwsTransientError',
+/** Every error class svc-dsr throws, in the order the state machine lists their names. */
+export const ERROR_CLASSES = [
+  PlatformThrottledError,
+  PlatformUnavailableError,
+  PlatformTimeoutError,
+  PlatformConnectionResetError,
+  TruncatedDownloadError,
+  AwsTransientError,
+  PlatformCapacityError,
+  ExportStartUncertainError,
+  PlatformOutageError,
+  PlatformAuthError,
+  PlatformRejectedError,
+  PlatformResponseInvalidError,
+  PlatformNotFoundError,
+  UnaddressableIdError,
+  DownloadHostNotAllowedError,
+  DownloadLinkExpiredError,
+  InvalidArchiveError,
+  ExportFailedError,
+  ExportTimedOutError,
+  ErasureNotVerifiedError,
+  LedgerStateError,
+  AuditChainClosedError,
+  AuditRecordInvalidError,
+  AuditEventRefusedError,
+  AuditWriteConflictError,
+  StepInputError,
+  ConfigurationError,
+  RequestUnknownError,
+  LedgerRuleError,
+  SubjectNotFoundError,
+  RequestCancelledError,
+  StatusEventsNotPublishedError,
+  DataDirInUseError,
 ] as const;
+
+/** The names of the error classes handled as `handling`. */
+export function errorNames(handling: ErrorHandling): string[] {
+  return ERROR_CLASSES.filter((type) => type.handling === handling).map((type) => type.name);
+}
+
+/** Names Step Functions retries with backoff and jitter. */
+export const RETRYABLE_ERRORS = errorNames('retry');
 
 /**
  * Lambda's own errors when it could not run the function (throttled, a service fault, the SDK
@@ -322,44 +421,19 @@ export const LAMBDA_SERVICE_ERRORS = [
 ] as const;
 
 /** Names that go straight to RecordFailure. */
-export const TERMINAL_ERRORS = [
-  'PlatformOutageError',
-  'PlatformAuthError',
-  'PlatformRejectedError',
-  'PlatformResponseInvalidError',
-  'PlatformNotFoundError',
-  'UnaddressableIdError',
-  'DownloadHostNotAllowedError',
-  'DownloadLinkExpiredError',
-  'InvalidArchiveError',
-  'ExportFailedError',
-  'ExportTimedOutError',
-  'ErasureNotVerifiedError',
-  'LedgerStateError',
-  'AuditChainClosedError',
-  'StepInputError',
-  'ConfigurationError',
-] as const;
+export const TERMINAL_ERRORS = errorNames('fail');
 
 /** Names that end the execution quietly: the ledger already says why. */
-export const CANCEL_ERRORS = ['RequestCancelledError'] as const;
+export const CANCEL_ERRORS = errorNames('cancel');
 
 /** Names that end the request as `completed/no_data`: the subject is gone from the platform. */
-export const NO_DATA_ERRORS = ['SubjectNotFoundError'] as const;
+export const NO_DATA_ERRORS = errorNames('no_data');
 
 /**
  * Names that send the workflow back to StartExport as a new, counted attempt rather than a blind
  * retry of the same call: the platform may or may not have started an export.
  */
-export const EXPORT_RESTART_ERRORS = ['ExportStartUncertainError'] as const;
-
-export type RetryableErrorName = (typeof RETRYABLE_ERRORS)[number];
-export type TerminalErrorName = (typeof TERMINAL_ERRORS)[number];
-
-/** True when `error` is one of ours and worth retrying. */
-export function isRetryable(error: unknown): boolean {
-  return error instanceof DsrError && error.retryable;
-}
+export const EXPORT_RESTART_ERRORS = errorNames('restart_export');
 
 /** The ledger code of an ASL error name: `PlatformThrottledError` -> `platform_throttled`, `States.Timeout` -> `states_timeout`. */
 export function errorCodeOf(errorName: string): string {
