@@ -57,6 +57,7 @@ import {
   worstCaseHistory,
 } from './history-budget.ts';
 import { acknowledge, nagArn } from './nag.ts';
+import type { StackOutputName } from './stack-outputs.ts';
 
 const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
 
@@ -531,7 +532,7 @@ export class DsrStack extends Stack {
     ]);
 
     // What the CLI reads (cdk deploy --outputs-file outputs.json)
-    const outputs: Record<string, string> = {
+    const outputs: Record<StackOutputName, string> = {
       IntakeQueueUrl: this.intakeQueue.queueUrl,
       IntakeDeadLetterQueueUrl: this.intakeDeadLetterQueue.queueUrl,
       QuarantineQueueUrl: this.quarantineQueue.queueUrl,

@@ -1,27 +1,8 @@
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { stackNamesSchema } from '../lib/stack-outputs.ts';
 import { processAlive } from './data-dir-lock.ts';
-
-/** The names the CLI needs, as the stack outputs them (same keys as `cdk deploy --outputs-file`). */
-export const stackNamesSchema = z.object({
-  IntakeQueueUrl: z.string().min(1),
-  QuarantineQueueUrl: z.string().min(1),
-  LedgerTableName: z.string().min(1),
-  ArchiveBucketName: z.string().min(1),
-  AuditBucketName: z.string().min(1),
-  StateMachineArn: z.string().min(1),
-  /** The controller's IANA time zone (stack config `timeZone`); report date ranges are cut in it. */
-  TimeZone: z.string().min(1).optional(),
-  /**
-   * Days the archive bucket keeps each type's archives (stack config `accessArchiveRetentionDays`,
-   * `erasureArchiveRetentionDays`): `verify` reads an archive gone after its retention as expired
-   * by policy. Without them, every archive gone from the bucket is a finding.
-   */
-  AccessArchiveRetentionDays: z.coerce.number().int().positive().optional(),
-  ErasureArchiveRetentionDays: z.coerce.number().int().positive().optional(),
-});
-export type StackNames = z.infer<typeof stackNamesSchema>;
 
 /** What `svc-dsr local --serve` writes to `<data-dir>/endpoints.json` so other commands can reach it. */
 export const localEndpointsSchema = z.object({

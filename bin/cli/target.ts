@@ -11,9 +11,10 @@ import { STSClient } from '@aws-sdk/client-sts';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { type Command, Option } from 'commander';
 import { z } from 'zod';
-import { type LocalEndpoints, readLocalEndpoints, type StackNames, stackNamesSchema } from '#local/endpoints';
+import { type LocalEndpoints, readLocalEndpoints } from '#local/endpoints';
 import { Ledger } from '#shared/ledger';
 import { prepareSdkClient } from '#shared/sdk-clients';
+import { type StackNames, stackNamesSchema } from '../../lib/stack-outputs.ts';
 import { CliError, EXIT, parseOption, shellWord } from './io.ts';
 import { awsOperator, localOperator } from './operator.ts';
 
@@ -63,7 +64,6 @@ export interface CliContext {
 export const DEFAULT_DATA_DIR = '.svc-dsr';
 
 const targetSchema = z.enum(['aws', 'local'], { message: 'must be "aws" or "local"' });
-const namesWithRegion = stackNamesSchema.extend({ Region: z.string().min(1).optional() });
 const jsonObject = z.record(z.string(), z.unknown());
 
 /**
@@ -370,8 +370,8 @@ async function readConfig(path: string): Promise<ResolvedTarget> {
   return { kind: 'aws', names, ...(region ? { region } : {}), source: path };
 }
 
-function parseNames(value: unknown, where: string): z.infer<typeof namesWithRegion> {
-  const parsed = namesWithRegion.safeParse(value);
+function parseNames(value: unknown, where: string): StackNames {
+  const parsed = stackNamesSchema.safeParse(value);
   if (parsed.success) return parsed.data;
   const fields = [
     ...new Set(parsed.error.issues.map((issue) => issue.path.map(String).join('.') || '(root)')),

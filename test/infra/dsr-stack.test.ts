@@ -6,6 +6,7 @@ import { DEADLINE_METRICS } from '../../lambdas/deadline-sweep/deadline-sweep.ts
 import { SECRETS } from '../../lambdas/shared/secrets.ts';
 import { STEP_DIRECTORIES, STEP_TOKENS, type StepName } from '../../lambdas/steps.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
+import { stackOutputsSchema } from '../../lib/stack-outputs.ts';
 import { type CfnObject, productionConfig } from './fixtures.ts';
 
 function synth(config: unknown): Template {
@@ -844,6 +845,8 @@ describe('outputs', () => {
         'EventBusArn',
       ].sort(),
     );
+    // The one schema the CLI and local mode read them by names every output, and no other.
+    expect(Object.keys(outputs).sort()).toEqual(Object.keys(stackOutputsSchema.shape).sort());
     expect(outputs.TimeZone?.Value).toBe('UTC');
     // verify reads an archive gone after these days as expired by policy, not missing.
     expect(outputs.AccessArchiveRetentionDays?.Value).toBe('90');

@@ -5,9 +5,9 @@ import { SFNClient } from '@aws-sdk/client-sfn';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type { AwsClientStub } from 'aws-sdk-client-mock';
-import type { StackNames } from '#local/endpoints';
 import type { LedgerItem } from '#shared/ledger';
 import { type CliContext, contextFromClients } from '../../../bin/cli/target.ts';
+import type { StackNames } from '../../../lib/stack-outputs.ts';
 
 export const NOW = new Date('2026-11-21T12:00:00.000Z');
 
