@@ -14,8 +14,11 @@ export async function resolveSubject(input: StepInput, deps: StepDeps): Promise<
   if (item.status === 'completed') return { found: item.outcome !== 'no_data', already_completed: true };
   if (item.svc_user_id !== undefined) {
     // A new execution: its waits for platform capacity are counted afresh.
-    if (item.platform_waits !== undefined) {
-      await deps.ledger.update(input.request_id, { platform_waits: null }, ['received', 'running']);
+    if (item.platform_waits !== undefined || item.export_slot_waits !== undefined) {
+      await deps.ledger.update(input.request_id, { platform_waits: null, export_slot_waits: null }, [
+        'received',
+        'running',
+      ]);
     }
     return { found: true, already_completed: false };
   }
@@ -28,6 +31,7 @@ export async function resolveSubject(input: StepInput, deps: StepDeps): Promise<
       step: 'resolving',
       error: null,
       platform_waits: null,
+      export_slot_waits: null,
       ...(result.found ? { svc_user_id: result.svcUserId } : {}),
     },
     ['received', 'running'],

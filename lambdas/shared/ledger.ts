@@ -180,6 +180,8 @@ export const ledgerItemSchema = z.object({
   export_starts_refused: z.number().int().nonnegative().optional(),
   /** Waits for platform capacity (rate, export slot, outage) since the subject was last resolved. */
   platform_waits: z.number().int().nonnegative().optional(),
+  /** Of those, the waits for a free export slot: they alone set how long the next one lasts. */
+  export_slot_waits: z.number().int().nonnegative().optional(),
   export_polls: z.number().int().nonnegative().default(0),
   export_waited_seconds: z.number().int().nonnegative().default(0),
   export_started_at: z.string().optional(),
@@ -695,19 +697,25 @@ export class Ledger {
 
   /**
    * Counts one wait for platform capacity on an open request and answers how many it has made
-   * since its execution resolved the subject (ResolveSubject clears the count); undefined when the
-   * request is no longer open.
+   * since its execution resolved the subject (ResolveSubject clears the counts), with how many of
+   * them were for an export slot when `forExportSlot`; undefined when the request is no longer open.
    */
-  async countPlatformWait(requestId: string): Promise<number | undefined> {
+  async countPlatformWait(
+    requestId: string,
+    forExportSlot = false,
+  ): Promise<{ waits: number; exportSlotWaits: number } | undefined> {
     try {
       const answer = await this.db.send(
         new UpdateItemCommand({
           TableName: this.tableName,
           Key: keyOf(requestId),
-          UpdateExpression: 'SET #waits = if_not_exists(#waits, :zero) + :one, #updated_at = :now',
+          UpdateExpression: `SET #waits = if_not_exists(#waits, :zero) + :one, ${
+            forExportSlot ? '#slot_waits = if_not_exists(#slot_waits, :zero) + :one, ' : ''
+          }#updated_at = :now`,
           ConditionExpression: 'attribute_exists(request_id) AND #status IN (:received, :running)',
           ExpressionAttributeNames: {
             '#waits': 'platform_waits',
+            ...(forExportSlot ? { '#slot_waits': 'export_slot_waits' } : {}),
             '#updated_at': 'updated_at',
             '#status': 'status',
           },
@@ -722,7 +730,8 @@ export class Ledger {
         }),
       );
       const waits = answer.Attributes?.platform_waits?.N;
-      return waits === undefined ? undefined : Number(waits);
+      if (waits === undefined) return undefined;
+      return { waits: Number(waits), exportSlotWaits: Number(answer.Attributes?.export_slot_waits?.N ?? 0) };
     } catch (error) {
       if (error instanceof Error && error.name === 'ConditionalCheckFailedException') return undefined;
       throw error;

@@ -79,9 +79,10 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
     return await run();
   } catch (error) {
     if (!(error instanceof PlatformCapacityError)) throw error;
-    const waits = await base.ledger.countPlatformWait(requestId);
+    const counted = await base.ledger.countPlatformWait(requestId, error.reason === 'exports');
     // No longer open: running again lets the step say why (cancelled, ended).
-    if (waits === undefined) return await run();
+    if (counted === undefined) return await run();
+    const { waits, exportSlotWaits } = counted;
     if (waits > MAX_PLATFORM_WAITS) {
       stepDeps.logger.warn(UNMETERED_MESSAGE, {
         waits,
@@ -92,7 +93,7 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
     const random = base.random ?? Math.random;
     const seconds =
       error.reason === 'exports'
-        ? exportSlotWaitSeconds(waits, random)
+        ? exportSlotWaitSeconds(exportSlotWaits, random)
         : error.reason === 'outage'
           ? outageWaitSeconds(error.waitSeconds, random)
           : error.waitSeconds;
@@ -118,9 +119,10 @@ export const MAX_PLATFORM_WAITS = 50;
 const EXPORT_SLOT_MAX_WAIT_SECONDS = 3600;
 
 /**
- * The wait for a free export slot after `waits` waits: growing by half each time from 2 s, up to
- * an hour, with jitter, so a queue of thousands asks for slots at a pace that does not grow
- * with its length.
+ * The wait for a free export slot after `waits` waits for one: growing by half each time from 2 s,
+ * up to an hour, with jitter, so a queue of thousands asks for slots at a pace that does not grow
+ * with its length. Only the waits for a slot count: a request that waited for rate slots on its way
+ * here starts at the short end, and does not sleep through the slots that free meanwhile.
  */
 export function exportSlotWaitSeconds(waits: number, random: () => number): number {
   const nominal = Math.min(EXPORT_SLOT_MAX_WAIT_SECONDS, 2 * 1.5 ** Math.min(Math.max(waits, 1), 30));

@@ -19,7 +19,12 @@ import {
 import { Ledger, type LedgerPatch } from '#shared/ledger';
 import { PlatformGate } from '#shared/platform-gate';
 import type { StepDeps } from '#shared/step-deps';
-import { MAX_PLATFORM_WAITS, makeStepHandler, outageWaitSeconds } from '#shared/step-handler';
+import {
+  exportSlotWaitSeconds,
+  MAX_PLATFORM_WAITS,
+  makeStepHandler,
+  outageWaitSeconds,
+} from '#shared/step-handler';
 import { archiveExport, archiveKey } from '../../../lambdas/archive-export/archive-export.ts';
 import { checkExport } from '../../../lambdas/check-export/check-export.ts';
 import { eraseSubject } from '../../../lambdas/erase-subject/erase-subject.ts';
@@ -249,6 +254,20 @@ describe('startExport', () => {
     await gate.releaseExport('another-request');
     expect(await handler({ request_id: id })).toMatchObject({ status: 'pending', attempt: 1 });
     expect(Object.keys(await gate.exportHolders())).toEqual([id]);
+  });
+
+  it('grows the wait for an export slot from the waits for a slot alone, not from the waits for rate before them', async () => {
+    // Ten waits for rate slots on the way here: counted all together, the first wait for an export
+    // slot would last 2 s x 1.5^11, about three minutes, and sleep through the slots freed meanwhile.
+    const id = await requestIn({ svc_user_id: 'svc-1', platform_waits: 10 });
+    const gate = await freshGate({ maxOpenExports: 1 });
+    await gate.acquireExport('another-request');
+    const handler = makeStepHandler(startExportStep, () => ({ ...deps, gate, random: () => 1 }));
+
+    expect(await handler({ request_id: id })).toEqual({ platform_wait: { reason: 'exports', seconds: 3 } });
+    expect(await handler({ request_id: id })).toEqual({ platform_wait: { reason: 'exports', seconds: 5 } });
+    expect(await ledger.require(id)).toMatchObject({ platform_waits: 12, export_slot_waits: 2 });
+    expect(exportSlotWaitSeconds(30, () => 1)).toBe(3600);
   });
 
   it('waits out an open circuit for what the gate asks, stretched at random so the held executions spread', async () => {
