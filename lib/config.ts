@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MINIMUM_RETENTION_MONTHS } from '../lambdas/shared/audit.ts';
 import { DEFAULT_TIME_ZONE, isTimeZone } from '../lambdas/shared/deadlines.ts';
+import { DEFAULTS } from '../lambdas/shared/defaults.ts';
 import { downloadPolicySchema } from '../lambdas/shared/download-policy.ts';
 import { DEFAULT_VERIFICATION_POLICY, verificationPolicySchema } from '../lambdas/shared/verification.ts';
 
@@ -80,8 +81,7 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   accessArchiveRetentionDays: 'a whole number of days from 1 to 3650',
   erasureArchiveRetentionDays: 'a whole number of days from 1 to 3650',
   auditRetentionMonths: `a whole number of months from ${MINIMUM_RETENTION_MONTHS} (CCPA record keeping) to ${MAX_AUDIT_RETENTION_MONTHS}`,
-  ledgerMinimiseAfterDays:
-    'a whole number of days from 1 to 3650 (default 730, the CCPA §7101 24 months): how long after a request ends the ledger keeps who it names before replacing them with keyed hashes',
+  ledgerMinimiseAfterDays: `a whole number of days from 1 to 3650 (default ${DEFAULTS.ledgerMinimiseAfterDays}, the CCPA §7101 24 months): how long after a request ends the ledger keeps who it names before replacing them with keyed hashes`,
   alarmEmail: 'an e-mail address for alarm notifications, or leave it out',
   ledgerLegacyStatusIndex:
     'true only while migrating a ledger created before the open index (docs/deploy.md), otherwise false or left out',
@@ -142,26 +142,26 @@ const baseSchema = z.strictObject({
   ssoTokenHeader: z
     .string()
     .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/, 'expected an HTTP header name')
-    .default('x-svc-sso-access-token'),
+    .default(DEFAULTS.ssoTokenHeader),
   userIdField: z
     .string()
     .regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'expected a field name')
-    .default('svc_user_id'),
-  pollInitialSeconds: wholeNumber(1, 3600).default(30),
-  pollMaxSeconds: wholeNumber(1, 86_400).default(1800),
-  pollBudgetSeconds: wholeNumber(60, 30 * 86_400).default(72 * 3600),
-  exportMaxAttempts: wholeNumber(1, 10).default(3),
-  retryHorizonHours: wholeNumber(1, 48).default(6),
-  platformRequestsPerSecond: z.number().min(0.1).max(500).default(10),
-  platformBurst: wholeNumber(1, 10_000).default(10),
-  platformMaxOpenExports: wholeNumber(1, 2_000).default(25),
+    .default(DEFAULTS.userIdField),
+  pollInitialSeconds: wholeNumber(1, 3600).default(DEFAULTS.pollInitialSeconds),
+  pollMaxSeconds: wholeNumber(1, 86_400).default(DEFAULTS.pollMaxSeconds),
+  pollBudgetSeconds: wholeNumber(60, 30 * 86_400).default(DEFAULTS.pollBudgetSeconds),
+  exportMaxAttempts: wholeNumber(1, 10).default(DEFAULTS.exportMaxAttempts),
+  retryHorizonHours: wholeNumber(1, 48).default(DEFAULTS.retryHorizonHours),
+  platformRequestsPerSecond: z.number().min(0.1).max(500).default(DEFAULTS.platformRequestsPerSecond),
+  platformBurst: wholeNumber(1, 10_000).default(DEFAULTS.platformBurst),
+  platformMaxOpenExports: wholeNumber(1, 2_000).default(DEFAULTS.platformMaxOpenExports),
   accessArchiveRetentionDays: wholeNumber(1, 3650).default(90),
   erasureArchiveRetentionDays: wholeNumber(1, 3650).default(30),
   auditRetentionMonths: wholeNumber(MINIMUM_RETENTION_MONTHS, MAX_AUDIT_RETENTION_MONTHS).default(
     MINIMUM_RETENTION_MONTHS,
   ),
   /** Days after a request ends before the ledger keeps who it names only as keyed hashes (§7101: 24 months). */
-  ledgerMinimiseAfterDays: wholeNumber(1, 3650).default(730),
+  ledgerMinimiseAfterDays: wholeNumber(1, 3650).default(DEFAULTS.ledgerMinimiseAfterDays),
   alarmEmail: z.email().optional(),
   ledgerLegacyStatusIndex: z.boolean().default(false),
   deadlineDueSoonDays: wholeNumber(1, 60).default(7),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_TIME_ZONE, isTimeZone } from './deadlines.ts';
+import { DEFAULTS } from './defaults.ts';
 import { ConfigurationError } from './errors.ts';
 import { verificationPolicyEnvSchema } from './verification.ts';
 
@@ -22,10 +23,19 @@ const seconds = (fallback: number) => z.coerce.number().int().positive().default
 /** The platform gate's environment (platform-gate.ts): its table and limits, as the stack sets them. */
 export const gateEnvSchema = z.object({
   GATE_TABLE_NAME: z.string().min(1),
-  PLATFORM_REQUESTS_PER_SECOND: z.coerce.number().positive().max(10_000).default(10),
-  PLATFORM_BURST: z.coerce.number().int().min(1).max(10_000).default(10),
-  PLATFORM_MAX_OPEN_EXPORTS: z.coerce.number().int().min(1).max(2_000).default(25),
-  OUTAGE_HORIZON_SECONDS: seconds(6 * 3600),
+  PLATFORM_REQUESTS_PER_SECOND: z.coerce
+    .number()
+    .positive()
+    .max(10_000)
+    .default(DEFAULTS.platformRequestsPerSecond),
+  PLATFORM_BURST: z.coerce.number().int().min(1).max(10_000).default(DEFAULTS.platformBurst),
+  PLATFORM_MAX_OPEN_EXPORTS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(2_000)
+    .default(DEFAULTS.platformMaxOpenExports),
+  OUTAGE_HORIZON_SECONDS: seconds(DEFAULTS.retryHorizonHours * 3600),
   /** The longest wait for a rate slot spent inside the function (longer ones are Step Functions Waits). */
   PLATFORM_MAX_SLEEP_SECONDS: z.coerce.number().int().min(2).max(60).default(3),
 });
@@ -45,15 +55,15 @@ export const stepEnvSchema = z.object({
   PLATFORM_EXPORT_URL: z.url(),
   PLATFORM_ACTIVITY_URL: z.url(),
   SPOT_ID: z.string().min(1),
-  SSO_TOKEN_HEADER: z.string().min(1).default('x-svc-sso-access-token'),
-  USER_ID_FIELD: z.string().min(1).default('svc_user_id'),
+  SSO_TOKEN_HEADER: z.string().min(1).default(DEFAULTS.ssoTokenHeader),
+  USER_ID_FIELD: z.string().min(1).default(DEFAULTS.userIdField),
   PLATFORM_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
   DOWNLOAD_ALLOWED_HOSTS: csv,
   DOWNLOAD_INSECURE_HOSTS: csv,
-  POLL_INITIAL_SECONDS: seconds(30),
-  POLL_MAX_SECONDS: seconds(1800),
-  POLL_BUDGET_SECONDS: seconds(72 * 3600),
-  EXPORT_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(3),
+  POLL_INITIAL_SECONDS: seconds(DEFAULTS.pollInitialSeconds),
+  POLL_MAX_SECONDS: seconds(DEFAULTS.pollMaxSeconds),
+  POLL_BUDGET_SECONDS: seconds(DEFAULTS.pollBudgetSeconds),
+  EXPORT_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(DEFAULTS.exportMaxAttempts),
   RETRY_AFTER_CAP_SECONDS: z.coerce.number().int().nonnegative().default(20),
   ...gateEnvSchema.shape,
   TIME_ZONE: timeZoneSchema,
@@ -66,7 +76,7 @@ export type StepEnv = z.infer<typeof stepEnvSchema>;
  * `ledgerMinimiseAfterDays`; §7101 keeps the records 24 months).
  */
 export const minimisationEnvSchema = z.object({
-  MINIMISE_AFTER_DAYS: z.coerce.number().int().min(1).max(3650).default(730),
+  MINIMISE_AFTER_DAYS: z.coerce.number().int().min(1).max(3650).default(DEFAULTS.ledgerMinimiseAfterDays),
   /** The key of the hashes: the audit HMAC key, so the ledger's hashes are the audit records' subject hashes. */
   AUDIT_KEY_SECRET_ID: z.string().min(1),
 });

@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs';
 import { App } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
+import { minimisationEnvSchema, stepEnvSchema } from '../../lambdas/shared/config.ts';
+import { DEFAULTS } from '../../lambdas/shared/defaults.ts';
 import {
   CONFIG_KEYS,
   type ConfigKey,
@@ -214,6 +216,41 @@ describe('parseStackConfig', () => {
 
   it('lists every problem at once', () => {
     expect(problemsOf({ spotId: '', exportMaxAttempts: 0, alarmEmail: 'x' })).toHaveLength(3);
+  });
+});
+
+describe('defaults', () => {
+  it('fills an empty stack config and an unset Lambda environment with the same values', () => {
+    const config = parseStackConfig(undefined);
+    const env = stepEnvSchema.parse({
+      TABLE_NAME: 't',
+      ARCHIVE_BUCKET: 'a',
+      AUDIT_BUCKET: 'b',
+      AUDIT_KEY_SECRET_ID: 's',
+      PLATFORM_BASE_URL: 'https://platform.example',
+      PLATFORM_EXPORT_URL: 'https://export.example',
+      PLATFORM_ACTIVITY_URL: 'https://activity.example',
+      SPOT_ID: 'spot',
+      GATE_TABLE_NAME: 'g',
+    });
+    expect({
+      header: env.SSO_TOKEN_HEADER,
+      field: env.USER_ID_FIELD,
+      poll: [env.POLL_INITIAL_SECONDS, env.POLL_MAX_SECONDS, env.POLL_BUDGET_SECONDS],
+      attempts: env.EXPORT_MAX_ATTEMPTS,
+      gate: [env.PLATFORM_REQUESTS_PER_SECOND, env.PLATFORM_BURST, env.PLATFORM_MAX_OPEN_EXPORTS],
+      horizon: env.OUTAGE_HORIZON_SECONDS,
+    }).toEqual({
+      header: config.ssoTokenHeader,
+      field: config.userIdField,
+      poll: [config.pollInitialSeconds, config.pollMaxSeconds, config.pollBudgetSeconds],
+      attempts: config.exportMaxAttempts,
+      gate: [config.platformRequestsPerSecond, config.platformBurst, config.platformMaxOpenExports],
+      horizon: config.retryHorizonHours * 3600,
+    });
+    expect(config.pollBudgetSeconds).toBe(DEFAULTS.pollBudgetSeconds);
+    const minimise = minimisationEnvSchema.parse({ AUDIT_KEY_SECRET_ID: 's' });
+    expect(minimise.MINIMISE_AFTER_DAYS).toBe(config.ledgerMinimiseAfterDays);
   });
 });
 
