@@ -114,48 +114,104 @@ export class DsrStack extends Stack {
     this.config = parseStackConfig(props.config ?? this.node.tryGetContext(CONFIG_CONTEXT_KEY));
     const config = this.config;
     this.#refuseDeployWithPlaceholders(config);
-    const logRetention = retentionDays(config.logRetentionDays);
 
-    this.key = new kms.Key(this, 'DataKey', {
+    const keys = this.#keys();
+    this.key = keys.data;
+    this.operationsKey = keys.operations;
+    const queues = this.#queues();
+    this.intakeDeadLetterQueue = queues.deadLetter;
+    this.quarantineQueue = queues.quarantine;
+    this.intakeQueue = queues.intake;
+    const tables = this.#tables(config);
+    this.ledger = tables.ledger;
+    this.platformGate = tables.gate;
+    const buckets = this.#buckets(config);
+    this.accessLogBucket = buckets.accessLog;
+    this.archiveBucket = buckets.archive;
+    this.auditBucket = buckets.audit;
+    // Secrets: one each, so a function is granted only the ones its calls need.
+    this.secrets = this.#secrets(config);
+
+    const context = this.#functionContext(config);
+    const steps = this.#steps(context);
+    this.workflow = this.#workflow(config, steps, context.defaults.logRetention);
+    this.#guardHistoryBudget(config);
+    const intake = this.#intake(context);
+    const sweep = this.#deadlineSweep(context);
+    const reconciler = this.#reconciler(context);
+    this.eventBus = this.#eventBus(config);
+    const statusEvents = this.#statusEvents(context);
+    this.functions = {
+      ...steps,
+      Intake: intake,
+      DeadlineSweep: sweep,
+      Reconciler: reconciler,
+      StatusEvents: statusEvents,
+    };
+
+    this.alarms = this.#alarms(config);
+    this.operatorPolicy = this.#operatorPolicy();
+    this.#tag(config.stage, [
+      this.key,
+      this.intakeQueue,
+      this.intakeDeadLetterQueue,
+      this.quarantineQueue,
+      this.ledger,
+      this.archiveBucket,
+      this.auditBucket,
+      ...Object.values(this.secrets),
+    ]);
+    this.#outputs(config);
+  }
+
+  /** The data key (requests, ledger, archives, audit, secrets, history) and the operations key (logs, alarms). */
+  #keys(): { data: kms.Key; operations: kms.Key } {
+    const data = new kms.Key(this, 'DataKey', {
       description:
         'svc-dsr: encrypts requests, ledger, archives, audit records, the secret and execution history',
       enableKeyRotation: true,
       removalPolicy: RemovalPolicy.RETAIN,
     });
-    this.operationsKey = new kms.Key(this, 'OperationsKey', {
+    const operations = new kms.Key(this, 'OperationsKey', {
       description: 'svc-dsr: encrypts log groups and alarm notifications',
       enableKeyRotation: true,
       removalPolicy: RemovalPolicy.RETAIN,
     });
-    this.#letServicesUseOperationsKey();
+    this.#letServicesUseOperationsKey(operations);
+    return { data, operations };
+  }
 
-    // Queues
+  /** The intake queue, its dead-letter queue and the quarantine queue, encrypted with the data key. */
+  #queues(): { intake: sqs.Queue; deadLetter: sqs.Queue; quarantine: sqs.Queue } {
     const queueDefaults = {
       encryption: sqs.QueueEncryption.KMS,
       encryptionMasterKey: this.key,
       enforceSSL: true,
     } as const;
-    this.intakeDeadLetterQueue = new sqs.Queue(this, 'IntakeDeadLetterQueue', {
+    const deadLetter = new sqs.Queue(this, 'IntakeDeadLetterQueue', {
       ...queueDefaults,
       retentionPeriod: Duration.days(14),
     });
-    this.quarantineQueue = new sqs.Queue(this, 'QuarantineQueue', {
+    const quarantine = new sqs.Queue(this, 'QuarantineQueue', {
       ...queueDefaults,
       retentionPeriod: Duration.days(14),
     });
     acknowledge(
-      this.quarantineQueue,
+      quarantine,
       'AwsSolutions-SQS3',
       'The quarantine queue is itself the end of the line for messages intake could not accept; operators read it, nothing consumes it automatically, and it is alarmed',
     );
-    this.intakeQueue = new sqs.Queue(this, 'IntakeQueue', {
+    const intake = new sqs.Queue(this, 'IntakeQueue', {
       ...queueDefaults,
       visibilityTimeout: Duration.minutes(6),
-      deadLetterQueue: { queue: this.intakeDeadLetterQueue, maxReceiveCount: 5 },
+      deadLetterQueue: { queue: deadLetter, maxReceiveCount: 5 },
     });
+    return { intake, deadLetter, quarantine };
+  }
 
-    // Ledger
-    this.ledger = new dynamodb.Table(this, 'Ledger', {
+  /** The ledger, with its open-requests index, and the platform gate's table. */
+  #tables(config: StackConfig): { ledger: dynamodb.Table; gate: dynamodb.Table } {
+    const ledger = new dynamodb.Table(this, 'Ledger', {
       partitionKey: { name: 'request_id', type: dynamodb.AttributeType.STRING },
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
       encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED,
@@ -170,20 +226,20 @@ export class DsrStack extends Stack {
     // change on every platform call. They hold request ids (the export slots) and times, nothing
     // about a subject, so DynamoDB's own encryption does; losing them loses nothing but the pace,
     // so no backup and no retention.
-    this.platformGate = new dynamodb.Table(this, 'PlatformGate', {
+    const gate = new dynamodb.Table(this, 'PlatformGate', {
       partitionKey: { name: GATE_KEY, type: dynamodb.AttributeType.STRING },
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
       encryption: dynamodb.TableEncryption.DEFAULT,
       removalPolicy: RemovalPolicy.DESTROY,
     });
     acknowledge(
-      this.platformGate,
+      gate,
       'AwsSolutions-DDB3',
       'The platform gate holds only the live pace of platform calls and who holds an export slot; a restore would bring back stale slots, so it has no point-in-time recovery',
     );
     // Open requests only (the key is set while a request is owed an answer), sharded so that a
     // mass drop with one status and one due date lands on many partitions.
-    this.ledger.addGlobalSecondaryIndex({
+    ledger.addGlobalSecondaryIndex({
       indexName: OPEN_DUE_INDEX,
       partitionKey: { name: OPEN_SHARD_ATTRIBUTE, type: dynamodb.AttributeType.STRING },
       sortKey: { name: 'due_at', type: dynamodb.AttributeType.STRING },
@@ -193,16 +249,19 @@ export class DsrStack extends Stack {
     if (config.ledgerLegacyStatusIndex) {
       // The index of ledgers created before the open index, kept for one deploy while they migrate
       // (DynamoDB adds or drops one index per update; docs/deploy.md).
-      this.ledger.addGlobalSecondaryIndex({
+      ledger.addGlobalSecondaryIndex({
         indexName: LEGACY_STATUS_DUE_INDEX,
         partitionKey: { name: 'status', type: dynamodb.AttributeType.STRING },
         sortKey: { name: 'due_at', type: dynamodb.AttributeType.STRING },
       });
     }
+    return { ledger, gate };
+  }
 
-    // Buckets
+  /** The access-log bucket, the archive bucket (lifecycle per request type) and the object-locked audit bucket. */
+  #buckets(config: StackConfig): { accessLog: s3.Bucket; archive: s3.Bucket; audit: s3.Bucket } {
     const auditRetentionDays = retentionDaysForMonths(config.auditRetentionMonths);
-    this.accessLogBucket = new s3.Bucket(this, 'AccessLogBucket', {
+    const accessLog = new s3.Bucket(this, 'AccessLogBucket', {
       // S3 server access logging can only deliver to a bucket encrypted with S3-managed keys.
       encryption: s3.BucketEncryption.S3_MANAGED,
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
@@ -223,14 +282,14 @@ export class DsrStack extends Stack {
       enforceSSL: true,
       versioned: true,
       objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-      serverAccessLogsBucket: this.accessLogBucket,
+      serverAccessLogsBucket: accessLog,
       removalPolicy: RemovalPolicy.RETAIN,
     } as const;
     const longestArchiveDays = Math.max(
       config.accessArchiveRetentionDays,
       config.erasureArchiveRetentionDays,
     );
-    this.archiveBucket = new s3.Bucket(this, 'ArchiveBucket', {
+    const archive = new s3.Bucket(this, 'ArchiveBucket', {
       ...bucketDefaults,
       serverAccessLogsPrefix: 'archive/',
       lifecycleRules: [
@@ -259,7 +318,7 @@ export class DsrStack extends Stack {
         },
       ],
     });
-    this.auditBucket = new s3.Bucket(this, 'AuditBucket', {
+    const audit = new s3.Bucket(this, 'AuditBucket', {
       ...bucketDefaults,
       serverAccessLogsPrefix: 'audit/',
       objectLockEnabled: true,
@@ -275,23 +334,31 @@ export class DsrStack extends Stack {
           'Fix: only for a test stage; production stages use COMPLIANCE, the default.',
       );
     }
+    return { accessLog, archive, audit };
+  }
 
-    // Secrets: one each, so a function is granted only the ones its calls need.
-    this.secrets = this.#secrets(config);
-    const secretKey =
-      config.existingSecrets?.keyArn === undefined
-        ? undefined
-        : kms.Key.fromKeyArn(this, 'ExistingSecretsKey', config.existingSecrets.keyArn);
-
-    // Step functions
-    const functionDefaults = { logRetention, logKey: this.operationsKey } as const;
-    // The platform gate's limits, for every function that uses it (lambdas/shared/platform-gate.ts).
+  /** What every function shares: log settings, the platform gate's limits, the key of existing secrets. */
+  #functionContext(config: StackConfig): FunctionContext {
     const gateSettings = {
       PLATFORM_REQUESTS_PER_SECOND: String(config.platformRequestsPerSecond),
       PLATFORM_BURST: String(config.platformBurst),
       PLATFORM_MAX_OPEN_EXPORTS: String(config.platformMaxOpenExports),
       OUTAGE_HORIZON_SECONDS: String(config.retryHorizonHours * 3600),
     };
+    return {
+      config,
+      defaults: { logRetention: retentionDays(config.logRetentionDays), logKey: this.operationsKey },
+      // The platform gate's limits, for every function that uses it (lambdas/shared/platform-gate.ts).
+      gateSettings,
+      secretKey:
+        config.existingSecrets?.keyArn === undefined
+          ? undefined
+          : kms.Key.fromKeyArn(this, 'ExistingSecretsKey', config.existingSecrets.keyArn),
+    };
+  }
+
+  /** One function per workflow step, each granted only what its step does. */
+  #steps({ config, defaults, gateSettings, secretKey }: FunctionContext): Record<StepName, DsrFunction> {
     const stepSettings: Record<string, string> = {
       PLATFORM_BASE_URL: config.platformBaseUrl,
       PLATFORM_EXPORT_URL: config.platformExportUrl,
@@ -306,10 +373,10 @@ export class DsrStack extends Stack {
       EXPORT_MAX_ATTEMPTS: String(config.exportMaxAttempts),
       ...gateSettings,
     };
-    const steps = mapRecord(STEP_DIRECTORIES, (dir, step) => {
+    return mapRecord(STEP_DIRECTORIES, (dir, step) => {
       const archives = step === 'ArchiveExport';
       const fn = new DsrFunction(this, step, {
-        ...functionDefaults,
+        ...defaults,
         entry: `${lambdasDir}${dir}/handler.ts`,
         description: `svc-dsr workflow step ${step}`,
         environment: { ...stepSettings, DSR_STEP: step },
@@ -327,8 +394,14 @@ export class DsrStack extends Stack {
       else fn.bindEnvironment('ARCHIVE_BUCKET', this.archiveBucket.bucketName);
       return fn;
     });
+  }
 
-    // Workflow
+  /** The state machine, with its encrypted, retained log group. */
+  #workflow(
+    config: StackConfig,
+    steps: Record<StepName, DsrFunction>,
+    logRetention: logs.RetentionDays,
+  ): DsrWorkflow {
     const workflowLogs = new logs.LogGroup(this, 'WorkflowLogs', {
       // The vendedlogs prefix keeps the log delivery resource policy small however many machines log.
       // The group is retained, so its name carries the GUID of this stack's creation: after
@@ -342,7 +415,7 @@ export class DsrStack extends Stack {
       encryptionKey: this.operationsKey,
       removalPolicy: RemovalPolicy.RETAIN,
     });
-    this.workflow = new DsrWorkflow(this, 'Workflow', {
+    return new DsrWorkflow(this, 'Workflow', {
       functions: mapRecord(steps, (fn) => fn.function),
       // An explicit name: the role's KMS condition on the execution data names the machine's ARN,
       // which CDK cannot write for a machine whose name CloudFormation has yet to generate.
@@ -354,12 +427,12 @@ export class DsrStack extends Stack {
       encryptionKey: this.key,
       tracing: true,
     });
+  }
 
-    this.#guardHistoryBudget(config);
-
-    // Intake
+  /** Intake: validates each queued request, records it and starts its execution. */
+  #intake({ config, defaults, secretKey }: FunctionContext): DsrFunction {
     const intake = new DsrFunction(this, 'Intake', {
-      ...functionDefaults,
+      ...defaults,
       entry: `${lambdasDir}intake/handler.ts`,
       description: 'svc-dsr intake: validates requests, records them, starts their executions',
       timeout: Duration.minutes(1),
@@ -384,10 +457,13 @@ export class DsrStack extends Stack {
         maxConcurrency: config.intakeMaxConcurrency,
       }),
     );
+    return intake;
+  }
 
-    // Deadline sweep
+  /** The deadline sweep and its schedule. */
+  #deadlineSweep({ config, defaults, secretKey }: FunctionContext): DsrFunction {
     const sweep = new DsrFunction(this, 'DeadlineSweep', {
-      ...functionDefaults,
+      ...defaults,
       entry: `${lambdasDir}deadline-sweep/handler.ts`,
       description:
         'svc-dsr deadline sweep: publishes counts of overdue and due-soon requests, writes the daily audit manifest, minimises ended requests past their retention',
@@ -412,11 +488,17 @@ export class DsrStack extends Stack {
         new targets.LambdaFunction(sweep.function, { retryAttempts: 2, maxEventAge: Duration.hours(1) }),
       ],
     });
+    return sweep;
+  }
 
-    // Reconciler: its own function rather than part of the sweep: the reconciler starts
-    // executions, and that grant stays with it (the sweep writes the ledger only to minimise).
+  /**
+   * The reconciler and its schedule: its own function rather than part of the sweep, because the
+   * reconciler starts executions, and that grant stays with it (the sweep writes the ledger only to
+   * minimise).
+   */
+  #reconciler({ config, defaults, gateSettings }: FunctionContext): DsrFunction {
     const reconciler = new DsrFunction(this, 'Reconciler', {
-      ...functionDefaults,
+      ...defaults,
       entry: `${lambdasDir}reconciler/handler.ts`,
       description: 'svc-dsr reconciler: resumes open requests left without a running execution',
       timeout: Duration.minutes(5),
@@ -440,19 +522,27 @@ export class DsrStack extends Stack {
         new targets.LambdaFunction(reconciler.function, { retryAttempts: 2, maxEventAge: Duration.hours(1) }),
       ],
     });
+    return reconciler;
+  }
 
-    // Status events: every status change in the ledger, whoever wrote it (a step, intake, the
-    // state machine's own failure write, the reconciler, an operator), read from the table's stream.
-    this.eventBus =
-      config.eventBusArn === undefined
-        ? new events.EventBus(this, 'StatusEventBus', {
-            eventBusName: `${this.stackName}-status-events`,
-            description:
-              'svc-dsr: a "svc-dsr Request Status Changed" event for every status change (docs/events.md)',
-          })
-        : events.EventBus.fromEventBusArn(this, 'StatusEventBus', config.eventBusArn);
+  /** Where the status events go: a bus of the stack's own, or the one the config names. */
+  #eventBus(config: StackConfig): events.IEventBus {
+    return config.eventBusArn === undefined
+      ? new events.EventBus(this, 'StatusEventBus', {
+          eventBusName: `${this.stackName}-status-events`,
+          description:
+            'svc-dsr: a "svc-dsr Request Status Changed" event for every status change (docs/events.md)',
+        })
+      : events.EventBus.fromEventBusArn(this, 'StatusEventBus', config.eventBusArn);
+  }
+
+  /**
+   * Status events: every status change in the ledger, whoever wrote it (a step, intake, the state
+   * machine's own failure write, the reconciler, an operator), read from the table's stream.
+   */
+  #statusEvents({ defaults }: FunctionContext): DsrFunction {
     const statusEvents = new DsrFunction(this, 'StatusEvents', {
-      ...functionDefaults,
+      ...defaults,
       entry: `${lambdasDir}status-events/handler.ts`,
       description: 'svc-dsr status events: publishes every status change of the ledger on EventBridge',
       timeout: Duration.minutes(1),
@@ -470,16 +560,12 @@ export class DsrStack extends Stack {
         maxRecordAge: Duration.days(1),
       }),
     );
+    return statusEvents;
+  }
 
-    this.functions = {
-      ...steps,
-      Intake: intake,
-      DeadlineSweep: sweep,
-      Reconciler: reconciler,
-      StatusEvents: statusEvents,
-    };
-
-    // Alarms
+  /** The alarms, on the sweep's and the reconciler's metrics, the queues, the machine and every function. */
+  #alarms(config: StackConfig): DsrAlarms {
+    const sweepEvery = Duration.minutes(config.deadlineSweepMinutes);
     const sweepMetric = (metricName: string) =>
       new cloudwatch.Metric({
         namespace: METRICS_NAMESPACE,
@@ -496,7 +582,7 @@ export class DsrStack extends Stack {
         statistic: 'Maximum',
         period: Duration.minutes(config.reconcileMinutes),
       });
-    this.alarms = new DsrAlarms(this, 'Alarms', {
+    return new DsrAlarms(this, 'Alarms', {
       topicKey: this.operationsKey,
       ...(config.alarmEmail ? { email: config.alarmEmail } : {}),
       intakeQueue: this.intakeQueue,
@@ -518,20 +604,10 @@ export class DsrStack extends Stack {
       stuckRequests: reconcilerMetric('StuckRequests'),
       platformDownSeconds: reconcilerMetric('PlatformDownSeconds'),
     });
+  }
 
-    this.operatorPolicy = this.#operatorPolicy();
-    this.#tag(config.stage, [
-      this.key,
-      this.intakeQueue,
-      this.intakeDeadLetterQueue,
-      this.quarantineQueue,
-      this.ledger,
-      this.archiveBucket,
-      this.auditBucket,
-      ...Object.values(this.secrets),
-    ]);
-
-    // What the CLI reads (cdk deploy --outputs-file outputs.json)
+  /** What the CLI reads (cdk deploy --outputs-file outputs.json): lib/stack-outputs.ts names them. */
+  #outputs(config: StackConfig): void {
     const outputs: Record<StackOutputName, string> = {
       IntakeQueueUrl: this.intakeQueue.queueUrl,
       IntakeDeadLetterQueueUrl: this.intakeDeadLetterQueue.queueUrl,
@@ -733,8 +809,8 @@ export class DsrStack extends Stack {
   }
 
   /** CloudWatch Logs encrypts this stack's log groups and CloudWatch publishes alarms to the encrypted topic. */
-  #letServicesUseOperationsKey(): void {
-    this.operationsKey.addToResourcePolicy(
+  #letServicesUseOperationsKey(operationsKey: kms.Key): void {
+    operationsKey.addToResourcePolicy(
       new iam.PolicyStatement({
         principals: [new iam.ServicePrincipal(`logs.${this.region}.amazonaws.com`)],
         actions: [
@@ -753,7 +829,7 @@ export class DsrStack extends Stack {
         },
       }),
     );
-    this.operationsKey.addToResourcePolicy(
+    operationsKey.addToResourcePolicy(
       new iam.PolicyStatement({
         principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
         actions: ['kms:Decrypt', 'kms:GenerateDataKey'],
@@ -762,6 +838,15 @@ export class DsrStack extends Stack {
       }),
     );
   }
+}
+
+/** What every function of the stack shares. */
+interface FunctionContext {
+  readonly config: StackConfig;
+  readonly defaults: { readonly logRetention: logs.RetentionDays; readonly logKey: kms.IKey };
+  readonly gateSettings: Readonly<Record<string, string>>;
+  /** The key of the existing secrets the config names, when they have their own. */
+  readonly secretKey: kms.IKey | undefined;
 }
 
 /** The same keys, each value mapped. */
