@@ -35,7 +35,7 @@ import {
   OPEN_INDEX_ATTRIBUTES,
   OPEN_SHARD_ATTRIBUTE,
 } from '../lambdas/shared/ledger.ts';
-import { INTAKE_METRICS } from '../lambdas/shared/metrics.ts';
+import { INTAKE_METRICS, metricDimensions } from '../lambdas/shared/metrics.ts';
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
@@ -570,7 +570,7 @@ export class DsrStack extends Stack {
       new cloudwatch.Metric({
         namespace: METRICS_NAMESPACE,
         metricName,
-        dimensionsMap: { Stack: this.stackName },
+        dimensionsMap: metricDimensions(this.stackName),
         statistic: 'Maximum',
         period: sweepEvery,
       });
@@ -578,7 +578,7 @@ export class DsrStack extends Stack {
       new cloudwatch.Metric({
         namespace: METRICS_NAMESPACE,
         metricName,
-        dimensionsMap: { Stack: this.stackName, service: 'svc-dsr' },
+        dimensionsMap: metricDimensions(this.stackName),
         statistic: 'Maximum',
         period: Duration.minutes(config.reconcileMinutes),
       });
@@ -595,7 +595,7 @@ export class DsrStack extends Stack {
       overdueAtIntake: new cloudwatch.Metric({
         namespace: METRICS_NAMESPACE,
         metricName: INTAKE_METRICS.overdueAtIntake,
-        dimensionsMap: { Stack: this.stackName },
+        dimensionsMap: metricDimensions(this.stackName),
         statistic: 'Sum',
         period: Duration.minutes(5),
       }),

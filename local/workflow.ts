@@ -298,8 +298,8 @@ function ignoreExisting(error: unknown): void {
   throw error;
 }
 
-/** A StepLogger that writes Powertools-shaped JSON lines to `sink`. */
-export function jsonLogger(sink: (line: string) => void): StepLogger {
+/** A StepLogger that writes Powertools-shaped JSON lines to `sink`, with `keys` on every line. */
+export function jsonLogger(sink: (line: string) => void, keys: Record<string, unknown> = {}): StepLogger {
   const log = (level: string) => (message: string, attributes?: Record<string, unknown>) =>
     sink(
       JSON.stringify({
@@ -307,10 +307,17 @@ export function jsonLogger(sink: (line: string) => void): StepLogger {
         message,
         timestamp: new Date().toISOString(),
         service: 'svc-dsr',
+        ...keys,
         ...attributes,
       }),
     );
-  return { info: log('INFO'), warn: log('WARN'), error: log('ERROR'), debug: log('DEBUG') };
+  return {
+    info: log('INFO'),
+    warn: log('WARN'),
+    error: log('ERROR'),
+    debug: log('DEBUG'),
+    child: (more) => jsonLogger(sink, { ...keys, ...more }),
+  };
 }
 
 const functionResourceSchema = z.looseObject({

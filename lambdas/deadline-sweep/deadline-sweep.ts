@@ -1,5 +1,5 @@
+import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { type Ledger, noticesDue, OWED_STATUSES } from '#shared/ledger';
-import { embeddedMetricsLine, type MetricTarget } from '#shared/metrics';
 
 /**
  * Statuses of requests that still owe the subject an answer: `failed` too, since a failure of
@@ -154,17 +154,14 @@ export const DEADLINE_METRICS = {
 } as const;
 
 /**
- * One CloudWatch Embedded Metric Format line: CloudWatch Logs turns it into the three metrics, with
- * no SDK call and no IAM permission.
+ * Publishes the three counts through Powertools Metrics, stamped with the sweep's time: one
+ * Embedded Metric Format line, which CloudWatch Logs turns into metrics with no SDK call and no
+ * IAM permission.
  */
-export function deadlineMetricsLine(counts: DeadlineCounts, metrics: MetricTarget): string {
-  return embeddedMetricsLine(
-    metrics,
-    {
-      [DEADLINE_METRICS.overdue]: counts.overdue,
-      [DEADLINE_METRICS.dueSoon]: counts.due_soon,
-      [DEADLINE_METRICS.receiptsOverdue]: counts.receipts_overdue,
-    },
-    new Date(counts.checked_at),
-  );
+export function publishDeadlineMetrics(metrics: Metrics, counts: DeadlineCounts): void {
+  metrics.setTimestamp(new Date(counts.checked_at));
+  metrics.addMetric(DEADLINE_METRICS.overdue, MetricUnit.Count, counts.overdue);
+  metrics.addMetric(DEADLINE_METRICS.dueSoon, MetricUnit.Count, counts.due_soon);
+  metrics.addMetric(DEADLINE_METRICS.receiptsOverdue, MetricUnit.Count, counts.receipts_overdue);
+  metrics.publishStoredMetrics();
 }

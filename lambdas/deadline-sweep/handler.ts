@@ -1,18 +1,17 @@
-import { Logger } from '@aws-lambda-powertools/logger';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';
 import { type ManifestStore, writeDailyManifests } from '#shared/audit-manifest';
 import { minimisationEnvSchema, parseEnv } from '#shared/config';
 import { Ledger } from '#shared/ledger';
-import { powertoolsLogger } from '#shared/runtime';
+import { functionLogger, functionMetrics } from '#shared/powertools';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { functionSecretsFromEnv } from '#shared/secrets';
 import type { StepLogger } from '#shared/step-deps';
 import {
   type DeadlineCounts,
   type DeadlineSweepDeps,
-  deadlineMetricsLine,
+  publishDeadlineMetrics,
   sweepDeadlines,
 } from './deadline-sweep.ts';
 
@@ -32,10 +31,8 @@ export const deadlineSweepEnvSchema = z.object({
 /** What the handler needs besides the ledger. */
 export interface DeadlineSweepHandlerDeps extends DeadlineSweepDeps {
   readonly dueSoonDays: number;
-  readonly namespace: string;
-  readonly stack: string;
-  /** Writes one line where CloudWatch Logs picks up Embedded Metric Format. */
-  readonly emit: (line: string) => void;
+  /** Publishes the counts as metrics (publishDeadlineMetrics in Lambda). */
+  readonly publish: (counts: DeadlineCounts) => void;
   readonly logger: StepLogger;
   /** The audit bucket: each run writes the daily manifests not written yet. */
   readonly manifests: ManifestStore;
@@ -62,9 +59,7 @@ export function makeDeadlineSweepHandler(deps: () => DeadlineSweepHandlerDeps) {
       sweepDeps.logger.info('ended requests past their retention minimised', { ...retention });
     }
     const counts = await sweepDeadlines(sweepDeps, { dueSoonDays: sweepDeps.dueSoonDays });
-    sweepDeps.emit(
-      deadlineMetricsLine(counts, { namespace: sweepDeps.namespace, dimensions: { Stack: sweepDeps.stack } }),
-    );
+    sweepDeps.publish(counts);
     const summary = { ...counts };
     if (counts.overdue > 0) sweepDeps.logger.warn('open requests are overdue', summary);
     else if (counts.receipts_overdue > 0) {
@@ -81,17 +76,14 @@ function deadlineSweepLambdaDeps(): DeadlineSweepHandlerDeps {
     const env = parseEnv(deadlineSweepEnvSchema, process.env);
     const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
     const { auditHmacKey } = functionSecretsFromEnv(process.env);
+    const metrics = functionMetrics(env.METRICS_NAMESPACE, env.METRICS_STACK);
     lambdaDeps = {
       ledger: new Ledger(dynamo, env.TABLE_NAME),
       minimisation: { afterDays: env.MINIMISE_AFTER_DAYS, hmacKey: () => auditHmacKey() },
       clock: () => new Date(),
       dueSoonDays: env.DUE_SOON_DAYS,
-      namespace: env.METRICS_NAMESPACE,
-      stack: env.METRICS_STACK,
-      // Straight to stdout, as Powertools Metrics does: the runtime's JSON log format wraps
-      // console output, and a wrapped line is no longer read as Embedded Metric Format.
-      emit: (line) => process.stdout.write(`${line}\n`),
-      logger: powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
+      publish: (counts) => publishDeadlineMetrics(metrics, counts),
+      logger: functionLogger(),
       manifests: {
         s3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
         bucket: env.AUDIT_BUCKET,

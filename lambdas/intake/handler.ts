@@ -1,5 +1,5 @@
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
-import { Logger } from '@aws-lambda-powertools/logger';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
@@ -8,8 +8,7 @@ import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda'
 import { AuditTrail } from '#shared/audit';
 import { intakeEnvSchema, parseEnv } from '#shared/config';
 import { Ledger } from '#shared/ledger';
-import { embeddedMetricsLine } from '#shared/metrics';
-import { powertoolsLogger } from '#shared/runtime';
+import { functionLogger, functionMetrics } from '#shared/powertools';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { functionSecretsFromEnv } from '#shared/secrets';
 import { sfnStarter, sqsQuarantine } from './aws.ts';
@@ -40,6 +39,7 @@ function lambdaIntakeDeps(): IntakeDeps {
     const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
     const { auditHmacKey } = functionSecretsFromEnv(process.env);
     const ledger = new Ledger(dynamo, env.TABLE_NAME);
+    const metrics = functionMetrics(env.METRICS_NAMESPACE, env.METRICS_STACK);
     intakeDeps = {
       ledger,
       audit: new AuditTrail(
@@ -52,18 +52,13 @@ function lambdaIntakeDeps(): IntakeDeps {
       ),
       quarantine: sqsQuarantine(prepareSdkClient(new SQSClient(CACHED_MIDDLEWARE)), env.QUARANTINE_QUEUE_URL),
       startExecution: sfnStarter(prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE)), env.STATE_MACHINE_ARN),
-      logger: powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
+      logger: functionLogger(),
       timeZone: env.TIME_ZONE,
       clock: () => new Date(),
-      // Straight to stdout, as the deadline sweep's metrics: Embedded Metric Format.
-      countMetric: (name, value) =>
-        process.stdout.write(
-          `${embeddedMetricsLine(
-            { namespace: env.METRICS_NAMESPACE, dimensions: { Stack: env.METRICS_STACK } },
-            { [name]: value },
-            new Date(),
-          )}\n`,
-        ),
+      countMetric: (name, value) => {
+        metrics.addMetric(name, MetricUnit.Count, value);
+        metrics.publishStoredMetrics();
+      },
       verification: env.ACCEPTED_VERIFICATION_METHODS,
     };
   }

@@ -1,5 +1,4 @@
-import { Logger } from '@aws-lambda-powertools/logger';
-import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
@@ -8,7 +7,8 @@ import { AuditTrail } from '#shared/audit';
 import { gateEnvSchema, parseEnv } from '#shared/config';
 import { ConfigurationError } from '#shared/errors';
 import { Ledger } from '#shared/ledger';
-import { platformGate, powertoolsLogger } from '#shared/runtime';
+import { functionLogger, functionMetrics } from '#shared/powertools';
+import { platformGate } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { sfnStarter } from '../intake/aws.ts';
 import { sfnLookup } from './aws.ts';
@@ -50,12 +50,8 @@ function reconcilerLambdaDeps(): ReconcilerDeps & ReconcileOptions {
     const env = parseEnv(reconcilerEnvSchema, process.env);
     const sfn = prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE));
     const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
-    const logger = powertoolsLogger(new Logger({ serviceName: 'svc-dsr' }));
-    const metrics = new Metrics({
-      namespace: env.METRICS_NAMESPACE,
-      serviceName: 'svc-dsr',
-      defaultDimensions: { Stack: env.METRICS_STACK },
-    });
+    const logger = functionLogger();
+    const metrics = functionMetrics(env.METRICS_NAMESPACE, env.METRICS_STACK);
     const ledger = new Ledger(dynamo, env.TABLE_NAME);
     lambdaDeps = {
       ledger,

@@ -1,32 +1,9 @@
-/** Where a metric goes: its CloudWatch namespace and dimensions. */
-export interface MetricTarget {
-  readonly namespace: string;
-  readonly dimensions: Readonly<Record<string, string>>;
-}
+/** The `service` of every log line, metric and trace (Powertools adds it as a metric dimension). */
+export const SERVICE_NAME = 'svc-dsr';
 
-/**
- * One CloudWatch Embedded Metric Format line carrying `values` (counts) at `at`: CloudWatch Logs
- * turns it into metrics, with no SDK call and no IAM permission.
- */
-export function embeddedMetricsLine(
-  target: MetricTarget,
-  values: Readonly<Record<string, number>>,
-  at: Date,
-): string {
-  return JSON.stringify({
-    _aws: {
-      Timestamp: at.getTime(),
-      CloudWatchMetrics: [
-        {
-          Namespace: target.namespace,
-          Dimensions: [Object.keys(target.dimensions)],
-          Metrics: Object.keys(values).map((name) => ({ Name: name, Unit: 'Count' })),
-        },
-      ],
-    },
-    ...target.dimensions,
-    ...values,
-  });
+/** The dimensions of every svc-dsr metric, as Powertools Metrics writes them (powertools.ts) and the alarms read them. */
+export function metricDimensions(stack: string): Record<string, string> {
+  return { Stack: stack, service: SERVICE_NAME };
 }
 
 /** Metric names intake publishes; the stack's OverdueAtIntake alarm watches the first. */

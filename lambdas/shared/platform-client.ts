@@ -27,6 +27,7 @@ import {
   type RetrievedUser,
   retrieveResponseSchema,
 } from './platform-schemas.ts';
+import { traced } from './powertools.ts';
 import { Redactor } from './redact.ts';
 
 /** What the client writes to a log. Powertools Logger satisfies it. */
@@ -304,7 +305,16 @@ export class PlatformClient {
     return answer;
   }
 
-  async #send(spec: CallSpec): Promise<RawAnswer> {
+  /** One platform call, traced as `platform.<operation>` with its status (never its URL). */
+  #send(spec: CallSpec): Promise<RawAnswer> {
+    return traced(`platform.${spec.operation}`, async (annotate) => {
+      const answer = await this.#fetchAnswer(spec);
+      annotate('status', answer.status);
+      return answer;
+    });
+  }
+
+  async #fetchAnswer(spec: CallSpec): Promise<RawAnswer> {
     const started = performance.now();
     const headers: Record<string, string> = { accept: 'application/json', ...spec.headers };
     if (spec.body !== undefined) headers['content-type'] = 'application/json';

@@ -1,5 +1,4 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { Logger } from '@aws-lambda-powertools/logger';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
   DeleteObjectCommand,
@@ -15,6 +14,7 @@ import type { DownloadPolicy } from './download-policy.ts';
 import { Ledger } from './ledger.ts';
 import { type PlatformCallGate, PlatformClient } from './platform-client.ts';
 import { PlatformGate } from './platform-gate.ts';
+import { functionLogger, traced } from './powertools.ts';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from './sdk-clients.ts';
 import { type FunctionSecrets, functionSecretsFromEnv } from './secrets.ts';
 import type { ArchiveStore, StepDeps, StepLogger } from './step-deps.ts';
@@ -41,14 +41,18 @@ export function s3ArchiveStore(
   });
   return {
     async copy(link, key, requestType) {
-      const result = await copyExportToS3(
-        link,
-        { ...target(key), tags: { [REQUEST_TYPE_TAG]: requestType } },
-        {
-          policy: options.policy,
-          ...(options.idleTimeoutMs ? { idleTimeoutMs: options.idleTimeoutMs } : {}),
-        },
-      );
+      const result = await traced('archive.copy', async (annotate) => {
+        const copied = await copyExportToS3(
+          link,
+          { ...target(key), tags: { [REQUEST_TYPE_TAG]: requestType } },
+          {
+            policy: options.policy,
+            ...(options.idleTimeoutMs ? { idleTimeoutMs: options.idleTimeoutMs } : {}),
+          },
+        );
+        annotate('bytes', copied.bytes);
+        return copied;
+      });
       return {
         bytes: result.bytes,
         sha256: result.sha256,
@@ -57,7 +61,7 @@ export function s3ArchiveStore(
     },
     async verify(key, expected) {
       try {
-        const verified = await verifyStoredZip(target(key), expected);
+        const verified = await traced('archive.verify', () => verifyStoredZip(target(key), expected));
         return { entries: verified.entries.length };
       } catch (error) {
         // A copy that fails verification must not linger where it could be mistaken for the archive.
@@ -223,19 +227,8 @@ export function lambdaStepDeps(): StepDeps {
         dynamo: prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE)),
       },
       functionSecretsFromEnv(process.env),
-      powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
+      functionLogger(),
     );
   }
   return lambdaDeps;
-}
-
-/** Adapts a Powertools Logger (JSON lines, CloudWatch-friendly) to the StepLogger interface. */
-export function powertoolsLogger(logger: Logger): StepLogger {
-  const log =
-    (level: 'info' | 'warn' | 'error' | 'debug') =>
-    (message: string, attributes?: Record<string, unknown>) => {
-      if (attributes === undefined) logger[level](message);
-      else logger[level](message, attributes);
-    };
-  return { info: log('info'), warn: log('warn'), error: log('error'), debug: log('debug') };
 }

@@ -7,6 +7,7 @@
  */
 
 import { recordCalls } from './call-recorder.ts';
+import { traceClient } from './powertools.ts';
 
 /** The part of an SDK v3 client this module touches. */
 interface ClientWithMiddleware {
@@ -28,12 +29,13 @@ export const SDK_LOGGER_MIDDLEWARE = 'loggerMiddleware';
 export const CACHED_MIDDLEWARE = { cacheMiddleware: true } as const;
 
 /**
- * Prepares an SDK client the way every svc-dsr client is: without the SDK's logger middleware, and
- * with the call recorder that the IAM proof reads (`call-recorder.ts`). Returns the client.
+ * Prepares an SDK client the way every svc-dsr client is: without the SDK's logger middleware,
+ * traced by the function's Tracer (in Lambda), and with the call recorder that the IAM proof reads
+ * (`call-recorder.ts`). Returns the client.
  */
 export function prepareSdkClient<T extends ClientWithMiddleware & Parameters<typeof recordCalls>[0]>(
   client: T,
 ): T {
   client.middlewareStack.remove(SDK_LOGGER_MIDDLEWARE);
-  return recordCalls(client);
+  return recordCalls(traceClient(client));
 }

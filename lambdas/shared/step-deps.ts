@@ -17,12 +17,14 @@ export interface ArchiveStore {
   remove(key: string): Promise<number>;
 }
 
-/** What step code logs through. Powertools Logger satisfies it. */
+/** What step code logs through: a Powertools Logger (powertools.ts) in Lambda, JSON lines locally. */
 export interface StepLogger {
   info(message: string, attributes?: Record<string, unknown>): void;
   warn(message: string, attributes?: Record<string, unknown>): void;
   error(message: string, attributes?: Record<string, unknown>): void;
   debug(message: string, attributes?: Record<string, unknown>): void;
+  /** A logger that adds `keys` to every line; without it, the lines go without them. */
+  child?(keys: Record<string, unknown>): StepLogger;
 }
 
 /** Everything a step's domain function needs, as narrow interfaces. */

@@ -6,7 +6,7 @@ import {
   StepInputError,
 } from './errors.ts';
 import { unmetered } from './platform-gate.ts';
-import type { StepDeps, StepLogger } from './step-deps.ts';
+import type { StepDeps } from './step-deps.ts';
 
 /** A step: its input and output contracts and its domain function. */
 export interface StepDefinition<I extends z.ZodType, O extends z.ZodType> {
@@ -54,7 +54,7 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
     typeof event === 'object' && event !== null && 'request_id' in event ? String(event.request_id) : '';
   const stepDeps: StepDeps = {
     ...base,
-    logger: withKeys(base.logger, { request_id: requestId, step: step.name }),
+    logger: base.logger.child?.({ request_id: requestId, step: step.name }) ?? base.logger,
   };
   const attempt = async () => step.output.parse(await step.run(parsed.data, stepDeps)) as z.infer<O>;
   const run = async () => {
@@ -144,12 +144,3 @@ export const platformWaitAnswerSchema = z.looseObject({
     seconds: z.number().int().positive(),
   }),
 });
-
-function withKeys(logger: StepLogger, keys: Record<string, unknown>): StepLogger {
-  return {
-    info: (message, attributes) => logger.info(message, { ...keys, ...attributes }),
-    warn: (message, attributes) => logger.warn(message, { ...keys, ...attributes }),
-    error: (message, attributes) => logger.error(message, { ...keys, ...attributes }),
-    debug: (message, attributes) => logger.debug(message, { ...keys, ...attributes }),
-  };
-}

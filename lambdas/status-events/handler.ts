@@ -1,11 +1,10 @@
-import { Logger } from '@aws-lambda-powertools/logger';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { z } from 'zod';
 import { parseEnv } from '#shared/config';
-import { powertoolsLogger } from '#shared/runtime';
+import { functionLogger } from '#shared/powertools';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import type { StepLogger } from '#shared/step-deps';
 import { type LedgerChange, type PutEntries, publishStatusChanges } from './status-events.ts';
@@ -58,7 +57,7 @@ function statusEventsLambdaDeps(): StatusEventsDeps {
     lambdaDeps = {
       bus: env.EVENT_BUS,
       put: eventBridgePut(prepareSdkClient(new EventBridgeClient(CACHED_MIDDLEWARE))),
-      logger: powertoolsLogger(new Logger({ serviceName: 'svc-dsr' })),
+      logger: functionLogger(),
     };
   }
   return lambdaDeps;

@@ -616,7 +616,11 @@ describe('deadline sweep', () => {
     template.hasResourceProperties('AWS::CloudWatch::Alarm', {
       Namespace: env.METRICS_NAMESPACE,
       MetricName: DEADLINE_METRICS.overdue,
-      Dimensions: [{ Name: 'Stack', Value: env.METRICS_STACK }],
+      // As Powertools Metrics writes them: the stack, and the service it adds.
+      Dimensions: [
+        { Name: 'Stack', Value: env.METRICS_STACK },
+        { Name: 'service', Value: 'svc-dsr' },
+      ],
       Period: 3600,
       Threshold: 1,
       ComparisonOperator: 'GreaterThanOrEqualToThreshold',
@@ -720,7 +724,10 @@ describe('alarms', () => {
       Statistic: 'Maximum',
       Threshold: 1,
       EvaluationPeriods: 1,
-      Dimensions: [{ Name: 'Stack', Value: 'Test' }],
+      Dimensions: [
+        { Name: 'Stack', Value: 'Test' },
+        { Name: 'service', Value: 'svc-dsr' },
+      ],
       AlarmActions: [{ Ref: topic }],
     });
   });
@@ -731,7 +738,10 @@ describe('alarms', () => {
       Namespace: 'svc-dsr',
       Statistic: 'Sum',
       Threshold: 1,
-      Dimensions: [{ Name: 'Stack', Value: 'Test' }],
+      Dimensions: [
+        { Name: 'Stack', Value: 'Test' },
+        { Name: 'service', Value: 'svc-dsr' },
+      ],
     });
     const berlin = synth({ ...productionConfig, timeZone: 'Europe/Berlin' });
     berlin.hasResourceProperties('AWS::Lambda::Function', {

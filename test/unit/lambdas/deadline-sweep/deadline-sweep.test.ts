@@ -14,11 +14,12 @@ import {
   openRequestSchema,
   type Status,
 } from '#shared/ledger';
+import { functionMetrics } from '#shared/powertools';
 import type { DsrRequest } from '#shared/request';
 import {
   DEADLINE_METRICS,
   type DeadlineCounts,
-  deadlineMetricsLine,
+  publishDeadlineMetrics,
   sweepDeadlines,
 } from '../../../../lambdas/deadline-sweep/deadline-sweep.ts';
 import {
@@ -269,18 +270,36 @@ const counts: DeadlineCounts = {
   receipts_overdue_request_ids: ['a', 'd'],
 };
 
-describe('deadlineMetricsLine', () => {
-  it('is one Embedded Metric Format document with both counts under the stack dimension', () => {
-    const line = deadlineMetricsLine(counts, { namespace: 'svc-dsr', dimensions: { Stack: 'SvcDsr' } });
+/** What `work` wrote to standard output, line by line, where Powertools Metrics writes Embedded Metric Format. */
+function stdoutLines(work: () => void): string[] {
+  const written: string[] = [];
+  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+    written.push(String(chunk));
+    return true;
+  });
+  try {
+    work();
+  } finally {
+    spy.mockRestore();
+  }
+  return written
+    .join('')
+    .split('\n')
+    .filter((line) => line !== '');
+}
 
-    expect(line).not.toContain('\n');
-    expect(JSON.parse(line)).toEqual({
+describe('publishDeadlineMetrics', () => {
+  it('writes one Embedded Metric Format document with the three counts under the stack and service dimensions', () => {
+    const lines = stdoutLines(() => publishDeadlineMetrics(functionMetrics('svc-dsr', 'SvcDsr'), counts));
+
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0] ?? '{}')).toEqual({
       _aws: {
         Timestamp: NOW.getTime(),
         CloudWatchMetrics: [
           {
             Namespace: 'svc-dsr',
-            Dimensions: [['Stack']],
+            Dimensions: [['service', 'Stack']],
             Metrics: [
               { Name: DEADLINE_METRICS.overdue, Unit: 'Count' },
               { Name: DEADLINE_METRICS.dueSoon, Unit: 'Count' },
@@ -289,6 +308,7 @@ describe('deadlineMetricsLine', () => {
           },
         ],
       },
+      service: 'svc-dsr',
       Stack: 'SvcDsr',
       OverdueRequests: 3,
       DueSoonRequests: 5,
@@ -300,6 +320,7 @@ describe('deadlineMetricsLine', () => {
 describe('the deadline sweep handler', () => {
   function harness(overdue: number) {
     const lines: string[] = [];
+    const metrics = functionMetrics('svc-dsr', 'SvcDsr');
     const logged: { level: string; message: string; attributes?: Record<string, unknown> }[] = [];
     const log = (level: string) => (message: string, attributes?: Record<string, unknown>) => {
       logged.push({ level, message, ...(attributes ? { attributes } : {}) });
@@ -339,9 +360,9 @@ describe('the deadline sweep handler', () => {
       manifests: { s3, bucket: 'audit' },
       clock,
       dueSoonDays: 7,
-      namespace: 'svc-dsr',
-      stack: 'SvcDsr',
-      emit: (line) => lines.push(line),
+      publish: (published: DeadlineCounts) => {
+        lines.push(...stdoutLines(() => publishDeadlineMetrics(metrics, published)));
+      },
       logger: { info: log('info'), warn: log('warn'), error: log('error'), debug: log('debug') },
     }));
     return { handler, lines, logged, s3Mock, changed, retentionPasses };
