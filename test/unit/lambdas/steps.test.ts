@@ -33,6 +33,7 @@ import { recordOutcome } from '../../../lambdas/record-outcome/record-outcome.ts
 import { resolveSubject, resolveSubjectStep } from '../../../lambdas/resolve-subject/resolve-subject.ts';
 import { startExport, startExportStep } from '../../../lambdas/start-export/start-export.ts';
 import { verifyErasure } from '../../../lambdas/verify-erasure/verify-erasure.ts';
+import { jsonLogger } from '../../../local/workflow.ts';
 import { startDynamo } from '../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
@@ -268,6 +269,21 @@ describe('startExport', () => {
     expect(await handler({ request_id: id })).toEqual({ platform_wait: { reason: 'exports', seconds: 5 } });
     expect(await ledger.require(id)).toMatchObject({ platform_waits: 12, export_slot_waits: 2 });
     expect(exportSlotWaitSeconds(30, () => 1)).toBe(3600);
+  });
+
+  it("logs through a child of the function's logger that carries the request id and the step", async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1' });
+    const gate = await freshGate({ maxOpenExports: 1 });
+    await gate.acquireExport('another-request');
+    const lines: string[] = [];
+    const logger = jsonLogger((line) => lines.push(line));
+    const handler = makeStepHandler(startExportStep, () => ({ ...deps, gate, logger }));
+
+    await handler({ request_id: id });
+
+    expect(lines.map((line) => JSON.parse(line))).toContainEqual(
+      expect.objectContaining({ message: 'platform call waits', request_id: id, step: 'StartExport' }),
+    );
   });
 
   it('waits out an open circuit for what the gate asks, stretched at random so the held executions spread', async () => {
