@@ -28,13 +28,13 @@ import { promisify } from 'node:util';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { build } from 'esbuild';
 import { z } from 'zod';
-import { type AwsFaults, loadAwsFaultsFile } from '#local/aws-faults';
-import { startAwsStandIns } from '#local/aws-standins';
+import { type AwsFaults, loadAwsFaultsFile } from '#local/aws/aws-faults';
+import { startAwsStandIns } from '#local/aws/aws-standins';
 import type { PlatformStats } from '#local/emulator/limits';
 import { emulatorControl, startEmulator } from '#local/emulator/server';
-import { SqsPoller } from '#local/event-source';
-import { synthesizeTemplate } from '#local/template';
-import { startLocalWorkflow } from '#local/workflow';
+import { SqsPoller } from '#local/runtime/event-source';
+import { synthesizeTemplate } from '#local/runtime/template';
+import { startLocalWorkflow } from '#local/runtime/workflow';
 import { localThroughput } from './local-throughput.ts';
 
 const run = promisify(execFile);

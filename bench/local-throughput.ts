@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AwsFaults } from '#local/aws-faults';
+import type { AwsFaults } from '#local/aws/aws-faults';
 import type { RateLimit } from '#local/emulator/faults';
 import { type PlatformStats, platformStatsSchema } from '#local/emulator/limits';
 import type { EmulatorState } from '#local/emulator/state';

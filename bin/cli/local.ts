@@ -1,10 +1,10 @@
 import { resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import { z } from 'zod';
-import { loadAwsFaultsFile } from '#local/aws-faults';
+import { loadAwsFaultsFile } from '#local/aws/aws-faults';
+import type { LocalEvent } from '#local/aws/events-standin';
 import { loadFaultsFile } from '#local/emulator/faults';
 import { loadStateFile } from '#local/emulator/state';
-import type { LocalEvent } from '#local/events-standin';
 import type { LineOutcome, LocalMode } from '#local/local-mode';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import { timeZoneSchema } from '#shared/config';

@@ -17,7 +17,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { readLocalEndpoints } from '#local/endpoints';
-import { LOCAL_NAMES } from '#local/workflow';
+import { LOCAL_NAMES } from '#local/runtime/workflow';
 import { killServer, runCli, type ServingLocal, serveLocal } from '../helpers/cli.ts';
 
 let workdir: string;

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadAwsFaultsFile } from '#local/aws-faults';
+import { loadAwsFaultsFile } from '#local/aws/aws-faults';
 import { loadFaultsFile } from '#local/emulator/faults';
 import { loadStateFile } from '#local/emulator/state';
 import { CLI, runProcess } from '../helpers/cli.ts';

@@ -6,7 +6,7 @@ import {
   type DynamoDBClientConfig,
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { createDynalite } from '#local/dynalite-index';
+import { createDynalite } from '#local/aws/dynalite-index';
 import { openShardOf } from '#shared/ledger';
 
 /** An in-memory DynamoDB (dynalite, with local mode's whole index keys) on a free loopback port, with SDK clients pointed at it. */
@@ -68,7 +68,7 @@ export function legacyLedgerTable(tableName: string, indexName: string): CreateT
 /**
  * Two request ids that dynalite 4.0.0 on its own files under one open index entry when their
  * status and due date match: the same open shard, and the same six hex digits of the MD5 it
- * appends to an index key (local/dynalite-index.ts). Found by a search over numbered UUIDs.
+ * appends to an index key (local/aws/dynalite-index.ts). Found by a search over numbered UUIDs.
  */
 export function collidingRequestIds(): [string, string] {
   const seen = new Map<string, string>();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { resolveStateMachine } from '#local/asl';
-import { synthesizeTemplate } from '#local/template';
+import { resolveStateMachine } from '#local/runtime/asl';
+import { synthesizeTemplate } from '#local/runtime/template';
 import {
   CANCEL_ERRORS,
   EXPORT_RESTART_ERRORS,

@@ -1,15 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import type { AwsFaults } from '#local/aws-faults';
-import { type AwsStandIns, startAwsStandIns } from '#local/aws-standins';
+import type { AwsFaults } from '#local/aws/aws-faults';
+import { type AwsStandIns, startAwsStandIns } from '#local/aws/aws-standins';
 import { type FaultProfile, faultProfileSchema } from '#local/emulator/faults';
 import { type RunningEmulator, startEmulator } from '#local/emulator/server';
 import { type EmulatorState, emulatorStateSchema } from '#local/emulator/state';
-import { SqsPoller } from '#local/event-source';
 import { gateSettingsFor } from '#local/local-mode';
-import { synthesizeTemplate } from '#local/template';
-import { type LocalWorkflow, type LocalWorkflowOptions, startLocalWorkflow } from '#local/workflow';
+import { SqsPoller } from '#local/runtime/event-source';
+import { synthesizeTemplate } from '#local/runtime/template';
+import { type LocalWorkflow, type LocalWorkflowOptions, startLocalWorkflow } from '#local/runtime/workflow';
 
 const SAMPLE_STATE = fileURLToPath(new URL('../../local/emulator/sample-state.json', import.meta.url));
 

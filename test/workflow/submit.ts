@@ -1,5 +1,5 @@
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
-import type { ExecutionResult } from '#local/sfn-runner';
+import type { ExecutionResult } from '#local/runtime/sfn-runner';
 import type { Harness } from './harness.ts';
 
 /** Sends requests through the intake queue, lets intake consume them, and waits for every execution. */

@@ -12,7 +12,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { emulatorControl } from '#local/emulator/server';
-import { LOCAL_NAMES } from '#local/workflow';
+import { LOCAL_NAMES } from '#local/runtime/workflow';
 import { computeDeadlines } from '#shared/deadlines';
 import { dsrRequestSchema } from '#shared/request';
 import { type CancelResult, runCancel } from '../../bin/cli/commands/cancel.ts';

@@ -31,7 +31,7 @@ import { runNotice } from '../../../bin/cli/commands/notice.ts';
 import { runRetry } from '../../../bin/cli/commands/retry.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import type { CliContext } from '../../../bin/cli/target.ts';
-import { createLedgerTable } from '../../../local/ledger-table.ts';
+import { createLedgerTable } from '../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../helpers/dynamo.ts';
 import { NOW, PRIMARY_KEY, testContext } from './helpers.ts';
 

@@ -29,8 +29,8 @@ import { Ledger } from '#shared/ledger';
 import { runReport } from '../../../bin/cli/commands/report.ts';
 import { runVerify, runVerifyAll, type VerifyAllCheck } from '../../../bin/cli/commands/verify.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
-import { createLedgerTable } from '../../../local/ledger-table.ts';
-import { type DiskS3, startDiskS3 } from '../../../local/s3-disk.ts';
+import { createLedgerTable } from '../../../local/aws/ledger-table.ts';
+import { type DiskS3, startDiskS3 } from '../../../local/aws/s3-disk.ts';
 import { startDynamo } from '../../helpers/dynamo.ts';
 import { testContext } from './helpers.ts';
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createGateTable, createLedgerTable } from '#local/ledger-table';
+import { createGateTable, createLedgerTable } from '#local/aws/ledger-table';
 import { computeDeadlines } from '#shared/deadlines';
 import {
   AuditChainClosedError,
@@ -33,7 +33,7 @@ import { recordOutcome } from '../../../lambdas/record-outcome/record-outcome.ts
 import { resolveSubject, resolveSubjectStep } from '../../../lambdas/resolve-subject/resolve-subject.ts';
 import { startExport, startExportStep } from '../../../lambdas/start-export/start-export.ts';
 import { verifyErasure } from '../../../lambdas/verify-erasure/verify-erasure.ts';
-import { jsonLogger } from '../../../local/workflow.ts';
+import { jsonLogger } from '../../../local/runtime/workflow.ts';
 import { startDynamo } from '../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;

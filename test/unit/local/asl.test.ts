@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { localFunctionArn, resolveStateMachine } from '#local/asl';
+import { localFunctionArn, resolveStateMachine } from '#local/runtime/asl';
 import { ConfigurationError, RETRYABLE_ERRORS } from '#shared/errors';
 import {
   FIXTURE_STATE_MACHINE_ID,

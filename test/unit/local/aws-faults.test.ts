@@ -6,11 +6,11 @@ import { CreateBucketCommand, ListBucketsCommand, S3Client } from '@aws-sdk/clie
 import { DescribeStateMachineCommand, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { ListQueuesCommand, RequestThrottled, SQSClient } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { localFunctionArn, type ResolvedStateMachine } from '#local/asl';
-import { type AwsFaultService, AwsThrottle, loadAwsFaultsFile } from '#local/aws-faults';
-import { type AwsStandIns, startAwsStandIns } from '#local/aws-standins';
-import { LocalStateMachine } from '#local/sfn-runner';
-import { type SfnShim, startSfnShim } from '#local/sfn-shim';
+import { type AwsFaultService, AwsThrottle, loadAwsFaultsFile } from '#local/aws/aws-faults';
+import { type AwsStandIns, startAwsStandIns } from '#local/aws/aws-standins';
+import { type SfnShim, startSfnShim } from '#local/aws/sfn-shim';
+import { localFunctionArn, type ResolvedStateMachine } from '#local/runtime/asl';
+import { LocalStateMachine } from '#local/runtime/sfn-runner';
 
 const cleanups: (() => Promise<void>)[] = [];
 

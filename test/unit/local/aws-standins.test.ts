@@ -33,7 +33,7 @@ import {
 import { DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { Upload } from '@aws-sdk/lib-storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AwsStandIns, startAwsStandIns } from '#local/aws-standins';
+import { type AwsStandIns, startAwsStandIns } from '#local/aws/aws-standins';
 import { legacyLedgerTable } from '../../helpers/dynamo.ts';
 
 let standIns: AwsStandIns;

@@ -11,8 +11,8 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AwsStandIns, startAwsStandIns } from '#local/aws-standins';
-import { createLedgerTable } from '#local/ledger-table';
+import { type AwsStandIns, startAwsStandIns } from '#local/aws/aws-standins';
+import { createLedgerTable } from '#local/aws/ledger-table';
 import { OPEN_DUE_INDEX, OPEN_SHARD_ATTRIBUTE, type OwedStatus, openShardKey } from '#shared/ledger';
 import { collidingRequestIds, legacyLedgerTable } from '../../helpers/dynamo.ts';
 

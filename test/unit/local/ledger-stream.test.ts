@@ -8,7 +8,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type LedgerStream, startLedgerStream } from '#local/ledger-stream';
+import { type LedgerStream, startLedgerStream } from '#local/aws/ledger-stream';
 import { startDynamo } from '../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;

@@ -27,7 +27,7 @@ import {
 import { Upload } from '@aws-sdk/lib-storage';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import yazl from 'yazl';
-import { type DiskS3, startDiskS3 } from '#local/s3-disk';
+import { type DiskS3, startDiskS3 } from '#local/aws/s3-disk';
 import { copyExportToS3, verifyStoredZip } from '#shared/archive';
 import { type AuditEvent, AuditTrail } from '#shared/audit';
 

@@ -1,6 +1,6 @@
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { localFunctionArn, type ResolvedStateMachine, resolveStateMachine } from '#local/asl';
-import { type ExecutionEvent, type LocalLambda, LocalStateMachine } from '#local/sfn-runner';
+import { localFunctionArn, type ResolvedStateMachine, resolveStateMachine } from '#local/runtime/asl';
+import { type ExecutionEvent, type LocalLambda, LocalStateMachine } from '#local/runtime/sfn-runner';
 import {
   ConfigurationError,
   PlatformAuthError,

@@ -19,9 +19,9 @@ import {
   StopExecutionCommand,
 } from '@aws-sdk/client-sfn';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type ResolvedStateMachine, resolveStateMachine } from '#local/asl';
-import { type LocalLambda, LocalStateMachine } from '#local/sfn-runner';
-import { type ExecutionRecord, type SfnShim, startSfnShim } from '#local/sfn-shim';
+import { type ExecutionRecord, type SfnShim, startSfnShim } from '#local/aws/sfn-shim';
+import { type ResolvedStateMachine, resolveStateMachine } from '#local/runtime/asl';
+import { type LocalLambda, LocalStateMachine } from '#local/runtime/sfn-runner';
 import { ConfigurationError, PlatformUnavailableError } from '#shared/errors';
 import type { ExecutionInput } from '#shared/step-io';
 import { sfnStarter } from '../../../lambdas/intake/aws.ts';

@@ -14,7 +14,7 @@ import {
   SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type DiskSqs, startDiskSqs } from '#local/sqs-disk';
+import { type DiskSqs, startDiskSqs } from '#local/aws/sqs-disk';
 
 let root: string;
 const running: { server: DiskSqs; client: SQSClient }[] = [];

@@ -26,7 +26,7 @@ import {
   deadlineSweepEnvSchema,
   makeDeadlineSweepHandler,
 } from '../../../../lambdas/deadline-sweep/handler.ts';
-import { createLedgerTable } from '../../../../local/ledger-table.ts';
+import { createLedgerTable } from '../../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 
 const NOW = new Date('2026-12-01T12:00:00.000Z');

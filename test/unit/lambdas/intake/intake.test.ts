@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { SQSEvent } from 'aws-lambda';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createLedgerTable } from '#local/ledger-table';
+import { createLedgerTable } from '#local/aws/ledger-table';
 import type { AuditEvent } from '#shared/audit';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger } from '#shared/ledger';

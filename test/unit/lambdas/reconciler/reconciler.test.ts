@@ -11,7 +11,7 @@ import {
   reconcile,
   STRANDED_CODE,
 } from '../../../../lambdas/reconciler/reconciler.ts';
-import { createGateTable, createLedgerTable } from '../../../../local/ledger-table.ts';
+import { createGateTable, createLedgerTable } from '../../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 
 const NOW = new Date('2026-12-01T12:00:00.000Z');

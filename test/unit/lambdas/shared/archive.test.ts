@@ -24,7 +24,7 @@ import { type FauxqsServer, startFauxqs } from 'fauxqs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import yazl from 'yazl';
 import { z } from 'zod';
-import { startDiskS3 } from '#local/s3-disk';
+import { startDiskS3 } from '#local/aws/s3-disk';
 import {
   type ArchiveTarget,
   copyExportToS3,

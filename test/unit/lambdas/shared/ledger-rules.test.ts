@@ -13,7 +13,7 @@ import {
   type LedgerItem,
   type LedgerRule,
 } from '#shared/ledger';
-import { createLedgerTable } from '../../../../local/ledger-table.ts';
+import { createLedgerTable } from '../../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 import { ledgerRecord, NOW } from '../../cli/helpers.ts';
 

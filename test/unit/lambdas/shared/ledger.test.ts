@@ -19,7 +19,7 @@ import {
 } from '#shared/ledger';
 import type { DsrRequest } from '#shared/request';
 import { CACHED_MIDDLEWARE } from '#shared/sdk-clients';
-import { createLedgerTable } from '../../../../local/ledger-table.ts';
+import { createLedgerTable } from '../../../../local/aws/ledger-table.ts';
 import { legacyLedgerTable, startDynamo } from '../../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGateTable } from '#local/ledger-table';
+import { createGateTable } from '#local/aws/ledger-table';
 import { PlatformCapacityError, PlatformOutageError } from '#shared/errors';
 import {
   afterOutcome,

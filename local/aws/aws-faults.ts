@@ -6,9 +6,9 @@
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { loadJsonFile } from './emulator/config-file.ts';
-import { createRandom, type Random } from './emulator/prng.ts';
-import { unknownKeys } from './emulator/rules.ts';
+import { loadJsonFile } from '../emulator/config-file.ts';
+import { createRandom, type Random } from '../emulator/prng.ts';
+import { unknownKeys } from '../emulator/rules.ts';
 
 /** The services that can be throttled: the three stand-ins, Lambda invokes and StartExecution. */
 export const AWS_FAULT_SERVICES = ['dynamodb', 's3', 'sqs', 'lambda', 'states'] as const;

@@ -4,11 +4,11 @@ import type { DynamoDBRecord } from 'aws-lambda';
 import { runAsCaller } from '#shared/call-recorder';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import type { StepLogger } from '#shared/step-deps';
-import { eventBridgePut, makeStatusEventsHandler } from '../lambdas/status-events/handler.ts';
-import { type AwsStandIns, standInClientConfig } from './aws-standins.ts';
-import { type LocalEvent, startEventsStandIn } from './events-standin.ts';
-import { type LedgerStream, startLedgerStream } from './ledger-stream.ts';
-import type { ThreadLedgerStream } from './services-thread.ts';
+import { eventBridgePut, makeStatusEventsHandler } from '../../lambdas/status-events/handler.ts';
+import { type AwsStandIns, standInClientConfig } from '../aws/aws-standins.ts';
+import { type LocalEvent, startEventsStandIn } from '../aws/events-standin.ts';
+import { type LedgerStream, startLedgerStream } from '../aws/ledger-stream.ts';
+import type { ThreadLedgerStream } from '../threads/services-thread.ts';
 
 /** The status events function's caller name, as its Lambda's in the IAM proof. */
 export const STATUS_EVENTS_CALLER = 'StatusEvents';

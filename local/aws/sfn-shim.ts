@@ -11,8 +11,8 @@ import { dirname, join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
+import type { ExecutionEvent, ExecutionResult, LocalStateMachine } from '../runtime/sfn-runner.ts';
 import { type AwsFaults, AwsThrottle, throttleServer } from './aws-faults.ts';
-import type { ExecutionEvent, ExecutionResult, LocalStateMachine } from './sfn-runner.ts';
 
 /** Status of an execution, as DescribeExecution reports it. */
 export type ExecutionStatus = 'RUNNING' | ExecutionResult['status'];

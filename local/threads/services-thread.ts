@@ -8,10 +8,10 @@ import { once } from 'node:events';
 import type { Worker } from 'node:worker_threads';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { z } from 'zod';
-import { type AwsStandIns, type AwsStandInsOptions, standInClientConfig } from './aws-standins.ts';
-import { EmulatorConfigError } from './emulator/config-file.ts';
-import type { EmulatorOptions, RunningEmulator } from './emulator/server.ts';
-import type { LedgerStream } from './ledger-stream.ts';
+import { type AwsStandIns, type AwsStandInsOptions, standInClientConfig } from '../aws/aws-standins.ts';
+import type { LedgerStream } from '../aws/ledger-stream.ts';
+import { EmulatorConfigError } from '../emulator/config-file.ts';
+import type { EmulatorOptions, RunningEmulator } from '../emulator/server.ts';
 import { startThread } from './thread.ts';
 
 /** What the thread starts: both take only plain data, since it crosses a thread boundary. */

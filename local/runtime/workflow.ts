@@ -1,4 +1,4 @@
-import './polyfills.ts';
+import '../polyfills.ts';
 import { randomBytes } from 'node:crypto';
 import { type AttributeValue, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, PutBucketVersioningCommand, S3Client } from '@aws-sdk/client-s3';
@@ -17,15 +17,15 @@ import { type SecretName, type SecretValues, secretsManagerReaders } from '#shar
 import type { StepDeps, StepLogger } from '#shared/step-deps';
 import { type AnyStep, makeStepHandler } from '#shared/step-handler';
 import type { ExecutionInput } from '#shared/step-io';
-import { sqsQuarantine } from '../lambdas/intake/aws.ts';
-import { type IntakeObserver, makeIntakeHandler } from '../lambdas/intake/handler.ts';
-import type { IntakeDeps } from '../lambdas/intake/intake.ts';
-import { STEP_TOKENS, STEPS, type StepName } from '../lambdas/steps.ts';
+import { sqsQuarantine } from '../../lambdas/intake/aws.ts';
+import { type IntakeObserver, makeIntakeHandler } from '../../lambdas/intake/handler.ts';
+import type { IntakeDeps } from '../../lambdas/intake/intake.ts';
+import { STEP_TOKENS, STEPS, type StepName } from '../../lambdas/steps.ts';
+import type { AwsFaults } from '../aws/aws-faults.ts';
+import type { AwsStandIns } from '../aws/aws-standins.ts';
+import { createGateTable, createLedgerTable } from '../aws/ledger-table.ts';
+import { startSecretsStandIn } from '../aws/secrets-standin.ts';
 import { resolveStateMachine } from './asl.ts';
-import type { AwsFaults } from './aws-faults.ts';
-import type { AwsStandIns } from './aws-standins.ts';
-import { createGateTable, createLedgerTable } from './ledger-table.ts';
-import { startSecretsStandIn } from './secrets-standin.ts';
 import {
   type ExecutionResult,
   type LocalIntegration,

@@ -3,7 +3,7 @@
  * in-process handler the way Lambda would: the payload and the result cross a JSON boundary, and a
  * thrown error surfaces by its `name` so Retry and Catch match exactly as they do in AWS.
  */
-import './polyfills.ts';
+import '../polyfills.ts';
 import {
   ExecutionAbortedError,
   ExecutionError,
@@ -15,8 +15,8 @@ import {
 import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
 import { PLATFORM_WAIT_SUFFIX } from '#shared/platform-gate';
+import { type AwsFaults, AwsThrottle } from '../aws/aws-faults.ts';
 import { LOCAL_ACCOUNT_ID, LOCAL_PARTITION, LOCAL_REGION, type ResolvedStateMachine } from './asl.ts';
-import { type AwsFaults, AwsThrottle } from './aws-faults.ts';
 
 /** An in-process Lambda handler: gets the invocation payload; its return value becomes the task's Payload. */
 export type LocalLambda = (payload: unknown) => Promise<unknown>;

@@ -1,6 +1,6 @@
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
-import { DsrStack } from '../lib/dsr-stack.ts';
+import { DsrStack } from '../../lib/dsr-stack.ts';
 
 /**
  * Synthesizes the production stack in-process (no bundling) and returns its CloudFormation template.

@@ -1,9 +1,9 @@
 /** Runs on the thread services-thread.ts starts: the emulator and the AWS stand-ins. */
 import { parentPort, workerData } from 'node:worker_threads';
-import { type AwsStandIns, startAwsStandIns } from './aws-standins.ts';
-import { EmulatorConfigError } from './emulator/config-file.ts';
-import { type RunningEmulator, startEmulator } from './emulator/server.ts';
-import { type LedgerStream, startLedgerStream } from './ledger-stream.ts';
+import { type AwsStandIns, startAwsStandIns } from '../aws/aws-standins.ts';
+import { type LedgerStream, startLedgerStream } from '../aws/ledger-stream.ts';
+import { EmulatorConfigError } from '../emulator/config-file.ts';
+import { type RunningEmulator, startEmulator } from '../emulator/server.ts';
 import { type LocalServicesOptions, type ServicesMessage, servicesCommandSchema } from './services-thread.ts';
 
 const port = parentPort;
