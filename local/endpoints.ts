@@ -1,3 +1,6 @@
+/**
+ * What a serving local mode writes to `<data-dir>/endpoints.json`, and how other commands read it back.
+ */
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';

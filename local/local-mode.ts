@@ -1,3 +1,8 @@
+/**
+ * Local mode, assembled: the services thread (emulator and AWS stand-ins), the synthesized template
+ * run as a state machine, the intake poller and the Step Functions shim, on one data dir. `npm start`
+ * and `svc-dsr local` start it here.
+ */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';

@@ -1,3 +1,7 @@
+/**
+ * The activity endpoint's answer (svc-api.md endpoint 8): a user's comments and the conversations
+ * they sit in, page by page, for accounts that have the endpoint enabled.
+ */
 import { messageContent } from './archive.ts';
 import type { CommentRecord, PlatformData, UserRecord } from './platform.ts';
 

@@ -1,3 +1,7 @@
+/**
+ * The export archive's contents: the platform's four documented JSON files for one user, built from
+ * the emulator's data in the order the platform writes them.
+ */
 import { createHash } from 'node:crypto';
 import type { CommentRecord, PlatformData, UserRecord } from './platform.ts';
 import type { BufferEntry } from './zip.ts';

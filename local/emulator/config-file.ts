@@ -1,3 +1,7 @@
+/**
+ * Reading the emulator's state and fault files: JSON parsed and validated with zod, and an error that
+ * lists every bad field with its fix.
+ */
 import { readFile } from 'node:fs/promises';
 import type { z } from 'zod';
 import { type FieldProblem, fieldProblems } from './rules.ts';

@@ -1,3 +1,7 @@
+/**
+ * In-process twin of the HTTP control API under /_emulator/: the same operations with the same
+ * JSON-shaped results, for tests that hold the emulator object.
+ */
 import type { CallRecord, Emulator } from './emulator.ts';
 import type { ResolvedFaults } from './faults.ts';
 import { failure, type JsonReply, json } from './http.ts';
@@ -6,10 +10,7 @@ import type { FieldProblem } from './rules.ts';
 
 export type ControlResult<T> = { ok: true; value: T } | { ok: false; problems: FieldProblem[] };
 
-/**
- * In-process twin of the HTTP control API under /_emulator/: the same operations with the same
- * JSON-shaped results, for tests that hold the emulator object.
- */
+/** The control API's operations as methods, for tests that hold the emulator object. */
 export class EmulatorControl {
   constructor(private readonly emulator: Emulator) {}
 

@@ -1,3 +1,7 @@
+/**
+ * The platform emulator itself: its data, exports, tokens, faults and limits, and the log of every call
+ * it answered. The HTTP server (server.ts) and the in-process control API (control.ts) both drive it.
+ */
 import { randomBytes } from 'node:crypto';
 import { snapshotExportFiles } from './archive.ts';
 import type { ParseOutcome } from './config-file.ts';

@@ -1,3 +1,7 @@
+/**
+ * The platform's endpoints as svc-api.md documents them (retrieve and delete user, start and poll an
+ * export, download, activity): each request checked and answered as the platform would.
+ */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';

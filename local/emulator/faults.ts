@@ -1,3 +1,7 @@
+/**
+ * The fault profile: injected platform failures per endpoint, the rate limit and the outage window,
+ * validated with zod under the names the fault file uses.
+ */
 import { z } from 'zod';
 import { loadJsonFile, type ParseOutcome, parseWith } from './config-file.ts';
 import { unknownKeys } from './rules.ts';

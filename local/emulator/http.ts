@@ -1,3 +1,7 @@
+/**
+ * The emulator's HTTP plumbing: the replies handlers return, a bounded body reader, and turning a
+ * reply into bytes (or a streamed archive download).
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ExportRecord } from './emulator.ts';
 import type { LimitAnswer } from './faults.ts';

@@ -1,3 +1,7 @@
+/**
+ * The platform's load limits and what it saw: a token bucket for requests, the outage window, and the
+ * counters behind GET /_emulator/stats.
+ */
 import { z } from 'zod';
 import type { Outage, RateLimit } from './faults.ts';
 

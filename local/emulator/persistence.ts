@@ -1,3 +1,7 @@
+/**
+ * The emulator's state on disk: a snapshot file written atomically and paced, read back on start,
+ * so a restarted emulator has the users, exports and calls it had.
+ */
 import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';

@@ -1,3 +1,7 @@
+/**
+ * The platform's data: users, conversations, comments and votes, with the operations the endpoints
+ * apply to them (create, update and delete a user) and what the activity and export answers read.
+ */
 import { createHash } from 'node:crypto';
 import type { PlatformSnapshot } from './persistence.ts';
 import type { Random } from './prng.ts';

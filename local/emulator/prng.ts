@@ -1,3 +1,7 @@
+/**
+ * Seeded pseudo-random streams: the same seed and stream name always give the same sequence, so fault
+ * injection and generated data repeat run after run.
+ */
 import { createCipheriv, createHash } from 'node:crypto';
 
 /** A seeded pseudo-random source: the same seed and stream name always give the same sequence. */

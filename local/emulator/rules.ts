@@ -1,3 +1,7 @@
+/**
+ * The platform's documented vocabularies and field rules: roles, notification kinds and values, and
+ * the checks of user fields that the state file and the API share.
+ */
 import { z } from 'zod';
 
 /** Roles from the spec's role table. */

@@ -1,3 +1,7 @@
+/**
+ * Starts the emulator as an HTTP server on loopback: the platform's endpoints under their documented
+ * paths, and the control API under /_emulator/ for tests and the CLI.
+ */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';

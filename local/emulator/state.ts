@@ -1,3 +1,7 @@
+/**
+ * The emulator's state file (users, conversations, comments, tokens): its zod schema and loader, with
+ * errors that name the field and the fix.
+ */
 import { z } from 'zod';
 import { loadJsonFile, type ParseOutcome, parseWith } from './config-file.ts';
 import {

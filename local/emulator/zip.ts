@@ -1,3 +1,7 @@
+/**
+ * A zip writer for export archives: entries deflated once into buffers of their exact size, and a
+ * plan of headers and entries that the download streams without building the archive in memory.
+ */
 import * as zlib from 'node:zlib';
 
 /** An entry whose bytes are already in memory (the four JSON files). */

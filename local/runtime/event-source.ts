@@ -1,3 +1,7 @@
+/**
+ * The SQS event source mapping, locally: polls the intake queue and hands each batch to the intake
+ * handler, deleting what it accepted and leaving its failures for redelivery.
+ */
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { CALLERS, runAsCaller } from '#shared/call-recorder';
