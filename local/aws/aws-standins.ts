@@ -7,9 +7,9 @@
  */
 
 import type { Server } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
 import { buildApp } from 'fauxqs';
 import { ConfigurationError } from '#shared/errors';
+import { closeServer, LOOPBACK, listen, trackSockets } from '../http.ts';
 import { type AwsFaults, AwsThrottle, throttleServer } from './aws-faults.ts';
 import { createDynalite } from './dynalite-index.ts';
 import { type DiskS3, startDiskS3 } from './s3-disk.ts';
@@ -71,7 +71,6 @@ export interface AwsStandInsOptions {
 
 const REGION = 'us-east-1';
 const CREDENTIALS: AwsStandInCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
-const LOOPBACK = '127.0.0.1';
 
 /** Starts the SQS stand-in, dynalite, and S3 on disk (with `s3Root`) or in fauxqs, on free loopback ports. */
 export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promise<AwsStandIns> {
@@ -100,7 +99,7 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
     await dynalite.ready;
     throttleServer(dynamo, throttle, () => 'dynamodb');
     const dynamoSockets = trackSockets(dynamo);
-    const dynamoUrl = await listen(dynamo);
+    const { endpoint: dynamoUrl } = await listen(dynamo);
     const dynamoServer = dynamo;
     if (options.s3Root !== undefined) {
       diskS3 = await startDiskS3({
@@ -155,36 +154,3 @@ const DYNALITE_OPTIONS = {
   deleteTableMs: 0,
   updateTableMs: 0,
 };
-
-function trackSockets(server: Server): Set<Socket> {
-  const sockets = new Set<Socket>();
-  server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-  return sockets;
-}
-
-function listen(server: Server): Promise<string> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, LOOPBACK, () => {
-      server.off('error', reject);
-      const address: AddressInfo | string | null = server.address();
-      if (address === null || typeof address === 'string') {
-        reject(new ConfigurationError('The DynamoDB stand-in is not listening on a TCP port'));
-        return;
-      }
-      resolve(`http://${LOOPBACK}:${address.port}`);
-    });
-  });
-}
-
-function closeServer(server: Server, sockets: Set<Socket>): Promise<void> {
-  return new Promise((resolve, reject) => {
-    // SDK clients keep connections alive; dynalite's close waits for them unless they are cut.
-    server.close((error) => (error ? reject(error) : resolve()));
-    server.closeAllConnections();
-    for (const socket of sockets) socket.destroy();
-  });
-}

@@ -9,7 +9,11 @@ import { appendFile, mkdir } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { listenOnLoopback, readBody, safeJson, send } from './secrets-standin.ts';
+import { listenOnLoopback, readBody, safeJson } from '../http.ts';
+import { send } from './secrets-standin.ts';
+
+/** PutEvents' limit on a request's entries, 256 KB. */
+const MAX_PUT_EVENTS_BYTES = 256 * 1024;
 
 /** One event as the stand-in keeps it: the shape EventBridge hands a rule's target. */
 export interface LocalEvent {
@@ -52,7 +56,7 @@ export async function startEventsStandIn(
   let appending = Promise.resolve();
   const answer = async (request: IncomingMessage, response: ServerResponse) => {
     const target = request.headers['x-amz-target'];
-    const body = await readBody(request);
+    const body = await readBody(request, MAX_PUT_EVENTS_BYTES);
     if (target !== 'AWSEvents.PutEvents') {
       send(
         response,

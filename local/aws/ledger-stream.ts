@@ -15,7 +15,7 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import type { DynamoDBRecord } from 'aws-lambda';
 import { z } from 'zod';
 import { CALLERS, runAsCaller } from '#shared/call-recorder';
-import { listenOnLoopback } from './secrets-standin.ts';
+import { listenOnLoopback, safeJson } from '../http.ts';
 
 export interface LedgerStream {
   /** `http://127.0.0.1:<port>`: give it to DynamoDB clients instead of dynalite's endpoint. */
@@ -254,12 +254,4 @@ async function readAll(stream: AsyncIterable<Buffer>): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of stream) chunks.push(chunk);
   return Buffer.concat(chunks);
-}
-
-function safeJson(text: Buffer): unknown {
-  try {
-    return JSON.parse(text.toString('utf8'));
-  } catch {
-    return undefined;
-  }
 }

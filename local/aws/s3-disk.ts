@@ -42,13 +42,12 @@ import {
   unlink,
 } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
 import { dirname, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { crc32 } from 'node:zlib';
 import { z } from 'zod';
-import { ConfigurationError } from '#shared/errors';
+import { BodyTooLargeError, closeServer, LOOPBACK, listen, readBody, trackSockets } from '../http.ts';
 
 /** A running disk S3; `close()` stops it and cuts kept-alive connections. */
 export interface DiskS3 {
@@ -79,7 +78,6 @@ export interface DiskS3Options {
   readonly syncWrites?: boolean;
 }
 
-const LOOPBACK = '127.0.0.1';
 const META_DIR = '.meta';
 const UPLOADS_DIR = '.uploads';
 const TMP_DIR = '.tmp';
@@ -539,14 +537,11 @@ function writeNewFile(path: string, data: Buffer, flush: boolean): Stats {
 
 /** Reads a small XML request body (bucket settings, a part list). */
 async function readSmallBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  let length = 0;
-  for await (const chunk of asBuffers(req.iterator({ destroyOnReturn: false }))) {
-    length += chunk.length;
-    if (length > MAX_XML_BYTES) throw malformedXml();
-    chunks.push(chunk);
+  try {
+    return (await readBody(req, MAX_XML_BYTES)).toString('utf8');
+  } catch (error) {
+    throw error instanceof BodyTooLargeError ? malformedXml() : error;
   }
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1821,39 +1816,15 @@ export async function startDiskS3(options: DiskS3Options): Promise<DiskS3> {
     void handle(store, req, res);
   });
   options.wrapServer?.(server);
-  const sockets = new Set<Socket>();
-  server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-  const port = await listen(server, options.port ?? 0);
+  const sockets = trackSockets(server);
+  const { endpoint } = await listen(server, options.port ?? 0);
   let closing: Promise<void> | undefined;
   return {
-    endpoint: `http://${LOOPBACK}:${port}`,
+    endpoint,
     root,
     close() {
-      closing ??= new Promise<void>((resolveClose, rejectClose) => {
-        server.close((error) => (error ? rejectClose(error) : resolveClose()));
-        // SDK clients keep connections alive; close would wait for them.
-        server.closeAllConnections();
-        for (const socket of sockets) socket.destroy();
-      }).then(() => store.idle());
+      closing ??= closeServer(server, sockets).then(() => store.idle());
       return closing;
     },
   };
-}
-
-function listen(server: Server, port: number): Promise<number> {
-  return new Promise((resolveListen, reject) => {
-    server.once('error', reject);
-    server.listen(port, LOOPBACK, () => {
-      server.off('error', reject);
-      const address: AddressInfo | string | null = server.address();
-      if (address === null || typeof address === 'string') {
-        reject(new ConfigurationError('The disk S3 stand-in is not listening on a TCP port'));
-        return;
-      }
-      resolveListen(address.port);
-    });
-  });
 }

@@ -5,8 +5,8 @@
  * Secrets Manager would refuse an unknown one.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
+import { listenOnLoopback, readBody, safeJson } from '../http.ts';
 
 /** A running stand-in. */
 export interface SecretsStandIn {
@@ -30,7 +30,7 @@ export async function startSecretsStandIn(
   });
   const answer = async (request: IncomingMessage, response: ServerResponse) => {
     const target = request.headers['x-amz-target'];
-    const body = await readBody(request);
+    const body = await readBody(request, MAX_BODY);
     if (target !== 'secretsmanager.GetSecretValue') {
       send(
         response,
@@ -64,46 +64,8 @@ export async function startSecretsStandIn(
   return listenOnLoopback(server);
 }
 
-/** Listens on a free loopback port; answers the endpoint and a close that cuts open connections. */
-export async function listenOnLoopback(
-  server: Server,
-): Promise<{ endpoint: string; close(): Promise<void> }> {
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    endpoint: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
 export function send(response: ServerResponse, status: number, type: string, message: string): void {
   response
     .writeHead(status, { 'content-type': 'application/x-amz-json-1.1', 'x-amzn-errortype': type })
     .end(JSON.stringify({ __type: type, message }));
-}
-
-export async function readBody(request: IncomingMessage): Promise<string> {
-  let size = 0;
-  const chunks: Buffer[] = [];
-  for await (const chunk of request as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_BODY) throw new Error('the request body is too large');
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
-
-export function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
 }

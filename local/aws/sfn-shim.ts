@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
+import { BodyTooLargeError, listen, readBody } from '../http.ts';
 import type { ExecutionEvent, ExecutionResult, LocalStateMachine } from '../runtime/sfn-runner.ts';
 import { type AwsFaults, AwsThrottle, throttleServer } from './aws-faults.ts';
 
@@ -108,19 +109,11 @@ export async function startSfnShim(options: ShimOptions): Promise<SfnShim> {
   throttleServer(server, new AwsThrottle(options.awsFaults), (request) =>
     request.headers['x-amz-target'] === `${TARGET_PREFIX}StartExecution` ? 'states' : null,
   );
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 0);
+  const { endpoint } = await listen(server, options.port ?? 0);
 
   let closed: Promise<void> | undefined;
   return {
-    endpoint: `http://127.0.0.1:${port}`,
+    endpoint,
     stateMachineArn: options.stateMachineArn,
     interrupted: loaded.filter((record) => record.status === 'RUNNING'),
     restart: (name) => registry.restart(name),
@@ -620,16 +613,12 @@ async function answer(registry: Registry, request: IncomingMessage, response: Se
 }
 
 async function readJsonBody(request: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of request) {
-    const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk));
-    size += buffer.length;
-    if (size > MAX_BODY_BYTES)
-      throw apiFault('ValidationException', `Request body over ${MAX_BODY_BYTES} bytes`);
-    chunks.push(buffer);
-  }
-  const text = Buffer.concat(chunks).toString('utf8');
+  const body = await readBody(request, MAX_BODY_BYTES).catch((error: unknown) => {
+    throw error instanceof BodyTooLargeError
+      ? apiFault('ValidationException', `Request body over ${MAX_BODY_BYTES} bytes`)
+      : error;
+  });
+  const text = body.toString('utf8');
   if (text.trim() === '') return {};
   try {
     return JSON.parse(text);

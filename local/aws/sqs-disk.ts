@@ -25,9 +25,9 @@ import {
   writeSync,
 } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { listen, readBody, trackSockets } from '../http.ts';
 
 /** Options for {@link startDiskSqs}. */
 export interface DiskSqsOptions {
@@ -48,6 +48,8 @@ export interface DiskSqs {
 
 const ACCOUNT = '000000000000';
 const MAX_BODY_BYTES = 262_144;
+/** A request's body at most: a batch of ten messages at the largest size, escaped in JSON. */
+const MAX_REQUEST_BYTES = 8 * 1024 * 1024;
 const MAX_WAIT_SECONDS = 20;
 /** Compact a journal while running once it holds this many records more than live messages. */
 const COMPACT_AFTER_DEAD_RECORDS = 10_000;
@@ -662,22 +664,16 @@ export async function startDiskSqs(options: DiskSqsOptions = {}): Promise<DiskSq
     },
   };
 
-  const sockets = new Set<Socket>();
   const server = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => {
       reply(response, 500, { __type: 'com.amazonaws.sqs#InternalError', message: String(error) });
     });
   });
   options.wrapServer?.(server);
-  server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
+  const sockets = trackSockets(server);
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of request)
-      chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
+    const body = await readBody(request, MAX_REQUEST_BYTES);
     const target = String(request.headers['x-amz-target'] ?? '');
     const action = actions[target.replace(/^AmazonSQS\./, '')];
     if (action === undefined) {
@@ -689,7 +685,7 @@ export async function startDiskSqs(options: DiskSqsOptions = {}): Promise<DiskSq
       return;
     }
     try {
-      const input: unknown = chunks.length === 0 ? {} : JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      const input: unknown = body.length === 0 ? {} : JSON.parse(body.toString('utf8'));
       reply(response, 200, await action(input));
     } catch (error) {
       if (error instanceof SqsFailure) replyFailure(response, error);
@@ -702,16 +698,9 @@ export async function startDiskSqs(options: DiskSqsOptions = {}): Promise<DiskSq
     }
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const { port } = server.address() as AddressInfo;
+  const { endpoint } = await listen(server, 0, host);
   return {
-    endpoint: `http://${host}:${port}`,
+    endpoint,
     close() {
       closed = true;
       for (const queue of queues.values()) queue.notify();

@@ -2,7 +2,7 @@
  * The emulator's HTTP plumbing: the replies handlers return, a bounded body reader, and turning a
  * reply into bytes (or a streamed archive download).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { ExportRecord } from './emulator.ts';
 import type { LimitAnswer } from './faults.ts';
 
@@ -21,10 +21,6 @@ export type DownloadReply = { kind: 'download'; record: ExportRecord; head: bool
 export type Reply = JsonReply | TextReply | DownloadReply;
 
 export const MAX_BODY_BYTES = 1024 * 1024;
-
-export class BodyTooLargeError extends Error {
-  override readonly name = 'BodyTooLargeError';
-}
 
 export function json(status: number, body: unknown, headers?: Record<string, string>): JsonReply {
   return headers ? { kind: 'json', status, body, headers } : { kind: 'json', status, body };
@@ -52,23 +48,6 @@ export function tooManyRequests(message: string, retryAfterSeconds: number, limi
 
 export function invalidField(field: string, message: string): JsonReply {
   return failure(400, 'invalid_field', `${field}: ${message}`, { field });
-}
-
-export function readBody(request: IncomingMessage, limit = MAX_BODY_BYTES): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let tooLarge = false;
-    request.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) tooLarge = true;
-      else chunks.push(chunk);
-    });
-    request.on('end', () =>
-      tooLarge ? reject(new BodyTooLargeError('request body too large')) : resolve(Buffer.concat(chunks)),
-    );
-    request.on('error', reject);
-  });
 }
 
 export type Query = { values: Map<string, string>; duplicate: string | null };

@@ -4,20 +4,19 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { BodyTooLargeError, listen, readBody, trackSockets } from '../http.ts';
 import { EmulatorConfigError } from './config-file.ts';
 import { EmulatorControl, handleControlRequest } from './control.ts';
 import { Emulator, type InjectedFault } from './emulator.ts';
 import { credentialFor, handlePlatformRequest, type PlatformRequest, strayCredentials } from './endpoints.ts';
 import { type FaultKind, type FaultProfile, parseFaultProfile } from './faults.ts';
 import {
-  BodyTooLargeError,
   type DownloadReply,
   failure,
   flushed,
   type JsonReply,
+  MAX_BODY_BYTES,
   parseQuery,
-  readBody,
   requestPath,
   sendReply,
   tooManyRequests,
@@ -76,7 +75,6 @@ export function emulatorControl(running: RunningEmulator): EmulatorControl {
 }
 
 interface Lifecycle {
-  sockets: Set<Socket>;
   /** Wakes stalled ("timeout" fault) requests so close() does not wait for them. */
   stalls: Set<() => void>;
   closing: boolean;
@@ -138,7 +136,6 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
   const writer = options.persistPath === undefined ? null : openWriter(options.persistPath, emulator);
   const control = new EmulatorControl(emulator);
   const lifecycle: Lifecycle = {
-    sockets: new Set(),
     stalls: new Set(),
     closing: false,
     active: new Set(),
@@ -160,21 +157,9 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
     lifecycle.active.add(task);
     void task.finally(() => lifecycle.active.delete(task));
   });
-  server.on('connection', (socket) => {
-    lifecycle.sockets.add(socket);
-    socket.on('close', () => lifecycle.sockets.delete(socket));
-  });
-
+  const sockets = trackSockets(server);
   const host = options.host ?? '127.0.0.1';
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 0);
+  const { port } = await listen(server, options.port ?? 0, host);
   const url = `http://${urlHost(host)}:${port}`;
   emulator.baseUrl = url;
 
@@ -191,7 +176,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
           server.close(() => resolve());
           for (const wake of lifecycle.stalls) wake();
           server.closeAllConnections();
-          for (const socket of lifecycle.sockets) socket.destroy();
+          for (const socket of sockets) socket.destroy();
         });
         if (writer) {
           await settled(lifecycle.active, CLOSE_GRACE_MS);
@@ -279,7 +264,7 @@ async function handle(
   };
 
   try {
-    platformRequest.body = await readBody(request);
+    platformRequest.body = await readBody(request, MAX_BODY_BYTES);
   } catch (error) {
     if (!(error instanceof BodyTooLargeError)) {
       response.destroy();
