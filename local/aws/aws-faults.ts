@@ -141,9 +141,3 @@ function answerThrottled(
     response.end(head ? undefined : answer.body);
   });
 }
-
-/** Which service a call to fauxqs is: SQS calls name their operation in X-Amz-Target, the rest is S3. */
-export function fauxqsServiceOf(request: IncomingMessage): HttpFaultService {
-  const target = request.headers['x-amz-target'];
-  return typeof target === 'string' && target.startsWith('AmazonSQS.') ? 'sqs' : 's3';
-}

@@ -1,14 +1,16 @@
 /**
  * Local stand-ins for the AWS services svc-dsr uses, speaking the real wire protocols on loopback:
- * SQS with its queues in memory or in journals on disk (`sqs-disk.ts`), S3 either in fauxqs's
- * memory or as plain files on disk (`s3-disk.ts`), and dynalite for DynamoDB (in memory or on
- * LevelDB). The same SDK code paths run against them as
- * against AWS; only the client config differs.
+ * SQS with its queues in memory or in journals on disk (`sqs-disk.ts`), S3 as plain files on disk
+ * (`s3-disk.ts`: in the data dir, or in a temporary folder that goes with the stand-ins), and
+ * dynalite for DynamoDB (in memory or on LevelDB). Local mode and the test suites run on these
+ * same stand-ins; the same SDK code paths run against them as against AWS, and only the client
+ * config differs.
  */
 
+import { mkdtemp, rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
-import { buildApp } from 'fauxqs';
-import { ConfigurationError } from '#shared/errors';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { closeServer, LOOPBACK, listen, trackSockets } from '../http.ts';
 import { type AwsFaults, AwsThrottle, throttleServer } from './aws-faults.ts';
 import { createDynalite } from './dynalite-index.ts';
@@ -53,7 +55,7 @@ export interface AwsStandInsOptions {
   readonly dynamoPath?: string;
   /**
    * Data folder for S3: each object becomes the file `<s3Root>/<bucket>/<key>`, kept across restarts.
-   * @default in memory, in fauxqs
+   * @default a temporary folder, removed on close
    */
   readonly s3Root?: string;
   /**
@@ -72,15 +74,15 @@ export interface AwsStandInsOptions {
 const REGION = 'us-east-1';
 const CREDENTIALS: AwsStandInCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
 
-/** Starts the SQS stand-in, dynalite, and S3 on disk (with `s3Root`) or in fauxqs, on free loopback ports. */
+/** Starts the SQS stand-in, dynalite and the disk S3, on free loopback ports. */
 export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promise<AwsStandIns> {
-  // startFauxqs() always binds 0.0.0.0; building the app and listening ourselves keeps it on loopback.
-  const fauxqs =
-    options.s3Root === undefined ? buildApp({ logger: false, defaultRegion: REGION }) : undefined;
-  let sqs: DiskSqs | undefined;
   const throttle = new AwsThrottle(options.faults);
-  // fauxqs serves only S3 here (in memory); SQS is our own stand-in.
-  if (fauxqs !== undefined) throttleServer(fauxqs.server, throttle, () => 's3');
+  // Without a data folder, S3's files go to a temporary one that goes with the stand-ins.
+  const temporaryS3 = options.s3Root === undefined ? await mkdtemp(join(tmpdir(), 'svc-dsr-s3-')) : undefined;
+  const removeTemporaryS3 = async () => {
+    if (temporaryS3 !== undefined) await rm(temporaryS3, { recursive: true, force: true });
+  };
+  let sqs: DiskSqs | undefined;
   let dynamo: Server | undefined;
   let diskS3: DiskS3 | undefined;
   try {
@@ -91,7 +93,6 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
       ...(options.sqsRoot !== undefined ? { root: options.sqsRoot } : {}),
     });
     const sqsServer = sqs;
-    const fauxqsUrl = await fauxqs?.listen({ port: 0, host: LOOPBACK });
     const dynalite = createDynalite(
       options.dynamoPath === undefined ? DYNALITE_OPTIONS : { ...DYNALITE_OPTIONS, path: options.dynamoPath },
     );
@@ -101,16 +102,12 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
     const dynamoSockets = trackSockets(dynamo);
     const { endpoint: dynamoUrl } = await listen(dynamo);
     const dynamoServer = dynamo;
-    if (options.s3Root !== undefined) {
-      diskS3 = await startDiskS3({
-        root: options.s3Root,
-        wrapServer: (server) => throttleServer(server, throttle, () => 's3'),
-      });
-    }
-    const s3Endpoint = diskS3?.endpoint ?? fauxqsUrl;
-    if (s3Endpoint === undefined) throw new ConfigurationError('No S3 stand-in was started');
+    diskS3 = await startDiskS3({
+      root: options.s3Root ?? temporaryS3 ?? '',
+      wrapServer: (server) => throttleServer(server, throttle, () => 's3'),
+    });
     const s3Server = diskS3;
-    const endpoints = { sqs: sqsServer.endpoint, s3: s3Endpoint, dynamodb: dynamoUrl };
+    const endpoints = { sqs: sqsServer.endpoint, s3: s3Server.endpoint, dynamodb: dynamoUrl };
     let closing: Promise<void> | undefined;
 
     return {
@@ -121,18 +118,17 @@ export async function startAwsStandIns(options: AwsStandInsOptions = {}): Promis
       close() {
         closing ??= Promise.all([
           sqsServer.close(),
-          fauxqs?.close(),
           closeServer(dynamoServer, dynamoSockets),
-          s3Server?.close(),
-        ]).then(() => undefined);
+          s3Server.close(),
+        ]).then(removeTemporaryS3);
         return closing;
       },
     };
   } catch (error) {
     await sqs?.close();
-    await fauxqs?.close();
     if (dynamo?.listening) await closeServer(dynamo, new Set());
     await diskS3?.close();
+    await removeTemporaryS3();
     throw error;
   }
 }
