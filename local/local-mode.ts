@@ -240,7 +240,6 @@ async function assembleLocalMode(
   shim = await startSfnShim({
     machine: workflow.machine,
     stateMachineArn: LOCAL_STATE_MACHINE_ARN,
-    definition: workflow.definition,
     dataDir: join(dataDir, 'executions'),
     ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
   });

@@ -1,7 +1,9 @@
 /**
  * A small Step Functions API on loopback, backed by a {@link LocalStateMachine}: enough of the
  * AWS JSON 1.0 protocol that the real `SFNClient` (and so the intake Lambda's StartExecution code)
- * works unchanged in local mode. Executions run in this process; with a data directory each one is
+ * works unchanged in local mode. It answers the operations svc-dsr calls: StartExecution (intake),
+ * DescribeExecution (the reconciler) and StopExecution (`svc-dsr cancel`). Executions run in this
+ * process; with a data directory each one is
  * also a JSON file a person can read, and a restarted shim knows which executions a crash cut short.
  */
 import { randomUUID } from 'node:crypto';
@@ -35,7 +37,7 @@ export interface ExecutionRecord {
   readonly events: readonly ExecutionEvent[];
 }
 
-/** A record without its input, output and event log: all ListExecutions and a caller's overview need. */
+/** A record without its input, output and event log: all a caller's overview needs. */
 export type ExecutionSummary = Omit<ExecutionRecord, 'input' | 'output' | 'events'>;
 
 /** How to start a {@link SfnShim}. */
@@ -44,8 +46,6 @@ export interface ShimOptions {
   readonly machine: LocalStateMachine;
   /** The ARN clients must use (`arn:<partition>:states:<region>:<account>:stateMachine:<name>`). */
   readonly stateMachineArn: string;
-  /** The resolved ASL, for DescribeStateMachine and to tell Lambda tasks apart in the history. */
-  readonly definition: Record<string, unknown>;
   /**
    * A directory of its own for execution records: one `<name>.json` per execution, written at start
    * and at end, so a person can read its history and a restart knows what ran.
@@ -145,12 +145,9 @@ const STATE_MACHINE_ARN =
 const EXECUTION_ARN = /^arn:[^:]+:states:[^:]*:[^:]*:execution:[^:]+:([^:]+)$/;
 /** Step Functions' limit on an execution input, in UTF-8 bytes. */
 const MAX_INPUT_BYTES = 256 * 1024;
-const ROLE_ARN_SUFFIX = ':role/svc-dsr-local-state-machine';
 
 interface MachineArns {
-  readonly stateMachineName: string;
   readonly executionArnPrefix: string;
-  readonly roleArn: string;
 }
 
 function parseStateMachineArn(stateMachineArn: string): MachineArns {
@@ -161,11 +158,7 @@ function parseStateMachineArn(stateMachineArn: string): MachineArns {
     );
   }
   const { partition, region = '', account, name } = parts;
-  return {
-    stateMachineName: name,
-    executionArnPrefix: `arn:${partition}:states:${region}:${account}:execution:${name}:`,
-    roleArn: `arn:${partition}:iam::${account}${ROLE_ARN_SUFFIX}`,
-  };
+  return { executionArnPrefix: `arn:${partition}:states:${region}:${account}:execution:${name}:` };
 }
 
 interface Execution {
@@ -175,7 +168,7 @@ interface Execution {
    * asked for, so a long-running local mode does not keep every history it ever ran.
    */
   record: ExecutionRecord | ExecutionSummary;
-  /** Order of (re)start, newest highest; ListExecutions sorts and pages on it. */
+  /** Order of (re)start, newest highest; the summaries are listed in it. */
   sequence: number;
   /** Present while the execution runs in this process. */
   run?: { readonly controller: AbortController; readonly settled: Promise<void>; stop?: StopRequest };
@@ -192,10 +185,7 @@ interface StopRequest {
 
 class Registry {
   closing = false;
-  readonly startedAt = new Date();
   readonly #executions = new Map<string, Execution>();
-  /** Task state name -> Resource, to name the right history event for a failed task. */
-  readonly taskResources: ReadonlyMap<string, string>;
   readonly #writeFailures: unknown[] = [];
   readonly #restarting = new Set<string>();
   #sequence = 0;
@@ -205,7 +195,6 @@ class Registry {
     readonly arns: MachineArns,
     loaded: readonly ExecutionRecord[],
   ) {
-    this.taskResources = taskResources(options.definition);
     const oldestFirst = [...loaded].sort(
       (a, b) => a.startDate.localeCompare(b.startDate) || a.name.localeCompare(b.name),
     );
@@ -558,7 +547,6 @@ async function writeAtomically(path: string, text: string): Promise<void> {
 const TARGET_PREFIX = 'AWSStepFunctions.';
 /** Generous for a 256 KiB input escaped inside a JSON string. */
 const MAX_BODY_BYTES = 2 * 1024 * 1024;
-const DEFAULT_PAGE_SIZE = 100;
 
 /** Errors answered as 400 `{__type, message}`; the SDK turns `__type` into its exception class. */
 const apiFaults = new WeakSet<Error>();
@@ -575,10 +563,7 @@ type Operation = (registry: Registry, body: unknown) => Promise<Record<string, u
 const OPERATIONS: Readonly<Record<string, Operation>> = {
   StartExecution: startExecution,
   DescribeExecution: describeExecution,
-  ListExecutions: listExecutions,
-  GetExecutionHistory: getExecutionHistory,
   StopExecution: stopExecution,
-  DescribeStateMachine: describeStateMachine,
 };
 
 async function answer(registry: Registry, request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -643,8 +628,6 @@ function parseRequest<T extends z.ZodType>(schema: T, body: unknown): z.infer<T>
   return parsed.data;
 }
 
-const pageSize = z.number().int().min(0).max(1000).optional();
-
 const startRequest = z.looseObject({
   stateMachineArn: z.string(),
   name: z.string().optional(),
@@ -678,7 +661,7 @@ const describeRequest = z.looseObject({
   includedData: z.enum(['ALL_DATA', 'METADATA_ONLY']).optional(),
 });
 
-/** What DescribeExecution and ListExecutions both say of an execution. */
+/** What DescribeExecution says of any execution. */
 function executionSummary(registry: Registry, record: ExecutionSummary) {
   return {
     executionArn: record.executionArn,
@@ -710,59 +693,6 @@ async function describeExecution(registry: Registry, body: unknown): Promise<Rec
   };
 }
 
-const listRequest = z.looseObject({
-  stateMachineArn: z.string(),
-  statusFilter: z
-    .enum(['RUNNING', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'ABORTED', 'PENDING_REDRIVE'])
-    .optional(),
-  maxResults: pageSize,
-  nextToken: z.string().optional(),
-});
-
-async function listExecutions(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
-  const request = parseRequest(listRequest, body);
-  checkStateMachine(registry, request.stateMachineArn);
-  const limit = request.maxResults || DEFAULT_PAGE_SIZE;
-  const before =
-    request.nextToken === undefined ? Number.POSITIVE_INFINITY : readToken(request.nextToken, 'list');
-  const matching = registry
-    .list()
-    .filter((execution) => execution.sequence < before)
-    .filter(
-      (execution) => request.statusFilter === undefined || execution.record.status === request.statusFilter,
-    );
-  const page = matching.slice(0, limit);
-  const last = page.at(-1);
-  return {
-    executions: page.map(({ record }) => executionSummary(registry, record)),
-    ...(matching.length > limit && last !== undefined
-      ? { nextToken: writeToken('list', last.sequence) }
-      : {}),
-  };
-}
-
-const historyRequest = z.looseObject({
-  executionArn: z.string(),
-  maxResults: pageSize,
-  reverseOrder: z.boolean().optional(),
-  nextToken: z.string().optional(),
-  includeExecutionData: z.boolean().optional(),
-});
-
-async function getExecutionHistory(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
-  const request = parseRequest(historyRequest, body);
-  const record = await registry.read(findExecution(registry, request.executionArn));
-  const events = historyEvents(record, registry, request.includeExecutionData ?? true);
-  if (request.reverseOrder === true) events.reverse();
-  const limit = request.maxResults || DEFAULT_PAGE_SIZE;
-  const offset = request.nextToken === undefined ? 0 : readToken(request.nextToken, 'history');
-  const end = offset + limit;
-  return {
-    events: events.slice(offset, end),
-    ...(end < events.length ? { nextToken: writeToken('history', end) } : {}),
-  };
-}
-
 const stopRequest = z.looseObject({
   executionArn: z.string(),
   error: z.string().max(256).optional(),
@@ -774,23 +704,6 @@ async function stopExecution(registry: Registry, body: unknown): Promise<Record<
   const execution = findExecution(registry, request.executionArn);
   const record = await registry.stop(execution, { error: request.error, cause: request.cause });
   return { stopDate: epochSeconds(record.stopDate ?? new Date().toISOString()) };
-}
-
-const describeMachineRequest = z.looseObject({ stateMachineArn: z.string() });
-
-async function describeStateMachine(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
-  const request = parseRequest(describeMachineRequest, body);
-  checkStateMachine(registry, request.stateMachineArn);
-  return {
-    stateMachineArn: registry.options.stateMachineArn,
-    name: registry.arns.stateMachineName,
-    status: 'ACTIVE',
-    definition: JSON.stringify(registry.options.definition, null, 2),
-    roleArn: registry.arns.roleArn,
-    type: 'STANDARD',
-    creationDate: registry.startedAt.getTime() / 1000,
-    loggingConfiguration: { level: 'OFF', includeExecutionData: false },
-  };
 }
 
 function checkStateMachine(registry: Registry, stateMachineArn: string): void {
@@ -810,169 +723,6 @@ function findExecution(registry: Registry, executionArn: string): Execution {
   return execution;
 }
 
-const tokenSchema = z.object({ kind: z.enum(['list', 'history']), at: z.number().int().min(0) });
-
-function writeToken(kind: 'list' | 'history', at: number): string {
-  return Buffer.from(JSON.stringify({ kind, at })).toString('base64url');
-}
-
-function readToken(token: string, kind: 'list' | 'history'): number {
-  let json: unknown;
-  try {
-    json = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
-  } catch {
-    json = undefined;
-  }
-  const parsed = tokenSchema.safeParse(json);
-  if (!parsed.success || parsed.data.kind !== kind) {
-    throw apiFault('InvalidToken', `Invalid Token: '${token}' was not returned by this operation`);
-  }
-  return parsed.data.at;
-}
-
 function epochSeconds(iso: string): number {
   return Date.parse(iso) / 1000;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Execution history: the runner's event log in the shape of GetExecutionHistory
-
-const stateData = z.looseObject({
-  name: z.string(),
-  type: z.string(),
-  input: z.unknown().optional(),
-  output: z.unknown().optional(),
-});
-const stateEvent = z.looseObject({ state: stateData });
-const failureEvent = z.looseObject({ Error: z.unknown().optional(), Cause: z.unknown().optional() });
-const iterationEvent = z.looseObject({ parentState: stateData, index: z.number() });
-const LAMBDA_FUNCTION_ARN = /^arn:[^:]+:lambda:/;
-const SERVICE_INTEGRATION = /^arn:[^:]+:states:::([^:.]+):([^.]+)/;
-
-type Details = Record<string, unknown>;
-
-/** Maps each runner event to the AWS history event(s) it stands for; events AWS has no form of are left out. */
-function historyEvents(record: ExecutionRecord, registry: Registry, withData: boolean): Details[] {
-  const data = (key: 'input' | 'output', value: unknown): Details =>
-    withData ? { [key]: JSON.stringify(value ?? null), [`${key}Details`]: { truncated: false } } : {};
-  const failure = (event: ExecutionEvent): Details => {
-    const parsed = failureEvent.safeParse(event);
-    const error = parsed.success ? parsed.data.Error : undefined;
-    const cause = parsed.success ? parsed.data.Cause : undefined;
-    return {
-      ...(typeof error === 'string' ? { error } : {}),
-      ...(cause === undefined ? {} : { cause: typeof cause === 'string' ? cause : JSON.stringify(cause) }),
-    };
-  };
-  const recordDetails = errorDetails({ error: record.error, cause: record.cause });
-
-  // While an execution runs the runner has not handed over its log yet; its start is still known.
-  const source: readonly ExecutionEvent[] =
-    record.events.length > 0
-      ? record.events
-      : [{ type: 'ExecutionStarted', timestamp: Date.parse(record.startDate), input: record.input }];
-
-  const mapped: { timestamp: unknown; type: string; details: Details }[] = [];
-  const add = (event: ExecutionEvent, type: string, details: Details = {}) =>
-    mapped.push({ timestamp: event.timestamp, type, details });
-
-  for (const event of source) {
-    switch (event.type) {
-      case 'ExecutionStarted':
-        add(event, 'ExecutionStarted', {
-          executionStartedEventDetails: { ...data('input', event.input), roleArn: registry.arns.roleArn },
-        });
-        break;
-      case 'ExecutionSucceeded':
-        add(event, 'ExecutionSucceeded', { executionSucceededEventDetails: data('output', event.output) });
-        break;
-      case 'ExecutionFailed':
-        add(event, 'ExecutionFailed', { executionFailedEventDetails: failure(event) });
-        break;
-      case 'ExecutionAborted':
-        add(event, 'ExecutionAborted', { executionAbortedEventDetails: recordDetails });
-        break;
-      case 'ExecutionTimeout':
-        add(event, 'ExecutionTimedOut', { executionTimedOutEventDetails: recordDetails });
-        break;
-      case 'StateEntered':
-      case 'StateExited': {
-        const parsed = stateEvent.safeParse(event);
-        if (!parsed.success) break;
-        const { name, type, input, output } = parsed.data.state;
-        if (event.type === 'StateEntered') {
-          add(event, `${type}StateEntered`, { stateEnteredEventDetails: { name, ...data('input', input) } });
-        } else {
-          add(event, `${type}StateExited`, { stateExitedEventDetails: { name, ...data('output', output) } });
-        }
-        break;
-      }
-      case 'StateFailed': {
-        const parsed = stateEvent.safeParse(event);
-        if (!parsed.success) break;
-        const { name, type } = parsed.data.state;
-        if (type === 'Task') {
-          const resource = registry.taskResources.get(name) ?? '';
-          if (LAMBDA_FUNCTION_ARN.test(resource)) {
-            add(event, 'LambdaFunctionFailed', { lambdaFunctionFailedEventDetails: failure(event) });
-          } else {
-            const [, resourceType = 'unknown', action = resource] = SERVICE_INTEGRATION.exec(resource) ?? [];
-            add(event, 'TaskFailed', {
-              taskFailedEventDetails: { resourceType, resource: action, ...failure(event) },
-            });
-          }
-        } else if (type === 'Map' || type === 'Parallel') {
-          add(event, `${type}StateFailed`);
-        }
-        // A Fail state or a failed Pass/Choice shows in AWS only as the ExecutionFailed that follows.
-        break;
-      }
-      case 'MapIterationStarted':
-      case 'MapIterationSucceeded':
-      case 'MapIterationFailed': {
-        const parsed = iterationEvent.safeParse(event);
-        if (!parsed.success) break;
-        const key = `${event.type.charAt(0).toLowerCase()}${event.type.slice(1)}EventDetails`;
-        add(event, event.type, { [key]: { name: parsed.data.parentState.name, index: parsed.data.index } });
-        break;
-      }
-      default:
-        // StateRetried, StateCaught and Parallel branch events have no AWS history event of their own.
-        break;
-    }
-  }
-
-  return mapped.map(({ timestamp, type, details }, index) => ({
-    timestamp: (typeof timestamp === 'number' ? timestamp : Date.parse(record.startDate)) / 1000,
-    type,
-    id: index + 1,
-    previousEventId: index,
-    ...details,
-  }));
-}
-
-/** Task state name -> Resource, through Parallel branches and Map iterators. */
-function taskResources(definition: Record<string, unknown>): Map<string, string> {
-  const resources = new Map<string, string>();
-  const scope = z.looseObject({ States: z.record(z.string(), z.unknown()) });
-  const state = z.looseObject({
-    Type: z.string().optional(),
-    Resource: z.string().optional(),
-    Branches: z.array(z.unknown()).optional(),
-    Iterator: z.unknown().optional(),
-    ItemProcessor: z.unknown().optional(),
-  });
-  const visit = (candidate: unknown) => {
-    const parsed = scope.safeParse(candidate);
-    if (!parsed.success) return;
-    for (const [name, raw] of Object.entries(parsed.data.States)) {
-      const parsedState = state.safeParse(raw);
-      if (!parsedState.success) continue;
-      const { Type, Resource, Branches = [], Iterator, ItemProcessor } = parsedState.data;
-      if (Type === 'Task' && Resource !== undefined) resources.set(name, Resource);
-      for (const nested of [...Branches, Iterator, ItemProcessor]) visit(nested);
-    }
-  };
-  visit(definition);
-  return resources;
 }

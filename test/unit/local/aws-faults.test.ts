@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DynamoDBClient, ListTablesCommand, ThrottlingException } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, ListBucketsCommand, S3Client } from '@aws-sdk/client-s3';
-import { DescribeStateMachineCommand, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
+import { DescribeExecutionCommand, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { ListQueuesCommand, RequestThrottled, SQSClient } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AwsFaultService, AwsThrottle, loadAwsFaultsFile } from '#local/aws/aws-faults';
@@ -191,7 +191,6 @@ describe('StartExecution in the Step Functions shim', () => {
     const shim = await startSfnShim({
       machine: new LocalStateMachine(resolved, { handlers: {} }),
       stateMachineArn: STATE_MACHINE_ARN,
-      definition: resolved.definition,
       awsFaults: { seed, throttle_rate: 0.5, services: ['states'] },
     });
     cleanups.push(() => shim.close());
@@ -215,9 +214,13 @@ describe('StartExecution in the Step Functions shim', () => {
       new StartExecutionCommand({ stateMachineArn: STATE_MACHINE_ARN, name, input: '{}' });
 
     // Act
+    // An execution that does not exist: each answer is the shim's own, never a throttle.
+    const unknownArn = STATE_MACHINE_ARN.replace(':stateMachine:', ':execution:').concat(':nobody');
     const described = await Promise.all(
       [1, 2, 3].map(() =>
-        sfnClient(shim, 1).send(new DescribeStateMachineCommand({ stateMachineArn: STATE_MACHINE_ARN })),
+        sfnClient(shim, 1)
+          .send(new DescribeExecutionCommand({ executionArn: unknownArn }))
+          .catch((error: unknown) => error),
       ),
     );
     const refused = await sfnClient(shim, 1)
@@ -227,7 +230,11 @@ describe('StartExecution in the Step Functions shim', () => {
     await shim.idle();
 
     // Assess
-    expect(described.map((answer) => answer.$metadata.httpStatusCode)).toEqual([200, 200, 200]);
+    expect(described.map((answer) => (answer as Error).name)).toEqual([
+      'ExecutionDoesNotExist',
+      'ExecutionDoesNotExist',
+      'ExecutionDoesNotExist',
+    ]);
     expect(refused).toMatchObject({ name: 'ThrottlingException', $metadata: { httpStatusCode: 400 } });
     expect(started.$metadata).toMatchObject({ httpStatusCode: 200, attempts: 2 });
     expect(shim.executions().map((execution) => execution.name)).toEqual(['second']);
