@@ -52,12 +52,26 @@ const updateOutput = z.object({ Attributes: z.record(z.string(), z.unknown()).op
 const BATCH = 100;
 /** Items whose last image is kept; an item written less recently is read before its next write. */
 const IMAGES_KEPT = 20_000;
+/** The statuses of a request still under way: the items the workflow writes again soon. */
+const OPEN_STATUSES: ReadonlySet<string> = new Set(['received', 'running']);
+
+/** Whether an item's image is worth keeping for its next write: it is an open request's. */
+function keepsImage(image: Image): boolean {
+  const status = image?.status as { S?: unknown } | undefined;
+  return typeof status?.S === 'string' && OPEN_STATUSES.has(status.S);
+}
 
 /** Starts the proxy in front of `target`. */
-export async function startLedgerStream(options: LedgerStreamOptions): Promise<LedgerStream> {
+export async function startLedgerStream(
+  options: LedgerStreamOptions,
+): Promise<
+  LedgerStream & { /** How many items' last images it holds: open requests' only. */ imagesKept(): number }
+> {
   const locks = new Map<string, Promise<void>>();
   const images = new Map<string, Image>();
   const remember = (lockKey: string, image: Image) => {
+    // An ended request is seldom written again (a retry, its minimisation): read it then.
+    if (!keepsImage(image)) return;
     images.set(lockKey, image);
     if (images.size > IMAGES_KEPT) images.delete(images.keys().next().value ?? lockKey);
   };
@@ -162,6 +176,7 @@ export async function startLedgerStream(options: LedgerStreamOptions): Promise<L
     async drained() {
       while (delivering !== undefined) await delivering;
     },
+    imagesKept: () => images.size,
   };
 }
 

@@ -8,11 +8,11 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type LedgerStream, startLedgerStream } from '#local/aws/ledger-stream';
+import { startLedgerStream } from '#local/aws/ledger-stream';
 import { startDynamo } from '../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
-let stream: LedgerStream;
+let stream: Awaited<ReturnType<typeof startLedgerStream>>;
 let client: DynamoDBClient;
 const records: DynamoDBRecord[] = [];
 const TABLE = 'ledger';
@@ -119,5 +119,26 @@ describe('the local ledger stream', () => {
     ]);
     const stored = await client.send(new GetItemCommand({ TableName: TABLE, Key: key('r-2') }));
     expect(stored.Item?.status).toEqual({ S: 'completed' });
+  });
+
+  it('keeps the images of open requests only, and still gives an ended one its old image when it is written again', async () => {
+    // Prepare
+    const kept = stream.imagesKept();
+
+    // Act: two requests end, one stays open; one of those ended is then written again.
+    for (const id of ['r-3', 'r-4', 'r-5']) await setStatus(id, 'running');
+    await setStatus('r-3', 'completed');
+    await setStatus('r-4', 'cancelled');
+    const whileOpen = stream.imagesKept() - kept;
+    await setStatus('r-3', 'failed');
+    await stream.drained();
+
+    // Assess
+    expect(whileOpen).toBe(1);
+    expect(statusesOf('r-3')).toEqual([
+      ['INSERT', null, 'running'],
+      ['MODIFY', 'running', 'completed'],
+      ['MODIFY', 'completed', 'failed'],
+    ]);
   });
 });
