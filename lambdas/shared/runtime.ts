@@ -7,7 +7,7 @@ import {
   ListObjectVersionsCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { copyExportToS3, verifyStoredZip } from './archive.ts';
+import { copyExportToS3, verifyStoredZip } from './archive/index.ts';
 import { REQUEST_TYPE_TAG } from './archive-tags.ts';
 import { AuditTrail } from './audit.ts';
 import { type GateEnv, parseEnv, type StepEnv, stepEnvSchema } from './config.ts';

@@ -45,7 +45,7 @@ import {
   PlatformUnavailableError,
   TruncatedDownloadError,
 } from '#shared/errors';
-import { type StubServer, startStubServer } from '../../../helpers/stub-server.ts';
+import { type StubServer, startStubServer } from '../../../../helpers/stub-server.ts';
 
 const MiB = 1024 * 1024;
 const BUCKET = 'dsr-archive';
@@ -350,7 +350,7 @@ describe('memory', () => {
 
   beforeAll(async () => {
     child = spawn(process.execPath, ['--input-type=module', '-e', CHILD_SCRIPT], {
-      cwd: fileURLToPath(new URL('../../../../', import.meta.url)),
+      cwd: fileURLToPath(new URL('../../../../../', import.meta.url)),
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     if (child.stdout === null) throw new Error('child has no stdout');
