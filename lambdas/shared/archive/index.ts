@@ -11,7 +11,7 @@ import {
   copyOptionsSchema,
   parseOptions,
 } from './options.ts';
-import { PartUploader, type StoredOutput } from './part-uploader.ts';
+import { PartUploader, type UploadResult } from './part-uploader.ts';
 
 export type { ArchiveTarget, CopyOptions, CopyResult, VerifiedArchive, VerifyOptions } from './options.ts';
 export { REQUIRED_ENTRIES } from './options.ts';
@@ -42,18 +42,20 @@ export async function copyExportToS3(
       watchdog,
     });
     const tally = new DownloadTally(declaredLength(response));
-    let output: StoredOutput;
+    let stored: UploadResult;
     try {
       await copyBody(response.body, tally, watchdog, upload);
-      output = await upload.finish();
+      stored = await upload.finish();
     } catch (error) {
       await upload.abort();
       // The download's own failure says what went wrong, even if a part in flight failed after it.
       throw tally.failure ?? upload.failure ?? error;
     }
+    const { output, checksumCrc32 } = stored;
     return {
       bytes: tally.bytes,
       sha256: tally.hash.digest('hex'),
+      checksumCrc32,
       ...(output.VersionId === undefined ? {} : { versionId: output.VersionId }),
       ...(output.ETag === undefined ? {} : { etag: output.ETag }),
     };

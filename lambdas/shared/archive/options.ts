@@ -23,6 +23,11 @@ export interface CopyResult {
   readonly bytes: number;
   /** Lowercase hex. */
   readonly sha256: string;
+  /**
+   * The CRC32 of what was sent, as S3 reports it for the stored object: base64 of the whole body,
+   * or of the parts' CRC32s followed by `-<parts>`. Compared with HeadObject's to prove the copy.
+   */
+  readonly checksumCrc32: string;
   readonly versionId?: string;
   readonly etag?: string;
 }

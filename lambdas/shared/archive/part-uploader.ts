@@ -2,7 +2,7 @@
  * The S3 side of the copy: cut the stream into parts and upload them a few at a time, or store a
  * body that fits in one part with a single PutObject. Knows nothing about the platform or zips.
  */
-import { createHash } from 'node:crypto';
+import { crc32 } from 'node:zlib';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -10,19 +10,27 @@ import {
   PutObjectCommand,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { ConfigurationError } from '../errors.ts';
+import { ConfigurationError, InvalidArchiveError } from '../errors.ts';
 import type { ArchiveTarget } from './options.ts';
 
 /** What S3 answered for the stored object. */
 export interface StoredOutput {
   readonly ETag?: string;
   readonly VersionId?: string;
+  /** The CRC32 S3 computed on what it stored: of the whole body, or `<crc of part crcs>-<parts>`. */
+  readonly ChecksumCRC32?: string;
+}
+
+/** What was stored, and the CRC32 this side computed on the bytes it sent, in S3's notation. */
+export interface UploadResult {
+  readonly output: StoredOutput;
+  readonly checksumCrc32: string;
 }
 
 interface UploadedPart {
   readonly PartNumber: number;
   readonly ETag: string;
-  readonly ChecksumSHA256?: string;
+  readonly ChecksumCRC32?: string;
 }
 
 /** S3 refuses a multipart upload with more parts than this. */
@@ -30,10 +38,11 @@ const MAX_PARTS = 10_000;
 
 /**
  * Cuts the body into parts and uploads up to `queueSize` of them at once; a body that fits in one
- * part is stored with a single PutObject. Every request carries the SHA-256 of its body, computed
- * once here: S3 checks it, and the same digest is the SigV4 payload hash, which the SDK would
- * otherwise compute again. A part's buffer is refilled once S3 has taken it, so memory stays at
- * (queueSize + 1) parts whatever the size of the archive.
+ * part is stored with a single PutObject. Every request carries the CRC32 of its body (zlib's,
+ * native), which S3 checks before it keeps the part, and is sent with an unsigned payload: the
+ * transport is TLS, and a SHA-256 per part would be a second pass over every byte beside the
+ * whole-object SHA-256 the copy keeps. A part's buffer is refilled once S3 has taken it, so memory
+ * stays at (queueSize + 1) parts whatever the size of the archive.
  */
 export class PartUploader {
   /** The first S3 failure; it stops the copy. */
@@ -45,6 +54,7 @@ export class PartUploader {
   #filled = 0;
   #partCount = 0;
   #uploadId: Promise<string> | undefined;
+  readonly #crcs: number[] = [];
 
   constructor(
     private readonly target: ArchiveTarget,
@@ -71,25 +81,25 @@ export class PartUploader {
   }
 
   /** Stores what was written: one PutObject for a single part, else the last part and Complete. */
-  async finish(): Promise<StoredOutput> {
+  async finish(): Promise<UploadResult> {
     if (this.#partCount === 0) {
       const body = this.#buffer?.subarray(0, this.#filled) ?? Buffer.alloc(0);
-      const checksum = sha256Digest(body);
+      const checksumCrc32 = crc32Base64(crc32(body));
       const put = new PutObjectCommand({
         ...this.#objectParams(),
         Body: body,
-        ChecksumAlgorithm: 'SHA256',
-        ChecksumSHA256: checksum.toString('base64'),
+        ChecksumAlgorithm: 'CRC32',
+        ChecksumCRC32: checksumCrc32,
       });
-      put.middlewareStack.add(payloadHash(checksum), PAYLOAD_HASH);
-      return this.target.s3.send(put);
+      put.middlewareStack.add(unsignedUpload, UNSIGNED_UPLOAD);
+      return { output: await this.target.s3.send(put), checksumCrc32 };
     }
     await this.#sendPart();
     await Promise.all(this.#inFlight);
     this.#throwIfFailed();
     const uploadId = await this.#created();
     const parts = [...this.#parts].sort((left, right) => left.PartNumber - right.PartNumber);
-    return this.target.s3.send(
+    const output = await this.target.s3.send(
       new CompleteMultipartUploadCommand({
         Bucket: this.target.bucket,
         Key: this.target.key,
@@ -97,6 +107,7 @@ export class PartUploader {
         MultipartUpload: { Parts: parts },
       }),
     );
+    return { output, checksumCrc32: compositeCrc32(this.#crcs) };
   }
 
   /** Removes an unfinished multipart upload, so no object and no billed parts are left behind. */
@@ -160,7 +171,9 @@ export class PartUploader {
   }
 
   async #uploadPart(partNumber: number, body: Buffer): Promise<UploadedPart> {
-    const checksum = sha256Digest(body);
+    const crc = crc32(body);
+    this.#crcs[partNumber - 1] = crc;
+    const checksum = crc32Base64(crc);
     const uploadId = await this.#created();
     const command = new UploadPartCommand({
       Bucket: this.target.bucket,
@@ -168,24 +181,35 @@ export class PartUploader {
       UploadId: uploadId,
       PartNumber: partNumber,
       Body: body,
-      ChecksumAlgorithm: 'SHA256',
-      ChecksumSHA256: checksum.toString('base64'),
+      ChecksumAlgorithm: 'CRC32',
+      ChecksumCRC32: checksum,
     });
-    command.middlewareStack.add(payloadHash(checksum), PAYLOAD_HASH);
+    command.middlewareStack.add(unsignedUpload, UNSIGNED_UPLOAD);
     const output = await this.target.s3.send(command);
     if (output.ETag === undefined) throw new Error(`S3 returned no ETag for part ${partNumber}`);
-    // Complete repeats the checksum S3 reported; a stand-in that reports none gets none back.
+    if (output.ChecksumCRC32 !== undefined && output.ChecksumCRC32 !== checksum) {
+      throw new InvalidArchiveError(
+        `S3 reports CRC32 ${output.ChecksumCRC32} for part ${partNumber}, which was sent with ${checksum}`,
+      );
+    }
+    // Complete repeats the checksum S3 reported for each part; a stand-in that reports none gets none back.
     return {
       PartNumber: partNumber,
       ETag: output.ETag,
-      ...(output.ChecksumSHA256 === undefined ? {} : { ChecksumSHA256: output.ChecksumSHA256 }),
+      ...(output.ChecksumCRC32 === undefined ? {} : { ChecksumCRC32: output.ChecksumCRC32 }),
     };
   }
 
   #created(): Promise<string> {
     if (this.#uploadId === undefined) {
       const created = this.target.s3
-        .send(new CreateMultipartUploadCommand({ ...this.#objectParams(), ChecksumAlgorithm: 'SHA256' }))
+        .send(
+          new CreateMultipartUploadCommand({
+            ...this.#objectParams(),
+            ChecksumAlgorithm: 'CRC32',
+            ChecksumType: 'COMPOSITE',
+          }),
+        )
         .then((output) => {
           if (output.UploadId === undefined) throw new Error('S3 returned no UploadId');
           return output.UploadId;
@@ -208,23 +232,39 @@ export class PartUploader {
   }
 }
 
-function sha256Digest(body: Uint8Array): Buffer {
-  return createHash('sha256').update(body).digest();
+/** A CRC32 as S3 writes it: the four big-endian bytes in base64. */
+export function crc32Base64(crc: number): string {
+  const bytes = Buffer.alloc(4);
+  bytes.writeUInt32BE(crc >>> 0);
+  return bytes.toString('base64');
 }
 
-const PAYLOAD_HASH = { step: 'build', name: 'archivePayloadHash' } as const;
+/** S3's COMPOSITE CRC32 of a multipart object: the CRC32 of the parts' CRC32s, then `-<parts>`. */
+export function compositeCrc32(partCrcs: readonly number[]): string {
+  const joined = Buffer.alloc(partCrcs.length * 4);
+  for (const [index, crc] of partCrcs.entries()) joined.writeUInt32BE(crc >>> 0, index * 4);
+  return `${crc32Base64(crc32(joined))}-${partCrcs.length}`;
+}
+
+const UNSIGNED_UPLOAD = { step: 'build', priority: 'low', name: 'archiveUnsignedUpload' } as const;
 
 /**
- * The body's SHA-256 is already in the checksum header: handing it to the signer as the payload
- * hash saves it a second pass over the body. The value is the one the signer would compute.
+ * Runs after the S3 client's own build steps. The payload is unsigned: its integrity rests on the
+ * signed CRC32 header, which S3 checks, and on TLS, so the signer need not hash the body again. And
+ * no `Expect: 100-continue`: with it the SDK's handler opens a fresh connection for every part.
  */
-function payloadHash(sha256: Buffer) {
-  const hex = sha256.toString('hex');
-  return <Args extends { request: unknown }, Output>(next: (args: Args) => Promise<Output>) =>
-    (args: Args): Promise<Output> => {
-      if (isHttpRequest(args.request)) args.request.headers['x-amz-content-sha256'] = hex;
-      return next(args);
-    };
+function unsignedUpload<Args extends { request: unknown }, Output>(
+  next: (args: Args) => Promise<Output>,
+): (args: Args) => Promise<Output> {
+  return (args) => {
+    if (isHttpRequest(args.request)) {
+      const { headers } = args.request;
+      headers['x-amz-content-sha256'] = 'UNSIGNED-PAYLOAD';
+      delete headers.Expect;
+      delete headers.expect;
+    }
+    return next(args);
+  };
 }
 
 function isHttpRequest(request: unknown): request is { headers: Record<string, string> } {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { gzipSync } from 'node:zlib';
+import { crc32, gzipSync } from 'node:zlib';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -122,6 +122,19 @@ function serve(server: StubServer, path: string, route: Route): URL {
 function target(overrides: Partial<ArchiveTarget> = {}): ArchiveTarget {
   keyCounter += 1;
   return { s3: store.s3, bucket: BUCKET, key: `archives/req-${keyCounter}.zip`, ...overrides };
+}
+
+/** A CRC32 as S3 writes it: base64 of the four big-endian bytes. */
+function crc32Base64(data: Buffer): string {
+  const bytes = Buffer.alloc(4);
+  bytes.writeUInt32BE(crc32(data));
+  return bytes.toString('base64');
+}
+
+/** S3's COMPOSITE CRC32 of a multipart object, from its parts' bytes. */
+function compositeCrc32(parts: readonly Buffer[]): string {
+  const joined = Buffer.concat(parts.map((part) => Buffer.from(crc32Base64(part), 'base64')));
+  return `${crc32Base64(joined)}-${parts.length}`;
 }
 
 function sha256(data: Buffer): string {
@@ -772,7 +785,7 @@ describe('copyExportToS3', () => {
     expect(origin.requests).toHaveLength(0);
   });
 
-  it('asks S3 for SHA-256 part checksums and SSE-KMS on the multipart upload', async () => {
+  it('asks S3 for composite CRC32 part checksums and SSE-KMS on the multipart upload', async () => {
     // Prepare: a mocked client, since no local stand-in checks or echoes checksums
     const client = new S3Client({
       region: 'us-east-1',
@@ -802,7 +815,8 @@ describe('copyExportToS3', () => {
     expect(s3Mock).toHaveReceivedCommandWith(CreateMultipartUploadCommand, {
       Bucket: BUCKET,
       Key: 'archives/kms.zip',
-      ChecksumAlgorithm: 'SHA256',
+      ChecksumAlgorithm: 'CRC32',
+      ChecksumType: 'COMPOSITE',
       ServerSideEncryption: 'aws:kms',
       SSEKMSKeyId: 'arn:aws:kms:us-east-1:111122223333:key/k-1',
       ContentType: 'application/zip',
@@ -811,12 +825,19 @@ describe('copyExportToS3', () => {
     expect(s3Mock).toHaveReceivedCommandTimes(UploadPartCommand, 2);
     expect(s3Mock).toHaveReceivedCommandWith(UploadPartCommand, {
       UploadId: 'upload-1',
-      ChecksumAlgorithm: 'SHA256',
+      PartNumber: 1,
+      ChecksumAlgorithm: 'CRC32',
+      ChecksumCRC32: crc32Base64(body.subarray(0, 5 * MiB)),
+    });
+    expect(s3Mock).toHaveReceivedCommandWith(UploadPartCommand, {
+      PartNumber: 2,
+      ChecksumCRC32: crc32Base64(body.subarray(5 * MiB)),
     });
     expect(s3Mock).toHaveReceivedCommandTimes(CompleteMultipartUploadCommand, 1);
     expect(result).toEqual({
       bytes: body.length,
       sha256: sha256(body),
+      checksumCrc32: compositeCrc32([body.subarray(0, 5 * MiB), body.subarray(5 * MiB)]),
       etag: '"whole-2"',
       versionId: 'version-7',
     });
@@ -840,7 +861,11 @@ describe('copyExportToS3', () => {
     );
     // Assess
     const [put] = s3Mock.commandCalls(PutObjectCommand);
-    expect(put?.args[0].input).toMatchObject({ ChecksumAlgorithm: 'SHA256', ContentType: 'application/zip' });
+    expect(put?.args[0].input).toMatchObject({
+      ChecksumAlgorithm: 'CRC32',
+      ChecksumCRC32: crc32Base64(Buffer.from('PK small')),
+      ContentType: 'application/zip',
+    });
     expect(put?.args[0].input).not.toHaveProperty('ServerSideEncryption');
     expect(put?.args[0].input).not.toHaveProperty('SSEKMSKeyId');
     expect(put?.args[0].input).not.toHaveProperty('Tagging');
@@ -1138,13 +1163,13 @@ describe('copyExportToS3 part uploads', () => {
     headers: z.record(z.string(), z.string()),
   });
 
-  it('sends each part with its own SHA-256 as checksum and payload hash, refilling part buffers without mixing bytes', async () => {
-    // Prepare: the disk stand-in refuses a part whose checksum or payload hash does not match its bytes;
+  it('sends each part with its own CRC32, an unsigned payload and no Expect header, refilling part buffers without mixing bytes', async () => {
+    // Prepare: the disk stand-in refuses a part whose checksum does not match its bytes;
     // one part in flight at a time, so later parts refill the buffers of earlier ones.
     const root = await mkdtemp(join(tmpdir(), 'archive-parts-'));
     const disk = await startDiskS3({ root });
     const s3 = localS3Client(disk.endpoint);
-    const sentParts = new Map<number, { payloadHash?: string; checksum?: string }>();
+    const sentParts = new Map<number, { payloadHash?: string; checksum?: string; expect?: string }>();
     s3.middlewareStack.add(
       (next) => async (args) => {
         const request = signedRequest.safeParse(args.request);
@@ -1152,7 +1177,8 @@ describe('copyExportToS3 part uploads', () => {
         if (request.success && Number.isInteger(partNumber)) {
           sentParts.set(partNumber, {
             payloadHash: request.data.headers['x-amz-content-sha256'],
-            checksum: request.data.headers['x-amz-checksum-sha256'],
+            checksum: request.data.headers['x-amz-checksum-crc32'],
+            ...(request.data.headers.Expect === undefined ? {} : { expect: request.data.headers.Expect }),
           });
         }
         return next(args);
@@ -1173,9 +1199,14 @@ describe('copyExportToS3 part uploads', () => {
       expect([...sentParts.keys()].sort()).toEqual([1, 2, 3, 4]);
       for (const [partNumber, sent] of sentParts) {
         const part = body.subarray((partNumber - 1) * partSize, partNumber * partSize);
-        const digest = createHash('sha256').update(part).digest();
-        expect(sent).toEqual({ payloadHash: digest.toString('hex'), checksum: digest.toString('base64') });
+        expect(sent).toEqual({ payloadHash: 'UNSIGNED-PAYLOAD', checksum: crc32Base64(part) });
       }
+      const head = await s3.send(
+        new HeadObjectCommand({ Bucket: BUCKET, Key: 'archives/parts.zip', ChecksumMode: 'ENABLED' }),
+      );
+      const parts = [0, 1, 2, 3].map((index) => body.subarray(index * partSize, (index + 1) * partSize));
+      expect(result.checksumCrc32).toBe(compositeCrc32(parts));
+      expect(head.ChecksumCRC32).toBe(result.checksumCrc32);
     } finally {
       s3.destroy();
       await disk.close();
