@@ -3,15 +3,25 @@
  * prove the stored copy intact. Everything streams: memory use does not depend on the archive's size.
  */
 import { assertDownloadAllowed } from '../download-policy.ts';
-import { copyBody, DownloadTally, declaredLength, IdleWatchdog, openDownload } from './download.ts';
+import {
+  type ChunkSink,
+  copyBody,
+  DownloadTally,
+  declaredLength,
+  IdleWatchdog,
+  openDownload,
+} from './download.ts';
 import {
   type ArchiveTarget,
   type CopyOptions,
   type CopyResult,
   copyOptionsSchema,
   parseOptions,
+  type VerifiedArchive,
+  verifyOptionsSchema,
 } from './options.ts';
 import { PartUploader, type UploadResult } from './part-uploader.ts';
+import { ZipStreamCheck } from './zip-stream.ts';
 
 export type { ArchiveTarget, CopyOptions, CopyResult, VerifiedArchive, VerifyOptions } from './options.ts';
 export { REQUIRED_ENTRIES } from './options.ts';
@@ -19,7 +29,9 @@ export { entryLabel, hashStoredObject, verifyStoredZip } from './verify.ts';
 
 /**
  * Streams the link's body into an S3 multipart upload while hashing it, and checks the byte count
- * against Content-Length. On any failure the upload is aborted, so no object is left at the key.
+ * against Content-Length. With `options.verify`, the zip is checked on the way too (see
+ * zip-stream.ts): a broken or oversized archive fails before the upload completes. On any failure
+ * the upload is aborted, so no object is left at the key.
  */
 export async function copyExportToS3(
   link: URL,
@@ -36,6 +48,22 @@ export async function copyExportToS3(
   const watchdog = new IdleWatchdog(idleTimeoutMs, () => connection.abort());
   // An S3 failure hangs up on the platform at once, rather than after the next part is read.
   const upload = new PartUploader(target, partSizeBytes, queueSize, () => connection.abort());
+  const zip =
+    options.verify === undefined
+      ? undefined
+      : new ZipStreamCheck(parseOptions(verifyOptionsSchema, options.verify, 'copyExportToS3'));
+  const sink: ChunkSink =
+    zip === undefined
+      ? upload
+      : {
+          get failure() {
+            return upload.failure;
+          },
+          async write(chunk) {
+            await zip.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+            await upload.write(chunk);
+          },
+        };
   try {
     const response = await openDownload(link, options.policy, options.fetch ?? globalThis.fetch, {
       signal: connection.signal,
@@ -43,8 +71,11 @@ export async function copyExportToS3(
     });
     const tally = new DownloadTally(declaredLength(response));
     let stored: UploadResult;
+    let archive: VerifiedArchive | undefined;
     try {
-      await copyBody(response.body, tally, watchdog, upload);
+      await copyBody(response.body, tally, watchdog, sink);
+      // Judged before the last part goes: a broken archive is never completed into an object.
+      archive = await zip?.finish(tally.bytes);
       stored = await upload.finish();
     } catch (error) {
       await upload.abort();
@@ -56,6 +87,7 @@ export async function copyExportToS3(
       bytes: tally.bytes,
       sha256: tally.hash.digest('hex'),
       checksumCrc32,
+      ...(archive === undefined ? {} : { archive }),
       ...(output.VersionId === undefined ? {} : { versionId: output.VersionId }),
       ...(output.ETag === undefined ? {} : { etag: output.ETag }),
     };

@@ -28,6 +28,8 @@ export interface CopyResult {
    * or of the parts' CRC32s followed by `-<parts>`. Compared with HeadObject's to prove the copy.
    */
   readonly checksumCrc32: string;
+  /** With `verify`: the entries, when the zip could be checked as it streamed (else read it back). */
+  readonly archive?: VerifiedArchive;
   readonly versionId?: string;
   readonly etag?: string;
 }
@@ -42,6 +44,8 @@ export interface CopyOptions {
   readonly idleTimeoutMs?: number;
   /** Parts uploaded at once; memory is about (queueSize + 1) x partSizeBytes. @default 2 */
   readonly queueSize?: number;
+  /** Check the zip while it streams, within these limits. @default not checked */
+  readonly verify?: VerifyOptions;
 }
 
 /** The entries of a verified archive, as its central directory lists them. */

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import yauzl from 'yauzl';
-import { InvalidArchiveError } from '../errors.ts';
+import { ArchiveTooLargeError, InvalidArchiveError } from '../errors.ts';
 import {
   type ArchiveTarget,
   MiB,
@@ -90,7 +90,7 @@ export async function hashStoredObject(target: ArchiveTarget): Promise<{ bytes: 
   return hashObject(target, undefined);
 }
 
-async function readCentralDirectory(zip: yauzl.ZipFile, maxEntries: number): Promise<yauzl.Entry[]> {
+export async function readCentralDirectory(zip: yauzl.ZipFile, maxEntries: number): Promise<yauzl.Entry[]> {
   if (zip.entryCount > maxEntries) {
     throw new InvalidArchiveError(
       `the archive has ${zip.entryCount} entries, above the limit of ${maxEntries}`,
@@ -106,7 +106,7 @@ async function readCentralDirectory(zip: yauzl.ZipFile, maxEntries: number): Pro
 }
 
 /** Everything that can be judged from the central directory, before a byte of data is read. */
-function checkStructure(entries: readonly yauzl.Entry[], limits: VerifyLimits): void {
+export function checkStructure(entries: readonly yauzl.Entry[], limits: VerifyLimits): void {
   const names = new Set<string>();
   let totalUncompressed = 0;
   for (const entry of entries) {
@@ -131,9 +131,7 @@ function checkStructure(entries: readonly yauzl.Entry[], limits: VerifyLimits): 
     totalUncompressed += entry.uncompressedSize;
   }
   if (totalUncompressed > limits.maxUncompressedBytes) {
-    throw new InvalidArchiveError(
-      `the entries expand to ${totalUncompressed} bytes, above the limit of ${limits.maxUncompressedBytes}`,
-    );
+    throw new ArchiveTooLargeError(limits.maxUncompressedBytes, totalUncompressed);
   }
   const missing = REQUIRED_ENTRIES.filter((required) => !names.has(required));
   if (missing.length > 0) throw new InvalidArchiveError(`the archive lacks ${missing.join(', ')}`);
@@ -158,7 +156,7 @@ async function checkEntryData(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<v
   }
 }
 
-function hex32(value: number): string {
+export function hex32(value: number): string {
   return (value >>> 0).toString(16).padStart(8, '0');
 }
 
@@ -191,8 +189,8 @@ function zipReaderProblem(error: unknown): string {
 }
 
 /** An S3 failure passes through; anything else the zip reader said makes the archive invalid. */
-function archiveError(error: unknown, context: string): unknown {
+export function archiveError(error: unknown, context: string): unknown {
   if (error instanceof StorageReadError) return error.cause;
-  if (error instanceof InvalidArchiveError) return error;
+  if (error instanceof InvalidArchiveError || error instanceof ArchiveTooLargeError) return error;
   return new InvalidArchiveError(`${context} (${zipReaderProblem(error)})`);
 }

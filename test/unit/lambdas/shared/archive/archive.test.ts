@@ -34,6 +34,7 @@ import {
 } from '#shared/archive';
 import { type DownloadPolicy, downloadPolicySchema } from '#shared/download-policy';
 import {
+  ArchiveTooLargeError,
   ConfigurationError,
   DownloadHostNotAllowedError,
   DownloadLinkExpiredError,
@@ -1061,7 +1062,7 @@ describe('verifyStoredZip', () => {
     );
   });
 
-  it('rejects an archive whose entries together exceed the uncompressed limit', async () => {
+  it('rejects an archive whose entries together exceed the uncompressed limit with ArchiveTooLargeError naming both', async () => {
     // Prepare
     const zip = await buildZip(
       exportEntries({ extra: [{ name: 'media.bin', data: pseudoRandomBytes(2 * MiB), compress: false }] }),
@@ -1070,8 +1071,10 @@ describe('verifyStoredZip', () => {
     // Act
     const error = await failure(verifyStoredZip(stored, { bytes }, { maxUncompressedBytes: MiB }));
     // Assess
-    expect(error).toBeInstanceOf(InvalidArchiveError);
-    expect(error.message).toContain(`above the limit of ${MiB}`);
+    expect(error).toBeInstanceOf(ArchiveTooLargeError);
+    const expanded = 2 * MiB + exportEntries().reduce((sum, entry) => sum + Buffer.byteLength(entry.data), 0);
+    expect(error.message).toContain(`expand to ${expanded} bytes, past the limit of ${MiB}`);
+    expect(error.message).toContain('raise the setting');
   });
 
   it('rejects an encrypted entry and names it', async () => {
