@@ -25,7 +25,7 @@ import { ZipStreamCheck } from './zip-stream.ts';
 
 export type { ArchiveTarget, CopyOptions, CopyResult, VerifiedArchive, VerifyOptions } from './options.ts';
 export { REQUIRED_ENTRIES } from './options.ts';
-export { entryLabel, hashStoredObject, verifyStoredZip } from './verify.ts';
+export { type CopyReceipt, entryLabel, hashStoredObject, verifyCopy, verifyStoredZip } from './verify.ts';
 
 /**
  * Streams the link's body into an S3 multipart upload while hashing it, and checks the byte count

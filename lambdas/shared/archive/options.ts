@@ -1,6 +1,7 @@
 /** The archive module's public types, its option schemas and the limits they default to. */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';
+import { ARCHIVE_MAX_EXPANDED_BYTES } from '../config.ts';
 import type { DownloadPolicy } from '../download-policy.ts';
 import { ConfigurationError } from '../errors.ts';
 
@@ -60,7 +61,7 @@ export interface VerifiedArchive {
 
 /** Limits that stop a hostile zip before it costs real time. */
 export interface VerifyOptions {
-  /** Sum of all entries' uncompressed sizes. @default 4 GiB */
+  /** Sum of all entries' uncompressed sizes (stack setting archiveMaxExpandedBytes). @default 4 GiB */
   readonly maxUncompressedBytes?: number;
   /** Uncompressed:compressed ratio of one entry, for entries of 1 MiB or more. @default 200 */
   readonly maxRatio?: number;
@@ -83,11 +84,7 @@ export const copyOptionsSchema = z.object({
 });
 
 export const verifyOptionsSchema = z.object({
-  maxUncompressedBytes: z
-    .number()
-    .int()
-    .positive()
-    .default(4 * GiB),
+  maxUncompressedBytes: z.number().int().positive().default(ARCHIVE_MAX_EXPANDED_BYTES.default),
   maxRatio: z.number().positive().default(200),
   maxEntries: z.number().int().positive().default(10_000),
 });

@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
+import { HeadObjectCommand, type HeadObjectCommandOutput } from '@aws-sdk/client-s3';
 import yauzl from 'yauzl';
 import { ArchiveTooLargeError, InvalidArchiveError } from '../errors.ts';
 import {
@@ -17,7 +18,7 @@ import {
   type VerifyOptions,
   verifyOptionsSchema,
 } from './options.ts';
-import { hashObject, openArchive, S3RangeReader, StorageReadError } from './range-reader.ts';
+import { hashObject, isNotFound, openArchive, S3RangeReader, StorageReadError } from './range-reader.ts';
 
 /** Entries smaller than this are exempt from the ratio limit: tiny JSON files compress very well. */
 const RATIO_EXEMPT_BYTES = MiB;
@@ -193,4 +194,85 @@ export function archiveError(error: unknown, context: string): unknown {
   if (error instanceof StorageReadError) return error.cause;
   if (error instanceof InvalidArchiveError || error instanceof ArchiveTooLargeError) return error;
   return new InvalidArchiveError(`${context} (${zipReaderProblem(error)})`);
+}
+
+/** What a finished copy measured: the facts the stored object is proven against. */
+export interface CopyReceipt {
+  readonly bytes: number;
+  readonly sha256: string;
+  /** The CRC32 S3 should hold for the object (CopyResult.checksumCrc32). */
+  readonly checksumCrc32?: string;
+  readonly versionId?: string;
+  /** The entries, when the zip was checked as it streamed. */
+  readonly archive?: VerifiedArchive;
+}
+
+/**
+ * Proves a finished copy with as few reads of the stored object as the store allows:
+ * - that the stored object is the bytes that streamed: HeadObject's size, and the CRC32 S3 computed
+ *   on the parts it accepted, against the CRC32 computed here on the bytes sent (no read);
+ * - that those bytes are an intact zip: checked as they streamed (no read).
+ * A zip the stream check could not follow is read once with ranged GETs; a store that keeps no
+ * checksum (a stand-in) is hashed once more instead, as before. docs/security.md says why the
+ * checksum proof is as strong as hashing the stored copy again.
+ */
+export async function verifyCopy(
+  target: ArchiveTarget,
+  copied: CopyReceipt,
+  options: VerifyOptions = {},
+): Promise<VerifiedArchive> {
+  const proven = copied.checksumCrc32 !== undefined && (await storedChecksumMatches(target, copied));
+  if (copied.archive !== undefined) {
+    if (!proven) await checkStoredHash(target, copied);
+    return copied.archive;
+  }
+  return verifyStoredZip(
+    target,
+    proven ? { bytes: copied.bytes } : { bytes: copied.bytes, sha256: copied.sha256 },
+    options,
+  );
+}
+
+/**
+ * HeadObject with ChecksumMode: true when S3's CRC32 and size for the object (the copy's version,
+ * when the bucket keeps versions) equal the copy's; false when the store reports no CRC32; a
+ * mismatch or a missing object is an InvalidArchiveError.
+ */
+async function storedChecksumMatches(target: ArchiveTarget, copied: CopyReceipt): Promise<boolean> {
+  let head: HeadObjectCommandOutput;
+  try {
+    head = await target.s3.send(
+      new HeadObjectCommand({
+        Bucket: target.bucket,
+        Key: target.key,
+        ChecksumMode: 'ENABLED',
+        ...(copied.versionId === undefined ? {} : { VersionId: copied.versionId }),
+      }),
+    );
+  } catch (error) {
+    if (isNotFound(error)) throw new InvalidArchiveError('the archive object is missing from the bucket');
+    throw error;
+  }
+  if (head.ContentLength !== copied.bytes) {
+    throw new InvalidArchiveError(
+      `the stored archive is ${head.ContentLength ?? 'an unknown number of'} bytes, but ${copied.bytes} were copied`,
+    );
+  }
+  if (head.ChecksumCRC32 === undefined) return false;
+  if (head.ChecksumCRC32 !== copied.checksumCrc32) {
+    throw new InvalidArchiveError(
+      'the CRC32 S3 holds for the stored archive differs from the one computed on the bytes sent; the stored object is not the copy',
+    );
+  }
+  return true;
+}
+
+/** One streaming read of the stored object, for a store that cannot vouch for it with a checksum. */
+async function checkStoredHash(target: ArchiveTarget, copied: CopyReceipt): Promise<void> {
+  const recomputed = await hashObject(target, undefined);
+  if (recomputed.bytes !== copied.bytes || recomputed.sha256 !== copied.sha256.toLowerCase()) {
+    throw new InvalidArchiveError(
+      'the SHA-256 of the stored archive does not match the one measured during the copy',
+    );
+  }
 }

@@ -303,7 +303,9 @@ export class ZipStreamCheck {
 
   /**
    * A stored entry whose size comes after it: its data ends where a data descriptor starts whose
-   * CRC-32 and sizes match the bytes before it. Up to 23 bytes that may begin one are held back.
+   * sizes match the bytes before it, and whose CRC-32 matches them too or which the next header
+   * follows (a damaged entry still ends there, for the directory check to name). Up to 27 bytes
+   * that may begin one are held back.
    */
   #storedUntilDescriptor(entry: OpenEntry, input: Buffer): Buffer {
     const bytes = entry.held.length === 0 ? input : Buffer.concat([entry.held, input]);
@@ -322,7 +324,7 @@ export class ZipStreamCheck {
         entry.held = Buffer.from(bytes.subarray(bytes.length - keep));
         return Buffer.alloc(0);
       }
-      const needed = entry.zip64 ? 24 : 16;
+      const needed = (entry.zip64 ? 24 : 16) + 4;
       if (bytes.length - found < needed) {
         this.#storeData(entry, bytes.subarray(committed, found));
         entry.held = Buffer.from(bytes.subarray(found));
@@ -353,9 +355,9 @@ export class ZipStreamCheck {
     const compressed = entry.zip64 ? Number(descriptor.readBigUInt64LE(8)) : descriptor.readUInt32LE(8);
     const size = entry.zip64 ? Number(descriptor.readBigUInt64LE(16)) : descriptor.readUInt32LE(12);
     const { record } = entry;
-    return (
-      crc === record.crc >>> 0 && compressed === record.compressedSize && size === record.uncompressedSize
-    );
+    if (compressed !== record.compressedSize || size !== record.uncompressedSize) return false;
+    const next = descriptor.readUInt32LE(descriptor.length - 4);
+    return crc === record.crc >>> 0 || next === LOCAL_HEADER || AFTER_ENTRIES.has(next);
   }
 
   #closeEntry(): void {
