@@ -1250,4 +1250,34 @@ describe('copyExportToS3 part uploads', () => {
     expect(s3Mock).not.toHaveReceivedCommand(CompleteMultipartUploadCommand);
     s3Mock.restore();
   });
+
+  it('aborts the upload when S3 reports a part CRC32 other than the one sent', async () => {
+    // Prepare: S3 answers a checksum of different bytes for every part
+    const client = new S3Client({
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    });
+    const s3Mock = mockClient(client);
+    s3Mock.on(CreateMultipartUploadCommand).resolves({ UploadId: 'upload-3' });
+    s3Mock.on(UploadPartCommand).resolves({ ETag: '"part"', ChecksumCRC32: 'AAAAAA==' });
+    s3Mock.on(AbortMultipartUploadCommand).resolves({});
+    const body = pseudoRandomBytes(12 * MiB);
+    const fakeFetch: typeof fetch = async () =>
+      new Response(body, { status: 200, headers: { 'content-length': String(body.length) } });
+    // Act
+    const error = await failure(
+      copyExportToS3(
+        new URL(`https://exports.example.com/x.zip?sig=${LINK_SECRET}`),
+        { s3: client, bucket: BUCKET, key: 'archives/mismatch.zip' },
+        { policy, fetch: fakeFetch, partSizeBytes: 5 * MiB },
+      ),
+    );
+    // Assess
+    expect(error).toBeInstanceOf(InvalidArchiveError);
+    expect(error.message).toMatch(/^S3 reports CRC32 AAAAAA== for part \d, which was sent with /);
+    expect(error.message).not.toContain(LINK_SECRET);
+    expect(s3Mock).toHaveReceivedCommandWith(AbortMultipartUploadCommand, { UploadId: 'upload-3' });
+    expect(s3Mock).not.toHaveReceivedCommand(CompleteMultipartUploadCommand);
+    s3Mock.restore();
+  });
 });

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
@@ -166,6 +167,46 @@ describe('copyExportToS3 with verify, then verifyCopy', () => {
       'profile.json',
     ]);
     expect(commands).toEqual(['HeadObjectCommand']);
+  });
+
+  it('uploads every part over the same kept-alive connections, one per part in flight', async () => {
+    // Prepare: five parts, two in flight at a time
+    served = exportZip(22 * MiB);
+    const fresh = new S3Client({
+      endpoint: disk.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    });
+    const parts: number[] = [];
+    fresh.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'UploadPartCommand') parts.push(parts.length + 1);
+        return next(args);
+      },
+      { step: 'initialize', name: 'countParts' },
+    );
+    const stored = { ...target(), s3: fresh };
+    const s3Port = Number(new URL(disk.endpoint).port);
+    let s3Connections = 0;
+    const count = (message: unknown) => {
+      const { socket } = message as { socket: Socket };
+      socket.once('connect', () => {
+        if (socket.remotePort === s3Port) s3Connections += 1;
+      });
+    };
+    subscribe('net.client.socket', count);
+    // Act
+    try {
+      await copyExportToS3(link(), stored, copyOptions());
+    } finally {
+      unsubscribe('net.client.socket', count);
+      fresh.destroy();
+    }
+    // Assess: Expect: 100-continue would have cost a connection per part
+    expect(parts).toHaveLength(5);
+    expect(s3Connections).toBeGreaterThan(0);
+    expect(s3Connections).toBeLessThanOrEqual(2);
   });
 
   it('proves a single-part copy by its full-object CRC32', async () => {
