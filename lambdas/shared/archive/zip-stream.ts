@@ -22,6 +22,8 @@ const DATA_DESCRIPTOR = 0x08074b50;
 /** Signatures that may follow the last entry: central header, end records, signature, extra data. */
 const AFTER_ENTRIES = new Set([0x02014b50, 0x06054b50, 0x06064b50, 0x05054b50, 0x08064b50]);
 const DESCRIPTOR_BYTES = Buffer.from([0x50, 0x4b, 0x07, 0x08]);
+/** Bytes needed to judge a data descriptor candidate: the longest form, and the next signature. */
+const DESCRIPTOR_LOOKAHEAD = 24 + 4;
 const FLAG_ENCRYPTED = 0x0001;
 const FLAG_DATA_DESCRIPTOR = 0x0008;
 const STORED = 0;
@@ -47,7 +49,6 @@ interface OpenEntry {
   readonly record: StreamedEntry;
   readonly kind: 'stored' | 'deflated' | 'skipped' | 'stored-until-descriptor';
   readonly descriptor: boolean;
-  readonly zip64: boolean;
   /** Data bytes still to come, when the local header gave the size. */
   remaining: number;
   inflater?: InflateRaw;
@@ -228,7 +229,6 @@ export class ZipStreamCheck {
       record,
       kind,
       descriptor,
-      zip64: zip64 !== undefined,
       remaining: descriptor ? Number.POSITIVE_INFINITY : compressedSize,
       held: Buffer.alloc(0),
     };
@@ -324,19 +324,21 @@ export class ZipStreamCheck {
         entry.held = Buffer.from(bytes.subarray(bytes.length - keep));
         return Buffer.alloc(0);
       }
-      const needed = (entry.zip64 ? 24 : 16) + 4;
-      if (bytes.length - found < needed) {
+      if (bytes.length - found < DESCRIPTOR_LOOKAHEAD) {
         this.#storeData(entry, bytes.subarray(committed, found));
         entry.held = Buffer.from(bytes.subarray(found));
         return Buffer.alloc(0);
       }
       this.#storeData(entry, bytes.subarray(committed, found));
       committed = found;
-      if (this.#descriptorMatches(entry, bytes.subarray(found, found + needed))) {
-        this.#closeEntry();
-        // The descriptor is read as a header of its own; hand back from its signature on.
-        this.#cursor = bytesStart + found;
-        return found >= fromHeld ? input.subarray(found - fromHeld) : Buffer.from(bytes.subarray(found));
+      const length = descriptorLength(entry.record, bytes.subarray(found, found + DESCRIPTOR_LOOKAHEAD));
+      if (length > 0) {
+        // The descriptor is stepped over here: the next header starts right after it.
+        this.#entry = undefined;
+        this.#state = 'header';
+        const next = found + length;
+        this.#cursor = bytesStart + next;
+        return next >= fromHeld ? input.subarray(next - fromHeld) : Buffer.from(bytes.subarray(next));
       }
       searchFrom = found + 1;
     }
@@ -350,35 +352,37 @@ export class ZipStreamCheck {
     this.#expand(data.length);
   }
 
-  #descriptorMatches(entry: OpenEntry, descriptor: Buffer): boolean {
-    const crc = descriptor.readUInt32LE(4);
-    const compressed = entry.zip64 ? Number(descriptor.readBigUInt64LE(8)) : descriptor.readUInt32LE(8);
-    const size = entry.zip64 ? Number(descriptor.readBigUInt64LE(16)) : descriptor.readUInt32LE(12);
-    const { record } = entry;
-    if (compressed !== record.compressedSize || size !== record.uncompressedSize) return false;
-    const next = descriptor.readUInt32LE(descriptor.length - 4);
-    return crc === record.crc >>> 0 || next === LOCAL_HEADER || AFTER_ENTRIES.has(next);
-  }
-
   #closeEntry(): void {
     const entry = this.#entry;
     this.#state = entry?.descriptor === true ? 'descriptor' : 'header';
     if (entry?.descriptor !== true) this.#entry = undefined;
   }
 
-  /** Steps over a data descriptor: its figures are the directory's to give, and are checked there. */
+  /**
+   * Steps over a deflated entry's data descriptor: its figures are the directory's to give, and are
+   * checked there. Its sizes are 4 or 8 bytes each (writers do not always say which in the local
+   * header), so the next header's signature decides where it ends.
+   */
   #descriptor(input: Buffer): Buffer {
-    const entry = this.#entry;
     const signature = this.#collect(input, 4);
     if (!signature.whole) return signature.rest;
-    const signed = this.#pending.readUInt32LE(0) === DATA_DESCRIPTOR;
-    const size = (signed ? 4 : 0) + (entry?.zip64 === true ? 20 : 12);
-    const whole = this.#collect(signature.rest, size);
+    const base = this.#pending.readUInt32LE(0) === DATA_DESCRIPTOR ? 4 : 0;
+    const whole = this.#collect(signature.rest, base + 24);
     if (!whole.whole) return whole.rest;
+    const short = base + 12;
+    const long = base + 20;
+    const length = isHeader(this.#pending.readUInt32LE(short))
+      ? short
+      : isHeader(this.#pending.readUInt32LE(long))
+        ? long
+        : short;
+    // What was read past the descriptor is the start of the next header: hand it back.
+    const past = this.#pending.subarray(length);
+    this.#cursor -= past.length;
     this.#pending = Buffer.alloc(0);
     this.#entry = undefined;
     this.#state = 'header';
-    return whole.rest;
+    return past.length === 0 ? whole.rest : Buffer.concat([past, whole.rest]);
   }
 
   /** Counts expanded bytes: past the limit the copy stops at once rather than at the end. */
@@ -414,6 +418,27 @@ export class ZipStreamCheck {
       this.#heldBytes -= first.bytes.length;
     }
   }
+}
+
+/** Whether `signature` starts a local header or one of the records after the entries. */
+function isHeader(signature: number): boolean {
+  return signature === LOCAL_HEADER || AFTER_ENTRIES.has(signature);
+}
+
+/**
+ * The length of the signed data descriptor at the start of `bytes` (16 bytes, or 24 with 8-byte
+ * sizes) when its sizes are those of the data before it, and its CRC-32 matches too or the next
+ * header follows it; 0 when it is not this entry's.
+ */
+function descriptorLength(record: StreamedEntry, bytes: Buffer): number {
+  for (const length of [16, 24]) {
+    const crc = bytes.readUInt32LE(4);
+    const compressed = length === 16 ? bytes.readUInt32LE(8) : Number(bytes.readBigUInt64LE(8));
+    const size = length === 16 ? bytes.readUInt32LE(12) : Number(bytes.readBigUInt64LE(16));
+    if (compressed !== record.compressedSize || size !== record.uncompressedSize) continue;
+    if (crc === record.crc >>> 0 || isHeader(bytes.readUInt32LE(length))) return length;
+  }
+  return 0;
 }
 
 /** The local header's ZIP64 sizes, when it has them. */

@@ -14,10 +14,16 @@ const JSON_FILES = {
 };
 
 /** A yazl zip of the four files; `streamed` writes them with data descriptors (sizes after the data). */
-async function yazlZip(options: { streamed?: boolean; compress?: boolean } = {}): Promise<Buffer> {
+async function yazlZip(
+  options: { streamed?: boolean; compress?: boolean; zip64?: boolean } = {},
+): Promise<Buffer> {
   const zip = new yazl.ZipFile();
   for (const [name, data] of Object.entries(JSON_FILES)) {
-    const fixed = { compress: options.compress ?? true, mtime: new Date('2020-01-01T00:00:00Z') };
+    const fixed = {
+      compress: options.compress ?? true,
+      mtime: new Date('2020-01-01T00:00:00Z'),
+      forceZip64Format: options.zip64 ?? false,
+    };
     if (options.streamed) zip.addReadStream(Readable.from([Buffer.from(data)]), name, fixed);
     else zip.addBuffer(Buffer.from(data), name, fixed);
   }
@@ -85,6 +91,19 @@ describe('ZipStreamCheck', () => {
     const zip = await yazlZip({ streamed: true });
     // Act
     const verified = await check(zip, 333);
+    // Assess
+    expect(verified?.entries).toHaveLength(4);
+  });
+
+  it.each([
+    { streamed: false, compress: true },
+    { streamed: true, compress: true },
+    { streamed: true, compress: false },
+  ])('follows ZIP64 headers and data descriptors (%o)', async (layout) => {
+    // Prepare
+    const zip = await yazlZip({ ...layout, zip64: true });
+    // Act
+    const verified = await check(zip, 500);
     // Assess
     expect(verified?.entries).toHaveLength(4);
   });
