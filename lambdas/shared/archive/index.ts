@@ -1,6 +1,14 @@
 /**
  * ArchiveExport's machinery: copy the platform's export zip into S3 before its link expires, and
  * prove the stored copy intact. Everything streams: memory use does not depend on the archive's size.
+ *
+ * The public API is here; each file below does one part and is tested on its own:
+ * - download.ts: the platform link, its redirects and statuses, the body pumped chunk by chunk;
+ * - part-uploader.ts: the chunks cut into S3 parts, each with its CRC32, over kept-alive connections;
+ * - zip-stream.ts: the zip checked as the chunks go past (entry CRC-32s, the central directory);
+ * - verify.ts: the stored object proven by S3's checksum, or read back when it cannot be;
+ * - range-reader.ts: ranged reads of the stored object, for a zip the stream check could not follow;
+ * - options.ts: the types, option schemas and limits.
  */
 import { assertDownloadAllowed } from '../download-policy.ts';
 import {
