@@ -487,6 +487,7 @@ describe('IAM', () => {
         's3:DeleteObject',
         's3:DeleteObjectVersion',
         's3:GetObject',
+        's3:GetObjectVersion',
         's3:PutObject',
         's3:PutObjectTagging',
       ].sort(),
