@@ -79,7 +79,7 @@ export class ZipStreamCheck {
 
   constructor(private readonly limits: VerifyLimits) {}
 
-  /** Takes the next chunk. Throws only for an archive past the expansion limit. */
+  /** Takes the next chunk. Throws only for an archive past the expansion or entry limits. */
   async write(chunk: Buffer): Promise<void> {
     this.#hold(chunk);
     this.#cursor = this.#offset;
@@ -202,6 +202,12 @@ export class ZipStreamCheck {
     const zip64 = zip64Sizes(extra, uncompressedSize, compressedSize);
     if (zip64 !== undefined) ({ compressedSize, uncompressedSize } = zip64);
     const descriptor = (flags & FLAG_DATA_DESCRIPTOR) !== 0;
+    if (this.#entries.size >= this.limits.maxEntries) {
+      // Each entry seen is remembered until the directory comes: a flood of them stops here.
+      throw new InvalidArchiveError(
+        `the archive has more than ${this.limits.maxEntries} entries, above the limit`,
+      );
+    }
     const record: StreamedEntry = { offset, method, compressedSize: 0, uncompressedSize: 0, crc: 0 };
     this.#entries.set(offset, record);
     let kind: OpenEntry['kind'];

@@ -203,6 +203,16 @@ describe('ZipStreamCheck', () => {
     expect((error as ArchiveTooLargeError).limitBytes).toBe(100);
   });
 
+  it('stops at the first entry past the entry limit, before the directory', async () => {
+    // Prepare
+    const zip = await yazlZip();
+    // Act
+    const error = await failure(check(zip, 4096, { ...LIMITS, maxEntries: 3 }));
+    // Assess
+    expect(error).toBeInstanceOf(InvalidArchiveError);
+    expect(error.message).toBe('the archive has more than 3 entries, above the limit');
+  });
+
   it('leaves a zip with bytes before its first entry undecided, for a reader of the stored copy', async () => {
     // Prepare
     const zip = Buffer.concat([Buffer.from('#!/bin/sh\n'), await yazlZip()]);
