@@ -1,23 +1,46 @@
 /**
- * One measured download, in its own process so its peak RSS is its own: either the ArchiveExport
- * copy into S3 (`archive`) or the baseline, the same download streamed to nowhere by fetch (`baseline`).
- * Prints one JSON line: bytes, seconds, CPU seconds spent on the download, peak RSS.
- * bench/index.ts runs it from a bundle; both modes load the same modules, so both start from the
+ * One measured download, in its own process so its peak RSS, CPU and connections are its own:
+ * - `baseline`: the download streamed to nowhere by plain fetch, the floor of downloading;
+ * - `upload`: the same download into S3 with lib-storage's `Upload` and the SDK's defaults, what
+ *   most engineers write (no verification);
+ * - `archive`: ArchiveExport's copy with the zip checked as it streams, then its proof of the
+ *   stored object (verifyCopy), as the Lambda runs them.
+ * Prints one JSON line: bytes, seconds, CPU seconds, peak RSS, TCP connections opened.
+ * bench/index.ts runs it from a bundle; every mode loads the same modules, so all start from the
  * same memory floor.
  */
+import { subscribe } from 'node:diagnostics_channel';
+import { Readable } from 'node:stream';
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { S3Client } from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
 import { z } from 'zod';
-import { copyExportToS3 } from '#shared/archive';
+import { copyExportToS3, verifyCopy } from '#shared/archive';
 
 const args = z
   .object({
-    mode: z.enum(['archive', 'baseline']),
+    mode: z.enum(['archive', 'baseline', 'upload']),
     link: z.url(),
     s3Endpoint: z.url().optional(),
     bucket: z.string().optional(),
     key: z.string().optional(),
   })
   .parse(JSON.parse(process.argv[2] ?? '{}'));
+
+let connections = 0;
+// Every TCP connection this process opens, fetch's and the SDK's alike.
+subscribe('net.client.socket', () => {
+  connections += 1;
+});
+
+function s3Client(): S3Client {
+  return new S3Client({
+    region: 'us-east-1',
+    endpoint: args.s3Endpoint,
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  });
+}
 
 const started = performance.now();
 const cpuBefore = process.cpuUsage();
@@ -27,20 +50,29 @@ if (args.mode === 'baseline') {
   const reader = response.body?.getReader();
   for (let chunk = await reader?.read(); chunk && !chunk.done; chunk = await reader?.read())
     bytes += chunk.value.length;
-} else {
-  const s3 = new S3Client({
-    region: 'us-east-1',
-    endpoint: args.s3Endpoint,
-    forcePathStyle: true,
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+} else if (args.mode === 'upload') {
+  const s3 = s3Client();
+  const response = await fetch(args.link);
+  if (response.body === null) throw new Error('the download has no body');
+  const body = Readable.fromWeb(response.body as NodeReadableStream<Uint8Array>);
+  body.on('data', (chunk: Buffer) => {
+    bytes += chunk.length;
   });
+  await new Upload({
+    client: s3,
+    params: { Bucket: args.bucket ?? '', Key: args.key ?? '', Body: body },
+  }).done();
+  s3.destroy();
+} else {
+  const s3 = s3Client();
   const link = new URL(args.link);
-  const result = await copyExportToS3(
-    link,
-    { s3, bucket: args.bucket ?? '', key: args.key ?? '' },
-    { policy: { allowedHosts: [], insecureHosts: [link.host], maxRedirects: 0 } },
-  );
-  bytes = result.bytes;
+  const target = { s3, bucket: args.bucket ?? '', key: args.key ?? '' };
+  const copied = await copyExportToS3(link, target, {
+    policy: { allowedHosts: [], insecureHosts: [link.host], maxRedirects: 0 },
+    verify: {},
+  });
+  await verifyCopy(target, copied);
+  bytes = copied.bytes;
   s3.destroy();
 }
 const seconds = (performance.now() - started) / 1000;
@@ -51,5 +83,6 @@ process.stdout.write(
     seconds,
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
     peakRssBytes: process.resourceUsage().maxRSS * 1024,
+    connections,
   })}\n`,
 );

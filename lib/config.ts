@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MINIMUM_RETENTION_MONTHS } from '../lambdas/shared/audit.ts';
+import { ARCHIVE_MAX_EXPANDED_BYTES } from '../lambdas/shared/config.ts';
 import { DEFAULT_TIME_ZONE, isTimeZone } from '../lambdas/shared/deadlines.ts';
 import { DEFAULTS } from '../lambdas/shared/defaults.ts';
 import { downloadPolicySchema } from '../lambdas/shared/download-policy.ts';
@@ -70,6 +71,8 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
     'a whole number of seconds from 1 to 86400, between pollInitialSeconds and pollBudgetSeconds',
   pollBudgetSeconds: 'a whole number of seconds from 60 to 2592000 (30 days), at least pollMaxSeconds',
   exportMaxAttempts: 'a whole number from 1 to 10',
+  archiveMaxExpandedBytes:
+    'a whole number of bytes from 1048576 (1 MiB) to 1099511627776 (1 TiB): the most an export archive may expand to before ArchiveExport refuses it with ArchiveTooLargeError (default 4294967296, 4 GiB); docs/cost.md says what one invocation can copy in 15 minutes',
   retryHorizonHours:
     'a whole number of hours from 1 to 48: how long a step keeps retrying throttles and outages (platform and AWS), and how long requests wait out a platform outage, before they fail',
   platformRequestsPerSecond:
@@ -151,6 +154,10 @@ const baseSchema = z.strictObject({
   pollMaxSeconds: wholeNumber(1, 86_400).default(DEFAULTS.pollMaxSeconds),
   pollBudgetSeconds: wholeNumber(60, 30 * 86_400).default(DEFAULTS.pollBudgetSeconds),
   exportMaxAttempts: wholeNumber(1, 10).default(DEFAULTS.exportMaxAttempts),
+  archiveMaxExpandedBytes: wholeNumber(
+    ARCHIVE_MAX_EXPANDED_BYTES.min,
+    ARCHIVE_MAX_EXPANDED_BYTES.max,
+  ).default(ARCHIVE_MAX_EXPANDED_BYTES.default),
   retryHorizonHours: wholeNumber(1, 48).default(DEFAULTS.retryHorizonHours),
   platformRequestsPerSecond: z.number().min(0.1).max(500).default(DEFAULTS.platformRequestsPerSecond),
   platformBurst: wholeNumber(1, 10_000).default(DEFAULTS.platformBurst),

@@ -198,6 +198,8 @@ export class DsrFunction extends Construct {
             's3:PutObjectTagging',
             's3:AbortMultipartUpload',
             's3:GetObject',
+            // The copy is proven with a HEAD of the version it created.
+            's3:GetObjectVersion',
             's3:DeleteObject',
             // A copy made for a request cancelled meanwhile is deleted with every version.
             's3:DeleteObjectVersion',

@@ -379,7 +379,11 @@ export class DsrStack extends Stack {
         ...defaults,
         entry: `${lambdasDir}${dir}/handler.ts`,
         description: `svc-dsr workflow step ${step}`,
-        environment: { ...stepSettings, DSR_STEP: step },
+        environment: {
+          ...stepSettings,
+          DSR_STEP: step,
+          ...(archives ? { ARCHIVE_MAX_EXPANDED_BYTES: String(config.archiveMaxExpandedBytes) } : {}),
+        },
         timeout: archives ? Duration.minutes(15) : Duration.minutes(1),
         memorySize: archives ? 1024 : 512,
       });

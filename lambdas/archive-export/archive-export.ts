@@ -40,7 +40,7 @@ export async function archiveExport(input: StepInput, deps: StepDeps): Promise<A
   await deps.gate.admit();
   const copied = await deps.archive.copy(status.link, key, item.type);
   await deps.gate.releaseExport(input.request_id);
-  const { entries } = await deps.archive.verify(key, { bytes: copied.bytes, sha256: copied.sha256 });
+  const { entries } = await deps.archive.verify(key, copied);
   const verifiedAt = deps.clock().toISOString();
   try {
     await deps.ledger.update(

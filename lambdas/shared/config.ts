@@ -18,6 +18,16 @@ export const timeZoneSchema = z
   .string()
   .refine(isTimeZone, 'expected an IANA time zone such as "Europe/Berlin" or "America/Los_Angeles"')
   .default(DEFAULT_TIME_ZONE);
+/**
+ * What an export archive may expand to (stack setting `archiveMaxExpandedBytes`): the zip-bomb
+ * cap of ArchiveExport's check, and the bounds the stack accepts for it.
+ */
+export const ARCHIVE_MAX_EXPANDED_BYTES = {
+  min: 1024 * 1024,
+  max: 1024 ** 4,
+  default: 4 * 1024 ** 3,
+} as const;
+
 const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
 /** The platform gate's environment (platform-gate.ts): its table and limits, as the stack sets them. */
@@ -64,6 +74,13 @@ export const stepEnvSchema = z.object({
   POLL_MAX_SECONDS: seconds(DEFAULTS.pollMaxSeconds),
   POLL_BUDGET_SECONDS: seconds(DEFAULTS.pollBudgetSeconds),
   EXPORT_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(DEFAULTS.exportMaxAttempts),
+  /** Set for ArchiveExport: the archive's expansion cap in bytes. */
+  ARCHIVE_MAX_EXPANDED_BYTES: z.coerce
+    .number()
+    .int()
+    .min(ARCHIVE_MAX_EXPANDED_BYTES.min)
+    .max(ARCHIVE_MAX_EXPANDED_BYTES.max)
+    .default(ARCHIVE_MAX_EXPANDED_BYTES.default),
   RETRY_AFTER_CAP_SECONDS: z.coerce.number().int().nonnegative().default(20),
   ...gateEnvSchema.shape,
   TIME_ZONE: timeZoneSchema,

@@ -245,6 +245,27 @@ export class InvalidArchiveError extends DsrError {
   readonly code = 'invalid_archive';
 }
 
+/**
+ * The export expands past the stack's `archiveMaxExpandedBytes`: not a broken zip but one larger
+ * than this deployment agreed to check. Terminal, since a retry meets the same archive; the
+ * message names the limit and the size, so an operator can raise the setting and retry.
+ */
+export class ArchiveTooLargeError extends DsrError {
+  override readonly name = 'ArchiveTooLargeError';
+  static override readonly handling: ErrorHandling = 'fail';
+  readonly code = 'archive_too_large';
+  constructor(
+    readonly limitBytes: number,
+    /** What the archive was found to expand to; with `atLeast`, a lower bound found while streaming. */
+    readonly expandedBytes: number,
+    readonly atLeast = false,
+  ) {
+    super(
+      `the archive's entries expand to ${atLeast ? 'more than ' : ''}${expandedBytes} bytes, past the limit of ${limitBytes} (stack setting archiveMaxExpandedBytes); raise the setting to at least ${atLeast ? 'the export size' : expandedBytes} bytes, redeploy, and retry the request`,
+    );
+  }
+}
+
 /** The platform reported the export `failed` more often than the attempt limit allows. */
 export class ExportFailedError extends DsrError {
   override readonly name = 'ExportFailedError';
@@ -382,6 +403,7 @@ export const ERROR_CLASSES = [
   DownloadHostNotAllowedError,
   DownloadLinkExpiredError,
   InvalidArchiveError,
+  ArchiveTooLargeError,
   ExportFailedError,
   ExportTimedOutError,
   ErasureNotVerifiedError,

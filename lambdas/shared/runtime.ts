@@ -6,7 +6,7 @@ import {
   ListObjectVersionsCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { copyExportToS3, verifyStoredZip } from './archive.ts';
+import { copyExportToS3, verifyCopy } from './archive/index.ts';
 import { REQUEST_TYPE_TAG } from './archive-tags.ts';
 import { AuditTrail } from './audit.ts';
 import { type GateEnv, parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
@@ -31,8 +31,17 @@ export interface AwsClients {
 /** Builds the archive store over S3: copy, verify, and delete what fails verification. */
 export function s3ArchiveStore(
   s3: S3Client,
-  options: { bucket: string; kmsKeyId?: string; policy: DownloadPolicy; idleTimeoutMs?: number },
+  options: {
+    bucket: string;
+    kmsKeyId?: string;
+    policy: DownloadPolicy;
+    idleTimeoutMs?: number;
+    /** The archive's expansion cap (stack setting archiveMaxExpandedBytes). @default 4 GiB */
+    maxExpandedBytes?: number;
+  },
 ): ArchiveStore {
+  const limits =
+    options.maxExpandedBytes === undefined ? {} : { maxUncompressedBytes: options.maxExpandedBytes };
   const target = (key: string) => ({
     s3,
     bucket: options.bucket,
@@ -47,6 +56,7 @@ export function s3ArchiveStore(
           { ...target(key), tags: { [REQUEST_TYPE_TAG]: requestType } },
           {
             policy: options.policy,
+            verify: limits,
             ...(options.idleTimeoutMs ? { idleTimeoutMs: options.idleTimeoutMs } : {}),
           },
         );
@@ -56,12 +66,14 @@ export function s3ArchiveStore(
       return {
         bytes: result.bytes,
         sha256: result.sha256,
+        checksumCrc32: result.checksumCrc32,
+        ...(result.archive ? { archive: result.archive } : {}),
         ...(result.versionId ? { versionId: result.versionId } : {}),
       };
     },
-    async verify(key, expected) {
+    async verify(key, copied) {
       try {
-        const verified = await traced('archive.verify', () => verifyStoredZip(target(key), expected));
+        const verified = await traced('archive.verify', () => verifyCopy(target(key), copied, limits));
         return { entries: verified.entries.length };
       } catch (error) {
         // A copy that fails verification must not linger where it could be mistaken for the archive.
@@ -153,6 +165,7 @@ export function buildStepDeps(
         insecureHosts: env.DOWNLOAD_INSECURE_HOSTS,
         maxRedirects: 3,
       },
+      maxExpandedBytes: env.ARCHIVE_MAX_EXPANDED_BYTES,
     }),
     schedule: {
       initialSeconds: env.POLL_INITIAL_SECONDS,

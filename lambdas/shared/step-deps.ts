@@ -1,18 +1,28 @@
+import type { VerifiedArchive } from './archive/options.ts';
 import type { AuditTrail } from './audit.ts';
 import type { PollSchedule } from './config.ts';
 import type { Ledger } from './ledger.ts';
 import type { PlatformClient } from './platform-client.ts';
 import type { PlatformGate } from './platform-gate.ts';
 
+/**
+ * What a copy measured. Besides the size and SHA-256 the ledger keeps, the store may carry what it
+ * needs to prove the stored object without reading it back (a checksum, the entries it checked).
+ */
+export interface CopiedArchive {
+  readonly bytes: number;
+  readonly sha256: string;
+  readonly versionId?: string;
+  readonly checksumCrc32?: string;
+  readonly archive?: VerifiedArchive;
+}
+
 /** Where the workflow keeps archives: copy from a link, then prove what was stored. */
 export interface ArchiveStore {
-  copy(
-    link: URL,
-    key: string,
-    requestType: 'access' | 'erasure',
-  ): Promise<{ bytes: number; sha256: string; versionId?: string }>;
+  /** Copies the export; an archive found broken or too large on the way is never stored. */
+  copy(link: URL, key: string, requestType: 'access' | 'erasure'): Promise<CopiedArchive>;
   /** Verifies the stored zip; on failure removes it so no corrupt archive stays behind, then throws. */
-  verify(key: string, expected: { bytes: number; sha256: string }): Promise<{ entries: number }>;
+  verify(key: string, copied: CopiedArchive): Promise<{ entries: number }>;
   /** Deletes every version (and delete marker) of the key, for good; answers how many went. */
   remove(key: string): Promise<number>;
 }

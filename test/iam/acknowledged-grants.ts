@@ -95,6 +95,13 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
     reason:
       'without it a missing object answers 403, and verification could not tell a vanished copy from a denied read',
   },
+  {
+    role: 'ArchiveExport',
+    action: 's3:GetObjectVersion',
+    resource: /archivebucket.*\/exports\/\*$/,
+    reason:
+      'proves the copy with a HEAD of the version its upload created; the local stand-ins keep no versions, so the scenarios make that HEAD with s3:GetObject',
+  },
   ...['s3:DeleteObjectVersion', 's3:ListBucketVersions'].map((action) => ({
     role: 'ArchiveExport',
     action,

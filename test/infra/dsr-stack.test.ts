@@ -382,8 +382,22 @@ describe('functions', () => {
       const tokens = STEP_TOKENS[fn.Environment.Variables.DSR_STEP as StepName].map(
         (token) => SECRETS[token].env,
       );
-      expect(Object.keys(fn.Environment.Variables).sort()).toEqual([...stepEnv, ...tokens].sort());
+      const archiveOnly =
+        fn.Environment.Variables.DSR_STEP === 'ArchiveExport' ? ['ARCHIVE_MAX_EXPANDED_BYTES'] : [];
+      expect(Object.keys(fn.Environment.Variables).sort()).toEqual(
+        [...stepEnv, ...tokens, ...archiveOnly].sort(),
+      );
     }
+  });
+
+  it('passes the archive expansion cap to ArchiveExport alone', () => {
+    const capped = synth({ ...productionConfig, archiveMaxExpandedBytes: 8 * 1024 ** 3 });
+    const archiveExport = Object.values(capped.findResources('AWS::Lambda::Function')).find(
+      (fn) => fn.Properties.Environment?.Variables?.DSR_STEP === 'ArchiveExport',
+    );
+    expect(archiveExport?.Properties.Environment.Variables.ARCHIVE_MAX_EXPANDED_BYTES).toBe(
+      String(8 * 1024 ** 3),
+    );
   });
 
   it('gives each function only the secrets its calls need', () => {
@@ -474,6 +488,7 @@ describe('IAM', () => {
         's3:DeleteObject',
         's3:DeleteObjectVersion',
         's3:GetObject',
+        's3:GetObjectVersion',
         's3:PutObject',
         's3:PutObjectTagging',
       ].sort(),

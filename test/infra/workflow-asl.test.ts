@@ -7,6 +7,7 @@ import {
   LAMBDA_SERVICE_ERRORS,
   NO_DATA_ERRORS,
   RETRYABLE_ERRORS,
+  TERMINAL_ERRORS,
 } from '#shared/errors';
 
 type State = {
@@ -104,6 +105,18 @@ describe('the synthesized state machine', () => {
       });
     }
     expect(states.OutcomeNotRecorded).toMatchObject({ Type: 'Pass', Next: 'RecordFailure' });
+  });
+
+  it('never retries the archive errors and sends them from ArchiveExport to RecordFailure', () => {
+    const archive = states.ArchiveExport;
+    for (const name of ['InvalidArchiveError', 'ArchiveTooLargeError']) {
+      expect(TERMINAL_ERRORS).toContain(name);
+      expect(archive?.Retry?.some((rule) => rule.ErrorEquals.includes(name))).toBe(false);
+      const handler = archive?.Catch?.find(
+        (rule) => rule.ErrorEquals.includes(name) || rule.ErrorEquals.includes('States.ALL'),
+      );
+      expect({ name, next: handler?.Next }).toEqual({ name, next: 'RecordFailure' });
+    }
   });
 
   it('records the failure in the ledger itself when RecordFailure cannot run, only while the request is open', () => {

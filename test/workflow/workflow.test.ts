@@ -452,6 +452,34 @@ describe('download allowlist', () => {
   });
 });
 
+describe('archive expansion cap', () => {
+  it('fails the request with ArchiveTooLarge, once and without retries, and stores nothing', async () => {
+    const h = await start({
+      faults: { export_padding_bytes: 3 * 1024 * 1024 },
+      env: { ARCHIVE_MAX_EXPANDED_BYTES: String(1024 * 1024) },
+    });
+    const request = requestFor('u-alice');
+
+    const results = await submit(h, request);
+
+    expect(results.get(request.request_id)).toMatchObject({
+      status: 'FAILED',
+      error: 'ArchiveTooLargeError',
+    });
+    const item = await h.workflow.ledger.require(request.request_id);
+    expect(item).toMatchObject({ status: 'failed', error: { code: 'archive_too_large' } });
+    expect(item.error?.message).toContain(
+      'past the limit of 1048576 (stack setting archiveMaxExpandedBytes)',
+    );
+    expect(item.archive).toBeUndefined();
+    expect(platformCalls(h, 'GET', '/_downloads/')).toHaveLength(1);
+    const { KeyCount } = await h.workflow.s3.send(
+      new ListObjectsV2Command({ Bucket: LOCAL_NAMES.archiveBucket }),
+    );
+    expect(KeyCount ?? 0).toBe(0);
+  });
+});
+
 describe('intake', () => {
   it('runs one execution and one export for the same message sent twice', async () => {
     const h = await start();
