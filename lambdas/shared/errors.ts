@@ -266,6 +266,13 @@ export class ArchiveTooLargeError extends DsrError {
   }
 }
 
+/** S3 answered a call outside its contract (no ETag, no upload id, no body, another range than asked). */
+export class StorageAnswerInvalidError extends DsrError {
+  override readonly name = 'StorageAnswerInvalidError';
+  static override readonly handling: ErrorHandling = 'fail';
+  readonly code = 'storage_answer_invalid';
+}
+
 /** The platform reported the export `failed` more often than the attempt limit allows. */
 export class ExportFailedError extends DsrError {
   override readonly name = 'ExportFailedError';
@@ -404,6 +411,7 @@ export const ERROR_CLASSES = [
   DownloadLinkExpiredError,
   InvalidArchiveError,
   ArchiveTooLargeError,
+  StorageAnswerInvalidError,
   ExportFailedError,
   ExportTimedOutError,
   ErasureNotVerifiedError,

@@ -10,7 +10,7 @@ import {
   PutObjectCommand,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { ConfigurationError, InvalidArchiveError } from '../errors.ts';
+import { ConfigurationError, InvalidArchiveError, StorageAnswerInvalidError } from '../errors.ts';
 import type { ArchiveTarget } from './options.ts';
 
 /** What S3 answered for the stored object. */
@@ -186,7 +186,8 @@ export class PartUploader {
     });
     command.middlewareStack.add(unsignedUpload, UNSIGNED_UPLOAD);
     const output = await this.target.s3.send(command);
-    if (output.ETag === undefined) throw new Error(`S3 returned no ETag for part ${partNumber}`);
+    if (output.ETag === undefined)
+      throw new StorageAnswerInvalidError(`S3 returned no ETag for part ${partNumber}`);
     if (output.ChecksumCRC32 !== undefined && output.ChecksumCRC32 !== checksum) {
       throw new InvalidArchiveError(
         `S3 reports CRC32 ${output.ChecksumCRC32} for part ${partNumber}, which was sent with ${checksum}`,
@@ -211,7 +212,7 @@ export class PartUploader {
           }),
         )
         .then((output) => {
-          if (output.UploadId === undefined) throw new Error('S3 returned no UploadId');
+          if (output.UploadId === undefined) throw new StorageAnswerInvalidError('S3 returned no UploadId');
           return output.UploadId;
         });
       // Awaited by every part and by abort(); this keeps a failure from counting as unhandled meanwhile.

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { PassThrough, Readable } from 'node:stream';
 import { GetObjectCommand, HeadObjectCommand } from '@aws-sdk/client-s3';
 import yauzl from 'yauzl';
-import { InvalidArchiveError } from '../errors.ts';
+import { InvalidArchiveError, StorageAnswerInvalidError } from '../errors.ts';
 import type { ArchiveTarget } from './options.ts';
 
 /** Reads up to this size (zip headers, small entries) are served from one read-ahead window... */
@@ -52,7 +52,8 @@ export async function openArchive(
     const stored = await headArchive(target);
     return { stored, tail: { start: stored.size, bytes: Buffer.alloc(0) } };
   }
-  if (!(response.Body instanceof Readable)) throw new Error('S3 returned no readable body');
+  if (!(response.Body instanceof Readable))
+    throw new StorageAnswerInvalidError('S3 returned no readable body');
   const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(response.ContentRange ?? '');
   const start = range === null ? 0 : Number(range[1]);
   const size = range === null ? response.ContentLength : Number(range[3]);
@@ -61,7 +62,8 @@ export async function openArchive(
     throw new InvalidArchiveError('S3 did not report the archive size');
   }
   const bytes = await readAll(response.Body);
-  if (start + bytes.length !== size) throw new StorageReadError(new Error('S3 returned a short range'));
+  if (start + bytes.length !== size)
+    throw new StorageReadError(new StorageAnswerInvalidError('S3 returned a short range'));
   return { stored: { size, etag: response.ETag }, tail: { start, bytes } };
 }
 
@@ -132,13 +134,14 @@ async function getBody(
     new GetObjectCommand({ Bucket: target.bucket, Key: target.key, ...conditions }),
     abortSignal === undefined ? {} : { abortSignal },
   );
-  if (!(response.Body instanceof Readable)) throw new Error('S3 returned no readable body');
+  if (!(response.Body instanceof Readable))
+    throw new StorageAnswerInvalidError('S3 returned no readable body');
   if (
     conditions.Range !== undefined &&
     response.ContentRange?.startsWith(`bytes ${conditions.Range.slice(6)}/`) !== true
   ) {
     response.Body.destroy();
-    throw new Error('S3 answered a ranged GET with a different range');
+    throw new StorageAnswerInvalidError('S3 answered a ranged GET with a different range');
   }
   return response.Body;
 }
@@ -225,7 +228,7 @@ export class S3RangeReader extends yauzl.RandomAccessReader {
       IfMatch: this.stored.etag,
     });
     const bytes = await readAll(body);
-    if (bytes.length !== end - start) throw new Error('S3 returned a short range');
+    if (bytes.length !== end - start) throw new StorageAnswerInvalidError('S3 returned a short range');
     return bytes;
   }
 }
