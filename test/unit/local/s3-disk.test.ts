@@ -440,6 +440,27 @@ describe('PutObject and GetObject', () => {
     expect(head.ChecksumSHA256).toBe(createHash('sha256').update(body).digest('base64'));
   });
 
+  it('refuses a checksum it does not compute (SHA-1, CRC32C) with NotImplemented, storing nothing', async () => {
+    // Act
+    const answers = await Promise.all(
+      ['sha1', 'crc32c'].map((algorithm) =>
+        rawRequest(
+          'PUT',
+          `/${BUCKET}/unsupported/${algorithm}.txt`,
+          { [`x-amz-checksum-${algorithm}`]: 'AAAAAA==', 'content-length': '2' },
+          [Buffer.from('{}')],
+        ),
+      ),
+    );
+
+    // Assess
+    for (const answer of answers) {
+      expect(answer.status).toBe(501);
+      expect(answer.body).toContain('<Code>NotImplemented</Code>');
+    }
+    expect(await exists(join(root, BUCKET, 'unsupported'))).toBe(false);
+  });
+
   it('answers BadDigest when an aws-chunked trailer checksum does not match, and accepts the right one', async () => {
     // Prepare
     const data = Buffer.from('chunked body split across many small reads');

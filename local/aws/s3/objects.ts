@@ -1,0 +1,152 @@
+/** Object operations: PUT (with If-None-Match), GET and HEAD (with ranges), DELETE. */
+import { rm } from 'node:fs/promises';
+import type { IncomingMessage } from 'node:http';
+import { pipeline } from 'node:stream/promises';
+import { header, parseLength, receiveBody } from './bodies.ts';
+import { invalidArgument, noSuchKey, notImplemented, preconditionFailed, S3Failure } from './errors.ts';
+import { checksumHeaders, pick, SSE_HEADERS, storedHeaders } from './headers.ts';
+import { etagListMatches } from './keys.ts';
+import { BUFFERED_BODY_BYTES } from './limits.ts';
+import { allowQuery, type Call, sendEmpty } from './protocol.ts';
+import type { ObjectMeta } from './records.ts';
+import { checkWriteCondition, type WriteCondition, wholeSeconds } from './store.ts';
+
+export function writeCondition(req: IncomingMessage): WriteCondition {
+  const ifNoneMatch = header(req, 'if-none-match')?.trim();
+  const ifMatch = header(req, 'if-match')?.trim();
+  if (ifNoneMatch !== undefined && ifNoneMatch !== '*')
+    throw notImplemented('If-None-Match other than * on a write');
+  return {
+    ...(ifNoneMatch === undefined ? {} : { ifNoneMatch }),
+    ...(ifMatch === undefined ? {} : { ifMatch }),
+  };
+}
+
+export async function putObject(call: Call, key: string) {
+  const { store, req, res, bucket, query } = call;
+  allowQuery(query, []);
+  await store.requireBucket(bucket);
+  const condition = writeCondition(req);
+  const headers = storedHeaders(req);
+  // Answer a lost race before a large body is read; the commit checks again in case of a tie.
+  const small =
+    (parseLength(header(req, 'content-length')) ?? Number.POSITIVE_INFINITY) <= BUFFERED_BODY_BYTES;
+  if (!small && (condition.ifNoneMatch !== undefined || condition.ifMatch !== undefined)) {
+    checkWriteCondition(await store.describe(bucket, key), condition);
+  }
+  const received = await receiveBody(req, store.tempPath(), undefined, store.syncWrites);
+  const checksum =
+    received.sent === undefined ? undefined : { ...received.sent, type: 'FULL_OBJECT' as const };
+  const meta: ObjectMeta = {
+    format: 1,
+    etag: `"${received.md5.toString('hex')}"`,
+    size: received.size,
+    mtimeMs: received.mtimeMs,
+    lastModified: wholeSeconds(new Date()),
+    headers,
+    ...(checksum === undefined ? {} : { checksum }),
+  };
+  try {
+    await store.commit(bucket, key, received.path, meta, condition);
+  } catch (error) {
+    await rm(received.path, { force: true });
+    throw error;
+  }
+  sendEmpty(res, 200, { etag: meta.etag, ...checksumHeaders(checksum), ...pick(headers, SSE_HEADERS) });
+}
+
+/** The byte range a Range header asks for, or undefined to send the whole object. */
+function parseRange(value: string | undefined, size: number): { start: number; end: number } | undefined {
+  const match = value === undefined ? null : /^bytes=(\d*)-(\d*)$/.exec(value.trim());
+  // Like S3, a Range it cannot parse (several ranges, other units) is ignored.
+  if (match === null) return undefined;
+  const [, first = '', last = ''] = match;
+  if (first === '' && last === '') return undefined;
+  const unsatisfiable = new S3Failure(416, 'InvalidRange', 'The requested range is not satisfiable', {
+    'content-range': `bytes */${size}`,
+  });
+  if (first === '') {
+    const suffix = Number(last);
+    if (suffix === 0 || size === 0) throw unsatisfiable;
+    return { start: Math.max(0, size - suffix), end: size - 1 };
+  }
+  const start = Number(first);
+  const end = last === '' ? size - 1 : Math.min(Number(last), size - 1);
+  if (last !== '' && Number(last) < start) return undefined;
+  if (start >= size) throw unsatisfiable;
+  return { start, end };
+}
+
+const RESPONSE_OVERRIDES = [
+  'response-content-type',
+  'response-content-language',
+  'response-expires',
+  'response-cache-control',
+  'response-content-disposition',
+  'response-content-encoding',
+];
+
+export async function getObject(call: Call, key: string) {
+  const { store, req, res, bucket, query } = call;
+  allowQuery(query, RESPONSE_OVERRIDES);
+  await store.requireBucket(bucket);
+  const opened = await store.open(bucket, key);
+  if (opened === undefined) throw noSuchKey();
+  const { handle, meta } = opened;
+  let streaming = false;
+  try {
+    const ifMatch = header(req, 'if-match');
+    const ifNoneMatch = header(req, 'if-none-match');
+    if (ifMatch !== undefined && !etagListMatches(ifMatch, meta.etag)) throw preconditionFailed();
+    const lastModified = new Date(meta.lastModified).toUTCString();
+    if (ifNoneMatch !== undefined && etagListMatches(ifNoneMatch, meta.etag)) {
+      res.writeHead(304, { etag: meta.etag, 'last-modified': lastModified });
+      res.end();
+      return;
+    }
+    const range = parseRange(header(req, 'range'), meta.size);
+    const headers: Record<string, string | number> = {
+      ...meta.headers,
+      etag: meta.etag,
+      'last-modified': lastModified,
+      'accept-ranges': 'bytes',
+      'content-length': range === undefined ? meta.size : range.end - range.start + 1,
+      ...(meta.parts === undefined ? {} : { 'x-amz-mp-parts-count': String(meta.parts) }),
+      // Like S3, a checksum comes only when asked for, and only for the whole object.
+      ...(range === undefined && header(req, 'x-amz-checksum-mode')?.toUpperCase() === 'ENABLED'
+        ? checksumHeaders(meta.checksum)
+        : {}),
+      ...(range === undefined ? {} : { 'content-range': `bytes ${range.start}-${range.end}/${meta.size}` }),
+    };
+    for (const name of RESPONSE_OVERRIDES) {
+      const value = query.get(name);
+      if (value !== null) headers[name.slice('response-'.length)] = value;
+    }
+    res.writeHead(range === undefined ? 200 : 206, headers);
+    if (req.method === 'HEAD' || meta.size === 0) {
+      res.end();
+      return;
+    }
+    streaming = true;
+    await pipeline(
+      handle.createReadStream({
+        start: range?.start ?? 0,
+        end: range?.end ?? meta.size - 1,
+        autoClose: true,
+      }),
+      res,
+    );
+  } finally {
+    if (!streaming) await handle.close();
+  }
+}
+
+export async function deleteObject(call: Call, key: string) {
+  const { store, res, bucket, query } = call;
+  allowQuery(query, ['versionId']);
+  // Each object is its one version, "null" (what S3 calls a version written without versioning).
+  const versionId = query.get('versionId');
+  if (versionId !== null && versionId !== 'null') throw invalidArgument('Invalid version id specified');
+  await store.remove(bucket, key);
+  sendEmpty(res, 204);
+}
