@@ -14,8 +14,9 @@ import {
   StopExecutionCommand,
 } from '@aws-sdk/client-sfn';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type ExecutionRecord, type SfnShim, startSfnShim } from '#local/aws/sfn-shim';
+import { type SfnShim, startSfnShim } from '#local/aws/sfn-shim';
 import { type ResolvedStateMachine, resolveStateMachine } from '#local/runtime/asl';
+import type { ExecutionRecord } from '#local/runtime/executions';
 import { type ExecutionEvent, type LocalLambda, LocalStateMachine } from '#local/runtime/sfn-runner';
 import { ConfigurationError, PlatformUnavailableError } from '#shared/errors';
 import type { ExecutionInput } from '#shared/step-io';
