@@ -389,9 +389,19 @@ export class AuditTrail {
     return records;
   }
 
-  /** Keeps the chains this trail read or wrote last, so the next append need not re-read them. */
+  /** How many chains it holds in memory: open ones only, at most {@link CACHED_CHAINS}. */
+  get chainsInMemory(): number {
+    return this.#chains.size;
+  }
+
+  /**
+   * Keeps the chains this trail read or wrote last, so the next append need not re-read them. A
+   * chain closed by its final record is not kept: little is appended to it after (a retry's new
+   * segment, which reads the bucket first anyway), and a long local run would keep every request's.
+   */
   #remember(requestId: string, records: AuditRecord[]): void {
     this.#chains.delete(requestId);
+    if (records.at(-1)?.final === true) return;
     this.#chains.set(requestId, records);
     if (this.#chains.size > CACHED_CHAINS) {
       const oldest = this.#chains.keys().next();

@@ -713,6 +713,28 @@ describe('AuditTrail S3 requests', () => {
     expect(await trail.verify(requestId)).toMatchObject({ ok: true, records: 3 });
   });
 
+  it('keeps an open chain in memory between appends, and lets a chain go once its final record is written', async () => {
+    // Prepare
+    const trail = new AuditTrail({ s3: client, bucket: local.bucket }, { hmacKey: () => HMAC_KEY });
+    const requestId = randomUUID();
+
+    // Act
+    await trail.append(requestId, event('Intake:accepted'), { newChain: true });
+    await trail.append(requestId, event('ResolveSubject:found'));
+    const whileOpen = trail.chainsInMemory;
+    await trail.append(
+      requestId,
+      event('RecordOutcome:exported', { action: 'request_completed', final: true }),
+    );
+
+    // Assess: the second append read no bucket listing; the closed chain is gone from memory.
+    expect(s3Mock).toHaveReceivedCommandTimes(ListObjectsV2Command, 0);
+    expect(whileOpen).toBe(1);
+    expect(trail.chainsInMemory).toBe(0);
+    expect(await trail.verify(requestId)).toMatchObject({ ok: true, records: 3 });
+    await expect(trail.append(requestId, event('Late:step'))).rejects.toBeInstanceOf(AuditChainClosedError);
+  });
+
   it('writes the first record of a new chain without listing the bucket', async () => {
     // Prepare
     const trail = new AuditTrail({ s3: client, bucket: local.bucket }, { hmacKey: () => HMAC_KEY });
