@@ -5,6 +5,9 @@
  *    the SDK's defaults; throughput, CPU, connections and peak RSS of the copying process.
  * 2. State transitions per request, and the Step Functions cost per 1,000 requests.
  * 3. Local-mode throughput: BENCH_LOCAL_REQUESTS (default 1,000) mixed requests end to end.
+ * 4. A mass drop against a rate-limited platform with an outage (BENCH_ONLY=burst).
+ * 5. Local mode's memory and main-thread CPU per request at BENCH_MEMORY_REQUESTS (default
+ *    1,000 and 5,000; BENCH_ONLY=memory).
  *
  * BENCH_AWS_FAULTS=FILE throttles a seeded share of the local AWS calls in 2 and 3, as
  * `svc-dsr local --aws-faults FILE` does (format: docs/emulator.md, "AWS faults in local mode").
@@ -36,7 +39,7 @@ import { emulatorControl, startEmulator } from '#local/emulator/server';
 import { SqsPoller } from '#local/runtime/event-source';
 import { synthesizeTemplate } from '#local/runtime/template';
 import { startLocalWorkflow } from '#local/runtime/workflow';
-import { localThroughput } from './local-throughput.ts';
+import { localMemory, localThroughput } from './local-throughput.ts';
 
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -498,7 +501,42 @@ async function burst() {
   );
 }
 
-const only = new Set((process.env.BENCH_ONLY ?? 'copy,transitions,local,burst').split(','));
+/**
+ * Local mode's memory and main-thread CPU per request, at each size of BENCH_MEMORY_REQUESTS
+ * (default 1,000 and 5,000), each on a fresh local mode after a warm-up of 200 requests.
+ */
+async function memory() {
+  const sizes = (process.env.BENCH_MEMORY_REQUESTS ?? '1000,5000')
+    .split(',')
+    .map((size) => z.coerce.number().int().positive().parse(size));
+  const rows: string[][] = [];
+  for (const size of sizes) {
+    const result = await localMemory(size);
+    const growth = (result.rssAfterMiB - result.rssBeforeMiB) / size;
+    rows.push([
+      `${result.completed}/${size}`,
+      (size / result.seconds).toFixed(1),
+      `${result.rssBeforeMiB.toFixed(0)} -> ${result.rssAfterMiB.toFixed(0)}`,
+      growth.toFixed(3),
+      (result.mainThreadMs / size).toFixed(1),
+      (result.processCpuMs / size).toFixed(1),
+    ]);
+  }
+  printTable(
+    "Local mode memory and CPU (after 200 warm-up requests; half access, half erasure; waits compressed). Targets: RSS growth at most 0.02 MiB per request, main-thread CPU at most 15 ms per request. Requests/s are wall figures and move with the host's load.",
+    [
+      'completed',
+      'requests/s',
+      'RSS MiB',
+      'RSS growth MiB per request',
+      'main-thread ms per request',
+      'process CPU ms per request',
+    ],
+    rows,
+  );
+}
+
+const only = new Set((process.env.BENCH_ONLY ?? 'copy,transitions,local,burst,memory').split(','));
 if (only.has('copy')) {
   const bundles = await bundle();
   try {
@@ -510,3 +548,4 @@ if (only.has('copy')) {
 if (only.has('transitions')) await transitions();
 if (only.has('local')) await throughput();
 if (only.has('burst')) await burst();
+if (only.has('memory')) await memory();

@@ -8,6 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { AwsFaults } from '#local/aws/aws-faults';
 import type { RateLimit } from '#local/emulator/faults';
 import { type PlatformStats, platformStatsSchema } from '#local/emulator/limits';
@@ -137,6 +139,88 @@ export async function localThroughput(
       cpuMs: (cpu.user + cpu.system) / 1000,
       platform,
       unmetered,
+    };
+  } finally {
+    await mode.close();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+export interface MemoryResult {
+  readonly requests: number;
+  readonly completed: number;
+  readonly seconds: number;
+  /** Resident set size after the warm-up and after the measured requests, MiB. */
+  readonly rssBeforeMiB: number;
+  readonly rssAfterMiB: number;
+  /** The main thread's event loop busy time (ELU active), ms: the main thread's CPU and its sync I/O. */
+  readonly mainThreadMs: number;
+  /** CPU of the whole process (every thread), ms. */
+  readonly processCpuMs: number;
+}
+
+/** The main isolate's full garbage collection, so RSS is read after what the main thread can free. */
+function collectGarbage(): void {
+  setFlagsFromString('--expose-gc');
+  (runInNewContext('gc') as () => void)();
+}
+
+/**
+ * Local mode's memory and main-thread CPU per request: `warmUp` requests first (every module
+ * loaded, every cache and pool at its working size), then `requests` more; RSS is read after each
+ * batch, once local mode is idle and the main isolate has collected its garbage.
+ */
+export async function localMemory(requests: number, warmUp = 200): Promise<MemoryResult> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'svc-dsr-bench-memory-'));
+  const mode = await startLocalMode({
+    dataDir,
+    logSink: () => {},
+    platformState: platformState(warmUp + requests),
+    faults: { export_ready_after_polls: 2 },
+    waitMs: 0,
+  });
+  const lines = (from: number, count: number) => {
+    const received = new Date().toISOString();
+    return Array.from({ length: count }, (_, offset) =>
+      JSON.stringify({
+        request_id: randomUUID(),
+        type: (from + offset) % 2 === 0 ? 'access' : 'erasure',
+        regulation: 'gdpr',
+        primary_key: `bench-${from + offset}`,
+        received_at: received,
+        verification: { method: 'bench', verified_by: 'bench', verified_at: received },
+      }),
+    );
+  };
+  try {
+    await mode.submit(lines(0, warmUp));
+    await mode.idle();
+    collectGarbage();
+    const rssBefore = process.memoryUsage().rss;
+    const measured = lines(warmUp, requests);
+    const elu = performance.eventLoopUtilization();
+    const cpu = process.cpuUsage();
+    const started = performance.now();
+    await mode.submit(measured);
+    await mode.idle();
+    const seconds = (performance.now() - started) / 1000;
+    const busy = performance.eventLoopUtilization(elu);
+    const spent = process.cpuUsage(cpu);
+    collectGarbage();
+    const rssAfter = process.memoryUsage().rss;
+    let completed = 0;
+    for (const line of measured) {
+      const { request_id: requestId } = JSON.parse(line) as { request_id: string };
+      if ((await mode.workflow.ledger.require(requestId)).status === 'completed') completed += 1;
+    }
+    return {
+      requests,
+      completed,
+      seconds,
+      rssBeforeMiB: rssBefore / 2 ** 20,
+      rssAfterMiB: rssAfter / 2 ** 20,
+      mainThreadMs: busy.active,
+      processCpuMs: (spent.user + spent.system) / 1000,
     };
   } finally {
     await mode.close();
