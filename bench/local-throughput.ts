@@ -51,6 +51,22 @@ function platformState(users: number): EmulatorState {
   };
 }
 
+/** `count` requests as queue lines for the users `bench-<from>` on: alternately access and erasure, every third CCPA. */
+function requestLines(from: number, count: number): string[] {
+  const received = new Date().toISOString();
+  return Array.from({ length: count }, (_, offset) => {
+    const index = from + offset;
+    return JSON.stringify({
+      request_id: randomUUID(),
+      type: index % 2 === 0 ? 'access' : 'erasure',
+      regulation: index % 3 === 0 ? 'ccpa' : 'gdpr',
+      primary_key: `bench-${index}`,
+      received_at: received,
+      verification: { method: 'bench', verified_by: 'bench', verified_at: received },
+    });
+  });
+}
+
 export interface ThroughputOptions {
   readonly awsFaults?: AwsFaults | undefined;
   /** The emulator's limits (rate_limit), set before the start. */
@@ -98,17 +114,7 @@ export async function localThroughput(
       });
       if (!faults.ok) throw new Error(`the emulator refused the outage: ${await faults.text()}`);
     }
-    const received = new Date().toISOString();
-    const lines = Array.from({ length: requests }, (_, index) =>
-      JSON.stringify({
-        request_id: randomUUID(),
-        type: index % 2 === 0 ? 'access' : 'erasure',
-        regulation: index % 3 === 0 ? 'ccpa' : 'gdpr',
-        primary_key: `bench-${index}`,
-        received_at: received,
-        verification: { method: 'bench', verified_by: 'bench', verified_at: received },
-      }),
-    );
+    const lines = requestLines(0, requests);
     const cpuBefore = process.cpuUsage();
     const started = performance.now();
     await mode.submit(lines);
@@ -179,25 +185,12 @@ export async function localMemory(requests: number, warmUp = 200): Promise<Memor
     faults: { export_ready_after_polls: 2 },
     waitMs: 0,
   });
-  const lines = (from: number, count: number) => {
-    const received = new Date().toISOString();
-    return Array.from({ length: count }, (_, offset) =>
-      JSON.stringify({
-        request_id: randomUUID(),
-        type: (from + offset) % 2 === 0 ? 'access' : 'erasure',
-        regulation: 'gdpr',
-        primary_key: `bench-${from + offset}`,
-        received_at: received,
-        verification: { method: 'bench', verified_by: 'bench', verified_at: received },
-      }),
-    );
-  };
   try {
-    await mode.submit(lines(0, warmUp));
+    await mode.submit(requestLines(0, warmUp));
     await mode.idle();
     collectGarbage();
     const rssBefore = process.memoryUsage().rss;
-    const measured = lines(warmUp, requests);
+    const measured = requestLines(warmUp, requests);
     const elu = performance.eventLoopUtilization();
     const cpu = process.cpuUsage();
     const started = performance.now();
