@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import {
+  ActivityNotEnabledError,
   ConfigurationError,
   type DsrError,
   ExportStartUncertainError,
@@ -216,7 +217,10 @@ export class PlatformClient {
     });
   }
 
-  /** Endpoint 8: one page of the user's activity. */
+  /**
+   * Endpoint 8: one page of the user's activity. A 403 whose error code says the call is not
+   * enabled for the account is an ActivityNotEnabledError: no token refresh can change that.
+   */
   async userActivity(svcUserId: string, page: { count: number; offset: number }): Promise<ActivityPage> {
     return this.#withToken('exportToken', async (exportToken) => {
       const answer = await this.#call({
@@ -227,6 +231,11 @@ export class PlatformClient {
         body: { profile_user_id: svcUserId, count: page.count, offset: page.offset },
         sensitive: [svcUserId],
       });
+      if (answer.status === 403 && errorDetail(answer.text) === ': activity_not_enabled') {
+        throw new ActivityNotEnabledError(
+          'userActivity: the platform says the activity call is not enabled for this account; its support can enable it',
+        );
+      }
       this.#throwForStatus('userActivity', answer);
       return this.#parse('userActivity', activityResponseSchema, answer, [svcUserId]);
     });

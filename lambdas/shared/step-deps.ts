@@ -29,7 +29,10 @@ export interface StepLogger {
 export interface StepDeps {
   readonly ledger: Ledger;
   readonly audit: Pick<AuditTrail, 'append'>;
-  readonly platform: Pick<PlatformClient, 'retrieveUser' | 'deleteUser' | 'startExport' | 'exportStatus'>;
+  readonly platform: Pick<
+    PlatformClient,
+    'retrieveUser' | 'deleteUser' | 'startExport' | 'exportStatus' | 'userActivity'
+  >;
   /** The shared load control: rate limit, export slots and circuit (the platform client uses it too). */
   readonly gate: Pick<PlatformGate, 'admit' | 'report' | 'acquireExport' | 'releaseExport'>;
   readonly archive: ArchiveStore;

@@ -66,6 +66,11 @@ function fakePlatform() {
     deleteUser: vi.fn(async (_primaryKey: string) => ({ outcome: 'deleted' as const, status: 200 })),
     startExport: vi.fn(async (_svcUserId: string) => ({ exportId: 'exp-1' })),
     exportStatus: vi.fn(async (_exportId: string) => ({ status: 'pending' as const, reported: 'pending' })),
+    userActivity: vi.fn(async (_svcUserId: string, page: { count: number; offset: number }) => ({
+      cursor: { offset: page.offset, count: 0, has_next: false },
+      items: [],
+      users: {},
+    })),
   };
 }
 
