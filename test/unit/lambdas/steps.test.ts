@@ -90,6 +90,8 @@ beforeEach(async () => {
       copy: vi.fn(async () => ({ bytes: 10, sha256: 'ab'.repeat(32) })),
       verify: vi.fn(async () => ({ entries: 4 })),
       remove: vi.fn(async () => 1),
+      read: vi.fn(async () => Buffer.alloc(0)),
+      storePackage: vi.fn(async () => ({})),
     },
     schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600 },
     exportMaxAttempts: 2,
