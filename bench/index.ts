@@ -4,6 +4,9 @@
  *    streamed to nowhere by plain fetch; throughput and the copying process's peak RSS.
  * 2. State transitions per request, and the Step Functions cost per 1,000 requests.
  * 3. Local-mode throughput: BENCH_LOCAL_REQUESTS (default 1,000) mixed requests end to end.
+ * 4. `package`: the subject package of a user with BENCH_PACKAGE_COMMENTS (default 10,000)
+ *    comments beside one with 10: page size, build time, and how long headless Chromium
+ *    (JavaScript off) takes to open it. Needs Debian's chromium.
  *
  * BENCH_AWS_FAULTS=FILE throttles a seeded share of the local AWS calls in 2 and 3, as
  * `svc-dsr local --aws-faults FILE` does (format: docs/emulator.md, "AWS faults in local mode").
@@ -36,6 +39,7 @@ import { SqsPoller } from '#local/event-source';
 import { synthesizeTemplate } from '#local/template';
 import { startLocalWorkflow } from '#local/workflow';
 import { localThroughput } from './local-throughput.ts';
+import { packageBench } from './package.ts';
 
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -464,7 +468,25 @@ async function burst() {
   );
 }
 
-const only = new Set((process.env.BENCH_ONLY ?? 'copy,transitions,local,burst').split(','));
+/** The subject package of a heavy user: its page's size and how long it takes to build and to open. */
+async function subjectPackage() {
+  const comments = countFromEnv('BENCH_PACKAGE_COMMENTS', 10_000);
+  printTable(
+    `Subject package: ${comments} comments beside 10 (median of ${rounds}); opened from disk in headless Chromium, JavaScript off, 1280x900 viewport`,
+    [
+      'comments',
+      'index.html',
+      'package zip',
+      'build ms (normalise, render, zip)',
+      'open ms (navigate to load event)',
+      'style + layout ms',
+      'DOM nodes',
+    ],
+    await packageBench(comments, rounds),
+  );
+}
+
+const only = new Set((process.env.BENCH_ONLY ?? 'copy,transitions,local,burst,package').split(','));
 if (only.has('copy')) {
   const bundles = await bundle();
   try {
@@ -476,3 +498,4 @@ if (only.has('copy')) {
 if (only.has('transitions')) await transitions();
 if (only.has('local')) await throughput();
 if (only.has('burst')) await burst();
+if (only.has('package')) await subjectPackage();
