@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { AuditChainClosedError, LedgerStateError, RequestCancelledError } from '#shared/errors';
 import type { SubjectPackageFacts } from '#shared/ledger';
+import { rfc3339Instant } from '#shared/request';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest } from '#shared/step-guards';
 import { type PackageOutput, packageOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
@@ -28,7 +29,9 @@ export async function buildSubjectPackage(input: StepInput, deps: StepDeps): Pro
   }
   const archive = item.archive;
   if (archive === undefined) throw new LedgerStateError('the export has not been archived yet');
-  if (item.received_at === undefined || item.regulation === undefined) {
+  // RFC 3339 as intake accepted it: a lower-case t or z, a leap second.
+  const receivedAt = item.received_at === undefined ? undefined : rfc3339Instant(item.received_at);
+  if (receivedAt === undefined || item.regulation === undefined) {
     throw new LedgerStateError('the ledger item lacks the request facts a package states');
   }
   const settings = deps.subjectPackage ?? { ...PACKAGE_PLACEHOLDERS, timeZone: 'UTC' };
@@ -53,7 +56,7 @@ export async function buildSubjectPackage(input: StepInput, deps: StepDeps): Pro
     request: {
       request_id: item.request_id,
       regulation: item.regulation,
-      received_at: new Date(item.received_at).toISOString(),
+      received_at: receivedAt.toISOString(),
       answered_at: answeredAt.toISOString(),
     },
   });
