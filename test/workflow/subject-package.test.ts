@@ -47,7 +47,13 @@ const SECRETS_OF_ALICE = [
 
 describe('an access request', () => {
   it('ends with the platform archive and the subject package stored, hashed and recorded', async () => {
-    harness = await startHarness();
+    harness = await startHarness({
+      config: {
+        controllerName: 'Example News Ltd',
+        controllerContact: 'privacy@example.com',
+        packageLanguage: 'en-GB',
+      },
+    });
     const h = harness;
     const request = requestFor('u-alice');
 
@@ -80,6 +86,9 @@ describe('an access request', () => {
     }
     const html = inside.get('index.html')?.toString('utf8') ?? '';
     expect(html).toContain('City budget approved');
+    // Who answers, from the stack config, and the date of the request in its language.
+    expect(html).toContain('<dt>Answered by</dt><dd>Example News Ltd</dd>');
+    expect(html).toContain('<time datetime="2026-11-20T09:00:00.000Z">20 November 2026</time>');
     expect(html).toContain('https://news.example.com/2024/01/city-budget');
     const data = subjectPackageDataSchema.parse(JSON.parse(inside.get('data.json')?.toString('utf8') ?? ''));
     expect(data.conversation_details).toMatchObject({ status: 'complete', reason: null });
