@@ -333,23 +333,38 @@ const CONTROL_CHARACTERS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F
 const LONE_SURROGATES = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /**
- * Readable on a phone (fluid width, wrapping long words), printable (no navigation, link targets
- * written out) and high-contrast (body text 16:1, notes 7:1 on white).
+ * The page's colours. Each text colour is meant for the white background (the notice text for the
+ * notice's own), at 7:1 or more (WCAG AAA); a test computes the ratios.
  */
+export const PAGE_COLOURS = {
+  background: '#ffffff',
+  text: '#1a1a1a',
+  muted: '#4a4a4a',
+  link: '#0b4bb3',
+  deleted: '#8a1c1c',
+  held: '#6b4100',
+  noticeBackground: '#fff4e5',
+  rule: '#d0d0d0',
+  focus: '#b35900',
+} as const;
+
+const C = PAGE_COLOURS;
+
+/** Readable on a phone (fluid width, wrapping long words), printable (no navigation, link targets written out). */
 const STYLE = [
   ':root{color-scheme:light}',
-  'body{font:1rem/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1a1a1a;background:#fff;max-width:46rem;margin:0 auto;padding:1rem}',
-  'h1{font-size:1.8rem}h2{font-size:1.4rem;border-bottom:2px solid #1a1a1a;margin-top:2.5rem}h3{font-size:1.1rem;margin-bottom:.25rem}',
-  'a{color:#0b4bb3}a:focus{outline:3px solid #b35900;outline-offset:2px}',
+  `body{font:1rem/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:${C.text};background:${C.background};max-width:46rem;margin:0 auto;padding:1rem}`,
+  `h1{font-size:1.8rem}h2{font-size:1.4rem;border-bottom:2px solid ${C.text};margin-top:2.5rem}h3{font-size:1.1rem;margin-bottom:.25rem}`,
+  `a{color:${C.link}}a:focus{outline:3px solid ${C.focus};outline-offset:2px}`,
   '.skip{position:absolute;left:-100rem}.skip:focus{position:static}',
-  'dl .row{display:flex;flex-wrap:wrap;gap:0 1rem;padding:.25rem 0;border-bottom:1px solid #d0d0d0}',
+  `dl .row{display:flex;flex-wrap:wrap;gap:0 1rem;padding:.25rem 0;border-bottom:1px solid ${C.rule}}`,
   'dt{font-weight:600;min-width:14rem}dd{margin:0;overflow-wrap:anywhere}',
-  '.note,.meta,.url{color:#4a4a4a;font-size:.92rem}',
-  '.notice{border-left:4px solid #b35900;background:#fff4e5;padding:.5rem .75rem}',
-  '.conversation{border-top:1px solid #d0d0d0;margin-top:1.5rem;content-visibility:auto;contain-intrinsic-size:auto 20rem}',
-  '.comment{margin:.75rem 0 .75rem .5rem;padding-left:.75rem;border-left:3px solid #d0d0d0}',
+  `.note,.meta,.url{color:${C.muted};font-size:.92rem}`,
+  `.notice{border-left:4px solid ${C.focus};background:${C.noticeBackground};padding:.5rem .75rem}`,
+  `.conversation{border-top:1px solid ${C.rule};margin-top:1.5rem;content-visibility:auto;contain-intrinsic-size:auto 20rem}`,
+  `.comment{margin:.75rem 0 .75rem .5rem;padding-left:.75rem;border-left:3px solid ${C.rule}}`,
   '.text{white-space:pre-wrap;overflow-wrap:anywhere;unicode-bidi:isolate}',
   '.url,code{overflow-wrap:anywhere}.hash{font-size:.85rem}',
-  '.state-deleted{color:#8a1c1c;font-weight:600}.state-unpublished{color:#7a4b00;font-weight:600}',
+  `.state-deleted{color:${C.deleted};font-weight:600}.state-unpublished{color:${C.held};font-weight:600}`,
   '@media print{nav,.skip{display:none}body{max-width:none}.conversation{content-visibility:visible}a[href^="http"]::after{content:" (" attr(href) ")"}}',
 ].join('');

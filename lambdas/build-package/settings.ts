@@ -3,10 +3,10 @@ import { ConfigurationError } from '#shared/errors';
 import { PACKAGE_LANGUAGES } from './strings.ts';
 
 /** The longest Art. 15(1) text per item: the stack's step environment must stay within Lambda's 4 KB. */
-export const INFORMATION_MAX_CHARS = 300;
+export const INFORMATION_MAX_CHARS = 250;
 
 /** The longest the settings may be as JSON (UTF-8 bytes), so the step's whole environment fits in 4 KB. */
-export const PACKAGE_SETTINGS_MAX_BYTES = 2800;
+export const PACKAGE_SETTINGS_MAX_BYTES = 2400;
 
 const informationText = z
   .string()

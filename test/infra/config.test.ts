@@ -246,8 +246,8 @@ describe('placeholderKeys', () => {
   });
 
   it('refuses texts too long for the package step environment, saying how to fix it', () => {
-    // Within each text's 300 characters, but two bytes each in the UTF-8 of the environment.
-    const long = 'é'.repeat(300);
+    // Within each text's 250 characters, but two bytes each in the UTF-8 of the environment.
+    const long = 'é'.repeat(250);
     const problems = problemsOf({
       ...productionConfig,
       controllerName: 'y'.repeat(200),
@@ -263,7 +263,7 @@ describe('placeholderKeys', () => {
       },
     });
     expect(problems).toHaveLength(1);
-    expect(problems[0]).toMatch(/above the 2800 that fit in the package step's environment.*shorten them/);
+    expect(problems[0]).toMatch(/above the 2400 that fit in the package step's environment.*shorten them/);
   });
 
   for (const key of [

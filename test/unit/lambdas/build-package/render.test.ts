@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type ActivityContext, normalisePackage } from '../../../../lambdas/build-package/normalise.ts';
-import { escapeHtml, renderIndexHtml } from '../../../../lambdas/build-package/render.ts';
+import { escapeHtml, PAGE_COLOURS, renderIndexHtml } from '../../../../lambdas/build-package/render.ts';
 import { exportedMessage, normaliseInput, T0 } from './fixtures.ts';
 
 /** The only elements and attributes the page is written with: hostile text must not add any. */
@@ -182,5 +182,35 @@ describe('escapeHtml', () => {
     );
     expect(escapeHtml('a\uD800b')).toBe('a\uFFFDb');
     expect(escapeHtml('😀')).toBe('😀');
+  });
+});
+
+describe('PAGE_COLOURS', () => {
+  /** WCAG 2 contrast ratio of two #rrggbb colours. */
+  function contrast(a: string, b: string): number {
+    const luminance = (hex: string) => {
+      const [r = 0, g = 0, bl = 0] = [1, 3, 5].map((at) => {
+        const channel = Number.parseInt(hex.slice(at, at + 2), 16) / 255;
+        return channel <= 0.04045 ? channel / 12.92 : ((channel + 0.055) / 1.055) ** 2.4;
+      });
+      return 0.2126 * r + 0.7152 * g + 0.0722 * bl;
+    };
+    const [light, dark] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+    return ((light ?? 0) + 0.05) / ((dark ?? 0) + 0.05);
+  }
+
+  it('gives every text colour 7:1 or more against its background (WCAG AAA)', () => {
+    const { background, noticeBackground, text, muted, link, deleted, held } = PAGE_COLOURS;
+    const pairs = { text, muted, link, deleted, held };
+    for (const [name, colour] of Object.entries(pairs)) {
+      expect({ name, ratio: contrast(colour, background) >= 7 }).toEqual({ name, ratio: true });
+    }
+    expect(contrast(text, noticeBackground)).toBeGreaterThanOrEqual(7);
+  });
+
+  it('is what the page’s style uses', () => {
+    const html = renderIndexHtml(normalisePackage(normaliseInput([])));
+    const style = /<style>([^<]*)<\/style>/.exec(html)?.[1] ?? '';
+    for (const colour of Object.values(PAGE_COLOURS)) expect(style).toContain(colour);
   });
 });
