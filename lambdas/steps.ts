@@ -47,8 +47,8 @@ export const STEP_TOKENS: Readonly<Record<StepName, readonly PlatformToken[]>> =
   StartExport: ['exportToken', 'ssoAccessToken'],
   CheckExport: ['exportToken', 'ssoAccessToken'],
   ArchiveExport: ['exportToken', 'ssoAccessToken'],
-  /** The activity call authenticates with the export token (svc-api.md endpoint 8). */
-  BuildPackage: ['exportToken'],
+  /** The activity call with the export token (endpoint 8); the account's settings with the SSO token (endpoint 3). */
+  BuildPackage: ['exportToken', 'ssoAccessToken'],
   EraseSubject: ['ssoAccessToken'],
   VerifyErasure: ['ssoAccessToken'],
   RecordOutcome: [],

@@ -5,6 +5,7 @@ import { rfc3339Instant } from '#shared/request';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest } from '#shared/step-guards';
 import { type PackageOutput, packageOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
+import { collectAccount } from './account.ts';
 import { collectActivity } from './activity.ts';
 import { parseExportFiles } from './export-files.ts';
 import { normalisePackage } from './normalise.ts';
@@ -43,10 +44,12 @@ export async function buildSubjectPackage(input: StepInput, deps: StepDeps): Pro
   });
   const platform = await readPlatformFiles(stored);
   const files = parseExportFiles(platform);
+  const account = await collectAccount(deps.platform, item.primary_key);
   const activity = await collectActivity(deps.platform, item.svc_user_id, { sleep: deps.sleep });
   const answeredAt = deps.clock();
   const data = normalisePackage({
     files,
+    account: account.settings,
     platformFiles: describePlatformFiles(platform),
     activity: activity.context,
     controller: { name: settings.controllerName, contact: settings.controllerContact },
@@ -76,6 +79,8 @@ export async function buildSubjectPackage(input: StepInput, deps: StepDeps): Pro
     conversation_details: details.status,
     ...(details.reason === null ? {} : { conversation_details_reason: details.reason }),
     ...(activity.failure === null ? {} : { activity_failure: activity.failure }),
+    settings_source: data.settings_source,
+    ...(account.failure === null ? {} : { account_failure: account.failure }),
   };
   try {
     await deps.ledger.update(item.request_id, { subject_package: facts }, ['running']);
@@ -98,6 +103,8 @@ export async function buildSubjectPackage(input: StepInput, deps: StepDeps): Pro
       conversation_details_reason: details.reason,
       activity_pages: details.pages,
       activity_failure: activity.failure,
+      settings_source: data.settings_source,
+      account_failure: account.failure,
     },
   });
   deps.logger.info('subject package built', {
@@ -107,6 +114,8 @@ export async function buildSubjectPackage(input: StepInput, deps: StepDeps): Pro
     conversation_details: details.status,
     conversation_details_reason: details.reason,
     activity_failure: activity.failure,
+    settings_source: data.settings_source,
+    account_failure: account.failure,
   });
   return outputOf(facts);
 }

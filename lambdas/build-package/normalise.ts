@@ -1,3 +1,4 @@
+import type { AccountSettings } from './account.ts';
 import type { ExportedMessage, ExportFiles } from './export-files.ts';
 import type {
   ConversationDetails,
@@ -29,6 +30,8 @@ export interface ActivityContext {
 
 export interface NormaliseInput {
   readonly files: ExportFiles;
+  /** The account's settings from retrieve-user; null when they could not be read. @default null */
+  readonly account?: AccountSettings | null;
   readonly platformFiles: readonly PlatformFile[];
   readonly activity: ActivityContext;
   readonly controller: { readonly name: string; readonly contact: string };
@@ -59,13 +62,13 @@ export function normalisePackage(input: NormaliseInput): SubjectPackageData {
     controller: { ...input.controller },
     request: { ...input.request },
     information: { ...input.information },
-    profile: normaliseProfile(files['profile.json']),
+    profile: normaliseProfile(files['profile.json'], input.account ?? null),
     roles: files['profile.json'].roles.map(({ role, stage }) =>
       stage === undefined || stage === 'system'
         ? { role, scope: 'platform' as const, site: null }
         : { role, scope: 'site' as const, site: stage },
     ),
-    settings: normaliseSettings(files['profile.json']),
+    ...normaliseSettings(files['profile.json'], input.account ?? null),
     conversations,
     likes: unique(files['likes.json']).map(vote),
     dislikes: unique(files['dislikes.json']).map(vote),
@@ -74,7 +77,10 @@ export function normalisePackage(input: NormaliseInput): SubjectPackageData {
   };
 }
 
-function normaliseProfile(profile: ExportFiles['profile.json']): PackageProfile {
+function normaliseProfile(
+  profile: ExportFiles['profile.json'],
+  account: AccountSettings | null,
+): PackageProfile {
   const basic = profile.basic;
   const text = (value: string | null | undefined) =>
     value === undefined || value === null || value.trim() === '' ? null : value;
@@ -92,21 +98,47 @@ function normaliseProfile(profile: ExportFiles['profile.json']): PackageProfile 
     registered: profile.registered ?? null,
     single_sign_on: profile.sso !== null && profile.sso !== undefined,
     social_accounts: profile.social_ids.length,
+    private_profile: account?.privateProfile ?? null,
+    subscriber: account?.subscriber ?? null,
   };
 }
 
-function normaliseSettings(profile: ExportFiles['profile.json']): SubjectPackageData['settings'] {
+/** The notification kinds svc-api.md documents; one not set is sent immediately. */
+export const NOTIFICATION_KINDS = [
+  'liked_your_message',
+  'message_approved',
+  'message_rejected',
+  'replied_to_message',
+  'user_mentioned',
+] as const;
+
+function normaliseSettings(
+  profile: ExportFiles['profile.json'],
+  account: AccountSettings | null,
+): Pick<SubjectPackageData, 'settings' | 'settings_source'> {
+  const rows: { channel: 'email' | 'in_app'; kind: string; value: string; default: boolean }[] = [];
+  if (account !== null) {
+    // Every documented kind, then any other the platform reports, each with its value or the default.
+    for (const channel of ['email', 'in_app'] as const) {
+      const given = account.notifications[channel];
+      const kinds = [...new Set([...NOTIFICATION_KINDS, ...Object.keys(given).sort()])];
+      for (const kind of kinds) {
+        const value = given[kind];
+        rows.push({ channel, kind, value: value ?? 'immediately', default: value === undefined });
+      }
+    }
+    return { settings: rows, settings_source: 'account' };
+  }
   const notifications = profile.settings?.notifications;
-  if (notifications === undefined) return [];
-  const rows: { channel: 'email' | 'in_app'; kind: string; value: string }[] = [];
+  if (notifications === undefined) return { settings: [], settings_source: 'unavailable' };
   for (const channel of ['email', 'in_app'] as const) {
     for (const [kind, value] of Object.entries(notifications[channel] ?? {}).sort(([a], [b]) =>
       a.localeCompare(b),
     )) {
-      rows.push({ channel, kind, value });
+      rows.push({ channel, kind, value, default: false });
     }
   }
-  return rows;
+  return { settings: rows, settings_source: 'export' };
 }
 
 /**

@@ -97,6 +97,14 @@ export const subjectPackageDataSchema = z
       registered: z.boolean().nullable(),
       single_sign_on: z.boolean().describe("The account is linked to the site's own account"),
       social_accounts: z.number().int().nonnegative().describe('Linked social media accounts'),
+      private_profile: z
+        .boolean()
+        .nullable()
+        .describe('Comment history and profile hidden from others; null when the platform did not say'),
+      subscriber: z
+        .boolean()
+        .nullable()
+        .describe("The site's subscriber status; null when the platform did not say"),
     }),
     roles: z.array(
       z.strictObject({
@@ -111,9 +119,15 @@ export const subjectPackageDataSchema = z
           channel: z.enum(['email', 'in_app']),
           kind: z.string().describe('Notification kind, e.g. replied_to_message'),
           value: z.string().describe('"immediately" or "never"'),
+          default: z.boolean().describe('Not set by the subject: the platform sends this kind immediately'),
         }),
       )
-      .describe('Notification settings, when the export holds them'),
+      .describe('Notification settings: every kind from the platform account, or those the export holds'),
+    settings_source: z
+      .enum(['account', 'export', 'unavailable'])
+      .describe(
+        'Where the settings come from: the platform account (retrieve-user), the export, or nowhere (the account could not be read)',
+      ),
     conversations: z.array(packageConversationSchema).describe('Newest conversation first'),
     likes: z.array(packageVoteSchema),
     dislikes: z.array(packageVoteSchema),

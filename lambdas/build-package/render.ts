@@ -99,13 +99,16 @@ export function renderIndexHtml(data: SubjectPackageData): string {
 
   // Settings.
   out.push(section('settings', strings.settingsHeading));
-  if (data.settings.length === 0) out.push(`<p>${escapeHtml(strings.settingsNone)}</p>`);
-  else {
+  if (data.settings.length === 0) {
+    const none = data.settings_source === 'unavailable' ? strings.settingsUnavailable : strings.settingsNone;
+    out.push(`<p>${escapeHtml(none)}</p>`);
+  } else {
     out.push(`<p>${escapeHtml(strings.settingsIntro)}</p><dl>`);
     for (const setting of data.settings) {
       const kind = strings.notificationKinds[setting.kind] ?? setting.kind;
       const value = strings.notificationValues[setting.value] ?? setting.value;
-      out.push(row(`${strings.notificationChannels[setting.channel]}: ${kind}`, escapeHtml(value)));
+      const shown = setting.default ? `${value} ${strings.settingDefault}` : value;
+      out.push(row(`${strings.notificationChannels[setting.channel]}: ${kind}`, escapeHtml(shown)));
     }
     out.push('</dl>');
   }
@@ -278,6 +281,8 @@ function profileRows(data: SubjectPackageData, strings: PackageStrings): [Profil
     ['registered', flag(profile.registered)],
     ['singleSignOn', flag(profile.single_sign_on)],
     ['socialAccounts', escapeHtml(strings.socialAccounts(profile.social_accounts))],
+    ['privateProfile', flag(profile.private_profile)],
+    ['subscriber', flag(profile.subscriber)],
     ['platformUserId', text(profile.platform_user_id)],
   ];
 }

@@ -41,6 +41,8 @@ export interface PackageStrings {
   readonly settingsHeading: string;
   readonly settingsIntro: string;
   readonly settingsNone: string;
+  readonly settingsUnavailable: string;
+  readonly settingDefault: string;
   readonly notificationChannels: Readonly<Record<'email' | 'in_app', string>>;
   readonly notificationKinds: Readonly<Record<string, string>>;
   readonly notificationValues: Readonly<Record<string, string>>;
@@ -98,6 +100,8 @@ export type ProfileField =
   | 'registered'
   | 'singleSignOn'
   | 'socialAccounts'
+  | 'privateProfile'
+  | 'subscriber'
   | 'platformUserId';
 
 /** Why the conversation details (titles, links, deleted/edited states) may be missing. */
@@ -149,6 +153,8 @@ const en: PackageStrings = {
     registered: 'Registered account',
     singleSignOn: 'Signed in through this site’s own account',
     socialAccounts: 'Linked social media accounts',
+    privateProfile: 'Profile and comment history hidden from others',
+    subscriber: 'Subscriber of this site',
     platformUserId: 'Your number at the comment service',
   },
   yes: 'Yes',
@@ -173,8 +179,10 @@ const en: PackageStrings = {
   noRoles: 'No roles are recorded.',
   settingsHeading: 'Your settings',
   settingsIntro: 'These settings decide which notifications the comment service sends you.',
-  settingsNone:
-    'The export holds no notification settings. Unless you changed them, every notification is sent at once.',
+  settingsNone: 'No notification settings are recorded.',
+  settingsUnavailable:
+    'Your notification settings could not be read from the comment service. Unless you changed them, every notification is sent at once.',
+  settingDefault: '(not changed: the default)',
   notificationChannels: { email: 'By e-mail', in_app: 'In the app or page' },
   notificationKinds: {
     liked_your_message: 'Someone liked your comment',

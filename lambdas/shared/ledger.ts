@@ -155,6 +155,10 @@ const subjectPackageFacts = z.object({
   conversation_details_reason: z.string().optional(),
   /** The error name that ended the activity reading early, when one did. */
   activity_failure: z.string().optional(),
+  /** Where the notification settings came from: the account (retrieve-user), the export, or nowhere. */
+  settings_source: z.enum(['account', 'export', 'unavailable']).optional(),
+  /** Why the account could not be read, when it could not (an error name, or SubjectNotFound). */
+  account_failure: z.string().optional(),
 });
 export type SubjectPackageFacts = z.infer<typeof subjectPackageFacts>;
 

@@ -86,6 +86,10 @@ describe('an access request', () => {
     }
     const html = inside.get('index.html')?.toString('utf8') ?? '';
     expect(html).toContain('City budget approved');
+    // The account's settings, read with retrieve-user: Alice turned off e-mails for mentions.
+    expect(facts).toMatchObject({ settings_source: 'account' });
+    expect(html).toContain('<dt>By e-mail: Someone mentioned you</dt><dd>never sent</dd>');
+    expect(html).toContain('<dt>By e-mail: Someone replied to your comment</dt><dd>sent at once</dd>');
     // Who answers, from the stack config, and the date of the request in its language.
     expect(html).toContain('<dt>Answered by</dt><dd>Example News Ltd</dd>');
     expect(html).toContain('<time datetime="2026-11-20T09:00:00.000Z">20 November 2026</time>');

@@ -145,10 +145,40 @@ describe('normalisePackage', () => {
       }),
     );
     const data = normalisePackage({ ...normaliseInput([]), files });
+    expect(data.settings_source).toBe('export');
     expect(data.settings).toEqual([
-      { channel: 'email', kind: 'user_mentioned', value: 'never' },
-      { channel: 'in_app', kind: 'liked_your_message', value: 'immediately' },
+      { channel: 'email', kind: 'user_mentioned', value: 'never', default: false },
+      { channel: 'in_app', kind: 'liked_your_message', value: 'immediately', default: false },
     ]);
+  });
+
+  it("lists every notification kind of the account, marking the ones left at their default, and the profile's privacy and subscription", () => {
+    const data = normalisePackage({
+      ...normaliseInput([]),
+      account: {
+        notifications: { email: { user_mentioned: 'never', custom_kind: 'never' }, in_app: {} },
+        privateProfile: true,
+        subscriber: false,
+      },
+    });
+
+    expect(data.settings_source).toBe('account');
+    expect(data.settings.filter((row) => row.channel === 'email')).toEqual([
+      { channel: 'email', kind: 'liked_your_message', value: 'immediately', default: true },
+      { channel: 'email', kind: 'message_approved', value: 'immediately', default: true },
+      { channel: 'email', kind: 'message_rejected', value: 'immediately', default: true },
+      { channel: 'email', kind: 'replied_to_message', value: 'immediately', default: true },
+      { channel: 'email', kind: 'user_mentioned', value: 'never', default: false },
+      { channel: 'email', kind: 'custom_kind', value: 'never', default: false },
+    ]);
+    expect(data.settings.filter((row) => row.channel === 'in_app')).toHaveLength(5);
+    expect(data.profile).toMatchObject({ private_profile: true, subscriber: false });
+  });
+
+  it('says the settings are unavailable when neither the account nor the export has them', () => {
+    const data = normalisePackage(normaliseInput([]));
+    expect(data).toMatchObject({ settings: [], settings_source: 'unavailable' });
+    expect(data.profile).toMatchObject({ private_profile: null, subscriber: null });
   });
 });
 

@@ -175,6 +175,31 @@ describe('renderIndexHtml', () => {
   });
 });
 
+describe('renderIndexHtml settings', () => {
+  it('explains each notification setting and marks the ones left at their default', () => {
+    const html = renderIndexHtml(
+      normalisePackage({
+        ...normaliseInput([]),
+        account: {
+          notifications: { email: { user_mentioned: 'never' }, in_app: {} },
+          privateProfile: false,
+          subscriber: null,
+        },
+      }),
+    );
+    expect(html).toContain('<dt>By e-mail: Someone mentioned you</dt><dd>never sent</dd>');
+    expect(html).toContain(
+      '<dt>In the app or page: Your comment was rejected</dt><dd>sent at once (not changed: the default)</dd>',
+    );
+    expect(html).toContain('<dt>Profile and comment history hidden from others</dt><dd>No</dd>');
+  });
+
+  it('says the settings could not be read when the account was not available', () => {
+    const html = renderIndexHtml(normalisePackage(normaliseInput([])));
+    expect(html).toContain('Your notification settings could not be read from the comment service.');
+  });
+});
+
 describe('escapeHtml', () => {
   it('escapes the five HTML characters and lone surrogates', () => {
     expect(escapeHtml(`<a href="x" title='y'>&</a>`)).toBe(
