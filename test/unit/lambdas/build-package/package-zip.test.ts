@@ -111,7 +111,7 @@ describe('docs/subject-package.schema.json', () => {
     const published: unknown = JSON.parse(readFileSync('docs/subject-package.schema.json', 'utf8'));
     expect(
       published,
-      "docs/subject-package.schema.json is out of date; regenerate it with: node --import tsx -e \"import('./lambdas/build-package/package-schema.ts').then(m=>process.stdout.write(JSON.stringify(m.packageJsonSchema(),null,2)+'\\n'))\" > docs/subject-package.schema.json",
+      "docs/subject-package.schema.json is out of date; regenerate it with: node --import tsx -e \"import('./lambdas/build-package/package-schema.ts').then(m=>process.stdout.write(JSON.stringify(m.packageJsonSchema(),null,2)+'\\n'))\" > docs/subject-package.schema.json && npx biome format --write docs/subject-package.schema.json",
     ).toEqual(packageJsonSchema());
   });
 });
