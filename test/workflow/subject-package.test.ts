@@ -139,6 +139,39 @@ describe('an access request', () => {
     });
   });
 
+  it('still gets its package when the activity call keeps failing, after its retries', async () => {
+    let activityCalls = 0;
+    harness = await startHarness({
+      // Between the steps and the platform: every activity call answers 503.
+      fetch: (real) => async (input, init) => {
+        if (String(input).includes('/v1/user/activity')) {
+          activityCalls += 1;
+          return new Response('{}', { status: 503 });
+        }
+        return real(input, init);
+      },
+    });
+    const h = harness;
+    const request = requestFor('u-alice');
+
+    const results = await submitAndSettle(h, request);
+
+    expect(results.get(request.request_id)?.status).toBe('SUCCEEDED');
+    expect(activityCalls).toBe(3);
+    const item = await h.workflow.ledger.require(request.request_id);
+    expect(item).toMatchObject({ status: 'completed', outcome: 'exported' });
+    expect(item.subject_package).toMatchObject({
+      conversation_details: 'unavailable',
+      conversation_details_reason: 'unavailable',
+      activity_failure: 'PlatformUnavailableError',
+    });
+    const inside = await unzip(await stored(h, item.subject_package?.key ?? ''));
+    const html = inside.get('index.html')?.toString('utf8') ?? '';
+    expect(html).toContain('the comment service did not answer, even after several tries');
+    // Every comment is still there, under its conversation reference.
+    expect(html).toContain('Conversation reference: conv-news-1');
+  });
+
   it('answers a second run of the step from the ledger, building and storing nothing again', async () => {
     harness = await startHarness();
     const h = harness;

@@ -142,3 +142,68 @@ describe('collectActivity against the emulator', () => {
     );
   });
 });
+
+describe('collectActivity against answers the emulator does not give', () => {
+  /** A platform client whose activity call answers `respond(offset)`. */
+  function scripted(respond: (offset: number) => Response) {
+    const offsets: number[] = [];
+    const platform = new PlatformClient(
+      {
+        baseUrl: 'http://127.0.0.1:9/',
+        exportUrl: 'http://127.0.0.1:9/',
+        activityUrl: 'http://127.0.0.1:9/',
+        spotId: 'sp_test',
+      },
+      {
+        credentials: { exportToken: () => EXPORT_TOKEN },
+        fetch: async (_url, init) => {
+          const body: unknown = JSON.parse(String(init?.body));
+          const offset =
+            typeof body === 'object' && body !== null && 'offset' in body ? Number(body.offset) : -1;
+          offsets.push(offset);
+          return respond(offset);
+        },
+      },
+    );
+    return { platform, offsets };
+  }
+  const json = (status: number, body: unknown) =>
+    new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+
+  it('answers refused for a 403 that does not say the call is disabled', async () => {
+    const { platform } = scripted(() => json(403, { success: false, error: { code: 'forbidden' } }));
+    const { context, failure } = await collectActivity(platform, 'svc-subject-1', options);
+    expect(failure).toBe('PlatformAuthError');
+    expect(context.details).toEqual({ status: 'unavailable', reason: 'refused', pages: 0 });
+  });
+
+  it('answers invalid_response, without retrying, for an answer without its documented shape', async () => {
+    const { platform, offsets } = scripted(() => json(200, { cursor: { offset: 0 }, items: 'nope' }));
+    const { context, failure } = await collectActivity(platform, 'svc-subject-1', options);
+    expect(failure).toBe('PlatformResponseInvalidError');
+    expect(context.details).toEqual({ status: 'unavailable', reason: 'invalid_response', pages: 0 });
+    expect(offsets).toEqual([0]);
+  });
+
+  it('stops at a page that says more remain but returned nothing, instead of asking for ever', async () => {
+    const { platform, offsets } = scripted((offset) =>
+      json(200, { cursor: { offset, count: 0, has_next: true }, items: [], users: {} }),
+    );
+    const { context } = await collectActivity(platform, 'svc-subject-1', options);
+    expect(offsets).toEqual([0]);
+    expect(context.details).toEqual({ status: 'complete', reason: null, pages: 1 });
+  });
+
+  it('waits as long as a 429 asks (up to 20 s) before the next try', async () => {
+    let calls = 0;
+    const { platform } = scripted((offset) => {
+      calls += 1;
+      return calls === 1
+        ? new Response('{}', { status: 429, headers: { 'retry-after': '7' } })
+        : json(200, { cursor: { offset, count: 0, has_next: false }, items: [], users: {} });
+    });
+    const { failure } = await collectActivity(platform, 'svc-subject-1', options);
+    expect(failure).toBeNull();
+    expect(sleeps).toEqual([7000]);
+  });
+});
