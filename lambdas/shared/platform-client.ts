@@ -84,6 +84,11 @@ interface CallSpec {
   readonly sensitive: readonly string[];
   /** The caller has had the gate admit this call already. */
   readonly admitted?: boolean;
+  /**
+   * Whether the answer tells the gate's circuit how the platform is. The activity call goes to a
+   * service of its own ({activity_url}), whose outage must not hold every request back. @default true
+   */
+  readonly circuit?: boolean;
 }
 
 interface RawAnswer {
@@ -230,6 +235,7 @@ export class PlatformClient {
         headers: { 'x-spot-id': this.config.spotId, apikey: exportToken },
         body: { profile_user_id: svcUserId, count: page.count, offset: page.offset },
         sensitive: [svcUserId],
+        circuit: false,
       });
       if (answer.status === 403 && errorDetail(answer.text) === ': activity_not_enabled') {
         throw new ActivityNotEnabledError(
@@ -300,16 +306,17 @@ export class PlatformClient {
   async #call(spec: CallSpec): Promise<RawAnswer> {
     const gate = this.#deps.gate;
     if (spec.admitted !== true) await gate?.admit();
+    const circuit = spec.circuit === false ? undefined : gate;
     let answer: RawAnswer;
     try {
       answer = await this.#send(spec);
     } catch (error) {
       // No answer: unreachable, timed out or cut off.
-      await gate?.report('down');
+      await circuit?.report('down');
       throw error;
     }
     // A 5xx is the platform failing; anything else, even a refusal, is the platform answering.
-    await gate?.report(answer.status >= 500 ? 'down' : 'up');
+    await circuit?.report(answer.status >= 500 ? 'down' : 'up');
     return answer;
   }
 

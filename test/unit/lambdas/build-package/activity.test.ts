@@ -207,3 +207,47 @@ describe('collectActivity against answers the emulator does not give', () => {
     expect(sleeps).toEqual([7000]);
   });
 });
+
+describe('the activity call and the platform gate', () => {
+  it("is admitted by the gate but never moves its circuit: the activity service's outage holds no other call back", async () => {
+    const events: string[] = [];
+    const gate = {
+      admit: async () => {
+        events.push('admit');
+      },
+      report: async (outcome: 'up' | 'down') => {
+        events.push(`report ${outcome}`);
+      },
+    };
+    const answers = [503, 503, 200];
+    const platform = new PlatformClient(
+      {
+        baseUrl: 'http://127.0.0.1:9/',
+        exportUrl: 'http://127.0.0.1:9/',
+        activityUrl: 'http://127.0.0.1:9/',
+        spotId: 'sp',
+      },
+      {
+        credentials: { exportToken: () => EXPORT_TOKEN, ssoAccessToken: () => 'sso' },
+        gate,
+        fetch: async (url) => {
+          if (String(url).includes('/sso/v1/user/')) return new Response('{}', { status: 503 });
+          const status = answers.shift() ?? 200;
+          return new Response(
+            status === 200
+              ? JSON.stringify({ cursor: { offset: 0, count: 0, has_next: false }, items: [], users: {} })
+              : '{}',
+            { status },
+          );
+        },
+      },
+    );
+
+    const { failure } = await collectActivity(platform, 'svc-subject-1', options);
+    await expect(platform.retrieveUser('someone')).rejects.toThrow();
+
+    expect(failure).toBeNull();
+    // Three activity calls admitted, none reported; the retrieve call that failed is reported down.
+    expect(events).toEqual(['admit', 'admit', 'admit', 'admit', 'report down']);
+  });
+});
