@@ -112,7 +112,7 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   packageLanguage:
     'the BCP 47 language of subject packages, e.g. "en" or "en-GB" (default "en"); strings exist for: en',
   accessNotice:
-    'the Art. 15(1) GDPR texts every subject package states, {"purposes", "categories", "recipients", "retention", "rights", "complaint", "source"}: each 1-250 characters (link to your privacy notice for more)',
+    'the Art. 15(1) GDPR texts every subject package states, {"purposes", "categories", "recipients", "retention", "rights", "complaint", "source", "automatedDecisions"}: each 1-250 characters (link to your privacy notice for more)',
 };
 
 const httpsUrl = z.url({ protocol: /^https$/, error: 'expected an https URL' });

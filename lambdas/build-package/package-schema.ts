@@ -26,6 +26,9 @@ const informationSchema = z
       .describe('Art. 15(1)(e): the rights to rectification, erasure, restriction and objection'),
     complaint: z.string().describe('Art. 15(1)(f): the right to complain to a supervisory authority'),
     source: z.string().describe('Art. 15(1)(g): where the data came from, when not from the subject'),
+    automatedDecisions: z
+      .string()
+      .describe('Art. 15(1)(h): automated decision-making, including profiling, its logic and consequences'),
   })
   .describe('The information Art. 15(1) GDPR requires, as the controller wrote it in the stack config');
 

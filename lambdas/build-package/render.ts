@@ -170,6 +170,7 @@ const INFORMATION_ORDER: readonly InformationKey[] = [
   'rights',
   'complaint',
   'source',
+  'automatedDecisions',
 ];
 
 interface DateFormatters {

@@ -43,6 +43,7 @@ export const packageSettingsSchema = z.strictObject({
     rights: informationText,
     complaint: informationText,
     source: informationText,
+    automatedDecisions: informationText,
   }),
 });
 export type PackageSettings = z.infer<typeof packageSettingsSchema>;
@@ -66,6 +67,8 @@ export const PACKAGE_PLACEHOLDERS: PackageSettings = {
     complaint:
       'Placeholder: name the supervisory authority the subject may complain to (set accessNotice.complaint).',
     source: 'Placeholder: say where the data comes from (set accessNotice.source).',
+    automatedDecisions:
+      'Placeholder: say whether decisions about the subject are automated, including profiling, and how (set accessNotice.automatedDecisions).',
   },
 };
 

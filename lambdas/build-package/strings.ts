@@ -85,7 +85,8 @@ export type InformationKey =
   | 'retention'
   | 'rights'
   | 'complaint'
-  | 'source';
+  | 'source'
+  | 'automatedDecisions';
 
 export type ProfileField =
   | 'userName'
@@ -138,6 +139,7 @@ const en: PackageStrings = {
     rights: 'Your rights',
     complaint: 'Your right to complain',
     source: 'Where the data comes from',
+    automatedDecisions: 'Automated decisions and profiling',
   },
   profileHeading: 'Your profile',
   profile: {

@@ -260,6 +260,7 @@ describe('placeholderKeys', () => {
         rights: long,
         complaint: long,
         source: long,
+        automatedDecisions: long,
       },
     });
     expect(problems).toHaveLength(1);

@@ -20,6 +20,7 @@ export const productionConfig = {
     rights: 'You may ask us to correct, erase or restrict your data, or object to how we use it.',
     complaint: 'You may complain to the Information Commissioner’s Office (ico.org.uk).',
     source: 'You gave us this data when you registered and commented.',
+    automatedDecisions: 'We make no automated decisions about you and do not profile you.',
   },
 } as const satisfies StackConfigInput;
 

@@ -91,6 +91,7 @@ export const INFORMATION = {
   rights: 'Access, rectification, erasure, restriction, objection and portability.',
   complaint: 'You may complain to your data protection authority.',
   source: 'You, when you wrote your comments.',
+  automatedDecisions: 'No decision about you is automated.',
 };
 
 export function normaliseInput(

@@ -154,6 +154,15 @@ describe('renderIndexHtml', () => {
     // 2024-01-01T10:00Z is 10:00 in London in winter.
     expect(html).toContain('<time datetime="2024-01-01T10:00:00.000Z">1 January 2024 at 10:00</time>');
     expect(html).toContain('All dates and times are shown in the Europe/London time zone.');
+    // Art. 15(1)(a)-(h), each under its heading, from the config.
+    for (const heading of [
+      'Why we process your data',
+      'Your right to complain',
+      'Automated decisions and profiling',
+    ]) {
+      expect(html).toContain(`<h3>${heading}</h3>`);
+    }
+    expect(html).toContain('<p class="text">No decision about you is automated.</p>');
   });
 
   it('writes dates in another zone when the controller is elsewhere', () => {
