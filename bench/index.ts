@@ -8,6 +8,9 @@
  * 4. A mass drop against a rate-limited platform with an outage (BENCH_ONLY=burst).
  * 5. Local mode's memory and main-thread CPU per request at BENCH_MEMORY_REQUESTS (default
  *    1,000 and 5,000; BENCH_ONLY=memory).
+ * 6. `package`: the subject package of a user with BENCH_PACKAGE_COMMENTS (default 10,000)
+ *    comments beside one with 10: page size, build time, and how long headless Chromium
+ *    (JavaScript off) takes to open it. Needs Debian's chromium.
  *
  * BENCH_AWS_FAULTS=FILE throttles a seeded share of the local AWS calls in 2 and 3, as
  * `svc-dsr local --aws-faults FILE` does (format: docs/emulator.md, "AWS faults in local mode").
@@ -40,6 +43,7 @@ import { SqsPoller } from '#local/runtime/event-source';
 import { synthesizeTemplate } from '#local/runtime/template';
 import { startLocalWorkflow } from '#local/runtime/workflow';
 import { localMemory, localThroughput } from './local-throughput.ts';
+import { packageBench } from './package.ts';
 
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -536,7 +540,25 @@ async function memory() {
   );
 }
 
-const only = new Set((process.env.BENCH_ONLY ?? 'copy,transitions,local,burst,memory').split(','));
+/** The subject package of a heavy user: its page's size and how long it takes to build and to open. */
+async function subjectPackage() {
+  const comments = countFromEnv('BENCH_PACKAGE_COMMENTS', 10_000);
+  printTable(
+    `Subject package: ${comments} comments beside 10 (median of ${rounds}); opened from disk in headless Chromium, JavaScript off, 1280x900 viewport`,
+    [
+      'comments',
+      'index.html',
+      'package zip',
+      'build ms (normalise, render, zip)',
+      'open ms (navigate to load event)',
+      'style + layout ms',
+      'DOM nodes',
+    ],
+    await packageBench(comments, rounds),
+  );
+}
+
+const only = new Set((process.env.BENCH_ONLY ?? 'copy,transitions,local,burst,memory,package').split(','));
 if (only.has('copy')) {
   const bundles = await bundle();
   try {
@@ -549,3 +571,4 @@ if (only.has('transitions')) await transitions();
 if (only.has('local')) await throughput();
 if (only.has('burst')) await burst();
 if (only.has('memory')) await memory();
+if (only.has('package')) await subjectPackage();

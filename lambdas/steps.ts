@@ -1,4 +1,5 @@
 import { archiveExportStep } from './archive-export/archive-export.ts';
+import { buildPackageStep } from './build-package/build-package.ts';
 import { checkExportStep } from './check-export/check-export.ts';
 import { eraseSubjectStep } from './erase-subject/erase-subject.ts';
 import { recordFailureStep } from './record-failure/record-failure.ts';
@@ -15,6 +16,7 @@ export const STEPS = {
   StartExport: startExportStep,
   CheckExport: checkExportStep,
   ArchiveExport: archiveExportStep,
+  BuildPackage: buildPackageStep,
   EraseSubject: eraseSubjectStep,
   VerifyErasure: verifyErasureStep,
   RecordOutcome: recordOutcomeStep,
@@ -28,6 +30,7 @@ export const STEP_DIRECTORIES: Readonly<Record<StepName, string>> = {
   StartExport: 'start-export',
   CheckExport: 'check-export',
   ArchiveExport: 'archive-export',
+  BuildPackage: 'build-package',
   EraseSubject: 'erase-subject',
   VerifyErasure: 'verify-erasure',
   RecordOutcome: 'record-outcome',
@@ -44,6 +47,8 @@ export const STEP_TOKENS: Readonly<Record<StepName, readonly PlatformToken[]>> =
   StartExport: ['exportToken', 'ssoAccessToken'],
   CheckExport: ['exportToken', 'ssoAccessToken'],
   ArchiveExport: ['exportToken', 'ssoAccessToken'],
+  /** The activity call with the export token (endpoint 8); the account's settings with the SSO token (endpoint 3). */
+  BuildPackage: ['exportToken', 'ssoAccessToken'],
   EraseSubject: ['ssoAccessToken'],
   VerifyErasure: ['ssoAccessToken'],
   RecordOutcome: [],
@@ -59,6 +64,7 @@ export const STEP_GATE: Readonly<Record<StepName, { readonly admits: boolean; re
   StartExport: { admits: true, slots: true },
   CheckExport: { admits: true, slots: true },
   ArchiveExport: { admits: true, slots: true },
+  BuildPackage: { admits: true, slots: false },
   EraseSubject: { admits: true, slots: false },
   VerifyErasure: { admits: true, slots: false },
   RecordOutcome: { admits: false, slots: true },

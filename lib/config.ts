@@ -1,4 +1,11 @@
 import { z } from 'zod';
+import {
+  PACKAGE_PLACEHOLDERS,
+  PACKAGE_SETTINGS_MAX_BYTES,
+  type PackageSettings,
+  packageLanguageSchema,
+  packageSettingsSchema,
+} from '../lambdas/build-package/settings.ts';
 import { MINIMUM_RETENTION_MONTHS } from '../lambdas/shared/audit.ts';
 import { ARCHIVE_MAX_EXPANDED_BYTES } from '../lambdas/shared/config.ts';
 import { DEFAULT_TIME_ZONE, isTimeZone } from '../lambdas/shared/deadlines.ts';
@@ -100,7 +107,15 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   eventBusArn:
     'the ARN of an existing EventBridge bus for the status events, e.g. "arn:aws:events:eu-west-1:111122223333:event-bus/privacy", or leave it out to have the stack create one',
   timeZone:
-    'the controller\'s IANA time zone, e.g. "Europe/Berlin" or "America/Los_Angeles" (default "UTC"): deadlines end at the end of the local day there',
+    'the controller\'s IANA time zone, e.g. "Europe/Berlin" or "America/Los_Angeles" (default "UTC"): deadlines end at the end of the local day there, and subject packages write their dates in it',
+  controllerName:
+    'the name of the controller that answers access requests, as the subject package shows it, e.g. "Example News Ltd"',
+  controllerContact:
+    'how a subject reaches the controller about the answer, e.g. "privacy@example.com, Example News Ltd, 1 Fleet Street, London"',
+  packageLanguage:
+    'the BCP 47 language of subject packages, e.g. "en" or "en-GB" (default "en"); strings exist for: en',
+  accessNotice:
+    'the Art. 15(1) GDPR texts every subject package states, {"purposes", "categories", "recipients", "retention", "rights", "complaint", "source", "automatedDecisions"}: each 1-250 characters (link to your privacy notice for more)',
 };
 
 const httpsUrl = z.url({ protocol: /^https$/, error: 'expected an https URL' });
@@ -195,6 +210,12 @@ const baseSchema = z.strictObject({
     .string()
     .refine(isTimeZone, 'not an IANA time zone this runtime knows')
     .default(DEFAULT_TIME_ZONE),
+  controllerName: packageSettingsSchema.shape.controllerName.default(PACKAGE_PLACEHOLDERS.controllerName),
+  controllerContact: packageSettingsSchema.shape.controllerContact.default(
+    PACKAGE_PLACEHOLDERS.controllerContact,
+  ),
+  packageLanguage: packageLanguageSchema.default(PACKAGE_PLACEHOLDERS.language),
+  accessNotice: packageSettingsSchema.shape.information.default({ ...PACKAGE_PLACEHOLDERS.information }),
 });
 
 /** Stack configuration, from cdk.json context (`svc-dsr` key) or stack props; validated at synth. */
@@ -222,6 +243,14 @@ export const stackConfigSchema = baseSchema.superRefine((config, context) => {
       code: 'custom',
       path: ['pollBudgetSeconds'],
       message: `must be at least pollMaxSeconds (${config.pollMaxSeconds})`,
+    });
+  }
+  const settingsBytes = Buffer.byteLength(JSON.stringify(packageSettings(config)));
+  if (settingsBytes > PACKAGE_SETTINGS_MAX_BYTES) {
+    context.addIssue({
+      code: 'custom',
+      path: ['accessNotice'],
+      message: `controllerName, controllerContact and accessNotice take ${settingsBytes} bytes together, above the ${PACKAGE_SETTINGS_MAX_BYTES} that fit in the package step's environment (Lambda allows 4 KB in all); shorten them and link to your privacy notice`,
     });
   }
   const namedProduction = (PRODUCTION_STAGE_NAMES as readonly string[]).includes(config.stage);
@@ -280,7 +309,24 @@ export function placeholderKeys(config: StackConfig): ConfigKey[] {
   if (config.platformActivityUrl === PLACEHOLDERS.platformActivityUrl) keys.push('platformActivityUrl');
   if (config.downloadAllowedHosts.some((host) => host.endsWith('.invalid')))
     keys.push('downloadAllowedHosts');
+  if (config.controllerName === PACKAGE_PLACEHOLDERS.controllerName) keys.push('controllerName');
+  if (config.controllerContact === PACKAGE_PLACEHOLDERS.controllerContact) keys.push('controllerContact');
+  const notice = PACKAGE_PLACEHOLDERS.information;
+  if (Object.entries(config.accessNotice).some(([key, text]) => notice[key as keyof typeof notice] === text))
+    keys.push('accessNotice');
   return keys;
+}
+
+/** What the package step is told: who answers, in which language, and the Art. 15(1) texts. */
+export function packageSettings(
+  config: Pick<StackConfig, 'controllerName' | 'controllerContact' | 'packageLanguage' | 'accessNotice'>,
+): PackageSettings {
+  return {
+    controllerName: config.controllerName,
+    controllerContact: config.controllerContact,
+    language: config.packageLanguage,
+    information: config.accessNotice,
+  };
 }
 
 /**

@@ -60,7 +60,11 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
   reconciler: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
 };
 /** What a function may do with archive objects. */
-export type ArchiveAccess = 'read' | 'write';
+/**
+ * read: get objects; write: copy exports in (ArchiveExport); package: read the archive's recorded
+ * version and put the subject package beside it (BuildPackage).
+ */
+export type ArchiveAccess = 'read' | 'write' | 'package';
 
 /**
  * A Lambda function with the house defaults: Node.js on arm64, its own role with no managed
@@ -193,17 +197,28 @@ export class DsrFunction extends Construct {
     this.#allow(
       access === 'read'
         ? ['s3:GetObject']
-        : [
-            's3:PutObject',
-            's3:PutObjectTagging',
-            's3:AbortMultipartUpload',
-            's3:GetObject',
-            // The copy is proven with a HEAD of the version it created.
-            's3:GetObjectVersion',
-            's3:DeleteObject',
-            // A copy made for a request cancelled meanwhile is deleted with every version.
-            's3:DeleteObjectVersion',
-          ],
+        : access === 'package'
+          ? [
+              // The archive (its recorded version where the bucket keeps versions), re-hashed as it is read.
+              's3:GetObject',
+              's3:GetObjectVersion',
+              's3:PutObject',
+              's3:PutObjectTagging',
+              // A package built for a request cancelled meanwhile is deleted with every version.
+              's3:DeleteObject',
+              's3:DeleteObjectVersion',
+            ]
+          : [
+              's3:PutObject',
+              's3:PutObjectTagging',
+              's3:AbortMultipartUpload',
+              's3:GetObject',
+              // The copy is proven with a HEAD of the version it created.
+              's3:GetObjectVersion',
+              's3:DeleteObject',
+              // A copy made for a request cancelled meanwhile is deleted with every version.
+              's3:DeleteObjectVersion',
+            ],
       [objects],
     );
     // Without ListBucket a missing object answers 403 instead of 404, and verification could not

@@ -25,6 +25,7 @@ import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct, IConstruct } from 'constructs';
+import { PACKAGE_SETTINGS_ENV } from '../lambdas/build-package/settings.ts';
 import { DEADLINE_METRICS } from '../lambdas/deadline-sweep/deadline-sweep.ts';
 import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
@@ -41,6 +42,7 @@ import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
 import {
   CONFIG_CONTEXT_KEY,
+  packageSettings,
   parseStackConfig,
   placeholderKeys,
   retentionDaysForMonths,
@@ -375,6 +377,8 @@ export class DsrStack extends Stack {
     };
     return mapRecord(STEP_DIRECTORIES, (dir, step) => {
       const archives = step === 'ArchiveExport';
+      // Reads every activity page (with retries) and holds the archive and the package in memory.
+      const packages = step === 'BuildPackage';
       const fn = new DsrFunction(this, step, {
         ...defaults,
         entry: `${lambdasDir}${dir}/handler.ts`,
@@ -384,8 +388,8 @@ export class DsrStack extends Stack {
           DSR_STEP: step,
           ...(archives ? { ARCHIVE_MAX_EXPANDED_BYTES: String(config.archiveMaxExpandedBytes) } : {}),
         },
-        timeout: archives ? Duration.minutes(15) : Duration.minutes(1),
-        memorySize: archives ? 1024 : 512,
+        timeout: archives || packages ? Duration.minutes(15) : Duration.minutes(1),
+        memorySize: archives || packages ? 1024 : 512,
       });
       fn.bindLedger(this.ledger, 'steps')
         .bindPlatformGate(this.platformGate, STEP_GATE[step])
@@ -393,8 +397,13 @@ export class DsrStack extends Stack {
         .bindSecret('auditHmacKey', this.secrets.auditHmacKey, secretKey);
       for (const token of STEP_TOKENS[step]) fn.bindSecret(token, this.secrets[token], secretKey);
       if (archives) fn.bindArchiveBucket(this.archiveBucket, 'write');
+      else if (step === 'BuildPackage') {
+        fn.bindArchiveBucket(this.archiveBucket, 'package');
+        fn.bindEnvironment(PACKAGE_SETTINGS_ENV, JSON.stringify(packageSettings(config)));
+        fn.bindEnvironment('TIME_ZONE', config.timeZone);
+      }
       // The shared step environment names the archive bucket for every step; only ArchiveExport
-      // is granted access to it.
+      // and BuildPackage are granted access to it.
       else fn.bindEnvironment('ARCHIVE_BUCKET', this.archiveBucket.bucketName);
       return fn;
     });

@@ -269,6 +269,14 @@ export class DsrWorkflow extends Construct {
     const checkWaited = platformWaited('CheckExport', checkExport, '$.export');
     const archive = guard(task('ArchiveExport', 'ArchiveExport', requestId, '$.archive'), [], subjectGone);
     const archiveWaited = platformWaited('ArchiveExport', archive, '$.archive');
+    // An access request's answer: the subject's own package, built beside the archive.
+    const buildPackage = guard(task('BuildPackage', 'BuildPackage', requestId, '$.subject_package'));
+    const packaged = admitted(
+      'BuildPackage',
+      buildPackage,
+      '$.subject_package',
+      outcome('RecordExported', 'exported'),
+    );
     const erase = guard(task('EraseSubject', 'EraseSubject', requestId, '$.erasure'));
     const verifyErasure = guard(task('VerifyErasure', 'VerifyErasure', requestId, '$.erasure_verification'), [
       { errors: ['ErasureNotVerifiedError'], interval: Duration.seconds(10), backoffRate: 2, maxAttempts: 3 },
@@ -300,7 +308,7 @@ export class DsrWorkflow extends Construct {
                       new sfn.Choice(this, 'RequestType?')
                         .when(archiveWaited.condition, archiveWaited.wait)
                         .when(sfn.Condition.stringEquals('$.type', 'erasure'), erase.next(erased))
-                        .otherwise(outcome('RecordExported', 'exported')),
+                        .otherwise(buildPackage.next(packaged)),
                     ),
                   )
                   .when(sfn.Condition.stringEquals('$.export.status', 'failed'), startExport)

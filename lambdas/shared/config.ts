@@ -84,6 +84,8 @@ export const stepEnvSchema = z.object({
   RETRY_AFTER_CAP_SECONDS: z.coerce.number().int().nonnegative().default(20),
   ...gateEnvSchema.shape,
   TIME_ZONE: timeZoneSchema,
+  /** The subject package's settings (JSON, build-package/settings.ts); set on the package step only. */
+  PACKAGE_SETTINGS: z.string().optional(),
 });
 export type StepEnv = z.infer<typeof stepEnvSchema>;
 

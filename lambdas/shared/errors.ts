@@ -204,6 +204,16 @@ export class PlatformNotFoundError extends DsrError {
 }
 
 /**
+ * The platform answered that the activity call (endpoint 8) is not enabled for the account: only
+ * its support can enable it. The subject package is built without conversation details.
+ */
+export class ActivityNotEnabledError extends DsrError {
+  override readonly name = 'ActivityNotEnabledError';
+  static override readonly handling: ErrorHandling = 'fail';
+  readonly code = 'activity_not_enabled';
+}
+
+/**
  * An identifier the platform API puts in a URL path cannot be sent there as it is: "." and ".." are
  * path steps to every URL parser and proxy, so the call would reach another path. Retrying cannot
  * help; a person must handle the request with the platform.
@@ -406,6 +416,7 @@ export const ERROR_CLASSES = [
   PlatformRejectedError,
   PlatformResponseInvalidError,
   PlatformNotFoundError,
+  ActivityNotEnabledError,
   UnaddressableIdError,
   DownloadHostNotAllowedError,
   DownloadLinkExpiredError,

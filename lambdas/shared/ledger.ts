@@ -141,6 +141,27 @@ const archiveFacts = z.object({
 });
 export type ArchiveFacts = z.infer<typeof archiveFacts>;
 
+/** The subject's own package (an access request's), built beside the archive from it. */
+const subjectPackageFacts = z.object({
+  key: z.string(),
+  bytes: z.number().int().nonnegative(),
+  sha256: z.string(),
+  version_id: z.string().optional(),
+  /** The name it downloads as, e.g. your-data-2026-11-23.zip. */
+  file_name: z.string(),
+  built_at: z.string(),
+  /** Whether the conversation details came from the activity call, and why not when they did not. */
+  conversation_details: z.enum(['complete', 'partial', 'unavailable']),
+  conversation_details_reason: z.string().optional(),
+  /** The error name that ended the activity reading early, when one did. */
+  activity_failure: z.string().optional(),
+  /** Where the notification settings came from: the account (retrieve-user), the export, or nowhere. */
+  settings_source: z.enum(['account', 'export', 'unavailable']).optional(),
+  /** Why the account could not be read, when it could not (an error name, or SubjectNotFound). */
+  account_failure: z.string().optional(),
+});
+export type SubjectPackageFacts = z.infer<typeof subjectPackageFacts>;
+
 /** One request in the ledger. Identifiers live here and nowhere in workflow state. */
 export const ledgerItemSchema = z.object({
   request_id: z.string(),
@@ -186,6 +207,7 @@ export const ledgerItemSchema = z.object({
   export_waited_seconds: z.number().int().nonnegative().default(0),
   export_started_at: z.string().optional(),
   archive: archiveFacts.optional(),
+  subject_package: subjectPackageFacts.optional(),
   erasure: z
     .object({
       outcome: z.enum(['deleted', 'already_absent']),
@@ -500,6 +522,7 @@ export class Ledger {
       cancel_reason: change.reason,
       completed_at: this.clock().toISOString(),
       archive: null,
+      subject_package: null,
     }));
   }
 
@@ -548,6 +571,7 @@ export class Ledger {
       denial: { code: change.code, reason: change.reason, at: now },
       completed_at: now,
       archive: null,
+      subject_package: null,
     }));
   }
 

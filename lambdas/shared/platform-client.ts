@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import {
+  ActivityNotEnabledError,
   ConfigurationError,
   type DsrError,
   ExportStartUncertainError,
@@ -84,6 +85,11 @@ interface CallSpec {
   readonly sensitive: readonly string[];
   /** The caller has had the gate admit this call already. */
   readonly admitted?: boolean;
+  /**
+   * Whether the answer tells the gate's circuit how the platform is. The activity call goes to a
+   * service of its own ({activity_url}), whose outage must not hold every request back. @default true
+   */
+  readonly circuit?: boolean;
 }
 
 interface RawAnswer {
@@ -217,7 +223,10 @@ export class PlatformClient {
     });
   }
 
-  /** Endpoint 8: one page of the user's activity. */
+  /**
+   * Endpoint 8: one page of the user's activity. A 403 whose error code says the call is not
+   * enabled for the account is an ActivityNotEnabledError: no token refresh can change that.
+   */
   async userActivity(svcUserId: string, page: { count: number; offset: number }): Promise<ActivityPage> {
     return this.#withToken('exportToken', async (exportToken) => {
       const answer = await this.#call({
@@ -227,7 +236,13 @@ export class PlatformClient {
         headers: { 'x-spot-id': this.config.spotId, apikey: exportToken },
         body: { profile_user_id: svcUserId, count: page.count, offset: page.offset },
         sensitive: [svcUserId],
+        circuit: false,
       });
+      if (answer.status === 403 && errorDetail(answer.text) === ': activity_not_enabled') {
+        throw new ActivityNotEnabledError(
+          'userActivity: the platform says the activity call is not enabled for this account; its support can enable it',
+        );
+      }
       this.#throwForStatus('userActivity', answer);
       return this.#parse('userActivity', activityResponseSchema, answer, [svcUserId]);
     });
@@ -292,16 +307,17 @@ export class PlatformClient {
   async #call(spec: CallSpec): Promise<RawAnswer> {
     const gate = this.#deps.gate;
     if (spec.admitted !== true) await gate?.admit();
+    const circuit = spec.circuit === false ? undefined : gate;
     let answer: RawAnswer;
     try {
       answer = await this.#send(spec);
     } catch (error) {
       // No answer: unreachable, timed out or cut off.
-      await gate?.report('down');
+      await circuit?.report('down');
       throw error;
     }
     // A 5xx is the platform failing; anything else, even a refusal, is the platform answering.
-    await gate?.report(answer.status >= 500 ? 'down' : 'up');
+    await circuit?.report(answer.status >= 500 ? 'down' : 'up');
     return answer;
   }
 

@@ -6,7 +6,8 @@ import {
   ListObjectVersionsCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { copyExportToS3, verifyCopy } from './archive/index.ts';
+import { packageSettingsFromEnv } from '../build-package/settings.ts';
+import { copyExportToS3, putVerifiedObject, readVerifiedObject, verifyCopy } from './archive/index.ts';
 import { REQUEST_TYPE_TAG } from './archive-tags.ts';
 import { AuditTrail } from './audit.ts';
 import { type GateEnv, parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
@@ -82,6 +83,12 @@ export function s3ArchiveStore(
       }
     },
     remove: (key) => removeAllVersions(s3, options.bucket, key),
+    read: (key, expected) => readVerifiedObject(target(key), expected),
+    storePackage: (key, body, fileName) =>
+      putVerifiedObject({ ...target(key), tags: { [REQUEST_TYPE_TAG]: 'access' } }, body, {
+        fileName,
+        contentType: 'application/zip',
+      }),
   };
 }
 
@@ -167,6 +174,7 @@ export function buildStepDeps(
       },
       maxExpandedBytes: env.ARCHIVE_MAX_EXPANDED_BYTES,
     }),
+    subjectPackage: { ...packageSettingsFromEnv(env.PACKAGE_SETTINGS), timeZone: env.TIME_ZONE },
     schedule: {
       initialSeconds: env.POLL_INITIAL_SECONDS,
       maxSeconds: env.POLL_MAX_SECONDS,

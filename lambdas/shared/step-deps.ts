@@ -1,3 +1,4 @@
+import type { PackageSettings } from '../build-package/settings.ts';
 import type { VerifiedArchive } from './archive/options.ts';
 import type { AuditTrail } from './audit.ts';
 import type { PollSchedule } from './config.ts';
@@ -25,6 +26,10 @@ export interface ArchiveStore {
   verify(key: string, copied: CopiedArchive): Promise<{ entries: number }>;
   /** Deletes every version (and delete marker) of the key, for good; answers how many went. */
   remove(key: string): Promise<number>;
+  /** The stored object whole, checked against its recorded size and SHA-256 (InvalidArchiveError if not). */
+  read(key: string, expected: { bytes: number; sha256: string; versionId?: string }): Promise<Buffer>;
+  /** Stores a subject package (tagged as an access request's, named for download), checked by S3 against its SHA-256. */
+  storePackage(key: string, body: Buffer, fileName: string): Promise<{ versionId?: string }>;
 }
 
 /** What step code logs through: a Powertools Logger (powertools.ts) in Lambda, JSON lines locally. */
@@ -41,10 +46,18 @@ export interface StepLogger {
 export interface StepDeps {
   readonly ledger: Ledger;
   readonly audit: Pick<AuditTrail, 'append'>;
-  readonly platform: Pick<PlatformClient, 'retrieveUser' | 'deleteUser' | 'startExport' | 'exportStatus'>;
+  readonly platform: Pick<
+    PlatformClient,
+    'retrieveUser' | 'deleteUser' | 'startExport' | 'exportStatus' | 'userActivity'
+  >;
   /** The shared load control: rate limit, export slots and circuit (the platform client uses it too). */
   readonly gate: Pick<PlatformGate, 'admit' | 'report' | 'acquireExport' | 'releaseExport'>;
   readonly archive: ArchiveStore;
+  /**
+   * Who answers access requests, the Art. 15(1) texts, the language, and the time zone dates are
+   * written in. @default placeholders (local mode); the stack always sets them
+   */
+  readonly subjectPackage?: PackageSettings & { readonly timeZone: string };
   readonly schedule: PollSchedule;
   readonly exportMaxAttempts: number;
   /** Longest Retry-After honoured inside a step before handing the retry to Step Functions. */

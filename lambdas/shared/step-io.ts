@@ -41,6 +41,14 @@ export const archiveOutputSchema = z.strictObject({
 });
 export type ArchiveOutput = z.infer<typeof archiveOutputSchema>;
 
+export const packageOutputSchema = z.strictObject({
+  key: z.string(),
+  bytes: z.number().int().nonnegative(),
+  sha256: z.string(),
+  conversation_details: z.enum(['complete', 'partial', 'unavailable']),
+});
+export type PackageOutput = z.infer<typeof packageOutputSchema>;
+
 export const eraseOutputSchema = z.strictObject({ outcome: z.enum(['deleted', 'already_absent']) });
 export type EraseOutput = z.infer<typeof eraseOutputSchema>;
 

@@ -17,6 +17,7 @@ import { type SecretName, type SecretValues, secretsManagerReaders } from '#shar
 import type { StepDeps, StepLogger } from '#shared/step-deps';
 import { type AnyStep, makeStepHandler } from '#shared/step-handler';
 import type { ExecutionInput } from '#shared/step-io';
+import { PACKAGE_SETTINGS_ENV } from '../../lambdas/build-package/settings.ts';
 import { sqsQuarantine } from '../../lambdas/intake/aws.ts';
 import { type IntakeObserver, makeIntakeHandler } from '../../lambdas/intake/handler.ts';
 import type { IntakeDeps } from '../../lambdas/intake/intake.ts';
@@ -169,6 +170,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   const { auditHmacKey } = readersFor(['auditHmacKey']);
   if (auditHmacKey === undefined) throw new Error('the local audit key has no reader');
   const platformHost = new URL(platform.url).host;
+  const packageSettings = packageSettingsOf(options.template);
   const env = stepEnvSchema.parse({
     TABLE_NAME: LOCAL_NAMES.table,
     GATE_TABLE_NAME: LOCAL_NAMES.gateTable,
@@ -180,6 +182,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     PLATFORM_ACTIVITY_URL: platform.url,
     SPOT_ID: platform.spotId,
     DOWNLOAD_INSECURE_HOSTS: platformHost,
+    ...(packageSettings === undefined ? {} : { PACKAGE_SETTINGS: packageSettings }),
     ...options.env,
   });
   const stepDeps = buildStepDeps(env, { s3, auditS3, dynamo: dynamoClient }, { auditHmacKey }, logger, {
@@ -326,6 +329,22 @@ const functionResourceSchema = z.looseObject({
     Environment: z.looseObject({ Variables: z.record(z.string(), z.unknown()) }).optional(),
   }),
 });
+
+/**
+ * The subject package settings the stack gives BuildPackage (the controller, the Art. 15(1) texts,
+ * from cdk.json), so local mode's packages say what the deployed stack's would.
+ */
+function packageSettingsOf(template: Record<string, unknown>): string | undefined {
+  const resources = z.record(z.string(), z.unknown()).parse(template.Resources ?? {});
+  for (const resource of Object.values(resources)) {
+    const parsed = functionResourceSchema.safeParse(resource);
+    const variables = parsed.success ? parsed.data.Properties.Environment?.Variables : undefined;
+    if (variables?.DSR_STEP !== 'BuildPackage') continue;
+    const settings = variables[PACKAGE_SETTINGS_ENV];
+    return typeof settings === 'string' ? settings : undefined;
+  }
+  return undefined;
+}
 
 /** Logical id of each step's Lambda in the template, found by the DSR_STEP variable it carries. */
 function stepFunctionIds(template: Record<string, unknown>): Record<StepName, string> {

@@ -131,14 +131,20 @@ describe('the CLI against a serving local mode', () => {
     expect(verified.code).toBe(0);
   }, 60_000);
 
-  it('packages the access archive to a file whose SHA-256 matches the ledger', async () => {
-    const out = join(workdir, 'package.zip');
-    const packaged = await runCli(['package', failing.request_id, '--out', out, ...target()]);
-    expect(packaged.code).toBe(0);
+  it('packages the subject package, or with --raw the archive, to files whose SHA-256 match the ledger', async () => {
     const status = JSON.parse((await runCli(['status', failing.request_id, '--json', ...target()])).stdout);
-    const bytes = await readFile(out);
-    expect(createHash('sha256').update(bytes).digest('hex')).toBe(status.archive.sha256);
-    expect((await stat(out)).mode & 0o077).toBe(0);
+    for (const [flags, sha256] of [
+      [[], status.subject_package.sha256],
+      [['--raw'], status.archive.sha256],
+    ] as const) {
+      const out = join(workdir, `package${flags.join('')}.zip`);
+      const packaged = await runCli(['package', failing.request_id, ...flags, '--out', out, ...target()]);
+      expect(packaged.code).toBe(0);
+      const bytes = await readFile(out);
+      expect(createHash('sha256').update(bytes).digest('hex')).toBe(sha256);
+      expect((await stat(out)).mode & 0o077).toBe(0);
+    }
+    expect(status.subject_package.sha256).not.toBe(status.archive.sha256);
   }, 60_000);
 
   it('hands over a short-lived link that downloads the archive', async () => {

@@ -112,7 +112,7 @@ describe('svc-dsr package', () => {
 
   it('prints exactly the link on stdout and its note on stderr', async () => {
     serve((response) => response.writeHead(500).end());
-    const result = await runCli(['package', REQUEST_ID, ...target()], { env: env() });
+    const result = await runCli(['package', REQUEST_ID, '--raw', ...target()], { env: env() });
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\S+\n$/);
     expect(new URL(result.stdout.trim()).searchParams.get('X-Amz-Expires')).toBe('3600');
@@ -127,11 +127,13 @@ describe('svc-dsr package', () => {
   it('refuses an --out that is a directory, or in a missing directory, with exit 2 before any call', async () => {
     serve((response) => response.writeHead(500).end());
     const before = stub.requests.length;
-    const dir = await runCli(['package', REQUEST_ID, '--out', outDir, ...target()], { env: env() });
+    const dir = await runCli(['package', REQUEST_ID, '--raw', '--out', outDir, ...target()], { env: env() });
     expect(dir.code).toBe(2);
     expect(dir.stderr).toContain(`--out: ${outDir} is a directory; give a file path`);
     const missing = join(outDir, 'no-such-folder', 'alice.zip');
-    const parent = await runCli(['package', REQUEST_ID, '--out', missing, ...target()], { env: env() });
+    const parent = await runCli(['package', REQUEST_ID, '--raw', '--out', missing, ...target()], {
+      env: env(),
+    });
     expect(parent.code).toBe(2);
     expect(parent.stderr).toContain(`--out: the folder ${join(outDir, 'no-such-folder')} does not exist`);
     expect(stub.requests.length).toBe(before);
@@ -144,7 +146,7 @@ describe('svc-dsr package', () => {
       response.end(ARCHIVE);
     });
     const out = join(outDir, 'alice.zip');
-    const result = await runCli(['package', REQUEST_ID, '--out', out, ...target()], { env: env() });
+    const result = await runCli(['package', REQUEST_ID, '--raw', '--out', out, ...target()], { env: env() });
     expect(result.code, result.stderr).toBe(0);
     expect(await filesIn(outDir)).toEqual(['alice.zip']);
     expect(stub.requests.filter(isAuditPut).at(-1)?.body).toContain('package_handed_out');
@@ -156,7 +158,7 @@ describe('svc-dsr package', () => {
       response.write(ARCHIVE.subarray(0, 64 * 1024), () => response.destroy());
     });
     const out = join(outDir, 'alice.zip');
-    const result = await runCli(['package', REQUEST_ID, '--out', out, ...target()], { env: env() });
+    const result = await runCli(['package', REQUEST_ID, '--raw', '--out', out, ...target()], { env: env() });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('nothing was written');
     expect(await filesIn(outDir)).toEqual([]);
@@ -173,7 +175,7 @@ describe('svc-dsr package', () => {
       const out = join(outDir, 'alice.zip');
       const child: ChildProcess = spawn(
         process.execPath,
-        [CLI, 'package', REQUEST_ID, '--out', out, ...target()],
+        [CLI, 'package', REQUEST_ID, '--raw', '--out', out, ...target()],
         {
           env: { ...process.env, ...env() },
           stdio: ['ignore', 'pipe', 'pipe'],
@@ -205,7 +207,7 @@ describe('svc-dsr package', () => {
     const out = join(outDir, 'taken.zip');
     await mkdir(outDir, { recursive: true });
     await writeFile(out, 'mine');
-    const result = await runCli(['package', REQUEST_ID, '--out', out, ...target()], { env: env() });
+    const result = await runCli(['package', REQUEST_ID, '--raw', '--out', out, ...target()], { env: env() });
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('already exists');
   });

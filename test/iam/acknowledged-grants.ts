@@ -7,6 +7,7 @@ const STEPS = [
   'StartExport',
   'CheckExport',
   'ArchiveExport',
+  'BuildPackage',
   'EraseSubject',
   'VerifyErasure',
   'RecordOutcome',
@@ -107,6 +108,25 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
     action,
     reason: 'finds and removes every version it wrote when it finds the request cancelled while it copied',
   })),
+  {
+    role: 'BuildPackage',
+    action: 's3:GetObjectVersion',
+    reason:
+      "reads the archive version the ledger recorded; the proof's local S3 keeps no versions, so its reads name none",
+  },
+  {
+    role: 'BuildPackage',
+    action: 's3:ListBucket',
+    resource: /archivebucket/,
+    reason:
+      'without it a missing archive answers 403, and the step could not tell a vanished archive from a denied read',
+  },
+  ...['s3:DeleteObject', 's3:DeleteObjectVersion', 's3:ListBucketVersions'].map((action) => ({
+    role: 'BuildPackage',
+    action,
+    reason:
+      'finds and removes every version of the package it built when it finds the request cancelled meanwhile',
+  })),
   ...['s3:DeleteObject', 's3:DeleteObjectVersion'].map((action) => ({
     role: 'CLI',
     action,
@@ -126,13 +146,19 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
   // The gate reads its shared item only when a call finds no room (the bucket booked through the
   // sleep, the circuit open): the proof's platform has no limit and stays up, so its calls find
   // room at once. test/unit/lambdas/shared/platform-gate.test.ts reads it on DynamoDB.
-  ...['ResolveSubject', 'StartExport', 'CheckExport', 'ArchiveExport', 'EraseSubject', 'VerifyErasure'].map(
-    (role) => ({
-      role,
-      action: 'dynamodb:GetItem',
-      resource: /:table\/[^/]*PlatformGate[^/]*$/,
-      reason:
-        "the platform gate reads its state only when a call finds no capacity, which the proof's unlimited platform never causes",
-    }),
-  ),
+  ...[
+    'ResolveSubject',
+    'StartExport',
+    'CheckExport',
+    'ArchiveExport',
+    'BuildPackage',
+    'EraseSubject',
+    'VerifyErasure',
+  ].map((role) => ({
+    role,
+    action: 'dynamodb:GetItem',
+    resource: /:table\/[^/]*PlatformGate[^/]*$/,
+    reason:
+      "the platform gate reads its state only when a call finds no capacity, which the proof's unlimited platform never causes",
+  })),
 ];

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { App } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
+import { PACKAGE_PLACEHOLDERS } from '../../lambdas/build-package/settings.ts';
 import { minimisationEnvSchema, stepEnvSchema } from '../../lambdas/shared/config.ts';
 import { DEFAULTS } from '../../lambdas/shared/defaults.ts';
 import {
@@ -116,6 +117,10 @@ describe('parseStackConfig', () => {
     logRetentionDays: { value: 100, fix: /one of 1, 3, 5, 7, 14, 30/ },
     timeZone: { value: 'Europe/Atlantis', fix: /the controller's IANA time zone/ },
     eventBusArn: { value: 'privacy-bus', fix: /the ARN of an existing EventBridge bus/ },
+    controllerName: { value: '', fix: /the name of the controller that answers access requests/ },
+    controllerContact: { value: 7, fix: /how a subject reaches the controller/ },
+    packageLanguage: { value: 'de', fix: /the BCP 47 language of subject packages/ },
+    accessNotice: { value: 'see our privacy notice', fix: /the Art\. 15\(1\) GDPR texts/ },
   };
 
   it('has a refusal case for every configuration key', () => {
@@ -264,7 +269,41 @@ describe('placeholderKeys', () => {
       'platformExportUrl',
       'platformActivityUrl',
       'downloadAllowedHosts',
+      'controllerName',
+      'controllerContact',
+      'accessNotice',
     ]);
+  });
+
+  it('reports accessNotice while any one of its texts is still the placeholder', () => {
+    const { accessNotice, ...rest } = productionConfig;
+    const config = parseStackConfig({
+      ...rest,
+      accessNotice: { ...accessNotice, complaint: PACKAGE_PLACEHOLDERS.information.complaint },
+    });
+    expect(placeholderKeys(config)).toEqual(['accessNotice']);
+  });
+
+  it('refuses texts too long for the package step environment, saying how to fix it', () => {
+    // Within each text's 250 characters, but two bytes each in the UTF-8 of the environment.
+    const long = 'é'.repeat(250);
+    const problems = problemsOf({
+      ...productionConfig,
+      controllerName: 'y'.repeat(200),
+      controllerContact: 'z'.repeat(300),
+      accessNotice: {
+        purposes: long,
+        categories: long,
+        recipients: long,
+        retention: long,
+        rights: long,
+        complaint: long,
+        source: long,
+        automatedDecisions: long,
+      },
+    });
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/above the 2400 that fit in the package step's environment.*shorten them/);
   });
 
   for (const key of [
@@ -273,6 +312,9 @@ describe('placeholderKeys', () => {
     'platformExportUrl',
     'platformActivityUrl',
     'downloadAllowedHosts',
+    'controllerName',
+    'controllerContact',
+    'accessNotice',
   ] as const) {
     it(`reports ${key} alone when only it is missing`, () => {
       const { [key]: _missing, ...rest } = productionConfig;

@@ -382,11 +382,16 @@ describe('functions', () => {
       const tokens = STEP_TOKENS[fn.Environment.Variables.DSR_STEP as StepName].map(
         (token) => SECRETS[token].env,
       );
-      const archiveOnly =
-        fn.Environment.Variables.DSR_STEP === 'ArchiveExport' ? ['ARCHIVE_MAX_EXPANDED_BYTES'] : [];
-      expect(Object.keys(fn.Environment.Variables).sort()).toEqual(
-        [...stepEnv, ...tokens, ...archiveOnly].sort(),
-      );
+      // ArchiveExport alone is told its expansion cap; the package step alone who answers, the
+      // Art. 15(1) texts and the time zone.
+      const step = fn.Environment.Variables.DSR_STEP;
+      const own =
+        step === 'ArchiveExport'
+          ? ['ARCHIVE_MAX_EXPANDED_BYTES']
+          : step === 'BuildPackage'
+            ? ['PACKAGE_SETTINGS', 'TIME_ZONE']
+            : [];
+      expect(Object.keys(fn.Environment.Variables).sort()).toEqual([...stepEnv, ...tokens, ...own].sort());
     }
   });
 
@@ -437,10 +442,11 @@ describe('functions', () => {
     });
   });
 
-  it('gives ArchiveExport 15 minutes and 1 GiB, and the other steps one minute', () => {
+  it('gives ArchiveExport and BuildPackage 15 minutes and 1 GiB, and the other steps one minute', () => {
     for (const [, fn] of functions) {
       const step = fn.Environment.Variables.DSR_STEP;
-      if (step === 'ArchiveExport') expect(fn).toMatchObject({ Timeout: 900, MemorySize: 1024 });
+      if (step === 'ArchiveExport' || step === 'BuildPackage')
+        expect(fn).toMatchObject({ Timeout: 900, MemorySize: 1024 });
       else if (step !== undefined) expect(fn.Timeout).toBe(60);
     }
   });
@@ -471,17 +477,31 @@ describe('IAM', () => {
     for (const action of new Set(unscoped)) expect(action).toMatch(/^(xray|logs):|^dynamodb:ListStreams$/);
   });
 
-  it('lets only ArchiveExport write archive objects, and only under exports/', () => {
+  it('lets only ArchiveExport and BuildPackage write archive objects, and only under exports/', () => {
     const archiveArn = JSON.stringify(getAtt(archiveBucket));
     const archiveWriters = allStatements.filter(
       ({ statement }) =>
         JSON.stringify(statement.Resource).includes(archiveArn) &&
         actionsOf(statement).includes('s3:PutObject'),
     );
-    expect(archiveWriters.map(({ id }) => id)).toEqual([expect.stringMatching(/^ArchiveExportRole/)]);
-    expect(archiveWriters[0]?.statement.Resource).toEqual({
-      'Fn::Join': ['', [getAtt(archiveBucket), '/exports/*']],
-    });
+    expect(archiveWriters.map(({ id }) => id)).toEqual([
+      expect.stringMatching(/^ArchiveExportRole/),
+      expect.stringMatching(/^BuildPackageRole/),
+    ]);
+    for (const { statement } of archiveWriters) {
+      expect(statement.Resource).toEqual({ 'Fn::Join': ['', [getAtt(archiveBucket), '/exports/*']] });
+    }
+    // The package step reads the archive's recorded version and puts its package; it never uploads in parts.
+    expect(actionsOf(archiveWriters[1]?.statement).sort()).toEqual(
+      [
+        's3:DeleteObject',
+        's3:DeleteObjectVersion',
+        's3:GetObject',
+        's3:GetObjectVersion',
+        's3:PutObject',
+        's3:PutObjectTagging',
+      ].sort(),
+    );
     expect(actionsOf(archiveWriters[0]?.statement).sort()).toEqual(
       [
         's3:AbortMultipartUpload',

@@ -9,6 +9,19 @@ export const productionConfig = {
   platformActivityUrl: 'https://activity.comments.example.com',
   downloadAllowedHosts: ['downloads.comments.example.com', '*.cdn.example.net'],
   alarmEmail: 'privacy-oncall@example.com',
+  controllerName: 'Example News Ltd',
+  controllerContact: 'privacy@example.com, 1 Fleet Street, London',
+  accessNotice: {
+    purposes: 'To publish your comments and run the discussion under our articles.',
+    categories:
+      'Your profile, your comments and replies, your votes and the internet address of each comment.',
+    recipients: 'Our comment platform provider, who processes the data for us.',
+    retention: 'While your account exists, and 30 days after you delete it.',
+    rights: 'You may ask us to correct, erase or restrict your data, or object to how we use it.',
+    complaint: 'You may complain to the Information Commissioner’s Office (ico.org.uk).',
+    source: 'You gave us this data when you registered and commented.',
+    automatedDecisions: 'We make no automated decisions about you and do not profile you.',
+  },
 } as const satisfies StackConfigInput;
 
 /** A loosely typed piece of a synthesized template, as `Template.toJSON()` returns it. */

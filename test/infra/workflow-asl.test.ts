@@ -40,6 +40,7 @@ describe('the synthesized state machine', () => {
     expect(tasks.map(([name]) => name).sort()).toEqual(
       [
         'ArchiveExport',
+        'BuildPackage',
         'CheckExport',
         'EraseSubject',
         'RecordErased',

@@ -47,6 +47,8 @@ export async function startHarness(
     dynamoIntegration?: LocalWorkflowOptions['dynamoIntegration'];
     /** The secrets' values. @default the emulator's tokens and a random key */
     secrets?: LocalWorkflowOptions['secrets'];
+    /** The stack configuration the template is synthesized with. @default none (placeholders) */
+    config?: unknown;
     /** How intake starts executions. @default in-process */
     intakeStarter?: LocalWorkflowOptions['intakeStarter'];
   } = {},
@@ -63,7 +65,7 @@ export async function startHarness(
   const workflow = await startLocalWorkflow({
     aws,
     platform: emulator,
-    template: synthesizeTemplate(),
+    template: synthesizeTemplate(options.config ?? {}),
     // The platform gate set for the emulator's limits, as local mode sets it.
     env: { ...gateSettingsFor(faults.rate_limit), PLATFORM_TIMEOUT_MS: '1000', ...options.env },
     logSink: (line) => logs.push(line),

@@ -25,7 +25,12 @@ import { hasName, loadRequest, recordOperatorAction } from './common.ts';
 /** Options of `svc-dsr package`. */
 export interface PackageOptions {
   readonly requestId: string;
-  /** Download the archive to this file; without it, the command prints a short-lived link. */
+  /**
+   * Hand out the platform's raw export zip (portability, evidence) instead of the subject package.
+   * @default false: the subject package (index.html, data.json, README.txt, platform/)
+   */
+  readonly raw?: boolean;
+  /** Download the package to this file; without it, the command prints a short-lived link. */
   readonly out?: string;
   /** Link lifetime in seconds, 1 to 604800 (7 days). @default 3600 */
   readonly expiresIn?: string | number;
@@ -39,9 +44,15 @@ export interface PackageOptions {
   readonly reason?: string;
 }
 
+/** Which package is handed out: the subject's own, or the platform's raw export zip (`--raw`). */
+export type PackageKind = 'subject_package' | 'platform_archive';
+
 /** What `package --json` prints in link mode. */
 export interface PackageLinkResult {
   readonly request_id: string;
+  readonly package: PackageKind;
+  /** The name the browser saves it under (the subject package's `your-data-<date>.zip`). */
+  readonly file_name: string;
   /** A presigned GET of the exact archive version; anyone holding it can download until it expires. */
   readonly url: string;
   readonly expires_at: string;
@@ -53,6 +64,7 @@ export interface PackageLinkResult {
 /** What `package --json` prints. */
 export interface PackageResult {
   readonly request_id: string;
+  readonly package: PackageKind;
   readonly path: string;
   readonly key: string;
   readonly version_id: string | null;
@@ -99,7 +111,7 @@ type HandOut =
 async function recordHandOut(
   context: Pick<CliContext, 's3' | 'names' | 'ledger' | 'operator' | 'clock'>,
   item: LedgerItem,
-  archive: ArchiveFacts,
+  archive: Handed,
   handOut: HandOut,
   reason: string | undefined,
 ): Promise<void> {
@@ -111,6 +123,7 @@ async function recordHandOut(
       action: 'package_handed_out',
       facts: {
         type: item.type ?? null,
+        package: archive.kind,
         ...handOut,
         key: archive.key,
         version_id: archive.version_id ?? null,
@@ -139,7 +152,7 @@ export async function runPackageLink(
   const requestId = parseRequestId(options.requestId);
   const { expiresIn, reason } = checkPackageOptions(options);
   const item = await loadRequest(context, requestId);
-  const archive = packageable(item, reason);
+  const archive = packageable(item, reason, options.raw === true);
   const location = {
     Bucket: context.names.ArchiveBucketName,
     Key: archive.key,
@@ -148,7 +161,7 @@ export async function runPackageLink(
   const head = await context.s3.send(new HeadObjectCommand(location)).catch((error: unknown) => {
     if (hasName(error, 'NotFound') || hasName(error, 'NoSuchKey') || hasName(error, 'NoSuchVersion')) {
       throw new CliError(
-        `the archive of request ${requestId} (${archive.key}) is no longer in the bucket; the lifecycle rule may have expired it`,
+        `the ${label(archive)} of request ${requestId} (${archive.key}) is no longer in the bucket; the lifecycle rule may have expired it`,
         EXIT.failed,
       );
     }
@@ -156,15 +169,27 @@ export async function runPackageLink(
   });
   if (head.ContentLength !== archive.bytes) {
     throw new CliError(
-      `the stored archive is ${head.ContentLength ?? 'of unknown size'} bytes, the ledger says ${archive.bytes}; run npx svc-dsr verify ${requestId}`,
+      `the stored ${label(archive)} is ${head.ContentLength ?? 'of unknown size'} bytes, the ledger says ${archive.bytes}; run npx svc-dsr verify ${requestId}`,
       EXIT.failed,
     );
   }
-  const url = await getSignedUrl(context.s3, new GetObjectCommand(location), { expiresIn });
+  const url = await getSignedUrl(
+    context.s3,
+    new GetObjectCommand({
+      ...location,
+      // The subject's browser saves it as your-data-<date>.zip, whatever the key.
+      ...(archive.kind === 'subject_package'
+        ? { ResponseContentDisposition: `attachment; filename="${archive.fileName}"` }
+        : {}),
+    }),
+    { expiresIn },
+  );
   const expiresAt = new Date(context.clock().getTime() + expiresIn * 1000).toISOString();
   await recordHandOut(context, item, archive, { delivery: 'link', link_expires_at: expiresAt }, reason);
   const result: PackageLinkResult = {
     request_id: requestId,
+    package: archive.kind,
+    file_name: archive.fileName,
     url,
     expires_at: expiresAt,
     key: archive.key,
@@ -176,7 +201,7 @@ export async function runPackageLink(
     // Exactly the link on stdout, so `curl "$(npx svc-dsr package ID)"` works; the note is for people.
     io.out(`${url}\n`);
     io.err(
-      `valid until ${result.expires_at}; ${archive.bytes} bytes, sha256 ${archive.sha256}; anyone with this link can download the archive\n`,
+      `${archive.kind === 'subject_package' ? `the subject package ${archive.fileName}` : 'the platform archive'}, valid until ${result.expires_at}; ${archive.bytes} bytes, sha256 ${archive.sha256}; anyone with this link can download it\n`,
     );
   }
   return { exitCode: EXIT.ok, result };
@@ -194,9 +219,9 @@ export async function runPackage(
 ): Promise<CommandResult<PackageResult>> {
   const requestId = parseRequestId(options.requestId);
   const { out, reason } = checkPackageOptions(options);
-  if (out === undefined) throw new CliError('--out: give the file to write the archive to');
+  if (out === undefined) throw new CliError('--out: give the file to write the package to');
   const item = await loadRequest(context, requestId);
-  const archive = packageable(item, reason);
+  const archive = packageable(item, reason, options.raw === true);
   await checkOutPath(out, options.force === true);
 
   let answer: GetObjectCommandOutput;
@@ -211,7 +236,7 @@ export async function runPackage(
   } catch (error) {
     if (hasName(error, 'NoSuchKey') || hasName(error, 'NoSuchVersion') || hasName(error, 'NotFound')) {
       throw new CliError(
-        `the archive of request ${requestId} (${archive.key}) is no longer in the bucket; the lifecycle rule may have expired it`,
+        `the ${label(archive)} of request ${requestId} (${archive.key}) is no longer in the bucket; the lifecycle rule may have expired it`,
         EXIT.failed,
       );
     }
@@ -266,7 +291,7 @@ export async function runPackage(
     if (bytes !== archive.bytes || sha256 !== archive.sha256.toLowerCase()) {
       await unlink(partial).catch(() => {});
       throw new CliError(
-        `the downloaded archive does not match the ledger (${bytes} bytes, sha256 ${sha256}; the ledger says ${archive.bytes} bytes, sha256 ${archive.sha256}); nothing was written; run npx svc-dsr verify ${requestId}`,
+        `the downloaded ${label(archive)} does not match the ledger (${bytes} bytes, sha256 ${sha256}; the ledger says ${archive.bytes} bytes, sha256 ${archive.sha256}); nothing was written; run npx svc-dsr verify ${requestId}`,
         EXIT.failed,
       );
     }
@@ -292,6 +317,7 @@ export async function runPackage(
 
   const result: PackageResult = {
     request_id: requestId,
+    package: archive.kind,
     path: out,
     key: archive.key,
     version_id: archive.version_id ?? null,
@@ -304,16 +330,50 @@ export async function runPackage(
   return { exitCode: EXIT.ok, result };
 }
 
+/** What is handed out: the recorded object, which kind it is, and the name it downloads as. */
+interface Handed {
+  readonly kind: PackageKind;
+  readonly key: string;
+  readonly bytes: number;
+  readonly sha256: string;
+  readonly version_id?: string | undefined;
+  readonly fileName: string;
+}
+
 /**
- * The archive to hand out, or exit 1 saying why not: only a completed request with an archive, and
- * an erasure request's only with a reason (its archive is the subject's data taken before erasure).
+ * The package to hand out, or exit 1 saying why not: only a completed request's. By default the
+ * subject package (an access request's); with `raw`, the platform archive, an erasure request's
+ * only with a reason (its archive is the subject's data taken before erasure).
  */
-function packageable(item: LedgerItem, reason: string | undefined): ArchiveFacts {
+function packageable(item: LedgerItem, reason: string | undefined, raw: boolean): Handed {
   if (item.status !== 'completed') {
     throw new CliError(
       `request ${item.request_id} is ${item.status}; a package exists only for a completed request`,
       EXIT.failed,
     );
+  }
+  if (!raw) {
+    if (item.type === 'erasure') {
+      throw new CliError(
+        `request ${item.request_id} is an erasure: it has no subject package. Its platform archive (the subject's data taken before erasure) is handed out only with --raw and --reason`,
+        EXIT.failed,
+      );
+    }
+    const built = item.subject_package;
+    if (built === undefined) {
+      throw new CliError(
+        `request ${item.request_id} has no subject package (outcome ${item.outcome ?? 'unknown'}${item.archive === undefined ? '' : '; it completed before subject packages were built'}): ${item.archive === undefined ? 'there is nothing to hand over' : 'hand out the platform archive with --raw'}`,
+        EXIT.failed,
+      );
+    }
+    return {
+      kind: 'subject_package',
+      key: built.key,
+      bytes: built.bytes,
+      sha256: built.sha256,
+      version_id: built.version_id,
+      fileName: built.file_name,
+    };
   }
   if (item.archive === undefined) {
     throw new CliError(
@@ -327,7 +387,21 @@ function packageable(item: LedgerItem, reason: string | undefined): ArchiveFacts
       EXIT.failed,
     );
   }
-  return item.archive;
+  return { kind: 'platform_archive', ...archiveFacts(item.archive) };
+}
+
+function label(handed: Handed): string {
+  return handed.kind === 'subject_package' ? 'subject package' : 'archive';
+}
+
+function archiveFacts(archive: ArchiveFacts): Omit<Handed, 'kind'> {
+  return {
+    key: archive.key,
+    bytes: archive.bytes,
+    sha256: archive.sha256,
+    version_id: archive.version_id,
+    fileName: archive.key.split('/').at(-1) ?? 'archive.zip',
+  };
 }
 
 /**
@@ -353,6 +427,7 @@ export async function checkOutPath(out: string, force: boolean): Promise<void> {
 }
 
 interface PackageFlags extends TargetFlags {
+  readonly raw?: boolean;
   readonly out?: string;
   readonly expiresIn?: string;
   readonly force?: boolean;
@@ -365,10 +440,14 @@ export function registerPackageCommand(program: Command): void {
   const command = program
     .command('package')
     .description(
-      "hand over a completed request's access package: a short-lived download link, or a verified local copy",
+      "hand over a completed access request's package for the subject (or, with --raw, the platform's export zip): a short-lived download link, or a verified local copy",
     )
     .argument('<request_id>', 'the request id')
-    .option('--out <file>', 'download the archive to this file (checked against the ledger SHA-256)')
+    .option(
+      '--raw',
+      "the platform's original export zip (portability, evidence) instead of the subject package",
+    )
+    .option('--out <file>', 'download the package to this file (checked against the ledger SHA-256)')
     .option('--expires-in <seconds>', 'lifetime of a presigned link, at most 604800 (7 days)', '3600')
     .option('--force', 'replace --out if it exists')
     .option(
@@ -380,26 +459,35 @@ export function registerPackageCommand(program: Command): void {
     .addHelpText(
       'after',
       `
+By default the command hands out the subject package: your-data-<date>.zip, holding index.html (a
+page the subject can read offline: who answers, the Art. 15(1) information, the profile, every
+comment by conversation, likes, roles, a glossary), data.json (the same, for portability),
+README.txt and platform/ (the platform's four files, untouched, with their SHA-256). --raw hands out
+the platform's export zip as it was archived.
+
 The copy is streamed to a temporary file (readable only by you), its size and SHA-256 are checked
 against the ledger, and only then renamed to --out. Without --out the command prints a presigned link
-to the recorded archive version that expires after --expires-in seconds (default one hour).
+to the recorded version that expires after --expires-in seconds (default one hour).
 
 Every hand-out is an audit record (audit/<request_id>.packages/): who, when, the link's expiry or
-a file (mode 0600; its path is not kept), the archive and the reason. An erasure request's archive
-(the subject's data taken before erasure) is handed out only with --reason.
+a file (mode 0600; its path is not kept), which package, and the reason. An erasure request has no
+subject package; its archive (the subject's data taken before erasure) is handed out only with
+--raw and --reason.
 
-Exit codes: 0 link printed, or copy written and verified; 1 no such request, no archive, an
+Exit codes: 0 link printed, or copy written and verified; 1 no such request, no package, an
 erasure's archive without --reason, the copy does not match, or its audit record could not be
 written; 2 invalid flags.
 
 Examples:
   $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --expires-in 86400
-  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --out alice-export.zip
-  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --reason "restore after a wrongful erasure, ticket DSR-77"`,
+  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --out your-data.zip
+  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --raw --out alice-export.zip
+  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --raw --reason "restore after a wrongful erasure, ticket DSR-77"`,
     )
     .action(async (requestId: string, flags: PackageFlags) => {
       const options: PackageOptions = {
         requestId: parseRequestId(requestId),
+        raw: flags.raw === true,
         ...(flags.out === undefined ? {} : { out: flags.out }),
         ...(flags.expiresIn === undefined ? {} : { expiresIn: flags.expiresIn }),
         force: flags.force === true,

@@ -106,6 +106,15 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
     );
     add('sha256', archive.sha256);
   }
+  if (item.subject_package) {
+    const built = item.subject_package;
+    const details =
+      built.conversation_details === 'unavailable'
+        ? `conversation details unavailable (${built.conversation_details_reason ?? 'unknown'})`
+        : `conversation details ${built.conversation_details}`;
+    add('subject package', `${built.file_name}, ${built.bytes} bytes, built ${built.built_at}; ${details}`);
+    add('package sha256', built.sha256);
+  }
   if (item.erasure) {
     add(
       'erasure',

@@ -63,6 +63,8 @@ export interface VerifyResult {
   readonly request_id: string;
   readonly ok: boolean;
   readonly archive: ArchiveCheck;
+  /** The subject package an access request's BuildPackage stored beside the archive, checked alike. */
+  readonly subject_package: ArchiveCheck;
   readonly audit: AuditVerification;
   readonly side_chains: readonly SideChainCheck[];
 }
@@ -80,6 +82,7 @@ export async function runVerify(
   const requestId = parseRequestId(options.requestId);
   const item = await loadRequest(context, requestId);
   const archive = await checkArchive(context, item);
+  const subjectPackage = await checkArchive(context, item, 'subject_package');
   const trail = verifierTrail(context);
   const audit = await trail.verify(requestId);
   const sideChains: SideChainCheck[] = [];
@@ -93,8 +96,19 @@ export async function runVerify(
       findings: anchorProblems(item, anchor, chain, []),
     });
   }
-  const ok = archiveHolds(archive) && audit.ok && sideChains.every((side) => side.findings.length === 0);
-  const result: VerifyResult = { request_id: requestId, ok, archive, audit, side_chains: sideChains };
+  const ok =
+    archiveHolds(archive) &&
+    archiveHolds(subjectPackage) &&
+    audit.ok &&
+    sideChains.every((side) => side.findings.length === 0);
+  const result: VerifyResult = {
+    request_id: requestId,
+    ok,
+    archive,
+    subject_package: subjectPackage,
+    audit,
+    side_chains: sideChains,
+  };
   if (options.json === true) writeJson(io, result);
   else io.out(describe(result));
   return { exitCode: ok ? EXIT.ok : EXIT.failed, result };
@@ -112,6 +126,23 @@ function verifierTrail(context: Pick<CliContext, 's3' | 'names'>): AuditTrail {
   );
 }
 
+/** One line on a stored object: the archive, or the subject package. */
+function describeStored(label: 'archive' | 'package', check: ArchiveCheck): string {
+  const name = label.padEnd(8);
+  switch (check.status) {
+    case 'none':
+      return `${name} none recorded in the ledger (nothing to re-hash)`;
+    case 'match':
+      return `${name} OK: ${check.key} is ${check.actual?.bytes} bytes, sha256 ${check.actual?.sha256}, as recorded`;
+    case 'mismatch':
+      return `${name} MISMATCH: ${check.key} is ${check.actual?.bytes} bytes, sha256 ${check.actual?.sha256}; the ledger says ${check.expected?.bytes} bytes, sha256 ${check.expected?.sha256}`;
+    case 'missing':
+      return `${name} MISSING: ${check.key} is not in the bucket, though its retention ${check.retention_ends_at === undefined ? 'is not known (the stack outputs do not give it)' : `runs until ${check.retention_ends_at}`}`;
+    case 'expired':
+      return `${name} expired: ${check.key} was deleted by the retention policy (its retention ended ${check.retention_ends_at}); the ledger keeps its size and SHA-256`;
+  }
+}
+
 /** True when the archive check is no finding: it matches, none is recorded, or it expired by policy. */
 function archiveHolds(archive: ArchiveCheck): boolean {
   return archive.status === 'match' || archive.status === 'none' || archive.status === 'expired';
@@ -127,19 +158,34 @@ const ARCHIVE_DAY_MS = 24 * 3600 * 1000;
 function archiveRetentionEndsAt(
   names: CliContext['names'],
   item: LedgerItem,
-  archive: ArchiveFacts,
+  writtenAt: string,
 ): Date | undefined {
   const days = item.type === 'erasure' ? names.ErasureArchiveRetentionDays : names.AccessArchiveRetentionDays;
-  const written = Date.parse(archive.verified_at);
+  const written = Date.parse(writtenAt);
   if (days === undefined || Number.isNaN(written)) return undefined;
   return new Date(written + days * ARCHIVE_DAY_MS);
 }
 
+/** The stored object of `which` as the ledger records it: its key, size, SHA-256 and when it was written. */
+function recordedObject(
+  item: LedgerItem,
+  which: 'archive' | 'subject_package',
+): { key: string; bytes: number; sha256: string; writtenAt: string } | undefined {
+  if (which === 'archive') {
+    const archive: ArchiveFacts | undefined = item.archive;
+    return archive === undefined ? undefined : { ...archive, writtenAt: archive.verified_at };
+  }
+  const built = item.subject_package;
+  return built === undefined ? undefined : { ...built, writtenAt: built.built_at };
+}
+
+/** Re-hashes the archive (or the subject package) against the ledger; see ArchiveCheck. */
 async function checkArchive(
   context: Pick<CliContext, 's3' | 'names' | 'clock'>,
   item: LedgerItem,
+  which: 'archive' | 'subject_package' = 'archive',
 ): Promise<ArchiveCheck> {
-  const recorded = item.archive;
+  const recorded = recordedObject(item, which);
   if (recorded === undefined) return { status: 'none', key: null, expected: null, actual: null };
   const expected = { bytes: recorded.bytes, sha256: recorded.sha256.toLowerCase() };
   try {
@@ -155,7 +201,7 @@ async function checkArchive(
       (error instanceof InvalidArchiveError && error.message.includes('missing')) ||
       (error instanceof Error && error.name === 'NoSuchKey');
     if (gone) {
-      const ends = archiveRetentionEndsAt(context.names, item, recorded);
+      const ends = archiveRetentionEndsAt(context.names, item, recorded.writtenAt);
       const retention = ends === undefined ? {} : { retention_ends_at: ends.toISOString() };
       const expired = ends !== undefined && ends.getTime() <= context.clock().getTime();
       return {
@@ -172,32 +218,8 @@ async function checkArchive(
 
 function describe(result: VerifyResult): string {
   const { archive, audit } = result;
-  const lines: string[] = [];
-  switch (archive.status) {
-    case 'none':
-      lines.push('archive  none recorded in the ledger (nothing to re-hash)');
-      break;
-    case 'match':
-      lines.push(
-        `archive  OK: ${archive.key} is ${archive.actual?.bytes} bytes, sha256 ${archive.actual?.sha256}, as recorded`,
-      );
-      break;
-    case 'mismatch':
-      lines.push(
-        `archive  MISMATCH: ${archive.key} is ${archive.actual?.bytes} bytes, sha256 ${archive.actual?.sha256}; the ledger says ${archive.expected?.bytes} bytes, sha256 ${archive.expected?.sha256}`,
-      );
-      break;
-    case 'missing':
-      lines.push(
-        `archive  MISSING: ${archive.key} is not in the bucket, though its retention ${archive.retention_ends_at === undefined ? 'is not known (the stack outputs do not give it)' : `runs until ${archive.retention_ends_at}`}`,
-      );
-      break;
-    case 'expired':
-      lines.push(
-        `archive  expired: ${archive.key} was deleted by the retention policy (its retention ended ${archive.retention_ends_at}); the ledger keeps its size and SHA-256`,
-      );
-      break;
-  }
+  const lines: string[] = [describeStored('archive', archive)];
+  if (result.subject_package.status !== 'none') lines.push(describeStored('package', result.subject_package));
   lines.push(
     audit.ok
       ? `audit    OK: ${audit.records} record(s) chained, head ${audit.head}`
@@ -396,17 +418,19 @@ export async function runVerifyAll(
       const chain = await trail.verify(anchor.id);
       findings.push(...chainFindings(item, anchor, chain, locked.get(anchor.id) ?? []));
     }
-    const archive = await checkArchive(context, item);
-    if (archive.status === 'expired') expiredArchives += 1;
-    if (archive.status === 'mismatch' || archive.status === 'missing') {
-      findings.push({
-        request_id: item.request_id,
-        check: archive.status === 'mismatch' ? 'archive_mismatch' : 'archive_missing',
-        detail:
-          archive.status === 'mismatch'
-            ? `${archive.key} is ${archive.actual?.bytes} bytes, sha256 ${archive.actual?.sha256}; the ledger says ${archive.expected?.bytes} bytes, sha256 ${archive.expected?.sha256}`
-            : `${archive.key} is not in the archive bucket${archive.retention_ends_at === undefined ? '' : `, though its retention runs until ${archive.retention_ends_at}`}`,
-      });
+    for (const which of ['archive', 'subject_package'] as const) {
+      const archive = await checkArchive(context, item, which);
+      if (archive.status === 'expired' && which === 'archive') expiredArchives += 1;
+      if (archive.status === 'mismatch' || archive.status === 'missing') {
+        findings.push({
+          request_id: item.request_id,
+          check: archive.status === 'mismatch' ? 'archive_mismatch' : 'archive_missing',
+          detail:
+            archive.status === 'mismatch'
+              ? `${archive.key} is ${archive.actual?.bytes} bytes, sha256 ${archive.actual?.sha256}; the ledger says ${archive.expected?.bytes} bytes, sha256 ${archive.expected?.sha256}`
+              : `${archive.key} is not in the archive bucket${archive.retention_ends_at === undefined ? '' : `, though its retention runs until ${archive.retention_ends_at}`}`,
+        });
+      }
     }
   }
   // A chain a manifest locked, whose request the ledger no longer has (only a full run can tell).

@@ -72,7 +72,7 @@ const erased = () =>
     erasure: { outcome: 'deleted', platform_status: 204, at: '2026-11-20T10:00:00Z' },
   });
 
-describe('runPackage --out', () => {
+describe('runPackage --raw --out', () => {
   it('downloads the recorded version of the archive, checks it against the ledger, and writes it readable only by the owner', async () => {
     // Prepare
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(completed()) });
@@ -80,7 +80,11 @@ describe('runPackage --out', () => {
     const out = join(dir, 'ok.zip');
     const io = collectingIo();
     // Act
-    const { exitCode, result } = await runPackage(testContext(), { requestId: REQUEST_ID, out }, io);
+    const { exitCode, result } = await runPackage(
+      testContext(),
+      { requestId: REQUEST_ID, raw: true, out },
+      io,
+    );
     // Assess
     expect(exitCode).toBe(0);
     expect(s3Mock).toHaveReceivedCommandWith(GetObjectCommand, {
@@ -100,7 +104,7 @@ describe('runPackage --out', () => {
     s3Mock.on(GetObjectCommand).callsFake(() => ({ Body: s3Body(ZIP), ContentLength: ZIP.length }));
     const out = join(dir, 'alice-export.zip');
     // Act
-    await runPackage(testContext(), { requestId: REQUEST_ID, out }, collectingIo());
+    await runPackage(testContext(), { requestId: REQUEST_ID, raw: true, out }, collectingIo());
     // Assess
     const records = auditRecords();
     expect(records).toHaveLength(1);
@@ -127,7 +131,7 @@ describe('runPackage --out', () => {
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(erased()) });
     const out = join(dir, 'erased.zip');
     // Act
-    const refused = runPackage(testContext(), { requestId: REQUEST_ID, out }, collectingIo());
+    const refused = runPackage(testContext(), { requestId: REQUEST_ID, raw: true, out }, collectingIo());
     // Assess
     await expect(refused).rejects.toMatchObject({
       exitCode: 1,
@@ -146,7 +150,7 @@ describe('runPackage --out', () => {
     // Act
     const { exitCode } = await runPackage(
       testContext(),
-      { requestId: REQUEST_ID, out, reason: 'restore after a wrongful erasure, ticket DSR-77' },
+      { requestId: REQUEST_ID, raw: true, out, reason: 'restore after a wrongful erasure, ticket DSR-77' },
       collectingIo(),
     );
     // Assess
@@ -164,7 +168,7 @@ describe('runPackage --out', () => {
     s3Mock.on(PutObjectCommand).rejects(new Error('AccessDenied'));
     const out = join(dir, 'unrecorded.zip');
     // Act
-    const refused = runPackage(testContext(), { requestId: REQUEST_ID, out }, collectingIo());
+    const refused = runPackage(testContext(), { requestId: REQUEST_ID, raw: true, out }, collectingIo());
     // Assess
     await expect(refused).rejects.toMatchObject({
       exitCode: 1,
@@ -181,9 +185,11 @@ describe('runPackage --out', () => {
     s3Mock.on(GetObjectCommand).callsFake(() => ({ Body: s3Body(tampered) }));
     const out = join(dir, 'tampered.zip');
     // Act
-    const error = await runPackage(testContext(), { requestId: REQUEST_ID, out }, collectingIo()).catch(
-      (caught: unknown) => caught,
-    );
+    const error = await runPackage(
+      testContext(),
+      { requestId: REQUEST_ID, raw: true, out },
+      collectingIo(),
+    ).catch((caught: unknown) => caught);
     // Assess
     expect(error).toMatchObject({
       exitCode: 1,
@@ -196,7 +202,11 @@ describe('runPackage --out', () => {
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(completed()) });
     s3Mock.on(GetObjectCommand).rejects(new NoSuchKey({ message: 'gone', $metadata: {} }));
     await expect(
-      runPackage(testContext(), { requestId: REQUEST_ID, out: join(dir, 'gone.zip') }, collectingIo()),
+      runPackage(
+        testContext(),
+        { requestId: REQUEST_ID, raw: true, out: join(dir, 'gone.zip') },
+        collectingIo(),
+      ),
     ).rejects.toMatchObject({ exitCode: 1, message: expect.stringContaining('no longer in the bucket') });
   });
 
@@ -206,13 +216,13 @@ describe('runPackage --out', () => {
     const out = join(dir, 'exists.zip');
     await writeFile(out, 'keep me');
     await expect(
-      runPackage(testContext(), { requestId: REQUEST_ID, out }, collectingIo()),
+      runPackage(testContext(), { requestId: REQUEST_ID, raw: true, out }, collectingIo()),
     ).rejects.toMatchObject({
       exitCode: 2,
       message: expect.stringContaining('pass --force'),
     });
     expect(await readFile(out, 'utf8')).toBe('keep me');
-    await runPackage(testContext(), { requestId: REQUEST_ID, out, force: true }, collectingIo());
+    await runPackage(testContext(), { requestId: REQUEST_ID, raw: true, out, force: true }, collectingIo());
     expect(await readFile(out)).toEqual(ZIP);
   });
 
@@ -221,20 +231,28 @@ describe('runPackage --out', () => {
       .on(GetItemCommand)
       .resolvesOnce({ Item: storedItem(completed({ outcome: 'no_data', archive: undefined })) });
     await expect(
-      runPackage(testContext(), { requestId: REQUEST_ID, out: join(dir, 'x.zip') }, collectingIo()),
+      runPackage(
+        testContext(),
+        { requestId: REQUEST_ID, raw: true, out: join(dir, 'x.zip') },
+        collectingIo(),
+      ),
     ).rejects.toMatchObject({
       exitCode: 1,
       message: expect.stringContaining('has no archive (outcome no_data)'),
     });
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord()) });
     await expect(
-      runPackage(testContext(), { requestId: REQUEST_ID, out: join(dir, 'x.zip') }, collectingIo()),
+      runPackage(
+        testContext(),
+        { requestId: REQUEST_ID, raw: true, out: join(dir, 'x.zip') },
+        collectingIo(),
+      ),
     ).rejects.toThrow('is running; a package exists only for a completed request');
     expect(s3Mock.calls()).toHaveLength(0);
   });
 });
 
-describe('runPackageLink', () => {
+describe('runPackageLink --raw', () => {
   it('prints a presigned link to the recorded archive version that expires when asked', async () => {
     const record = ledgerRecord({
       status: 'completed',
@@ -253,7 +271,7 @@ describe('runPackageLink', () => {
     const io = collectingIo();
     const { exitCode, result } = await runPackageLink(
       testContext(),
-      { requestId: REQUEST_ID, expiresIn: '86400', json: true },
+      { requestId: REQUEST_ID, raw: true, expiresIn: '86400', json: true },
       io,
     );
     expect(exitCode).toBe(0);
@@ -282,7 +300,11 @@ describe('runPackageLink', () => {
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(completed()) });
     s3Mock.on(HeadObjectCommand).resolves({ ContentLength: ZIP.length });
     // Act
-    const { exitCode } = await runPackageLink(testContext(), { requestId: REQUEST_ID }, collectingIo());
+    const { exitCode } = await runPackageLink(
+      testContext(),
+      { requestId: REQUEST_ID, raw: true },
+      collectingIo(),
+    );
     // Assess
     expect(exitCode).toBe(0);
     const [record] = auditRecords();
@@ -307,10 +329,10 @@ describe('runPackageLink', () => {
     s3Mock.on(PutObjectCommand).rejects(new Error('AccessDenied'));
     const io = collectingIo();
     // Act
-    const withoutReason = runPackageLink(testContext(), { requestId: REQUEST_ID }, io);
+    const withoutReason = runPackageLink(testContext(), { requestId: REQUEST_ID, raw: true }, io);
     const unrecorded = runPackageLink(
       testContext(),
-      { requestId: REQUEST_ID, reason: 'court order 12/3' },
+      { requestId: REQUEST_ID, raw: true, reason: 'court order 12/3' },
       io,
     );
     // Assess
@@ -334,7 +356,7 @@ describe('runPackageLink', () => {
     });
     s3Mock.on(HeadObjectCommand).rejects(new NotFound({ message: 'gone', $metadata: {} }));
     await expect(
-      runPackageLink(testContext(), { requestId: REQUEST_ID }, collectingIo()),
+      runPackageLink(testContext(), { requestId: REQUEST_ID, raw: true }, collectingIo()),
     ).rejects.toMatchObject({
       exitCode: 1,
     });
@@ -342,8 +364,105 @@ describe('runPackageLink', () => {
 
   it('refuses an expiry beyond 7 days before any AWS call', async () => {
     await expect(
-      runPackageLink(testContext(), { requestId: REQUEST_ID, expiresIn: '604801' }, collectingIo()),
+      runPackageLink(
+        testContext(),
+        { requestId: REQUEST_ID, raw: true, expiresIn: '604801' },
+        collectingIo(),
+      ),
     ).rejects.toThrow('--expires-in: must be at most 604800 seconds');
     expect(ledgerMock.calls()).toHaveLength(0);
+  });
+});
+
+describe('package without --raw: the subject package', () => {
+  const PACKAGE = Buffer.from('PK\u0003\u0004 pretend this is the subject package');
+  const PACKAGE_KEY = `exports/${REQUEST_ID}/subject-package.zip`;
+  const withPackage = () =>
+    completed({
+      subject_package: {
+        key: PACKAGE_KEY,
+        bytes: PACKAGE.length,
+        sha256: createHash('sha256').update(PACKAGE).digest('hex'),
+        version_id: 'v-9',
+        file_name: 'your-data-2026-11-23.zip',
+        built_at: '2026-11-23T12:00:00Z',
+        conversation_details: 'complete',
+      },
+    });
+
+  it('downloads the recorded subject package, not the archive, and records which package went out', async () => {
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(withPackage()) });
+    s3Mock.on(GetObjectCommand).callsFake(() => ({ Body: s3Body(PACKAGE), ContentLength: PACKAGE.length }));
+    const out = join(dir, 'your-data.zip');
+
+    const { exitCode, result } = await runPackage(
+      testContext(),
+      { requestId: REQUEST_ID, out },
+      collectingIo(),
+    );
+
+    expect(exitCode).toBe(0);
+    expect(s3Mock).toHaveReceivedCommandWith(GetObjectCommand, { Key: PACKAGE_KEY, VersionId: 'v-9' });
+    expect(s3Mock).not.toHaveReceivedCommandWith(GetObjectCommand, { Key: KEY });
+    expect(await readFile(out)).toEqual(PACKAGE);
+    expect(result).toMatchObject({ package: 'subject_package', key: PACKAGE_KEY, verified: true });
+    expect(auditRecords()[0]?.record).toMatchObject({
+      facts: { package: 'subject_package', key: PACKAGE_KEY, delivery: 'file' },
+    });
+  });
+
+  it('prints a link that saves the package under its your-data name', async () => {
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(withPackage()) });
+    s3Mock.on(HeadObjectCommand).resolves({ ContentLength: PACKAGE.length });
+    const io = collectingIo();
+
+    const { result } = await runPackageLink(testContext(), { requestId: REQUEST_ID, json: true }, io);
+
+    const url = new URL(result.url);
+    expect(url.pathname).toContain(PACKAGE_KEY);
+    expect(url.searchParams.get('response-content-disposition')).toBe(
+      'attachment; filename="your-data-2026-11-23.zip"',
+    );
+    expect(result).toMatchObject({ package: 'subject_package', file_name: 'your-data-2026-11-23.zip' });
+    expect(auditRecords()[0]?.record).toMatchObject({
+      facts: { package: 'subject_package', delivery: 'link' },
+    });
+  });
+
+  it('--raw still hands out the platform archive of a request that has both', async () => {
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(withPackage()) });
+    s3Mock.on(HeadObjectCommand).resolves({ ContentLength: ZIP.length });
+
+    const { result } = await runPackageLink(
+      testContext(),
+      { requestId: REQUEST_ID, raw: true, json: true },
+      collectingIo(),
+    );
+
+    expect(result).toMatchObject({ package: 'platform_archive', key: KEY });
+    expect(new URL(result.url).searchParams.get('response-content-disposition')).toBeNull();
+  });
+
+  it('sends an access request completed before packages existed to --raw (exit 1), before any S3 call', async () => {
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(completed()) });
+
+    const attempt = runPackageLink(testContext(), { requestId: REQUEST_ID }, collectingIo());
+
+    await expect(attempt).rejects.toMatchObject({ exitCode: 1 });
+    await expect(runPackageLink(testContext(), { requestId: REQUEST_ID }, collectingIo())).rejects.toThrow(
+      /has no subject package .*hand out the platform archive with --raw/,
+    );
+    expect(s3Mock).not.toHaveReceivedCommand(HeadObjectCommand);
+    expect(auditRecords()).toEqual([]);
+  });
+
+  it('tells an erasure request has no subject package, and how its archive is handed out (exit 1)', async () => {
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(erased()) });
+    const out = join(dir, 'erased.zip');
+
+    await expect(runPackage(testContext(), { requestId: REQUEST_ID, out }, collectingIo())).rejects.toThrow(
+      /is an erasure: it has no subject package.*only with --raw and --reason/,
+    );
+    expect(s3Mock).not.toHaveReceivedCommand(GetObjectCommand);
   });
 });

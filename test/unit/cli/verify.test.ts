@@ -40,11 +40,17 @@ beforeEach(() => {
 
 let counter = 0;
 /** A completed request with its archive and a two-record audit chain stored in S3. */
-async function storedRequest(): Promise<{ requestId: string; key: string }> {
+async function storedRequest(
+  options: { subjectPackage?: Buffer } = {},
+): Promise<{ requestId: string; key: string; packageKey: string }> {
   counter += 1;
   const requestId = `7d3c2f9e-1b4a-4c8e-9f2d-${String(counter).padStart(12, '0')}`;
   const key = `exports/${requestId}/attempt-1.zip`;
+  const packageKey = `exports/${requestId}/subject-package.zip`;
   await s3.send(new PutObjectCommand({ Bucket: 'archives', Key: key, Body: ZIP }));
+  const built = options.subjectPackage;
+  if (built !== undefined)
+    await s3.send(new PutObjectCommand({ Bucket: 'archives', Key: packageKey, Body: built }));
   const trail = new AuditTrail({ s3, bucket: 'audit' }, { hmacKey: () => 'k'.repeat(32) });
   await trail.append(requestId, { eventId: 'Intake', step: 'Intake', action: 'request_received', facts: {} });
   await trail.append(requestId, {
@@ -68,10 +74,22 @@ async function storedRequest(): Promise<{ requestId: string; key: string }> {
           verified_at: '2026-11-20T10:00:00Z',
           entries: 4,
         },
+        ...(built === undefined
+          ? {}
+          : {
+              subject_package: {
+                key: packageKey,
+                bytes: built.length,
+                sha256: createHash('sha256').update(built).digest('hex'),
+                file_name: 'your-data-2026-11-20.zip',
+                built_at: '2026-11-20T10:00:01Z',
+                conversation_details: 'complete' as const,
+              },
+            }),
       }),
     ),
   });
-  return { requestId, key };
+  return { requestId, key, packageKey };
 }
 
 describe('runVerify', () => {
@@ -87,6 +105,27 @@ describe('runVerify', () => {
     expect(result.audit).toMatchObject({ ok: true, records: 2 });
     expect(io.stdout()).toContain('archive  OK');
     expect(io.stdout()).toContain('audit    OK: 2 record(s)');
+  });
+
+  it('re-hashes the subject package too, and exits 1 when it no longer matches the ledger', async () => {
+    const built = Buffer.from('PK\u0003\u0004 the subject package');
+    const { requestId, packageKey } = await storedRequest({ subjectPackage: built });
+    const matching = collectingIo();
+    const first = await runVerify(testContext({ s3 }), { requestId }, matching);
+    expect(first.exitCode).toBe(0);
+    expect(first.result.subject_package).toMatchObject({ status: 'match', key: packageKey });
+    expect(matching.stdout()).toContain(`package  OK: ${packageKey}`);
+
+    await s3.send(
+      new PutObjectCommand({ Bucket: 'archives', Key: packageKey, Body: Buffer.from('swapped') }),
+    );
+    const io = collectingIo();
+    const { exitCode, result } = await runVerify(testContext({ s3 }), { requestId }, io);
+
+    expect(exitCode).toBe(1);
+    expect(result.archive.status).toBe('match');
+    expect(result.subject_package.status).toBe('mismatch');
+    expect(io.stdout()).toContain(`package  MISMATCH: ${packageKey}`);
   });
 
   it('exits 1 when the stored bytes differ from what the ledger recorded', async () => {

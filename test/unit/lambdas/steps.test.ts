@@ -1,5 +1,6 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import yazl from 'yazl';
 import { createGateTable, createLedgerTable } from '#local/aws/ledger-table';
 import { computeDeadlines } from '#shared/deadlines';
 import {
@@ -26,6 +27,7 @@ import {
   outageWaitSeconds,
 } from '#shared/step-handler';
 import { archiveExport, archiveKey } from '../../../lambdas/archive-export/archive-export.ts';
+import { buildSubjectPackage, packageKey } from '../../../lambdas/build-package/build-package.ts';
 import { checkExport } from '../../../lambdas/check-export/check-export.ts';
 import { eraseSubject } from '../../../lambdas/erase-subject/erase-subject.ts';
 import { recordFailure } from '../../../lambdas/record-failure/record-failure.ts';
@@ -72,6 +74,11 @@ function fakePlatform() {
     deleteUser: vi.fn(async (_primaryKey: string) => ({ outcome: 'deleted' as const, status: 200 })),
     startExport: vi.fn(async (_svcUserId: string) => ({ exportId: 'exp-1' })),
     exportStatus: vi.fn(async (_exportId: string) => ({ status: 'pending' as const, reported: 'pending' })),
+    userActivity: vi.fn(async (_svcUserId: string, page: { count: number; offset: number }) => ({
+      cursor: { offset: page.offset, count: 0, has_next: false },
+      items: [],
+      users: {},
+    })),
   };
 }
 
@@ -91,6 +98,8 @@ beforeEach(async () => {
       copy: vi.fn(async () => ({ bytes: 10, sha256: 'ab'.repeat(32) })),
       verify: vi.fn(async () => ({ entries: 4 })),
       remove: vi.fn(async () => 1),
+      read: vi.fn(async () => Buffer.alloc(0)),
+      storePackage: vi.fn(async () => ({})),
     },
     schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600 },
     exportMaxAttempts: 2,
@@ -922,5 +931,105 @@ describe('recordFailure', () => {
       recordFailure({ request_id: id, error: { Error: 'RequestCancelledError', Cause: '' } }, deps),
     ).resolves.toEqual({ status: 'cancelled', code: 'request_cancelled' });
     expect((await ledger.require(id)).status).toBe('cancelled');
+  });
+});
+
+describe('buildSubjectPackage', () => {
+  /** A zip of the four export files, as the archive bucket holds it. */
+  async function exportZip(): Promise<Buffer> {
+    const zip = new yazl.ZipFile();
+    const files = {
+      'dislikes.json': [],
+      'likes.json': ['c-9'],
+      'messages.json': [
+        {
+          id: 'c-1',
+          conversation_id: 'conv-1',
+          parent_comment_id: null,
+          written_at: 1_704_103_200,
+          content: [{ id: 'x', text: 'hello', type: 'text' }],
+          published: true,
+        },
+      ],
+      'profile.json': { user_id: 'svc-1', roles: [], basic: { user_name: 'subject_77' } },
+    };
+    for (const [name, value] of Object.entries(files))
+      zip.addBuffer(Buffer.from(JSON.stringify(value)), name);
+    zip.end();
+    const chunks: Buffer[] = [];
+    for await (const chunk of zip.outputStream) chunks.push(Buffer.from(chunk));
+    return Buffer.concat(chunks);
+  }
+
+  async function archivedAccess(patch: LedgerPatch = {}): Promise<string> {
+    return requestIn({ ...EXPORT_PENDING, export_status: 'completed', archive: archived, ...patch });
+  }
+
+  it('builds from the verified archive, stores the package and records it once, with a leap-second receipt time', async () => {
+    const id = await archivedAccess({ received_at: '2016-12-31t23:59:60z' });
+    vi.mocked(deps.archive.read).mockResolvedValue(await exportZip());
+    const stored: Buffer[] = [];
+    vi.mocked(deps.archive.storePackage).mockImplementation(async (_key, body) => {
+      stored.push(body);
+      return { versionId: 'v-1' };
+    });
+
+    const output = await buildSubjectPackage({ request_id: id }, deps);
+
+    expect(deps.archive.read).toHaveBeenCalledWith('k', { bytes: 10, sha256: 'ab' });
+    expect(stored).toHaveLength(1);
+    expect(output).toEqual({
+      key: packageKey(id),
+      bytes: stored[0]?.length,
+      sha256: createHash('sha256')
+        .update(stored[0] ?? '')
+        .digest('hex'),
+      conversation_details: 'complete',
+    });
+    const item = await ledger.require(id);
+    expect(item.subject_package).toMatchObject({
+      key: packageKey(id),
+      version_id: 'v-1',
+      file_name: 'your-data-2026-11-21.zip',
+    });
+    expect(deps.audit.append).toHaveBeenCalledWith(
+      id,
+      expect.objectContaining({ eventId: 'BuildPackage', action: 'subject_package_built' }),
+    );
+
+    // A second run answers from the ledger.
+    await expect(buildSubjectPackage({ request_id: id }, deps)).resolves.toEqual(output);
+    expect(stored).toHaveLength(1);
+    expect(deps.archive.read).toHaveBeenCalledTimes(1);
+  });
+
+  it('refuses an erasure request: it gets no subject package', async () => {
+    const id = await requestIn({ ...EXPORT_PENDING, archive: archived }, 'erasure');
+    await expect(buildSubjectPackage({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
+    expect(deps.archive.read).not.toHaveBeenCalled();
+  });
+
+  it('stores nothing when the archive no longer matches the ledger', async () => {
+    const id = await archivedAccess();
+    vi.mocked(deps.archive.read).mockRejectedValue(new InvalidArchiveError('no longer matches the ledger'));
+
+    await expect(buildSubjectPackage({ request_id: id }, deps)).rejects.toBeInstanceOf(InvalidArchiveError);
+
+    expect(deps.archive.storePackage).not.toHaveBeenCalled();
+    expect((await ledger.require(id)).subject_package).toBeUndefined();
+  });
+
+  it('removes the package it stored when the request was cancelled meanwhile', async () => {
+    const id = await archivedAccess();
+    vi.mocked(deps.archive.read).mockResolvedValue(await exportZip());
+    vi.mocked(deps.archive.storePackage).mockImplementation(async () => {
+      await ledger.cancel(id, { reason: 'subject withdrew the request' });
+      return {};
+    });
+
+    await expect(buildSubjectPackage({ request_id: id }, deps)).rejects.toBeInstanceOf(RequestCancelledError);
+
+    expect(deps.archive.remove).toHaveBeenCalledWith(packageKey(id));
+    expect((await ledger.require(id)).subject_package).toBeUndefined();
   });
 });

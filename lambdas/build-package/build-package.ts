@@ -1,0 +1,154 @@
+import { createHash } from 'node:crypto';
+import { AuditChainClosedError, LedgerStateError, RequestCancelledError } from '#shared/errors';
+import type { SubjectPackageFacts } from '#shared/ledger';
+import { rfc3339Instant } from '#shared/request';
+import type { StepDeps } from '#shared/step-deps';
+import { activeRequest } from '#shared/step-guards';
+import { type PackageOutput, packageOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
+import { collectAccount } from './account.ts';
+import { collectActivity } from './activity.ts';
+import { parseExportFiles } from './export-files.ts';
+import { normalisePackage } from './normalise.ts';
+import { buildPackageZip, describePlatformFiles, packageFileName, readPlatformFiles } from './package-zip.ts';
+import { PACKAGE_PLACEHOLDERS } from './settings.ts';
+
+/** The subject package's object key: beside the archive, built from request_id only. */
+export function packageKey(requestId: string): string {
+  return `exports/${requestId}/subject-package.zip`;
+}
+
+/**
+ * Builds the subject's own package from the verified archive (re-checked against the ledger's
+ * SHA-256 as it is read), with conversation context from the activity call, and stores it beside
+ * the archive. Idempotent: a package the ledger records is answered as it is. Access requests only.
+ */
+export async function buildSubjectPackage(input: StepInput, deps: StepDeps): Promise<PackageOutput> {
+  const item = await activeRequest(deps, input.request_id);
+  if (item.subject_package !== undefined) return outputOf(item.subject_package);
+  if (item.type !== 'access') {
+    throw new LedgerStateError('only an access request gets a subject package; this request is not one');
+  }
+  const archive = item.archive;
+  if (archive === undefined) throw new LedgerStateError('the export has not been archived yet');
+  // RFC 3339 as intake accepted it: a lower-case t or z, a leap second.
+  const receivedAt = item.received_at === undefined ? undefined : rfc3339Instant(item.received_at);
+  if (receivedAt === undefined || item.regulation === undefined) {
+    throw new LedgerStateError('the ledger item lacks the request facts a package states');
+  }
+  const settings = deps.subjectPackage ?? { ...PACKAGE_PLACEHOLDERS, timeZone: 'UTC' };
+
+  const stored = await deps.archive.read(archive.key, {
+    bytes: archive.bytes,
+    sha256: archive.sha256,
+    ...(archive.version_id === undefined ? {} : { versionId: archive.version_id }),
+  });
+  const platform = await readPlatformFiles(stored);
+  const files = parseExportFiles(platform);
+  const account = await collectAccount(deps.platform, item.primary_key);
+  const activity = await collectActivity(deps.platform, item.svc_user_id, { sleep: deps.sleep });
+  const answeredAt = deps.clock();
+  const data = normalisePackage({
+    files,
+    account: account.settings,
+    platformFiles: describePlatformFiles(platform),
+    activity: activity.context,
+    controller: { name: settings.controllerName, contact: settings.controllerContact },
+    information: settings.information,
+    language: settings.language,
+    timeZone: settings.timeZone,
+    request: {
+      request_id: item.request_id,
+      regulation: item.regulation,
+      received_at: receivedAt.toISOString(),
+      answered_at: answeredAt.toISOString(),
+    },
+  });
+  const zip = await buildPackageZip(data, platform);
+  const sha256 = createHash('sha256').update(zip).digest('hex');
+  const key = packageKey(item.request_id);
+  const fileName = packageFileName(answeredAt, settings.timeZone);
+  const { versionId } = await deps.archive.storePackage(key, zip, fileName);
+  const details = activity.context.details;
+  const facts: SubjectPackageFacts = {
+    key,
+    bytes: zip.length,
+    sha256,
+    ...(versionId === undefined ? {} : { version_id: versionId }),
+    file_name: fileName,
+    built_at: answeredAt.toISOString(),
+    conversation_details: details.status,
+    ...(details.reason === null ? {} : { conversation_details_reason: details.reason }),
+    ...(activity.failure === null ? {} : { activity_failure: activity.failure }),
+    settings_source: data.settings_source,
+    ...(account.failure === null ? {} : { account_failure: account.failure }),
+  };
+  try {
+    await deps.ledger.update(item.request_id, { subject_package: facts }, ['running']);
+  } catch (error) {
+    if (error instanceof RequestCancelledError) await removeCancelledPackage(item.request_id, key, deps);
+    throw error;
+  }
+  await deps.audit.append(item.request_id, {
+    eventId: 'BuildPackage',
+    step: 'BuildPackage',
+    action: 'subject_package_built',
+    facts: {
+      key,
+      bytes: facts.bytes,
+      sha256,
+      version_id: versionId ?? null,
+      file_name: fileName,
+      archive_sha256: archive.sha256,
+      conversation_details: details.status,
+      conversation_details_reason: details.reason,
+      activity_pages: details.pages,
+      activity_failure: activity.failure,
+      settings_source: data.settings_source,
+      account_failure: account.failure,
+    },
+  });
+  deps.logger.info('subject package built', {
+    key,
+    bytes: facts.bytes,
+    sha256,
+    conversation_details: details.status,
+    conversation_details_reason: details.reason,
+    activity_failure: activity.failure,
+    settings_source: data.settings_source,
+    account_failure: account.failure,
+  });
+  return outputOf(facts);
+}
+
+function outputOf(facts: SubjectPackageFacts): PackageOutput {
+  return {
+    key: facts.key,
+    bytes: facts.bytes,
+    sha256: facts.sha256,
+    conversation_details: facts.conversation_details,
+  };
+}
+
+/** The request was cancelled while the package was built: no copy of the subject's data stays. */
+async function removeCancelledPackage(requestId: string, key: string, deps: StepDeps): Promise<void> {
+  const versions = await deps.archive.remove(key);
+  try {
+    await deps.audit.append(requestId, {
+      eventId: `BuildPackage:removed:${key}`,
+      step: 'BuildPackage',
+      action: 'subject_package_removed',
+      facts: { key, versions, reason: 'request_cancelled' },
+    });
+  } catch (error) {
+    if (!(error instanceof AuditChainClosedError)) throw error;
+  }
+  deps.logger.info('subject package removed: the request was cancelled during the build', { key, versions });
+}
+
+/** The BuildPackage step: contract and domain function. */
+export const buildPackageStep = {
+  name: 'BuildPackage',
+  input: stepInputSchema,
+  output: packageOutputSchema,
+  run: buildSubjectPackage,
+} as const;

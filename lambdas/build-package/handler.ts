@@ -1,0 +1,5 @@
+import { lambdaStepDeps } from '#shared/runtime';
+import { makeStepHandler } from '#shared/step-handler';
+import { buildPackageStep } from './build-package.ts';
+
+export const handler = makeStepHandler(buildPackageStep, lambdaStepDeps);

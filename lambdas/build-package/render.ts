@@ -1,0 +1,376 @@
+import type {
+  PackageComment,
+  PackageConversation,
+  PackageVote,
+  SubjectPackageData,
+} from './package-schema.ts';
+import { type InformationKey, type PackageStrings, type ProfileField, stringsFor } from './strings.ts';
+
+/**
+ * index.html of the subject package: one self-contained page. No scripts, no external resources
+ * (the Content-Security-Policy forbids both, should anything slip through), so it opens offline
+ * and from a mail attachment alike. Every value that came from the platform or the config goes
+ * through `escapeHtml`; text the subject wrote is isolated (`dir="auto"`) so right-to-left text
+ * and bidi control characters cannot reorder the page around it.
+ */
+export function renderIndexHtml(data: SubjectPackageData): string {
+  const strings = stringsFor(data.language);
+  const dates = dateFormatters(data.language, data.time_zone);
+  const out: string[] = [];
+  const commentCount = data.conversations.reduce((sum, c) => sum + c.comments.length, 0);
+  out.push(
+    '<!DOCTYPE html>',
+    `<html lang="${escapeHtml(data.language)}">`,
+    '<head>',
+    '<meta charset="utf-8">',
+    `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">`,
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    '<meta name="referrer" content="no-referrer">',
+    `<title>${escapeHtml(strings.title)} · ${escapeHtml(data.controller.name)}</title>`,
+    `<style>${STYLE}</style>`,
+    '</head>',
+    '<body>',
+    `<a class="skip" href="#main">${escapeHtml(strings.skipToContent)}</a>`,
+    '<header>',
+    `<h1>${escapeHtml(strings.title)}</h1>`,
+    `<p>${escapeHtml(strings.intro)}</p>`,
+    '</header>',
+  );
+  const sections: [string, string][] = [
+    ['who', strings.whoHeading],
+    ['information', strings.informationHeading],
+    ['profile', strings.profileHeading],
+    ['roles', strings.rolesHeading],
+    ['settings', strings.settingsHeading],
+    ['comments', strings.commentsHeading],
+    ['votes', strings.votesHeading],
+    ['glossary', strings.glossaryHeading],
+    ['files', strings.filesHeading],
+  ];
+  out.push(
+    `<nav aria-labelledby="contents-heading"><h2 id="contents-heading">${escapeHtml(strings.contentsHeading)}</h2><ol>`,
+    ...sections.map(([id, heading]) => `<li><a href="#${id}">${escapeHtml(heading)}</a></li>`),
+    '</ol></nav>',
+    '<main id="main">',
+  );
+
+  // Who answers, and when.
+  out.push(section('who', strings.whoHeading), '<dl>');
+  out.push(
+    row(strings.controller, escapeHtml(data.controller.name)),
+    row(strings.contact, escapeHtml(data.controller.contact)),
+    row(strings.requestReceived, time(data.request.received_at, dates.day)),
+    row(strings.answered, time(data.request.answered_at, dates.day)),
+    row(strings.regulationLabel, escapeHtml(strings.regulation[data.request.regulation])),
+    row(strings.requestReference, `<code>${escapeHtml(data.request.request_id)}</code>`),
+    '</dl>',
+    `<p class="note">${escapeHtml(strings.timeZoneNote(data.time_zone))}</p>`,
+    '</section>',
+  );
+
+  // Art. 15(1) information.
+  out.push(section('information', strings.informationHeading));
+  for (const key of INFORMATION_ORDER) {
+    out.push(`<h3>${escapeHtml(strings.information[key])}</h3>`, paragraphs(data.information[key]));
+  }
+  out.push('</section>');
+
+  // Profile.
+  out.push(section('profile', strings.profileHeading), '<dl>');
+  for (const [field, value] of profileRows(data, strings)) {
+    out.push(row(strings.profile[field], value));
+  }
+  out.push('</dl></section>');
+
+  // Roles.
+  out.push(section('roles', strings.rolesHeading), `<p>${escapeHtml(strings.rolesIntro)}</p>`);
+  if (data.roles.length === 0) out.push(`<p>${escapeHtml(strings.noRoles)}</p>`);
+  else {
+    out.push('<ul>');
+    for (const role of data.roles) {
+      const explained = strings.roleNames[role.role] ?? strings.roleUnknown(role.role);
+      const scope =
+        role.scope === 'platform' ? strings.roleScopePlatform : strings.roleScopeSite(role.site ?? '');
+      out.push(`<li>${escapeHtml(explained)} <span class="note">(${escapeHtml(scope)})</span></li>`);
+    }
+    out.push('</ul>');
+  }
+  out.push('</section>');
+
+  // Settings.
+  out.push(section('settings', strings.settingsHeading));
+  if (data.settings.length === 0) {
+    const none = data.settings_source === 'unavailable' ? strings.settingsUnavailable : strings.settingsNone;
+    out.push(`<p>${escapeHtml(none)}</p>`);
+  } else {
+    out.push(`<p>${escapeHtml(strings.settingsIntro)}</p><dl>`);
+    for (const setting of data.settings) {
+      const kind = strings.notificationKinds[setting.kind] ?? setting.kind;
+      const value = strings.notificationValues[setting.value] ?? setting.value;
+      const shown = setting.default ? `${value} ${strings.settingDefault}` : value;
+      out.push(row(`${strings.notificationChannels[setting.channel]}: ${kind}`, escapeHtml(shown)));
+    }
+    out.push('</dl>');
+  }
+  out.push('</section>');
+
+  // Comments.
+  out.push(section('comments', strings.commentsHeading));
+  const details = data.conversation_details;
+  if (details.status === 'unavailable' && details.reason !== null) {
+    out.push(`<p class="notice" role="note">${escapeHtml(strings.detailsUnavailable[details.reason])}</p>`);
+  } else if (details.status === 'partial') {
+    out.push(`<p class="notice" role="note">${escapeHtml(strings.detailsPartial)}</p>`);
+  }
+  if (commentCount === 0) out.push(`<p>${escapeHtml(strings.noComments)}</p>`);
+  else {
+    out.push(`<p>${escapeHtml(strings.commentsSummary(commentCount, data.conversations.length))}</p>`);
+    for (const conversation of data.conversations) renderConversation(out, conversation, strings, dates);
+  }
+  out.push('</section>');
+
+  // Likes and dislikes.
+  out.push(section('votes', strings.votesHeading), `<p>${escapeHtml(strings.votesIntro)}</p>`);
+  renderVotes(out, strings.likesHeading(data.likes.length), data.likes, strings);
+  renderVotes(out, strings.dislikesHeading(data.dislikes.length), data.dislikes, strings);
+  out.push('</section>');
+
+  // Glossary.
+  out.push(
+    section('glossary', strings.glossaryHeading),
+    `<p>${escapeHtml(strings.glossaryIntro)}</p>`,
+    '<dl class="glossary">',
+  );
+  for (const [field, meaning] of Object.entries(strings.glossary)) {
+    out.push(row(field, escapeHtml(meaning), true));
+  }
+  out.push('</dl></section>');
+
+  // Original files.
+  out.push(
+    section('files', strings.filesHeading),
+    `<p>${escapeHtml(strings.filesIntro)}</p>`,
+    '<ul class="files">',
+  );
+  for (const file of data.platform_files) {
+    out.push(
+      `<li><code>${escapeHtml(file.name)}</code>: ${file.bytes} bytes, SHA-256 <code class="hash">${escapeHtml(file.sha256)}</code></li>`,
+    );
+  }
+  out.push('</ul></section>', '</main>');
+  out.push(`<footer><p>${escapeHtml(strings.footer)}</p></footer>`, '</body>', '</html>', '');
+  return out.join('\n');
+}
+
+const INFORMATION_ORDER: readonly InformationKey[] = [
+  'purposes',
+  'categories',
+  'recipients',
+  'retention',
+  'rights',
+  'complaint',
+  'source',
+  'automatedDecisions',
+];
+
+interface DateFormatters {
+  readonly day: Intl.DateTimeFormat;
+  readonly moment: Intl.DateTimeFormat;
+}
+
+function dateFormatters(language: string, timeZone: string): DateFormatters {
+  return {
+    day: new Intl.DateTimeFormat(language, { dateStyle: 'long', timeZone }),
+    moment: new Intl.DateTimeFormat(language, { dateStyle: 'long', timeStyle: 'short', timeZone }),
+  };
+}
+
+function renderConversation(
+  out: string[],
+  conversation: PackageConversation,
+  strings: PackageStrings,
+  dates: DateFormatters,
+): void {
+  const title = conversation.title === null || conversation.title.trim() === '' ? null : conversation.title;
+  out.push(
+    '<section class="conversation">',
+    title === null
+      ? `<h3>${escapeHtml(strings.conversationUntitled)}</h3>`
+      : `<h3 dir="auto">${escapeHtml(title)}</h3>`,
+    `<p class="note">${escapeHtml(strings.conversationId(conversation.conversation_id))}</p>`,
+  );
+  if (conversation.url !== null) {
+    out.push(
+      `<p><a href="${escapeHtml(conversation.url)}" rel="noreferrer noopener">${escapeHtml(strings.conversationLink)}</a> <span class="url">${escapeHtml(conversation.url)}</span></p>`,
+    );
+  }
+  const byId = new Map(conversation.comments.map((comment) => [comment.id, comment]));
+  for (const comment of conversation.comments) renderComment(out, comment, byId, strings, dates);
+  out.push('</section>');
+}
+
+function renderComment(
+  out: string[],
+  comment: PackageComment,
+  byId: ReadonlyMap<string, PackageComment>,
+  strings: PackageStrings,
+  dates: DateFormatters,
+): void {
+  const facts = [
+    `<strong>${escapeHtml(strings.commentKind[comment.kind])}</strong>`,
+    time(comment.written_at, dates.moment),
+    `<span class="state state-${comment.state}">${escapeHtml(strings.states[comment.state])}</span>`,
+  ];
+  if (comment.edited) facts.push(escapeHtml(strings.edited));
+  if (comment.moderation !== null) facts.push(escapeHtml(strings.moderationStatus(comment.moderation)));
+  out.push(`<article class="comment"><p class="meta">${facts.join(' · ')}</p>`);
+  if (comment.kind === 'reply') {
+    const parent = comment.reply_to === null ? undefined : byId.get(comment.reply_to);
+    out.push(
+      `<p class="note">${escapeHtml(parent === undefined ? strings.replyToOther : strings.replyToOwn(dates.moment.format(new Date(parent.written_at))))}</p>`,
+    );
+  }
+  out.push(
+    comment.text === ''
+      ? `<p class="text">${escapeHtml(strings.emptyComment)}</p>`
+      : `<p class="text" dir="auto">${escapeHtml(comment.text)}</p>`,
+  );
+  if (comment.ip !== null) out.push(`<p class="note">${escapeHtml(strings.ipAddress(comment.ip))}</p>`);
+  out.push('</article>');
+}
+
+function renderVotes(
+  out: string[],
+  heading: string,
+  votes: readonly PackageVote[],
+  strings: PackageStrings,
+): void {
+  out.push(`<h3>${escapeHtml(heading)}</h3>`);
+  if (votes.length === 0) {
+    out.push(`<p>${escapeHtml(strings.noVotes)}</p>`);
+    return;
+  }
+  out.push('<ul>');
+  for (const vote of votes) {
+    const text =
+      vote.conversation_id === null
+        ? strings.voteOnOther(vote.message_id)
+        : strings.voteOnOwn(vote.conversation_title ?? strings.conversationId(vote.conversation_id));
+    out.push(`<li dir="auto">${escapeHtml(text)}</li>`);
+  }
+  out.push('</ul>');
+}
+
+function profileRows(data: SubjectPackageData, strings: PackageStrings): [ProfileField, string][] {
+  const { profile } = data;
+  const text = (value: string | null) =>
+    value === null
+      ? `<span class="note">${escapeHtml(strings.notRecorded)}</span>`
+      : `<bdi>${escapeHtml(value)}</bdi>`;
+  const flag = (value: boolean | null) =>
+    escapeHtml(value === null ? strings.notRecorded : value ? strings.yes : strings.no);
+  return [
+    ['userName', profile.user_name === null ? text(null) : text(`@${profile.user_name}`)],
+    ['displayName', text(profile.display_name)],
+    ['about', text(profile.about)],
+    ['location', text(profile.location)],
+    ['email', text(profile.email)],
+    ['emailVerified', flag(profile.email_verified)],
+    ['gender', text(profile.gender)],
+    ['birthday', text(profile.birthday)],
+    ['image', text(profile.image_id)],
+    ['registered', flag(profile.registered)],
+    ['singleSignOn', flag(profile.single_sign_on)],
+    ['socialAccounts', escapeHtml(strings.socialAccounts(profile.social_accounts))],
+    ['privateProfile', flag(profile.private_profile)],
+    ['subscriber', flag(profile.subscriber)],
+    ['platformUserId', text(profile.platform_user_id)],
+  ];
+}
+
+function section(id: string, heading: string): string {
+  return `<section id="${id}" aria-labelledby="${id}-heading"><h2 id="${id}-heading">${escapeHtml(heading)}</h2>`;
+}
+
+/** A definition-list row; `valueHtml` is already escaped. */
+function row(term: string, valueHtml: string, code = false): string {
+  const label = code ? `<code>${escapeHtml(term)}</code>` : escapeHtml(term);
+  return `<div class="row"><dt>${label}</dt><dd>${valueHtml}</dd></div>`;
+}
+
+function time(iso: string, format: Intl.DateTimeFormat): string {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return escapeHtml(iso);
+  return `<time datetime="${escapeHtml(date.toISOString())}">${escapeHtml(format.format(date))}</time>`;
+}
+
+/** Config text: blank lines separate paragraphs. */
+function paragraphs(text: string): string {
+  return text
+    .split(/\n\s*\n/)
+    .map((paragraph) => paragraph.trim())
+    .filter((paragraph) => paragraph !== '')
+    .map((paragraph) => `<p class="text">${escapeHtml(paragraph)}</p>`)
+    .join('\n');
+}
+
+const HTML_ESCAPES: Readonly<Record<string, string>> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
+
+/**
+ * Text as HTML text or attribute value. Characters HTML cannot carry (NUL and the other C0/C1
+ * controls except tab and newlines, lone surrogates) become U+FFFD, so no byte of the input can
+ * change how the page parses.
+ */
+export function escapeHtml(value: string): string {
+  return value
+    .replace(/[&<>"']/g, (character) => HTML_ESCAPES[character] ?? character)
+    .replace(CONTROL_CHARACTERS, '\uFFFD')
+    .replace(LONE_SURROGATES, '\uFFFD');
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: replacing control characters is the point.
+const CONTROL_CHARACTERS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/g;
+const LONE_SURROGATES = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * The page's colours. Each text colour is meant for the white background (the notice text for the
+ * notice's own), at 7:1 or more (WCAG AAA); a test computes the ratios.
+ */
+export const PAGE_COLOURS = {
+  background: '#ffffff',
+  text: '#1a1a1a',
+  muted: '#4a4a4a',
+  link: '#0b4bb3',
+  deleted: '#8a1c1c',
+  held: '#6b4100',
+  noticeBackground: '#fff4e5',
+  rule: '#d0d0d0',
+  focus: '#b35900',
+} as const;
+
+const C = PAGE_COLOURS;
+
+/** Readable on a phone (fluid width, wrapping long words), printable (no navigation, link targets written out). */
+const STYLE = [
+  ':root{color-scheme:light}',
+  `body{font:1rem/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:${C.text};background:${C.background};max-width:46rem;margin:0 auto;padding:1rem}`,
+  `h1{font-size:1.8rem}h2{font-size:1.4rem;border-bottom:2px solid ${C.text};margin-top:2.5rem}h3{font-size:1.1rem;margin-bottom:.25rem}`,
+  `a{color:${C.link}}a:focus{outline:3px solid ${C.focus};outline-offset:2px}`,
+  '.skip{position:absolute;left:-100rem}.skip:focus{position:static}',
+  `dl .row{display:flex;flex-wrap:wrap;gap:0 1rem;padding:.25rem 0;border-bottom:1px solid ${C.rule}}`,
+  'dt{font-weight:600;min-width:14rem}dd{margin:0;overflow-wrap:anywhere}',
+  `.note,.meta,.url{color:${C.muted};font-size:.92rem}`,
+  `.notice{border-left:4px solid ${C.focus};background:${C.noticeBackground};padding:.5rem .75rem}`,
+  `.conversation{border-top:1px solid ${C.rule};margin-top:1.5rem;content-visibility:auto;contain-intrinsic-size:auto 20rem}`,
+  `.comment{margin:.75rem 0 .75rem .5rem;padding-left:.75rem;border-left:3px solid ${C.rule}}`,
+  '.text{white-space:pre-wrap;overflow-wrap:anywhere;unicode-bidi:isolate}',
+  '.url,code{overflow-wrap:anywhere}.hash{font-size:.85rem}',
+  `.state-deleted{color:${C.deleted};font-weight:600}.state-unpublished{color:${C.held};font-weight:600}`,
+  '@media print{nav,.skip{display:none}body{max-width:none}.conversation{content-visibility:visible}a[href^="http"]::after{content:" (" attr(href) ")"}}',
+].join('');
