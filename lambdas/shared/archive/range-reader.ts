@@ -125,9 +125,10 @@ export async function hashObject(
   return { bytes, sha256: hash.digest('hex') };
 }
 
-async function getBody(
+/** The body of a GET of the stored object, with its conditions; a ranged GET must answer that range. */
+export async function getBody(
   target: ArchiveTarget,
-  conditions: { Range?: string; IfMatch?: string | undefined },
+  conditions: { Range?: string; IfMatch?: string | undefined; VersionId?: string },
   abortSignal?: AbortSignal,
 ): Promise<Readable> {
   const response = await target.s3.send(

@@ -3,11 +3,11 @@
  * for the subject package, and the package stored beside it.
  */
 import { createHash } from 'node:crypto';
-import { Readable } from 'node:stream';
-import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import { InvalidArchiveError, StorageAnswerInvalidError } from '../errors.ts';
+import type { Readable } from 'node:stream';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { InvalidArchiveError } from '../errors.ts';
 import type { ArchiveTarget } from './options.ts';
-import { isNotFound } from './range-reader.ts';
+import { getBody, isNotFound } from './range-reader.ts';
 
 function sha256Digest(body: Uint8Array): Buffer {
   return createHash('sha256').update(body).digest();
@@ -24,16 +24,7 @@ export async function readVerifiedObject(
 ): Promise<Buffer> {
   let body: Readable;
   try {
-    const response = await target.s3.send(
-      new GetObjectCommand({
-        Bucket: target.bucket,
-        Key: target.key,
-        ...(expected.versionId === undefined ? {} : { VersionId: expected.versionId }),
-      }),
-    );
-    if (!(response.Body instanceof Readable))
-      throw new StorageAnswerInvalidError('S3 returned no readable body');
-    body = response.Body;
+    body = await getBody(target, expected.versionId === undefined ? {} : { VersionId: expected.versionId });
   } catch (error) {
     if (isNotFound(error) || (error instanceof Error && error.name === 'NoSuchVersion')) {
       throw new InvalidArchiveError('the archive object is missing from the bucket');
