@@ -84,9 +84,13 @@ export interface ExportRecord {
   paddingBytes: number;
   /** The seed the padding entry is generated from (the profile's seed when the export started). */
   paddingSeed: number;
-  /** The four JSON entries as captured when the export started, already deflated. */
-  files: DeflatedEntry[];
-  zip: ZipPlan;
+  /**
+   * The four JSON entries as captured when the export started, already deflated; null once the
+   * link has expired, when nothing can download them any more.
+   */
+  files: DeflatedEntry[] | null;
+  /** The archive's length in bytes (its Content-Length), kept when the entries are dropped. */
+  byteSize: number;
   downloads: number;
 }
 
@@ -276,12 +280,14 @@ export class Emulator {
   private exportBytes(record: ExportRecord): Buffer {
     let bytes = this.savedExports.get(record);
     if (bytes === undefined) {
-      const { zip: _zip, files, ...fields } = record;
-      bytes = Buffer.concat([
-        Buffer.from(`${JSON.stringify(fields).slice(0, -1)},"files":`),
-        filesBytes(files),
-        Buffer.from('}'),
-      ]);
+      const { files, ...fields } = record;
+      bytes = exactSize(
+        Buffer.concat([
+          Buffer.from(`${JSON.stringify(fields).slice(0, -1)},"files":`),
+          files === null ? NULL : filesBytes(files),
+          Buffer.from('}'),
+        ]),
+      );
       this.savedExports.set(record, bytes);
     }
     return bytes;
@@ -388,8 +394,8 @@ export class Emulator {
       paddingBytes,
       paddingSeed,
       files,
-      zip: exportZip(files, paddingBytes, paddingSeed),
       downloads: 0,
+      byteSize: exportZip(files, paddingBytes, paddingSeed).size,
     };
     this.exports.set(publicId, record);
     this.limits.countExportStarted(record.primaryKey, record.svcUserId, this.openExports());
@@ -398,15 +404,27 @@ export class Emulator {
     return record;
   }
 
-  /** Exports started and not yet downloaded, failed (as polled) or expired: what max_open_exports caps. */
+  /**
+   * Exports started and not yet downloaded, failed (as polled) or expired: what max_open_exports
+   * caps. On the way it drops the entries of every export whose link has expired.
+   */
   openExports(): number {
     const now = this.now();
     let open = 0;
     for (const record of this.exports.values()) {
       const expired = record.linkExpiresAt !== null && now >= record.linkExpiresAt;
-      if (record.downloads === 0 && this.currentStatus(record) !== 'failed' && !expired) open += 1;
+      if (expired) this.dropArchive(record);
+      else if (record.downloads === 0 && this.currentStatus(record) !== 'failed') open += 1;
     }
     return open;
+  }
+
+  /** Forgets an expired export's entries: no link serves them any more (the record itself stays). */
+  private dropArchive(record: ExportRecord): void {
+    if (record.files === null) return;
+    record.files = null;
+    this.savedExports.delete(record);
+    this.onChange();
   }
 
   /** Whether the open-exports cap lets one more export start. */
@@ -440,8 +458,11 @@ export class Emulator {
     return { status: 'completed', link: `${this.baseUrl}/_downloads/${record.linkToken}.zip` };
   }
 
+  /** The export behind a download link; an expired link's entries are dropped on the way. */
   findDownload(token: string): ExportRecord | undefined {
-    return this.downloads.get(token);
+    const record = this.downloads.get(token);
+    if (record?.linkExpiresAt != null && this.now() >= record.linkExpiresAt) this.dropArchive(record);
+    return record;
   }
 
   /** Counts a download of an export's archive (HEAD requests do not count). */
@@ -530,7 +551,7 @@ export class Emulator {
       link_created_at: record.linkCreatedAt === null ? null : new Date(record.linkCreatedAt).toISOString(),
       link_expires_at: record.linkExpiresAt === null ? null : new Date(record.linkExpiresAt).toISOString(),
       link_expired: record.linkExpiresAt !== null && now >= record.linkExpiresAt,
-      byte_size: record.zip.size,
+      byte_size: record.byteSize,
       padding_bytes: record.paddingBytes,
       downloads: record.downloads,
     }));
@@ -542,6 +563,7 @@ export class Emulator {
     if (!record) return undefined;
     if (record.linkExpiresAt === null) return false;
     record.linkExpiresAt = this.now();
+    this.dropArchive(record);
     this.savedExports.delete(record);
     this.onChange();
     return true;
@@ -592,6 +614,14 @@ function seededRandoms(seed: number, positions?: StreamPositions) {
   };
 }
 
+/**
+ * An export's archive, planned for one download: the captured entries, plus padding regenerated
+ * from its seed and size. Undefined once the entries are dropped (the link has expired).
+ */
+export function exportArchive(record: ExportRecord): ZipPlan | undefined {
+  return record.files === null ? undefined : exportZip(record.files, record.paddingBytes, record.paddingSeed);
+}
+
 /** The archive: the captured JSON entries, plus padding regenerated from its seed and size. */
 function exportZip(files: DeflatedEntry[], paddingBytes: number, paddingSeed: number): ZipPlan {
   return planZip(
@@ -609,6 +639,7 @@ function exportZip(files: DeflatedEntry[], paddingBytes: number, paddingSeed: nu
 }
 
 const COMMA = Buffer.from(',');
+const NULL = Buffer.from('null');
 
 // Snapshot JSON of objects that are replaced, never changed: the baseline, an export's entries.
 const savedStates = new WeakMap<EmulatorState, Buffer>();
@@ -626,29 +657,32 @@ function stateBytes(state: EmulatorState): Buffer {
 function filesBytes(files: DeflatedEntry[]): Buffer {
   let bytes = savedFiles.get(files);
   if (bytes === undefined) {
-    bytes = Buffer.from(JSON.stringify(files.map(savedFile)));
+    bytes = exactSize(Buffer.from(JSON.stringify(files.map(savedFile))));
     savedFiles.set(files, bytes);
   }
   return bytes;
 }
 
 function savedExport(record: ExportRecord): ExportSnapshot {
-  const { zip: _zip, files, ...fields } = record;
-  return { ...fields, files: files.map(savedFile) };
+  const { files, ...fields } = record;
+  return { ...fields, files: files === null ? null : files.map(savedFile) };
 }
 
-function savedFile(file: DeflatedEntry): ExportSnapshot['files'][number] {
+function savedFile(file: DeflatedEntry): NonNullable<ExportSnapshot['files']>[number] {
   return { name: file.name, crc32: file.crc32, size: file.size, deflated: file.deflated.toString('base64') };
 }
 
 function restoredExport(saved: ExportSnapshot): ExportRecord {
-  const files = saved.files.map((file) => ({
-    name: file.name,
-    crc32: file.crc32,
-    size: file.size,
-    deflated: exactSize(Buffer.from(file.deflated, 'base64')),
-  }));
-  return { ...saved, files, zip: exportZip(files, saved.paddingBytes, saved.paddingSeed) };
+  const files =
+    saved.files?.map((file) => ({
+      name: file.name,
+      crc32: file.crc32,
+      size: file.size,
+      deflated: exactSize(Buffer.from(file.deflated, 'base64')),
+    })) ?? null;
+  const byteSize =
+    saved.byteSize ?? (files === null ? 0 : exportZip(files, saved.paddingBytes, saved.paddingSeed).size);
+  return { ...saved, files, byteSize };
 }
 
 function exportIdBody(shape: ExportIdShape, number: number, publicId: string): ExportIdBody {

@@ -6,12 +6,13 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
 import { activityPage } from './activity.ts';
-import type {
-  CredentialKind,
-  CredentialLocation,
-  CredentialUse,
-  Emulator,
-  StrayCredential,
+import {
+  type CredentialKind,
+  type CredentialLocation,
+  type CredentialUse,
+  type Emulator,
+  exportArchive,
+  type StrayCredential,
 } from './emulator.ts';
 import { failure, invalidField, json, type Query, type Reply, tooManyRequests } from './http.ts';
 import type { UserFields, UserRecord } from './platform.ts';
@@ -438,10 +439,11 @@ function exportStatus(emulator: Emulator, request: PlatformRequest, exportId: st
 function download(emulator: Emulator, request: PlatformRequest, token: string): Reply {
   const record = emulator.findDownload(token);
   if (!record) return failure(404, 'link_not_found', 'no export archive at this link');
-  if (record.linkExpiresAt !== null && emulator.now() >= record.linkExpiresAt) {
+  const archive = exportArchive(record);
+  if (archive === undefined || (record.linkExpiresAt !== null && emulator.now() >= record.linkExpiresAt)) {
     return failure(410, 'link_expired', 'this download link has expired; start a new export');
   }
-  return { kind: 'download', record, head: request.method === 'HEAD' };
+  return { kind: 'download', record, archive, head: request.method === 'HEAD' };
 }
 
 // ---------------------------------------------------------------- endpoint 8: activity

@@ -5,6 +5,7 @@
 import type { ServerResponse } from 'node:http';
 import type { ExportRecord } from './emulator.ts';
 import type { LimitAnswer } from './faults.ts';
+import type { ZipPlan } from './zip.ts';
 
 export type JsonReply = {
   kind: 'json';
@@ -15,7 +16,7 @@ export type JsonReply = {
   limit?: LimitAnswer;
 };
 export type TextReply = { kind: 'text'; status: number; body: string };
-export type DownloadReply = { kind: 'download'; record: ExportRecord; head: boolean };
+export type DownloadReply = { kind: 'download'; record: ExportRecord; archive: ZipPlan; head: boolean };
 
 /** What a handler answers; the server turns it into bytes (or a streamed archive). */
 export type Reply = JsonReply | TextReply | DownloadReply;

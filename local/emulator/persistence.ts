@@ -112,7 +112,10 @@ const exportSchema = strict({
   paddingBytes: count.max(MAX_STREAM_ENTRY_BYTES, { error: `must be at most ${MAX_STREAM_ENTRY_BYTES}` }),
   paddingSeed: z.number().int({ error: 'must be a whole number' }),
   downloads: count,
-  files: z.array(exportFileSchema),
+  /** Null once the link has expired and the entries were dropped. */
+  files: z.array(exportFileSchema).nullable(),
+  /** The archive's length; snapshots written before it was kept leave it to be computed from the files. */
+  byteSize: count.optional(),
 });
 
 const credentialKind = z.enum(['sso_access_token', 'export_token']);
@@ -237,7 +240,9 @@ export const emulatorSnapshotSchema = z
     snapshot.exports.forEach((record, index) => {
       if (record.number > snapshot.exportCounter)
         report(['exports', index, 'number'], 'is above exportCounter');
-      record.files.forEach((file, fileIndex) => {
+      if (record.files === null && record.byteSize === undefined)
+        report(['exports', index, 'byteSize'], 'is required when files is null');
+      record.files?.forEach((file, fileIndex) => {
         const deflated = Buffer.from(file.deflated, 'base64');
         if (!entryMatches({ name: file.name, deflated, crc32: file.crc32, size: file.size }))
           report(

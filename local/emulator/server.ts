@@ -401,8 +401,8 @@ async function sendDownload(
   response: ServerResponse,
   reply: DownloadReply,
 ): Promise<boolean> {
-  const { record, head } = reply;
-  const size = record.zip.size;
+  const { record, head, archive } = reply;
+  const size = archive.size;
   response.writeHead(200, {
     'Content-Type': 'application/zip',
     'Content-Length': size,
@@ -416,7 +416,7 @@ async function sendDownload(
   emulator.countDownload(record);
   const cutoff = emulator.drawTruncation(size);
   let sent = 0;
-  for (const chunk of record.zip.chunks()) {
+  for (const chunk of archive.chunks()) {
     if (response.destroyed) return false;
     if (cutoff !== null && sent + chunk.length >= cutoff) {
       await flushed(response, chunk.subarray(0, cutoff - sent));

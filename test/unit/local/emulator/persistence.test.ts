@@ -677,6 +677,55 @@ describe('Emulator.snapshotBytes', () => {
   });
 });
 
+describe('an export whose link has expired', () => {
+  it('drops its entries, keeps its size and answers 410, before and after a restart', () => {
+    // Prepare
+    const state = parseEmulatorState(TEST_STATE);
+    if (!state.success) throw new Error('the test state is invalid');
+    let clock = 1_800_000_000_000;
+    const emulator = new Emulator({
+      spotId: SPOT_ID,
+      ssoAccessToken: SSO_TOKEN,
+      exportToken: EXPORT_TOKEN,
+      state: state.value,
+      faults: { export_ready_after_polls: 0, link_ttl_seconds: 60 },
+      now: () => clock,
+    });
+    const user = (key: string) => {
+      const found = emulator.findUser(key);
+      if (!found) throw new Error(`no user ${key}`);
+      return found;
+    };
+    const savedExports = (from: Emulator) =>
+      emulatorSnapshotSchema.parse(JSON.parse(from.snapshotBytes('2026-01-02T03:04:05.000Z').toString()))
+        .exports;
+    const first = emulator.startExport(user('pk-bob'));
+    emulator.pollExport(first);
+    const sizeBefore = emulator.exportsView()[0]?.byte_size;
+    const token = first.linkToken ?? '';
+
+    // Act
+    clock += 59_000;
+    const beforeExpiry = savedExports(emulator);
+    clock += 1_000;
+    emulator.startExport(user('pk-carol'));
+    const afterExpiry = savedExports(emulator);
+    const restored = Emulator.restore(emulatorSnapshotSchema.parse(emulator.toSnapshot('now')), {
+      now: () => clock,
+    });
+
+    // Assess
+    expect(beforeExpiry[0]?.files).toHaveLength(4);
+    expect(afterExpiry[0]?.files).toBeNull();
+    expect(afterExpiry[0]?.byteSize).toBe(sizeBefore);
+    expect(afterExpiry[1]?.files).toHaveLength(4);
+    expect(emulator.exportsView()[0]).toMatchObject({ byte_size: sizeBefore, link_expired: true });
+    expect(restored.exportsView()[0]).toMatchObject({ byte_size: sizeBefore, link_expired: true });
+    expect(savedExports(restored)).toEqual(afterExpiry);
+    expect(restored.findDownload(token)?.files).toBeNull();
+  });
+});
+
 describe('JsonListBytes', () => {
   it('holds the JSON of the entries pushed and not shifted, across growth and multi-byte text', () => {
     // Prepare
