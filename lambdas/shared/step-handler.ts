@@ -119,13 +119,15 @@ export const MAX_PLATFORM_WAITS = 50;
 const EXPORT_SLOT_MAX_WAIT_SECONDS = 3600;
 
 /**
- * The wait for a free export slot after `waits` waits for one: growing by half each time from 2 s,
- * up to an hour, with jitter, so a queue of thousands asks for slots at a pace that does not grow
- * with its length. Only the waits for a slot count: a request that waited for rate slots on its way
- * here starts at the short end, and does not sleep through the slots that free meanwhile.
+ * The wait for a free export slot after `waits` waits for one: growing by a quarter each time from
+ * 2 s, up to an hour, with jitter, so a queue of thousands asks for slots at a pace that does not
+ * grow with its length. A quarter, not a half: once slots free up, a waiter sleeps past them by at
+ * most about a quarter of its wait so far (a half left a 1,000-request drop a tail of two minutes).
+ * Only the waits for a slot count: a request that waited for rate slots on its way here starts at
+ * the short end, and does not sleep through the slots that free meanwhile.
  */
 export function exportSlotWaitSeconds(waits: number, random: () => number): number {
-  const nominal = Math.min(EXPORT_SLOT_MAX_WAIT_SECONDS, 2 * 1.5 ** Math.min(Math.max(waits, 1), 30));
+  const nominal = Math.min(EXPORT_SLOT_MAX_WAIT_SECONDS, 2 * 1.25 ** Math.min(Math.max(waits, 1), 40));
   return Math.max(1, Math.ceil(nominal * (0.5 + 0.5 * Math.min(Math.max(random(), 0), 1))));
 }
 

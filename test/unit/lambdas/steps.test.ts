@@ -268,16 +268,28 @@ describe('startExport', () => {
 
   it('grows the wait for an export slot from the waits for a slot alone, not from the waits for rate before them', async () => {
     // Ten waits for rate slots on the way here: counted all together, the first wait for an export
-    // slot would last 2 s x 1.5^11, about three minutes, and sleep through the slots freed meanwhile.
+    // slot would last 2 s x 1.25^11, about 23 s, and sleep through the slots freed meanwhile.
     const id = await requestIn({ svc_user_id: 'svc-1', platform_waits: 10 });
     const gate = await freshGate({ maxOpenExports: 1 });
     await gate.acquireExport('another-request');
     const handler = makeStepHandler(startExportStep, () => ({ ...deps, gate, random: () => 1 }));
 
     expect(await handler({ request_id: id })).toEqual({ platform_wait: { reason: 'exports', seconds: 3 } });
-    expect(await handler({ request_id: id })).toEqual({ platform_wait: { reason: 'exports', seconds: 5 } });
+    expect(await handler({ request_id: id })).toEqual({ platform_wait: { reason: 'exports', seconds: 4 } });
     expect(await ledger.require(id)).toMatchObject({ platform_waits: 12, export_slot_waits: 2 });
-    expect(exportSlotWaitSeconds(30, () => 1)).toBe(3600);
+  });
+
+  it('grows the wait for an export slot by a quarter each time, with jitter, up to an hour', () => {
+    const waits = Array.from({ length: 40 }, (_, index) => exportSlotWaitSeconds(index + 1, () => 1));
+    expect(waits.slice(0, 6)).toEqual([3, 4, 4, 5, 7, 8]);
+    // A quarter, not a half: the last requests of a drain sleep past a freed slot by a quarter of
+    // their wait so far, not half of it (the mass-drop bench's tail, 127 s with halves, 20 s now).
+    for (let index = 1; index < waits.length; index += 1) {
+      expect(waits[index]).toBeLessThanOrEqual(Math.ceil((waits[index - 1] ?? 0) * 1.25) + 1);
+    }
+    expect(exportSlotWaitSeconds(34, () => 1)).toBe(3600);
+    expect(exportSlotWaitSeconds(33, () => 1)).toBeLessThan(3600);
+    expect(exportSlotWaitSeconds(34, () => 0)).toBe(1800);
   });
 
   it("logs through a child of the function's logger that carries the request id and the step", async () => {
