@@ -15,7 +15,7 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import type { DynamoDBRecord } from 'aws-lambda';
 import { z } from 'zod';
 import { CALLERS, runAsCaller } from '#shared/call-recorder';
-import { listenOnLoopback, safeJson } from '../http.ts';
+import { BodyTooLargeError, listenOnLoopback, readBody, safeJson } from '../http.ts';
 
 export interface LedgerStream {
   /** `http://127.0.0.1:<port>`: give it to DynamoDB clients instead of dynalite's endpoint. */
@@ -37,6 +37,8 @@ export interface LedgerStreamOptions {
 }
 
 const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem']);
+/** DynamoDB's limit on one HTTP request (16 MB): a larger body is refused before it is held whole. */
+export const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 const writeInput = z
   .object({
     TableName: z.string(),
@@ -106,7 +108,19 @@ export async function startLedgerStream(
 
   const server: Server = createServer((incoming, outgoing) => {
     void (async () => {
-      const body = await readAll(incoming);
+      const body = await readBody(incoming, MAX_REQUEST_BYTES).catch((error: unknown) => {
+        if (!(error instanceof BodyTooLargeError)) throw error;
+        return undefined;
+      });
+      if (body === undefined) {
+        // What DynamoDB answers for a request over its size limit, before reading any item.
+        const answer = JSON.stringify({
+          __type: 'com.amazon.coral.validate#ValidationException',
+          message: `Request size exceeded ${MAX_REQUEST_BYTES} bytes`,
+        });
+        outgoing.writeHead(413, { 'content-type': 'application/x-amz-json-1.0' }).end(answer);
+        return;
+      }
       const operation = String(incoming.headers['x-amz-target'] ?? '').split('.')[1] ?? '';
       const input = WRITES.has(operation) ? writeInput.safeParse(safeJson(body)) : undefined;
       const key =

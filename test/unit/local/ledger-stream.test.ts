@@ -8,7 +8,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startLedgerStream } from '#local/aws/ledger-stream';
+import { MAX_REQUEST_BYTES, startLedgerStream } from '#local/aws/ledger-stream';
 import { startDynamo } from '../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
@@ -140,5 +140,26 @@ describe('the local ledger stream', () => {
       ['MODIFY', 'running', 'completed'],
       ['MODIFY', 'completed', 'failed'],
     ]);
+  });
+
+  it("refuses a request over DynamoDB's 16 MB limit without holding it, and serves the next one", async () => {
+    // Prepare: a body one byte over the limit, as a client that ignores the limit sends it.
+    const oversized = Buffer.alloc(MAX_REQUEST_BYTES + 1, 0x20);
+
+    // Act
+    const refused = await fetch(stream.endpoint, {
+      method: 'POST',
+      headers: { 'x-amz-target': 'DynamoDB_20120810.PutItem', 'content-type': 'application/x-amz-json-1.0' },
+      body: oversized,
+    });
+    const answer = (await refused.json()) as { __type: string; message: string };
+    await setStatus('r-6', 'running');
+    await stream.drained();
+
+    // Assess
+    expect(refused.status).toBe(413);
+    expect(answer.__type).toBe('com.amazon.coral.validate#ValidationException');
+    expect(answer.message).toContain(String(MAX_REQUEST_BYTES));
+    expect(statusesOf('r-6')).toEqual([['INSERT', null, 'running']]);
   });
 });
