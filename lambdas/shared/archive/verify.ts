@@ -76,14 +76,7 @@ export async function verifyStoredZip(
       );
     }
   }
-  return {
-    entries: entries.map((entry) => ({
-      name: entry.fileName,
-      compressedSize: entry.compressedSize,
-      uncompressedSize: entry.uncompressedSize,
-      crc32: entry.crc32,
-    })),
-  };
+  return verifiedArchive(entries);
 }
 
 /** Recomputes the SHA-256 of the stored object by streaming it (for `svc-dsr verify`). */
@@ -275,4 +268,16 @@ async function checkStoredHash(target: ArchiveTarget, copied: CopyReceipt): Prom
       'the SHA-256 of the stored archive does not match the one measured during the copy',
     );
   }
+}
+
+/** What a verification answers: each entry of the central directory as checked. */
+export function verifiedArchive(entries: readonly yauzl.Entry[]): VerifiedArchive {
+  return {
+    entries: entries.map((entry) => ({
+      name: entry.fileName,
+      compressedSize: entry.compressedSize,
+      uncompressedSize: entry.uncompressedSize,
+      crc32: entry.crc32,
+    })),
+  };
 }

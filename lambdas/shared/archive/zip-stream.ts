@@ -15,7 +15,14 @@ import { crc32, createInflateRaw, type InflateRaw } from 'node:zlib';
 import yauzl from 'yauzl';
 import { ArchiveTooLargeError, InvalidArchiveError } from '../errors.ts';
 import type { VerifiedArchive, VerifyLimits } from './options.ts';
-import { archiveError, checkStructure, entryLabel, hex32, readCentralDirectory } from './verify.ts';
+import {
+  archiveError,
+  checkStructure,
+  entryLabel,
+  hex32,
+  readCentralDirectory,
+  verifiedArchive,
+} from './verify.ts';
 
 const LOCAL_HEADER = 0x04034b50;
 const DATA_DESCRIPTOR = 0x08074b50;
@@ -136,14 +143,7 @@ export class ZipStreamCheck {
       if (streamed === undefined || streamed.method !== entry.compressionMethod) return undefined;
       matchEntry(entry, streamed);
     }
-    return {
-      entries: entries.map((entry) => ({
-        name: entry.fileName,
-        compressedSize: entry.compressedSize,
-        uncompressedSize: entry.uncompressedSize,
-        crc32: entry.crc32,
-      })),
-    };
+    return verifiedArchive(entries);
   }
 
   /** Consumes a prefix of `input` and answers the rest. */
