@@ -1,6 +1,6 @@
 /**
  * Local stand-ins for the AWS services svc-dsr uses, speaking the real wire protocols on loopback:
- * SQS with its queues in memory or in journals on disk (`sqs-disk.ts`), S3 as plain files on disk
+ * SQS with its queues in memory or in journals on disk (`sqs/server.ts`), S3 as plain files on disk
  * (`s3-disk.ts`: in the data dir, or in a temporary folder that goes with the stand-ins), and
  * dynalite for DynamoDB (in memory or on LevelDB). Local mode and the test suites run on these
  * same stand-ins; the same SDK code paths run against them as against AWS, and only the client
@@ -15,7 +15,7 @@ import { closeServer, LOOPBACK, listen, trackSockets } from '../http.ts';
 import { type AwsFaults, AwsThrottle, throttleServer } from './aws-faults.ts';
 import { createDynalite } from './dynalite-index.ts';
 import { type DiskS3, startDiskS3 } from './s3-disk.ts';
-import { type DiskSqs, startDiskSqs } from './sqs-disk.ts';
+import { type DiskSqs, startDiskSqs } from './sqs/server.ts';
 
 /** The services the stand-ins answer for. */
 export type AwsService = 'sqs' | 's3' | 'dynamodb';

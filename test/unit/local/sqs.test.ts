@@ -14,7 +14,7 @@ import {
   SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type DiskSqs, startDiskSqs } from '#local/aws/sqs-disk';
+import { type DiskSqs, startDiskSqs } from '#local/aws/sqs/server';
 
 let root: string;
 const running: { server: DiskSqs; client: SQSClient }[] = [];
