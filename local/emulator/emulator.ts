@@ -5,7 +5,7 @@
  */
 import { CallLog, type CallRecord } from './calls.ts';
 import type { ParseOutcome } from './config-file.ts';
-import { ExportBook, type ExportRecord, type ExportStatusAnswer } from './exports.ts';
+import { ExportBook, type ExportHooks, type ExportRecord, type ExportStatusAnswer } from './exports.ts';
 import {
   type FaultKind,
   type FaultProfile,
@@ -59,10 +59,12 @@ export class Emulator {
   private baselineState: EmulatorState;
   private readonly initialFaults: FaultProfile;
   private randoms: { faults: Random; names: Random; exports: Random; downloads: Random };
-  private readonly exportHooks = {
+  /** How the exports read the clock and report their changes (see changed()). */
+  private readonly exportHooks: ExportHooks = {
     now: () => this.now(),
-    changed: (durable: boolean) => this.changed(durable),
+    changed: (durable) => this.changed(durable),
   };
+  /** Replaced whole by a reset, a new state and a restore, as the call log is. */
   private exports = new ExportBook(this.exportHooks);
   private calls = new CallLog();
 
