@@ -2,7 +2,8 @@
  * In-process twin of the HTTP control API under /_emulator/: the same operations with the same
  * JSON-shaped results, for tests that hold the emulator object.
  */
-import type { CallRecord, Emulator } from './emulator.ts';
+import type { CallRecord } from './calls.ts';
+import type { Emulator } from './emulator.ts';
 import type { ResolvedFaults } from './faults.ts';
 import { failure, type JsonReply, json } from './http.ts';
 import type { PlatformStats } from './limits.ts';

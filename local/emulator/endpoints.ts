@@ -6,14 +6,9 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
 import { activityPage } from './activity.ts';
-import {
-  type CredentialKind,
-  type CredentialLocation,
-  type CredentialUse,
-  type Emulator,
-  exportArchive,
-  type StrayCredential,
-} from './emulator.ts';
+import type { CredentialKind, CredentialLocation, CredentialUse, StrayCredential } from './calls.ts';
+import type { Emulator } from './emulator.ts';
+import { exportArchive } from './exports.ts';
 import { failure, invalidField, json, type Query, type Reply, tooManyRequests } from './http.ts';
 import type { UserFields, UserRecord } from './platform.ts';
 import {

@@ -3,7 +3,7 @@
  * reply into bytes (or a streamed archive download).
  */
 import type { ServerResponse } from 'node:http';
-import type { ExportRecord } from './emulator.ts';
+import type { ExportRecord } from './exports.ts';
 import type { LimitAnswer } from './faults.ts';
 import type { ZipPlan } from './zip.ts';
 

@@ -3,7 +3,6 @@
  * apply to them (create, update and delete a user) and what the activity and export answers read.
  */
 import { createHash } from 'node:crypto';
-import type { PlatformSnapshot } from './persistence.ts';
 import type { Random } from './prng.ts';
 import {
   codePointLength,
@@ -17,6 +16,7 @@ import {
   type UserMetadata,
   userNameBase,
 } from './rules.ts';
+import type { PlatformSnapshot } from './snapshot-schema.ts';
 import type { EmulatorState } from './state.ts';
 
 export interface UserRecord {

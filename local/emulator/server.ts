@@ -5,9 +5,10 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { BodyTooLargeError, listen, readBody, trackSockets } from '../http.ts';
+import type { InjectedFault } from './calls.ts';
 import { EmulatorConfigError } from './config-file.ts';
 import { EmulatorControl, handleControlRequest } from './control.ts';
-import { Emulator, type InjectedFault } from './emulator.ts';
+import { Emulator } from './emulator.ts';
 import { credentialFor, handlePlatformRequest, type PlatformRequest, strayCredentials } from './endpoints.ts';
 import { type FaultKind, type FaultProfile, parseFaultProfile } from './faults.ts';
 import {
