@@ -93,52 +93,91 @@ const DYNAMODB_TRANSIENT_ERRORS = [
 /** The ledger code the state machine records when RecordFailure cannot run for good. */
 export const UNRECORDED_FAILURE_CODE = 'record_failure_failed';
 
+/** The payload field every step gets: the request's id, from the execution's input. */
+const REQUEST_ID = { 'request_id.$': '$.request_id' };
+
 /**
  * The data-subject request workflow (DESIGN.md section 4), Standard type, JSONPath. State carries
  * request and step facts only; identifiers stay in the ledger.
  */
 export class DsrWorkflow extends Construct {
   readonly stateMachine: sfn.StateMachine;
+  readonly #functions: Readonly<Record<StepName, lambda.IFunction>>;
+  /** Every task's Retry for throttles and transient faults, with the long horizon. */
+  readonly #transientRetry: sfn.RetryProps;
+  /** Where every task that fails for good goes: the failure is recorded in the ledger. */
+  readonly #recordFailure: tasks.LambdaInvoke;
 
   constructor(scope: Construct, id: string, props: DsrWorkflowProps) {
     super(scope, id);
-    const fn = props.functions;
+    this.#functions = props.functions;
+    this.#transientRetry = transientRetry(props.retryHorizon ?? Duration.hours(6));
+    this.#recordFailure = this.#failurePath(props.ledger);
+    this.stateMachine = this.#createStateMachine(props, this.#definition());
+    this.#grantLedgerKey(props.ledger);
+    this.#acknowledgeWildcards(props);
+  }
 
-    const task = (
-      name: string,
-      step: StepName,
-      payload: Record<string, unknown>,
-      resultPath: string | null,
-    ) =>
-      new tasks.LambdaInvoke(this, name, {
-        lambdaFunction: fn[step],
-        payload: sfn.TaskInput.fromObject(payload),
-        payloadResponseOnly: true,
-        resultPath: resultPath === null ? sfn.JsonPath.DISCARD : resultPath,
-        taskTimeout: sfn.Timeout.duration(Duration.minutes(15)),
-        // Lambda's own errors are in the transient Retry below, with its long horizon.
-        retryOnServiceExceptions: false,
-      });
-    const requestId = { 'request_id.$': '$.request_id' };
-    const TRANSIENT_RETRY = transientRetry(props.retryHorizon ?? Duration.hours(6));
+  /** A step's Lambda as a task: its payload, where its answer goes, and a 15-minute timeout. */
+  #task(name: string, step: StepName, payload: Record<string, unknown>, resultPath: string | null) {
+    return new tasks.LambdaInvoke(this, name, {
+      lambdaFunction: this.#functions[step],
+      payload: sfn.TaskInput.fromObject(payload),
+      payloadResponseOnly: true,
+      resultPath: resultPath === null ? sfn.JsonPath.DISCARD : resultPath,
+      taskTimeout: sfn.Timeout.duration(Duration.minutes(15)),
+      // Lambda's own errors are in the transient Retry below, with its long horizon.
+      retryOnServiceExceptions: false,
+    });
+  }
 
-    const recordFailure = task(
+  /**
+   * RecordFailure, and what follows it: the request's end (failed, or cancelled or completed
+   * meanwhile), and the last resort when RecordFailure itself cannot run for good.
+   */
+  #failurePath(ledger: dynamodb.ITable): tasks.LambdaInvoke {
+    const recordFailure = this.#task(
       'RecordFailure',
       'RecordFailure',
-      { ...requestId, 'error.$': '$.error' },
+      { ...REQUEST_ID, 'error.$': '$.error' },
       '$.failure',
     );
-    recordFailure.addRetry(TRANSIENT_RETRY);
+    recordFailure.addRetry(this.#transientRetry);
     const failed = new sfn.Fail(this, 'RequestFailed', {
       errorPath: '$.error.Error',
       cause: 'see the ledger entry of this request',
     });
-    // The last resort: RecordFailure could not run for good, so the state machine writes the
-    // failure itself, on the condition that the request is still open (a request that ended
-    // meanwhile keeps its status). The open index key still names the old status; the reconciler
-    // moves it. Only error names go in: a Cause could carry what the ledger keeps to itself.
-    const recordFailedInLedger = new tasks.DynamoUpdateItem(this, 'RecordFailedInLedger', {
-      table: props.ledger,
+    const recordFailedInLedger = this.#recordFailedInLedger(ledger);
+    // A request no longer open, or a ledger out of reach for the whole horizon: the execution
+    // fails, and the reconciler finds a still-open request without a run.
+    recordFailedInLedger.addCatch(failed, { errors: ['States.ALL'], resultPath: '$.record_failure_error' });
+    recordFailedInLedger.next(failed);
+    recordFailure.addCatch(recordFailedInLedger, {
+      errors: ['States.ALL'],
+      resultPath: '$.record_failure_error',
+    });
+    const cancelled = new sfn.Succeed(this, 'Cancelled');
+    recordFailure.next(
+      new sfn.Choice(this, 'WasCancelled?')
+        .when(sfn.Condition.stringEquals('$.failure.status', 'cancelled'), cancelled)
+        .when(
+          sfn.Condition.stringEquals('$.failure.status', 'completed'),
+          new sfn.Succeed(this, 'CompletedMeanwhile'),
+        )
+        .otherwise(failed),
+    );
+    return recordFailure;
+  }
+
+  /**
+   * The last resort: RecordFailure could not run for good, so the state machine writes the
+   * failure itself, on the condition that the request is still open (a request that ended
+   * meanwhile keeps its status). The open index key still names the old status; the reconciler
+   * moves it. Only error names go in: a Cause could carry what the ledger keeps to itself.
+   */
+  #recordFailedInLedger(ledger: dynamodb.ITable): tasks.DynamoUpdateItem {
+    const state = new tasks.DynamoUpdateItem(this, 'RecordFailedInLedger', {
+      table: ledger,
       key: { request_id: tasks.DynamoAttributeValue.fromString(sfn.JsonPath.stringAt('$.request_id')) },
       updateExpression: 'SET #status = :failed, #error = :error',
       conditionExpression: 'attribute_exists(request_id) AND #status IN (:received, :running)',
@@ -160,88 +199,85 @@ export class DsrWorkflow extends Construct {
       },
       resultPath: sfn.JsonPath.DISCARD,
     });
-    recordFailedInLedger.addRetry({
+    state.addRetry({
       errors: [...DYNAMODB_TRANSIENT_ERRORS],
       interval: Duration.seconds(TRANSIENT_INTERVAL_SECONDS),
       backoffRate: TRANSIENT_BACKOFF_RATE,
-      maxAttempts: TRANSIENT_RETRY.maxAttempts ?? 1,
+      maxAttempts: this.#transientRetry.maxAttempts ?? 1,
       maxDelay: Duration.seconds(TRANSIENT_MAX_DELAY_SECONDS),
       jitterStrategy: sfn.JitterType.FULL,
     });
-    // A request no longer open, or a ledger out of reach for the whole horizon: the execution
-    // fails, and the reconciler finds a still-open request without a run.
-    recordFailedInLedger.addCatch(failed, { errors: ['States.ALL'], resultPath: '$.record_failure_error' });
-    recordFailedInLedger.next(failed);
-    recordFailure.addCatch(recordFailedInLedger, {
-      errors: ['States.ALL'],
-      resultPath: '$.record_failure_error',
-    });
-    const cancelled = new sfn.Succeed(this, 'Cancelled');
-    recordFailure.next(
-      new sfn.Choice(this, 'WasCancelled?')
-        .when(sfn.Condition.stringEquals('$.failure.status', 'cancelled'), cancelled)
-        .when(
-          sfn.Condition.stringEquals('$.failure.status', 'completed'),
-          new sfn.Succeed(this, 'CompletedMeanwhile'),
-        )
-        .otherwise(failed),
-    );
+    return state;
+  }
 
-    // Every task ends in RecordFailure when it fails for good; nothing is retried on States.ALL.
-    const guard = <T extends tasks.LambdaInvoke>(
-      state: T,
-      extraRetries: sfn.RetryProps[] = [],
-      catches: { errors: string[]; next: sfn.IChainable }[] = [],
-    ): T => {
-      for (const retry of extraRetries) state.addRetry(retry);
-      state.addRetry(TRANSIENT_RETRY);
-      for (const { errors, next } of catches) state.addCatch(next, { errors, resultPath: '$.error' });
-      if (!catches.some(({ errors }) => errors.includes('States.ALL'))) {
-        state.addCatch(recordFailure, { errors: ['States.ALL'], resultPath: '$.error' });
-      }
-      return state;
+  /** Every task ends in RecordFailure when it fails for good; nothing is retried on States.ALL. */
+  #guard<T extends tasks.LambdaInvoke>(
+    state: T,
+    extraRetries: sfn.RetryProps[] = [],
+    catches: { errors: string[]; next: sfn.IChainable }[] = [],
+  ): T {
+    for (const retry of extraRetries) state.addRetry(retry);
+    state.addRetry(this.#transientRetry);
+    for (const { errors, next } of catches) state.addCatch(next, { errors, resultPath: '$.error' });
+    if (!catches.some(({ errors }) => errors.includes('States.ALL'))) {
+      state.addCatch(this.#recordFailure, { errors: ['States.ALL'], resultPath: '$.error' });
+    }
+    return state;
+  }
+
+  /**
+   * A RecordOutcome task and the success after it. Failing for good, it is recorded as such
+   * (record_outcome_failed), so an operator retries the request; a cancellation keeps its own path.
+   */
+  #outcome(name: string, value: 'exported' | 'erased' | 'no_data', notRecorded: sfn.IChainable) {
+    return this.#guard(
+      this.#task(name, 'RecordOutcome', { ...REQUEST_ID, outcome: value }, '$.result'),
+      [],
+      [
+        { errors: [...CANCEL_ERRORS], next: this.#recordFailure },
+        { errors: ['States.ALL'], next: notRecorded },
+      ],
+    ).next(new sfn.Succeed(this, `${name}Done`));
+  }
+
+  /**
+   * A step whose platform call found no capacity answers `platform_wait`: the machine waits as
+   * long as it says, then runs the step again (a wait, never a failure, never a busy loop).
+   */
+  #platformWaited(name: string, state: sfn.IChainable, resultPath: string) {
+    return {
+      condition: sfn.Condition.isPresent(`${resultPath}.platform_wait`),
+      wait: new sfn.Wait(this, `${name}${PLATFORM_WAIT_SUFFIX}`, {
+        time: sfn.WaitTime.secondsPath(`${resultPath}.platform_wait.seconds`),
+      }).next(state),
     };
+  }
 
-    // RecordOutcome failing for good is recorded as such (record_outcome_failed), so an operator
-    // retries the request; a cancellation keeps its own path.
+  /** The state after `state`: its platform wait, or `next`. */
+  #admitted(name: string, state: sfn.IChainable, resultPath: string, next: sfn.IChainable) {
+    const { condition, wait } = this.#platformWaited(name, state, resultPath);
+    return new sfn.Choice(this, `${name}Admitted?`).when(condition, wait).otherwise(next);
+  }
+
+  /** The steps of a request, from resolving its subject to its recorded outcome. */
+  #definition(): sfn.IChainable {
     const outcomeNotRecorded = new sfn.Pass(this, 'OutcomeNotRecorded', {
       parameters: {
         Error: 'RecordOutcomeFailed',
         'Cause.$': "States.Format('RecordOutcome failed for good with {}', $.error.Error)",
       },
       resultPath: '$.error',
-    }).next(recordFailure);
+    }).next(this.#recordFailure);
     const outcome = (name: string, value: 'exported' | 'erased' | 'no_data') =>
-      guard(
-        task(name, 'RecordOutcome', { ...requestId, outcome: value }, '$.result'),
-        [],
-        [
-          { errors: [...CANCEL_ERRORS], next: recordFailure },
-          { errors: ['States.ALL'], next: outcomeNotRecorded },
-        ],
-      ).next(new sfn.Succeed(this, `${name}Done`));
+      this.#outcome(name, value, outcomeNotRecorded);
     const recordNoData = outcome('RecordNoData', 'no_data');
     // The subject erased meanwhile (by a request of its own): the platform has no data, a valid answer.
     const subjectGone = [{ errors: [...NO_DATA_ERRORS], next: recordNoData }];
 
-    // A step whose platform call found no capacity answers `platform_wait`: the machine waits as
-    // long as it says, then runs the step again (a wait, never a failure, never a busy loop).
-    const platformWaited = (name: string, state: sfn.IChainable, resultPath: string) => ({
-      condition: sfn.Condition.isPresent(`${resultPath}.platform_wait`),
-      wait: new sfn.Wait(this, `${name}${PLATFORM_WAIT_SUFFIX}`, {
-        time: sfn.WaitTime.secondsPath(`${resultPath}.platform_wait.seconds`),
-      }).next(state),
-    });
-    /** The state after `state`: its platform wait, or `next`. */
-    const admitted = (name: string, state: sfn.IChainable, resultPath: string, next: sfn.IChainable) => {
-      const { condition, wait } = platformWaited(name, state, resultPath);
-      return new sfn.Choice(this, `${name}Admitted?`).when(condition, wait).otherwise(next);
-    };
-
-    const resolve = guard(task('ResolveSubject', 'ResolveSubject', requestId, '$.subject'));
-    const resolveWaited = platformWaited('ResolveSubject', resolve, '$.subject');
-    const startExport = guard(
-      task('StartExport', 'StartExport', requestId, '$.export'),
+    const resolve = this.#guard(this.#task('ResolveSubject', 'ResolveSubject', REQUEST_ID, '$.subject'));
+    const resolveWaited = this.#platformWaited('ResolveSubject', resolve, '$.subject');
+    const startExport = this.#guard(
+      this.#task('StartExport', 'StartExport', REQUEST_ID, '$.export'),
       [
         // A new, counted export attempt: StartExport's ledger check decides whether one is allowed.
         {
@@ -256,36 +292,50 @@ export class DsrWorkflow extends Construct {
     const waitForExport = new sfn.Wait(this, 'WaitForExport', {
       time: sfn.WaitTime.secondsPath('$.export.wait_seconds'),
     });
-    const checkExport = guard(
-      task(
+    const checkExport = this.#guard(
+      this.#task(
         'CheckExport',
         'CheckExport',
-        { ...requestId, 'waited.$': '$.export.wait_seconds', 'export_id.$': '$.export.export_id' },
+        { ...REQUEST_ID, 'waited.$': '$.export.wait_seconds', 'export_id.$': '$.export.export_id' },
         '$.export',
       ),
       [],
       subjectGone,
     );
-    const checkWaited = platformWaited('CheckExport', checkExport, '$.export');
-    const archive = guard(task('ArchiveExport', 'ArchiveExport', requestId, '$.archive'), [], subjectGone);
-    const archiveWaited = platformWaited('ArchiveExport', archive, '$.archive');
+    const checkWaited = this.#platformWaited('CheckExport', checkExport, '$.export');
+    const archive = this.#guard(
+      this.#task('ArchiveExport', 'ArchiveExport', REQUEST_ID, '$.archive'),
+      [],
+      subjectGone,
+    );
+    const archiveWaited = this.#platformWaited('ArchiveExport', archive, '$.archive');
     // An access request's answer: the subject's own package, built beside the archive.
-    const buildPackage = guard(task('BuildPackage', 'BuildPackage', requestId, '$.subject_package'));
-    const packaged = admitted(
+    const buildPackage = this.#guard(
+      this.#task('BuildPackage', 'BuildPackage', REQUEST_ID, '$.subject_package'),
+    );
+    const packaged = this.#admitted(
       'BuildPackage',
       buildPackage,
       '$.subject_package',
       outcome('RecordExported', 'exported'),
     );
-    const erase = guard(task('EraseSubject', 'EraseSubject', requestId, '$.erasure'));
-    const verifyErasure = guard(task('VerifyErasure', 'VerifyErasure', requestId, '$.erasure_verification'), [
-      { errors: ['ErasureNotVerifiedError'], interval: Duration.seconds(10), backoffRate: 2, maxAttempts: 3 },
-    ]);
+    const erase = this.#guard(this.#task('EraseSubject', 'EraseSubject', REQUEST_ID, '$.erasure'));
+    const verifyErasure = this.#guard(
+      this.#task('VerifyErasure', 'VerifyErasure', REQUEST_ID, '$.erasure_verification'),
+      [
+        {
+          errors: ['ErasureNotVerifiedError'],
+          interval: Duration.seconds(10),
+          backoffRate: 2,
+          maxAttempts: 3,
+        },
+      ],
+    );
     const recordErased = outcome('RecordErased', 'erased');
-    const verified = admitted('VerifyErasure', verifyErasure, '$.erasure_verification', recordErased);
-    const erased = admitted('EraseSubject', erase, '$.erasure', verifyErasure.next(verified));
+    const verified = this.#admitted('VerifyErasure', verifyErasure, '$.erasure_verification', recordErased);
+    const erased = this.#admitted('EraseSubject', erase, '$.erasure', verifyErasure.next(verified));
 
-    const definition = resolve.next(
+    return resolve.next(
       new sfn.Choice(this, 'AlreadyCompleted?')
         .when(resolveWaited.condition, resolveWaited.wait)
         .when(
@@ -295,7 +345,7 @@ export class DsrWorkflow extends Construct {
         .when(sfn.Condition.booleanEquals('$.subject.found', false), recordNoData)
         .otherwise(
           startExport.next(
-            admitted(
+            this.#admitted(
               'StartExport',
               startExport,
               '$.export',
@@ -318,8 +368,10 @@ export class DsrWorkflow extends Construct {
           ),
         ),
     );
+  }
 
-    this.stateMachine = new sfn.StateMachine(this, 'StateMachine', {
+  #createStateMachine(props: DsrWorkflowProps, definition: sfn.IChainable): sfn.StateMachine {
+    return new sfn.StateMachine(this, 'StateMachine', {
       stateMachineType: sfn.StateMachineType.STANDARD,
       ...(props.stateMachineName ? { stateMachineName: props.stateMachineName } : {}),
       definitionBody: sfn.DefinitionBody.fromChainable(definition),
@@ -343,20 +395,21 @@ export class DsrWorkflow extends Construct {
           }
         : {}),
     });
-    // DynamoDB uses the ledger's key for the state machine's own write, as for the functions'.
-    const ledgerKey = props.ledger.encryptionKey;
-    if (ledgerKey !== undefined) {
-      this.stateMachine.addToRolePolicy(
-        new iam.PolicyStatement({
-          actions: ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey'],
-          resources: [ledgerKey.keyArn],
-          conditions: {
-            StringEquals: { 'kms:ViaService': `dynamodb.${Stack.of(this).region}.amazonaws.com` },
-          },
-        }),
-      );
-    }
-    this.#acknowledgeWildcards(props);
+  }
+
+  /** DynamoDB uses the ledger's key for the state machine's own write, as for the functions'. */
+  #grantLedgerKey(ledger: dynamodb.ITable): void {
+    const ledgerKey = ledger.encryptionKey;
+    if (ledgerKey === undefined) return;
+    this.stateMachine.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey'],
+        resources: [ledgerKey.keyArn],
+        conditions: {
+          StringEquals: { 'kms:ViaService': `dynamodb.${Stack.of(this).region}.amazonaws.com` },
+        },
+      }),
+    );
   }
 
   /** The wildcards CDK's own grants put in the state machine role's policy, each for its reason. */
