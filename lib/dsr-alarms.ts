@@ -71,6 +71,14 @@ export class DsrAlarms extends Construct {
       this.topic.addSubscription(new subscriptions.EmailSubscription(props.email));
     }
 
+    this.#queueAlarms(props);
+    this.#requestAlarms(props);
+    this.#executionAlarms(props.stateMachine);
+    this.#functionAlarms(props.functions);
+  }
+
+  /** The queues: dead letters and quarantined messages (the first, then growth), and intake's age. */
+  #queueAlarms(props: DsrAlarmsProps): void {
     this.#add(
       'IntakeDeadLetters',
       props.intakeDeadLetterQueue.metricApproximateNumberOfMessagesVisible({
@@ -116,37 +124,15 @@ export class DsrAlarms extends Construct {
       { evaluationPeriods: 1, datapointsToAlarm: 1 },
       props.intakeQueueMaxAge.toSeconds(),
     );
+  }
+
+  /** Requests at risk: due soon, overdue, stuck, held by a platform outage, unconfirmed receipts. */
+  #requestAlarms(props: DsrAlarmsProps): void {
     this.#add(
       'DueSoonUnfinished',
       props.dueSoonRequests,
       'Open requests are due within the configured days and not finished; svc-dsr list --status running and --status failed name them',
     );
-    const executions = { period: FIVE_MINUTES, statistic: 'Sum' } as const;
-    const machine = props.stateMachine;
-    for (const [id, metric, description] of [
-      [
-        'ExecutionsThrottled',
-        machine.metricThrottled(executions),
-        'Step Functions throttled executions of the workflow: the account quota for state transitions is reached',
-      ],
-      [
-        'ExecutionsAborted',
-        machine.metricAborted(executions),
-        'An execution was stopped; unless an operator cancelled its request, svc-dsr retry resumes it',
-      ],
-      [
-        'ExecutionsFailed',
-        machine.metricFailed(executions),
-        'A request failed after its retries; svc-dsr status <request_id> shows the error, svc-dsr retry runs it again',
-      ],
-      [
-        'ExecutionsTimedOut',
-        machine.metricTimedOut(executions),
-        'An execution ran past its timeout (export budget plus a day); the request needs an operator',
-      ],
-    ] as const) {
-      this.#add(id, metric, description);
-    }
     this.#add(
       'StuckRequests',
       props.stuckRequests,
@@ -179,7 +165,40 @@ export class DsrAlarms extends Construct {
         'A request arrived already past its statutory due date (it was accepted and is being answered); svc-dsr list --overdue names it, its ledger item says overdue_at_intake',
       );
     }
-    for (const [name, fn] of Object.entries(props.functions)) {
+  }
+
+  /** Executions throttled, aborted, failed or timed out. */
+  #executionAlarms(machine: DsrAlarmsProps['stateMachine']): void {
+    const executions = { period: FIVE_MINUTES, statistic: 'Sum' } as const;
+    for (const [id, metric, description] of [
+      [
+        'ExecutionsThrottled',
+        machine.metricThrottled(executions),
+        'Step Functions throttled executions of the workflow: the account quota for state transitions is reached',
+      ],
+      [
+        'ExecutionsAborted',
+        machine.metricAborted(executions),
+        'An execution was stopped; unless an operator cancelled its request, svc-dsr retry resumes it',
+      ],
+      [
+        'ExecutionsFailed',
+        machine.metricFailed(executions),
+        'A request failed after its retries; svc-dsr status <request_id> shows the error, svc-dsr retry runs it again',
+      ],
+      [
+        'ExecutionsTimedOut',
+        machine.metricTimedOut(executions),
+        'An execution ran past its timeout (export budget plus a day); the request needs an operator',
+      ],
+    ] as const) {
+      this.#add(id, metric, description);
+    }
+  }
+
+  /** Each function's errors (persisting ones only) and throttles. */
+  #functionAlarms(functions: DsrAlarmsProps['functions']): void {
+    for (const [name, fn] of Object.entries(functions)) {
       // Transient platform errors are retried by the workflow and also count as Lambda errors, so
       // only errors that persist for two of three five-minute periods raise this alarm.
       this.#add(
