@@ -15,9 +15,8 @@ import { type InformationKey, type PackageStrings, type ProfileField, stringsFor
  */
 export function renderIndexHtml(data: SubjectPackageData): string {
   const strings = stringsFor(data.language);
-  const dates = dateFormatters(data.language, data.time_zone);
-  const out: string[] = [];
-  const commentCount = data.conversations.reduce((sum, c) => sum + c.comments.length, 0);
+  const page: Page = { data, strings, dates: dateFormatters(data.language, data.time_zone), out: [] };
+  const { out } = page;
   out.push(
     '<!DOCTYPE html>',
     `<html lang="${escapeHtml(data.language)}">`,
@@ -36,27 +35,51 @@ export function renderIndexHtml(data: SubjectPackageData): string {
     `<p>${escapeHtml(strings.intro)}</p>`,
     '</header>',
   );
-  const sections: [string, string][] = [
-    ['who', strings.whoHeading],
-    ['information', strings.informationHeading],
-    ['profile', strings.profileHeading],
-    ['roles', strings.rolesHeading],
-    ['settings', strings.settingsHeading],
-    ['comments', strings.commentsHeading],
-    ['votes', strings.votesHeading],
-    ['glossary', strings.glossaryHeading],
-    ['files', strings.filesHeading],
-  ];
   out.push(
     `<nav aria-labelledby="contents-heading"><h2 id="contents-heading">${escapeHtml(strings.contentsHeading)}</h2><ol>`,
-    ...sections.map(([id, heading]) => `<li><a href="#${id}">${escapeHtml(heading)}</a></li>`),
+    ...SECTIONS.map(({ id, heading }) => `<li><a href="#${id}">${escapeHtml(heading(strings))}</a></li>`),
     '</ol></nav>',
     '<main id="main">',
   );
+  for (const { id, heading, render } of SECTIONS) {
+    out.push(section(id, heading(strings)));
+    render(page);
+    out.push('</section>');
+  }
+  out.push('</main>');
+  out.push(`<footer><p>${escapeHtml(strings.footer)}</p></footer>`, '</body>', '</html>', '');
+  return out.join('\n');
+}
 
-  // Who answers, and when.
-  out.push(section('who', strings.whoHeading), '<dl>');
+/** What each section renders from: the package, its language's strings and dates, and the lines so far. */
+interface Page {
+  readonly data: SubjectPackageData;
+  readonly strings: PackageStrings;
+  readonly dates: DateFormatters;
+  readonly out: string[];
+}
+
+/** The page's sections in order: the contents list and the page are both made from this list. */
+const SECTIONS: readonly {
+  readonly id: string;
+  readonly heading: (strings: PackageStrings) => string;
+  readonly render: (page: Page) => void;
+}[] = [
+  { id: 'who', heading: (s) => s.whoHeading, render: renderWho },
+  { id: 'information', heading: (s) => s.informationHeading, render: renderInformation },
+  { id: 'profile', heading: (s) => s.profileHeading, render: renderProfile },
+  { id: 'roles', heading: (s) => s.rolesHeading, render: renderRoles },
+  { id: 'settings', heading: (s) => s.settingsHeading, render: renderSettings },
+  { id: 'comments', heading: (s) => s.commentsHeading, render: renderComments },
+  { id: 'votes', heading: (s) => s.votesHeading, render: renderVoteSection },
+  { id: 'glossary', heading: (s) => s.glossaryHeading, render: renderGlossary },
+  { id: 'files', heading: (s) => s.filesHeading, render: renderFiles },
+];
+
+/** Who answers, and when. */
+function renderWho({ data, strings, dates, out }: Page): void {
   out.push(
+    '<dl>',
     row(strings.controller, escapeHtml(data.controller.name)),
     row(strings.contact, escapeHtml(data.controller.contact)),
     row(strings.requestReceived, time(data.request.received_at, dates.day)),
@@ -65,101 +88,96 @@ export function renderIndexHtml(data: SubjectPackageData): string {
     row(strings.requestReference, `<code>${escapeHtml(data.request.request_id)}</code>`),
     '</dl>',
     `<p class="note">${escapeHtml(strings.timeZoneNote(data.time_zone))}</p>`,
-    '</section>',
   );
+}
 
-  // Art. 15(1) information.
-  out.push(section('information', strings.informationHeading));
+/** The information Art. 15(1) requires. */
+function renderInformation({ data, strings, out }: Page): void {
   for (const key of INFORMATION_ORDER) {
     out.push(`<h3>${escapeHtml(strings.information[key])}</h3>`, paragraphs(data.information[key]));
   }
-  out.push('</section>');
+}
 
-  // Profile.
-  out.push(section('profile', strings.profileHeading), '<dl>');
+function renderProfile({ data, strings, out }: Page): void {
+  out.push('<dl>');
   for (const [field, value] of profileRows(data, strings)) {
     out.push(row(strings.profile[field], value));
   }
-  out.push('</dl></section>');
+  out.push('</dl>');
+}
 
-  // Roles.
-  out.push(section('roles', strings.rolesHeading), `<p>${escapeHtml(strings.rolesIntro)}</p>`);
-  if (data.roles.length === 0) out.push(`<p>${escapeHtml(strings.noRoles)}</p>`);
-  else {
-    out.push('<ul>');
-    for (const role of data.roles) {
-      const explained = strings.roleNames[role.role] ?? strings.roleUnknown(role.role);
-      const scope =
-        role.scope === 'platform' ? strings.roleScopePlatform : strings.roleScopeSite(role.site ?? '');
-      out.push(`<li>${escapeHtml(explained)} <span class="note">(${escapeHtml(scope)})</span></li>`);
-    }
-    out.push('</ul>');
+function renderRoles({ data, strings, out }: Page): void {
+  out.push(`<p>${escapeHtml(strings.rolesIntro)}</p>`);
+  if (data.roles.length === 0) {
+    out.push(`<p>${escapeHtml(strings.noRoles)}</p>`);
+    return;
   }
-  out.push('</section>');
+  out.push('<ul>');
+  for (const role of data.roles) {
+    const explained = strings.roleNames[role.role] ?? strings.roleUnknown(role.role);
+    const scope =
+      role.scope === 'platform' ? strings.roleScopePlatform : strings.roleScopeSite(role.site ?? '');
+    out.push(`<li>${escapeHtml(explained)} <span class="note">(${escapeHtml(scope)})</span></li>`);
+  }
+  out.push('</ul>');
+}
 
-  // Settings.
-  out.push(section('settings', strings.settingsHeading));
+function renderSettings({ data, strings, out }: Page): void {
   if (data.settings.length === 0) {
     const none = data.settings_source === 'unavailable' ? strings.settingsUnavailable : strings.settingsNone;
     out.push(`<p>${escapeHtml(none)}</p>`);
-  } else {
-    out.push(`<p>${escapeHtml(strings.settingsIntro)}</p><dl>`);
-    for (const setting of data.settings) {
-      const kind = strings.notificationKinds[setting.kind] ?? setting.kind;
-      const value = strings.notificationValues[setting.value] ?? setting.value;
-      const shown = setting.default ? `${value} ${strings.settingDefault}` : value;
-      out.push(row(`${strings.notificationChannels[setting.channel]}: ${kind}`, escapeHtml(shown)));
-    }
-    out.push('</dl>');
+    return;
   }
-  out.push('</section>');
+  out.push(`<p>${escapeHtml(strings.settingsIntro)}</p><dl>`);
+  for (const setting of data.settings) {
+    const kind = strings.notificationKinds[setting.kind] ?? setting.kind;
+    const value = strings.notificationValues[setting.value] ?? setting.value;
+    const shown = setting.default ? `${value} ${strings.settingDefault}` : value;
+    out.push(row(`${strings.notificationChannels[setting.channel]}: ${kind}`, escapeHtml(shown)));
+  }
+  out.push('</dl>');
+}
 
-  // Comments.
-  out.push(section('comments', strings.commentsHeading));
+function renderComments({ data, strings, dates, out }: Page): void {
   const details = data.conversation_details;
   if (details.status === 'unavailable' && details.reason !== null) {
     out.push(`<p class="notice" role="note">${escapeHtml(strings.detailsUnavailable[details.reason])}</p>`);
   } else if (details.status === 'partial') {
     out.push(`<p class="notice" role="note">${escapeHtml(strings.detailsPartial)}</p>`);
   }
-  if (commentCount === 0) out.push(`<p>${escapeHtml(strings.noComments)}</p>`);
-  else {
-    out.push(`<p>${escapeHtml(strings.commentsSummary(commentCount, data.conversations.length))}</p>`);
-    for (const conversation of data.conversations) renderConversation(out, conversation, strings, dates);
+  const commentCount = data.conversations.reduce((sum, c) => sum + c.comments.length, 0);
+  if (commentCount === 0) {
+    out.push(`<p>${escapeHtml(strings.noComments)}</p>`);
+    return;
   }
-  out.push('</section>');
+  out.push(`<p>${escapeHtml(strings.commentsSummary(commentCount, data.conversations.length))}</p>`);
+  for (const conversation of data.conversations) renderConversation(out, conversation, strings, dates);
+}
 
-  // Likes and dislikes.
-  out.push(section('votes', strings.votesHeading), `<p>${escapeHtml(strings.votesIntro)}</p>`);
+/** Likes and dislikes. */
+function renderVoteSection({ data, strings, out }: Page): void {
+  out.push(`<p>${escapeHtml(strings.votesIntro)}</p>`);
   renderVotes(out, strings.likesHeading(data.likes.length), data.likes, strings);
   renderVotes(out, strings.dislikesHeading(data.dislikes.length), data.dislikes, strings);
-  out.push('</section>');
+}
 
-  // Glossary.
-  out.push(
-    section('glossary', strings.glossaryHeading),
-    `<p>${escapeHtml(strings.glossaryIntro)}</p>`,
-    '<dl class="glossary">',
-  );
+function renderGlossary({ strings, out }: Page): void {
+  out.push(`<p>${escapeHtml(strings.glossaryIntro)}</p>`, '<dl class="glossary">');
   for (const [field, meaning] of Object.entries(strings.glossary)) {
     out.push(row(field, escapeHtml(meaning), true));
   }
-  out.push('</dl></section>');
+  out.push('</dl>');
+}
 
-  // Original files.
-  out.push(
-    section('files', strings.filesHeading),
-    `<p>${escapeHtml(strings.filesIntro)}</p>`,
-    '<ul class="files">',
-  );
+/** The platform's original files, each with its size and SHA-256. */
+function renderFiles({ data, strings, out }: Page): void {
+  out.push(`<p>${escapeHtml(strings.filesIntro)}</p>`, '<ul class="files">');
   for (const file of data.platform_files) {
     out.push(
       `<li><code>${escapeHtml(file.name)}</code>: ${file.bytes} bytes, SHA-256 <code class="hash">${escapeHtml(file.sha256)}</code></li>`,
     );
   }
-  out.push('</ul></section>', '</main>');
-  out.push(`<footer><p>${escapeHtml(strings.footer)}</p></footer>`, '</body>', '</html>', '');
-  return out.join('\n');
+  out.push('</ul>');
 }
 
 const INFORMATION_ORDER: readonly InformationKey[] = [
