@@ -69,128 +69,179 @@ export async function startLedgerStream(
 ): Promise<
   LedgerStream & { /** How many items' last images it holds: open requests' only. */ imagesKept(): number }
 > {
-  const locks = new Map<string, Promise<void>>();
-  const images = new Map<string, Image>();
-  const remember = (lockKey: string, image: Image) => {
-    // An ended request is seldom written again (a retry, its minimisation): read it then.
-    if (!keepsImage(image)) return;
-    images.set(lockKey, image);
-    if (images.size > IMAGES_KEPT) images.delete(images.keys().next().value ?? lockKey);
-  };
-  const pending: DynamoDBRecord[] = [];
-  let delivering: Promise<void> | undefined;
-  let sequence = 0;
-
-  const deliver = async () => {
-    while (pending.length > 0) {
-      const batch = pending.slice(0, BATCH);
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await options.consume(batch);
-          break;
-        } catch (error) {
-          if (attempt >= (options.attempts ?? 5)) {
-            options.onError?.(error);
-            break;
-          }
-          await new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt));
-        }
-      }
-      pending.splice(0, batch.length);
-    }
-  };
-  const enqueue = (record: DynamoDBRecord) => {
-    pending.push(record);
-    delivering ??= deliver().finally(() => {
-      delivering = undefined;
-    });
-  };
-
+  const stream = new StreamProxy(options);
   const server: Server = createServer((incoming, outgoing) => {
-    void (async () => {
-      const body = await readBody(incoming, MAX_REQUEST_BYTES).catch((error: unknown) => {
-        if (!(error instanceof BodyTooLargeError)) throw error;
-        return undefined;
-      });
-      if (body === undefined) {
-        // What DynamoDB answers for a request over its size limit, before reading any item.
-        const answer = JSON.stringify({
-          __type: 'com.amazon.coral.validate#ValidationException',
-          message: `Request size exceeded ${MAX_REQUEST_BYTES} bytes`,
-        });
-        outgoing.writeHead(413, { 'content-type': 'application/x-amz-json-1.0' }).end(answer);
-        return;
-      }
-      const operation = String(incoming.headers['x-amz-target'] ?? '').split('.')[1] ?? '';
-      const input = WRITES.has(operation) ? writeInput.safeParse(safeJson(body)) : undefined;
-      const key =
-        input?.success && input.data.TableName === options.table
-          ? (input.data.Key ?? (input.data.Item ? { request_id: input.data.Item.request_id } : undefined))
-          : undefined;
-      if (key === undefined) {
-        const answer = await forward(options.target, incoming, body);
-        outgoing.writeHead(answer.status, answer.headers).end(answer.body);
-        return;
-      }
-      // One write per item at a time, so its old and new images are its own.
-      const lockKey = JSON.stringify(key);
-      const previous = locks.get(lockKey) ?? Promise.resolve();
-      let release = () => {};
-      const mine = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      const chained = previous.then(() => mine);
-      locks.set(lockKey, chained);
-      await previous;
-      try {
-        const write = input?.success ? input.data : undefined;
-        const before = images.has(lockKey)
-          ? images.get(lockKey)
-          : await readItem(options.target, incoming, options.table, key);
-        images.delete(lockKey);
-        const asked = write === undefined ? undefined : askForNewImage(operation, write);
-        const answer = await forward(options.target, incoming, asked?.body ?? body);
-        if (answer.status === 200) {
-          const after = asked
-            ? asked.newImage(answer)
-            : write?.Item !== undefined && operation === 'PutItem'
-              ? write.Item
-              : operation === 'DeleteItem'
-                ? undefined
-                : await readItem(options.target, incoming, options.table, key);
-          remember(lockKey, after);
-          if (before?.status === undefined || after?.status === undefined || !sameStatus(before, after)) {
-            sequence += 1;
-            enqueue({
-              eventName: before === undefined ? 'INSERT' : after === undefined ? 'REMOVE' : 'MODIFY',
-              dynamodb: {
-                SequenceNumber: String(sequence),
-                ...(before === undefined ? {} : { OldImage: before as never }),
-                ...(after === undefined ? {} : { NewImage: after as never }),
-              },
-            });
-          }
-        } else if (answer.status === 400) {
-          // A refused write (a condition that failed, a bad request) left the item as it was.
-          remember(lockKey, before);
-        }
-        outgoing.writeHead(answer.status, answer.headers).end(answer.body);
-      } finally {
-        release();
-        if (locks.get(lockKey) === chained) locks.delete(lockKey);
-      }
-    })().catch((error: unknown) => {
-      options.onError?.(error);
-      if (!outgoing.headersSent) outgoing.writeHead(500).end();
-    });
+    stream.serve(incoming).then(
+      (answer) => outgoing.writeHead(answer.status, answer.headers).end(answer.body),
+      (error: unknown) => {
+        options.onError?.(error);
+        if (!outgoing.headersSent) outgoing.writeHead(500).end();
+      },
+    );
   });
   const listening = await listenOnLoopback(server);
   return {
     ...listening,
-    async drained() {
-      while (delivering !== undefined) await delivering;
-    },
-    imagesKept: () => images.size,
+    drained: () => stream.records.drained(),
+    imagesKept: () => stream.imagesKept,
+  };
+}
+
+/** Stream records waiting for the consumer, handed over in order in batches, each retried. */
+class RecordQueue {
+  readonly #pending: DynamoDBRecord[] = [];
+  #delivering: Promise<void> | undefined;
+  #sequence = 0;
+
+  constructor(readonly options: LedgerStreamOptions) {}
+
+  /** Queues the record of a write that changed an item's status. */
+  add(before: Image, after: Image): void {
+    this.#sequence += 1;
+    this.#pending.push({
+      eventName: before === undefined ? 'INSERT' : after === undefined ? 'REMOVE' : 'MODIFY',
+      dynamodb: {
+        SequenceNumber: String(this.#sequence),
+        ...(before === undefined ? {} : { OldImage: before as never }),
+        ...(after === undefined ? {} : { NewImage: after as never }),
+      },
+    });
+    this.#delivering ??= this.#deliver().finally(() => {
+      this.#delivering = undefined;
+    });
+  }
+
+  async drained(): Promise<void> {
+    while (this.#delivering !== undefined) await this.#delivering;
+  }
+
+  async #deliver(): Promise<void> {
+    while (this.#pending.length > 0) {
+      const batch = this.#pending.slice(0, BATCH);
+      await this.#consume(batch);
+      this.#pending.splice(0, batch.length);
+    }
+  }
+
+  /** One batch, retried with backoff as the event source mapping retries, then given up on. */
+  async #consume(batch: DynamoDBRecord[]): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.options.consume(batch);
+        return;
+      } catch (error) {
+        if (attempt >= (this.options.attempts ?? 5)) {
+          this.options.onError?.(error);
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt));
+      }
+    }
+  }
+}
+
+/** The proxy's state: each item's lock and last image, and the records not yet consumed. */
+class StreamProxy {
+  readonly records: RecordQueue;
+  readonly #locks = new Map<string, Promise<void>>();
+  readonly #images = new Map<string, Image>();
+
+  constructor(readonly options: LedgerStreamOptions) {
+    this.records = new RecordQueue(options);
+  }
+
+  get imagesKept(): number {
+    return this.#images.size;
+  }
+
+  /** Answers one request: passed through, or a ledger write recorded in the stream. */
+  async serve(incoming: IncomingMessage): Promise<Answer> {
+    const body = await readBody(incoming, MAX_REQUEST_BYTES).catch((error: unknown) => {
+      if (!(error instanceof BodyTooLargeError)) throw error;
+      return undefined;
+    });
+    if (body === undefined) return requestTooLarge();
+    const operation = String(incoming.headers['x-amz-target'] ?? '').split('.')[1] ?? '';
+    const input = WRITES.has(operation) ? writeInput.safeParse(safeJson(body)) : undefined;
+    const write = input?.success && input.data.TableName === this.options.table ? input.data : undefined;
+    const key = write?.Key ?? (write?.Item ? { request_id: write.Item.request_id } : undefined);
+    if (write === undefined || key === undefined) return forward(this.options.target, incoming, body);
+    return this.#oneAtATime(JSON.stringify(key), () =>
+      this.#recordWrite(incoming, body, operation, write, key),
+    );
+  }
+
+  /** One write per item at a time, so its old and new images are its own. */
+  async #oneAtATime<T>(lockKey: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.#locks.get(lockKey) ?? Promise.resolve();
+    let release = () => {};
+    const mine = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const chained = previous.then(() => mine);
+    this.#locks.set(lockKey, chained);
+    await previous;
+    try {
+      return await work();
+    } finally {
+      release();
+      if (this.#locks.get(lockKey) === chained) this.#locks.delete(lockKey);
+    }
+  }
+
+  /** Forwards a ledger write and queues a record when it changed the item's status. */
+  async #recordWrite(
+    incoming: IncomingMessage,
+    body: Buffer,
+    operation: string,
+    write: WriteInput,
+    key: Record<string, unknown>,
+  ): Promise<Answer> {
+    const lockKey = JSON.stringify(key);
+    const before = this.#images.has(lockKey)
+      ? this.#images.get(lockKey)
+      : await readItem(this.options.target, incoming, this.options.table, key);
+    this.#images.delete(lockKey);
+    const asked = askForNewImage(operation, write);
+    const answer = await forward(this.options.target, incoming, asked?.body ?? body);
+    if (answer.status === 200) {
+      const after = asked
+        ? asked.newImage(answer)
+        : write.Item !== undefined && operation === 'PutItem'
+          ? write.Item
+          : operation === 'DeleteItem'
+            ? undefined
+            : await readItem(this.options.target, incoming, this.options.table, key);
+      this.#remember(lockKey, after);
+      if (before?.status === undefined || after?.status === undefined || !sameStatus(before, after)) {
+        this.records.add(before, after);
+      }
+    } else if (answer.status === 400) {
+      // A refused write (a condition that failed, a bad request) left the item as it was.
+      this.#remember(lockKey, before);
+    }
+    return answer;
+  }
+
+  #remember(lockKey: string, image: Image): void {
+    // An ended request is seldom written again (a retry, its minimisation): read it then.
+    if (!keepsImage(image)) return;
+    this.#images.set(lockKey, image);
+    if (this.#images.size > IMAGES_KEPT) this.#images.delete(this.#images.keys().next().value ?? lockKey);
+  }
+}
+
+/** What DynamoDB answers for a request over its size limit, before reading any item. */
+function requestTooLarge(): Answer {
+  return {
+    status: 413,
+    headers: { 'content-type': 'application/x-amz-json-1.0' },
+    body: Buffer.from(
+      JSON.stringify({
+        __type: 'com.amazon.coral.validate#ValidationException',
+        message: `Request size exceeded ${MAX_REQUEST_BYTES} bytes`,
+      }),
+    ),
   };
 }
 
