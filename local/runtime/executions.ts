@@ -1,7 +1,8 @@
 /**
- * The executions of the local state machine: started, restarted after a crash, stopped, and, with
- * a data directory, each one kept as a JSON file a person can read, so a restart knows which
- * executions a crash cut short. The Step Functions API (`local/aws/sfn-shim.ts`) serves it.
+ * The executions of the local state machine, the only record of them: started, restarted after a
+ * crash, stopped, and, with a data directory, each one kept as a JSON file a person can read, so a
+ * restart knows which executions a crash cut short. The workflow (`workflow.ts`) owns it; the Step
+ * Functions API (`local/aws/sfn-shim.ts`) serves it.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
@@ -25,6 +26,12 @@ export interface ExecutionRegistryOptions {
   readonly dataDir?: string;
   /** Called with a copy of the record when an execution ends, after the record is written. */
   readonly onExecutionEnd?: (record: ExecutionRecord) => void;
+}
+
+/** How {@link Registry.close} treats executions that are still running. */
+export interface CloseOptions {
+  /** How long to wait for running executions to end. @default 5000 */
+  readonly timeoutMs?: number;
 }
 
 /** Status of an execution, as DescribeExecution reports it. */
@@ -97,8 +104,20 @@ interface StopRequest {
   readonly cause?: string;
 }
 
+/** Opens the executions of `options.machine`, loading the records already in `options.dataDir`. */
+export async function openExecutions(options: ExecutionRegistryOptions): Promise<Registry> {
+  const arns = parseStateMachineArn(options.stateMachineArn);
+  const loaded = options.dataDir === undefined ? [] : await loadRecords(options.dataDir);
+  return new Registry(options, arns, loaded);
+}
+
 export class Registry {
-  closing = false;
+  /**
+   * Executions whose record said RUNNING when the registry opened (a killed run); the owner decides
+   * to restart them. Until then they answer as RUNNING, and StopExecution marks them ABORTED.
+   */
+  readonly interrupted: readonly ExecutionRecord[];
+  #closed: Promise<void> | undefined;
   readonly #executions = new Map<string, Execution>();
   readonly #writeFailures: unknown[] = [];
   readonly #restarting = new Set<string>();
@@ -109,6 +128,7 @@ export class Registry {
     readonly arns: MachineArns,
     loaded: readonly ExecutionRecord[],
   ) {
+    this.interrupted = loaded.filter((record) => record.status === 'RUNNING');
     const oldestFirst = [...loaded].sort(
       (a, b) => a.startDate.localeCompare(b.startDate) || a.name.localeCompare(b.name),
     );
@@ -120,6 +140,11 @@ export class Registry {
         writes: Promise.resolve(),
       });
     }
+  }
+
+  /** Set once {@link close} is called: no execution starts or restarts from then on. */
+  get closing(): boolean {
+    return this.#closed !== undefined;
   }
 
   /** StartExecution: the same name and input while RUNNING is the same execution, as in AWS. */
@@ -153,6 +178,7 @@ export class Registry {
     return record;
   }
 
+  /** Starts an interrupted execution again under the same name and input, replacing its record. */
   async restart(name: string): Promise<void> {
     const execution = this.#executions.get(name);
     if (execution === undefined) {
@@ -161,7 +187,7 @@ export class Registry {
     const running = execution.run !== undefined || this.#restarting.has(name);
     if (execution.record.status !== 'RUNNING' || running || this.closing) {
       const why = this.closing
-        ? 'the shim is closing'
+        ? 'the executions are closing'
         : running
           ? 'it is running'
           : `it ended with ${execution.record.status}`;
@@ -223,6 +249,7 @@ export class Registry {
     return [...this.#executions.values()].sort((a, b) => b.sequence - a.sequence);
   }
 
+  /** Summaries of all executions known (this run and the data directory), newest first. */
   summaries(): ExecutionSummary[] {
     return this.list().map((execution) => summaryOf(execution.record));
   }
@@ -234,6 +261,25 @@ export class Registry {
     return readRecordFile(join(this.options.dataDir ?? '.', `${record.name}.json`), record.name);
   }
 
+  /** What each execution that ended came to, oldest first; waits for the running ones first. */
+  async results(): Promise<Map<string, ExecutionResult>> {
+    await this.idle();
+    const results = new Map<string, ExecutionResult>();
+    for (const execution of this.list().reverse()) {
+      if (execution.record.status === 'RUNNING') continue;
+      const { name, status, output, error, cause, events } = await this.read(execution);
+      if (status === 'RUNNING') continue;
+      results.set(name, {
+        status,
+        ...(output === undefined ? {} : { output }),
+        ...errorDetails({ error, cause }),
+        events,
+      });
+    }
+    return results;
+  }
+
+  /** Resolves when no execution is running and every record is written. */
   async idle(): Promise<void> {
     for (;;) {
       const running = [...this.#executions.values()].flatMap((execution) =>
@@ -245,7 +291,18 @@ export class Registry {
     await Promise.all([...this.#executions.values()].map((execution) => execution.writes));
   }
 
-  async shutdown(timeoutMs: number): Promise<void> {
+  /**
+   * Waits up to `timeoutMs` for running executions to end, then abandons the rest as a killed
+   * process would: they are aborted without writing their record again, so it still says RUNNING
+   * and the next registry on the same data directory lists them in `interrupted`. Rejects if an
+   * execution record could not be written.
+   */
+  close(options: CloseOptions = {}): Promise<void> {
+    this.#closed ??= this.#shutdown(options.timeoutMs ?? 5_000);
+    return this.#closed;
+  }
+
+  async #shutdown(timeoutMs: number): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, timeoutMs);
@@ -264,7 +321,7 @@ export class Registry {
     const [failure] = this.#writeFailures;
     if (failure !== undefined) {
       throw new ConfigurationError(
-        `The shim could not write ${this.#writeFailures.length} execution record(s) to ${this.options.dataDir}`,
+        `Could not write ${this.#writeFailures.length} execution record(s) to ${this.options.dataDir}`,
         { cause: failure },
       );
     }
