@@ -266,8 +266,8 @@ export class Registry {
     await this.idle();
     const results = new Map<string, ExecutionResult>();
     for (const execution of this.list().reverse()) {
-      if (execution.record.status === 'RUNNING') continue;
       const { name, status, output, error, cause, events } = await this.read(execution);
+      // Only an interrupted execution, which nobody restarted, is still RUNNING here.
       if (status === 'RUNNING') continue;
       results.set(name, {
         status,
