@@ -128,7 +128,10 @@ export interface LocalWorkflow {
   readonly executions: Registry;
   /** Resolves when every execution started so far has ended, with what each came to, by name. */
   settled(): Promise<Map<string, ExecutionResult>>;
-  /** Closes the executions (see {@link Registry.close}), then the clients and the stand-ins it started. */
+  /**
+   * Closes the executions, then the clients and the stand-ins it started. In memory it waits for
+   * every execution to end; with `executionsDir` it gives up as {@link Registry.close} does.
+   */
   close(): Promise<void>;
 }
 
@@ -270,6 +273,8 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     executions,
     settled: () => executions.results(),
     async close() {
+      // Without records nothing would show an abandoned execution: wait for every one to end.
+      if (options.executionsDir === undefined) await executions.idle();
       await executions.close();
       s3.destroy();
       auditS3.destroy();
