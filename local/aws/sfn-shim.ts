@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { BodyTooLargeError, listen, readBody } from '../http.ts';
+import { NAME } from '../runtime/execution-records.ts';
 import {
   apiFault,
   apiFaults,
@@ -16,7 +17,6 @@ import {
   type Execution,
   type ExecutionSummary,
   MAX_INPUT_BYTES,
-  NAME,
   type Registry,
 } from '../runtime/executions.ts';
 import { type AwsFaults, AwsThrottle, throttleServer } from './aws-faults.ts';

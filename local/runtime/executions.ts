@@ -1,15 +1,13 @@
 /**
  * The executions of the local state machine, the only record of them: started, restarted after a
- * crash, stopped, and, with a data directory, each one kept as a JSON file a person can read, so a
- * restart knows which executions a crash cut short. The workflow (`workflow.ts`) owns it; the Step
- * Functions API (`local/aws/sfn-shim.ts`) serves it.
+ * crash, stopped, and, with a data directory, each one kept as a JSON file a person can read
+ * (`execution-records.ts`), so a restart knows which executions a crash cut short. The workflow
+ * (`workflow.ts`) owns it; the Step Functions API (`local/aws/sfn-shim.ts`) serves it.
  */
-import { randomUUID } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
+import { loadRecords, readRecordFile, writeAtomically } from './execution-records.ts';
 import type { ExecutionEvent, ExecutionResult, LocalStateMachine } from './sfn-runner.ts';
 
 /** What the executions run on, and where their records go. */
@@ -57,10 +55,6 @@ export interface ExecutionRecord {
 /** A record without its input, output and event log: all a caller's overview needs. */
 export type ExecutionSummary = Omit<ExecutionRecord, 'input' | 'output' | 'events'>;
 
-// ---------------------------------------------------------------------------------------------
-// Executions
-
-export const NAME = /^[A-Za-z0-9_-]{1,80}$/;
 const STATE_MACHINE_ARN =
   /^arn:(?<partition>[^:]+):states:(?<region>[^:]*):(?<account>[^:]*):stateMachine:(?<name>[^:]+)$/;
 export const EXECUTION_ARN = /^arn:[^:]+:states:[^:]*:[^:]*:execution:[^:]+:([^:]+)$/;
@@ -418,66 +412,6 @@ function errorDetails(source: StopRequest): { error?: string; cause?: string } {
   };
 }
 
-// ---------------------------------------------------------------------------------------------
-// Records on disk
-
-const RECORD_FILE = /^([A-Za-z0-9_-]{1,80})\.json$/;
-
-const recordSchema = z.object({
-  name: z.string().regex(NAME),
-  executionArn: z.string().min(1),
-  input: z.unknown(),
-  status: z.enum(['RUNNING', 'SUCCEEDED', 'FAILED', 'ABORTED', 'TIMED_OUT']),
-  startDate: z.iso.datetime(),
-  stopDate: z.iso.datetime().optional(),
-  output: z.unknown().optional(),
-  error: z.string().optional(),
-  cause: z.string().optional(),
-  events: z.array(z.looseObject({ type: z.string() })),
-});
-
-export async function loadRecords(dataDir: string): Promise<ExecutionRecord[]> {
-  await mkdir(dataDir, { recursive: true });
-  const records: ExecutionRecord[] = [];
-  for (const file of (await readdir(dataDir)).sort()) {
-    const fileName = RECORD_FILE.exec(file)?.[1];
-    if (fileName === undefined) continue;
-    records.push(await readRecordFile(join(dataDir, file), fileName));
-  }
-  return records;
-}
-
-/** The record in `path`, which must be the record of the execution `name`. */
-async function readRecordFile(path: string, name: string): Promise<ExecutionRecord> {
-  let json: unknown;
-  try {
-    json = JSON.parse(await readFile(path, 'utf8'));
-  } catch (error) {
-    throw new ConfigurationError(
-      isMissing(error)
-        ? `${path} is gone: the record of execution ${name} was removed while the shim ran`
-        : `${path} is not JSON; the executions directory holds only execution records`,
-      { cause: error },
-    );
-  }
-  const parsed = recordSchema.safeParse(json);
-  if (!parsed.success) {
-    throw new ConfigurationError(
-      `${path} is not an execution record (the executions directory holds only those): ${z.prettifyError(parsed.error)}`,
-    );
-  }
-  if (parsed.data.name !== name) {
-    throw new ConfigurationError(
-      `${path} holds the record of execution ${parsed.data.name}; rename the file to ${parsed.data.name}.json`,
-    );
-  }
-  return parsed.data;
-}
-
-function isMissing(error: unknown): boolean {
-  return error instanceof Error && 'code' in error && error.code === 'ENOENT';
-}
-
 /** The record without its input, output and event log. */
 function summaryOf(record: ExecutionRecord | ExecutionSummary): ExecutionSummary {
   const { name, executionArn, status, startDate, stopDate, error, cause } = record;
@@ -498,18 +432,6 @@ function inMemory(execution: Execution): ExecutionRecord {
     throw new Error(`the record of execution ${record.name} is not in memory; read it with Registry.read`);
   }
   return record;
-}
-
-/** Write to a temporary file and rename it over the record, so a reader never sees half a record. */
-async function writeAtomically(path: string, text: string): Promise<void> {
-  const temporary = join(dirname(path), `.${randomUUID()}.tmp`);
-  try {
-    await writeFile(temporary, text);
-    await rename(temporary, path);
-  } catch (error) {
-    await rm(temporary, { force: true });
-    throw error;
-  }
 }
 
 /** Errors answered as 400 `{__type, message}`; the SDK turns `__type` into its exception class. */
