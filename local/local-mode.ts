@@ -216,10 +216,6 @@ async function assembleLocalMode(
   started.push(() => statusEvents.close());
   const { aws } = statusEvents;
 
-  const outcomes = new Map<string, IntakeResult>();
-  let shim: SfnShim | undefined;
-  // One client for every StartExecution: a client per call would open a connection per request.
-  let sfn: SFNClient | undefined;
   const workflow = await startLocalWorkflow({
     aws,
     platform: emulator,
@@ -229,31 +225,29 @@ async function assembleLocalMode(
     env: { ...gateSettingsFor(options.faults?.rate_limit), ...options.env },
     ...(options.logSink ? { logSink: options.logSink } : {}),
     ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
-    intakeStarter: (name, input) => {
-      if (shim === undefined) throw new Error('the Step Functions shim is not running yet');
-      sfn ??= sfnClient(shim.endpoint, aws);
-      return sfnStarter(sfn, shim.stateMachineArn)(name, input);
-    },
-    observe: (message, result) => outcomes.set(message.messageId, result),
+    stateMachineArn: LOCAL_STATE_MACHINE_ARN,
+    executionsDir: join(dataDir, 'executions'),
   });
   started.push(() => workflow.close());
-  shim = await startSfnShim({
-    machine: workflow.machine,
-    stateMachineArn: LOCAL_STATE_MACHINE_ARN,
-    dataDir: join(dataDir, 'executions'),
+  // The workflow's executions behind the Step Functions API: intake, the reconciler and the CLI
+  // start and look them up over HTTP, as they do in AWS.
+  const shim = await startSfnShim({
+    executions: workflow.executions,
     ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
   });
-  const runningShim = shim;
-  started.push(() => runningShim.close());
-  for (const interrupted of runningShim.interrupted) await runningShim.restart(interrupted.name);
+  started.push(() => shim.close());
+  // One client for every call to the shim: a client per call would open a connection per request.
+  const sfn = sfnClient(shim.endpoint, aws);
+  started.push(async () => sfn.destroy());
+  for (const interrupted of workflow.executions.interrupted)
+    await workflow.executions.restart(interrupted.name);
   // The reconciler's code, as it runs in AWS: requests left open by a killed run with no execution
   // to finish them are resumed. Nothing else runs yet, so no request needs a grace period.
-  sfn ??= sfnClient(runningShim.endpoint, aws);
   const reconcilerDeps: ReconcilerDeps = {
     ledger: workflow.ledger,
     audit: workflow.audit,
-    describe: sfnLookup(sfn, runningShim.stateMachineArn),
-    start: sfnStarter(sfn, runningShim.stateMachineArn),
+    describe: sfnLookup(sfn, shim.stateMachineArn),
+    start: sfnStarter(sfn, shim.stateMachineArn),
     clock: () => new Date(),
     logger: jsonLogger(options.logSink ?? (() => {})),
     gate: workflow.gate,
@@ -265,18 +259,22 @@ async function assembleLocalMode(
     runAsCaller(RECONCILER_CALLER, () => reconcile(reconcilerDeps, { maxResumes: resumes, graceSeconds }));
   await reconcileNow(0);
 
-  const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
+  const outcomes = new Map<string, IntakeResult>();
+  const intake = workflow.intakeWith(sfnStarter(sfn, shim.stateMachineArn), (message, result) =>
+    outcomes.set(message.messageId, result),
+  );
+  const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, intake);
   await writeLocalEndpoints(dataDir, {
     region: aws.region,
     credentials: aws.credentials,
-    endpoints: { ...aws.endpoints, sfn: runningShim.endpoint },
+    endpoints: { ...aws.endpoints, sfn: shim.endpoint },
     outputs: {
       IntakeQueueUrl: workflow.queueUrls.intake,
       QuarantineQueueUrl: workflow.queueUrls.quarantine,
       LedgerTableName: LOCAL_NAMES.table,
       ArchiveBucketName: LOCAL_NAMES.archiveBucket,
       AuditBucketName: LOCAL_NAMES.auditBucket,
-      StateMachineArn: runningShim.stateMachineArn,
+      StateMachineArn: shim.stateMachineArn,
       TimeZone: workflow.timeZone,
     },
     pid: process.pid,
@@ -287,7 +285,7 @@ async function assembleLocalMode(
     dataDir,
     emulator,
     aws,
-    shim: runningShim,
+    shim,
     workflow,
     pathOf: (bucket, key) => join(dataDir, 's3', bucket, ...key.split('/')),
     async submit(lines) {
@@ -327,7 +325,7 @@ async function assembleLocalMode(
     },
     async idle() {
       await poller.drain();
-      await runningShim.idle();
+      await workflow.executions.idle();
       await statusEvents.drained();
     },
     reconcile: (reconcileOptions) =>
@@ -356,9 +354,10 @@ async function assembleLocalMode(
       };
     },
     async close() {
-      await runningShim.close();
-      sfn?.destroy();
+      // The executions close first, while the shim answers that it is closing.
       await workflow.close();
+      await shim.close();
+      sfn.destroy();
       await statusEvents.close();
       await aws.close();
       await emulator.close();

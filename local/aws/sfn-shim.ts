@@ -1,43 +1,34 @@
 /**
- * A small Step Functions API on loopback, backed by a {@link LocalStateMachine}: enough of the
- * AWS JSON 1.0 protocol that the real `SFNClient` (and so the intake Lambda's StartExecution code)
- * works unchanged in local mode. It answers the operations svc-dsr calls: StartExecution (intake),
- * DescribeExecution (the reconciler) and StopExecution (`svc-dsr cancel`). Executions run in this
- * process; with a data directory each one is
- * also a JSON file a person can read, and a restarted shim knows which executions a crash cut short.
+ * A small Step Functions API on loopback over the local executions (`local/runtime/executions.ts`):
+ * enough of the AWS JSON 1.0 protocol that the real `SFNClient` (and so the intake Lambda's
+ * StartExecution code) works unchanged in local mode. It answers the operations svc-dsr calls:
+ * StartExecution (intake), DescribeExecution (the reconciler) and StopExecution (`svc-dsr cancel`).
+ * It keeps no executions of its own: the registry it is given runs them and keeps their records.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { BodyTooLargeError, listen, readBody } from '../http.ts';
+import { NAME } from '../runtime/execution-records.ts';
 import {
   apiFault,
   apiFaults,
   EXECUTION_ARN,
   type Execution,
-  type ExecutionRecord,
-  type ExecutionRegistryOptions,
   type ExecutionSummary,
-  loadRecords,
   MAX_INPUT_BYTES,
-  NAME,
-  parseStateMachineArn,
-  Registry,
+  type Registry,
 } from '../runtime/executions.ts';
 import { type AwsFaults, AwsThrottle, throttleServer } from './aws-faults.ts';
 
-/** How to start a {@link SfnShim}: its executions' options, and where and how it answers. */
-export interface ShimOptions extends ExecutionRegistryOptions {
+/** How to start a {@link SfnShim}: the executions it serves, and where and how it answers. */
+export interface ShimOptions {
+  /** The executions StartExecution, DescribeExecution and StopExecution act on; their owner closes them. */
+  readonly executions: Registry;
   /** @default 0 (any free port) */
   readonly port?: number;
   /** Throttles a seeded share of StartExecution calls (ThrottlingException) when it lists `states`. @default no throttling */
   readonly awsFaults?: AwsFaults;
-}
-
-/** How {@link SfnShim.close} treats executions that are still running. */
-export interface CloseOptions {
-  /** How long to wait for running executions to end. @default 5000 */
-  readonly timeoutMs?: number;
 }
 
 /** A running Step Functions shim. */
@@ -46,31 +37,15 @@ export interface SfnShim {
   readonly endpoint: string;
   readonly stateMachineArn: string;
   /**
-   * Executions whose record said RUNNING when the shim started (a killed run); the caller decides
-   * to restart them. Until then they answer as RUNNING, and StopExecution marks them ABORTED.
+   * Stops answering. Close the executions first: while they close the shim answers that it is
+   * closing, and a StopExecution already in flight gets its answer.
    */
-  readonly interrupted: readonly ExecutionRecord[];
-  /** Starts an interrupted execution again under the same name and input, replacing its record. */
-  restart(name: string): Promise<void>;
-  /** Resolves when no execution is running and every record is written. */
-  idle(): Promise<void>;
-  /** Summaries of all executions known (this run and the data directory), newest first. */
-  executions(): ExecutionSummary[];
-  /**
-   * Stops answering, waits up to `timeoutMs` for running executions to end, then abandons the rest
-   * as a killed process would: they are aborted without writing their record again, so it still
-   * says RUNNING and the next shim on the same data directory lists them in `interrupted`.
-   * Rejects (after closing) if an execution record could not be written.
-   */
-  close(options?: CloseOptions): Promise<void>;
+  close(): Promise<void>;
 }
 
-/** Starts the shim on 127.0.0.1, loading the records already in `dataDir`. */
+/** Starts the shim on 127.0.0.1 over `options.executions`. */
 export async function startSfnShim(options: ShimOptions): Promise<SfnShim> {
-  const arns = parseStateMachineArn(options.stateMachineArn);
-  const loaded = options.dataDir === undefined ? [] : await loadRecords(options.dataDir);
-  const registry = new Registry(options, arns, loaded);
-
+  const registry = options.executions;
   const server = createServer((request, response) => {
     answer(registry, request, response).catch((error: unknown) => {
       // A shim bug must not take local mode down; the client gets a 500, stderr gets one line.
@@ -88,23 +63,12 @@ export async function startSfnShim(options: ShimOptions): Promise<SfnShim> {
   let closed: Promise<void> | undefined;
   return {
     endpoint,
-    stateMachineArn: options.stateMachineArn,
-    interrupted: loaded.filter((record) => record.status === 'RUNNING'),
-    restart: (name) => registry.restart(name),
-    idle: () => registry.idle(),
-    executions: () => registry.summaries(),
-    close(closeOptions = {}) {
-      closed ??= (async () => {
-        registry.closing = true;
-        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeIdleConnections();
-        try {
-          await registry.shutdown(closeOptions.timeoutMs ?? 5_000);
-        } finally {
-          server.closeAllConnections();
-          await stopped;
-        }
-      })();
+    stateMachineArn: registry.options.stateMachineArn,
+    close() {
+      closed ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
       return closed;
     },
   };

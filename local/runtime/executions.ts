@@ -1,14 +1,13 @@
 /**
- * The executions of the local state machine: started, restarted after a crash, stopped, and, with
- * a data directory, each one kept as a JSON file a person can read, so a restart knows which
- * executions a crash cut short. The Step Functions API (`local/aws/sfn-shim.ts`) serves it.
+ * The executions of the local state machine, the only record of them: started, restarted after a
+ * crash, stopped, and, with a data directory, each one kept as a JSON file a person can read
+ * (`execution-records.ts`), so a restart knows which executions a crash cut short. The workflow
+ * (`workflow.ts`) owns it; the Step Functions API (`local/aws/sfn-shim.ts`) serves it.
  */
-import { randomUUID } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
+import { loadRecords, readRecordFile, writeAtomically } from './execution-records.ts';
 import type { ExecutionEvent, ExecutionResult, LocalStateMachine } from './sfn-runner.ts';
 
 /** What the executions run on, and where their records go. */
@@ -25,6 +24,12 @@ export interface ExecutionRegistryOptions {
   readonly dataDir?: string;
   /** Called with a copy of the record when an execution ends, after the record is written. */
   readonly onExecutionEnd?: (record: ExecutionRecord) => void;
+}
+
+/** How {@link Registry.close} treats executions that are still running. */
+export interface CloseOptions {
+  /** How long to wait for running executions to end. @default 5000 */
+  readonly timeoutMs?: number;
 }
 
 /** Status of an execution, as DescribeExecution reports it. */
@@ -50,10 +55,6 @@ export interface ExecutionRecord {
 /** A record without its input, output and event log: all a caller's overview needs. */
 export type ExecutionSummary = Omit<ExecutionRecord, 'input' | 'output' | 'events'>;
 
-// ---------------------------------------------------------------------------------------------
-// Executions
-
-export const NAME = /^[A-Za-z0-9_-]{1,80}$/;
 const STATE_MACHINE_ARN =
   /^arn:(?<partition>[^:]+):states:(?<region>[^:]*):(?<account>[^:]*):stateMachine:(?<name>[^:]+)$/;
 export const EXECUTION_ARN = /^arn:[^:]+:states:[^:]*:[^:]*:execution:[^:]+:([^:]+)$/;
@@ -97,8 +98,20 @@ interface StopRequest {
   readonly cause?: string;
 }
 
+/** Opens the executions of `options.machine`, loading the records already in `options.dataDir`. */
+export async function openExecutions(options: ExecutionRegistryOptions): Promise<Registry> {
+  const arns = parseStateMachineArn(options.stateMachineArn);
+  const loaded = options.dataDir === undefined ? [] : await loadRecords(options.dataDir);
+  return new Registry(options, arns, loaded);
+}
+
 export class Registry {
-  closing = false;
+  /**
+   * Executions whose record said RUNNING when the registry opened (a killed run); the owner decides
+   * to restart them. Until then they answer as RUNNING, and StopExecution marks them ABORTED.
+   */
+  readonly interrupted: readonly ExecutionRecord[];
+  #closed: Promise<void> | undefined;
   readonly #executions = new Map<string, Execution>();
   readonly #writeFailures: unknown[] = [];
   readonly #restarting = new Set<string>();
@@ -109,6 +122,7 @@ export class Registry {
     readonly arns: MachineArns,
     loaded: readonly ExecutionRecord[],
   ) {
+    this.interrupted = loaded.filter((record) => record.status === 'RUNNING');
     const oldestFirst = [...loaded].sort(
       (a, b) => a.startDate.localeCompare(b.startDate) || a.name.localeCompare(b.name),
     );
@@ -120,6 +134,11 @@ export class Registry {
         writes: Promise.resolve(),
       });
     }
+  }
+
+  /** Set once {@link close} is called: no execution starts or restarts from then on. */
+  get closing(): boolean {
+    return this.#closed !== undefined;
   }
 
   /** StartExecution: the same name and input while RUNNING is the same execution, as in AWS. */
@@ -153,6 +172,7 @@ export class Registry {
     return record;
   }
 
+  /** Starts an interrupted execution again under the same name and input, replacing its record. */
   async restart(name: string): Promise<void> {
     const execution = this.#executions.get(name);
     if (execution === undefined) {
@@ -161,7 +181,7 @@ export class Registry {
     const running = execution.run !== undefined || this.#restarting.has(name);
     if (execution.record.status !== 'RUNNING' || running || this.closing) {
       const why = this.closing
-        ? 'the shim is closing'
+        ? 'the executions are closing'
         : running
           ? 'it is running'
           : `it ended with ${execution.record.status}`;
@@ -223,6 +243,7 @@ export class Registry {
     return [...this.#executions.values()].sort((a, b) => b.sequence - a.sequence);
   }
 
+  /** Summaries of all executions known (this run and the data directory), newest first. */
   summaries(): ExecutionSummary[] {
     return this.list().map((execution) => summaryOf(execution.record));
   }
@@ -234,6 +255,25 @@ export class Registry {
     return readRecordFile(join(this.options.dataDir ?? '.', `${record.name}.json`), record.name);
   }
 
+  /** What each execution that ended came to, oldest first; waits for the running ones first. */
+  async results(): Promise<Map<string, ExecutionResult>> {
+    await this.idle();
+    const results = new Map<string, ExecutionResult>();
+    for (const execution of this.list().reverse()) {
+      const { name, status, output, error, cause, events } = await this.read(execution);
+      // Only an interrupted execution, which nobody restarted, is still RUNNING here.
+      if (status === 'RUNNING') continue;
+      results.set(name, {
+        status,
+        ...(output === undefined ? {} : { output }),
+        ...errorDetails({ error, cause }),
+        events,
+      });
+    }
+    return results;
+  }
+
+  /** Resolves when no execution is running and every record is written. */
   async idle(): Promise<void> {
     for (;;) {
       const running = [...this.#executions.values()].flatMap((execution) =>
@@ -245,7 +285,18 @@ export class Registry {
     await Promise.all([...this.#executions.values()].map((execution) => execution.writes));
   }
 
-  async shutdown(timeoutMs: number): Promise<void> {
+  /**
+   * Waits up to `timeoutMs` for running executions to end, then abandons the rest as a killed
+   * process would: they are aborted without writing their record again, so it still says RUNNING
+   * and the next registry on the same data directory lists them in `interrupted`. Rejects if an
+   * execution record could not be written.
+   */
+  close(options: CloseOptions = {}): Promise<void> {
+    this.#closed ??= this.#shutdown(options.timeoutMs ?? 5_000);
+    return this.#closed;
+  }
+
+  async #shutdown(timeoutMs: number): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, timeoutMs);
@@ -264,7 +315,7 @@ export class Registry {
     const [failure] = this.#writeFailures;
     if (failure !== undefined) {
       throw new ConfigurationError(
-        `The shim could not write ${this.#writeFailures.length} execution record(s) to ${this.options.dataDir}`,
+        `Could not write ${this.#writeFailures.length} execution record(s) to ${this.options.dataDir}`,
         { cause: failure },
       );
     }
@@ -361,66 +412,6 @@ function errorDetails(source: StopRequest): { error?: string; cause?: string } {
   };
 }
 
-// ---------------------------------------------------------------------------------------------
-// Records on disk
-
-const RECORD_FILE = /^([A-Za-z0-9_-]{1,80})\.json$/;
-
-const recordSchema = z.object({
-  name: z.string().regex(NAME),
-  executionArn: z.string().min(1),
-  input: z.unknown(),
-  status: z.enum(['RUNNING', 'SUCCEEDED', 'FAILED', 'ABORTED', 'TIMED_OUT']),
-  startDate: z.iso.datetime(),
-  stopDate: z.iso.datetime().optional(),
-  output: z.unknown().optional(),
-  error: z.string().optional(),
-  cause: z.string().optional(),
-  events: z.array(z.looseObject({ type: z.string() })),
-});
-
-export async function loadRecords(dataDir: string): Promise<ExecutionRecord[]> {
-  await mkdir(dataDir, { recursive: true });
-  const records: ExecutionRecord[] = [];
-  for (const file of (await readdir(dataDir)).sort()) {
-    const fileName = RECORD_FILE.exec(file)?.[1];
-    if (fileName === undefined) continue;
-    records.push(await readRecordFile(join(dataDir, file), fileName));
-  }
-  return records;
-}
-
-/** The record in `path`, which must be the record of the execution `name`. */
-async function readRecordFile(path: string, name: string): Promise<ExecutionRecord> {
-  let json: unknown;
-  try {
-    json = JSON.parse(await readFile(path, 'utf8'));
-  } catch (error) {
-    throw new ConfigurationError(
-      isMissing(error)
-        ? `${path} is gone: the record of execution ${name} was removed while the shim ran`
-        : `${path} is not JSON; the executions directory holds only execution records`,
-      { cause: error },
-    );
-  }
-  const parsed = recordSchema.safeParse(json);
-  if (!parsed.success) {
-    throw new ConfigurationError(
-      `${path} is not an execution record (the executions directory holds only those): ${z.prettifyError(parsed.error)}`,
-    );
-  }
-  if (parsed.data.name !== name) {
-    throw new ConfigurationError(
-      `${path} holds the record of execution ${parsed.data.name}; rename the file to ${parsed.data.name}.json`,
-    );
-  }
-  return parsed.data;
-}
-
-function isMissing(error: unknown): boolean {
-  return error instanceof Error && 'code' in error && error.code === 'ENOENT';
-}
-
 /** The record without its input, output and event log. */
 function summaryOf(record: ExecutionRecord | ExecutionSummary): ExecutionSummary {
   const { name, executionArn, status, startDate, stopDate, error, cause } = record;
@@ -441,18 +432,6 @@ function inMemory(execution: Execution): ExecutionRecord {
     throw new Error(`the record of execution ${record.name} is not in memory; read it with Registry.read`);
   }
   return record;
-}
-
-/** Write to a temporary file and rename it over the record, so a reader never sees half a record. */
-async function writeAtomically(path: string, text: string): Promise<void> {
-  const temporary = join(dirname(path), `.${randomUUID()}.tmp`);
-  try {
-    await writeFile(temporary, text);
-    await rename(temporary, path);
-  } catch (error) {
-    await rm(temporary, { force: true });
-    throw error;
-  }
 }
 
 /** Errors answered as 400 `{__type, message}`; the SDK turns `__type` into its exception class. */

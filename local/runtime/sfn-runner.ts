@@ -129,6 +129,11 @@ export class LocalStateMachine {
     this.#machine = new StateMachine(definition);
   }
 
+  /** `$$.StateMachine.Id`; executions' default ARNs start from it. */
+  get stateMachineArn(): string {
+    return this.#stateMachineArn;
+  }
+
   /** Runs one execution to its end and returns its status, output or error, and event log. */
   async run(input: unknown, context: RunContext): Promise<ExecutionResult> {
     if (context.executionName.length === 0) throw new ConfigurationError('executionName must not be empty');

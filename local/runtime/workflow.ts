@@ -27,6 +27,7 @@ import type { AwsStandIns } from '../aws/aws-standins.ts';
 import { createGateTable, createLedgerTable } from '../aws/ledger-table.ts';
 import { startSecretsStandIn } from '../aws/secrets-standin.ts';
 import { resolveStateMachine } from './asl.ts';
+import { openExecutions, type Registry } from './executions.ts';
 import {
   type ExecutionResult,
   type LocalIntegration,
@@ -58,10 +59,13 @@ export interface LocalWorkflowOptions {
   readonly fetch?: typeof fetch;
   /** The secrets' values; local mode keeps them per data dir so audit subject hashes stay stable. @default the emulator's tokens and a random key */
   readonly secrets?: SecretValues;
-  /** How intake starts executions; local mode passes StartExecution through the Step Functions shim. @default in-process */
-  readonly intakeStarter?: IntakeDeps['startExecution'];
-  /** Sees each intake result. */
-  readonly observe?: IntakeObserver;
+  /**
+   * The ARN clients use for the state machine; its executions' ARNs start from it.
+   * @default the runner's ARN for the template's state machine
+   */
+  readonly stateMachineArn?: string;
+  /** A directory of its own for the execution records (see executions.ts). @default none (memory only) */
+  readonly executionsDir?: string;
   /** Throttles a seeded share of Lambda invokes when it lists `lambda` (see aws-faults.ts). @default none */
   readonly awsFaults?: AwsFaults;
   /**
@@ -109,16 +113,25 @@ export interface LocalWorkflow {
   readonly stepDeps: StepDeps;
   /** The platform gate every function shares, as they share its table in AWS. */
   readonly gate: PlatformGate;
-  /** The intake Lambda's handler, wired to the local stores and this workflow. */
+  /** The intake Lambda's handler, wired to the local stores, starting executions in process. */
   readonly intake: (event: SQSEvent) => Promise<SQSBatchResponse>;
-  /** StartExecution: runs the machine in the background; a name already used is not started again. */
+  /** The intake Lambda's handler starting executions with `startExecution`: local mode's goes through the Step Functions API. */
+  intakeWith(
+    startExecution: IntakeDeps['startExecution'],
+    observe?: IntakeObserver,
+  ): (event: SQSEvent) => Promise<SQSBatchResponse>;
+  /** StartExecution in process: runs the machine in the background; a name already used is not started again. */
   startExecution(name: string, input: ExecutionInput): Promise<'started' | 'already_exists'>;
   /** Puts a new value in a secret, as put-secret-value does; functions see it once their cache lapses or they refresh. */
   rotateSecret(name: SecretName, value: string): void;
-  /** Every execution started so far, by name. */
-  readonly executions: ReadonlyMap<string, Promise<ExecutionResult>>;
-  /** Resolves when every execution started so far has ended. */
+  /** Every execution of the machine, the only record of them; the Step Functions shim serves it. */
+  readonly executions: Registry;
+  /** Resolves when every execution started so far has ended, with what each came to, by name. */
   settled(): Promise<Map<string, ExecutionResult>>;
+  /**
+   * Closes the executions, then the clients and the stand-ins it started. In memory it waits for
+   * every execution to end; with `executionsDir` it gives up as {@link Registry.close} does.
+   */
   close(): Promise<void>;
 }
 
@@ -213,27 +226,33 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     },
   });
 
-  const executions = new Map<string, Promise<ExecutionResult>>();
+  const executions = await openExecutions({
+    machine,
+    stateMachineArn: options.stateMachineArn ?? machine.stateMachineArn,
+    ...(options.executionsDir === undefined ? {} : { dataDir: options.executionsDir }),
+  });
   const startExecution = async (name: string, input: ExecutionInput) => {
-    if (executions.has(name)) return 'already_exists' as const;
-    executions.set(name, machine.run(input, { executionName: name }));
+    if (executions.find(name) !== undefined) return 'already_exists' as const;
+    await executions.start(name, input);
     return 'started' as const;
   };
   // Intake and the steps share one ledger and one audit trail, as they share this process: the
   // trail then knows every chain it wrote and need not read it back from the bucket.
   const { ledger, audit } = stepDeps;
-  const intakeDeps: IntakeDeps = {
-    ledger,
-    audit,
-    quarantine: sqsQuarantine(sqs, queueUrls.quarantine),
-    startExecution: options.intakeStarter ?? startExecution,
-    logger,
-    timeZone: env.TIME_ZONE,
-    // No CloudWatch here: the count goes to the log, where the warning beside it names the request.
-    countMetric: (name, value) => logger.info('metric', { metric: name, value }),
+  const intakeWith = (starter: IntakeDeps['startExecution'], observe?: IntakeObserver) => {
+    const intakeDeps: IntakeDeps = {
+      ledger,
+      audit,
+      quarantine: sqsQuarantine(sqs, queueUrls.quarantine),
+      startExecution: starter,
+      logger,
+      timeZone: env.TIME_ZONE,
+      // No CloudWatch here: the count goes to the log, where the warning beside it names the request.
+      countMetric: (name, value) => logger.info('metric', { metric: name, value }),
+    };
+    const intakeHandler = makeIntakeHandler(() => intakeDeps, observe);
+    return (event: SQSEvent) => runAsCaller('Intake', () => intakeHandler(event));
   };
-
-  const intakeHandler = makeIntakeHandler(() => intakeDeps, options.observe);
   return {
     ledger,
     timeZone: env.TIME_ZONE,
@@ -245,24 +264,18 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     definition: resolved.definition,
     stepDeps,
     gate: stepDeps.gate,
-    intake: (event) => runAsCaller('Intake', () => intakeHandler(event)),
+    intake: intakeWith(startExecution),
+    intakeWith,
     startExecution,
     rotateSecret(name, value) {
       served[LOCAL_SECRET_IDS[name]] = value;
     },
     executions,
-    async settled() {
-      const results = new Map<string, ExecutionResult>();
-      let seen = -1;
-      // Executions may start more executions (none do today); loop until the set stops growing.
-      while (seen !== executions.size) {
-        seen = executions.size;
-        for (const [name, execution] of executions) results.set(name, await execution);
-      }
-      return results;
-    },
+    settled: () => executions.results(),
     async close() {
-      await Promise.allSettled(executions.values());
+      // Without records nothing would show an abandoned execution: wait for every one to end.
+      if (options.executionsDir === undefined) await executions.idle();
+      await executions.close();
       s3.destroy();
       auditS3.destroy();
       sqs.destroy();

@@ -22,7 +22,7 @@ function reconcileHarness(h: Harness, maxResumes: number) {
     {
       ledger: h.workflow.ledger,
       audit: h.workflow.audit,
-      describe: async (name) => (h.workflow.executions.has(name) ? 'FAILED' : 'MISSING'),
+      describe: async (name) => (h.workflow.executions.find(name) ? 'FAILED' : 'MISSING'),
       start: async () => 'started',
       clock: () => new Date(),
       logger: silent,

@@ -10,6 +10,7 @@ import { gateSettingsFor } from '#local/local-mode';
 import { SqsPoller } from '#local/runtime/event-source';
 import { synthesizeTemplate } from '#local/runtime/template';
 import { type LocalWorkflow, type LocalWorkflowOptions, startLocalWorkflow } from '#local/runtime/workflow';
+import type { IntakeDeps } from '../../lambdas/intake/intake.ts';
 
 const SAMPLE_STATE = fileURLToPath(new URL('../../local/emulator/sample-state.json', import.meta.url));
 
@@ -50,7 +51,7 @@ export async function startHarness(
     /** The stack configuration the template is synthesized with. @default none (placeholders) */
     config?: unknown;
     /** How intake starts executions. @default in-process */
-    intakeStarter?: LocalWorkflowOptions['intakeStarter'];
+    intakeStarter?: IntakeDeps['startExecution'];
   } = {},
 ): Promise<Harness> {
   const faults = faultProfileSchema.parse({ export_ready_after_polls: 2, ...options.faults });
@@ -74,9 +75,9 @@ export async function startHarness(
     ...(options.stepOverrides ? { stepOverrides: options.stepOverrides } : {}),
     ...(options.dynamoIntegration ? { dynamoIntegration: options.dynamoIntegration } : {}),
     ...(options.secrets ? { secrets: options.secrets } : {}),
-    ...(options.intakeStarter ? { intakeStarter: options.intakeStarter } : {}),
   });
-  const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, workflow.intake);
+  const intake = options.intakeStarter ? workflow.intakeWith(options.intakeStarter) : workflow.intake;
+  const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, intake);
   return {
     emulator,
     aws,

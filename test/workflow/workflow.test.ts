@@ -490,7 +490,7 @@ describe('intake', () => {
 
     await submit(h, request);
 
-    expect(h.workflow.executions.size).toBe(1);
+    expect(h.workflow.executions.list()).toHaveLength(1);
     expect(platformCalls(h, 'POST', '/gdpr/export')).toHaveLength(1);
     expect(await h.workflow.ledger.require(request.request_id)).toMatchObject({
       duplicates: 1,

@@ -10,6 +10,7 @@ import { type AwsFaultService, AwsThrottle, loadAwsFaultsFile } from '#local/aws
 import { type AwsStandIns, startAwsStandIns } from '#local/aws/aws-standins';
 import { type SfnShim, startSfnShim } from '#local/aws/sfn-shim';
 import { localFunctionArn, type ResolvedStateMachine } from '#local/runtime/asl';
+import { openExecutions, type Registry } from '#local/runtime/executions';
 import { LocalStateMachine } from '#local/runtime/sfn-runner';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -182,19 +183,24 @@ describe('Lambda invokes in the local state machine', () => {
 });
 
 describe('StartExecution in the Step Functions shim', () => {
-  async function shimWith(seed: number): Promise<SfnShim> {
+  async function shimWith(seed: number): Promise<{ executions: Registry; shim: SfnShim }> {
     const resolved: ResolvedStateMachine = {
       logicalId: 'Throttled',
       definition: { StartAt: 'Done', States: { Done: { Type: 'Pass', End: true } } },
       functions: new Map(),
     };
-    const shim = await startSfnShim({
+    const executions = await openExecutions({
       machine: new LocalStateMachine(resolved, { handlers: {} }),
       stateMachineArn: STATE_MACHINE_ARN,
+    });
+    const shim = await startSfnShim({
+      executions,
       awsFaults: { seed, throttle_rate: 0.5, services: ['states'] },
     });
+    // Cleanups run newest first: the executions close before the shim, as in local mode.
     cleanups.push(() => shim.close());
-    return shim;
+    cleanups.push(() => executions.close());
+    return { executions, shim };
   }
 
   const sfnClient = (shim: SfnShim, maxAttempts?: number) =>
@@ -209,7 +215,7 @@ describe('StartExecution in the Step Functions shim', () => {
 
   it('answers ThrottlingException, and the SDK retry then succeeds; other operations are not throttled', async () => {
     // Prepare
-    const shim = await shimWith(seedFor('states', 0.5, FAIL_THEN_RETRY));
+    const { executions, shim } = await shimWith(seedFor('states', 0.5, FAIL_THEN_RETRY));
     const start = (name: string) =>
       new StartExecutionCommand({ stateMachineArn: STATE_MACHINE_ARN, name, input: '{}' });
 
@@ -227,7 +233,7 @@ describe('StartExecution in the Step Functions shim', () => {
       .send(start('first'))
       .catch((error: unknown) => error);
     const started = await sfnClient(shim).send(start('second'));
-    await shim.idle();
+    await executions.idle();
 
     // Assess
     expect(described.map((answer) => (answer as Error).name)).toEqual([
@@ -237,7 +243,7 @@ describe('StartExecution in the Step Functions shim', () => {
     ]);
     expect(refused).toMatchObject({ name: 'ThrottlingException', $metadata: { httpStatusCode: 400 } });
     expect(started.$metadata).toMatchObject({ httpStatusCode: 200, attempts: 2 });
-    expect(shim.executions().map((execution) => execution.name)).toEqual(['second']);
+    expect(executions.summaries().map((execution) => execution.name)).toEqual(['second']);
   });
 });
 

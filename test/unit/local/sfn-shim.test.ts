@@ -16,7 +16,7 @@ import {
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type SfnShim, startSfnShim } from '#local/aws/sfn-shim';
 import { type ResolvedStateMachine, resolveStateMachine } from '#local/runtime/asl';
-import type { ExecutionRecord } from '#local/runtime/executions';
+import { type ExecutionRecord, openExecutions, type Registry } from '#local/runtime/executions';
 import { type ExecutionEvent, type LocalLambda, LocalStateMachine } from '#local/runtime/sfn-runner';
 import { ConfigurationError, PlatformUnavailableError } from '#shared/errors';
 import type { ExecutionInput } from '#shared/step-io';
@@ -36,7 +36,13 @@ let resolved: ResolvedStateMachine;
 let machine: LocalStateMachine;
 let stateMachineArn: string;
 
-let shim: SfnShim | undefined;
+/** The executions of the current test and the shim serving them, as local mode pairs them. */
+interface Served {
+  readonly executions: Registry;
+  readonly shim: SfnShim;
+}
+
+let served: Served | undefined;
 let sfn: SFNClient;
 let dataDir: string;
 /** Every execution record the shims of a test handed out at the end, by name. */
@@ -71,8 +77,8 @@ function gated(then: LocalLambda): { handler: LocalLambda; release: () => void; 
 
 async function openShim(
   options: { dataDir?: string; onExecutionEnd?: (record: ExecutionRecord) => void } = {},
-) {
-  const opened = await startSfnShim({
+): Promise<Served> {
+  const executions = await openExecutions({
     machine,
     stateMachineArn,
     ...options,
@@ -81,10 +87,17 @@ async function openShim(
       options.onExecutionEnd?.(record);
     },
   });
+  const opened = { executions, shim: await startSfnShim({ executions }) };
   sfn.destroy();
-  sfn = clientFor(opened);
-  shim = opened;
+  sfn = clientFor(opened.shim);
+  served = opened;
   return opened;
+}
+
+/** Closes as local mode does: the executions first, then the shim. */
+async function closeShim(target: Served, timeoutMs: number): Promise<void> {
+  await target.executions.close({ timeoutMs });
+  await target.shim.close();
 }
 
 function clientFor(target: SfnShim): SFNClient {
@@ -151,12 +164,12 @@ beforeEach(async () => {
   openGates = [];
   dataDir = await mkdtemp(join(tmpdir(), 'sfn-shim-'));
   sfn = new SFNClient({});
-  shim = undefined;
+  served = undefined;
 });
 
 afterEach(async () => {
   for (const release of openGates) release();
-  await shim?.close({ timeoutMs: 1_000 });
+  if (served !== undefined) await closeShim(served, 1_000);
   sfn.destroy();
   await rm(dataDir, { recursive: true, force: true });
 });
@@ -168,7 +181,7 @@ describe('StartExecution and DescribeExecution', () => {
 
     // Act
     const started = await start('req-1', { request_id: 'req-1', type: 'access' });
-    await running.idle();
+    await running.executions.idle();
     const described = await sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('req-1') }));
 
     // Assess
@@ -197,7 +210,7 @@ describe('StartExecution and DescribeExecution', () => {
     await gate.entered;
     const whileRunning = await sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('slow') }));
     gate.release();
-    await shim?.idle();
+    await served?.executions.idle();
     const afterwards = await sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('slow') }));
 
     // Assess
@@ -219,21 +232,21 @@ describe('StartExecution and DescribeExecution', () => {
     const second = await start('twice', { request_id: 'twice' });
     const different = await rejection(start('twice', { request_id: 'other' }));
     gate.release();
-    await shim?.idle();
+    await served?.executions.idle();
 
     // Assess
     expect(second.executionArn).toBe(first.executionArn);
     expect(second.startDate?.getTime()).toBe(first.startDate?.getTime());
     expect(different).toBeInstanceOf(ExecutionAlreadyExists);
     expect(resolveCalls).toHaveLength(1);
-    expect(shim?.executions().map((record) => record.status)).toEqual(['SUCCEEDED']);
+    expect(served?.executions.summaries().map((record) => record.status)).toEqual(['SUCCEEDED']);
   });
 
   it('throws ExecutionAlreadyExists for a name whose execution has ended, without running it again', async () => {
     // Prepare
     const running = await openShim();
     await start('done');
-    await running.idle();
+    await running.executions.idle();
 
     // Act
     const error = await rejection(start('done'));
@@ -256,7 +269,7 @@ describe('StartExecution and DescribeExecution', () => {
 
     // Act
     const first = await startExecution(input.request_id, input);
-    await running.idle();
+    await running.executions.idle();
     const second = await startExecution(input.request_id, input);
 
     // Assess
@@ -270,7 +283,7 @@ describe('StartExecution and DescribeExecution', () => {
 
     // Act
     await start('context-check');
-    await running.idle();
+    await running.executions.idle();
 
     // Assess
     expect(resolveCalls).toEqual([
@@ -319,7 +332,7 @@ describe('request validation', () => {
 
     // Assess
     expect(started).toBeInstanceOf(StateMachineDoesNotExist);
-    expect(shim?.executions()).toEqual([]);
+    expect(served?.executions.summaries()).toEqual([]);
   });
 
   it('throws InvalidName for a name with other characters or over 80 characters', async () => {
@@ -350,7 +363,7 @@ describe('request validation', () => {
 
     // Assess
     expect(error).toBeInstanceOf(InvalidExecutionInput);
-    expect(shim?.executions()).toEqual([]);
+    expect(served?.executions.summaries()).toEqual([]);
   });
 
   it('answers an unknown operation with a 400 naming the operations it knows', async () => {
@@ -358,7 +371,7 @@ describe('request validation', () => {
     const running = await openShim();
 
     // Act
-    const response = await fetch(running.endpoint, {
+    const response = await fetch(running.shim.endpoint, {
       method: 'POST',
       headers: {
         'x-amz-target': 'AWSStepFunctions.CreateStateMachine',
@@ -382,7 +395,7 @@ describe('request validation', () => {
     const before = Date.now() / 1000;
 
     // Act
-    const response = await fetch(running.endpoint, {
+    const response = await fetch(running.shim.endpoint, {
       method: 'POST',
       headers: {
         'x-amz-target': 'AWSStepFunctions.StartExecution',
@@ -411,7 +424,7 @@ describe('failures and StopExecution', () => {
 
     // Act
     await start('broken');
-    await running.idle();
+    await running.executions.idle();
     const described = await sfn.send(new DescribeExecutionCommand({ executionArn: executionArn('broken') }));
     const events = eventsOf('broken');
 
@@ -457,7 +470,7 @@ describe('failures and StopExecution', () => {
     // Prepare
     const running = await openShim();
     await start('finished');
-    await running.idle();
+    await running.executions.idle();
 
     // Act
     await sfn.send(new StopExecutionCommand({ executionArn: executionArn('finished'), error: 'Late' }));
@@ -487,7 +500,7 @@ describe('execution records in the data directory', () => {
     await gate.entered;
     const atStart = await recordOnDisk('kept');
     gate.release();
-    await shim?.idle();
+    await served?.executions.idle();
     const atEnd = await recordOnDisk('kept');
 
     // Assess
@@ -512,12 +525,12 @@ describe('execution records in the data directory', () => {
     // Prepare: one execution ends, another is still running when the first shim goes away.
     const first = await openShim({ dataDir });
     await start('old');
-    await first.idle();
+    await first.executions.idle();
     const gate = gated(noData);
     behaviour.resolve = gate.handler;
     await start('killed', { request_id: 'killed' });
     await gate.entered;
-    await first.close({ timeoutMs: 20 });
+    await closeShim(first, 20);
     gate.release();
     behaviour.resolve = noData;
     const ended: ExecutionRecord[] = [];
@@ -529,9 +542,9 @@ describe('execution records in the data directory', () => {
     const killedBefore = await sfn.send(
       new DescribeExecutionCommand({ executionArn: executionArn('killed') }),
     );
-    const interrupted = second.interrupted.map((record) => record.name);
-    await second.restart('killed');
-    await second.idle();
+    const interrupted = second.executions.interrupted.map((record) => record.name);
+    await second.executions.restart('killed');
+    await second.executions.idle();
     const killedAfter = await sfn.send(
       new DescribeExecutionCommand({ executionArn: executionArn('killed') }),
     );
@@ -551,7 +564,7 @@ describe('execution records in the data directory', () => {
     // Prepare
     const opened = await openShim({ dataDir });
     await start('ended', { request_id: 'ended' });
-    await opened.idle();
+    await opened.executions.idle();
     const written = Object(await recordOnDisk('ended'));
     // Stands in for what the shim would hold if it still had the record: the file alone now answers.
     await writeFile(
@@ -571,7 +584,7 @@ describe('execution records in the data directory', () => {
     expect(JSON.parse(described.input ?? '')).toEqual({ request_id: 'ended', from: 'file' });
     expect(JSON.parse(described.output ?? '')).toMatchObject({ outcome: 'no_data' });
     expect(events.at(-1)?.type).toBe('ExecutionSucceeded');
-    expect(opened.executions()).toEqual([
+    expect(opened.executions.summaries()).toEqual([
       {
         name: 'ended',
         executionArn: executionArn('ended'),
@@ -599,15 +612,17 @@ describe('execution records in the data directory', () => {
 
     // Act
     const running = await openShim({ dataDir });
-    const listed = running.executions().filter((execution) => execution.status === 'RUNNING');
-    await running.restart('by-hand');
-    await running.idle();
+    const listed = running.executions.summaries().filter((execution) => execution.status === 'RUNNING');
+    await running.executions.restart('by-hand');
+    await running.executions.idle();
 
     // Assess
-    expect(running.interrupted).toEqual([record]);
+    expect(running.executions.interrupted).toEqual([record]);
     expect(listed.map((item) => item.name)).toEqual(['by-hand']);
     expect(resolveCalls).toEqual([expect.objectContaining({ request_id: 'by-hand' })]);
-    expect(running.executions()).toEqual([expect.objectContaining({ name: 'by-hand', status: 'SUCCEEDED' })]);
+    expect(running.executions.summaries()).toEqual([
+      expect.objectContaining({ name: 'by-hand', status: 'SUCCEEDED' }),
+    ]);
   });
 
   it('marks an interrupted execution ABORTED on StopExecution instead of restarting it', async () => {
@@ -628,7 +643,7 @@ describe('execution records in the data directory', () => {
       new StopExecutionCommand({ executionArn: executionArn('abandon-me'), cause: 'operator gave up' }),
     );
     const events = eventsOf('abandon-me');
-    const restarted = await rejection(running.restart('abandon-me'));
+    const restarted = await rejection(running.executions.restart('abandon-me'));
 
     // Assess
     expect(await recordOnDisk('abandon-me')).toMatchObject({ status: 'ABORTED', cause: 'operator gave up' });
@@ -647,22 +662,22 @@ describe('execution records in the data directory', () => {
 
     // Act
     setTimeout(gate.release, 50);
-    await running.close({ timeoutMs: 5_000 });
+    await closeShim(running, 5_000);
 
     // Assess
     expect(await recordOnDisk('finishing')).toMatchObject({ status: 'SUCCEEDED' });
-    await expect(fetch(running.endpoint, { method: 'POST' })).rejects.toThrow();
+    await expect(fetch(running.shim.endpoint, { method: 'POST' })).rejects.toThrow();
   });
 
   it('refuses to restart an execution that was not interrupted', async () => {
     // Prepare
     const running = await openShim({ dataDir });
     await start('complete');
-    await running.idle();
+    await running.executions.idle();
 
     // Act
-    const ended = await rejection(running.restart('complete'));
-    const unknown = await rejection(running.restart('unknown'));
+    const ended = await rejection(running.executions.restart('complete'));
+    const unknown = await rejection(running.executions.restart('unknown'));
 
     // Assess
     expect(ended).toBeInstanceOf(ConfigurationError);
@@ -675,7 +690,7 @@ describe('execution records in the data directory', () => {
     await writeFile(join(dataDir, 'stray.json'), JSON.stringify({ hello: 'world' }));
 
     // Act
-    const error = await rejection(startSfnShim({ machine, stateMachineArn, dataDir }));
+    const error = await rejection(openExecutions({ machine, stateMachineArn, dataDir }));
 
     // Assess
     expect(error).toBeInstanceOf(ConfigurationError);
@@ -683,10 +698,10 @@ describe('execution records in the data directory', () => {
   });
 });
 
-describe('startSfnShim options', () => {
+describe('openExecutions options', () => {
   it('refuses a stateMachineArn that is not a state machine ARN', async () => {
     // Act
-    const error = await rejection(startSfnShim({ machine, stateMachineArn: 'FixtureStateMachine' }));
+    const error = await rejection(openExecutions({ machine, stateMachineArn: 'FixtureStateMachine' }));
 
     // Assess
     expect(error).toBeInstanceOf(ConfigurationError);
