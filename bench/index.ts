@@ -522,6 +522,7 @@ async function memory() {
       (size / result.seconds).toFixed(1),
       `${result.rssBeforeMiB.toFixed(0)} -> ${result.rssAfterMiB.toFixed(0)}`,
       growth.toFixed(3),
+      `${result.heapBeforeMiB.toFixed(0)} -> ${result.heapAfterMiB.toFixed(0)}`,
       (result.mainThreadMs / size).toFixed(1),
       (result.processCpuMs / size).toFixed(1),
     ]);
@@ -533,6 +534,7 @@ async function memory() {
       'requests/s',
       'RSS MiB',
       'RSS growth MiB per request',
+      'heap in use MiB (both threads)',
       'main-thread ms per request',
       'process CPU ms per request',
     ],

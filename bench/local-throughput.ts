@@ -8,8 +8,6 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import type { AwsFaults } from '#local/aws/aws-faults';
 import type { RateLimit } from '#local/emulator/faults';
 import { type PlatformStats, platformStatsSchema } from '#local/emulator/limits';
@@ -159,22 +157,20 @@ export interface MemoryResult {
   /** Resident set size after the warm-up and after the measured requests, MiB. */
   readonly rssBeforeMiB: number;
   readonly rssAfterMiB: number;
+  /** Heap in use on both threads (the steps' and the services'), after the same collections, MiB. */
+  readonly heapBeforeMiB: number;
+  readonly heapAfterMiB: number;
   /** The main thread's event loop busy time (ELU active), ms: the main thread's CPU and its sync I/O. */
   readonly mainThreadMs: number;
   /** CPU of the whole process (every thread), ms. */
   readonly processCpuMs: number;
 }
 
-/** The main isolate's full garbage collection, so RSS is read after what the main thread can free. */
-function collectGarbage(): void {
-  setFlagsFromString('--expose-gc');
-  (runInNewContext('gc') as () => void)();
-}
-
 /**
  * Local mode's memory and main-thread CPU per request: `warmUp` requests first (every module
  * loaded, every cache and pool at its working size), then `requests` more; RSS is read after each
- * batch, once local mode is idle and the main isolate has collected its garbage.
+ * batch, once local mode is idle and both its threads (the steps' and the services') have collected
+their garbage: what is left is what local mode keeps, not what a collector has yet to free.
  */
 export async function localMemory(requests: number, warmUp = 200): Promise<MemoryResult> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svc-dsr-bench-memory-'));
@@ -188,7 +184,7 @@ export async function localMemory(requests: number, warmUp = 200): Promise<Memor
   try {
     await mode.submit(requestLines(0, warmUp));
     await mode.idle();
-    collectGarbage();
+    const heapBefore = await mode.collectGarbage();
     const rssBefore = process.memoryUsage().rss;
     const measured = requestLines(warmUp, requests);
     const elu = performance.eventLoopUtilization();
@@ -199,7 +195,7 @@ export async function localMemory(requests: number, warmUp = 200): Promise<Memor
     const seconds = (performance.now() - started) / 1000;
     const busy = performance.eventLoopUtilization(elu);
     const spent = process.cpuUsage(cpu);
-    collectGarbage();
+    const heapAfter = await mode.collectGarbage();
     const rssAfter = process.memoryUsage().rss;
     let completed = 0;
     for (const line of measured) {
@@ -212,6 +208,8 @@ export async function localMemory(requests: number, warmUp = 200): Promise<Memor
       seconds,
       rssBeforeMiB: rssBefore / 2 ** 20,
       rssAfterMiB: rssAfter / 2 ** 20,
+      heapBeforeMiB: heapBefore / 2 ** 20,
+      heapAfterMiB: heapAfter / 2 ** 20,
       mainThreadMs: busy.active,
       processCpuMs: (spent.user + spent.system) / 1000,
     };

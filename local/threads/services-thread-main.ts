@@ -4,7 +4,12 @@ import { type AwsStandIns, startAwsStandIns } from '../aws/aws-standins.ts';
 import { type LedgerStream, startLedgerStream } from '../aws/ledger-stream.ts';
 import { EmulatorConfigError } from '../emulator/config-file.ts';
 import { type RunningEmulator, startEmulator } from '../emulator/server.ts';
-import { type LocalServicesOptions, type ServicesMessage, servicesCommandSchema } from './services-thread.ts';
+import {
+  collectGarbage,
+  type LocalServicesOptions,
+  type ServicesMessage,
+  servicesCommandSchema,
+} from './services-thread.ts';
 
 const port = parentPort;
 if (port === null) throw new Error('services-thread-main.ts runs only as a worker thread');
@@ -57,6 +62,11 @@ if (emulator !== undefined && aws !== undefined) {
       handed.delete(command.consumed);
       if (command.error === undefined) batch?.resolve();
       else batch?.reject(new Error(command.error));
+      return;
+    }
+    if ('collect' in command) {
+      collectGarbage();
+      send({ kind: 'collected', id: command.collect, heapUsed: process.memoryUsage().heapUsed });
       return;
     }
     if ('drain' in command) {

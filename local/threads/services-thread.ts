@@ -5,6 +5,8 @@
  * the same event loop, lets local mode use a second core.
  */
 import { once } from 'node:events';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { Worker } from 'node:worker_threads';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { z } from 'zod';
@@ -28,6 +30,11 @@ export interface LocalServicesOptions {
 export interface LocalServices {
   readonly emulator: RunningEmulator;
   readonly aws: AwsStandIns;
+  /**
+   * Runs a full garbage collection on the thread, for measurements (`npm run bench` reads RSS
+   * after it); resolves with the thread's heap in use afterwards, in bytes.
+   */
+  collectGarbage(): Promise<number>;
   /** The thread's ledger stream, when asked for: records are handed to the consumer set here. */
   readonly ledgerStream?: ThreadLedgerStream;
 }
@@ -46,6 +53,7 @@ export const servicesCommandSchema = z.union([
   z.object({ close: z.enum(['emulator', 'aws']) }),
   z.object({ consumed: z.number(), error: z.string().optional() }),
   z.object({ drain: z.number() }),
+  z.object({ collect: z.number() }),
 ]);
 export type ServicesCommand = z.infer<typeof servicesCommandSchema>;
 
@@ -70,6 +78,7 @@ export const servicesMessageSchema = z.discriminatedUnion('kind', [
   // Records are plain DynamoDB stream records; the consumer validates them, as a Lambda does.
   z.object({ kind: z.literal('records'), id: z.number(), records: z.array(z.custom<DynamoDBRecord>()) }),
   z.object({ kind: z.literal('drained'), id: z.number() }),
+  z.object({ kind: z.literal('collected'), id: z.number(), heapUsed: z.number() }),
   z.object({ kind: z.literal('stream-error'), message: z.string() }),
   z.object({
     kind: z.literal('failed'),
@@ -106,11 +115,24 @@ export async function startLocalServices(options: LocalServicesOptions): Promise
     );
   }
   const stream = ready.ledgerStream === undefined ? undefined : threadStream(worker, ready.ledgerStream);
+  const collections = new Map<
+    number,
+    { resolve: (heapUsed: number) => void; reject: (error: Error) => void }
+  >();
+  let ended = false;
+  worker.once('exit', () => {
+    ended = true;
+    for (const { reject } of collections.values()) reject(new Error('the local services thread has ended'));
+    collections.clear();
+  });
   worker.on('message', (message: unknown) => {
     const parsed = servicesMessageSchema.safeParse(message);
     if (!parsed.success) return;
     if (parsed.data.kind === 'closed') messages.get(parsed.data.service)?.();
-    else stream?.receive(parsed.data);
+    else if (parsed.data.kind === 'collected') {
+      collections.get(parsed.data.id)?.resolve(parsed.data.heapUsed);
+      collections.delete(parsed.data.id);
+    } else stream?.receive(parsed.data);
   });
   worker.on('error', (error) => {
     // The servers are gone: carrying on would only turn every request into a connection error.
@@ -136,7 +158,17 @@ export async function startLocalServices(options: LocalServicesOptions): Promise
   };
 
   const { region, credentials, endpoints } = ready.aws;
+  let nextCollection = 0;
   return {
+    collectGarbage() {
+      const id = nextCollection++;
+      if (ended) return Promise.reject(new Error('the local services thread has ended'));
+      return new Promise<number>((resolve, reject) => {
+        collections.set(id, { resolve, reject });
+        const command: ServicesCommand = { collect: id };
+        worker.postMessage(command);
+      });
+    },
     emulator: { ...ready.emulator, close: () => close('emulator') },
     aws: {
       region,
@@ -197,4 +229,10 @@ function threadStream(worker: Worker, endpoint: string) {
       }
     },
   };
+}
+
+/** A full garbage collection of the calling thread's isolate, for measurements. */
+export function collectGarbage(): void {
+  setFlagsFromString('--expose-gc');
+  (runInNewContext('gc') as () => void)();
 }

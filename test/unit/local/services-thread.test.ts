@@ -50,6 +50,23 @@ describe('startLocalServices', () => {
     await aws.close();
   });
 
+  it("collects the thread's garbage on request, answering with its heap in use, and refuses once the thread has ended", async () => {
+    const services = await startLocalServices({
+      emulator: { state: STATE, persistPath: join(dir, 'platform.json') },
+      aws: { dynamoPath: join(dir, 'ledger') },
+    });
+    const { emulator, aws } = services;
+
+    const heapUsed = await services.collectGarbage();
+    const user = await fetch(`${emulator.url}/_emulator/users/thread-user`);
+    await Promise.all([aws.close(), emulator.close()]);
+
+    expect(heapUsed).toBeGreaterThan(1024 * 1024);
+    expect(heapUsed).toBeLessThan(1024 * 1024 * 1024);
+    expect(user.status).toBe(200);
+    await expect(services.collectGarbage()).rejects.toThrow('the local services thread has ended');
+  });
+
   it('serves the ledger stream on the thread and hands its records back, retrying a batch that failed', async () => {
     // Prepare
     const services = await startLocalServices({
