@@ -14,6 +14,7 @@ import { buildPackageZip, describePlatformFiles } from '../lambdas/build-package
 import { renderIndexHtml } from '../lambdas/build-package/render.ts';
 import { PACKAGE_PLACEHOLDERS } from '../lambdas/build-package/settings.ts';
 import { withPage } from '../test/helpers/chromium.ts';
+import { normaliseInput } from '../test/unit/lambdas/build-package/fixtures.ts';
 
 const WORDS =
   'the council budget library pool derby match referee goal season city park bus tram rent school teacher vote mayor river bridge festival music weather storm train station'.split(
@@ -124,21 +125,14 @@ async function measure(
   let html = '';
   for (let round = 0; round < rounds; round++) {
     const started = performance.now();
-    const data = normalisePackage({
-      files: parseExportFiles(raw),
-      platformFiles: describePlatformFiles(raw),
-      activity,
-      controller: { name: 'Example News Ltd', contact: 'privacy@example.test' },
-      information: PACKAGE_PLACEHOLDERS.information,
-      language: 'en-GB',
-      timeZone: 'Europe/London',
-      request: {
-        request_id: '7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f',
-        regulation: 'gdpr',
-        received_at: '2026-11-20T09:00:00.000Z',
-        answered_at: '2026-11-23T12:00:00.000Z',
-      },
-    });
+    const data = normalisePackage(
+      normaliseInput([], {
+        files: parseExportFiles(raw),
+        platformFiles: describePlatformFiles(raw),
+        activity,
+        information: PACKAGE_PLACEHOLDERS.information,
+      }),
+    );
     zip = await buildPackageZip(data, raw);
     builds.push(performance.now() - started);
     html = renderIndexHtml(data);
