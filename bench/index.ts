@@ -524,6 +524,7 @@ async function memory() {
       growth.toFixed(3),
       `${result.heapBeforeMiB.toFixed(0)} -> ${result.heapAfterMiB.toFixed(0)}`,
       (result.mainThreadMs / size).toFixed(1),
+      (result.mainThreadBusyMs / size).toFixed(1),
       (result.processCpuMs / size).toFixed(1),
     ]);
   }
@@ -535,7 +536,8 @@ async function memory() {
       'RSS MiB',
       'RSS growth MiB per request',
       'heap in use MiB (both threads)',
-      'main-thread ms per request',
+      'main-thread CPU ms per request',
+      'main-thread busy (wall) ms per request',
       'process CPU ms per request',
     ],
     rows,
