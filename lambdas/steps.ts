@@ -57,16 +57,19 @@ export const STEP_TOKENS: Readonly<Record<StepName, readonly PlatformToken[]>> =
 
 /**
  * What each step does with the platform gate (shared/platform-gate.ts): `admits` its platform
- * calls through the rate limit and the circuit; `slots` takes or gives back export slots.
+ * calls through the rate limit and the circuit; `slots` takes or gives back export slots; `wakes`
+ * wakes a request waiting for a slot when it gives one back (shared/export-waiters.ts).
  */
-export const STEP_GATE: Readonly<Record<StepName, { readonly admits: boolean; readonly slots: boolean }>> = {
-  ResolveSubject: { admits: true, slots: false },
-  StartExport: { admits: true, slots: true },
-  CheckExport: { admits: true, slots: true },
-  ArchiveExport: { admits: true, slots: true },
-  BuildPackage: { admits: true, slots: false },
-  EraseSubject: { admits: true, slots: false },
-  VerifyErasure: { admits: true, slots: false },
-  RecordOutcome: { admits: false, slots: true },
-  RecordFailure: { admits: false, slots: true },
+export const STEP_GATE: Readonly<
+  Record<StepName, { readonly admits: boolean; readonly slots: boolean; readonly wakes: boolean }>
+> = {
+  ResolveSubject: { admits: true, slots: false, wakes: false },
+  StartExport: { admits: true, slots: true, wakes: false },
+  CheckExport: { admits: true, slots: true, wakes: true },
+  ArchiveExport: { admits: true, slots: true, wakes: true },
+  BuildPackage: { admits: true, slots: false, wakes: false },
+  EraseSubject: { admits: true, slots: false, wakes: false },
+  VerifyErasure: { admits: true, slots: false, wakes: false },
+  RecordOutcome: { admits: false, slots: true, wakes: true },
+  RecordFailure: { admits: false, slots: true, wakes: true },
 };

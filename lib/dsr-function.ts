@@ -301,6 +301,25 @@ export class DsrFunction extends Construct {
     return this;
   }
 
+  /**
+   * EXPORT_WAITERS_QUEUE_URL: the function wakes a request waiting for an export slot when it
+   * gives one back. It takes the waiter's message and answers its task token with SendTaskSuccess,
+   * an action IAM scopes by no resource: the token itself is the capability.
+   */
+  bindExportWaiters(queue: sqs.IQueue): this {
+    this.bindEnvironment('EXPORT_WAITERS_QUEUE_URL', queue.queueUrl);
+    this.#allow(['sqs:ReceiveMessage', 'sqs:DeleteMessage'], [queue.queueArn]);
+    this.#allowKey(queue.encryptionMasterKey, ['kms:Decrypt'], 'sqs');
+    this.#allow(['states:SendTaskSuccess'], ['*']);
+    acknowledge(
+      this.policy,
+      'AwsSolutions-IAM5',
+      'states:SendTaskSuccess has no resource type in IAM; it answers only the task tokens read from the export-slot waiters queue',
+      ['Resource::*'],
+    );
+    return this;
+  }
+
   /** STATE_MACHINE_ARN, with StartExecution on it; `key` is the state machine's own KMS key, if any. */
   bindStateMachine(stateMachine: sfn.StateMachine, access: 'start' | 'reconcile', key?: kms.IKey): this {
     this.bindEnvironment('STATE_MACHINE_ARN', stateMachine.stateMachineArn);

@@ -90,6 +90,8 @@ export class DsrStack extends Stack {
   readonly intakeQueue: sqs.Queue;
   readonly intakeDeadLetterQueue: sqs.Queue;
   readonly quarantineQueue: sqs.Queue;
+  /** Task tokens of requests waiting for an export slot; the steps that give a slot back wake one. */
+  readonly exportWaitersQueue: sqs.Queue;
   readonly ledger: dynamodb.Table;
   /** The platform gate's state: the shared rate limit, the circuit and the export slots. */
   readonly platformGate: dynamodb.Table;
@@ -124,6 +126,7 @@ export class DsrStack extends Stack {
     this.intakeDeadLetterQueue = queues.deadLetter;
     this.quarantineQueue = queues.quarantine;
     this.intakeQueue = queues.intake;
+    this.exportWaitersQueue = queues.exportWaiters;
     const tables = this.#tables(config);
     this.ledger = tables.ledger;
     this.platformGate = tables.gate;
@@ -183,8 +186,11 @@ export class DsrStack extends Stack {
     return { data, operations };
   }
 
-  /** The intake queue, its dead-letter queue and the quarantine queue, encrypted with the data key. */
-  #queues(): { intake: sqs.Queue; deadLetter: sqs.Queue; quarantine: sqs.Queue } {
+  /**
+   * The intake queue, its dead-letter queue, the quarantine queue and the export-slot waiters'
+   * queue, encrypted with the data key.
+   */
+  #queues(): { intake: sqs.Queue; deadLetter: sqs.Queue; quarantine: sqs.Queue; exportWaiters: sqs.Queue } {
     const queueDefaults = {
       encryption: sqs.QueueEncryption.KMS,
       encryptionMasterKey: this.key,
@@ -208,7 +214,17 @@ export class DsrStack extends Stack {
       visibilityTimeout: Duration.minutes(6),
       deadLetterQueue: { queue: deadLetter, maxReceiveCount: 5 },
     });
-    return { intake, deadLetter, quarantine };
+    // A waiter waits an hour at most (step-handler.ts), so its message is of no use after that.
+    const exportWaiters = new sqs.Queue(this, 'ExportWaitersQueue', {
+      ...queueDefaults,
+      retentionPeriod: Duration.hours(2),
+    });
+    acknowledge(
+      exportWaiters,
+      'AwsSolutions-SQS3',
+      'Its messages are wake-up calls for executions that wait for an export slot with a timeout: one that cannot be read is deleted by its reader, and one lost costs its waiter the rest of its timeout, never the request',
+    );
+    return { intake, deadLetter, quarantine, exportWaiters };
   }
 
   /** The ledger, with its open-requests index, and the platform gate's table. */
@@ -396,6 +412,7 @@ export class DsrStack extends Stack {
         .bindAuditBucket(this.auditBucket)
         .bindSecret('auditHmacKey', this.secrets.auditHmacKey, secretKey);
       for (const token of STEP_TOKENS[step]) fn.bindSecret(token, this.secrets[token], secretKey);
+      if (STEP_GATE[step].wakes) fn.bindExportWaiters(this.exportWaitersQueue);
       if (archives) fn.bindArchiveBucket(this.archiveBucket, 'write');
       else if (step === 'BuildPackage') {
         fn.bindArchiveBucket(this.archiveBucket, 'package');
@@ -436,6 +453,7 @@ export class DsrStack extends Stack {
       executionTimeout: Duration.seconds(config.pollBudgetSeconds).plus(Duration.days(1)),
       retryHorizon: Duration.hours(config.retryHorizonHours),
       ledger: this.ledger,
+      exportWaiters: this.exportWaitersQueue,
       logDestination: workflowLogs,
       encryptionKey: this.key,
       tracing: true,
@@ -527,6 +545,7 @@ export class DsrStack extends Stack {
       .bindLedger(this.ledger, 'reconciler')
       .bindAuditBucket(this.auditBucket)
       .bindPlatformGate(this.platformGate, { admits: false, slots: true, reads: true })
+      .bindExportWaiters(this.exportWaitersQueue)
       .bindStateMachine(this.workflow.stateMachine, 'reconcile', this.key);
     new events.Rule(this, 'ReconcilerSchedule', {
       description: 'svc-dsr: resumes open requests that no execution is running',

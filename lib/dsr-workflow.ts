@@ -4,6 +4,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as logs from 'aws-cdk-lib/aws-logs';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
@@ -44,6 +45,12 @@ export interface DsrWorkflowProps {
    * request fails. @default 6 hours
    */
   readonly retryHorizon?: Duration;
+  /**
+   * The queue of requests waiting for an export slot (lambdas/shared/export-waiters.ts): a wait
+   * for a slot sends its task token there and ends as soon as a step that gives a slot back
+   * answers it, or at the end of its backoff. @default a plain Wait for the whole backoff
+   */
+  readonly exportWaiters?: sqs.IQueue;
 }
 
 /** First wait, growth and longest wait of the transient Retry; its attempts come from the horizon. */
@@ -107,14 +114,17 @@ export class DsrWorkflow extends Construct {
   readonly #transientRetry: sfn.RetryProps;
   /** Where every task that fails for good goes: the failure is recorded in the ledger. */
   readonly #recordFailure: tasks.LambdaInvoke;
+  readonly #exportWaiters: sqs.IQueue | undefined;
 
   constructor(scope: Construct, id: string, props: DsrWorkflowProps) {
     super(scope, id);
     this.#functions = props.functions;
+    this.#exportWaiters = props.exportWaiters;
     this.#transientRetry = transientRetry(props.retryHorizon ?? Duration.hours(6));
     this.#recordFailure = this.#failurePath(props.ledger);
     this.stateMachine = this.#createStateMachine(props, this.#definition());
     this.#grantLedgerKey(props.ledger);
+    this.#grantWaitersKey();
     this.#acknowledgeWildcards(props);
   }
 
@@ -259,6 +269,42 @@ export class DsrWorkflow extends Construct {
     return new sfn.Choice(this, `${name}Admitted?`).when(condition, wait).otherwise(next);
   }
 
+  /**
+   * The state after StartExport: like {@link #admitted}, except that a wait for an export slot
+   * sends its request id and task token to the waiters' queue and waits for the token, for at most
+   * the backoff the step asked. A step that gives a slot back hands it to the oldest waiter and
+   * answers its token, and that execution starts its export at once with the slot held for it. A
+   * wait nobody answers times out into StartExport, as the Wait would end; one whose message cannot
+   * be sent falls back to the Wait.
+   */
+  #exportAdmitted(startExport: sfn.IChainable, next: sfn.IChainable) {
+    const { condition, wait } = this.#platformWaited('StartExport', startExport, '$.export');
+    const admitted = new sfn.Choice(this, 'StartExportAdmitted?');
+    if (this.#exportWaiters !== undefined) {
+      const slotWait = new tasks.SqsSendMessage(this, 'StartExportWaitsForSlot', {
+        // The queue without its key: the task would grant the key's use with no condition; the
+        // role gets it only through SQS, for this queue (#grantWaitersKey).
+        queue: sqs.Queue.fromQueueAttributes(this, 'ExportWaiters', {
+          queueArn: this.#exportWaiters.queueArn,
+          queueUrl: this.#exportWaiters.queueUrl,
+        }),
+        integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+        messageBody: sfn.TaskInput.fromObject({
+          token: sfn.JsonPath.taskToken,
+          request_id: sfn.JsonPath.stringAt('$.request_id'),
+          wait_seconds: sfn.JsonPath.numberAt('$.export.platform_wait.seconds'),
+        }),
+        taskTimeout: sfn.Timeout.at('$.export.platform_wait.seconds'),
+        resultPath: sfn.JsonPath.DISCARD,
+      });
+      slotWait.addCatch(startExport, { errors: ['States.Timeout'], resultPath: sfn.JsonPath.DISCARD });
+      slotWait.addCatch(wait, { errors: ['States.ALL'], resultPath: sfn.JsonPath.DISCARD });
+      // IsPresent, not a test of the reason: a rule on a field of an absent platform_wait would fail.
+      admitted.when(sfn.Condition.isPresent('$.export.platform_wait.slot'), slotWait.next(startExport));
+    }
+    return admitted.when(condition, wait).otherwise(next);
+  }
+
   /** The steps of a request, from resolving its subject to its recorded outcome. */
   #definition(): sfn.IChainable {
     const outcomeNotRecorded = new sfn.Pass(this, 'OutcomeNotRecorded', {
@@ -345,10 +391,8 @@ export class DsrWorkflow extends Construct {
         .when(sfn.Condition.booleanEquals('$.subject.found', false), recordNoData)
         .otherwise(
           startExport.next(
-            this.#admitted(
-              'StartExport',
+            this.#exportAdmitted(
               startExport,
-              '$.export',
               waitForExport.next(checkExport).next(
                 new sfn.Choice(this, 'ExportReady?')
                   .when(checkWaited.condition, checkWaited.wait)
@@ -398,6 +442,24 @@ export class DsrWorkflow extends Construct {
   }
 
   /** DynamoDB uses the ledger's key for the state machine's own write, as for the functions'. */
+  /** The waiters' queue key, for the slot waits' messages: only through SQS, only for that queue. */
+  #grantWaitersKey(): void {
+    const queue = this.#exportWaiters;
+    if (queue?.encryptionMasterKey === undefined) return;
+    this.stateMachine.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['kms:GenerateDataKey', 'kms:Decrypt'],
+        resources: [queue.encryptionMasterKey.keyArn],
+        conditions: {
+          StringEquals: {
+            'kms:ViaService': `sqs.${Stack.of(this).region}.amazonaws.com`,
+            'kms:EncryptionContext:aws:sqs:arn': queue.queueArn,
+          },
+        },
+      }),
+    );
+  }
+
   #grantLedgerKey(ledger: dynamodb.ITable): void {
     const ledgerKey = ledger.encryptionKey;
     if (ledgerKey === undefined) return;

@@ -9,19 +9,32 @@ export const SAFE_HISTORY_FRACTION = 0.5;
 
 /**
  * History events per state visit, rounded up. A Task attempt: TaskStateEntered, TaskScheduled,
- * TaskStarted, TaskSucceeded or TaskFailed, TaskStateExited (a retried attempt writes fewer; five
- * keeps the count an upper bound). A Wait: entered, exited and the timer; a Choice, a Pass, a Succeed or a
- * Fail: entered and exited; the execution itself: started and ended.
+ * TaskStarted, TaskSucceeded or TaskFailed, TaskStateExited; each retry of it writes only its own
+ * TaskScheduled, TaskStarted and TaskSucceeded or TaskFailed (the state is entered and exited
+ * once). A Wait: entered, exited and the timer; a Choice, a Pass, a Succeed or a Fail: entered and
+ * exited; the execution itself: started and ended.
  */
-export const EVENTS_PER = { taskAttempt: 5, wait: 3, choice: 2, end: 2, execution: 2 } as const;
+export const EVENTS_PER = {
+  taskAttempt: 5,
+  taskRetry: 3,
+  /** A Task that waits for its token: entered, scheduled, started, submitted, its end, exited. */
+  callbackTask: 6,
+  wait: 3,
+  choice: 2,
+  end: 2,
+  execution: 2,
+} as const;
 
 /**
  * One wait for platform capacity: the step's attempt that answered it, the Choice that reads it and
- * the Wait. Its retries are not counted again: an attempt that ends in a wait succeeded, and a
+ * the Wait; at most, a wait for an export slot: the Task that waits for its token, or, when its
+ * message cannot be sent, that Task failed (as many events but the submission) and the Wait it
+ * falls back to. Its retries are not counted again: an attempt that ends in a wait succeeded, and a
  * visit that both retries and waits is within the margin SAFE_HISTORY_FRACTION keeps. Each
  * execution makes at most MAX_PLATFORM_WAITS of them (the step handler counts them in the ledger).
  */
-const PLATFORM_WAIT_EVENTS = EVENTS_PER.taskAttempt + EVENTS_PER.choice + EVENTS_PER.wait;
+const PLATFORM_WAIT_EVENTS =
+  EVENTS_PER.taskAttempt + EVENTS_PER.choice + EVENTS_PER.callbackTask - 1 + EVENTS_PER.wait;
 
 /** ASL's default MaxAttempts of a Retry rule that names none. */
 const DEFAULT_RETRY_ATTEMPTS = 3;
@@ -127,7 +140,7 @@ function stateEvents(states: Readonly<Record<string, unknown>>, name: string): n
   }
   switch (state.Type) {
     case 'Task':
-      return EVENTS_PER.taskAttempt * (1 + retryAttempts(state));
+      return EVENTS_PER.taskAttempt + EVENTS_PER.taskRetry * retryAttempts(state);
     case 'Wait':
       return EVENTS_PER.wait;
     case 'Choice':

@@ -21,7 +21,7 @@ import { type ReconcilerDeps, type ReconcileSummary, reconcile } from '../lambda
 import type { AwsFaults } from './aws/aws-faults.ts';
 import type { AwsStandIns } from './aws/aws-standins.ts';
 import type { LocalEvent } from './aws/events-standin.ts';
-import { type SfnShim, startSfnShim } from './aws/sfn-shim.ts';
+import type { SfnShim } from './aws/sfn-shim.ts';
 import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.ts';
 import type { FaultProfile, RateLimit } from './emulator/faults.ts';
 import type { RunningEmulator } from './emulator/server.ts';
@@ -247,11 +247,7 @@ async function assembleLocalMode(
   started.push(() => workflow.close());
   // The workflow's executions behind the Step Functions API: intake, the reconciler and the CLI
   // start and look them up over HTTP, as they do in AWS.
-  const shim = await startSfnShim({
-    executions: workflow.executions,
-    ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
-  });
-  started.push(() => shim.close());
+  const { shim } = workflow;
   // One client for every call to the shim: a client per call would open a connection per request.
   const sfn = sfnClient(shim.endpoint, aws);
   started.push(async () => sfn.destroy());
@@ -375,9 +371,8 @@ async function assembleLocalMode(
       };
     },
     async close() {
-      // The executions close first, while the shim answers that it is closing.
+      // The workflow closes its executions, then the shim.
       await workflow.close();
-      await shim.close();
       sfn.destroy();
       await statusEvents.close();
       await aws.close();

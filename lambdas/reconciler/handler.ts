@@ -8,7 +8,7 @@ import { gateEnvSchema, parseEnv } from '#shared/config';
 import { ConfigurationError } from '#shared/errors';
 import { Ledger } from '#shared/ledger';
 import { functionLogger, functionMetrics } from '#shared/powertools';
-import { platformGate } from '#shared/runtime';
+import { lambdaExportWaiters, platformGate } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { sfnStarter } from '../intake/aws.ts';
 import { sfnLookup } from './aws.ts';
@@ -69,7 +69,7 @@ function reconcilerLambdaDeps(): ReconcilerDeps & ReconcileOptions {
           heads: ledger,
         },
       ),
-      gate: platformGate(env, dynamo, logger),
+      gate: platformGate(env, dynamo, logger, lambdaExportWaiters(env, logger)),
       publish: (figures) => {
         metrics.addMetric('StuckRequests', MetricUnit.Count, figures.StuckRequests);
         metrics.addMetric('PlatformDownSeconds', MetricUnit.Seconds, figures.PlatformDownSeconds);

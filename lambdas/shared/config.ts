@@ -48,6 +48,11 @@ export const gateEnvSchema = z.object({
   OUTAGE_HORIZON_SECONDS: seconds(DEFAULTS.retryHorizonHours * 3600),
   /** The longest wait for a rate slot spent inside the function (longer ones are Step Functions Waits). */
   PLATFORM_MAX_SLEEP_SECONDS: z.coerce.number().int().min(2).max(60).default(3),
+  /**
+   * The queue of requests waiting for an export slot (export-waiters.ts): set for the functions
+   * that give slots back, which wake one waiter per slot.
+   */
+  EXPORT_WAITERS_QUEUE_URL: z.url().optional(),
 });
 export type GateEnv = z.infer<typeof gateEnvSchema>;
 

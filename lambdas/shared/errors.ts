@@ -548,3 +548,8 @@ export function awsTransientError(error: unknown, depth = 0): AwsTransientError 
     { cause: error },
   );
 }
+
+/** The name of a thrown error (an AWS SDK error's is its service error code); undefined for a non-Error. */
+export function errorName(error: unknown): string | undefined {
+  return error instanceof Error ? error.name : undefined;
+}

@@ -3,7 +3,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { type DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
-import { PlatformCapacityError, PlatformOutageError } from './errors.ts';
+import { errorName, PlatformCapacityError, PlatformOutageError } from './errors.ts';
+import type { ExportWaiters } from './export-waiters.ts';
 
 /**
  * The platform's load control, shared by every Lambda through one small DynamoDB table:
@@ -42,7 +43,7 @@ export const PLATFORM_WAIT_SUFFIX = 'WaitsForPlatform';
 export const GATE_KEY = 'gate';
 const RATE_ITEM = 'platform';
 /** How late after its slot a call may still go. */
-export const LATE_MS = 100;
+export const LATE_MS = 50;
 /** The sleep for a slot inside the Lambda, at least: Wait states count whole seconds. */
 const MIN_SLEEP_MS = 2_000;
 const EXPORTS_ITEM = 'exports';
@@ -56,6 +57,8 @@ const PROBE_MS = 15_000;
 const PROBE_RECHECK_SECONDS = 2;
 /** The longest a call waits out an open circuit before it looks again. */
 export const LONGEST_OUTAGE_WAIT_SECONDS = 900;
+/** Waiters a freed slot may go to in turn (each after the last one's execution had ended). */
+const MAX_HANDOVERS = 3;
 /** Versioned circuit writes lost to another caller before giving up on this one. */
 const MAX_CONFLICTS = 8;
 
@@ -173,6 +176,7 @@ export class PlatformGate {
   readonly #now: () => number;
   readonly #sleep: (ms: number) => Promise<unknown>;
   readonly #logger: GateLogger | undefined;
+  readonly #waiters: Pick<ExportWaiters, 'take'> | undefined;
   /** Whether the last state this function saw had failures or an open circuit: a success then resets it. */
   #troubled = false;
   /**
@@ -186,7 +190,13 @@ export class PlatformGate {
     dynamo: DynamoDBClient,
     table: string,
     settings: GateSettings,
-    options: { now?: () => number; sleep?: (ms: number) => Promise<unknown>; logger?: GateLogger } = {},
+    options: {
+      now?: () => number;
+      sleep?: (ms: number) => Promise<unknown>;
+      logger?: GateLogger;
+      /** The requests waiting for an export slot: a slot given back is handed to the oldest. @default none: they wait out their backoff */
+      waiters?: Pick<ExportWaiters, 'take'>;
+    } = {},
   ) {
     this.#dynamo = dynamo;
     this.#table = table;
@@ -195,6 +205,7 @@ export class PlatformGate {
     this.#now = options.now ?? Date.now;
     this.#sleep = options.sleep ?? ((ms) => delay(ms));
     this.#logger = options.logger;
+    this.#waiters = options.waiters;
   }
 
   get settings(): GateSettings {
@@ -319,8 +330,51 @@ export class PlatformGate {
     }
   }
 
-  /** Gives the request's export slot back; nothing when it holds none. */
+  /**
+   * Gives the request's export slot back; nothing when it holds none. With requests waiting for a
+   * slot, the freed slot is given to the oldest of them, whose execution is woken; a waiter whose
+   * execution has ended gives it back, and it goes to the next.
+   */
   async releaseExport(requestId: string): Promise<void> {
+    // Only a slot that was held is handed on: a release run again wakes no one.
+    if (!(await this.#remove(requestId))) return;
+    for (let handovers = 0; handovers < MAX_HANDOVERS; handovers++) {
+      const waiter = await this.#waiters?.take();
+      if (waiter === undefined) return;
+      const given = await this.#give(waiter.requestId);
+      // Woken without a slot (one came in between, or it holds one already), it tries for itself.
+      const answer = await waiter.answer();
+      if (!given || answer !== 'ended') return;
+      // Its execution has ended, so it will never use the slot.
+      await this.#remove(waiter.requestId);
+    }
+  }
+
+  /**
+   * Gives a slot to a waiting request: false when it holds one already, or when another request
+   * took the freed slot first.
+   */
+  async #give(requestId: string): Promise<boolean> {
+    try {
+      await this.#dynamo.send(
+        new UpdateItemCommand({
+          TableName: this.#table,
+          Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
+          UpdateExpression: 'SET holders.#request = :now',
+          ConditionExpression: 'attribute_not_exists(holders.#request) AND size(holders) < :cap',
+          ExpressionAttributeNames: { '#request': requestId },
+          ExpressionAttributeValues: marshall({ ':now': this.#now(), ':cap': this.#settings.maxOpenExports }),
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (errorName(error) === 'ConditionalCheckFailedException') return false;
+      throw error;
+    }
+  }
+
+  /** Gives the request's slot back to the gate: false when it held none. */
+  async #remove(requestId: string): Promise<boolean> {
     try {
       await this.#dynamo.send(
         new UpdateItemCommand({
@@ -331,6 +385,7 @@ export class PlatformGate {
           ExpressionAttributeNames: { '#request': requestId },
         }),
       );
+      return true;
     } catch (error) {
       if (
         errorName(error) !== 'ConditionalCheckFailedException' &&
@@ -338,6 +393,7 @@ export class PlatformGate {
       ) {
         throw error;
       }
+      return false;
     }
   }
 
@@ -485,8 +541,4 @@ export class PlatformGate {
       throw error;
     }
   }
-}
-
-function errorName(error: unknown): string | undefined {
-  return error instanceof Error ? error.name : undefined;
 }

@@ -6,12 +6,15 @@ import {
   ListObjectVersionsCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
+import { SendTaskSuccessCommand, SFNClient } from '@aws-sdk/client-sfn';
+import { SQSClient } from '@aws-sdk/client-sqs';
 import { packageSettingsFromEnv } from '../build-package/settings.ts';
 import { copyExportToS3, putVerifiedObject, readVerifiedObject, verifyCopy } from './archive/index.ts';
 import { REQUEST_TYPE_TAG } from './archive-tags.ts';
 import { AuditTrail } from './audit.ts';
 import { type GateEnv, parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
 import type { DownloadPolicy } from './download-policy.ts';
+import { ExportWaiters, type TaskTokenSuccess } from './export-waiters.ts';
 import { Ledger } from './ledger.ts';
 import { type PlatformCallGate, PlatformClient } from './platform-client.ts';
 import { PlatformGate } from './platform-gate.ts';
@@ -27,6 +30,8 @@ export interface AwsClients {
   readonly dynamo: DynamoDBClient;
   /** S3 for the audit trail alone, built with {@link CACHED_MIDDLEWARE}. @default s3 */
   readonly auditS3?: S3Client;
+  /** Wakes requests waiting for an export slot when the gate gives one back. @default none */
+  readonly exportWaiters?: ExportWaiters;
 }
 
 /** Builds the archive store over S3: copy, verify, and delete what fails verification. */
@@ -149,7 +154,7 @@ export function buildStepDeps(
   overrides: Partial<Pick<StepDeps, 'sleep' | 'clock'>> & { fetch?: typeof fetch } = {},
 ): StepDeps & { readonly audit: AuditTrail; readonly gate: PlatformGate } {
   const clock = overrides.clock ?? (() => new Date());
-  const gate = platformGate(env, clients.dynamo, logger);
+  const gate = platformGate(env, clients.dynamo, logger, clients.exportWaiters);
   const platform = platformClient(env, secrets, logger, overrides.fetch, gate);
   const ledger = new Ledger(clients.dynamo, env.TABLE_NAME, clock);
   return {
@@ -189,7 +194,12 @@ export function buildStepDeps(
 }
 
 /** The shared platform gate, as the environment configures it. */
-export function platformGate(env: GateEnv, dynamo: DynamoDBClient, logger: StepLogger): PlatformGate {
+export function platformGate(
+  env: GateEnv,
+  dynamo: DynamoDBClient,
+  logger: StepLogger,
+  waiters?: ExportWaiters,
+): PlatformGate {
   return new PlatformGate(
     dynamo,
     env.GATE_TABLE_NAME,
@@ -200,8 +210,30 @@ export function platformGate(env: GateEnv, dynamo: DynamoDBClient, logger: StepL
       outageHorizonSeconds: env.OUTAGE_HORIZON_SECONDS,
       maxSleepMs: env.PLATFORM_MAX_SLEEP_SECONDS * 1000,
     },
+    { logger, ...(waiters ? { waiters } : {}) },
+  );
+}
+
+/**
+ * The export-slot waiters of a function in AWS Lambda, when the stack gave it their queue: SQS to
+ * take a waiter's message, Step Functions to answer its token.
+ */
+export function lambdaExportWaiters(env: GateEnv, logger: StepLogger): ExportWaiters | undefined {
+  if (env.EXPORT_WAITERS_QUEUE_URL === undefined) return undefined;
+  const sfn = prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE));
+  return new ExportWaiters(
+    prepareSdkClient(new SQSClient(CACHED_MIDDLEWARE)),
+    env.EXPORT_WAITERS_QUEUE_URL,
+    sfnTaskSuccess(sfn),
     { logger },
   );
+}
+
+/** SendTaskSuccess with an empty output: the waiter only needs to know that it may go. */
+export function sfnTaskSuccess(sfn: Pick<SFNClient, 'send'>): TaskTokenSuccess {
+  return async (token) => {
+    await sfn.send(new SendTaskSuccessCommand({ taskToken: token, output: '{}' }));
+  };
 }
 
 /** The platform client of a function, with the tokens that function is given, behind the gate. */
@@ -240,15 +272,18 @@ let lambdaDeps: StepDeps | undefined;
 export function lambdaStepDeps(): StepDeps {
   if (lambdaDeps === undefined) {
     const env = parseEnv(stepEnvSchema, process.env);
+    const logger = functionLogger();
+    const exportWaiters = lambdaExportWaiters(env, logger);
     lambdaDeps = buildStepDeps(
       env,
       {
         s3: prepareSdkClient(new S3Client({})),
         auditS3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
         dynamo: prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE)),
+        ...(exportWaiters ? { exportWaiters } : {}),
       },
       functionSecretsFromEnv(process.env),
-      functionLogger(),
+      logger,
     );
   }
   return lambdaDeps;

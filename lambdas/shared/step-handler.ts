@@ -100,7 +100,7 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
     stepDeps.logger.debug('platform call waits', { reason: error.reason, wait_seconds: seconds, waits });
     return platformWaitAnswerSchema.parse({
       ...error.carry,
-      platform_wait: { reason: error.reason, seconds },
+      platform_wait: { reason: error.reason, seconds, ...(error.reason === 'exports' ? { slot: true } : {}) },
     }) as z.infer<O>;
   }
 }
@@ -144,5 +144,10 @@ export const platformWaitAnswerSchema = z.looseObject({
   platform_wait: z.object({
     reason: z.enum(['rate', 'exports', 'outage']),
     seconds: z.number().int().positive(),
+    /**
+     * Set on a wait for an export slot, which the state machine spends waiting for a wake-up
+     * (lib/dsr-workflow.ts): its Choice tests it with IsPresent, which an absent field cannot fail.
+     */
+    slot: z.literal(true).optional(),
   }),
 });

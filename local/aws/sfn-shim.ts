@@ -2,7 +2,8 @@
  * A small Step Functions API on loopback over the local executions (`local/runtime/executions.ts`):
  * enough of the AWS JSON 1.0 protocol that the real `SFNClient` (and so the intake Lambda's
  * StartExecution code) works unchanged in local mode. It answers the operations svc-dsr calls:
- * StartExecution (intake), DescribeExecution (the reconciler) and StopExecution (`svc-dsr cancel`).
+ * StartExecution (intake), DescribeExecution (the reconciler), StopExecution (`svc-dsr cancel`)
+ * and SendTaskSuccess (the steps that hand an export slot to a waiting execution).
  * It keeps no executions of its own: the registry it is given runs them and keeps their records.
  */
 import { randomUUID } from 'node:crypto';
@@ -87,6 +88,7 @@ const OPERATIONS: Readonly<Record<string, Operation>> = {
   StartExecution: startExecution,
   DescribeExecution: describeExecution,
   StopExecution: stopExecution,
+  SendTaskSuccess: sendTaskSuccess,
 };
 
 async function answer(registry: Registry, request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -227,6 +229,23 @@ async function stopExecution(registry: Registry, body: unknown): Promise<Record<
   const execution = findExecution(registry, request.executionArn);
   const record = await registry.stop(execution, { error: request.error, cause: request.cause });
   return { stopDate: epochSeconds(record.stopDate ?? new Date().toISOString()) };
+}
+
+const taskSuccessRequest = z.looseObject({
+  taskToken: z.string().min(1).max(2048),
+  output: z.string().max(MAX_INPUT_BYTES),
+});
+
+/** Answers a waiting task's token; the machine's errors carry Step Functions' names (TaskTimedOut, ...). */
+async function sendTaskSuccess(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
+  const request = parseRequest(taskSuccessRequest, body);
+  try {
+    registry.options.machine.sendTaskSuccess(request.taskToken, request.output);
+  } catch (error) {
+    if (error instanceof Error) throw apiFault(error.name, error.message);
+    throw error;
+  }
+  return {};
 }
 
 function checkStateMachine(registry: Registry, stateMachineArn: string): void {

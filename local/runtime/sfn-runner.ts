@@ -34,7 +34,8 @@ export interface RunnerOptions {
   /**
    * Service integrations by resource (`arn:aws:states:::dynamodb:updateItem`): each gets the task's
    * Parameters and answers the API's response; a thrown error's name becomes the ASL error, so
-   * name it as Step Functions does (`DynamoDB.ConditionalCheckFailedException`).
+   * name it as Step Functions does (`DynamoDB.ConditionalCheckFailedException`). The same resource
+   * with `.waitForTaskToken` runs the integration, then waits for {@link LocalStateMachine.sendTaskSuccess}.
    */
   readonly integrations?: Readonly<Record<string, LocalIntegration>>;
 }
@@ -74,6 +75,59 @@ type TaskOverride = TaskOverrides[string];
 type JsonValue = Parameters<TaskOverride>[0];
 
 const LAMBDA_INVOKE = /^arn:[^:]+:states:::lambda:invoke$/;
+const WAIT_FOR_TASK_TOKEN = '.waitForTaskToken';
+/**
+ * `$$.Task.Token` as an execution's context holds it: the runner gives each task that waits for
+ * its token a token of its own, which starts with this and the execution's ARN.
+ */
+const TOKEN_PREFIX = 'svc-dsr-local-task:';
+
+/** A task waiting for its token: its execution, and when it times out (epoch ms). */
+interface WaitingTask {
+  readonly executionArn: string;
+  readonly timesOutAt: number;
+  readonly resolve: (output: JsonValue) => void;
+}
+
+/**
+ * Where the runner carries a Task's TimeoutSecondsPath into its parameters. Step Functions reads
+ * TimeoutSecondsPath from the state's input; the library reads it from the parameters, so the
+ * runner adds the field to the Parameters, points the path at it, and takes it out again before
+ * the task runs.
+ */
+const TIMEOUT_FIELD = 'svc_dsr_local_timeout_seconds';
+
+/** Makes each Task's TimeoutSecondsPath read the state's input, as in Step Functions (see TIMEOUT_FIELD). */
+function timeoutsFromStateInput(states: Record<string, unknown>): void {
+  for (const state of Object.values(states)) {
+    if (typeof state !== 'object' || state === null) continue;
+    const task = state as Record<string, unknown>;
+    const parameters = task.Parameters;
+    if (
+      task.Type === 'Task' &&
+      typeof task.TimeoutSecondsPath === 'string' &&
+      typeof parameters === 'object' &&
+      parameters !== null
+    ) {
+      task.Parameters = { ...parameters, [`${TIMEOUT_FIELD}.$`]: task.TimeoutSecondsPath };
+      task.TimeoutSecondsPath = `$.${TIMEOUT_FIELD}`;
+    }
+    for (const nested of [task.Branches, [task.Iterator], [task.ItemProcessor]].flat()) {
+      if (typeof nested === 'object' && nested !== null && 'States' in nested) {
+        timeoutsFromStateInput(nested.States as Record<string, unknown>);
+      }
+    }
+  }
+}
+
+/** A task's parameters without the runner's TIMEOUT_FIELD, and the timeout it carried. */
+function withoutTimeout(input: JsonValue): { parameters: JsonValue; timeoutSeconds?: number } {
+  if (input === null || typeof input !== 'object' || Array.isArray(input) || !(TIMEOUT_FIELD in input)) {
+    return { parameters: input };
+  }
+  const { [TIMEOUT_FIELD]: timeout, ...parameters } = input;
+  return typeof timeout === 'number' ? { parameters, timeoutSeconds: timeout } : { parameters };
+}
 const LAMBDA_INVOKE_ANY = /^arn:[^:]+:states:::lambda:invoke(\.|$)/;
 const LAMBDA_FUNCTION_ARN = /^arn:[^:]+:lambda:[^:]*:[^:]*:function:([^:]+)(?::[^:]+)?$/;
 
@@ -98,6 +152,9 @@ export class LocalStateMachine {
   readonly #handlers: Readonly<Record<string, LocalLambda>>;
   readonly #throttle: AwsThrottle;
   readonly #integrations: Readonly<Record<string, LocalIntegration>>;
+  /** Tasks waiting for their token, by token; an execution's go when it ends. */
+  readonly #waiting = new Map<string, WaitingTask>();
+  #tokens = 0;
 
   constructor(resolved: ResolvedStateMachine, options: RunnerOptions) {
     const definition = structuredClone(resolved.definition);
@@ -113,11 +170,15 @@ export class LocalStateMachine {
     this.#stateMachineName = resolved.logicalId;
     this.#stateMachineArn = `arn:${LOCAL_PARTITION}:states:${LOCAL_REGION}:${LOCAL_ACCOUNT_ID}:stateMachine:${resolved.logicalId}`;
 
+    timeoutsFromStateInput(definition.States);
     const taskResourceLocalHandlers: TaskOverrides = {};
     const waitTimeOverrides: Record<string, number> = {};
     const retryIntervalOverrides: Record<string, number> = {};
     for (const [name, state] of allStates(definition.States)) {
-      if (state.Type === 'Task') taskResourceLocalHandlers[name] = this.#taskOverride(name, state.Resource);
+      if (state.Type === 'Task') {
+        const override = this.#taskOverride(name, state.Resource);
+        taskResourceLocalHandlers[name] = (input) => override(withoutTimeout(input).parameters, input);
+      }
       // Every Wait is compressed except a wait for platform capacity: the platform's limits (the
       // emulator's rate limit, its outage window) run in real time, and so must waiting for them.
       if (state.Type === 'Wait' && !name.endsWith(PLATFORM_WAIT_SUFFIX)) {
@@ -146,6 +207,7 @@ export class LocalStateMachine {
       context: {
         Execution: { Id: executionArn, Name: context.executionName },
         StateMachine: { Id: this.#stateMachineArn, Name: this.#stateMachineName },
+        Task: { Token: `${TOKEN_PREFIX}${executionArn}` },
       },
     });
 
@@ -167,10 +229,40 @@ export class LocalStateMachine {
       return { ...describeFailure(error), events };
     } finally {
       context.signal?.removeEventListener('abort', abort);
+      // Tokens of an ended execution answer TaskDoesNotExist, as in Step Functions.
+      for (const [token, task] of this.#waiting)
+        if (task.executionArn === executionArn) this.#waiting.delete(token);
     }
   }
 
-  #taskOverride(stateName: string, resource: string): TaskOverride {
+  /**
+   * SendTaskSuccess: the task waiting for `token` ends with `output` (JSON text). Throws errors
+   * named as Step Functions names them: InvalidToken for a token never given, TaskDoesNotExist
+   * for one whose execution has ended, TaskTimedOut for one past its timeout, InvalidOutput for
+   * output that is not JSON.
+   */
+  sendTaskSuccess(token: string, output: string): void {
+    if (!token.startsWith(TOKEN_PREFIX)) throw namedError('InvalidToken', 'Invalid token');
+    const task = this.#waiting.get(token);
+    if (task === undefined) throw namedError('TaskDoesNotExist', 'Task does not exist anymore');
+    if (Date.now() >= task.timesOutAt) {
+      this.#waiting.delete(token);
+      throw namedError('TaskTimedOut', 'Task Timed Out');
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(output);
+    } catch {
+      throw namedError('InvalidOutput', 'Invalid State Machine Execution Output: the output is not JSON');
+    }
+    this.#waiting.delete(token);
+    task.resolve(jsonCopy(value, 'the task output'));
+  }
+
+  #taskOverride(
+    stateName: string,
+    resource: string,
+  ): (input: JsonValue, withTimeout: JsonValue) => ReturnType<TaskOverride> {
     if (LAMBDA_INVOKE.test(resource)) {
       return async (input) => {
         const parameters = invokeParametersSchema.safeParse(input);
@@ -194,9 +286,10 @@ export class LocalStateMachine {
         return invoke(handler, input);
       };
     }
-    const integration = Object.hasOwn(this.#integrations, resource)
-      ? this.#integrations[resource]
-      : undefined;
+    const callback = resource.endsWith(WAIT_FOR_TASK_TOKEN);
+    const base = callback ? resource.slice(0, -WAIT_FOR_TASK_TOKEN.length) : resource;
+    const integration = Object.hasOwn(this.#integrations, base) ? this.#integrations[base] : undefined;
+    if (integration !== undefined && callback) return this.#callbackOverride(stateName, integration);
     if (integration !== undefined) {
       return async (input) =>
         jsonCopy(await integration(jsonCopy(input, 'the task parameters')), 'the answer');
@@ -205,6 +298,42 @@ export class LocalStateMachine {
       ? 'callback and async invocations (.waitForTaskToken) are not supported locally'
       : `the local runner executes Lambda tasks (lambda:invoke or a function ARN) and the integrations it is given (${Object.keys(this.#integrations).join(', ') || 'none'})`;
     throw new ConfigurationError(`Task state ${stateName} uses the resource ${resource}: ${why}`);
+  }
+
+  /**
+   * A `.waitForTaskToken` task: the integration gets its Parameters with `$$.Task.Token` made this
+   * task's own, and the task ends when {@link sendTaskSuccess} answers that token (or at its
+   * TimeoutSeconds, which the library keeps).
+   */
+  #callbackOverride(
+    stateName: string,
+    integration: LocalIntegration,
+  ): (input: JsonValue, withTimeout: JsonValue) => ReturnType<TaskOverride> {
+    return async (input, withTimeout) => {
+      const parameters = jsonCopy(input, 'the task parameters');
+      const { timeoutSeconds } = withoutTimeout(withTimeout);
+      const execution = findToken(parameters);
+      if (execution === undefined) {
+        throw namedError(
+          'States.Runtime',
+          `Task ${stateName}: a .waitForTaskToken task must pass $$.Task.Token in its Parameters`,
+        );
+      }
+      this.#tokens += 1;
+      const token = `${execution}:${this.#tokens}`;
+      const timesOutAt =
+        timeoutSeconds === undefined ? Number.POSITIVE_INFINITY : Date.now() + timeoutSeconds * 1000;
+      const answered = new Promise<JsonValue>((resolve) => {
+        this.#waiting.set(token, { executionArn: execution.slice(TOKEN_PREFIX.length), timesOutAt, resolve });
+      });
+      try {
+        await integration(withToken(parameters, execution, token));
+      } catch (error) {
+        this.#waiting.delete(token);
+        throw error;
+      }
+      return answered;
+    };
   }
 
   /** A throttled invoke fails as the lambda:invoke integration reports Lambda's 429, before the function runs. */
@@ -279,6 +408,27 @@ function isStateMachineDefinition(
   value: Record<string, unknown>,
 ): value is Record<string, unknown> & StateMachineDefinition {
   return typeof value.StartAt === 'string' && typeof value.States === 'object' && value.States !== null;
+}
+
+/** The execution's token (`$$.Task.Token` from the context) where Parameters carry it. */
+function findToken(value: JsonValue): string | undefined {
+  if (typeof value === 'string') return value.startsWith(TOKEN_PREFIX) ? value : undefined;
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const item of Object.values(value)) {
+    const found = findToken(item);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/** Parameters with the execution's token replaced by the task's. */
+function withToken(value: JsonValue, execution: string, token: string): JsonValue {
+  if (value === execution) return token;
+  if (Array.isArray(value)) return value.map((item) => withToken(item, execution, token));
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([key, item]) => [key, withToken(item, execution, token)]),
+  );
 }
 
 /** Calls a handler across the JSON boundary Lambda puts between a state machine and its code. */

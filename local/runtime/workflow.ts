@@ -1,7 +1,8 @@
 import '../polyfills.ts';
 import { randomBytes } from 'node:crypto';
-import { type AttributeValue, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, PutBucketVersioningCommand, S3Client } from '@aws-sdk/client-s3';
+import { SFNClient } from '@aws-sdk/client-sfn';
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { z } from 'zod';
@@ -9,9 +10,10 @@ import type { AuditTrail } from '#shared/audit';
 import { CALLERS, runAsCaller } from '#shared/call-recorder';
 import { stepEnvSchema } from '#shared/config';
 import { ConfigurationError } from '#shared/errors';
+import { ExportWaiters } from '#shared/export-waiters';
 import type { Ledger } from '#shared/ledger';
 import type { PlatformGate } from '#shared/platform-gate';
-import { buildStepDeps, platformClient } from '#shared/runtime';
+import { buildStepDeps, platformClient, sfnTaskSuccess } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { type SecretName, type SecretValues, secretsManagerReaders } from '#shared/secrets';
 import type { StepDeps, StepLogger } from '#shared/step-deps';
@@ -26,8 +28,10 @@ import type { AwsFaults } from '../aws/aws-faults.ts';
 import type { AwsStandIns } from '../aws/aws-standins.ts';
 import { createGateTable, createLedgerTable } from '../aws/ledger-table.ts';
 import { startSecretsStandIn } from '../aws/secrets-standin.ts';
+import { type SfnShim, startSfnShim } from '../aws/sfn-shim.ts';
 import { resolveStateMachine } from './asl.ts';
 import { openExecutions, type Registry } from './executions.ts';
+import { DYNAMODB_UPDATE_ITEM, dynamoUpdateItem, SQS_SEND_MESSAGE, sqsSendMessage } from './integrations.ts';
 import {
   type ExecutionResult,
   type LocalIntegration,
@@ -91,6 +95,7 @@ export const LOCAL_NAMES = {
   archiveBucket: 'svc-dsr-archive',
   auditBucket: 'svc-dsr-audit',
   intakeQueue: 'svc-dsr-intake',
+  exportWaitersQueue: 'svc-dsr-export-waiters',
   intakeDeadLetterQueue: 'svc-dsr-intake-dlq',
   quarantineQueue: 'svc-dsr-quarantine',
 } as const;
@@ -107,6 +112,7 @@ export interface LocalWorkflow {
     readonly intake: string;
     readonly quarantine: string;
     readonly intakeDeadLetter: string;
+    readonly exportWaiters: string;
   };
   readonly machine: LocalStateMachine;
   readonly definition: Record<string, unknown>;
@@ -126,6 +132,8 @@ export interface LocalWorkflow {
   rotateSecret(name: SecretName, value: string): void;
   /** Every execution of the machine, the only record of them; the Step Functions shim serves it. */
   readonly executions: Registry;
+  /** The Step Functions API over {@link executions}, on loopback. */
+  readonly shim: SfnShim;
   /** Resolves when every execution started so far has ended, with what each came to, by name. */
   settled(): Promise<Map<string, ExecutionResult>>;
   /**
@@ -198,7 +206,18 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     ...(packageSettings === undefined ? {} : { PACKAGE_SETTINGS: packageSettings }),
     ...options.env,
   });
-  const stepDeps = buildStepDeps(env, { s3, auditS3, dynamo: dynamoClient }, { auditHmacKey }, logger, {
+  // The steps that give an export slot back wake a waiter as in AWS: its message from the SQS
+  // stand-in, its token answered through the Step Functions API below (no execution runs before it is up).
+  const exportWaiters = new ExportWaiters(
+    sqs,
+    queueUrls.exportWaiters,
+    (token) => sfnTaskSuccess(sfn)(token),
+    {
+      logger,
+    },
+  );
+  const clients = { s3, auditS3, dynamo: dynamoClient, exportWaiters };
+  const stepDeps = buildStepDeps(env, clients, { auditHmacKey }, logger, {
     sleep: async () => {},
     ...(options.fetch ? { fetch: options.fetch } : {}),
   });
@@ -215,7 +234,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     const real: LocalLambda = (event) => runAsCaller(step, () => handler(event));
     handlers[ids[step]] = options.stepOverrides?.[step]?.(real) ?? real;
   }
-  const updateItem = dynamoUpdateItem(dynamoClient, template);
+  const updateItem = dynamoUpdateItem(dynamoClient, template, LOCAL_NAMES.table);
   const machine = new LocalStateMachine(resolved, {
     handlers,
     waitMs: options.waitMs ?? 0,
@@ -223,6 +242,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
     integrations: {
       [DYNAMODB_UPDATE_ITEM]: options.dynamoIntegration?.(updateItem) ?? updateItem,
+      [SQS_SEND_MESSAGE]: sqsSendMessage(sqs, template, { ExportWaitersQueue: queueUrls.exportWaiters }),
     },
   });
 
@@ -231,6 +251,20 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     stateMachineArn: options.stateMachineArn ?? machine.stateMachineArn,
     ...(options.executionsDir === undefined ? {} : { dataDir: options.executionsDir }),
   });
+  // The executions behind the Step Functions API: the steps answer waiters' tokens over it, and
+  // intake, the reconciler and the CLI of local mode start and look up executions with it.
+  const shim = await startSfnShim({
+    executions,
+    ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
+  });
+  const sfn = prepareSdkClient(
+    new SFNClient({
+      region: aws.region,
+      endpoint: shim.endpoint,
+      credentials: aws.credentials,
+      ...CACHED_MIDDLEWARE,
+    }),
+  );
   const startExecution = async (name: string, input: ExecutionInput) => {
     if (executions.find(name) !== undefined) return 'already_exists' as const;
     await executions.start(name, input);
@@ -271,11 +305,15 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
       served[LOCAL_SECRET_IDS[name]] = value;
     },
     executions,
+    shim,
     settled: () => executions.results(),
     async close() {
       // Without records nothing would show an abandoned execution: wait for every one to end.
       if (options.executionsDir === undefined) await executions.idle();
       await executions.close();
+      // The executions close first, while the shim answers that it is closing.
+      await shim.close();
+      sfn.destroy();
       s3.destroy();
       auditS3.destroy();
       sqs.destroy();
@@ -302,7 +340,8 @@ async function createQueues(sqs: SQSClient) {
     RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount: 5 }),
   });
   const quarantine = await create(LOCAL_NAMES.quarantineQueue);
-  return { intake, quarantine, intakeDeadLetter };
+  const exportWaiters = await create(LOCAL_NAMES.exportWaitersQueue, { MessageRetentionPeriod: '7200' });
+  return { intake, quarantine, intakeDeadLetter, exportWaiters };
 }
 
 function ignoreExisting(error: unknown): void {
@@ -382,59 +421,4 @@ function stepFunctionIds(template: Record<string, unknown>): Record<StepName, st
 
 function isStepName(name: string): name is StepName {
   return Object.hasOwn(STEPS, name);
-}
-
-/** The resource of Step Functions' direct DynamoDB UpdateItem integration. */
-export const DYNAMODB_UPDATE_ITEM = 'arn:aws:states:::dynamodb:updateItem';
-
-const attributeValue = z.custom<AttributeValue>(
-  (value) => typeof value === 'object' && value !== null && Object.keys(value).length === 1,
-  'expected a DynamoDB attribute value such as {"S": "text"}',
-);
-const updateItemParametersSchema = z.strictObject({
-  TableName: z.string().min(1),
-  Key: z.record(z.string(), attributeValue),
-  UpdateExpression: z.string().optional(),
-  ConditionExpression: z.string().optional(),
-  ExpressionAttributeNames: z.record(z.string(), z.string()).optional(),
-  ExpressionAttributeValues: z.record(z.string(), attributeValue).optional(),
-});
-
-/**
- * The state machine's direct UpdateItem, against the local ledger: the template's table (a Ref,
- * its logical id once resolved) is the local one. Errors carry the names Step Functions gives
- * them (`DynamoDB.<exception>`), so Retry and Catch match as in AWS. The call is the state
- * machine's, which the IAM proof derives from the definition; it runs as the local runtime.
- */
-function dynamoUpdateItem(client: DynamoDBClient, template: Record<string, unknown>): LocalIntegration {
-  const resources = z.record(z.string(), z.looseObject({ Type: z.string() })).parse(template.Resources ?? {});
-  const tables = new Set(
-    Object.entries(resources)
-      .filter(([, resource]) => resource.Type === 'AWS::DynamoDB::Table')
-      .map(([logicalId]) => logicalId),
-  );
-  return async (parameters) => {
-    const parsed = updateItemParametersSchema.safeParse(parameters);
-    if (!parsed.success) {
-      throw Object.assign(new Error(`dynamodb:updateItem: ${z.prettifyError(parsed.error)}`), {
-        name: 'States.Runtime',
-      });
-    }
-    const { TableName, ...rest } = parsed.data;
-    try {
-      await runAsCaller(CALLERS.localRuntime, () =>
-        client.send(
-          new UpdateItemCommand({
-            ...rest,
-            TableName: tables.has(TableName) ? LOCAL_NAMES.table : TableName,
-          }),
-        ),
-      );
-      return {};
-    } catch (error) {
-      const name = error instanceof Error ? error.name : 'Error';
-      const message = error instanceof Error ? error.message : String(error);
-      throw Object.assign(new Error(message), { name: `DynamoDB.${name}` });
-    }
-  };
 }

@@ -63,6 +63,23 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
         "In Lambda a function's audit trail lists and reads the last record of a chain another function wrote; local mode runs every function with one trail that already knows each chain's end",
     })),
   ),
+  // The export-slot hand-over (shared/export-waiters.ts): the workflow tests run it on the local
+  // stand-ins (test/workflow/load-control.test.ts); the proof's scenario has no request waiting for
+  // a slot when one is given back.
+  ...['CheckExport', 'ArchiveExport', 'RecordOutcome', 'RecordFailure', 'Reconciler'].flatMap((role) =>
+    ['sqs:DeleteMessage', 'states:SendTaskSuccess'].map((action) => ({
+      role,
+      action,
+      reason:
+        'used only when a request waits for an export slot as one is given back: its waiter message is deleted and its task token answered',
+    })),
+  ),
+  ...['RecordOutcome', 'RecordFailure'].map((role) => ({
+    role,
+    action: 'sqs:ReceiveMessage',
+    reason:
+      "used only when the request still holds an export slot at its end (ArchiveExport gives it back first on the way to an outcome): the freed slot's waiter is looked for",
+  })),
   {
     role: 'CheckExport',
     action: 'dynamodb:GetItem',

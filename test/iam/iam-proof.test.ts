@@ -5,6 +5,7 @@ import { App, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as iam from 'aws-cdk-lib/aws-iam';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_STATE_MACHINE_ARN, RECONCILER_CALLER } from '#local/local-mode';
 import { EVENTS_DIR, LOCAL_EVENT_BUS, STATUS_EVENTS_CALLER } from '#local/runtime/status-events';
@@ -30,7 +31,7 @@ import { TemplateModel } from './template-model.ts';
 const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
 const stack = new DsrStack(app, 'svc-dsr-proof', { config: productionConfig });
 const template = Template.fromStack(stack).toJSON();
-const logicalId = (construct: iam.IRole | iam.ManagedPolicy | dynamodb.Table) =>
+const logicalId = (construct: iam.IRole | iam.ManagedPolicy | dynamodb.Table | sqs.Queue) =>
   stack.getLogicalId((construct.node.defaultChild ?? construct) as never);
 
 const roleOf = (name: StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler' | 'StatusEvents') => ({
@@ -58,6 +59,7 @@ function deploymentOf(templateJson: Record<string, unknown>): Deployment {
     [LOCAL_NAMES.intakeQueue, queueName(outputs.IntakeQueueUrl)],
     [LOCAL_NAMES.quarantineQueue, queueName(outputs.QuarantineQueueUrl)],
     [LOCAL_NAMES.intakeDeadLetterQueue, queueName(outputs.IntakeDeadLetterQueueUrl)],
+    [LOCAL_NAMES.exportWaitersQueue, model.name(logicalId(stack.exportWaitersQueue))],
     [LOCAL_STATE_MACHINE_ARN, outputs.StateMachineArn ?? ''],
     [LOCAL_SECRET_IDS.ssoAccessToken, outputs.SsoTokenSecretArn ?? ''],
     [LOCAL_SECRET_IDS.exportToken, outputs.ExportTokenSecretArn ?? ''],

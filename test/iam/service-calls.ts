@@ -68,6 +68,31 @@ export function serviceAuthorisations(model: TemplateModel): Authorisation[] {
         out.push({ ...role, ...use, reason: "DynamoDB uses the table key for the state machine's write" });
       }
     }
+    for (const queueUrl of sqsSendTargets(definition.States)) {
+      const queueId = model.ofType('AWS::SQS::Queue').find((queue) => model.ref(queue) === queueUrl);
+      if (queueId === undefined) throw new Error(`no queue of the template has the URL ${queueUrl}`);
+      const queueArn = model.getAtt(queueId, 'Arn');
+      out.push({
+        ...role,
+        action: 'sqs:SendMessage',
+        resource: queueArn,
+        context: { ...SECURE },
+        reason: 'a Task state (sqs:sendMessage) queues an export-slot waiter',
+      });
+      for (const use of impliedKeyUse(
+        {
+          caller,
+          operation: 'SendMessage',
+          action: 'sqs:SendMessage',
+          resource: { kind: 'sqs-queue', queue: queueUrl },
+          context: {},
+        },
+        queueArn,
+        model,
+      )) {
+        out.push({ ...role, ...use, reason: "SQS uses the queue key for the state machine's message" });
+      }
+    }
     for (const fnArn of lambdaTargets(definition.States)) {
       out.push({
         ...role,
@@ -311,6 +336,14 @@ function lambdaTargets(states: Record<string, unknown>): string[] {
 /** The tables the definition's direct DynamoDB UpdateItem tasks write, by name. */
 function dynamoUpdateTargets(states: Record<string, unknown>): string[] {
   return taskTargets(states, ':states:::dynamodb:updateItem', 'TableName');
+}
+
+/** The queues the definition's SQS SendMessage tasks (plain or waiting for a token) send to, by URL. */
+function sqsSendTargets(states: Record<string, unknown>): string[] {
+  return [
+    ...taskTargets(states, ':states:::sqs:sendMessage', 'QueueUrl'),
+    ...taskTargets(states, ':states:::sqs:sendMessage.waitForTaskToken', 'QueueUrl'),
+  ];
 }
 
 /** The values of `parameter` in every Task state whose resource ends with `resourceSuffix`. */

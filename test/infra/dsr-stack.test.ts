@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { LEGACY_STATUS_DUE_INDEX, OPEN_DUE_INDEX, OPEN_INDEX_ATTRIBUTES } from '#shared/ledger';
 import { DEADLINE_METRICS } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { SECRETS } from '../../lambdas/shared/secrets.ts';
-import { STEP_DIRECTORIES, STEP_TOKENS, type StepName } from '../../lambdas/steps.ts';
+import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../../lambdas/steps.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
 import { stackOutputsSchema } from '../../lib/stack-outputs.ts';
 import { type CfnObject, productionConfig } from './fixtures.ts';
@@ -56,7 +56,8 @@ describe('encryption', () => {
 
   it('encrypts every queue with the data key', () => {
     const queues = ofType('AWS::SQS::Queue');
-    expect(queues).toHaveLength(3);
+    // Intake, its dead-letter queue, quarantine, and the export-slot waiters.
+    expect(queues).toHaveLength(4);
     for (const [, queue] of queues) expect(queue.KmsMasterKeyId).toEqual(getAtt(dataKey));
   });
 
@@ -115,7 +116,7 @@ describe('TLS only', () => {
       ...ofType('AWS::S3::BucketPolicy'),
       ...ofType('AWS::SNS::TopicPolicy'),
     ];
-    expect(policies).toHaveLength(3 + 3 + 1);
+    expect(policies).toHaveLength(4 + 3 + 1);
     for (const [id, policy] of policies) {
       expect({ id, tlsOnly: deniesPlainHttp(policy.PolicyDocument.Statement) }).toEqual({
         id,
@@ -391,7 +392,11 @@ describe('functions', () => {
           : step === 'BuildPackage'
             ? ['PACKAGE_SETTINGS', 'TIME_ZONE']
             : [];
-      expect(Object.keys(fn.Environment.Variables).sort()).toEqual([...stepEnv, ...tokens, ...own].sort());
+      // The steps that give an export slot back hand it to a waiting request.
+      const waiters = STEP_GATE[step as StepName].wakes ? ['EXPORT_WAITERS_QUEUE_URL'] : [];
+      expect(Object.keys(fn.Environment.Variables).sort()).toEqual(
+        [...stepEnv, ...tokens, ...own, ...waiters].sort(),
+      );
     }
   });
 
@@ -470,11 +475,26 @@ describe('IAM', () => {
       expect({ id, managed: role.ManagedPolicyArns }).toEqual({ id, managed: undefined });
   });
 
-  it('grants Resource "*" only for X-Ray, log delivery and listing streams, which have no resource-level permissions', () => {
+  it('grants Resource "*" only for X-Ray, log delivery, listing streams and answering task tokens, which have no resource-level permissions', () => {
     const unscoped = allStatements
       .filter(({ statement }) => [statement.Resource].flat().includes('*'))
       .flatMap(({ statement }) => actionsOf(statement));
-    for (const action of new Set(unscoped)) expect(action).toMatch(/^(xray|logs):|^dynamodb:ListStreams$/);
+    for (const action of new Set(unscoped)) {
+      expect(action).toMatch(/^(xray|logs):|^dynamodb:ListStreams$|^states:SendTaskSuccess$/);
+    }
+    // Answering tokens: only the functions that give export slots back, which take the tokens from
+    // the waiters' queue.
+    const answering = allStatements
+      .filter(({ statement }) => actionsOf(statement).includes('states:SendTaskSuccess'))
+      .map(({ id }) => id.replace(/Role.*$/, ''))
+      .sort();
+    expect(answering).toEqual([
+      'ArchiveExport',
+      'CheckExport',
+      'Reconciler',
+      'RecordFailure',
+      'RecordOutcome',
+    ]);
   });
 
   it('lets only ArchiveExport and BuildPackage write archive objects, and only under exports/', () => {
@@ -679,10 +699,11 @@ describe('reconciler', () => {
     });
   });
 
-  it('may read executions, start them, read and write the ledger and the export slots, and append audit records, nothing else on those services', () => {
+  it('may read executions, start them, answer export-slot waiters, read and write the ledger and the export slots, and append audit records, nothing else on those services', () => {
     const actions = [...new Set(statementsOf('Reconciler').flatMap(actionsOf))];
     expect(actions.filter((action) => action.startsWith('states:')).sort()).toEqual([
       'states:DescribeExecution',
+      'states:SendTaskSuccess',
       'states:StartExecution',
     ]);
     expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual([

@@ -65,8 +65,9 @@ describe('worstCaseHistory', () => {
     // 8 polls of (Wait 3 + CheckExport 5 + ExportReady? 2) = 80,
     // tail: ArchiveExport 5, RequestType? 2, EraseSubject 5 + Choice 2, VerifyErasure 5 + Choice 2,
     // RecordErased 5, OutcomeNotRecorded 2, RecordFailure 5, RecordFailedInLedger 5 = 38,
-    // 50 waits for platform capacity of (attempt 5 + Choice 2 + Wait 3) = 500, and the final Fail 2.
-    const events = 2 + 5 + 2 + 14 + 80 + 38 + 500 + 2;
+    // 50 waits for platform capacity, each at most a wait for an export slot whose message could
+    // not be sent: (attempt 5 + Choice 2 + the failed Task 5 + Wait 3) = 750, and the final Fail 2.
+    const events = 2 + 5 + 2 + 14 + 80 + 38 + 750 + 2;
     expect(budget).toEqual({ events, polls: 8, fraction: events / 25_000 });
   });
 
@@ -82,8 +83,9 @@ describe('worstCaseHistory', () => {
       states: { ...bareStates, CheckExport: { Type: 'Task', Retry: [{ MaxAttempts: 6 }, {}] } },
     });
 
-    // Each of the 8 CheckExport visits may make 1 + 6 + 3 attempts of 5 events instead of one.
-    expect(retried.events - base.events).toBe(8 * 5 * 9);
+    // Each of the 8 CheckExport visits may make 6 + 3 retries of 3 events each (TaskScheduled,
+    // TaskStarted, TaskFailed or TaskSucceeded; the state is entered and exited once).
+    expect(retried.events - base.events).toBe(8 * 3 * 9);
   });
 
   it('refuses a workflow that lacks a state it counts', () => {

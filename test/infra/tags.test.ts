@@ -67,7 +67,7 @@ describe('tags', () => {
 
   it('classifies the queues, the ledger, the archive and audit buckets, the data key and the secrets as personal, the rest as operational', () => {
     const personal = [
-      ...idsOf('AWS::SQS::Queue'),
+      ...idsOf('AWS::SQS::Queue').filter((id) => !id.startsWith('ExportWaitersQueue')),
       ...idsOf('AWS::DynamoDB::Table', 'Ledger'),
       ...idsOf('AWS::S3::Bucket', 'ArchiveBucket'),
       ...idsOf('AWS::S3::Bucket', 'AuditBucket'),
@@ -85,8 +85,9 @@ describe('tags', () => {
       expect.arrayContaining([
         ...idsOf('AWS::S3::Bucket', 'AccessLogBucket'),
         ...idsOf('AWS::KMS::Key', 'OperationsKey'),
-        // Load-control state only: request ids and times, nothing about a subject.
+        // Load-control state only: request ids, times and task tokens, nothing about a subject.
         ...idsOf('AWS::DynamoDB::Table', 'PlatformGate'),
+        ...idsOf('AWS::SQS::Queue', 'ExportWaitersQueue'),
       ]),
     );
   });

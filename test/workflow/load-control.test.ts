@@ -1,4 +1,4 @@
-import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { GetQueueAttributesCommand, SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { platformStatsSchema } from '#local/emulator/limits';
 import { type EmulatorState, emulatorStateSchema } from '#local/emulator/state';
@@ -80,6 +80,64 @@ describe('platform load control (the shared gate)', () => {
     expect(waits.some((line) => line.includes('"reason":"exports"'))).toBe(true);
     expect(Object.keys(await harness.workflow.gate.exportHolders())).toEqual([]);
   }, 120_000);
+
+  it('hands a freed export slot to a waiting request at once, instead of leaving it to sleep', async () => {
+    // Prepare: one export slot. The first request holds it until the second has queued its wait.
+    let waitersQueue = '';
+    const queued = async (h: Harness) => {
+      const { Attributes } = await h.workflow.sqs.send(
+        new GetQueueAttributesCommand({
+          QueueUrl: waitersQueue,
+          AttributeNames: ['ApproximateNumberOfMessages'],
+        }),
+      );
+      return Number(Attributes?.ApproximateNumberOfMessages ?? 0);
+    };
+    let held = false;
+    harness = await startHarness({
+      state: usersState(2),
+      faults: { rate_limit: { requests_per_second: 50, burst: 50, max_open_exports: 1 } },
+      stepOverrides: {
+        ArchiveExport: (real) => async (event) => {
+          if (!held && harness !== undefined) {
+            held = true;
+            const deadline = Date.now() + 20_000;
+            while ((await queued(harness)) === 0 && Date.now() < deadline) {
+              await new Promise((resolve) => setTimeout(resolve, 20));
+            }
+          }
+          return real(event);
+        },
+      },
+    });
+    waitersQueue = harness.workflow.queueUrls.exportWaiters;
+    const requests = [requestFor('u-0'), requestFor('u-1')];
+
+    // Act
+    const results = await drop(harness, requests);
+
+    // Assess: both completed; the one that waited was woken, long before its backoff ran out.
+    const waited = requests
+      .map((request) => results.get(request.request_id))
+      .find((result) =>
+        result?.events.some((event) => Object(event.state).name === 'StartExportWaitsForSlot'),
+      );
+    for (const request of requests) expect(results.get(request.request_id)?.status).toBe('SUCCEEDED');
+    expect(waited).toBeDefined();
+    const slotWait = (type: string) =>
+      (waited?.events ?? []).filter(
+        (event) => event.type === type && Object(event.state).name === 'StartExportWaitsForSlot',
+      );
+    const [entered] = slotWait('StateEntered');
+    const [exited] = slotWait('StateExited');
+    expect(slotWait('StateFailed')).toEqual([]);
+    // The first backoff for a slot is at least 2 s (step-handler.ts); the wake-up came well within it.
+    expect(Number(exited?.timestamp) - Number(entered?.timestamp)).toBeLessThan(900);
+    expect(await queued(harness)).toBe(0);
+    const stats = await platformStats(harness);
+    expect(stats.max_open_exports).toBe(1);
+    for (const subject of stats.subjects) expect(subject.exports_started).toBe(1);
+  }, 60_000);
 
   it('waits out a platform outage behind the shared circuit, and then completes', async () => {
     // Prepare: the platform is down for its first 8 seconds.

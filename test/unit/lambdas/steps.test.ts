@@ -257,7 +257,7 @@ describe('startExport', () => {
     const answer = await handler({ request_id: id });
 
     // The first wait for a slot: 2 s grown by half, 3 s with the jitter at its top; a Step Functions Wait.
-    expect(answer).toEqual({ platform_wait: { reason: 'exports', seconds: 3 } });
+    expect(answer).toEqual({ platform_wait: { reason: 'exports', seconds: 3, slot: true } });
     expect(platform.startExport).not.toHaveBeenCalled();
     expect(await ledger.require(id)).toMatchObject({ export_attempts: 0, platform_waits: 1 });
 
@@ -274,8 +274,12 @@ describe('startExport', () => {
     await gate.acquireExport('another-request');
     const handler = makeStepHandler(startExportStep, () => ({ ...deps, gate, random: () => 1 }));
 
-    expect(await handler({ request_id: id })).toEqual({ platform_wait: { reason: 'exports', seconds: 3 } });
-    expect(await handler({ request_id: id })).toEqual({ platform_wait: { reason: 'exports', seconds: 4 } });
+    expect(await handler({ request_id: id })).toEqual({
+      platform_wait: { reason: 'exports', seconds: 3, slot: true },
+    });
+    expect(await handler({ request_id: id })).toEqual({
+      platform_wait: { reason: 'exports', seconds: 4, slot: true },
+    });
     expect(await ledger.require(id)).toMatchObject({ platform_waits: 12, export_slot_waits: 2 });
   });
 

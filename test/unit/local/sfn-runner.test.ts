@@ -456,6 +456,139 @@ describe('LocalStateMachine with hand-written definitions', () => {
     );
   });
 
+  describe('a .waitForTaskToken integration', () => {
+    const SEND = 'arn:aws:states:::sqs:sendMessage';
+    const waitsForToken = (next: Record<string, unknown>) => ({
+      Type: 'Task',
+      Resource: `${SEND}.waitForTaskToken`,
+      Parameters: { QueueUrl: 'waiters', MessageBody: { 'token.$': '$$.Task.Token', 'wait.$': '$.wait' } },
+      // Read from the state input, as Step Functions reads it, not from the Parameters.
+      TimeoutSecondsPath: '$.wait',
+      ResultPath: '$.answer',
+      ...next,
+    });
+    const tokenOf = (parameters: unknown) =>
+      String((parameters as { MessageBody: { token: string } }).MessageBody.token);
+
+    it('sends its Parameters with a token of its own, and resumes with what SendTaskSuccess answers', async () => {
+      // Prepare
+      const sent: unknown[] = [];
+      const local: LocalStateMachine = new LocalStateMachine(
+        resolvedFrom({ First: waitsForToken({ Next: 'Second' }), Second: waitsForToken({ End: true }) }),
+        {
+          handlers: {},
+          integrations: {
+            [SEND]: async (parameters) => {
+              sent.push(parameters);
+              setImmediate(() => local.sendTaskSuccess(tokenOf(parameters), `{"go":${sent.length}}`));
+              return { MessageId: 'm' };
+            },
+          },
+        },
+      );
+
+      // Act
+      const result = await local.run({ wait: 30 }, { executionName: 'woken' });
+
+      // Assess
+      expect(result.status).toBe('SUCCEEDED');
+      expect(result.output).toEqual({ wait: 30, answer: { go: 2 } });
+      expect(sent).toHaveLength(2);
+      // The integration sees exactly the task's Parameters: no field of the runner's own.
+      expect(sent[0]).toEqual({ QueueUrl: 'waiters', MessageBody: { token: tokenOf(sent[0]), wait: 30 } });
+      expect(tokenOf(sent[0])).not.toBe(tokenOf(sent[1]));
+      // The execution has ended: its tokens no longer wait.
+      expect(() => local.sendTaskSuccess(tokenOf(sent[1]), '{}')).toThrow(
+        expect.objectContaining({ name: 'TaskDoesNotExist' }),
+      );
+      expect(() => local.sendTaskSuccess('a token never given', '{}')).toThrow(
+        expect.objectContaining({ name: 'InvalidToken' }),
+      );
+    });
+
+    it('times out at TimeoutSecondsPath into its Catch; its token then answers TaskTimedOut', async () => {
+      // Prepare
+      const sent: unknown[] = [];
+      const answers: string[] = [];
+      const local: LocalStateMachine = new LocalStateMachine(
+        resolvedFrom({
+          First: waitsForToken({
+            Catch: [{ ErrorEquals: ['States.Timeout'], ResultPath: null, Next: 'Second' }],
+            Next: 'Second',
+          }),
+          Second: waitsForToken({ End: true }),
+        }),
+        {
+          handlers: {},
+          integrations: {
+            [SEND]: async (parameters) => {
+              sent.push(parameters);
+              if (sent.length === 2) {
+                // The first task timed out while its execution runs on.
+                setImmediate(() => {
+                  try {
+                    local.sendTaskSuccess(tokenOf(sent[0]), '{}');
+                  } catch (error) {
+                    answers.push((error as Error).name);
+                  }
+                  local.sendTaskSuccess(tokenOf(parameters), '"late"');
+                });
+              }
+              return {};
+            },
+          },
+        },
+      );
+      const started = performance.now();
+
+      // Act
+      const result = await local.run({ wait: 1 }, { executionName: 'timed-out' });
+
+      // Assess
+      expect(result.status).toBe('SUCCEEDED');
+      expect(result.output).toEqual({ wait: 1, answer: 'late' });
+      expect(performance.now() - started).toBeGreaterThanOrEqual(900);
+      expect(answers).toEqual(['TaskTimedOut']);
+      expect(stateEvents(result.events, 'StateFailed', 'First')).toHaveLength(1);
+    });
+
+    it("fails the task with the integration's error when its message cannot be sent", async () => {
+      // Prepare
+      const local = new LocalStateMachine(resolvedFrom({ First: waitsForToken({ End: true }) }), {
+        handlers: {},
+        integrations: {
+          [SEND]: async () => {
+            throw Object.assign(new Error('throttled'), { name: 'SQS.ThrottlingException' });
+          },
+        },
+      });
+
+      // Act
+      const result = await local.run({ wait: 30 }, { executionName: 'not-sent' });
+
+      // Assess
+      expect(result.status).toBe('FAILED');
+      expect(result.error).toBe('SQS.ThrottlingException');
+    });
+
+    it('refuses a .waitForTaskToken task whose Parameters do not pass the token', async () => {
+      // Prepare
+      const local = new LocalStateMachine(
+        resolvedFrom({
+          First: { ...waitsForToken({ End: true }), Parameters: { QueueUrl: 'q', MessageBody: 'x' } },
+        }),
+        { handlers: {}, integrations: { [SEND]: async () => ({}) } },
+      );
+
+      // Act
+      const result = await local.run({ wait: 30 }, { executionName: 'no-token' });
+
+      // Assess
+      expect(result.status).toBe('FAILED');
+      expect(result.cause).toMatch(/must pass \$\$\.Task\.Token/);
+    });
+  });
+
   it('refuses an invalid definition at construction', () => {
     // Prepare
     const broken = resolvedFrom({ Start: { Type: 'Pass', Next: 'Nowhere' } });

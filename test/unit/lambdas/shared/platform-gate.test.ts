@@ -3,6 +3,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateTable } from '#local/aws/ledger-table';
 import { PlatformCapacityError, PlatformOutageError } from '#shared/errors';
+import type { ExportWaiters, TakenWaiter, WaiterAnswer } from '#shared/export-waiters';
 import {
   afterOutcome,
   type CircuitState,
@@ -254,6 +255,97 @@ describe('PlatformGate on DynamoDB', () => {
     await exports.releaseExport('a');
     await exports.acquireExport('c');
     expect(Object.keys(await exports.exportHolders()).sort()).toEqual(['b', 'c']);
+  });
+
+  describe('with requests waiting for a slot', () => {
+    /** A queue of waiters whose executions answer as given; records who was answered. */
+    function queueOf(...waiting: [requestId: string, answer: WaiterAnswer][]) {
+      const answered: string[] = [];
+      const queue = {
+        take: async (): Promise<TakenWaiter | undefined> => {
+          const next = waiting.shift();
+          if (next === undefined) return undefined;
+          const [requestId, answer] = next;
+          return {
+            requestId,
+            answer: async () => {
+              answered.push(requestId);
+              return answer;
+            },
+          };
+        },
+      };
+      return { queue, answered };
+    }
+
+    async function gateWith(queue: Pick<ExportWaiters, 'take'>) {
+      const table = `gate-${randomUUID()}`;
+      await createGateTable(dynamo.client, table);
+      return new PlatformGate(dynamo.client, table, settings, { waiters: queue });
+    }
+
+    it('gives a released slot to the oldest waiter and wakes it; the slot is kept for it against newcomers', async () => {
+      const { queue, answered } = queueOf(['w1', 'woken'], ['w2', 'woken']);
+      const exports = await gateWith(queue);
+      await exports.acquireExport('a');
+      await exports.acquireExport('b');
+
+      await exports.releaseExport('a');
+
+      expect(answered).toEqual(['w1']);
+      expect(Object.keys(await exports.exportHolders()).sort()).toEqual(['b', 'w1']);
+      // A request that did not wait finds no slot; the woken one finds its own.
+      await expect(exports.acquireExport('newcomer')).rejects.toMatchObject({ reason: 'exports' });
+      await exports.acquireExport('w1');
+    });
+
+    it('keeps the slot for a waiter that timed out: its execution comes back to StartExport for it', async () => {
+      const { queue } = queueOf(['late', 'timed_out']);
+      const exports = await gateWith(queue);
+      await exports.acquireExport('a');
+
+      await exports.releaseExport('a');
+
+      expect(Object.keys(await exports.exportHolders())).toEqual(['late']);
+    });
+
+    it('passes the slot on past waiters whose executions ended, and gives it back when no one is left', async () => {
+      const { queue, answered } = queueOf(['gone', 'ended'], ['next', 'woken']);
+      const exports = await gateWith(queue);
+      await exports.acquireExport('a');
+
+      await exports.releaseExport('a');
+      expect(answered).toEqual(['gone', 'next']);
+      expect(Object.keys(await exports.exportHolders())).toEqual(['next']);
+
+      await exports.releaseExport('next');
+      expect(Object.keys(await exports.exportHolders())).toEqual([]);
+    });
+
+    it('wakes no one on a release run again, which frees nothing', async () => {
+      const { queue, answered } = queueOf(['w1', 'woken'], ['w2', 'woken']);
+      const exports = await gateWith(queue);
+      await exports.acquireExport('a');
+      await exports.acquireExport('b');
+      await exports.releaseExport('a');
+
+      await exports.releaseExport('a');
+
+      expect(answered).toEqual(['w1']);
+      expect(Object.keys(await exports.exportHolders()).sort()).toEqual(['b', 'w1']);
+    });
+
+    it('wakes a waiter that holds a slot already without giving it a second one', async () => {
+      const { queue, answered } = queueOf(['b', 'woken']);
+      const exports = await gateWith(queue);
+      await exports.acquireExport('a');
+      await exports.acquireExport('b');
+
+      await exports.releaseExport('a');
+
+      expect(answered).toEqual(['b']);
+      expect(Object.keys(await exports.exportHolders())).toEqual(['b']);
+    });
   });
 
   it('opens the shared circuit on failures reported by any function, and ends the wait past the horizon', async () => {
