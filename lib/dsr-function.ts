@@ -169,16 +169,22 @@ export class DsrFunction extends Construct {
 
   /**
    * GATE_TABLE_NAME, the platform gate's table: `admits` platform calls (reading and updating the
-   * shared bucket and circuit), `slots` takes and gives back export slots, `reads` reads the
-   * state (the reconciler).
+   * shared bucket and circuit), `slots` takes and gives back export slots, `wakes` hands a slot it
+   * gives back to a waiting request (reading whether it holds one first), `reads` reads the state
+   * (the reconciler).
    */
   bindPlatformGate(
     table: dynamodb.ITable,
-    use: { readonly admits: boolean; readonly slots: boolean; readonly reads?: boolean },
+    use: {
+      readonly admits: boolean;
+      readonly slots: boolean;
+      readonly wakes?: boolean;
+      readonly reads?: boolean;
+    },
   ): this {
     this.bindEnvironment('GATE_TABLE_NAME', table.tableName);
     const actions = [
-      ...(use.admits || use.reads ? ['dynamodb:GetItem'] : []),
+      ...(use.admits || use.reads || use.wakes ? ['dynamodb:GetItem'] : []),
       ...(use.admits || use.slots ? ['dynamodb:UpdateItem'] : []),
     ];
     if (actions.length > 0) this.#allow(actions, [table.tableArn]);
@@ -308,7 +314,7 @@ export class DsrFunction extends Construct {
    */
   bindExportWaiters(queue: sqs.IQueue): this {
     this.bindEnvironment('EXPORT_WAITERS_QUEUE_URL', queue.queueUrl);
-    this.#allow(['sqs:ReceiveMessage', 'sqs:DeleteMessage'], [queue.queueArn]);
+    this.#allow(['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility'], [queue.queueArn]);
     this.#allowKey(queue.encryptionMasterKey, ['kms:Decrypt'], 'sqs');
     this.#allow(['states:SendTaskSuccess'], ['*']);
     acknowledge(

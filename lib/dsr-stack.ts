@@ -544,7 +544,7 @@ export class DsrStack extends Stack {
     reconciler
       .bindLedger(this.ledger, 'reconciler')
       .bindAuditBucket(this.auditBucket)
-      .bindPlatformGate(this.platformGate, { admits: false, slots: true, reads: true })
+      .bindPlatformGate(this.platformGate, { admits: false, slots: true, wakes: true, reads: true })
       .bindExportWaiters(this.exportWaitersQueue)
       .bindStateMachine(this.workflow.stateMachine, 'reconcile', this.key);
     new events.Rule(this, 'ReconcilerSchedule', {

@@ -14,6 +14,8 @@
  * it comes back.
  */
 import {
+  ChangeMessageVisibilityBatchCommand,
+  DeleteMessageBatchCommand,
   DeleteMessageCommand,
   type Message,
   ReceiveMessageCommand,
@@ -42,8 +44,11 @@ const GONE_TOKEN_ERRORS = new Set(['TaskDoesNotExist', 'InvalidToken']);
 /** A waiter this close to its timeout is left to time out: it would not run before then. */
 const STALE_MARGIN_MS = 1_000;
 
-/** Messages looked at for one wake-up: stale and unreadable ones are deleted on the way. */
-const MAX_LOOKS = 5;
+/**
+ * Receives of ten messages for one slot: waiters that timed out leave their message behind, so
+ * the oldest messages are mostly stale under a long queue, and are deleted on the way.
+ */
+const MAX_RECEIVES = 3;
 
 /** How long a message taken for a wake-up stays hidden from the other releasers. */
 const VISIBILITY_SECONDS = 30;
@@ -96,14 +101,23 @@ export class ExportWaiters {
    */
   async take(): Promise<TakenWaiter | undefined> {
     try {
-      for (let looks = 0; looks < MAX_LOOKS; looks++) {
-        const message = await this.#receive();
-        if (message === undefined) return undefined;
-        const waiter = this.#live(message);
-        if (waiter !== undefined) {
-          return { requestId: waiter.request_id, answer: () => this.#answer(message, waiter.token) };
+      for (let receives = 0; receives < MAX_RECEIVES; receives++) {
+        const messages = await this.#receive();
+        if (messages.length === 0) return undefined;
+        let taken: TakenWaiter | undefined;
+        const gone: Message[] = [];
+        const others: Message[] = [];
+        for (const message of messages) {
+          const waiter = taken === undefined ? this.#live(message) : undefined;
+          if (waiter !== undefined) {
+            taken = { requestId: waiter.request_id, answer: () => this.#answer(message, waiter.token) };
+          } else if (taken === undefined) gone.push(message);
+          else others.push(message);
         }
-        await this.#delete(message);
+        await this.#deleteAll(gone);
+        // The waiters after the one taken go back to the queue at once, for the next release.
+        await this.#showAgain(others);
+        if (taken !== undefined) return taken;
       }
       return undefined;
     } catch (error) {
@@ -112,18 +126,36 @@ export class ExportWaiters {
     }
   }
 
-  async #receive(): Promise<Message | undefined> {
-    // A short poll: a release with nobody waiting must not wait for a message.
+  /**
+   * Up to ten messages, oldest first. A short poll: a release with nobody waiting must not wait for
+   * a message. (In AWS a short poll of a queue with few messages may miss them; the waiter is then
+   * left to its timeout.)
+   */
+  async #receive(): Promise<Message[]> {
     const answer = await this.#sqs.send(
       new ReceiveMessageCommand({
         QueueUrl: this.#queueUrl,
-        MaxNumberOfMessages: 1,
+        MaxNumberOfMessages: 10,
         WaitTimeSeconds: 0,
         VisibilityTimeout: VISIBILITY_SECONDS,
         MessageSystemAttributeNames: ['SentTimestamp'],
       }),
     );
-    return answer.Messages?.[0];
+    return answer.Messages ?? [];
+  }
+
+  async #deleteAll(messages: readonly Message[]): Promise<void> {
+    const entries = receipts(messages);
+    if (entries.length === 0) return;
+    await this.#sqs.send(new DeleteMessageBatchCommand({ QueueUrl: this.#queueUrl, Entries: entries }));
+  }
+
+  async #showAgain(messages: readonly Message[]): Promise<void> {
+    const entries = receipts(messages).map((entry) => ({ ...entry, VisibilityTimeout: 0 }));
+    if (entries.length === 0) return;
+    await this.#sqs.send(
+      new ChangeMessageVisibilityBatchCommand({ QueueUrl: this.#queueUrl, Entries: entries }),
+    );
   }
 
   /** The message's waiter when it still waits, long enough to be woken. */
@@ -133,6 +165,7 @@ export class ExportWaiters {
       this.#logger.warn('an export-slot waiter message that is not one was dropped');
       return undefined;
     }
+    // Past its wait (less the margin), its execution has moved on: the message is of no use.
     const sent = Number(message.Attributes?.SentTimestamp);
     const live = Number.isFinite(sent) && sent + waiter.wait_seconds * 1000 - STALE_MARGIN_MS > this.#now();
     return live ? waiter : undefined;
@@ -174,6 +207,13 @@ export class ExportWaiters {
       error: errorName(error) ?? 'unknown',
     });
   }
+}
+
+/** Batch entries for messages, by their receipt handles. */
+function receipts(messages: readonly Message[]): { Id: string; ReceiptHandle: string }[] {
+  return messages.flatMap((message, index) =>
+    message.ReceiptHandle === undefined ? [] : [{ Id: String(index), ReceiptHandle: message.ReceiptHandle }],
+  );
 }
 
 function parseWaiter(body: string | undefined): WaiterMessage | undefined {

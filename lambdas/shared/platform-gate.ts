@@ -332,38 +332,59 @@ export class PlatformGate {
 
   /**
    * Gives the request's export slot back; nothing when it holds none. With requests waiting for a
-   * slot, the freed slot is given to the oldest of them, whose execution is woken; a waiter whose
-   * execution has ended gives it back, and it goes to the next.
+   * slot, the slot goes to the oldest of them instead, moved in one write so that no request that
+   * did not wait can take it on the way, and that request's execution is woken. A waiter whose
+   * execution has ended passes it on to the next.
    */
   async releaseExport(requestId: string): Promise<void> {
-    // Only a slot that was held is handed on: a release run again wakes no one.
-    if (!(await this.#remove(requestId))) return;
-    for (let handovers = 0; handovers < MAX_HANDOVERS; handovers++) {
-      const waiter = await this.#waiters?.take();
-      if (waiter === undefined) return;
-      const given = await this.#give(waiter.requestId);
-      // Woken without a slot (one came in between, or it holds one already), it tries for itself.
-      const answer = await waiter.answer();
-      if (!given || answer !== 'ended') return;
-      // Its execution has ended, so it will never use the slot.
-      await this.#remove(waiter.requestId);
+    // Only a slot that is held is handed on: a release run again wakes no one.
+    if (this.#waiters === undefined || !(await this.#holds(requestId))) {
+      await this.#remove(requestId);
+      return;
     }
+    let holder = requestId;
+    for (let handovers = 0; handovers < MAX_HANDOVERS; handovers++) {
+      const waiter = await this.#waiters.take();
+      if (waiter === undefined) break;
+      if (!(await this.#handOver(holder, waiter.requestId))) {
+        // The waiter holds a slot already (or the holder's was given back meanwhile): give back
+        // what there is, and wake the waiter to go on with what it has or try for one.
+        await this.#remove(holder);
+        await waiter.answer();
+        return;
+      }
+      if ((await waiter.answer()) !== 'ended') return;
+      // Its execution has ended, so it will never use the slot: on to the next waiter.
+      holder = waiter.requestId;
+    }
+    await this.#remove(holder);
   }
 
-  /**
-   * Gives a slot to a waiting request: false when it holds one already, or when another request
-   * took the freed slot first.
-   */
-  async #give(requestId: string): Promise<boolean> {
+  /** Whether the request holds an export slot, read consistently. */
+  async #holds(requestId: string): Promise<boolean> {
+    const answer = await this.#dynamo.send(
+      new GetItemCommand({
+        TableName: this.#table,
+        Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
+        ConsistentRead: true,
+        ProjectionExpression: 'holders.#request',
+        ExpressionAttributeNames: { '#request': requestId },
+      }),
+    );
+    return answer.Item?.holders?.M?.[requestId] !== undefined;
+  }
+
+  /** Moves a slot from one request to another in one write: false unless `from` held one and `to` did not. */
+  async #handOver(from: string, to: string): Promise<boolean> {
     try {
       await this.#dynamo.send(
         new UpdateItemCommand({
           TableName: this.#table,
           Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
-          UpdateExpression: 'SET holders.#request = :now',
-          ConditionExpression: 'attribute_not_exists(holders.#request) AND size(holders) < :cap',
-          ExpressionAttributeNames: { '#request': requestId },
-          ExpressionAttributeValues: marshall({ ':now': this.#now(), ':cap': this.#settings.maxOpenExports }),
+          UpdateExpression: 'SET holders.#to = :now REMOVE holders.#from',
+          ConditionExpression: 'attribute_exists(holders.#from) AND attribute_not_exists(holders.#to)',
+          ExpressionAttributeNames: { '#from': from, '#to': to },
+          ExpressionAttributeValues: marshall({ ':now': this.#now() }),
         }),
       );
       return true;

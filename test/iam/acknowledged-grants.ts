@@ -67,11 +67,11 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
   // stand-ins (test/workflow/load-control.test.ts); the proof's scenario has no request waiting for
   // a slot when one is given back.
   ...['CheckExport', 'ArchiveExport', 'RecordOutcome', 'RecordFailure', 'Reconciler'].flatMap((role) =>
-    ['sqs:DeleteMessage', 'states:SendTaskSuccess'].map((action) => ({
+    ['sqs:DeleteMessage', 'sqs:ChangeMessageVisibility', 'states:SendTaskSuccess'].map((action) => ({
       role,
       action,
       reason:
-        'used only when a request waits for an export slot as one is given back: its waiter message is deleted and its task token answered',
+        'used only when requests wait for an export slot as one is given back: stale waiter messages are deleted, the ones after the waiter taken are shown again, and its task token is answered',
     })),
   ),
   ...['RecordOutcome', 'RecordFailure'].map((role) => ({

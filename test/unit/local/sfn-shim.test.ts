@@ -8,10 +8,13 @@ import {
   InvalidArn,
   InvalidExecutionInput,
   InvalidName,
+  InvalidToken,
+  SendTaskSuccessCommand,
   SFNClient,
   StartExecutionCommand,
   StateMachineDoesNotExist,
   StopExecutionCommand,
+  TaskDoesNotExist,
 } from '@aws-sdk/client-sfn';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type SfnShim, startSfnShim } from '#local/aws/sfn-shim';
@@ -387,6 +390,31 @@ describe('request validation', () => {
       __type: 'UnknownOperationException',
       message: expect.stringContaining('StartExecution'),
     });
+  });
+
+  it('answers SendTaskSuccess for a token no task waits for as Step Functions does, by name', async () => {
+    // Prepare
+    const running = await openShim();
+    const send = (taskToken: string, output = '{}') =>
+      sfn.send(new SendTaskSuccessCommand({ taskToken, output })).catch((error: unknown) => error);
+
+    // Act
+    const never = await send('a token the runner never gave');
+    const gone = await send('svc-dsr-local-task:arn:aws:states:us-east-1:000000000000:execution:M:e:1');
+    const malformed = await fetch(running.shim.endpoint, {
+      method: 'POST',
+      headers: {
+        'x-amz-target': 'AWSStepFunctions.SendTaskSuccess',
+        'content-type': 'application/x-amz-json-1.0',
+      },
+      body: JSON.stringify({ taskToken: 'x' }),
+    });
+
+    // Assess
+    expect(never).toBeInstanceOf(InvalidToken);
+    expect(gone).toBeInstanceOf(TaskDoesNotExist);
+    expect(malformed.status).toBe(400);
+    expect(await malformed.json()).toMatchObject({ __type: 'ValidationException' });
   });
 
   it('answers timestamps as epoch seconds on the wire', async () => {

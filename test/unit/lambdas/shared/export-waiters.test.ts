@@ -95,6 +95,28 @@ describe('ExportWaiters', () => {
     expect(await left()).toBe(0);
   });
 
+  it('leaves the waiters after the one taken to the next release at once, not after a visibility timeout', async () => {
+    await wait('token-a', 60, 'request-a');
+    await wait('token-b', 60, 'request-b');
+    await wait('token-c', 60, 'request-c');
+    const { queue } = waiters(async () => {});
+
+    // Two releases at once: each takes its own waiter, oldest first.
+    expect((await queue.take())?.requestId).toBe('request-a');
+    expect((await queue.take())?.requestId).toBe('request-b');
+    expect((await queue.take())?.requestId).toBe('request-c');
+    await expect(queue.take()).resolves.toBeUndefined();
+  });
+
+  it('looks past a long run of stale messages, as waiters that timed out leave behind', async () => {
+    for (let stale = 0; stale < 25; stale++) await wait(`token-stale-${stale}`, 5);
+    await wait('token-live', 3600, 'request-live');
+    const { queue } = waiters(async () => {}, { now: () => Date.now() + 60_000 });
+
+    expect((await queue.take())?.requestId).toBe('request-live');
+    expect(await left()).toBe(1);
+  });
+
   it('gives no one when no one waits', async () => {
     const { queue } = waiters(async () => {});
     await expect(queue.take()).resolves.toBeUndefined();
