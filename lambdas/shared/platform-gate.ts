@@ -43,7 +43,7 @@ export const PLATFORM_WAIT_SUFFIX = 'WaitsForPlatform';
 export const GATE_KEY = 'gate';
 const RATE_ITEM = 'platform';
 /** How late after its slot a call may still go. */
-export const LATE_MS = 50;
+export const LATE_MS = 100;
 /** The sleep for a slot inside the Lambda, at least: Wait states count whole seconds. */
 const MIN_SLEEP_MS = 2_000;
 const EXPORTS_ITEM = 'exports';

@@ -19,7 +19,7 @@ describe('gateSettingsFor', () => {
       }
     }
     expect(gateSettingsFor({ requests_per_second: 50, burst: 50 })).toMatchObject({
-      PLATFORM_REQUESTS_PER_SECOND: '44',
+      PLATFORM_REQUESTS_PER_SECOND: '42',
       PLATFORM_BURST: '1',
     });
   });
