@@ -43,55 +43,42 @@ export function serviceAuthorisations(model: TemplateModel): Authorisation[] {
     const definition = JSON.parse(String(model.resolve(p.DefinitionString))) as {
       States: Record<string, unknown>;
     };
-    for (const tableName of dynamoUpdateTargets(definition.States)) {
-      const tableId = model.ofType('AWS::DynamoDB::Table').find((table) => model.ref(table) === tableName);
-      if (tableId === undefined) throw new Error(`no table of the template is named ${tableName}`);
-      const tableArn = model.getAtt(tableId, 'Arn');
-      out.push({
-        ...role,
+    // The state machine's direct service calls: each on a resource of the template, with the key
+    // use the service makes for it.
+    const direct = [
+      ...dynamoUpdateTargets(definition.States).map((name) => ({
+        type: 'AWS::DynamoDB::Table',
+        name,
+        operation: 'UpdateItem',
         action: 'dynamodb:UpdateItem',
-        resource: tableArn,
-        context: { ...SECURE },
+        resource: { kind: 'dynamodb-table', table: name } as const,
         reason: 'a Task state (dynamodb:updateItem) records a failure RecordFailure could not',
-      });
-      for (const use of impliedKeyUse(
-        {
-          caller,
-          operation: 'UpdateItem',
-          action: 'dynamodb:UpdateItem',
-          resource: { kind: 'dynamodb-table', table: tableName },
-          context: {},
-        },
-        tableArn,
-        model,
-      )) {
-        out.push({ ...role, ...use, reason: "DynamoDB uses the table key for the state machine's write" });
-      }
-    }
-    for (const queueUrl of sqsSendTargets(definition.States)) {
-      const queueId = model.ofType('AWS::SQS::Queue').find((queue) => model.ref(queue) === queueUrl);
-      if (queueId === undefined) throw new Error(`no queue of the template has the URL ${queueUrl}`);
-      const queueArn = model.getAtt(queueId, 'Arn');
-      out.push({
-        ...role,
+        keyReason: "DynamoDB uses the table key for the state machine's write",
+      })),
+      ...sqsSendTargets(definition.States).map((name) => ({
+        type: 'AWS::SQS::Queue',
+        name,
+        operation: 'SendMessage',
         action: 'sqs:SendMessage',
-        resource: queueArn,
-        context: { ...SECURE },
+        resource: { kind: 'sqs-queue', queue: name } as const,
         reason: 'a Task state (sqs:sendMessage) queues an export-slot waiter',
-      });
-      for (const use of impliedKeyUse(
-        {
-          caller,
-          operation: 'SendMessage',
-          action: 'sqs:SendMessage',
-          resource: { kind: 'sqs-queue', queue: queueUrl },
-          context: {},
-        },
-        queueArn,
-        model,
-      )) {
-        out.push({ ...role, ...use, reason: "SQS uses the queue key for the state machine's message" });
-      }
+        keyReason: "SQS uses the queue key for the state machine's message",
+      })),
+    ];
+    for (const call of direct) {
+      const id = model.ofType(call.type).find((candidate) => model.ref(candidate) === call.name);
+      if (id === undefined) throw new Error(`no ${call.type} of the template is named ${call.name}`);
+      const arn = model.getAtt(id, 'Arn');
+      out.push({ ...role, action: call.action, resource: arn, context: { ...SECURE }, reason: call.reason });
+      const recorded = {
+        caller,
+        operation: call.operation,
+        action: call.action,
+        resource: call.resource,
+        context: {},
+      };
+      for (const use of impliedKeyUse(recorded, arn, model))
+        out.push({ ...role, ...use, reason: call.keyReason });
     }
     for (const fnArn of lambdaTargets(definition.States)) {
       out.push({
