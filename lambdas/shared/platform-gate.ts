@@ -337,11 +337,13 @@ export class PlatformGate {
    * execution has ended passes it on to the next.
    */
   async releaseExport(requestId: string): Promise<void> {
-    // Only a slot that is held is handed on: a release run again wakes no one.
-    if (this.#waiters === undefined || !(await this.#holds(requestId))) {
+    if (this.#waiters === undefined) {
       await this.#remove(requestId);
       return;
     }
+    // Only a slot that is held is handed on: a release run again reads, and wakes no one. Only the
+    // request itself takes its slot, so one not held now has nothing to give back.
+    if (!(await this.#holds(requestId))) return;
     let holder = requestId;
     for (let handovers = 0; handovers < MAX_HANDOVERS; handovers++) {
       const waiter = await this.#waiters.take();

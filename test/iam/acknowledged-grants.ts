@@ -74,12 +74,21 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
         'used only when requests wait for an export slot as one is given back: stale waiter messages are deleted, the ones after the waiter taken are shown again, and its task token is answered',
     })),
   ),
-  ...['RecordOutcome', 'RecordFailure'].map((role) => ({
-    role,
-    action: 'sqs:ReceiveMessage',
-    reason:
-      "used only when the request still holds an export slot at its end (ArchiveExport gives it back first on the way to an outcome): the freed slot's waiter is looked for",
-  })),
+  ...['RecordOutcome', 'RecordFailure'].flatMap((role) => [
+    {
+      role,
+      action: 'sqs:ReceiveMessage',
+      reason:
+        "used only when the request still holds an export slot at its end (ArchiveExport or CheckExport gives it back first on the way to an outcome): the freed slot's waiter is looked for",
+    },
+    {
+      role,
+      action: 'dynamodb:UpdateItem',
+      resource: /PlatformGate/,
+      reason:
+        'used only when the request still holds an export slot at its end: the slot is given back or handed to a waiter; a read finds none held otherwise',
+    },
+  ]),
   {
     role: 'CheckExport',
     action: 'dynamodb:GetItem',
