@@ -16,7 +16,6 @@
 import {
   ChangeMessageVisibilityBatchCommand,
   DeleteMessageBatchCommand,
-  DeleteMessageCommand,
   type Message,
   ReceiveMessageCommand,
   type SQSClient,
@@ -187,19 +186,12 @@ export class ExportWaiters {
       }
     }
     try {
-      await this.#delete(message);
+      await this.#deleteAll([message]);
     } catch (error) {
       // Answered: a message left behind is found stale or answered again (TaskDoesNotExist) later.
       this.#warn(error);
     }
     return answer;
-  }
-
-  async #delete(message: Message): Promise<void> {
-    if (message.ReceiptHandle === undefined) return;
-    await this.#sqs.send(
-      new DeleteMessageCommand({ QueueUrl: this.#queueUrl, ReceiptHandle: message.ReceiptHandle }),
-    );
   }
 
   #warn(error: unknown): void {

@@ -377,46 +377,44 @@ export class PlatformGate {
   }
 
   /** Moves a slot from one request to another in one write: false unless `from` held one and `to` did not. */
-  async #handOver(from: string, to: string): Promise<boolean> {
-    try {
-      await this.#dynamo.send(
-        new UpdateItemCommand({
-          TableName: this.#table,
-          Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
-          UpdateExpression: 'SET holders.#to = :now REMOVE holders.#from',
-          ConditionExpression: 'attribute_exists(holders.#from) AND attribute_not_exists(holders.#to)',
-          ExpressionAttributeNames: { '#from': from, '#to': to },
-          ExpressionAttributeValues: marshall({ ':now': this.#now() }),
-        }),
-      );
-      return true;
-    } catch (error) {
-      if (errorName(error) === 'ConditionalCheckFailedException') return false;
-      throw error;
-    }
+  #handOver(from: string, to: string): Promise<boolean> {
+    return this.#updateSlots({
+      UpdateExpression: 'SET holders.#to = :now REMOVE holders.#from',
+      ConditionExpression: 'attribute_exists(holders.#from) AND attribute_not_exists(holders.#to)',
+      ExpressionAttributeNames: { '#from': from, '#to': to },
+      ExpressionAttributeValues: marshall({ ':now': this.#now() }),
+    });
   }
 
   /** Gives the request's slot back to the gate: false when it held none. */
-  async #remove(requestId: string): Promise<boolean> {
+  #remove(requestId: string): Promise<boolean> {
+    return this.#updateSlots({
+      UpdateExpression: 'REMOVE holders.#request',
+      ConditionExpression: 'attribute_exists(holders.#request)',
+      ExpressionAttributeNames: { '#request': requestId },
+    });
+  }
+
+  /**
+   * A conditional update of the export slots' item: false when its condition does not hold, or
+   * when there is no holders map yet (no slot was ever taken).
+   */
+  async #updateSlots(
+    update: Omit<ConstructorParameters<typeof UpdateItemCommand>[0], 'TableName' | 'Key'>,
+  ): Promise<boolean> {
     try {
       await this.#dynamo.send(
         new UpdateItemCommand({
           TableName: this.#table,
           Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
-          UpdateExpression: 'REMOVE holders.#request',
-          ConditionExpression: 'attribute_exists(holders.#request)',
-          ExpressionAttributeNames: { '#request': requestId },
+          ...update,
         }),
       );
       return true;
     } catch (error) {
-      if (
-        errorName(error) !== 'ConditionalCheckFailedException' &&
-        errorName(error) !== 'ValidationException'
-      ) {
-        throw error;
-      }
-      return false;
+      const name = errorName(error);
+      if (name === 'ConditionalCheckFailedException' || name === 'ValidationException') return false;
+      throw error;
     }
   }
 
