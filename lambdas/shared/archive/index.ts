@@ -3,7 +3,9 @@
  * prove the stored copy intact. Everything streams: memory use does not depend on the archive's size.
  *
  * The public API is here; each file below does one part and is tested on its own:
- * - download.ts: the platform link, its redirects and statuses, the body pumped chunk by chunk;
+ * - download.ts: the platform link over node:http, its redirects and statuses, the body pumped
+ *   chunk by chunk, each chunk hashed and its CRC-32 computed once;
+ * - crc32.ts: CRC-32s combined from the chunks' (for the parts and the stored zip entries);
  * - part-uploader.ts: the chunks cut into S3 parts, each with its CRC32, over kept-alive connections;
  * - zip-stream.ts: the zip checked as the chunks go past (entry CRC-32s, the central directory);
  * - verify.ts: the stored object proven by S3's checksum, or read back when it cannot be;
@@ -17,7 +19,9 @@ import {
   copyBody,
   DownloadTally,
   declaredLength,
+  fetchGet,
   IdleWatchdog,
+  nodeHttpGet,
   openDownload,
 } from './download.ts';
 import {
@@ -69,16 +73,14 @@ export async function copyExportToS3(
           get failure() {
             return upload.failure;
           },
-          async write(chunk) {
-            await zip.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-            await upload.write(chunk);
+          async write(chunk, crc) {
+            await zip.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength), crc);
+            await upload.write(chunk, crc);
           },
         };
   try {
-    const response = await openDownload(link, options.policy, options.fetch ?? globalThis.fetch, {
-      signal: connection.signal,
-      watchdog,
-    });
+    const get = options.fetch === undefined ? nodeHttpGet : fetchGet(options.fetch);
+    const response = await openDownload(link, options.policy, get, { signal: connection.signal, watchdog });
     const tally = new DownloadTally(declaredLength(response));
     let stored: UploadResult;
     let archive: VerifiedArchive | undefined;

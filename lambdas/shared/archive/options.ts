@@ -38,6 +38,7 @@ export interface CopyResult {
 /** Tuning for copyExportToS3. */
 export interface CopyOptions {
   readonly policy: DownloadPolicy;
+  /** Downloads through this fetch rather than node:http (tests serve what real HTTP cannot with it). */
   readonly fetch?: typeof fetch;
   /** Multipart part size; S3 needs at least 5 MiB. @default 8 MiB */
   readonly partSizeBytes?: number;

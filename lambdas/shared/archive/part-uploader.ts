@@ -2,7 +2,6 @@
  * The S3 side of the copy: cut the stream into parts and upload them a few at a time, or store a
  * body that fits in one part with a single PutObject. Knows nothing about the platform or zips.
  */
-import { crc32 } from 'node:zlib';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -11,6 +10,7 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { ConfigurationError, InvalidArchiveError, StorageAnswerInvalidError } from '../errors.ts';
+import { compositeCrc32, crc32Base64, RunningCrc32 } from './crc32.ts';
 import type { ArchiveTarget } from './options.ts';
 
 /** What S3 answered for the stored object. */
@@ -52,6 +52,8 @@ export class PartUploader {
   readonly #parts: UploadedPart[] = [];
   #buffer: Buffer | undefined;
   #filled = 0;
+  /** The CRC32 of the part being filled. */
+  #crc = new RunningCrc32();
   #partCount = 0;
   #uploadId: Promise<string> | undefined;
   readonly #crcs: number[] = [];
@@ -63,18 +65,20 @@ export class PartUploader {
     private readonly onFailure: () => void,
   ) {}
 
-  /** Takes a chunk; resolves once there is room for the next, which is when S3 keeps up. */
-  async write(chunk: Uint8Array): Promise<void> {
+  /**
+   * Takes a chunk; resolves once there is room for the next, which is when S3 keeps up. With the
+   * chunk's CRC32, a chunk that goes into one part whole is not read again for the part's.
+   */
+  async write(chunk: Uint8Array, crc?: number): Promise<void> {
     let offset = 0;
     while (offset < chunk.length) {
       // A full part waits for the next byte: only then is it known not to be the whole body.
       if (this.#filled === this.partSize) await this.#sendPart();
       this.#buffer ??= this.#spare.pop() ?? Buffer.allocUnsafe(this.partSize);
       const length = Math.min(chunk.length - offset, this.partSize - this.#filled);
-      this.#buffer.set(
-        length === chunk.length ? chunk : chunk.subarray(offset, offset + length),
-        this.#filled,
-      );
+      const piece = length === chunk.length ? chunk : chunk.subarray(offset, offset + length);
+      this.#buffer.set(piece, this.#filled);
+      this.#crc.add(piece, piece === chunk ? crc : undefined);
       this.#filled += length;
       offset += length;
     }
@@ -84,7 +88,7 @@ export class PartUploader {
   async finish(): Promise<UploadResult> {
     if (this.#partCount === 0) {
       const body = this.#buffer?.subarray(0, this.#filled) ?? Buffer.alloc(0);
-      const checksumCrc32 = crc32Base64(crc32(body));
+      const checksumCrc32 = crc32Base64(this.#crc.value);
       const put = new PutObjectCommand({
         ...this.#objectParams(),
         Body: body,
@@ -150,8 +154,10 @@ export class PartUploader {
     const buffer = this.#buffer;
     if (buffer === undefined) return;
     const body = buffer.subarray(0, this.#filled);
+    const crc = this.#crc.value;
     this.#buffer = undefined;
     this.#filled = 0;
+    this.#crc = new RunningCrc32();
     this.#partCount += 1;
     const partNumber = this.#partCount;
     if (partNumber > MAX_PARTS) {
@@ -159,7 +165,7 @@ export class PartUploader {
         `copyExportToS3: the archive needs more than ${MAX_PARTS} parts; raise partSizeBytes`,
       );
     }
-    const task = this.#uploadPart(partNumber, body).then(
+    const task = this.#uploadPart(partNumber, body, crc).then(
       (part) => {
         this.#parts.push(part);
         this.#spare.push(buffer);
@@ -170,8 +176,7 @@ export class PartUploader {
     void task.then(() => this.#inFlight.delete(task));
   }
 
-  async #uploadPart(partNumber: number, body: Buffer): Promise<UploadedPart> {
-    const crc = crc32(body);
+  async #uploadPart(partNumber: number, body: Buffer, crc: number): Promise<UploadedPart> {
     this.#crcs[partNumber - 1] = crc;
     const checksum = crc32Base64(crc);
     const uploadId = await this.#created();
@@ -231,20 +236,6 @@ export class PartUploader {
   #throwIfFailed(): void {
     if (this.failure !== undefined) throw this.failure;
   }
-}
-
-/** A CRC32 as S3 writes it: the four big-endian bytes in base64. */
-export function crc32Base64(crc: number): string {
-  const bytes = Buffer.alloc(4);
-  bytes.writeUInt32BE(crc >>> 0);
-  return bytes.toString('base64');
-}
-
-/** S3's COMPOSITE CRC32 of a multipart object: the CRC32 of the parts' CRC32s, then `-<parts>`. */
-export function compositeCrc32(partCrcs: readonly number[]): string {
-  const joined = Buffer.alloc(partCrcs.length * 4);
-  for (const [index, crc] of partCrcs.entries()) joined.writeUInt32BE(crc >>> 0, index * 4);
-  return `${crc32Base64(crc32(joined))}-${partCrcs.length}`;
 }
 
 const UNSIGNED_UPLOAD = { step: 'build', priority: 'low', name: 'archiveUnsignedUpload' } as const;

@@ -14,6 +14,7 @@ import { Readable } from 'node:stream';
 import { crc32, createInflateRaw, type InflateRaw } from 'node:zlib';
 import yauzl from 'yauzl';
 import { ArchiveTooLargeError, InvalidArchiveError } from '../errors.ts';
+import { crc32Combine, crc32Unappend } from './crc32.ts';
 import type { VerifiedArchive, VerifyLimits } from './options.ts';
 import {
   archiveError,
@@ -83,12 +84,20 @@ export class ZipStreamCheck {
   /** The last bytes of the stream (and, from the directory on, all of them), for yauzl. */
   readonly #held: { start: number; bytes: Buffer }[] = [];
   #heldBytes = 0;
+  /** The chunk being parsed, and its CRC-32 when the caller computed it. */
+  #chunk: Buffer = Buffer.alloc(0);
+  #chunkCrc: number | undefined;
 
   constructor(private readonly limits: VerifyLimits) {}
 
-  /** Takes the next chunk. Throws only for an archive past the expansion or entry limits. */
-  async write(chunk: Buffer): Promise<void> {
+  /**
+   * Takes the next chunk, and its CRC-32 if known (a chunk that lies whole inside a stored entry's
+   * data is then not read again). Throws only for an archive past the expansion or entry limits.
+   */
+  async write(chunk: Buffer, crc?: number): Promise<void> {
     this.#hold(chunk);
+    this.#chunk = chunk;
+    this.#chunkCrc = crc;
     this.#cursor = this.#offset;
     let input = chunk;
     while (input.length > 0 && this.#state !== 'undecided' && this.#state !== 'directory') {
@@ -272,7 +281,11 @@ export class ZipStreamCheck {
     if (entry.kind === 'stored-until-descriptor') return this.#storedUntilDescriptor(entry, input);
     const taken = input.subarray(0, Math.min(input.length, entry.remaining));
     if (entry.kind === 'stored') {
-      entry.record.crc = crc32(taken, entry.record.crc);
+      const known = this.#crcIfWholeChunk(taken);
+      entry.record.crc =
+        known === undefined
+          ? crc32(taken, entry.record.crc)
+          : crc32Combine(entry.record.crc, known, taken.length);
       entry.record.uncompressedSize += taken.length;
       this.#expand(taken.length);
     }
@@ -314,6 +327,7 @@ export class ZipStreamCheck {
    * that may begin one are held back.
    */
   #storedUntilDescriptor(entry: OpenEntry, input: Buffer): Buffer {
+    if (this.#storedWithoutSignature(entry, input)) return Buffer.alloc(0);
     const bytes = entry.held.length === 0 ? input : Buffer.concat([entry.held, input]);
     const fromHeld = entry.held.length;
     const bytesStart = this.#cursor - fromHeld;
@@ -350,12 +364,50 @@ export class ZipStreamCheck {
     }
   }
 
+  /**
+   * The common case of a stored entry of unknown size: no signature starts in the held bytes or in
+   * `input`. All of it but the last 3 bytes is data, and when `input` is the whole chunk its CRC-32
+   * comes from the chunk's, without a pass over the bytes. Answers false, having done nothing, when
+   * the general path must look.
+   */
+  #storedWithoutSignature(entry: OpenEntry, input: Buffer): boolean {
+    const keep = 3;
+    if (input.length <= keep || entry.held.length > keep) return false;
+    if (input.indexOf(DESCRIPTOR_BYTES) !== -1) return false;
+    if (Buffer.concat([entry.held, input.subarray(0, keep)]).indexOf(DESCRIPTOR_BYTES) !== -1) return false;
+    const data = input.subarray(0, input.length - keep);
+    const tail = input.subarray(data.length);
+    const before = crc32(entry.held, entry.record.crc);
+    const known = this.#crcIfWholeChunk(input);
+    const crc =
+      known === undefined
+        ? crc32(data, before)
+        : crc32Unappend(crc32Combine(before, known, input.length), crc32(tail), keep);
+    this.#cursor += input.length;
+    this.#countStored(entry, entry.held.length + data.length, crc);
+    entry.held = Buffer.from(tail);
+    return true;
+  }
+
+  /** The chunk's CRC-32 when `bytes` is the whole chunk `write` was given with one. */
+  #crcIfWholeChunk(bytes: Buffer): number | undefined {
+    const chunk = this.#chunk;
+    const whole =
+      bytes.buffer === chunk.buffer && bytes.byteOffset === chunk.byteOffset && bytes.length === chunk.length;
+    return whole ? this.#chunkCrc : undefined;
+  }
+
   #storeData(entry: OpenEntry, data: Buffer): void {
     if (data.length === 0) return;
-    entry.record.crc = crc32(data, entry.record.crc);
-    entry.record.uncompressedSize += data.length;
-    entry.record.compressedSize += data.length;
-    this.#expand(data.length);
+    this.#countStored(entry, data.length, crc32(data, entry.record.crc));
+  }
+
+  /** Stored data went past: `length` more bytes, `crc` the entry's CRC-32 through them. */
+  #countStored(entry: OpenEntry, length: number, crc: number): void {
+    entry.record.crc = crc;
+    entry.record.uncompressedSize += length;
+    entry.record.compressedSize += length;
+    this.#expand(length);
   }
 
   #closeEntry(): void {

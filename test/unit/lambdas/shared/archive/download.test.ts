@@ -1,7 +1,13 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { createServer as createTlsServer, globalAgent, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { GetObjectCommand, HeadObjectCommand } from '@aws-sdk/client-s3';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { copyExportToS3, hashStoredObject } from '#shared/archive';
 import { downloadPolicySchema } from '#shared/download-policy';
 import {
@@ -348,5 +354,83 @@ describe('copyExportToS3: the download', () => {
     expect(error).toBeInstanceOf(PlatformRejectedError);
     expect(error.message).toContain('more than 1 redirects');
     expect(origin.requests).toHaveLength(2);
+  });
+});
+
+describe('copyExportToS3: the download over https', () => {
+  let tls: { server: Server; link: URL; dir: string };
+
+  beforeAll(async () => {
+    // A certificate for localhost, made for this run and trusted only by the agent below.
+    const dir = mkdtempSync(join(tmpdir(), 'dsr-tls-'));
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost',
+      ],
+      { stdio: 'ignore' },
+    );
+    const zip = await buildZip(exportEntries());
+    const server = createTlsServer(
+      { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) },
+      (_request, response) => sendBody(response, zip, {}),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    tls = { server, link: new URL(`https://localhost:${port}/x.zip?sig=${LINK_SECRET}`), dir };
+  });
+
+  afterAll(async () => {
+    await new Promise((resolve) => tls.server.close(resolve));
+    rmSync(tls.dir, { recursive: true, force: true });
+  });
+
+  const tlsPolicy = () => downloadPolicySchema.parse({ ...policy, allowedHosts: [tls.link.host] });
+
+  it('stores the zip from a server whose certificate the process trusts', async () => {
+    // Prepare: the global agent is what the download uses when none is given
+    const trusted = globalAgent.options.ca;
+    globalAgent.options.ca = readFileSync(join(tls.dir, 'cert.pem'));
+    const stored = target();
+    try {
+      // Act
+      const result = await copyExportToS3(tls.link, stored, { policy: tlsPolicy(), verify: {} });
+      // Assess
+      expect(result.archive?.entries.map((entry) => entry.name)).toEqual(
+        expect.arrayContaining(['profile.json', 'messages.json']),
+      );
+      expect(await hashStoredObject(stored)).toMatchObject({ bytes: result.bytes, sha256: result.sha256 });
+    } finally {
+      globalAgent.options.ca = trusted;
+      globalAgent.destroy();
+    }
+  });
+
+  it('refuses a server whose certificate nothing vouches for, and stores nothing', async () => {
+    // Prepare
+    const stored = target();
+    // Act
+    const error = await failure(copyExportToS3(tls.link, stored, { policy: tlsPolicy() }));
+    // Assess
+    expect(error).toBeInstanceOf(PlatformConnectionResetError);
+    expect(error.message).toMatch(/SELF_SIGNED|UNABLE_TO_VERIFY/);
+    expect(error.message).not.toContain(LINK_SECRET);
+    expect(await headStatus(stored)).toBe(404);
   });
 });
