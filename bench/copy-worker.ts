@@ -3,15 +3,21 @@
  * - `baseline`: the download streamed to nowhere by plain fetch, the floor of downloading;
  * - `upload`: the same download into S3 with lib-storage's `Upload` and the SDK's defaults, what
  *   most engineers write (no verification);
+ * - `floor`: the least a copy can do: node:http in, one SHA-256 and one CRC32 per byte, and the
+ *   bytes sent on in one plain PUT (no S3 protocol, no parts, no zip check);
  * - `archive`: ArchiveExport's copy with the zip checked as it streams, then its proof of the
  *   stored object (verifyCopy), as the Lambda runs them.
  * Prints one JSON line: bytes, seconds, CPU seconds, peak RSS, TCP connections opened.
  * bench/index.ts runs it from a bundle; every mode loads the same modules, so all start from the
  * same memory floor.
  */
+import { createHash } from 'node:crypto';
 import { subscribe } from 'node:diagnostics_channel';
+import { once } from 'node:events';
+import http from 'node:http';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
+import { crc32 } from 'node:zlib';
 import { S3Client } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { z } from 'zod';
@@ -19,7 +25,7 @@ import { copyExportToS3, verifyCopy } from '#shared/archive';
 
 const args = z
   .object({
-    mode: z.enum(['archive', 'baseline', 'upload']),
+    mode: z.enum(['archive', 'baseline', 'floor', 'upload']),
     link: z.url(),
     s3Endpoint: z.url().optional(),
     bucket: z.string().optional(),
@@ -50,6 +56,27 @@ if (args.mode === 'baseline') {
   const reader = response.body?.getReader();
   for (let chunk = await reader?.read(); chunk && !chunk.done; chunk = await reader?.read())
     bytes += chunk.value.length;
+} else if (args.mode === 'floor') {
+  const response = await new Promise<http.IncomingMessage>((resolve, reject) => {
+    http.get(args.link, resolve).on('error', reject);
+  });
+  const put = http.request(`${args.s3Endpoint}/${args.bucket}/${args.key}`, {
+    method: 'PUT',
+    headers: { 'content-length': response.headers['content-length'] ?? '0' },
+  });
+  const answered = once(put, 'response');
+  const hash = createHash('sha256');
+  let crc = 0;
+  for await (const chunk of response as AsyncIterable<Buffer>) {
+    bytes += chunk.length;
+    hash.update(chunk);
+    crc = crc32(chunk, crc);
+    if (!put.write(chunk)) await once(put, 'drain');
+  }
+  put.end();
+  const [answer] = (await answered) as [http.IncomingMessage];
+  answer.resume();
+  hash.digest();
 } else if (args.mode === 'upload') {
   const s3 = s3Client();
   const response = await fetch(args.link);

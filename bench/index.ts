@@ -175,6 +175,7 @@ const COPY_MODES = [
   { mode: 'baseline', label: 'plain fetch, body discarded' },
   { mode: 'upload', label: 'lib-storage Upload, SDK defaults' },
   { mode: 'archive', label: 'ours: copy + verification' },
+  { mode: 'floor', label: 'floor: node:http, SHA-256, CRC32, PUT' },
 ] as const;
 type CopyMode = (typeof COPY_MODES)[number]['mode'];
 
@@ -211,7 +212,7 @@ async function archiveCopy(bundles: Bundles) {
         `${emulator.url}/gdpr/export/status/${id}?access_token=${emulator.exportToken}&spot_id=${emulator.spotId}`,
       );
       const { link } = z.object({ link: z.string() }).parse(await status.json());
-      const results: Record<CopyMode, Measured[]> = { baseline: [], upload: [], archive: [] };
+      const results: Record<CopyMode, Measured[]> = { baseline: [], upload: [], archive: [], floor: [] };
       const measure = async (args: Record<string, string>): Promise<Measured> => {
         const [platformBefore, sinkBefore] = [process.cpuUsage(), await sink.cpuSeconds()];
         const result = await worker(bundles, args);
@@ -272,6 +273,13 @@ async function archiveCopy(bundles: Bundles) {
           `${(cpu('archive') / cpu('upload')).toFixed(2)}x`,
           `${cpu('archive').toFixed(2)} ÷ ${cpu('upload').toFixed(2)}`,
           'at most 0.50x',
+        ],
+        [
+          `${mib} MiB`,
+          'ours ÷ floor (in, hash, CRC, out)',
+          `${(cpu('archive') / cpu('floor')).toFixed(2)}x`,
+          `${cpu('archive').toFixed(2)} ÷ ${cpu('floor').toFixed(2)}`,
+          '',
         ],
         [
           `${mib} MiB`,
