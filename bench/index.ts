@@ -522,8 +522,21 @@ async function memory() {
     .split(',')
     .map((size) => z.coerce.number().int().positive().parse(size));
   const rows: string[][] = [];
+  const calls: string[][] = [];
   for (const size of sizes) {
     const result = await localMemory(size);
+    const perRequest = (count: number) => (count / size).toFixed(1);
+    const total = [...result.awsCalls.values()].reduce((sum, count) => sum + count, 0);
+    const top = [...result.awsCalls].sort((left, right) => right[1] - left[1]).slice(0, 3);
+    const callsMs = (total / size) * result.ledgerReadMs;
+    calls.push([
+      String(size),
+      perRequest(total),
+      top.map(([operation, count]) => `${operation} ${perRequest(count)}`).join(', '),
+      result.ledgerReadMs.toFixed(2),
+      callsMs.toFixed(1),
+      (result.mainThreadMs / size - callsMs).toFixed(1),
+    ]);
     const growth = (result.rssAfterMiB - result.rssBeforeMiB) / size;
     rows.push([
       `${result.completed}/${size}`,
@@ -549,6 +562,18 @@ async function memory() {
       'process CPU ms per request',
     ],
     rows,
+  );
+  printTable(
+    'Where the main thread spends it: AWS SDK calls per request, counted, times the main-thread CPU of one ledger read (SDK GetItem and its parse) measured after the run',
+    [
+      'requests',
+      'AWS calls per request',
+      'most made',
+      'one ledger read, CPU ms',
+      'calls x that, ms per request',
+      'the rest, ms per request',
+    ],
+    calls,
   );
 }
 

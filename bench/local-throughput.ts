@@ -14,6 +14,7 @@ import type { RateLimit } from '#local/emulator/faults';
 import { type PlatformStats, platformStatsSchema } from '#local/emulator/limits';
 import type { EmulatorState } from '#local/emulator/state';
 import { startLocalMode } from '#local/local-mode';
+import { type RecordedCall, setCallSink } from '#shared/call-recorder';
 import { UNMETERED_MESSAGE } from '#shared/step-handler';
 
 export interface ThroughputResult {
@@ -168,6 +169,36 @@ export interface MemoryResult {
   readonly mainThreadBusyMs: number;
   /** CPU of the whole process (every thread), ms. */
   readonly processCpuMs: number;
+  /** AWS SDK calls the measured requests made, by operation (UpdateItem, PutObject, ...). */
+  readonly awsCalls: ReadonlyMap<string, number>;
+  /** Main-thread CPU of one ledger read (an SDK GetItem and its parse), measured after the run, ms. */
+  readonly ledgerReadMs: number;
+}
+
+/** The IAM action an operation is recorded under first, where it is not the operation's own name. */
+const FIRST_ACTION: Readonly<Record<string, string>> = {
+  HeadObject: 'GetObject',
+  SendMessageBatch: 'SendMessage',
+  DeleteMessageBatch: 'DeleteMessage',
+  ChangeMessageVisibilityBatch: 'ChangeMessageVisibility',
+};
+
+/**
+ * Counts SDK calls from the call recorder, which records each call as the IAM authorisations it
+ * needs (a PutObject with tags is two): one of them, the operation's own action, counts the call.
+ */
+function countAwsCalls(counts: Map<string, number>): (call: RecordedCall) => void {
+  return ({ operation, action }) => {
+    if (action.slice(action.indexOf(':') + 1) !== (FIRST_ACTION[operation] ?? operation)) return;
+    counts.set(operation, (counts.get(operation) ?? 0) + 1);
+  };
+}
+
+/** Main-thread CPU per ledger read, over `reads` reads one after another, ms. */
+async function ledgerReadMs(read: () => Promise<unknown>, reads = 1000): Promise<number> {
+  const before = mainThreadCpuMs();
+  for (let done = 0; done < reads; done += 1) await read();
+  return (mainThreadCpuMs() - before) / reads;
 }
 
 /**
@@ -202,18 +233,24 @@ export async function localMemory(requests: number, warmUp = 200): Promise<Memor
     const heapBefore = await mode.collectGarbage();
     const rssBefore = process.memoryUsage().rss;
     const measured = requestLines(warmUp, requests);
+    const awsCalls = new Map<string, number>();
+    const previousSink = setCallSink(countAwsCalls(awsCalls));
     const elu = performance.eventLoopUtilization();
     const cpu = process.cpuUsage();
     const mainCpu = mainThreadCpuMs();
     const started = performance.now();
     await mode.submit(measured);
     await mode.idle();
+    setCallSink(previousSink);
     const seconds = (performance.now() - started) / 1000;
     const busy = performance.eventLoopUtilization(elu);
     const spent = process.cpuUsage(cpu);
     const mainThreadMs = mainThreadCpuMs() - mainCpu;
     const heapAfter = await mode.collectGarbage();
     const rssAfter = process.memoryUsage().rss;
+    const [first] = measured;
+    const firstId = (JSON.parse(first ?? '{}') as { request_id: string }).request_id;
+    const readMs = await ledgerReadMs(() => mode.workflow.ledger.get(firstId));
     let completed = 0;
     for (const line of measured) {
       const { request_id: requestId } = JSON.parse(line) as { request_id: string };
@@ -230,6 +267,8 @@ export async function localMemory(requests: number, warmUp = 200): Promise<Memor
       mainThreadMs,
       mainThreadBusyMs: busy.active,
       processCpuMs: (spent.user + spent.system) / 1000,
+      awsCalls,
+      ledgerReadMs: readMs,
     };
   } finally {
     await mode.close();
