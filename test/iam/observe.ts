@@ -20,6 +20,7 @@ import { Ledger } from '#shared/ledger';
 import { prepareSdkClient } from '#shared/sdk-clients';
 import { sweepDeadlines } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { runCli } from '../helpers/cli.ts';
+import { reconcileUntilActedOn } from '../helpers/reconcile.ts';
 
 const DAY_MS = 24 * 3600 * 1000;
 
@@ -159,12 +160,12 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
       sfn.destroy();
     };
     await strand(ids.stranded);
-    await mode.reconcile({ graceSeconds: 0 });
+    await reconcileUntilActedOn(mode, ids.stranded);
     await waitFor(async () => (await cli('status', ids.stranded, '--json')).includes('"completed"'));
     // One resumed too often already: the reconciler records it failed and closes its chain.
     // A CCPA request: the sweep run as if weeks later finds its receipt confirmation overdue.
     await strand(ids.strandedForGood, 'ccpa');
-    await mode.reconcile({ graceSeconds: 0, maxResumes: 0 });
+    await reconcileUntilActedOn(mode, ids.strandedForGood, { maxResumes: 0 });
     await waitFor(async () => (await cli('status', ids.strandedForGood, '--json')).includes('"failed"'));
     await cli('status', ids.access);
     await cli('notice', ids.access, '--kind', 'response', '--channel', 'email');

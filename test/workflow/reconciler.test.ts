@@ -6,6 +6,7 @@ import { SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalMode, startLocalMode } from '#local/local-mode';
 import { runCli } from '../helpers/cli.ts';
+import { reconcileUntilActedOn } from '../helpers/reconcile.ts';
 import { request as observedRequest } from '../iam/observe.ts';
 
 const request = (primaryKey: string) => observedRequest(randomUUID(), 'access', primaryKey);
@@ -97,7 +98,7 @@ describe('a request left running without an execution', () => {
     await strand(stuck.request_id);
     expect((await mode.workflow.ledger.require(stuck.request_id)).status).toBe('running');
 
-    const summary = await mode.reconcile({ graceSeconds: 0 });
+    const summary = await reconcileUntilActedOn(mode, stuck.request_id);
 
     expect(summary.resumed).toEqual([stuck.request_id]);
     await mode.idle();
