@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import {
+  CreateTableCommand,
   type CreateTableCommandInput,
   DynamoDBClient,
   type DynamoDBClientConfig,
+  waitUntilTableExists,
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { createDynalite } from '#local/aws/dynalite-index';
@@ -39,6 +41,18 @@ export async function startDynamo(): Promise<{
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/**
+ * Creates a table and waits until it is ACTIVE: like DynamoDB, dynalite refuses items while the
+ * table is CREATING, which even with `createTableMs: 0` lasts until its next timer runs.
+ */
+export async function createTable(client: DynamoDBClient, input: CreateTableCommandInput): Promise<void> {
+  await client.send(new CreateTableCommand(input));
+  await waitUntilTableExists(
+    { client, maxWaitTime: 10, minDelay: 0.05, maxDelay: 0.2 },
+    { TableName: input.TableName },
+  );
 }
 
 /** The ledger table as releases before the open index created it: one `status`/`due_at` index. */

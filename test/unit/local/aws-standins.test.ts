@@ -5,11 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   ConditionalCheckFailedException,
-  CreateTableCommand,
-  type CreateTableCommandInput,
   DescribeTableCommand,
   DynamoDBClient,
-  waitUntilTableExists,
 } from '@aws-sdk/client-dynamodb';
 import {
   CreateBucketCommand,
@@ -34,7 +31,7 @@ import { DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand } from '@a
 import { Upload } from '@aws-sdk/lib-storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsStandIns, startAwsStandIns } from '#local/aws/aws-standins';
-import { legacyLedgerTable } from '../../helpers/dynamo.ts';
+import { createTable, legacyLedgerTable } from '../../helpers/dynamo.ts';
 
 let standIns: AwsStandIns;
 let sqs: SQSClient;
@@ -56,15 +53,6 @@ afterAll(async () => {
   dynamo.destroy();
   await standIns.close();
 });
-
-/** Creates a table and waits until it is ACTIVE: like DynamoDB, dynalite refuses items while CREATING. */
-async function createTable(client: DynamoDBClient, input: CreateTableCommandInput): Promise<void> {
-  await client.send(new CreateTableCommand(input));
-  await waitUntilTableExists(
-    { client, maxWaitTime: 10, minDelay: 0.05, maxDelay: 0.2 },
-    { TableName: input.TableName },
-  );
-}
 
 function sha256(data: Uint8Array): string {
   return createHash('sha256').update(data).digest('hex');

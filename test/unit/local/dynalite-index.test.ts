@@ -133,12 +133,14 @@ describe('a ledger written by dynalite without whole index keys', () => {
     // Plain dynalite in a process of its own writes both requests: its index keeps one of them.
     const script = `
       import dynalite from 'dynalite';
-      import { DynamoDBClient, CreateTableCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
+      import { DynamoDBClient, CreateTableCommand, PutItemCommand, QueryCommand, waitUntilTableExists } from '@aws-sdk/client-dynamodb';
       const server = dynalite({ path: process.env.STORE, createTableMs: 0 });
       await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
       const client = new DynamoDBClient({ region: 'us-east-1', endpoint: 'http://127.0.0.1:' + server.address().port,
         credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
       await client.send(new CreateTableCommand(JSON.parse(process.env.TABLE)));
+      // Items are refused while the table is CREATING, which lasts until dynalite's next timer.
+      await waitUntilTableExists({ client, maxWaitTime: 10, minDelay: 0.05, maxDelay: 0.2 }, { TableName: '${TABLE}' });
       for (const id of JSON.parse(process.env.IDS)) await client.send(new PutItemCommand({ TableName: '${TABLE}',
         Item: { request_id: { S: id }, status: { S: 'received' }, due_at: { S: '${DUE_AT}' } } }));
       const page = await client.send(new QueryCommand({ TableName: '${TABLE}', IndexName: '${legacyIndex}',

@@ -1,5 +1,4 @@
 import {
-  CreateTableCommand,
   DeleteItemCommand,
   DynamoDBClient,
   GetItemCommand,
@@ -9,7 +8,7 @@ import {
 import type { DynamoDBRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_REQUEST_BYTES, startLedgerStream } from '#local/aws/ledger-stream';
-import { startDynamo } from '../../helpers/dynamo.ts';
+import { createTable, startDynamo } from '../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
 let stream: Awaited<ReturnType<typeof startLedgerStream>>;
@@ -19,14 +18,12 @@ const TABLE = 'ledger';
 
 beforeAll(async () => {
   dynamo = await startDynamo();
-  await dynamo.client.send(
-    new CreateTableCommand({
-      TableName: TABLE,
-      KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
-      AttributeDefinitions: [{ AttributeName: 'request_id', AttributeType: 'S' }],
-      BillingMode: 'PAY_PER_REQUEST',
-    }),
-  );
+  await createTable(dynamo.client, {
+    TableName: TABLE,
+    KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
+    AttributeDefinitions: [{ AttributeName: 'request_id', AttributeType: 'S' }],
+    BillingMode: 'PAY_PER_REQUEST',
+  });
   stream = await startLedgerStream({
     target: String(dynamo.config.endpoint),
     table: TABLE,

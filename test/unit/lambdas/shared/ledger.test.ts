@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { subjectHash } from '#shared/audit';
@@ -20,7 +20,7 @@ import {
 import type { DsrRequest } from '#shared/request';
 import { CACHED_MIDDLEWARE } from '#shared/sdk-clients';
 import { createLedgerTable } from '../../../../local/aws/ledger-table.ts';
-import { legacyLedgerTable, startDynamo } from '../../../helpers/dynamo.ts';
+import { createTable, legacyLedgerTable, startDynamo } from '../../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
 let cached: DynamoDBClient;
@@ -377,7 +377,7 @@ describe('the open index', () => {
 
   it('adds the open index to a ledger from before it and puts every open request in, once', async () => {
     // Prepare: the table as earlier releases created it, with items written without open_shard.
-    await dynamo.client.send(new CreateTableCommand(legacyLedgerTable('legacy', LEGACY_STATUS_DUE_INDEX)));
+    await createTable(dynamo.client, legacyLedgerTable('legacy', LEGACY_STATUS_DUE_INDEX));
     const ids = await putWithoutIndexKey('legacy', [
       'received',
       'running',
