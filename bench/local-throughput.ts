@@ -14,7 +14,7 @@ import type { RateLimit } from '#local/emulator/faults';
 import { type PlatformStats, platformStatsSchema } from '#local/emulator/limits';
 import type { EmulatorState } from '#local/emulator/state';
 import { startLocalMode } from '#local/local-mode';
-import { type RecordedCall, setCallSink } from '#shared/call-recorder';
+import { type CallSink, setCallSink } from '#shared/call-recorder';
 import { UNMETERED_MESSAGE } from '#shared/step-handler';
 
 export interface ThroughputResult {
@@ -175,22 +175,10 @@ export interface MemoryResult {
   readonly ledgerReadMs: number;
 }
 
-/** The IAM action an operation is recorded under first, where it is not the operation's own name. */
-const FIRST_ACTION: Readonly<Record<string, string>> = {
-  HeadObject: 'GetObject',
-  SendMessageBatch: 'SendMessage',
-  DeleteMessageBatch: 'DeleteMessage',
-  ChangeMessageVisibilityBatch: 'ChangeMessageVisibility',
-};
-
-/**
- * Counts SDK calls from the call recorder, which records each call as the IAM authorisations it
- * needs (a PutObject with tags is two): one of them, the operation's own action, counts the call.
- */
-function countAwsCalls(counts: Map<string, number>): (call: RecordedCall) => void {
-  return ({ operation, action }) => {
-    if (action.slice(action.indexOf(':') + 1) !== (FIRST_ACTION[operation] ?? operation)) return;
-    counts.set(operation, (counts.get(operation) ?? 0) + 1);
+/** Counts SDK calls from the call recorder, which records each as the IAM authorisations it needs. */
+function countAwsCalls(counts: Map<string, number>): CallSink {
+  return ({ operation }, nth) => {
+    if (nth === 0) counts.set(operation, (counts.get(operation) ?? 0) + 1);
   };
 }
 

@@ -39,8 +39,11 @@ export interface RecordedCall {
   readonly context: Readonly<Record<string, string>>;
 }
 
-/** Where recorded calls go. */
-export type CallSink = (call: RecordedCall) => void;
+/**
+ * Where recorded calls go. `nth` counts the authorisations of one SDK call from 0, so a sink that
+ * counts calls rather than authorisations counts the records with `nth` 0.
+ */
+export type CallSink = (call: RecordedCall, nth: number) => void;
 
 /** Callers that are not a function of the stack. */
 export const CALLERS = {
@@ -102,8 +105,8 @@ export function recordCalls<T extends RecordableClient>(client: T): T {
         SERVICE_PREFIX[context.clientName ?? ''] ?? (context.clientName ?? 'unknown').toLowerCase();
       const operation = (context.commandName ?? 'Unknown').replace(/Command$/, '');
       const caller = callerScope.getStore() ?? defaultCaller;
-      for (const call of authorisationsFor(service, operation, asRecord(args.input))) {
-        sink({ caller, operation, ...call });
+      for (const [nth, call] of authorisationsFor(service, operation, asRecord(args.input)).entries()) {
+        sink({ caller, operation, ...call }, nth);
       }
     }
     return next(args);

@@ -103,20 +103,14 @@ export class ExportWaiters {
       for (let receives = 0; receives < MAX_RECEIVES; receives++) {
         const messages = await this.#receive();
         if (messages.length === 0) return undefined;
-        let taken: TakenWaiter | undefined;
-        const gone: Message[] = [];
-        const others: Message[] = [];
-        for (const message of messages) {
-          const waiter = taken === undefined ? this.#live(message) : undefined;
-          if (waiter !== undefined) {
-            taken = { requestId: waiter.request_id, answer: () => this.#answer(message, waiter.token) };
-          } else if (taken === undefined) gone.push(message);
-          else others.push(message);
-        }
-        await this.#deleteAll(gone);
-        // The waiters after the one taken go back to the queue at once, for the next release.
-        await this.#showAgain(others);
-        if (taken !== undefined) return taken;
+        const live = this.#firstLive(messages);
+        // The messages before it are stale or unreadable.
+        await this.#deleteAll(messages.slice(0, live?.index ?? messages.length));
+        if (live === undefined) continue;
+        // The waiters after it go back to the queue at once, for the next release.
+        await this.#showAgain(messages.slice(live.index + 1));
+        const { message, waiter } = live;
+        return { requestId: waiter.request_id, answer: () => this.#answer(message, waiter.token) };
       }
       return undefined;
     } catch (error) {
@@ -155,6 +149,17 @@ export class ExportWaiters {
     await this.#sqs.send(
       new ChangeMessageVisibilityBatchCommand({ QueueUrl: this.#queueUrl, Entries: entries }),
     );
+  }
+
+  /** The first message whose waiter still waits, and where it is. */
+  #firstLive(
+    messages: readonly Message[],
+  ): { index: number; message: Message; waiter: WaiterMessage } | undefined {
+    for (const [index, message] of messages.entries()) {
+      const waiter = this.#live(message);
+      if (waiter !== undefined) return { index, message, waiter };
+    }
+    return undefined;
   }
 
   /** The message's waiter when it still waits, long enough to be woken. */

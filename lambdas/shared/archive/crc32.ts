@@ -65,17 +65,12 @@ export function crc32Unappend(crcAB: number, crcB: number, lengthB: number): num
 /** x^(-8 * length) for the short lengths crc32Unappend has seen. */
 const INVERSE_SHIFTS = new Map<number, number>();
 
-/** A running CRC-32 that takes bytes, or a CRC already computed on them. */
-export class RunningCrc32 {
-  value = 0;
-
-  /** Adds `bytes`; `crcOfBytes`, when given, is their CRC-32 and saves the pass over them. */
-  add(bytes: Uint8Array, crcOfBytes?: number): void {
-    this.value =
-      crcOfBytes === undefined
-        ? crc32(bytes, this.value)
-        : crc32Combine(this.value, crcOfBytes, bytes.length);
-  }
+/**
+ * The CRC-32 of what `crc` covers followed by `bytes`. `crcOfBytes`, when given, is the CRC-32 of
+ * `bytes` computed already, and saves the pass over them.
+ */
+export function crc32Append(crc: number, bytes: Uint8Array, crcOfBytes?: number): number {
+  return crcOfBytes === undefined ? crc32(bytes, crc) : crc32Combine(crc, crcOfBytes, bytes.length);
 }
 
 /** A CRC32 as S3 writes it: the four big-endian bytes in base64. */

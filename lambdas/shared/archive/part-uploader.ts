@@ -10,7 +10,7 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { ConfigurationError, InvalidArchiveError, StorageAnswerInvalidError } from '../errors.ts';
-import { compositeCrc32, crc32Base64, RunningCrc32 } from './crc32.ts';
+import { compositeCrc32, crc32Append, crc32Base64 } from './crc32.ts';
 import type { ArchiveTarget } from './options.ts';
 
 /** What S3 answered for the stored object. */
@@ -53,7 +53,7 @@ export class PartUploader {
   #buffer: Buffer | undefined;
   #filled = 0;
   /** The CRC32 of the part being filled. */
-  #crc = new RunningCrc32();
+  #crc = 0;
   #partCount = 0;
   #uploadId: Promise<string> | undefined;
   readonly #crcs: number[] = [];
@@ -78,7 +78,7 @@ export class PartUploader {
       const length = Math.min(chunk.length - offset, this.partSize - this.#filled);
       const piece = length === chunk.length ? chunk : chunk.subarray(offset, offset + length);
       this.#buffer.set(piece, this.#filled);
-      this.#crc.add(piece, piece === chunk ? crc : undefined);
+      this.#crc = crc32Append(this.#crc, piece, piece === chunk ? crc : undefined);
       this.#filled += length;
       offset += length;
     }
@@ -88,7 +88,7 @@ export class PartUploader {
   async finish(): Promise<UploadResult> {
     if (this.#partCount === 0) {
       const body = this.#buffer?.subarray(0, this.#filled) ?? Buffer.alloc(0);
-      const checksumCrc32 = crc32Base64(this.#crc.value);
+      const checksumCrc32 = crc32Base64(this.#crc);
       const put = new PutObjectCommand({
         ...this.#objectParams(),
         Body: body,
@@ -154,10 +154,10 @@ export class PartUploader {
     const buffer = this.#buffer;
     if (buffer === undefined) return;
     const body = buffer.subarray(0, this.#filled);
-    const crc = this.#crc.value;
+    const crc = this.#crc;
     this.#buffer = undefined;
     this.#filled = 0;
-    this.#crc = new RunningCrc32();
+    this.#crc = 0;
     this.#partCount += 1;
     const partNumber = this.#partCount;
     if (partNumber > MAX_PARTS) {

@@ -14,7 +14,7 @@ import { Readable } from 'node:stream';
 import { crc32, createInflateRaw, type InflateRaw } from 'node:zlib';
 import yauzl from 'yauzl';
 import { ArchiveTooLargeError, InvalidArchiveError } from '../errors.ts';
-import { crc32Combine, crc32Unappend } from './crc32.ts';
+import { crc32Append, crc32Unappend } from './crc32.ts';
 import type { VerifiedArchive, VerifyLimits } from './options.ts';
 import {
   archiveError,
@@ -281,11 +281,7 @@ export class ZipStreamCheck {
     if (entry.kind === 'stored-until-descriptor') return this.#storedUntilDescriptor(entry, input);
     const taken = input.subarray(0, Math.min(input.length, entry.remaining));
     if (entry.kind === 'stored') {
-      const known = this.#crcIfWholeChunk(taken);
-      entry.record.crc =
-        known === undefined
-          ? crc32(taken, entry.record.crc)
-          : crc32Combine(entry.record.crc, known, taken.length);
+      entry.record.crc = crc32Append(entry.record.crc, taken, this.#crcIfWholeChunk(taken));
       entry.record.uncompressedSize += taken.length;
       this.#expand(taken.length);
     }
@@ -375,16 +371,15 @@ export class ZipStreamCheck {
     if (input.length <= keep || entry.held.length > keep) return false;
     if (input.indexOf(DESCRIPTOR_BYTES) !== -1) return false;
     if (Buffer.concat([entry.held, input.subarray(0, keep)]).indexOf(DESCRIPTOR_BYTES) !== -1) return false;
-    const data = input.subarray(0, input.length - keep);
-    const tail = input.subarray(data.length);
-    const before = crc32(entry.held, entry.record.crc);
-    const known = this.#crcIfWholeChunk(input);
-    const crc =
-      known === undefined
-        ? crc32(data, before)
-        : crc32Unappend(crc32Combine(before, known, input.length), crc32(tail), keep);
+    const tail = input.subarray(input.length - keep);
+    // Through the whole input (from the chunk's CRC when it is the chunk), less the tail held back.
+    const through = crc32Append(crc32(entry.held, entry.record.crc), input, this.#crcIfWholeChunk(input));
     this.#cursor += input.length;
-    this.#countStored(entry, entry.held.length + data.length, crc);
+    this.#countStored(
+      entry,
+      entry.held.length + input.length - keep,
+      crc32Unappend(through, crc32(tail), keep),
+    );
     entry.held = Buffer.from(tail);
     return true;
   }

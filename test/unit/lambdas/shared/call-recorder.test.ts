@@ -97,6 +97,19 @@ describe('the call recorder', () => {
     ]);
   });
 
+  it("numbers each call's authorisations from 0, so a sink can count the calls themselves", async () => {
+    const numbered: [string, number][] = [];
+    setCallSink(({ action }, nth) => numbered.push([action, nth]));
+    const s3 = prepareSdkClient(new S3Client(offline));
+    await send(() => s3.send(new HeadObjectCommand({ Bucket: 'a', Key: 'x' })));
+    await send(() => s3.send(new CreateMultipartUploadCommand({ Bucket: 'a', Key: 'x', Tagging: 't=v' })));
+    expect(numbered).toEqual([
+      ['s3:GetObject', 0],
+      ['s3:PutObject', 0],
+      ['s3:PutObjectTagging', 1],
+    ]);
+  });
+
   it('names the queue of a batch send, the index of a query and the execution a stop names', async () => {
     record();
     const sqs = prepareSdkClient(new SQSClient({ ...offline, endpoint: 'http://127.0.0.1:9' }));
