@@ -13,7 +13,7 @@ import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
 import { MANIFEST_PREFIX } from '../lambdas/shared/audit-manifest.ts';
-import { OPEN_DUE_INDEX } from '../lambdas/shared/ledger.ts';
+import { OPEN_DUE_INDEX } from '../lambdas/shared/ledger/index.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { acknowledge, nagArn } from './nag.ts';
 

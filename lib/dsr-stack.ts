@@ -35,7 +35,7 @@ import {
   OPEN_DUE_INDEX,
   OPEN_INDEX_ATTRIBUTES,
   OPEN_SHARD_ATTRIBUTE,
-} from '../lambdas/shared/ledger.ts';
+} from '../lambdas/shared/ledger/index.ts';
 import { INTAKE_METRICS, metricDimensions } from '../lambdas/shared/metrics.ts';
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';

@@ -11,7 +11,7 @@ import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client
 import { z } from 'zod';
 import { isWriteConflict, recordHash, sideChainOf } from './audit.ts';
 import { AuditRecordInvalidError } from './errors.ts';
-import { chainHeadFields, type Ledger, SIDE_CHAINS } from './ledger.ts';
+import { chainHeadFields, type Ledger, SIDE_CHAINS } from './ledger/index.ts';
 
 /** The value of every manifest's `schema` field. */
 export const MANIFEST_SCHEMA = 'svc-dsr.manifest/1';

@@ -15,7 +15,7 @@ import { AuditTrail } from './audit.ts';
 import { type GateEnv, parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
 import type { DownloadPolicy } from './download-policy.ts';
 import { ExportWaiters, type TaskTokenSuccess } from './export-waiters.ts';
-import { Ledger } from './ledger.ts';
+import { Ledger } from './ledger/index.ts';
 import { type PlatformCallGate, PlatformClient } from './platform-client.ts';
 import { PlatformGate } from './platform-gate.ts';
 import { functionLogger, traced } from './powertools.ts';

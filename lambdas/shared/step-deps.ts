@@ -2,7 +2,7 @@ import type { PackageSettings } from '../build-package/settings.ts';
 import type { VerifiedArchive } from './archive/options.ts';
 import type { AuditTrail } from './audit.ts';
 import type { PollSchedule } from './config.ts';
-import type { Ledger } from './ledger.ts';
+import type { Ledger } from './ledger/index.ts';
 import type { PlatformClient } from './platform-client.ts';
 import type { PlatformGate } from './platform-gate.ts';
 

@@ -4,7 +4,7 @@ import {
   RequestCancelledError,
   SubjectNotFoundError,
 } from './errors.ts';
-import type { LedgerItem } from './ledger.ts';
+import type { LedgerItem } from './ledger/index.ts';
 import type { StepDeps } from './step-deps.ts';
 
 /** The ledger item of a request a step may work on: it exists, is not cancelled, and has a subject. */

@@ -20,7 +20,7 @@ import {
   written,
 } from './helpers.ts';
 
-/** The ledger reads and writes through a plain DynamoDB client; its rules are tested in ledger-rules.test.ts. */
+/** The ledger reads and writes through a plain DynamoDB client; its rules are tested in ledger/rules.test.ts. */
 const ledgerMock = mockClient(DynamoDBClient);
 // Operator actions are appended to the audit chain; an empty chain takes seq 0.
 const s3Mock = mockClient(S3Client);

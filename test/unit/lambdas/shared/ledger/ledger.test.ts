@@ -19,8 +19,8 @@ import {
 } from '#shared/ledger';
 import type { DsrRequest } from '#shared/request';
 import { CACHED_MIDDLEWARE } from '#shared/sdk-clients';
-import { createLedgerTable } from '../../../../local/aws/ledger-table.ts';
-import { createTable, legacyLedgerTable, startDynamo } from '../../../helpers/dynamo.ts';
+import { createLedgerTable } from '../../../../../local/aws/ledger-table.ts';
+import { createTable, legacyLedgerTable, startDynamo } from '../../../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
 let cached: DynamoDBClient;

@@ -13,9 +13,9 @@ import {
   type LedgerItem,
   type LedgerRule,
 } from '#shared/ledger';
-import { createLedgerTable } from '../../../../local/aws/ledger-table.ts';
-import { startDynamo } from '../../../helpers/dynamo.ts';
-import { ledgerRecord, NOW } from '../../cli/helpers.ts';
+import { createLedgerTable } from '../../../../../local/aws/ledger-table.ts';
+import { startDynamo } from '../../../../helpers/dynamo.ts';
+import { ledgerRecord, NOW } from '../../../cli/helpers.ts';
 
 /**
  * Each ledger rule, once: what its refusal says about an item as read, and whether its condition
