@@ -253,22 +253,9 @@ async function assembleLocalMode(
   started.push(async () => sfn.destroy());
   for (const interrupted of workflow.executions.interrupted)
     await workflow.executions.restart(interrupted.name);
-  // The reconciler's code, as it runs in AWS: requests left open by a killed run with no execution
-  // to finish them are resumed. Nothing else runs yet, so no request needs a grace period.
-  const reconcilerDeps: ReconcilerDeps = {
-    ledger: workflow.ledger,
-    audit: workflow.audit,
-    describe: sfnLookup(sfn, shim.stateMachineArn),
-    start: sfnStarter(sfn, shim.stateMachineArn),
-    clock: () => new Date(),
-    logger: jsonLogger(options.logSink ?? (() => {})),
-    gate: workflow.gate,
-    // CloudWatch has no place here; the figures are in the summary the pass returns.
-    publish: () => {},
-  };
-  const maxResumes = options.reconcileMaxResumes ?? 3;
-  const reconcileNow = (graceSeconds: number, resumes = maxResumes) =>
-    runAsCaller(RECONCILER_CALLER, () => reconcile(reconcilerDeps, { maxResumes: resumes, graceSeconds }));
+  const reconcileNow = reconcilerOf(workflow, sfn, options);
+  // Requests left open by a killed run with no execution to finish them are resumed. Nothing else
+  // runs yet, so no request needs a grace period.
   await reconcileNow(0);
 
   const outcomes = new Map<string, IntakeResult>();
@@ -276,22 +263,7 @@ async function assembleLocalMode(
     outcomes.set(message.messageId, result),
   );
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, intake);
-  await writeLocalEndpoints(dataDir, {
-    region: aws.region,
-    credentials: aws.credentials,
-    endpoints: { ...aws.endpoints, sfn: shim.endpoint },
-    outputs: {
-      IntakeQueueUrl: workflow.queueUrls.intake,
-      QuarantineQueueUrl: workflow.queueUrls.quarantine,
-      LedgerTableName: LOCAL_NAMES.table,
-      ArchiveBucketName: LOCAL_NAMES.archiveBucket,
-      AuditBucketName: LOCAL_NAMES.auditBucket,
-      StateMachineArn: shim.stateMachineArn,
-      TimeZone: workflow.timeZone,
-    },
-    pid: process.pid,
-    platform: { url: emulator.url, spot_id: emulator.spotId },
-  });
+  await publishEndpoints(dataDir, aws, workflow, emulator);
 
   return {
     dataDir,
@@ -305,41 +277,7 @@ async function assembleLocalMode(
       collectGarbage();
       return servicesHeap + process.memoryUsage().heapUsed;
     },
-    async submit(lines) {
-      const sent: { line: number; messageId: string }[] = [];
-      const outcomesByLine: LineOutcome[] = [];
-      const entries = lines
-        .map((body, index) => ({ line: index + 1, body }))
-        .filter(({ body }) => body.trim() !== '');
-      for (let start = 0; start < entries.length; start += 10) {
-        const batch = entries.slice(start, start + 10);
-        // The privacy team's submission, as `svc-dsr submit` would send it.
-        const { Successful = [], Failed = [] } = await runAsCaller(CALLERS.cli, () =>
-          workflow.sqs.send(
-            new SendMessageBatchCommand({
-              QueueUrl: workflow.queueUrls.intake,
-              Entries: batch.map(({ line, body }) => ({ Id: String(line), MessageBody: body })),
-            }),
-          ),
-        );
-        for (const failed of Failed) {
-          outcomesByLine.push({
-            line: Number(failed.Id),
-            kind: 'quarantined',
-            reason: `the queue refused it: ${failed.Message ?? failed.Code}`,
-          });
-        }
-        for (const ok of Successful) sent.push({ line: Number(ok.Id), messageId: ok.MessageId ?? '' });
-        await poller.drain();
-      }
-      await poller.drain();
-      for (const { line, messageId } of sent) {
-        const result = outcomes.get(messageId);
-        if (result === undefined) throw new Error(`line ${line} was sent but intake never reported on it`);
-        outcomesByLine.push({ line, ...result });
-      }
-      return outcomesByLine.sort((a, b) => a.line - b.line);
-    },
+    submit: (lines) => submitLines(workflow, poller, outcomes, lines),
     async idle() {
       await poller.drain();
       await workflow.executions.idle();
@@ -347,29 +285,13 @@ async function assembleLocalMode(
     },
     reconcile: (reconcileOptions) =>
       reconcileNow(reconcileOptions?.graceSeconds ?? RECONCILE_GRACE_SECONDS, reconcileOptions?.maxResumes),
-    pollContinuously(onError) {
-      let stopped = false;
-      let reconciledAt = Date.now();
-      const reconcileEvery = (options.reconcileSeconds ?? 60) * 1000;
-      const loop = (async () => {
-        while (!stopped) {
-          try {
-            if (Date.now() - reconciledAt >= reconcileEvery) {
-              reconciledAt = Date.now();
-              await reconcileNow(RECONCILE_GRACE_SECONDS);
-            }
-            await poller.pollOnce(1);
-          } catch (error) {
-            onError(error);
-            await new Promise((resolveDelay) => setTimeout(resolveDelay, 1000));
-          }
-        }
-      })();
-      return async () => {
-        stopped = true;
-        await loop;
-      };
-    },
+    pollContinuously: (onError) =>
+      pollContinuously(
+        poller,
+        () => reconcileNow(RECONCILE_GRACE_SECONDS),
+        options.reconcileSeconds,
+        onError,
+      ),
     async close() {
       // The workflow closes its executions, then the shim.
       await workflow.close();
@@ -378,6 +300,135 @@ async function assembleLocalMode(
       await aws.close();
       await emulator.close();
     },
+  };
+}
+
+/**
+ * The reconciler's code, as it runs in AWS, over the workflow's ledger and the Step Functions API: a
+ * pass with a grace period in seconds, resuming at most `resumes` requests.
+ */
+function reconcilerOf(
+  workflow: LocalWorkflow,
+  sfn: SFNClient,
+  options: LocalModeOptions,
+): (graceSeconds: number, resumes?: number) => Promise<ReconcileSummary> {
+  const { stateMachineArn } = workflow.shim;
+  const deps: ReconcilerDeps = {
+    ledger: workflow.ledger,
+    audit: workflow.audit,
+    describe: sfnLookup(sfn, stateMachineArn),
+    start: sfnStarter(sfn, stateMachineArn),
+    clock: () => new Date(),
+    logger: jsonLogger(options.logSink ?? (() => {})),
+    gate: workflow.gate,
+    // CloudWatch has no place here; the figures are in the summary the pass returns.
+    publish: () => {},
+  };
+  const maxResumes = options.reconcileMaxResumes ?? 3;
+  return (graceSeconds, resumes = maxResumes) =>
+    runAsCaller(RECONCILER_CALLER, () => reconcile(deps, { maxResumes: resumes, graceSeconds }));
+}
+
+/** What `svc-dsr local --serve` publishes for the other commands: the endpoints and the stack's outputs. */
+async function publishEndpoints(
+  dataDir: string,
+  aws: AwsStandIns,
+  workflow: LocalWorkflow,
+  emulator: LocalServices['emulator'],
+): Promise<void> {
+  await writeLocalEndpoints(dataDir, {
+    region: aws.region,
+    credentials: aws.credentials,
+    endpoints: { ...aws.endpoints, sfn: workflow.shim.endpoint },
+    outputs: {
+      IntakeQueueUrl: workflow.queueUrls.intake,
+      QuarantineQueueUrl: workflow.queueUrls.quarantine,
+      LedgerTableName: LOCAL_NAMES.table,
+      ArchiveBucketName: LOCAL_NAMES.archiveBucket,
+      AuditBucketName: LOCAL_NAMES.auditBucket,
+      StateMachineArn: workflow.shim.stateMachineArn,
+      TimeZone: workflow.timeZone,
+    },
+    pid: process.pid,
+    platform: { url: emulator.url, spot_id: emulator.spotId },
+  });
+}
+
+/**
+ * Sends the lines to the intake queue in batches of ten, as `svc-dsr submit` would, lets intake take
+ * each batch, and gives each line's outcome in line order.
+ */
+async function submitLines(
+  workflow: LocalWorkflow,
+  poller: SqsPoller,
+  outcomes: ReadonlyMap<string, IntakeResult>,
+  lines: readonly string[],
+): Promise<LineOutcome[]> {
+  const sent: { line: number; messageId: string }[] = [];
+  const outcomesByLine: LineOutcome[] = [];
+  const entries = lines
+    .map((body, index) => ({ line: index + 1, body }))
+    .filter(({ body }) => body.trim() !== '');
+  for (let start = 0; start < entries.length; start += 10) {
+    const batch = entries.slice(start, start + 10);
+    // The privacy team's submission, as `svc-dsr submit` would send it.
+    const { Successful = [], Failed = [] } = await runAsCaller(CALLERS.cli, () =>
+      workflow.sqs.send(
+        new SendMessageBatchCommand({
+          QueueUrl: workflow.queueUrls.intake,
+          Entries: batch.map(({ line, body }) => ({ Id: String(line), MessageBody: body })),
+        }),
+      ),
+    );
+    for (const failed of Failed) {
+      outcomesByLine.push({
+        line: Number(failed.Id),
+        kind: 'quarantined',
+        reason: `the queue refused it: ${failed.Message ?? failed.Code}`,
+      });
+    }
+    for (const ok of Successful) sent.push({ line: Number(ok.Id), messageId: ok.MessageId ?? '' });
+    await poller.drain();
+  }
+  await poller.drain();
+  for (const { line, messageId } of sent) {
+    const result = outcomes.get(messageId);
+    if (result === undefined) throw new Error(`line ${line} was sent but intake never reported on it`);
+    outcomesByLine.push({ line, ...result });
+  }
+  return outcomesByLine.sort((a, b) => a.line - b.line);
+}
+
+/**
+ * Polls the intake queue until the returned function is called, with a reconciler pass every
+ * `reconcileSeconds` (default 60); an error goes to `onError` and the loop goes on after a second.
+ */
+function pollContinuously(
+  poller: SqsPoller,
+  reconcilePass: () => Promise<unknown>,
+  reconcileSeconds: number | undefined,
+  onError: (error: unknown) => void,
+): () => Promise<void> {
+  let stopped = false;
+  let reconciledAt = Date.now();
+  const reconcileEvery = (reconcileSeconds ?? 60) * 1000;
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        if (Date.now() - reconciledAt >= reconcileEvery) {
+          reconciledAt = Date.now();
+          await reconcilePass();
+        }
+        await poller.pollOnce(1);
+      } catch (error) {
+        onError(error);
+        await new Promise((resolveDelay) => setTimeout(resolveDelay, 1000));
+      }
+    }
+  })();
+  return async () => {
+    stopped = true;
+    await loop;
   };
 }
 

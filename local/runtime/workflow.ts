@@ -15,7 +15,12 @@ import type { Ledger } from '#shared/ledger';
 import type { PlatformGate } from '#shared/platform-gate';
 import { buildStepDeps, platformClient, sfnTaskSuccess } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
-import { type SecretName, type SecretValues, secretsManagerReaders } from '#shared/secrets';
+import {
+  type SecretName,
+  type SecretReader,
+  type SecretValues,
+  secretsManagerReaders,
+} from '#shared/secrets';
 import type { StepDeps, StepLogger } from '#shared/step-deps';
 import { type AnyStep, makeStepHandler } from '#shared/step-handler';
 import type { ExecutionInput } from '#shared/step-io';
@@ -145,67 +150,17 @@ export interface LocalWorkflow {
 
 /** Builds the local workflow: resources on the stand-ins, the machine from the synthesized template. */
 export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise<LocalWorkflow> {
-  const { aws, platform } = options;
+  const { aws, platform, template } = options;
   const s3 = prepareSdkClient(new S3Client(aws.clientConfig('s3')));
   const auditS3 = prepareSdkClient(new S3Client({ ...aws.clientConfig('s3'), ...CACHED_MIDDLEWARE }));
   const sqs = prepareSdkClient(new SQSClient({ ...aws.clientConfig('sqs'), ...CACHED_MIDDLEWARE }));
   const dynamoClient = prepareSdkClient(
     new DynamoDBClient({ ...aws.clientConfig('dynamodb'), ...CACHED_MIDDLEWARE }),
   );
-
-  // What CloudFormation creates in AWS.
-  const queueUrls = await runAsCaller(CALLERS.localRuntime, async () => {
-    await createLedgerTable(dynamoClient, LOCAL_NAMES.table);
-    await createGateTable(dynamoClient, LOCAL_NAMES.gateTable);
-    for (const bucket of [LOCAL_NAMES.archiveBucket, LOCAL_NAMES.auditBucket]) {
-      await s3.send(new CreateBucketCommand({ Bucket: bucket })).catch(ignoreExisting);
-      await s3.send(
-        new PutBucketVersioningCommand({ Bucket: bucket, VersioningConfiguration: { Status: 'Enabled' } }),
-      );
-    }
-    return createQueues(sqs);
-  });
-
+  const queueUrls = await createLocalResources(s3, sqs, dynamoClient);
   const logger = jsonLogger(options.logSink ?? (() => {}));
-  // The functions read their secrets from a local Secrets Manager, as they do in Lambda.
-  const values: SecretValues = options.secrets ?? {
-    ssoAccessToken: platform.ssoAccessToken,
-    exportToken: platform.exportToken,
-    auditHmacKey: randomBytes(32).toString('hex'),
-  };
-  // The stand-in reads this record on every call, so a rotation below is what it serves next.
-  const served: Record<string, string> = Object.fromEntries(
-    Object.entries(LOCAL_SECRET_IDS).map(([name, id]) => [id, values[name as SecretName]]),
-  );
-  const secretsManager = await startSecretsStandIn(served);
-  const secretsClientConfig = {
-    region: aws.region,
-    endpoint: secretsManager.endpoint,
-    credentials: aws.credentials,
-  };
-  // Each function gets its own readers, and only the tokens it is given in AWS (STEP_TOKENS).
-  const readersFor = (names: readonly SecretName[]) =>
-    secretsManagerReaders(Object.fromEntries(names.map((name) => [name, LOCAL_SECRET_IDS[name]])), {
-      clientConfig: secretsClientConfig,
-    });
-  const { auditHmacKey } = readersFor(['auditHmacKey']);
-  if (auditHmacKey === undefined) throw new Error('the local audit key has no reader');
-  const platformHost = new URL(platform.url).host;
-  const packageSettings = packageSettingsOf(options.template);
-  const env = stepEnvSchema.parse({
-    TABLE_NAME: LOCAL_NAMES.table,
-    GATE_TABLE_NAME: LOCAL_NAMES.gateTable,
-    ARCHIVE_BUCKET: LOCAL_NAMES.archiveBucket,
-    AUDIT_BUCKET: LOCAL_NAMES.auditBucket,
-    AUDIT_KEY_SECRET_ID: LOCAL_SECRET_IDS.auditHmacKey,
-    PLATFORM_BASE_URL: platform.url,
-    PLATFORM_EXPORT_URL: platform.url,
-    PLATFORM_ACTIVITY_URL: platform.url,
-    SPOT_ID: platform.spotId,
-    DOWNLOAD_INSECURE_HOSTS: platformHost,
-    ...(packageSettings === undefined ? {} : { PACKAGE_SETTINGS: packageSettings }),
-    ...options.env,
-  });
+  const secrets = await startLocalSecrets(aws, platform, options.secrets);
+  const env = stepEnvironment(platform, template, options.env);
   // The steps that give an export slot back wake a waiter as in AWS: its message from the SQS
   // stand-in, its token answered through the Step Functions API below (no execution runs before it is up).
   const exportWaiters = new ExportWaiters(
@@ -217,33 +172,20 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     },
   );
   const clients = { s3, auditS3, dynamo: dynamoClient, exportWaiters };
-  const stepDeps = buildStepDeps(env, clients, { auditHmacKey }, logger, {
+  const stepDeps = buildStepDeps(env, clients, { auditHmacKey: secrets.auditHmacKey }, logger, {
     sleep: async () => {},
     ...(options.fetch ? { fetch: options.fetch } : {}),
   });
-
-  const { template } = options;
   const resolved = resolveStateMachine(template);
-  const ids = stepFunctionIds(template);
-  const handlers: Record<string, LocalLambda> = {};
-  for (const step of Object.keys(ids) as StepName[]) {
-    const definition: AnyStep = STEPS[step];
-    // One ledger and audit trail for every function; a platform client per function, with its tokens.
-    const platform = platformClient(env, readersFor(STEP_TOKENS[step]), logger, options.fetch, stepDeps.gate);
-    const handler = makeStepHandler(definition, () => ({ ...stepDeps, platform }));
-    const real: LocalLambda = (event) => runAsCaller(step, () => handler(event));
-    handlers[ids[step]] = options.stepOverrides?.[step]?.(real) ?? real;
-  }
-  const updateItem = dynamoUpdateItem(dynamoClient, template, LOCAL_NAMES.table);
   const machine = new LocalStateMachine(resolved, {
-    handlers,
+    handlers: stepHandlers(options, stepDeps, (step) =>
+      // One ledger and audit trail for every function; a platform client per function, with its tokens.
+      platformClient(env, secrets.readersFor(STEP_TOKENS[step]), logger, options.fetch, stepDeps.gate),
+    ),
     waitMs: options.waitMs ?? 0,
     retryIntervalMs: options.retryIntervalMs ?? 0,
     ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
-    integrations: {
-      [DYNAMODB_UPDATE_ITEM]: options.dynamoIntegration?.(updateItem) ?? updateItem,
-      [SQS_SEND_MESSAGE]: sqsSendMessage(sqs, template, { ExportWaitersQueue: queueUrls.exportWaiters }),
-    },
+    integrations: directIntegrations(options, dynamoClient, sqs, queueUrls.exportWaiters),
   });
 
   const executions = await openExecutions({
@@ -270,27 +212,11 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     await executions.start(name, input);
     return 'started' as const;
   };
-  // Intake and the steps share one ledger and one audit trail, as they share this process: the
-  // trail then knows every chain it wrote and need not read it back from the bucket.
-  const { ledger, audit } = stepDeps;
-  const intakeWith = (starter: IntakeDeps['startExecution'], observe?: IntakeObserver) => {
-    const intakeDeps: IntakeDeps = {
-      ledger,
-      audit,
-      quarantine: sqsQuarantine(sqs, queueUrls.quarantine),
-      startExecution: starter,
-      logger,
-      timeZone: env.TIME_ZONE,
-      // No CloudWatch here: the count goes to the log, where the warning beside it names the request.
-      countMetric: (name, value) => logger.info('metric', { metric: name, value }),
-    };
-    const intakeHandler = makeIntakeHandler(() => intakeDeps, observe);
-    return (event: SQSEvent) => runAsCaller('Intake', () => intakeHandler(event));
-  };
+  const intakeWith = intakeFactory(stepDeps, sqsQuarantine(sqs, queueUrls.quarantine), logger, env.TIME_ZONE);
   return {
-    ledger,
+    ledger: stepDeps.ledger,
     timeZone: env.TIME_ZONE,
-    audit,
+    audit: stepDeps.audit,
     s3,
     sqs,
     queueUrls,
@@ -302,7 +228,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     intakeWith,
     startExecution,
     rotateSecret(name, value) {
-      served[LOCAL_SECRET_IDS[name]] = value;
+      secrets.served[LOCAL_SECRET_IDS[name]] = value;
     },
     executions,
     shim,
@@ -318,8 +244,148 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
       auditS3.destroy();
       sqs.destroy();
       dynamoClient.destroy();
-      await secretsManager.close();
+      await secrets.close();
     },
+  };
+}
+
+/** What CloudFormation creates in AWS: the two tables, the two versioned buckets and the queues. */
+async function createLocalResources(
+  s3: S3Client,
+  sqs: SQSClient,
+  dynamoClient: DynamoDBClient,
+): Promise<LocalWorkflow['queueUrls']> {
+  return await runAsCaller(CALLERS.localRuntime, async () => {
+    await createLedgerTable(dynamoClient, LOCAL_NAMES.table);
+    await createGateTable(dynamoClient, LOCAL_NAMES.gateTable);
+    for (const bucket of [LOCAL_NAMES.archiveBucket, LOCAL_NAMES.auditBucket]) {
+      await s3.send(new CreateBucketCommand({ Bucket: bucket })).catch(ignoreExisting);
+      await s3.send(
+        new PutBucketVersioningCommand({ Bucket: bucket, VersioningConfiguration: { Status: 'Enabled' } }),
+      );
+    }
+    return createQueues(sqs);
+  });
+}
+
+/** The local Secrets Manager and the readers the functions get from it. */
+interface LocalSecrets {
+  /** The value each secret id serves; the stand-in reads it on every call, so a change is what it serves next. */
+  readonly served: Record<string, string>;
+  /** Readers of the named secrets only, as a function is given only the tokens it has in AWS (STEP_TOKENS). */
+  readersFor(names: readonly SecretName[]): { [K in SecretName]?: SecretReader };
+  readonly auditHmacKey: SecretReader;
+  close(): Promise<void>;
+}
+
+/** The functions read their secrets from a local Secrets Manager, as they do in Lambda. */
+async function startLocalSecrets(
+  aws: AwsStandIns,
+  platform: PlatformEndpoint,
+  given: SecretValues | undefined,
+): Promise<LocalSecrets> {
+  const values: SecretValues = given ?? {
+    ssoAccessToken: platform.ssoAccessToken,
+    exportToken: platform.exportToken,
+    auditHmacKey: randomBytes(32).toString('hex'),
+  };
+  const served: Record<string, string> = Object.fromEntries(
+    Object.entries(LOCAL_SECRET_IDS).map(([name, id]) => [id, values[name as SecretName]]),
+  );
+  const secretsManager = await startSecretsStandIn(served);
+  const clientConfig = {
+    region: aws.region,
+    endpoint: secretsManager.endpoint,
+    credentials: aws.credentials,
+  };
+  const readersFor = (names: readonly SecretName[]) =>
+    secretsManagerReaders(Object.fromEntries(names.map((name) => [name, LOCAL_SECRET_IDS[name]])), {
+      clientConfig,
+    });
+  const { auditHmacKey } = readersFor(['auditHmacKey']);
+  if (auditHmacKey === undefined) throw new Error('the local audit key has no reader');
+  return { served, readersFor, auditHmacKey, close: () => secretsManager.close() };
+}
+
+/** The step functions' environment, as the stack sets it, pointed at the local names and the platform. */
+function stepEnvironment(
+  platform: PlatformEndpoint,
+  template: Record<string, unknown>,
+  overrides: Readonly<Record<string, string>> | undefined,
+) {
+  const packageSettings = packageSettingsOf(template);
+  return stepEnvSchema.parse({
+    TABLE_NAME: LOCAL_NAMES.table,
+    GATE_TABLE_NAME: LOCAL_NAMES.gateTable,
+    ARCHIVE_BUCKET: LOCAL_NAMES.archiveBucket,
+    AUDIT_BUCKET: LOCAL_NAMES.auditBucket,
+    AUDIT_KEY_SECRET_ID: LOCAL_SECRET_IDS.auditHmacKey,
+    PLATFORM_BASE_URL: platform.url,
+    PLATFORM_EXPORT_URL: platform.url,
+    PLATFORM_ACTIVITY_URL: platform.url,
+    SPOT_ID: platform.spotId,
+    DOWNLOAD_INSECURE_HOSTS: new URL(platform.url).host,
+    ...(packageSettings === undefined ? {} : { PACKAGE_SETTINGS: packageSettings }),
+    ...overrides,
+  });
+}
+
+/** Each step's handler under its Lambda's logical id in the template, run as that function. */
+function stepHandlers(
+  options: LocalWorkflowOptions,
+  stepDeps: StepDeps,
+  platformFor: (step: StepName) => StepDeps['platform'],
+): Record<string, LocalLambda> {
+  const ids = stepFunctionIds(options.template);
+  const handlers: Record<string, LocalLambda> = {};
+  for (const step of Object.keys(ids) as StepName[]) {
+    const definition: AnyStep = STEPS[step];
+    const platform = platformFor(step);
+    const handler = makeStepHandler(definition, () => ({ ...stepDeps, platform }));
+    const real: LocalLambda = (event) => runAsCaller(step, () => handler(event));
+    handlers[ids[step]] = options.stepOverrides?.[step]?.(real) ?? real;
+  }
+  return handlers;
+}
+
+/** The state machine's own calls to DynamoDB and SQS (no Lambda between). */
+function directIntegrations(
+  options: LocalWorkflowOptions,
+  dynamoClient: DynamoDBClient,
+  sqs: SQSClient,
+  exportWaitersQueue: string,
+): Record<string, LocalIntegration> {
+  const updateItem = dynamoUpdateItem(dynamoClient, options.template, LOCAL_NAMES.table);
+  return {
+    [DYNAMODB_UPDATE_ITEM]: options.dynamoIntegration?.(updateItem) ?? updateItem,
+    [SQS_SEND_MESSAGE]: sqsSendMessage(sqs, options.template, { ExportWaitersQueue: exportWaitersQueue }),
+  };
+}
+
+/**
+ * The intake Lambda's handler for a given StartExecution. Intake and the steps share one ledger and
+ * one audit trail, as they share this process: the trail then knows every chain it wrote and need not
+ * read it back from the bucket.
+ */
+function intakeFactory(
+  stepDeps: StepDeps,
+  quarantine: IntakeDeps['quarantine'],
+  logger: StepLogger,
+  timeZone: string,
+): LocalWorkflow['intakeWith'] {
+  return (startExecution, observe) => {
+    const intakeDeps: IntakeDeps = {
+      ledger: stepDeps.ledger,
+      audit: stepDeps.audit,
+      quarantine,
+      startExecution,
+      logger,
+      timeZone,
+      // No CloudWatch here: the count goes to the log, where the warning beside it names the request.
+      countMetric: (name, value) => logger.info('metric', { metric: name, value }),
+    };
+    const intakeHandler = makeIntakeHandler(() => intakeDeps, observe);
+    return (event: SQSEvent) => runAsCaller('Intake', () => intakeHandler(event));
   };
 }
 
