@@ -206,6 +206,8 @@ export type AuditVerification =
       readonly final: boolean;
       /** The hash of every record by seq, for comparing with heads recorded elsewhere. */
       readonly hashes: readonly string[];
+      /** The records themselves, by seq: what they locked, to compare with what the ledger says now. */
+      readonly chain: readonly AuditRecord[];
     }
   | { readonly ok: false; readonly problem: string; readonly at: number };
 
@@ -421,6 +423,7 @@ export class AuditTrail {
     const expected = await this.#expectedSubjectHashes(options);
     const seen = { primary_key: false, svc_user_id: false };
     const hashes: string[] = [];
+    const chain: AuditRecord[] = [];
     let previous: AuditRecord | undefined;
 
     for (const [index, object] of objects.entries()) {
@@ -462,6 +465,7 @@ export class AuditTrail {
         }
       }
       hashes.push(record.hash);
+      chain.push(record);
       previous = record;
     }
 
@@ -476,6 +480,7 @@ export class AuditTrail {
       head: previous?.hash ?? '',
       final: previous?.final === true,
       hashes,
+      chain,
     };
   }
 

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { hashStoredObject } from '#shared/archive';
 import {
   AUDIT_PREFIX,
+  type AuditRecord,
   AuditTrail,
   type AuditVerification,
   parseChainId,
@@ -24,6 +25,7 @@ import {
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
 import { loadRequest } from './common.ts';
+import { lastRecordOf, ledgerMismatches } from './verify-ledger.ts';
 
 /** Options of `svc-dsr verify`. */
 export interface VerifyOptions {
@@ -66,13 +68,19 @@ export interface VerifyResult {
   /** The subject package an access request's BuildPackage stored beside the archive, checked alike. */
   readonly subject_package: ArchiveCheck;
   readonly audit: AuditVerification;
+  /**
+   * What the request's own chain and the ledger say about each other: the ledger's head of the chain,
+   * its end (a final record once the request has ended), and the facts both hold.
+   */
+  readonly findings: readonly { readonly check: VerifyAllCheck; readonly detail: string }[];
   readonly side_chains: readonly SideChainCheck[];
 }
 
 /**
- * Re-hashes the stored archive against the ledger's byte count and SHA-256, and verifies the
- * request's audit hash chain and its side chains (each against its ledger head). Exit 0 when all
- * hold (a request with no archive needs only the chains), 1 when any does not.
+ * Re-hashes the stored archive against the ledger's byte count and SHA-256, verifies the request's
+ * audit hash chain and its side chains (each against its ledger head), and compares the ledger with
+ * what the records locked. Exit 0 when all hold (a request with no archive needs only the chains),
+ * 1 when any does not.
  */
 export async function runVerify(
   context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock'>,
@@ -81,10 +89,16 @@ export async function runVerify(
 ): Promise<CommandResult<VerifyResult>> {
   const requestId = parseRequestId(options.requestId);
   const item = await loadRequest(context, requestId);
-  const archive = await checkArchive(context, item);
-  const subjectPackage = await checkArchive(context, item, 'subject_package');
   const trail = verifierTrail(context);
   const audit = await trail.verify(requestId);
+  const chain = audit.ok ? audit.chain : [];
+  const archive = await checkArchive(context, item, chain);
+  const subjectPackage = await checkArchive(context, item, chain, 'subject_package');
+  const [own] = anchoredChains(item);
+  const findings = [
+    ...(own === undefined ? [] : anchorProblems(item, own, audit, [])),
+    ...ledgerMismatches(item, chain).map((detail) => ({ check: 'ledger_mismatch' as const, detail })),
+  ];
   const sideChains: SideChainCheck[] = [];
   for (const anchor of sideChainAnchors(item)) {
     const chain = await trail.verify(anchor.id);
@@ -100,6 +114,7 @@ export async function runVerify(
     archiveHolds(archive) &&
     archiveHolds(subjectPackage) &&
     audit.ok &&
+    findings.length === 0 &&
     sideChains.every((side) => side.findings.length === 0);
   const result: VerifyResult = {
     request_id: requestId,
@@ -107,6 +122,7 @@ export async function runVerify(
     archive,
     subject_package: subjectPackage,
     audit,
+    findings,
     side_chains: sideChains,
   };
   if (options.json === true) writeJson(io, result);
@@ -166,26 +182,34 @@ function archiveRetentionEndsAt(
   return new Date(written + days * ARCHIVE_DAY_MS);
 }
 
-/** The stored object of `which` as the ledger records it: its key, size, SHA-256 and when it was written. */
+/**
+ * The stored object of `which` as the ledger records it: its key, size, SHA-256 and when it was
+ * written. That time is the later of the ledger's and the locked record's, so a ledger whose time
+ * was moved back cannot make a recent deletion look like an expiry.
+ */
 function recordedObject(
   item: LedgerItem,
+  chain: readonly AuditRecord[],
   which: 'archive' | 'subject_package',
 ): { key: string; bytes: number; sha256: string; writtenAt: string } | undefined {
+  const locked = lastRecordOf(chain, which === 'archive' ? 'archive_verified' : 'subject_package_built')?.at;
+  const later = (ledgerAt: string) => (locked !== undefined && locked > ledgerAt ? locked : ledgerAt);
   if (which === 'archive') {
     const archive: ArchiveFacts | undefined = item.archive;
-    return archive === undefined ? undefined : { ...archive, writtenAt: archive.verified_at };
+    return archive === undefined ? undefined : { ...archive, writtenAt: later(archive.verified_at) };
   }
   const built = item.subject_package;
-  return built === undefined ? undefined : { ...built, writtenAt: built.built_at };
+  return built === undefined ? undefined : { ...built, writtenAt: later(built.built_at) };
 }
 
 /** Re-hashes the archive (or the subject package) against the ledger; see ArchiveCheck. */
 async function checkArchive(
   context: Pick<CliContext, 's3' | 'names' | 'clock'>,
   item: LedgerItem,
+  chain: readonly AuditRecord[],
   which: 'archive' | 'subject_package' = 'archive',
 ): Promise<ArchiveCheck> {
-  const recorded = recordedObject(item, which);
+  const recorded = recordedObject(item, chain, which);
   if (recorded === undefined) return { status: 'none', key: null, expected: null, actual: null };
   const expected = { bytes: recorded.bytes, sha256: recorded.sha256.toLowerCase() };
   try {
@@ -225,6 +249,7 @@ function describe(result: VerifyResult): string {
       ? `audit    OK: ${audit.records} record(s) chained, head ${audit.head}`
       : `audit    BROKEN: ${audit.problem}${audit.at >= 0 ? ` (record ${audit.at})` : ''}`,
   );
+  for (const { check, detail } of result.findings) lines.push(`audit    FAILED ${check}: ${detail}`);
   for (const side of result.side_chains) {
     const name = side.kind.padEnd(8);
     if (side.findings.length > 0) {
@@ -316,6 +341,8 @@ export const VERIFY_ALL_CHECKS = [
   'manifest_mismatch',
   'manifest_broken',
   'ledger_missing',
+  'ledger_mismatch',
+  'ledger_broken',
   'multiple_versions',
   'archive_mismatch',
   'archive_missing',
@@ -409,17 +436,34 @@ export async function runVerifyAll(
     field: 'created_at',
     ...(options.from === undefined ? {} : { from: options.from }),
     ...(options.to === undefined ? {} : { to: options.to }),
+    // One item the schema refuses is a finding about that request, not the end of the check.
+    onInvalid: ({ requestId, problem }) => {
+      requests += 1;
+      if (requestId !== undefined) {
+        seen.add(requestId);
+        for (const side of SIDE_CHAINS) seen.add(sideChainOf(side.kind, requestId));
+      }
+      findings.push({
+        request_id: requestId ?? null,
+        check: 'ledger_broken',
+        detail: `the ledger item does not match the schema (${problem}), so nothing else of it was checked`,
+      });
+    },
   })) {
     requests += 1;
     seen.add(item.request_id);
     if (item.audit_head === undefined) unanchored += 1;
+    let own: readonly AuditRecord[] = [];
     for (const anchor of anchoredChains(item)) {
       seen.add(anchor.id);
       const chain = await trail.verify(anchor.id);
       findings.push(...chainFindings(item, anchor, chain, locked.get(anchor.id) ?? []));
+      if (anchor.id === item.request_id && chain.ok) own = chain.chain;
     }
+    for (const detail of ledgerMismatches(item, own))
+      findings.push({ request_id: item.request_id, check: 'ledger_mismatch', detail });
     for (const which of ['archive', 'subject_package'] as const) {
-      const archive = await checkArchive(context, item, which);
+      const archive = await checkArchive(context, item, own, which);
       if (archive.status === 'expired' && which === 'archive') expiredArchives += 1;
       if (archive.status === 'mismatch' || archive.status === 'missing') {
         findings.push({

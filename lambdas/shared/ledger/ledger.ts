@@ -641,6 +641,11 @@ export class Ledger {
       from?: string;
       to?: string;
       pageSize?: number;
+      /**
+       * Told of each item the schema refuses, which is then left out; without it such an item ends
+       * the scan with a LedgerStateError.
+       */
+      onInvalid?: (invalid: { readonly requestId: string | undefined; readonly problem: string }) => void;
     } = {},
   ): AsyncGenerator<LedgerItem> {
     const fields: readonly LedgerTimeField[] =
@@ -664,6 +669,7 @@ export class Ledger {
     yield* this.#scanPages({
       ...(filtered ? { expression: clauses.map((clause) => `(${clause})`).join(' OR '), names, values } : {}),
       ...(options.pageSize === undefined ? {} : { pageSize: options.pageSize }),
+      ...(options.onInvalid === undefined ? {} : { onInvalid: options.onInvalid }),
     });
   }
 
@@ -673,6 +679,7 @@ export class Ledger {
     names?: Record<string, string>;
     values?: Record<string, unknown>;
     pageSize?: number;
+    onInvalid?: (invalid: { readonly requestId: string | undefined; readonly problem: string }) => void;
   }): AsyncGenerator<LedgerItem> {
     let cursor: Record<string, AttributeValue> | undefined;
     do {
@@ -690,7 +697,19 @@ export class Ledger {
           ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
         }),
       );
-      for (const raw of page.Items ?? []) yield parseItem(unmarshall(raw));
+      for (const raw of page.Items ?? []) {
+        const plain = unmarshall(raw);
+        if (filter.onInvalid === undefined) {
+          yield parseItem(plain);
+          continue;
+        }
+        const parsed = ledgerItemSchema.safeParse(plain);
+        if (parsed.success) yield parsed.data;
+        else {
+          const requestId = typeof plain.request_id === 'string' ? plain.request_id : undefined;
+          filter.onInvalid({ requestId, problem: schemaProblem(parsed.error) });
+        }
+      }
       cursor = page.LastEvaluatedKey;
     } while (cursor !== undefined);
   }
@@ -889,10 +908,12 @@ function byDueDate(a: OpenRequest, b: OpenRequest): number {
 
 function parseItem(raw: Record<string, unknown>): LedgerItem {
   const parsed = ledgerItemSchema.safeParse(raw);
-  if (!parsed.success) {
-    throw new LedgerStateError(
-      `a ledger item does not match the schema (${parsed.error.issues.map((issue) => issue.path.join('.')).join(', ')})`,
-    );
-  }
+  if (!parsed.success)
+    throw new LedgerStateError(`a ledger item does not match the schema (${schemaProblem(parsed.error)})`);
   return parsed.data;
+}
+
+/** The fields a schema refused, by path: never their values, which may name a person. */
+function schemaProblem(error: z.ZodError): string {
+  return error.issues.map((issue) => issue.path.join('.')).join(', ');
 }

@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DeleteItemCommand, DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
+import { DeleteItemCommand, DynamoDBClient, ScanCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import {
   CreateBucketCommand,
   DeleteObjectCommand,
@@ -119,6 +119,61 @@ async function completedRequest(ledger: Ledger, trail: AuditTrail): Promise<stri
     final: true,
   });
   return requestId;
+}
+
+/**
+ * A completed erasure whose archive was verified at `writtenAt`, as ArchiveExport records it: the
+ * ledger's archive facts, and the archive_verified record written then. The object is stored with
+ * `body` when given.
+ */
+async function archivedRequest(
+  ledger: Ledger,
+  names: { AuditBucketName: string; ArchiveBucketName: string },
+  writtenAt: string,
+  body?: string,
+): Promise<{ requestId: string; key: string }> {
+  const requestId = randomUUID();
+  const key = `exports/${requestId}/attempt-1.zip`;
+  const bytes = body === undefined ? 10 : Buffer.byteLength(body);
+  const sha256 = body === undefined ? 'a'.repeat(64) : createHash('sha256').update(body).digest('hex');
+  if (body !== undefined)
+    await s3.send(new PutObjectCommand({ Bucket: names.ArchiveBucketName, Key: key, Body: body }));
+  const trail = new AuditTrail(
+    { s3, bucket: names.AuditBucketName },
+    { hmacKey: () => HMAC_KEY, clock: () => new Date(writtenAt), heads: ledger },
+  );
+  const request = {
+    request_id: requestId,
+    type: 'erasure' as const,
+    regulation: 'gdpr' as const,
+    primary_key: 'site-user-2',
+    received_at: '2026-09-30T09:00:00Z',
+    verification: { method: 'email_link', verified_by: 'privacy', verified_at: '2026-09-30T09:05:00Z' },
+  };
+  await ledger.createReceived(request, 'fp', computeDeadlines('gdpr', new Date(request.received_at)));
+  await trail.append(requestId, {
+    eventId: 'Intake',
+    step: 'Intake',
+    action: 'request_received',
+    facts: { type: 'erasure', regulation: 'gdpr', received_at: request.received_at },
+  });
+  const archive = { key, bytes, sha256, verified_at: writtenAt, entries: 4 };
+  await ledger.update(requestId, { status: 'running', step: 'archiving', archive }, ['received']);
+  await trail.append(requestId, {
+    eventId: 'ArchiveExport',
+    step: 'ArchiveExport',
+    action: 'archive_verified',
+    facts: { key, bytes, sha256, entries: 4, version_id: null },
+  });
+  await ledger.update(requestId, { status: 'completed', outcome: 'erased', step: null }, ['running']);
+  await trail.append(requestId, {
+    eventId: 'RecordOutcome',
+    step: 'RecordOutcome',
+    action: 'request_completed',
+    facts: { outcome: 'erased' },
+    final: true,
+  });
+  return { requestId, key };
 }
 
 /** Two notices recorded as `svc-dsr notice` records them: ledger fields, and the notices chain. */
@@ -238,32 +293,13 @@ describe('svc-dsr verify --all', () => {
 
   it('counts an archive gone after its retention as expired, no finding; one gone before its retention ends is archive_missing', async () => {
     // Prepare: two erasure archives recorded, neither in the bucket; erasure archives are kept 30 days.
-    const { names, ledger, requests } = await world();
-    await s3.send(new CreateBucketCommand({ Bucket: `${names.AuditBucketName}-archives` }));
-    const archive = (requestId: string, writtenAt: string) => ({
-      type: 'erasure' as const,
-      archive: {
-        key: `exports/${requestId}/attempt-1.zip`,
-        bytes: 10,
-        sha256: 'a'.repeat(64),
-        verified_at: writtenAt,
-        entries: 4,
-      },
-    });
-    const [old, recent] = requests;
-    if (old === undefined || recent === undefined) throw new Error('world() made no requests');
-    await ledger.update(old, archive(old, '2026-10-01T09:00:00.000Z'), ['completed']);
-    await ledger.update(recent, archive(recent, '2026-11-19T09:00:00.000Z'), ['completed']);
+    const { names, ledger } = await world();
+    const archives = { ...names, ArchiveBucketName: `${names.AuditBucketName}-archives` };
+    await s3.send(new CreateBucketCommand({ Bucket: archives.ArchiveBucketName }));
+    await archivedRequest(ledger, archives, '2026-10-01T09:00:00.000Z');
+    const recent = await archivedRequest(ledger, archives, '2026-11-19T09:00:00.000Z');
     const context = testContext(
-      {
-        dynamoClient: dynamo.client,
-        s3,
-        names: {
-          ...names,
-          ArchiveBucketName: `${names.AuditBucketName}-archives`,
-          ErasureArchiveRetentionDays: 30,
-        },
-      },
+      { dynamoClient: dynamo.client, s3, names: { ...archives, ErasureArchiveRetentionDays: 30 } },
       () => DAY_TWO,
     );
     const io = collectingIo();
@@ -275,13 +311,160 @@ describe('svc-dsr verify --all', () => {
     expect(result.expired_archives).toBe(1);
     expect(result.findings).toEqual([
       {
-        request_id: recent,
+        request_id: recent.requestId,
         check: 'archive_missing',
-        detail: `exports/${recent}/attempt-1.zip is not in the archive bucket, though its retention runs until 2026-12-19T09:00:00.000Z`,
+        detail: `${recent.key} is not in the archive bucket, though its retention runs until 2026-12-19T09:00:00.000Z`,
       },
     ]);
     expect(exitCode).toBe(1);
     expect(io.stdout()).toContain('1 archive(s) expired by the retention policy (no finding)');
+  });
+
+  it('counts retention from the locked record: an archive deleted days after it was written is archive_missing, whatever time the ledger says', async () => {
+    // Prepare: verified on day one and deleted since; the ledger's verified_at moved back past the 30 days.
+    const { names, ledger } = await world();
+    const archives = { ...names, ArchiveBucketName: `${names.AuditBucketName}-archives` };
+    await s3.send(new CreateBucketCommand({ Bucket: archives.ArchiveBucketName }));
+    const { requestId, key } = await archivedRequest(ledger, archives, DAY_ONE.toISOString());
+    const item = await ledger.require(requestId);
+    if (item.archive === undefined) throw new Error('the request has no archive');
+    await ledger.update(
+      requestId,
+      { archive: { ...item.archive, verified_at: '2026-09-01T00:00:00.000Z' } },
+      ['completed'],
+    );
+    const context = testContext(
+      { dynamoClient: dynamo.client, s3, names: { ...archives, ErasureArchiveRetentionDays: 30 } },
+      () => DAY_TWO,
+    );
+
+    // Act
+    const all = await runVerifyAll(context, {}, collectingIo());
+    const one = await runVerify(context, { requestId }, collectingIo());
+
+    // Assess
+    expect(all.result.expired_archives).toBe(0);
+    expect(all.result.findings).toEqual([
+      {
+        request_id: requestId,
+        check: 'archive_missing',
+        detail: `${key} is not in the archive bucket, though its retention runs until 2026-12-20T10:00:00.000Z`,
+      },
+    ]);
+    expect(one.result.archive.status).toBe('missing');
+    expect(one.exitCode).toBe(1);
+  });
+
+  it("catches an archive swapped for another request's with the ledger's sha256 and bytes set to match: ledger_mismatch", async () => {
+    // Prepare: two stored archives; the second request's is replaced by the first's, and its ledger
+    // facts rewritten to the first's, so the stored object and the ledger agree.
+    const { names, ledger } = await world();
+    const archives = { ...names, ArchiveBucketName: `${names.AuditBucketName}-archives` };
+    await s3.send(new CreateBucketCommand({ Bucket: archives.ArchiveBucketName }));
+    const alice = await archivedRequest(ledger, archives, DAY_ONE.toISOString(), 'alice export');
+    const chloe = await archivedRequest(ledger, archives, DAY_ONE.toISOString(), 'chloe export, longer');
+    await s3.send(
+      new PutObjectCommand({ Bucket: archives.ArchiveBucketName, Key: chloe.key, Body: 'alice export' }),
+    );
+    const aliceArchive = (await ledger.require(alice.requestId)).archive;
+    const chloeArchive = (await ledger.require(chloe.requestId)).archive;
+    if (aliceArchive === undefined || chloeArchive === undefined) throw new Error('no archive recorded');
+    await ledger.update(
+      chloe.requestId,
+      { archive: { ...chloeArchive, bytes: aliceArchive.bytes, sha256: aliceArchive.sha256 } },
+      ['completed'],
+    );
+    const context = testContext({ dynamoClient: dynamo.client, s3, names: archives }, () => DAY_TWO);
+
+    // Act
+    const all = await checksOf(context);
+    const io = collectingIo();
+    const one = await runVerify(context, { requestId: chloe.requestId }, io);
+
+    // Assess
+    expect(all.checks).toEqual(['ledger_mismatch']);
+    expect(all.findings.map((finding) => finding.request_id)).toEqual([chloe.requestId, chloe.requestId]);
+    expect(all.findings.map((finding) => finding.detail)).toEqual([
+      `the ledger's archive bytes is ${aliceArchive.bytes}; record 1 (archive_verified) locked ${chloeArchive.bytes}`,
+      `the ledger's archive sha256 is "${aliceArchive.sha256}"; record 1 (archive_verified) locked "${chloeArchive.sha256}"`,
+    ]);
+    expect(one.result.archive.status).toBe('match');
+    expect(one.result.findings.map((finding) => finding.check)).toEqual([
+      'ledger_mismatch',
+      'ledger_mismatch',
+    ]);
+    expect(one.exitCode).toBe(1);
+    expect(io.stdout()).toContain("audit    FAILED ledger_mismatch: the ledger's archive sha256 is");
+  });
+
+  it("catches the ledger's status, outcome and receipt changed after the records locked them: ledger_mismatch", async () => {
+    // Prepare: one request said denied although its chain ends completed; one received later than it was.
+    const { names, ledger } = await world();
+    const archives = { ...names, ArchiveBucketName: `${names.AuditBucketName}-archives` };
+    await s3.send(new CreateBucketCommand({ Bucket: archives.ArchiveBucketName }));
+    const denied = await archivedRequest(ledger, archives, DAY_ONE.toISOString());
+    const moved = await archivedRequest(ledger, archives, DAY_ONE.toISOString());
+    await ledger.update(denied.requestId, { status: 'denied', outcome: null }, ['completed']);
+    await ledger.update(moved.requestId, { received_at: '2026-11-19T09:00:00Z' }, ['completed']);
+    const context = testContext({ dynamoClient: dynamo.client, s3, names: archives }, () => DAY_TWO);
+
+    // Act
+    const { findings } = await checksOf(context);
+
+    // Assess: the archives were never stored, which is archive_missing beside these; the ledger is
+    // scanned in no particular order.
+    const mismatches = findings.filter((finding) => finding.check === 'ledger_mismatch');
+    expect(mismatches).toHaveLength(3);
+    expect(mismatches).toEqual(
+      expect.arrayContaining([
+        {
+          request_id: denied.requestId,
+          check: 'ledger_mismatch',
+          detail: `the ledger's status is "denied"; record 2 (request_completed) locked "completed"`,
+        },
+        {
+          request_id: denied.requestId,
+          check: 'ledger_mismatch',
+          detail: `the ledger's outcome is not set; record 2 (request_completed) locked "erased"`,
+        },
+        {
+          request_id: moved.requestId,
+          check: 'ledger_mismatch',
+          detail: `the ledger's received_at is "2026-11-19T09:00:00Z"; record 0 (request_received) locked "2026-09-30T09:00:00Z"`,
+        },
+      ]),
+    );
+  });
+
+  it('names a ledger item the schema refuses as ledger_broken, and still checks every other request', async () => {
+    // Prepare: the first request's status is not one the ledger knows; the second's chain is cut.
+    const { names, requests, context } = await world();
+    const [broken = '', cut = ''] = requests;
+    await dynamo.client.send(
+      new UpdateItemCommand({
+        TableName: names.LedgerTableName,
+        Key: { request_id: { S: broken } },
+        UpdateExpression: 'SET #status = :bogus',
+        ExpressionAttributeNames: { '#status': 'status' },
+        ExpressionAttributeValues: { ':bogus': { S: 'bogus' } },
+      }),
+    );
+    await deleteRecords(names.AuditBucketName, cut, [4]);
+
+    // Act
+    const { exitCode, checks, findings } = await checksOf(context);
+
+    // Assess
+    expect(checks).toEqual(['chain_truncated', 'final_missing', 'ledger_broken', 'manifest_mismatch']);
+    expect(findings.find((finding) => finding.check === 'ledger_broken')).toEqual({
+      request_id: broken,
+      check: 'ledger_broken',
+      detail: 'the ledger item does not match the schema (status), so nothing else of it was checked',
+    });
+    expect(
+      findings.filter((finding) => finding.check !== 'ledger_broken').every((f) => f.request_id === cut),
+    ).toBe(true);
+    expect(exitCode).toBe(1);
   });
 
   it('verifies and reports requests minimised after their retention as before', async () => {
@@ -412,8 +595,17 @@ describe('svc-dsr verify --all', () => {
     await deleteRecords(names.AuditBucketName, requestId, [4]);
 
     const { checks } = await checksOf(context);
+    const io = collectingIo();
+    const one = await runVerify(context, { requestId }, io);
 
     expect(checks).toEqual(['chain_truncated', 'final_missing', 'manifest_mismatch']);
+    // One request alone: the same findings but the manifests', which only --all reads.
+    expect(one.result.findings.map((finding) => finding.check)).toEqual(['chain_truncated', 'final_missing']);
+    expect(one.exitCode).toBe(1);
+    expect(io.stdout()).toContain(
+      'audit    FAILED final_missing: the request is completed but its chain ends without a final record',
+    );
+    expect(io.stdout()).toContain(`verification of ${requestId} FAILED`);
   });
 
   it('catches the final record rewritten and re-hashed (rewrite the tail): tail_rewritten', async () => {
@@ -429,7 +621,8 @@ describe('svc-dsr verify --all', () => {
 
     const { checks } = await checksOf(context);
 
-    expect(checks).toEqual(['manifest_mismatch', 'tail_rewritten']);
+    // The rewritten final record also says another outcome than the ledger's.
+    expect(checks).toEqual(['ledger_mismatch', 'manifest_mismatch', 'tail_rewritten']);
   });
 
   it('catches a whole chain deleted (delete a chain): chain_missing', async () => {

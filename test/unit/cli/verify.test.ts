@@ -39,53 +39,84 @@ beforeEach(() => {
 });
 
 let counter = 0;
-/** A completed request with its archive and a two-record audit chain stored in S3. */
+const ZIP_SHA256 = createHash('sha256').update(ZIP).digest('hex');
+
+/**
+ * A completed request as the workflow leaves it: its ledger item, and the audit chain that locked
+ * the same facts (its receipt, the archive and the subject package it verified, its end). `archive`
+ * is what was recorded (null: none, a no_data answer); only the default is stored in the bucket.
+ */
 async function storedRequest(
-  options: { subjectPackage?: Buffer } = {},
+  options: {
+    subjectPackage?: Buffer;
+    type?: 'access' | 'erasure';
+    archive?: { key: string; bytes: number; sha256: string; verified_at: string } | null;
+  } = {},
 ): Promise<{ requestId: string; key: string; packageKey: string }> {
   counter += 1;
   const requestId = `7d3c2f9e-1b4a-4c8e-9f2d-${String(counter).padStart(12, '0')}`;
   const key = `exports/${requestId}/attempt-1.zip`;
   const packageKey = `exports/${requestId}/subject-package.zip`;
-  await s3.send(new PutObjectCommand({ Bucket: 'archives', Key: key, Body: ZIP }));
+  const archive =
+    options.archive === undefined
+      ? { key, bytes: ZIP.length, sha256: ZIP_SHA256, verified_at: '2026-11-20T10:00:00.000Z' }
+      : options.archive;
+  if (options.archive === undefined)
+    await s3.send(new PutObjectCommand({ Bucket: 'archives', Key: key, Body: ZIP }));
   const built = options.subjectPackage;
+  const subjectPackage =
+    built === undefined
+      ? undefined
+      : {
+          key: packageKey,
+          bytes: built.length,
+          sha256: createHash('sha256').update(built).digest('hex'),
+          file_name: 'your-data-2026-11-20.zip',
+          built_at: '2026-11-20T10:00:01.000Z',
+          conversation_details: 'complete' as const,
+        };
   if (built !== undefined)
     await s3.send(new PutObjectCommand({ Bucket: 'archives', Key: packageKey, Body: built }));
-  const trail = new AuditTrail({ s3, bucket: 'audit' }, { hmacKey: () => 'k'.repeat(32) });
+  const outcome = archive === null ? 'no_data' : options.type === 'erasure' ? 'erased' : 'exported';
+  let now = new Date(archive?.verified_at ?? '2026-11-20T10:00:00.000Z');
+  const trail = new AuditTrail({ s3, bucket: 'audit' }, { hmacKey: () => 'k'.repeat(32), clock: () => now });
   await trail.append(requestId, { eventId: 'Intake', step: 'Intake', action: 'request_received', facts: {} });
+  if (archive !== null) {
+    const { key: archiveKey, bytes, sha256 } = archive;
+    await trail.append(requestId, {
+      eventId: 'ArchiveExport',
+      step: 'ArchiveExport',
+      action: 'archive_verified',
+      facts: { key: archiveKey, bytes, sha256, entries: 4, version_id: null },
+    });
+  }
+  if (subjectPackage !== undefined) {
+    now = new Date(subjectPackage.built_at);
+    const { key: builtKey, bytes, sha256 } = subjectPackage;
+    await trail.append(requestId, {
+      eventId: 'BuildPackage',
+      step: 'BuildPackage',
+      action: 'subject_package_built',
+      facts: { key: builtKey, bytes, sha256 },
+    });
+  }
   await trail.append(requestId, {
     eventId: 'RecordOutcome',
     step: 'RecordOutcome',
     action: 'request_completed',
-    facts: { outcome: 'exported' },
+    facts: { outcome },
     final: true,
   });
   ledgerMock.on(GetItemCommand, { Key: { request_id: { S: requestId } } }).resolves({
     Item: storedItem(
       ledgerRecord({
         request_id: requestId,
+        type: options.type ?? 'access',
         status: 'completed',
         step: undefined,
-        outcome: 'exported',
-        archive: {
-          key,
-          bytes: ZIP.length,
-          sha256: createHash('sha256').update(ZIP).digest('hex'),
-          verified_at: '2026-11-20T10:00:00Z',
-          entries: 4,
-        },
-        ...(built === undefined
-          ? {}
-          : {
-              subject_package: {
-                key: packageKey,
-                bytes: built.length,
-                sha256: createHash('sha256').update(built).digest('hex'),
-                file_name: 'your-data-2026-11-20.zip',
-                built_at: '2026-11-20T10:00:01Z',
-                conversation_details: 'complete' as const,
-              },
-            }),
+        outcome,
+        ...(archive === null ? {} : { archive: { ...archive, entries: 4 } }),
+        ...(subjectPackage === undefined ? {} : { subject_package: subjectPackage }),
       }),
     ),
   });
@@ -102,9 +133,10 @@ describe('runVerify', () => {
     // Assess
     expect(exitCode).toBe(0);
     expect(result.archive).toMatchObject({ status: 'match', actual: { bytes: ZIP.length } });
-    expect(result.audit).toMatchObject({ ok: true, records: 2 });
+    expect(result.audit).toMatchObject({ ok: true, records: 3 });
+    expect(result.findings).toEqual([]);
     expect(io.stdout()).toContain('archive  OK');
-    expect(io.stdout()).toContain('audit    OK: 2 record(s)');
+    expect(io.stdout()).toContain('audit    OK: 3 record(s)');
   });
 
   it('re-hashes the subject package too, and exits 1 when it no longer matches the ledger', async () => {
@@ -165,15 +197,8 @@ describe('runVerify', () => {
   });
 
   it('reports an archive that is gone from the bucket as missing (exit 1)', async () => {
-    const { requestId } = await storedRequest();
-    ledgerMock.on(GetItemCommand, { Key: { request_id: { S: requestId } } }).resolves({
-      Item: storedItem(
-        ledgerRecord({
-          request_id: requestId,
-          status: 'completed',
-          archive: { key: 'exports/none.zip', bytes: 1, sha256: '00', verified_at: 'x', entries: 4 },
-        }),
-      ),
+    const { requestId } = await storedRequest({
+      archive: { key: 'exports/none.zip', bytes: 1, sha256: '00', verified_at: '2026-11-20T10:00:00.000Z' },
     });
     const { exitCode, result } = await runVerify(testContext({ s3 }), { requestId }, collectingIo());
     expect(exitCode).toBe(1);
@@ -183,16 +208,9 @@ describe('runVerify', () => {
   it('reports an archive gone after its retention as expired by policy (exit 0), and one gone before as missing (exit 1)', async () => {
     // Prepare: an erasure archive written 2026-10-01 and 2026-11-01, kept 30 days; NOW is 2026-11-21.
     const verifyGone = async (writtenAt: string) => {
-      const { requestId } = await storedRequest();
-      ledgerMock.on(GetItemCommand, { Key: { request_id: { S: requestId } } }).resolves({
-        Item: storedItem(
-          ledgerRecord({
-            request_id: requestId,
-            type: 'erasure',
-            status: 'completed',
-            archive: { key: 'exports/none.zip', bytes: 1, sha256: '00', verified_at: writtenAt, entries: 4 },
-          }),
-        ),
+      const { requestId } = await storedRequest({
+        type: 'erasure',
+        archive: { key: 'exports/none.zip', bytes: 1, sha256: '00', verified_at: writtenAt },
       });
       const io = collectingIo();
       const context = testContext({ s3, names: { ErasureArchiveRetentionDays: 30 } });
@@ -219,13 +237,47 @@ describe('runVerify', () => {
     expect(missing.output).toContain('its retention runs until 2026-12-01T09:00:00.000Z');
   });
 
-  it('checks only the chain when the ledger records no archive', async () => {
-    const { requestId } = await storedRequest();
+  it('exits 1 when the ledger records an archive no audit record locked (ledger_mismatch)', async () => {
+    // Prepare: a no_data answer whose ledger item was given another request's stored archive.
+    const other = await storedRequest();
+    const { requestId } = await storedRequest({ archive: null });
     ledgerMock.on(GetItemCommand, { Key: { request_id: { S: requestId } } }).resolves({
-      Item: storedItem(ledgerRecord({ request_id: requestId, status: 'completed', outcome: 'no_data' })),
+      Item: storedItem(
+        ledgerRecord({
+          request_id: requestId,
+          status: 'completed',
+          step: undefined,
+          outcome: 'no_data',
+          archive: {
+            key: other.key,
+            bytes: ZIP.length,
+            sha256: ZIP_SHA256,
+            verified_at: '2026-11-20T10:00:00Z',
+            entries: 4,
+          },
+        }),
+      ),
     });
+    const io = collectingIo();
+    // Act
+    const { exitCode, result } = await runVerify(testContext({ s3 }), { requestId }, io);
+    // Assess: the stored object matches the ledger; only the records show the ledger was changed.
+    expect(result.archive.status).toBe('match');
+    expect(result.findings).toEqual([
+      {
+        check: 'ledger_mismatch',
+        detail: `the ledger records the archive ${other.key}, but no record locked it (archive_verified)`,
+      },
+    ]);
+    expect(exitCode).toBe(1);
+    expect(io.stdout()).toContain('audit    FAILED ledger_mismatch: the ledger records the archive');
+  });
+
+  it('checks only the chain when the ledger records no archive', async () => {
+    const { requestId } = await storedRequest({ archive: null });
     const { exitCode, result } = await runVerify(testContext({ s3 }), { requestId }, collectingIo());
     expect(exitCode).toBe(0);
     expect(result.archive.status).toBe('none');
+    expect(result.findings).toEqual([]);
   });
 });
