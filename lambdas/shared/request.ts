@@ -71,6 +71,13 @@ function malformedText(value: string): boolean {
 }
 
 /**
+ * White space or an invisible character at either end of a primary_key: the platform matches the key
+ * exactly, so a key copied with a trailing space from a spreadsheet would find no user, and an
+ * erasure would end as no_data while the subject's data stays.
+ */
+const PADDED = /^[\s\u200b-\u200d\u2060]|[\s\u200b-\u200d\u2060]$/;
+
+/**
  * True when free text holds a character that can rewrite a terminal or fake what it shows: a
  * control (C0 including tab and newline, DEL, C1), a line or paragraph separator, or a
  * bidirectional embedding, override or isolate.
@@ -104,6 +111,10 @@ export const dsrRequestSchema = z.strictObject({
     .refine(
       (value) => !malformedText(value),
       'must be well-formed text without control characters (C0, DEL, C1) or lone surrogates',
+    )
+    .refine(
+      (value) => !PADDED.test(value),
+      'starts or ends with a space or an invisible character: the platform matches the key exactly, so remove them',
     ),
   received_at: rfc3339,
   verification: z.strictObject({

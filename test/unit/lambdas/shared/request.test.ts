@@ -162,6 +162,30 @@ describe('parseRequestMessage', () => {
     });
   });
 
+  it.each([
+    ['a trailing space', 'u-alice '],
+    ['a leading space', ' u-alice'],
+    ['a trailing no-break space', 'u-alice\u00a0'],
+    ['a leading zero-width space', '\u200bu-alice'],
+    ['a trailing byte order mark', 'u-alice\ufeff'],
+  ])('rejects a primary_key with %s, which would find no user', (_label, escaped) => {
+    const body = JSON.stringify({ ...valid, primary_key: 'PLACEHOLDER' }).replace('PLACEHOLDER', escaped);
+    expect(parseRequestMessage(body)).toMatchObject({
+      kind: 'invalid',
+      errors: [
+        expect.stringContaining(
+          'primary_key: starts or ends with a space or an invisible character: the platform matches the key exactly',
+        ),
+      ],
+    });
+  });
+
+  it('accepts a primary_key with spaces inside it', () => {
+    expect(parseRequestMessage(JSON.stringify({ ...valid, primary_key: 'Jane Q Public' }))).toMatchObject({
+      kind: 'valid',
+    });
+  });
+
   it('accepts an emoji and other non-ASCII text in primary_key', () => {
     expect(parseRequestMessage(JSON.stringify({ ...valid, primary_key: 'usér-😀-名前' }))).toMatchObject({
       kind: 'valid',
