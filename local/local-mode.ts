@@ -23,7 +23,7 @@ import type { AwsStandIns } from './aws/aws-standins.ts';
 import type { LocalEvent } from './aws/events-standin.ts';
 import type { SfnShim } from './aws/sfn-shim.ts';
 import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.ts';
-import type { FaultProfile, RateLimit } from './emulator/faults.ts';
+import { type FaultProfile, type RateLimit, resolvedFaultsSchema } from './emulator/faults.ts';
 import type { RunningEmulator } from './emulator/server.ts';
 import { type EmulatorState, loadStateFile } from './emulator/state.ts';
 import { writeLocalEndpoints } from './endpoints.ts';
@@ -211,6 +211,16 @@ export function gateSettingsFor(limit: RateLimit | null | undefined): Record<str
   };
 }
 
+/**
+ * The rate limit the emulator enforces: the one `--faults` gave, or, on a data dir started before
+ * without it, the profile its snapshot kept. The gate follows what the platform does, not the flag.
+ */
+async function emulatorRateLimit(emulatorUrl: string): Promise<RateLimit | null> {
+  const answer = await fetch(`${emulatorUrl}/_emulator/faults`);
+  if (!answer.ok) throw new Error(`the emulator did not give its fault profile (HTTP ${answer.status})`);
+  return resolvedFaultsSchema.parse(await answer.json()).rate_limit;
+}
+
 /** The part of startLocalMode after the services and the template: records in `started` what it starts. */
 async function assembleLocalMode(
   options: LocalModeOptions,
@@ -238,7 +248,7 @@ async function assembleLocalMode(
     template,
     secrets,
     waitMs: options.waitMs ?? 10,
-    env: { ...gateSettingsFor(options.faults?.rate_limit), ...options.env },
+    env: { ...gateSettingsFor(await emulatorRateLimit(emulator.url)), ...options.env },
     ...(options.logSink ? { logSink: options.logSink } : {}),
     ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
     stateMachineArn: LOCAL_STATE_MACHINE_ARN,

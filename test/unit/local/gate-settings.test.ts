@@ -1,5 +1,8 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { gateSettingsFor } from '#local/local-mode';
+import { gateSettingsFor, startLocalMode } from '#local/local-mode';
 import { LATE_MS } from '#shared/platform-gate';
 
 describe('gateSettingsFor', () => {
@@ -30,5 +33,35 @@ describe('gateSettingsFor', () => {
       PLATFORM_BURST: '1000',
       PLATFORM_MAX_OPEN_EXPORTS: '1000',
     });
+  });
+});
+
+describe('local mode gate', () => {
+  it('follows the limits the emulator enforces: a data dir restarted without --faults keeps its saved rate limit', async () => {
+    // Prepare: a first run with a rate limit; its emulator saves the profile in the data dir.
+    const dataDir = await mkdtemp(join(tmpdir(), 'gate-settings-'));
+    const limited = { rate_limit: { requests_per_second: 20, burst: 20, max_open_exports: 5 } };
+    try {
+      const first = await startLocalMode({ dataDir, faults: limited, logSink: () => {} });
+      const firstSettings = first.workflow.gate.settings;
+      await first.close();
+
+      // Act: the same data dir, no fault profile given.
+      const second = await startLocalMode({ dataDir, logSink: () => {} });
+      const secondSettings = second.workflow.gate.settings;
+      await second.close();
+
+      // Assess: the emulator still limits to 20/s and 5 exports, and so does the gate.
+      const expected = gateSettingsFor(limited.rate_limit);
+      for (const settings of [firstSettings, secondSettings]) {
+        expect(settings).toMatchObject({
+          requestsPerSecond: Number(expected.PLATFORM_REQUESTS_PER_SECOND),
+          burst: Number(expected.PLATFORM_BURST),
+          maxOpenExports: 5,
+        });
+      }
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 });
