@@ -15,14 +15,14 @@ import { registerVerifyCommand } from './cli/commands/verify.ts';
 import { addOutputAlias, registerCompletionCommand } from './cli/conventions.ts';
 import { applyDefaultsFile } from './cli/defaults-file.ts';
 import { registerEmulatorCommand } from './cli/emulator.ts';
-import { CliError, EXIT, exitQuietlyOnClosedPipe } from './cli/io.ts';
+import { CliError, EXIT, writeQuietlyToClosedPipes } from './cli/io.ts';
 import { registerLocalCommand } from './cli/local.ts';
 import { registerStartCommand } from './cli/start.ts';
 
 // Every AWS call this process makes is the operator's, but for local mode's (bin/cli/local.ts).
 setDefaultCaller(CALLERS.cli);
-// `svc-dsr list | head -2`: when the reader goes away, stop quietly rather than with a stack trace.
-exitQuietlyOnClosedPipe();
+// `svc-dsr list | head -2`: when the reader goes away, go on quietly rather than with a stack trace.
+writeQuietlyToClosedPipes();
 
 const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
   version: string;

@@ -11,20 +11,31 @@ export const EXIT = {
 } as const;
 
 /**
- * Makes the process stop quietly when whoever reads its output goes away (`svc-dsr list | head -2`):
- * a write to a closed pipe (EPIPE) ends the process with exit 0 instead of an unhandled stream
- * error; nothing more can be shown to a reader that has left. A closed stderr is ignored likewise.
+ * Makes the process go on quietly when whoever reads its output goes away (`svc-dsr list | head -2`):
+ * after a write to a closed pipe (EPIPE) nothing more is written there, and the command finishes
+ * what it was doing (a submit sends every line it took) and exits with its own code, so
+ * `set -o pipefail` still sees an invalid file as one. A closed stderr is ignored likewise. Any
+ * other failure to write (a full disk behind `> file`) ends the command with one line and exit 1.
  */
-export function exitQuietlyOnClosedPipe(): void {
+export function writeQuietlyToClosedPipes(): void {
   const closed = (error: NodeJS.ErrnoException) =>
     error.code === 'EPIPE' || error.code === 'ERR_STREAM_DESTROYED';
-  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-    if (!closed(error)) throw error;
-    process.exit(EXIT.ok);
-  });
-  process.stderr.on('error', (error: NodeJS.ErrnoException) => {
-    if (!closed(error)) throw error;
-  });
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (!closed(error)) {
+        // A full disk or a broken device behind the output: one line, not a stack trace.
+        if (stream === process.stdout)
+          process.stderr.write(`svc-dsr: cannot write the output: ${error.code ?? error.message}\n`);
+        process.exit(EXIT.failed);
+      }
+      // Nothing can reach a reader that has left: later writes are dropped, not queued.
+      stream.write = ((_chunk: unknown, ...rest: unknown[]) => {
+        const done = rest.find((arg) => typeof arg === 'function');
+        if (typeof done === 'function') queueMicrotask(() => done());
+        return true;
+      }) as typeof stream.write;
+    });
+  }
 }
 
 /** An error the CLI reports as one clear line (what was wrong, how to fix it) and an exit code. */

@@ -45,6 +45,12 @@ function bash(script: string) {
 }
 
 describe('conventions', () => {
+  it('says in one line, with exit 1, that its output cannot be written (a full disk)', async () => {
+    const result = await runProcess('bash', ['-c', '"$0" "$@" > /dev/full', process.execPath, CLI, '--help']);
+    expect(result.stderr).toBe('svc-dsr: cannot write the output: ENOSPC\n');
+    expect(result.code).toBe(1);
+  });
+
   it('prints its version with --version', async () => {
     const { version } = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8'));
     const result = await runCli(['--version']);

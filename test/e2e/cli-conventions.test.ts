@@ -109,14 +109,27 @@ afterAll(async () => {
 });
 
 describe('a reader that goes away', () => {
-  it('stops submit quietly with exit 0 when head takes one line of a long output', async () => {
+  it('keeps submit quiet when head takes one line of a long output, and keeps its exit code: 2 for invalid lines', async () => {
     const file = join(workdir, 'many-bad.jsonl');
     const bad = Array.from({ length: 3000 }, () => JSON.stringify({ request_id: randomUUID(), type: 'x' }));
     await writeFile(file, `${bad.join('\n')}\n`);
     const result = await piped(['submit', '--file', file, '--dry-run', '--json'], ONE_LINE);
     expect(result.stderr).toBe('');
-    expect(result.code).toBe(0);
+    expect(result.code).toBe(2);
   }, 60_000);
+
+  it('sends every line of a submit whose reader went away, and exits 0', async () => {
+    const lines = Array.from({ length: 25 }, () => ({ ...completing, request_id: randomUUID() }));
+    const file = join(workdir, 'many-good.jsonl');
+    await writeFile(file, `${lines.map((line) => JSON.stringify(line)).join('\n')}\n`);
+    const result = await piped(['submit', '--file', file, ...target()], GONE);
+    expect(result.stderr).toBe('submit: 25 sent, 0 bad lines\n');
+    expect(result.code).toBe(0);
+    for (const { request_id: requestId } of lines) {
+      const status = await runCli(['status', requestId, '--json', ...target()]);
+      expect(status.code).toBe(0);
+    }
+  }, 120_000);
 
   it.each([
     ['list', ['list', '--status', 'failed,completed']],
