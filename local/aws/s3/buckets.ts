@@ -59,10 +59,7 @@ export async function listObjectsV2(call: Call) {
   if (query.has('encoding-type')) throw notImplemented('The encoding-type parameter');
   const prefix = query.get('prefix') ?? '';
   const delimiter = query.get('delimiter') || undefined;
-  const maxKeysText = query.get('max-keys');
-  if (maxKeysText !== null && !/^\d{1,9}$/.test(maxKeysText))
-    throw invalidArgument('Provided max-keys not an integer or within integer range');
-  const maxKeys = Math.min(maxKeysText === null ? MAX_LIST_KEYS : Number(maxKeysText), MAX_LIST_KEYS);
+  const maxKeys = parseMaxKeys(query);
   const token = query.get('continuation-token') ?? undefined;
   const startAfter = query.get('start-after') ?? undefined;
   const after = token === undefined ? startAfter || undefined : decodeToken(token);
@@ -118,29 +115,61 @@ export async function listObjectsV2(call: Call) {
 }
 
 /**
- * ListObjectVersions, as far as objects without versions go: each object under the prefix is its
- * one version, "null", and is the latest. Enough for code that deletes every version of a key.
+ * ListObjectVersions for a store that keeps no versions: each object under the prefix is its one
+ * version, "null", and is the latest, and there are no delete markers. Pages as S3 does: keys in
+ * UTF-8 byte order, at most max-keys versions a page, resuming after key-marker (with or without
+ * version-id-marker, since a key's one version is also its last).
  */
 export async function listObjectVersions(call: Call) {
   const { store, res, bucket, query } = call;
-  allowQuery(query, ['versions', 'prefix', 'max-keys', 'encoding-type']);
+  allowQuery(query, ['versions', 'prefix', 'max-keys', 'key-marker', 'version-id-marker', 'encoding-type']);
   await store.requireBucket(bucket);
   if (query.has('encoding-type')) throw notImplemented('The encoding-type parameter');
   const prefix = query.get('prefix') ?? '';
-  const versions: string[] = [];
-  for await (const key of store.keys(bucket, prefix, undefined, {})) {
-    if (versions.length >= MAX_LIST_KEYS) throw notImplemented('More than 1000 versions in one listing');
+  const maxKeys = parseMaxKeys(query);
+  const keyMarker = query.get('key-marker') || undefined;
+  const versionIdMarker = query.get('version-id-marker') || undefined;
+  if (versionIdMarker !== undefined && keyMarker === undefined)
+    throw invalidArgument('A version-id marker cannot be specified without a key marker.');
+  // "null" is the only version id this store ever gives, so any other marker names no version.
+  if (versionIdMarker !== undefined && versionIdMarker !== NULL_VERSION)
+    throw invalidArgument('Invalid version id specified');
+
+  const versions: { key: string; meta: ObjectMeta }[] = [];
+  let truncated = false;
+  for await (const key of store.keys(bucket, prefix, keyMarker, {})) {
     const meta = await store.describe(bucket, key);
     if (meta === undefined) continue;
-    versions.push(
-      `<Version>${element('Key', key)}${element('VersionId', 'null')}${element('IsLatest', true)}${element('LastModified', meta.lastModified)}${element('ETag', meta.etag)}${element('Size', meta.size)}${element('StorageClass', 'STANDARD')}</Version>`,
-    );
+    if (versions.length >= maxKeys) {
+      truncated = maxKeys > 0;
+      break;
+    }
+    versions.push({ key, meta });
   }
+  const last = truncated ? versions.at(-1) : undefined;
+
+  const items = versions
+    .map(
+      ({ key, meta }) =>
+        `<Version>${element('Key', key)}${element('VersionId', NULL_VERSION)}${element('IsLatest', true)}${element('LastModified', meta.lastModified)}${element('ETag', meta.etag)}${element('Size', meta.size)}${element('StorageClass', 'STANDARD')}</Version>`,
+    )
+    .join('');
   sendXml(
     res,
     200,
-    `<ListVersionsResult xmlns="${XMLNS}">${element('Name', bucket)}${element('Prefix', prefix)}${element('MaxKeys', MAX_LIST_KEYS)}${element('IsTruncated', false)}${versions.join('')}</ListVersionsResult>`,
+    `<ListVersionsResult xmlns="${XMLNS}">${element('Name', bucket)}${element('Prefix', prefix)}${element('KeyMarker', keyMarker ?? '')}${element('VersionIdMarker', versionIdMarker ?? '')}${element('NextKeyMarker', last?.key)}${element('NextVersionIdMarker', last === undefined ? undefined : NULL_VERSION)}${element('MaxKeys', maxKeys)}${element('IsTruncated', truncated)}${items}</ListVersionsResult>`,
   );
+}
+
+/** The version id S3 gives an object written while versioning is off: the only one this store has. */
+const NULL_VERSION = 'null';
+
+/** max-keys as S3 reads it: a whole number, 1000 when absent, and never more than 1000. */
+function parseMaxKeys(query: URLSearchParams): number {
+  const text = query.get('max-keys');
+  if (text !== null && !/^\d{1,9}$/.test(text))
+    throw invalidArgument('Provided max-keys not an integer or within integer range');
+  return Math.min(text === null ? MAX_LIST_KEYS : Number(text), MAX_LIST_KEYS);
 }
 
 function encodeToken(after: string): string {

@@ -18,6 +18,8 @@ import {
   HeadBucketCommand,
   HeadObjectCommand,
   ListObjectsV2Command,
+  ListObjectVersionsCommand,
+  type ListObjectVersionsCommandOutput,
   NoSuchKey,
   PutBucketVersioningCommand,
   PutObjectCommand,
@@ -812,6 +814,138 @@ describe('ListObjectsV2', () => {
 
     // Assess
     expect(refused).toEqual({ name: 'InvalidArgument', status: 400 });
+  });
+});
+
+describe('ListObjectVersions', () => {
+  const bucket = 'version-listing';
+  // More than one default page; names that sort differently by UTF-16 and by UTF-8 bytes.
+  const keys = [
+    ...Array.from({ length: 1090 }, (_, index) => `audit/${String(index).padStart(4, '0')}.json`),
+    ...['a', 'a-c/x', 'a0', 'b/c.json', 'b/c/d.json', 'Z', '~tilde', 'é/1', '\u{1F600}', '\uFF5E'],
+  ];
+  const byteOrder = [...keys].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)));
+
+  beforeAll(async () => {
+    await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+    for (let start = 0; start < keys.length; start += 50) {
+      await Promise.all(keys.slice(start, start + 50).map((key) => put(key, key, bucket)));
+    }
+    // Written twice and written then deleted: the store keeps no versions, so neither adds one.
+    await put('a0', 'again', bucket);
+    await put('deleted', 'gone', bucket);
+    await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: 'deleted' }));
+  }, 60_000);
+
+  /** Lists every page as the verify command does, from NextKeyMarker and NextVersionIdMarker. */
+  async function listAllPages(maxKeys?: number): Promise<ListObjectVersionsCommandOutput[]> {
+    const pages: ListObjectVersionsCommandOutput[] = [];
+    let markers: { KeyMarker?: string; VersionIdMarker?: string } = {};
+    for (;;) {
+      const page = await s3.send(
+        new ListObjectVersionsCommand({ Bucket: bucket, MaxKeys: maxKeys, ...markers }),
+      );
+      pages.push(page);
+      if (page.IsTruncated !== true) return pages;
+      markers = { KeyMarker: page.NextKeyMarker, VersionIdMarker: page.NextVersionIdMarker };
+    }
+  }
+
+  it('pages through more than 1000 versions with max-keys 3, each once and in UTF-8 byte order', async () => {
+    // Act
+    const pages = await listAllPages(3);
+
+    // Assess
+    const listed = pages.flatMap((page) => page.Versions ?? []);
+    expect(listed.map((version) => version.Key)).toEqual(byteOrder);
+    expect(listed.every((version) => version.VersionId === 'null' && version.IsLatest === true)).toBe(true);
+    expect(pages.some((page) => page.DeleteMarkers !== undefined)).toBe(false);
+    expect(pages).toHaveLength(Math.ceil(keys.length / 3));
+    for (const page of pages.slice(0, -1)) {
+      expect(page).toMatchObject({
+        IsTruncated: true,
+        MaxKeys: 3,
+        NextKeyMarker: page.Versions?.at(-1)?.Key,
+        NextVersionIdMarker: 'null',
+      });
+      expect(page.Versions).toHaveLength(3);
+    }
+    expect(pages.at(-1)?.IsTruncated).toBe(false);
+    expect(pages.at(-1)?.NextKeyMarker).toBeUndefined();
+    expect(pages.at(-1)?.NextVersionIdMarker).toBeUndefined();
+  });
+
+  it('lists 1000 versions a page by default and the rest on the next page', async () => {
+    // Act
+    const pages = await listAllPages();
+
+    // Assess
+    expect(pages.map((page) => page.Versions?.length)).toEqual([1000, keys.length - 1000]);
+    expect(pages.map((page) => page.IsTruncated)).toEqual([true, false]);
+    expect(pages[0]).toMatchObject({ MaxKeys: 1000, NextKeyMarker: byteOrder[999] });
+    expect(pages.flatMap((page) => page.Versions ?? []).map((version) => version.Key)).toEqual(byteOrder);
+  });
+
+  it('resumes after the key-marker key when given no version-id-marker, also for a key that is not stored', async () => {
+    // Act
+    const afterKey = await s3.send(
+      new ListObjectVersionsCommand({ Bucket: bucket, KeyMarker: 'a0', MaxKeys: 3 }),
+    );
+    const betweenKeys = await s3.send(
+      new ListObjectVersionsCommand({ Bucket: bucket, KeyMarker: 'b/c', MaxKeys: 2 }),
+    );
+
+    // Assess
+    const at = byteOrder.indexOf('a0');
+    expect(afterKey.Versions?.map((version) => version.Key)).toEqual(byteOrder.slice(at + 1, at + 4));
+    expect(afterKey).toMatchObject({ KeyMarker: 'a0', IsTruncated: true, NextKeyMarker: byteOrder[at + 3] });
+    expect(betweenKeys.Versions?.map((version) => version.Key)).toEqual(['b/c.json', 'b/c/d.json']);
+  });
+
+  it("resumes after the marker version within a prefix, and ends untruncated on the prefix's last key", async () => {
+    // Act
+    const first = await s3.send(new ListObjectVersionsCommand({ Bucket: bucket, Prefix: 'b/', MaxKeys: 1 }));
+    const second = await s3.send(
+      new ListObjectVersionsCommand({
+        Bucket: bucket,
+        Prefix: 'b/',
+        MaxKeys: 1,
+        KeyMarker: first.NextKeyMarker,
+        VersionIdMarker: first.NextVersionIdMarker,
+      }),
+    );
+
+    // Assess
+    expect(first).toMatchObject({
+      IsTruncated: true,
+      NextKeyMarker: 'b/c.json',
+      NextVersionIdMarker: 'null',
+    });
+    expect(second.Versions?.map((version) => version.Key)).toEqual(['b/c/d.json']);
+    expect(second).toMatchObject({ IsTruncated: false, KeyMarker: 'b/c.json', VersionIdMarker: 'null' });
+  });
+
+  it('refuses a version-id-marker without a key-marker, or naming a version it never gave', async () => {
+    // Act
+    const withoutKey = await rejectionOf(
+      s3.send(new ListObjectVersionsCommand({ Bucket: bucket, VersionIdMarker: 'null' })),
+    );
+    const unknown = await rejectionOf(
+      s3.send(
+        new ListObjectVersionsCommand({
+          Bucket: bucket,
+          KeyMarker: 'a',
+          VersionIdMarker: '3HL4kqtJlcpXroDTDmJ',
+        }),
+      ),
+    );
+    const badMaxKeys = await rawRequest('GET', `/${bucket}?versions&max-keys=lots`, {});
+
+    // Assess
+    expect(withoutKey).toEqual({ name: 'InvalidArgument', status: 400 });
+    expect(unknown).toEqual({ name: 'InvalidArgument', status: 400 });
+    expect(badMaxKeys.status).toBe(400);
+    expect(badMaxKeys.body).toContain('<Code>InvalidArgument</Code>');
   });
 });
 
