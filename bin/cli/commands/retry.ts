@@ -129,7 +129,7 @@ async function liveExecution(
   const latest = latestExecutionName(item.request_id, item.executions);
   const execution = await sfnLookup(context.sfn, context.names.StateMachineArn)(latest);
   if (!isLive(execution)) return undefined;
-  return `request ${item.request_id} is ${item.status} and its execution ${latest} is running; it needs no retry (cancel it first to stop it)`;
+  return `request ${item.request_id} is ${item.status} and its execution ${latest} is running; it needs no retry: the execution goes on by itself (follow it with npx svc-dsr status ${item.request_id}), and cancel would end the request for good, recorded as withdrawn`;
 }
 
 /** The execution input's type and regulation (CAN_RETRY has checked they are there). */

@@ -247,7 +247,7 @@ export class Ledger {
     requestId: string,
     change: { readonly reason: string; readonly notice: Omit<Notice, 'recorded_at'> },
   ): Promise<RuledChange> {
-    const input = { reason: change.reason, now: this.clock() };
+    const input = { reason: change.reason, now: this.clock(), noticeAt: change.notice.at };
     return this.#applyRule(requestId, CAN_EXTEND, input, (item) => ({
       due_at: extensionOf(item, input).due_at,
       extended: true,

@@ -162,10 +162,7 @@ export const CAN_NOTICE: LedgerRule<{ readonly kind: NoticeKind; readonly at: st
       if (input.kind === 'extension' && !item.extended) {
         return `request ${item.request_id} has not been extended; svc-dsr extend records the extension notice with the extension`;
       }
-      if (Date.parse(input.at) > input.now.getTime() + 5 * 60_000) {
-        return `the notice time ${input.at} is in the future; give the time the subject was told`;
-      }
-      return undefined;
+      return noticeTimeRefusal(item, input.at, input.now);
     },
     condition: (_item, input) =>
       allOf(
@@ -240,13 +237,34 @@ export function extensionOf(
 }
 
 /**
+ * Why a notice cannot have been given at `at`: in the future (beyond 5 minutes of clock skew), or
+ * before the request was received (a mistyped year would mark a statutory notice as given).
+ */
+function noticeTimeRefusal(item: LedgerItem, at: string, now: Date): string | undefined {
+  if (Date.parse(at) > now.getTime() + 5 * 60_000) {
+    return `the notice time ${at} is in the future; give the time the subject was told`;
+  }
+  if (item.received_at !== undefined && Date.parse(at) < Date.parse(item.received_at)) {
+    return `the notice time ${at} is before the request was received (${item.received_at}); give the time the subject was told`;
+  }
+  return undefined;
+}
+
+/**
  * Can extend: an extendable status, deadlines recorded, not extended yet, a reason, and the
  * original deadline not passed (`decideExtension`); the write holds the due date it read.
  */
-export const CAN_EXTEND: LedgerRule<{ readonly reason: string; readonly now: Date }> = {
+export const CAN_EXTEND: LedgerRule<{
+  readonly reason: string;
+  readonly now: Date;
+  /** When the subject was told of the extension. */
+  readonly noticeAt?: string;
+}> = {
   doing: 'extended',
   refusal: (item, input) =>
-    statusRefusal(item, EXTENDABLE_STATUSES, 'extended') ?? extensionOf(item, input).refusal,
+    statusRefusal(item, EXTENDABLE_STATUSES, 'extended') ??
+    extensionOf(item, input).refusal ??
+    (input.noticeAt === undefined ? undefined : noticeTimeRefusal(item, input.noticeAt, input.now)),
   condition: (item) =>
     allOf(statusIn(EXTENDABLE_STATUSES), {
       expression: '#due_at = :if_due_at AND (attribute_not_exists(#extended) OR #extended = :if_false)',

@@ -114,8 +114,12 @@ describe('runRetry', () => {
     await expect(runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo())).rejects.toMatchObject({
       exitCode: 1,
       message: expect.stringContaining(
-        `is running and its execution ${REQUEST_ID} is running; it needs no retry`,
+        `is running and its execution ${REQUEST_ID} is running; it needs no retry: the execution goes on by itself`,
       ),
+    });
+    // It never sends the operator to cancel, which would record the subject as having withdrawn.
+    await expect(runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo())).rejects.toMatchObject({
+      message: expect.not.stringContaining('cancel it first'),
     });
     expect(ledgerMock.commandCalls(UpdateItemCommand)).toHaveLength(0);
     expect(sfnMock.commandCalls(StartExecutionCommand)).toHaveLength(0);

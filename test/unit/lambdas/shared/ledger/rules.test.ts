@@ -370,6 +370,19 @@ describe('CAN_NOTICE', () => {
       CAN_NOTICE.refusal(ledgerRecord(), { kind: 'receipt', at: '2027-01-01T00:00:00Z', now: NOW }),
     ).toContain('is in the future');
   });
+
+  it('refuses a notice given before the request was received (a mistyped year)', () => {
+    const item = ledgerRecord({ received_at: '2026-11-20T09:00:00Z' });
+    expect(CAN_NOTICE.refusal(item, { kind: 'receipt', at: '2020-01-01T00:00:00Z', now: NOW })).toBe(
+      'the notice time 2020-01-01T00:00:00Z is before the request was received (2026-11-20T09:00:00Z); give the time the subject was told',
+    );
+    expect(
+      CAN_NOTICE.refusal(item, { kind: 'receipt', at: '2026-11-20T09:00:00Z', now: NOW }),
+    ).toBeUndefined();
+    expect(
+      CAN_EXTEND.refusal(item, { reason: 'complex', now: NOW, noticeAt: '2026-11-01T00:00:00Z' }),
+    ).toContain('is before the request was received');
+  });
 });
 
 describe('CAN_MINIMISE', () => {
