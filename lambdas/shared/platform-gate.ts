@@ -57,6 +57,17 @@ const PROBE_MS = 15_000;
 const PROBE_RECHECK_SECONDS = 2;
 /** The longest a call waits out an open circuit before it looks again. */
 export const LONGEST_OUTAGE_WAIT_SECONDS = 900;
+/**
+ * The longest a call is sent away for a rate slot. The waiting room hands out return times no
+ * further ahead than this: past it, it starts again from the bucket's end.
+ */
+export const LONGEST_RATE_WAIT_SECONDS = 900;
+/**
+ * How far past its own booking horizon (its longest sleep) a gate still reads the bucket's counter
+ * as written by a gate: another function may sleep longer (up to 60 s) and its clock may differ a
+ * little. A counter further ahead is foreign (a hand edit, another unit) and starts again from now.
+ */
+const FOREIGN_SLOT_MS = 120_000;
 /** Waiters a freed slot may go to in turn (each after the last one's execution had ended). */
 const MAX_HANDOVERS = 3;
 /** Versioned circuit writes lost to another caller before giving up on this one. */
@@ -64,17 +75,21 @@ const MAX_CONFLICTS = 8;
 
 const count = z.number().int().nonnegative();
 /**
- * The shared item. The bucket is a counter of slots: slot k may go at k / requestsPerSecond
- * seconds after the epoch. Taking one is a single conditional ADD, so callers never lose a race
- * and retry: it holds while the counter is within the burst of now (else it has lagged through a
- * quiet spell and is first moved up) and short of `now + maxSleepMs` (else the bucket is booked:
- * the caller takes a return time from the waiting room, a second counter of slots). The circuit's
- * fields change rarely, by a read and a versioned write. Times are epoch milliseconds.
+ * The shared item. The bucket is a counter of time: the time of the last slot taken. Taking the
+ * next one is a single conditional ADD of the interval between calls (1000 / requestsPerSecond
+ * ms), so callers never lose a race and retry: it holds while the counter is within the burst of
+ * now (else it has lagged through a quiet spell and is first moved up) and short of
+ * `now + maxSleepMs` (else the bucket is booked: the caller takes a return time from the waiting
+ * room, a second counter of time). The counters hold times, not slot numbers, so they mean the
+ * same at any rate: a gate deployed with another rate or burst takes the next slot at its own pace
+ * after the slots already booked. A counter no gate could have written (further ahead than any
+ * gate books) is moved back as a lagging one is moved up. The circuit's fields change rarely, by a
+ * read and a versioned write. Times are epoch milliseconds.
  */
 const rateItemSchema = z.object({
-  /** The last slot taken. */
+  /** When the last slot taken may go. */
   slot: z.number().default(0),
-  /** The last return slot handed out by the waiting room. */
+  /** The last return time handed out by the waiting room. */
   room: z.number().default(0),
   version: count.default(0),
   failures: count.default(0),
@@ -87,6 +102,14 @@ const rateItemSchema = z.object({
 export type GateState = z.infer<typeof rateItemSchema>;
 /** The circuit's part of the shared item. */
 export type CircuitState = Omit<GateState, 'slot' | 'room'>;
+
+/** Where a counter may stand for a take (epoch ms), and the step it moves by. */
+interface CounterRange {
+  readonly floor: number;
+  /** Past this the counter is out of range, and is moved back to the floor. */
+  readonly beyond: number;
+  readonly step: number;
+}
 
 const exportsItemSchema = z.object({ holders: z.record(z.string(), z.number()).default({}) });
 
@@ -180,9 +203,10 @@ export class PlatformGate {
   /** Whether the last state this function saw had failures or an open circuit: a success then resets it. */
   #troubled = false;
   /**
-   * The highest value this function has seen each counter at. A counter only grows, so one seen at
-   * or above a floor does not lag: raising it would fail, and is not tried. One seen below it
-   * likely lags, and is raised first.
+   * The highest value this function has seen each counter at, or the value last read. A counter
+   * only grows (but for a foreign one moved back), so one seen at or above a floor does not lag:
+   * raising it would fail, and is not tried. One seen below it, or beyond its range, likely is
+   * out of range, and is moved first.
    */
   readonly #seen: Record<'slot' | 'room', number | undefined> = { slot: undefined, room: undefined };
 
@@ -222,13 +246,18 @@ export class PlatformGate {
     const maxSleepMs = Math.max(MIN_SLEEP_MS, this.#settings.maxSleepMs ?? 3_000);
     for (let tries = 0; tries < MAX_CONFLICTS; tries++) {
       const now = this.#now();
-      // The lowest slot the counter may stand at: a quiet spell leaves at most the burst to take now.
-      const floor = Math.floor(now / interval) - Math.max(1, this.#settings.burst);
-      const booked = Math.floor((now + maxSleepMs) / interval);
-      const taken = await this.#take('slot', floor, { below: booked, closedCircuit: true });
+      // The lowest the counter may stand at: a quiet spell leaves at most the burst to take now.
+      const floor = now - Math.max(1, this.#settings.burst) * interval;
+      const booked = now + maxSleepMs;
+      const foreign = booked + interval + FOREIGN_SLOT_MS;
+      const taken = await this.#take(
+        'slot',
+        { floor, beyond: foreign, step: interval },
+        { below: booked, closedCircuit: true },
+      );
       if (taken !== undefined) {
         // A slot of the burst lies in the past: it goes now.
-        const due = Math.max(taken * interval, now);
+        const due = Math.max(taken, now);
         const answered = this.#now();
         if (due > answered) await this.#sleep(due - answered);
         // Going well after its slot (a stalled process, a slow write), the call would go together
@@ -238,8 +267,10 @@ export class PlatformGate {
         continue;
       }
       const state = await this.#readState();
-      this.#saw('slot', state.slot);
-      this.#saw('room', state.room);
+      // Read consistently, the counters stand here, whatever this function saw before (a foreign
+      // counter moved back stands lower than it was seen).
+      this.#seen.slot = state.slot;
+      this.#seen.room = state.room;
       this.#troubled = state.failures > 0 || state.opened_at > 0;
       const circuit = circuitDecision(state, now, this.#settings);
       if (circuit.kind === 'outage') {
@@ -253,13 +284,15 @@ export class PlatformGate {
         if (await this.#writeCircuit(circuit.next, state.version)) return;
         continue;
       }
-      // Another caller moved the counter meanwhile: the bucket has room, so try again.
-      if (state.slot < booked) continue;
+      // Another caller moved the counter meanwhile (the bucket has room), or it is foreign and is
+      // moved back by the next try.
+      if (state.slot < booked || state.slot > foreign) continue;
       // Booked through the sleep: a return time from the waiting room, from when slots come near.
-      const roomFloor = Math.max(state.slot, booked) - Math.floor(maxSleepMs / 2 / interval);
-      const back = await this.#take('room', roomFloor);
-      const at = (back ?? roomFloor + 1) * interval;
-      throw new PlatformCapacityError('rate', secondsUntil(at, now));
+      const roomFloor = Math.max(state.slot, booked) - maxSleepMs / 2;
+      const roomEnd = now + LONGEST_RATE_WAIT_SECONDS * 1000 - interval;
+      const back = await this.#take('room', { floor: roomFloor, beyond: roomEnd, step: interval });
+      const at = back ?? roomFloor + interval;
+      throw new PlatformCapacityError('rate', Math.min(LONGEST_RATE_WAIT_SECONDS, secondsUntil(at, now)));
     }
     throw new PlatformCapacityError('rate', 1);
   }
@@ -441,23 +474,26 @@ export class PlatformGate {
         ConsistentRead: true,
       }),
     );
-    return answer.Item === undefined ? {} : unmarshall(answer.Item);
+    // As plain numbers whatever their size: a counter out of all range is read, then moved back.
+    return answer.Item === undefined ? {} : unmarshall(answer.Item, { wrapNumbers: Number });
   }
 
   /**
-   * Takes the next value of a counter at or above `floor`: added to, or raised to the floor if it
-   * lagged. The write that fits the counter as this function last saw it goes first, so a slot
-   * mostly costs one write; undefined when neither holds (booked through, or the circuit open).
+   * Takes the next value of a counter, `step` on from where it stands, between `floor` and
+   * `beyond`: added to, or moved to the floor if it lagged or stood beyond. The write that fits
+   * the counter as this function last saw it goes first, so a slot mostly costs one write;
+   * undefined when neither holds (booked through, or the circuit open).
    */
   async #take(
     counter: 'slot' | 'room',
-    floor: number,
+    range: CounterRange,
     where: { below?: number; closedCircuit?: boolean } = {},
   ): Promise<number | undefined> {
     const seen = this.#seen[counter];
-    const add = () => this.#add(counter, { floor, ...where });
-    const raise = () => this.#raise(counter, floor, where);
-    const taken = seen !== undefined && seen >= floor ? await add() : ((await raise()) ?? (await add()));
+    const add = () => this.#add(counter, { ...range, ...where });
+    const raise = () => this.#raise(counter, range, where);
+    const fits = seen !== undefined && seen >= range.floor && seen <= range.beyond;
+    const taken = fits ? await add() : ((await raise()) ?? (await add()));
     if (taken !== undefined) this.#saw(counter, taken);
     return taken;
   }
@@ -467,38 +503,44 @@ export class PlatformGate {
   }
 
   /**
-   * Takes the next value of a counter in one conditional ADD: only while it stands at `floor` or
-   * above (and below `below`, and the circuit closed, when asked). Undefined when the condition
-   * does not hold, or the item does not exist yet.
+   * Takes the next value of a counter in one conditional ADD: only while it stands between `floor`
+   * and `beyond` (and below `below`, and the circuit closed, when asked). Undefined when the
+   * condition does not hold, or the item does not exist yet.
    */
   #add(
     counter: 'slot' | 'room',
-    where: { floor: number; below?: number; closedCircuit?: boolean },
+    where: CounterRange & { below?: number; closedCircuit?: boolean },
   ): Promise<number | undefined> {
+    const below = where.below === undefined ? [] : ['#counter < :below'];
     return this.#takeIf(counter, where, {
-      update: 'ADD #counter :one',
-      conditions: ['#counter >= :floor', ...(where.below === undefined ? [] : ['#counter < :below'])],
-      values: { ':one': 1, ...(where.below === undefined ? {} : { ':below': where.below }) },
+      update: 'ADD #counter :step',
+      conditions: ['#counter >= :floor', '#counter <= :beyond', ...below],
+      values: {
+        ':step': where.step,
+        ':beyond': where.beyond,
+        ...(where.below === undefined ? {} : { ':below': where.below }),
+      },
     });
   }
 
   /**
-   * Moves a counter that lagged through a quiet spell up to `floor` and takes the next value, in one
-   * write, so the taker cannot be overtaken by the clock between the two; undefined when the
-   * counter no longer lags (someone else moved it) or the circuit is open (when asked).
+   * Moves a counter that lagged through a quiet spell up to `floor`, or one that stands beyond any
+   * value a gate writes back down to it, and takes the next value, in one write, so the taker
+   * cannot be overtaken by the clock between the two; undefined when the counter is in range
+   * (someone else moved it) or the circuit is open (when asked).
    */
   #raise(
     counter: 'slot' | 'room',
-    floor: number,
+    range: CounterRange,
     where: { closedCircuit?: boolean } = {},
   ): Promise<number | undefined> {
     return this.#takeIf(
       counter,
-      { floor, ...where },
+      { floor: range.floor, ...where },
       {
         update: 'SET #counter = :taken',
-        conditions: ['(attribute_not_exists(#counter) OR #counter < :floor)'],
-        values: { ':taken': floor + 1 },
+        conditions: ['(attribute_not_exists(#counter) OR #counter < :floor OR #counter > :beyond)'],
+        values: { ':taken': range.floor + range.step, ':beyond': range.beyond },
       },
     );
   }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateTable } from '#local/aws/ledger-table';
 import { PlatformCapacityError, PlatformOutageError } from '#shared/errors';
@@ -8,8 +8,10 @@ import {
   afterOutcome,
   type CircuitState,
   circuitDecision,
+  GATE_KEY,
   type GateSettings,
   LONGEST_OUTAGE_WAIT_SECONDS,
+  LONGEST_RATE_WAIT_SECONDS,
   PlatformGate,
   unmetered,
 } from '#shared/platform-gate';
@@ -376,5 +378,133 @@ describe('PlatformGate on DynamoDB', () => {
       for (let call = 0; call < 50; call++) await table.admit();
     });
     expect(Object.keys(await table.exportHolders())).toEqual(['a']);
+  });
+
+  describe('over a table a gate of another rate used before', () => {
+    /** A moment of 2026, in epoch ms, at which the runs below start. */
+    const start = Date.UTC(2026, 10, 27);
+
+    /** Gates over one table on one clock; a take answers when its call goes (after its sleep). */
+    async function sharedTable() {
+      const table = `gate-${randomUUID()}`;
+      await createGateTable(dynamo.client, table);
+      const clock = { now: start };
+      const open = (overrides: Partial<GateSettings>) => {
+        let slept = 0;
+        const opened = new PlatformGate(
+          dynamo.client,
+          table,
+          { ...settings, maxSleepMs: 3_000, ...overrides },
+          {
+            now: () => clock.now,
+            sleep: async (ms) => {
+              slept = ms;
+            },
+          },
+        );
+        return {
+          gate: opened,
+          take: async () => {
+            slept = 0;
+            await opened.admit();
+            return clock.now + slept;
+          },
+        };
+      };
+      return { table, clock, open };
+    }
+
+    /** The gaps between the calls of a run of takes made at one moment. */
+    async function gapsOf(take: () => Promise<number>, calls: number): Promise<number[]> {
+      const sent: number[] = [];
+      for (let call = 0; call < calls; call++) sent.push(await take());
+      return sent.slice(1).map((at, index) => at - (sent[index] ?? 0));
+    }
+
+    it('goes at once and keeps the new pace when the rate is lowered between runs', async () => {
+      // Prepare: a run of 200 calls at 1,000 per second, then a second later a gate at 20 per second.
+      const { clock, open } = await sharedTable();
+      const fast = open({ requestsPerSecond: 1_000, burst: 10 });
+      for (let call = 0; call < 200; call++) await fast.take();
+      clock.now += 1_000;
+      const slow = open({ requestsPerSecond: 20, burst: 1 });
+
+      // Act
+      const first = await slow.take();
+      const gaps = await gapsOf(slow.take, 10);
+
+      // Assess: the first call goes within a slot of 1/20 s, the next ones 1/20 s apart.
+      expect(first - clock.now).toBeLessThanOrEqual(50);
+      for (const gap of gaps) expect(gap).toBeCloseTo(50, 3);
+    });
+
+    it('keeps the calls booked at the old rate when the rate is raised between runs, then goes at the new pace', async () => {
+      // Prepare: 40 calls at 20 per second book the next 2 s; then a gate at 1,000 per second.
+      const { clock, open } = await sharedTable();
+      const slow = open({ requestsPerSecond: 20, burst: 1 });
+      const booked = [];
+      for (let call = 0; call < 40; call++) booked.push(await slow.take());
+      const lastBooked = booked.at(-1) ?? 0;
+      clock.now += 100;
+      const fast = open({ requestsPerSecond: 1_000, burst: 10 });
+
+      // Act
+      const first = await fast.take();
+      const gaps = await gapsOf(fast.take, 10);
+
+      // Assess: the first call goes just after the last call booked at 20 per second, not among
+      // them, and the next ones 1 ms apart.
+      expect(lastBooked - start).toBe(1_950);
+      expect(first).toBeGreaterThan(lastBooked);
+      expect(first - lastBooked).toBeLessThanOrEqual(1);
+      for (const gap of gaps) expect(gap).toBeCloseTo(1, 3);
+
+      // After a quiet spell a call at the new rate goes at once.
+      clock.now += 10_000;
+      expect(await fast.take()).toBe(clock.now);
+    });
+
+    it('moves a counter no gate could have written back to now, and never sends a call away for longer than the longest rate wait', async () => {
+      const { table, clock, open } = await sharedTable();
+      /** Writes the bucket's counters as given, in DynamoDB's number text. */
+      const put = (counters: { slot: string; room: string }) =>
+        dynamo.client.send(
+          new PutItemCommand({
+            TableName: table,
+            Item: { [GATE_KEY]: { S: 'platform' }, slot: { N: counters.slot }, room: { N: counters.room } },
+          }),
+        );
+      const paced = open({ burst: 1 });
+      const farAhead = `${start + 3_500 * 365.25 * 24 * 3600 * 1000}`;
+
+      // A bucket counter 3,500 years ahead: the call goes at once, the next ones at the pace.
+      await put({ slot: farAhead, room: farAhead });
+      expect(await paced.take()).toBe(clock.now);
+      for (const gap of await gapsOf(paced.take, 5)) expect(gap).toBeCloseTo(100, 3);
+
+      // Counters past any safe integer are read and moved back all the same.
+      clock.now += 10_000;
+      await put({ slot: '1e30', room: '1e30' });
+      expect(await paced.take()).toBe(clock.now);
+
+      // A waiting room 3,500 years ahead behind a booked bucket: the caller is sent away for no
+      // longer than the bucket is booked, and never longer than the longest rate wait.
+      const sentAway = async () => {
+        for (;;) {
+          const error = await paced.gate.admit().then(
+            () => undefined,
+            (thrown: unknown) => thrown,
+          );
+          if (error !== undefined) return error;
+        }
+      };
+      const state = await paced.gate.state();
+      await put({ slot: `${state.slot}`, room: farAhead });
+      const error = await sentAway();
+      expect(error).toBeInstanceOf(PlatformCapacityError);
+      if (!(error instanceof PlatformCapacityError)) return;
+      expect(error.waitSeconds).toBeLessThanOrEqual(3);
+      expect(error.waitSeconds).toBeLessThanOrEqual(LONGEST_RATE_WAIT_SECONDS);
+    });
   });
 });
