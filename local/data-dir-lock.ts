@@ -9,6 +9,7 @@
  * The lock is created with a hard link, which fails when the file exists, so two processes that
  * race for it cannot both win. A lock whose process has died (a kill) is stale and is taken over.
  */
+import { readFileSync } from 'node:fs';
 import { link, mkdir, readdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
@@ -130,13 +131,26 @@ function parseOwner(text: string): DataDirOwner | undefined {
   }
 }
 
-/** True while a process with this id exists (one of another user's counts). */
+/**
+ * True while a process with this id runs (one of another user's counts). A zombie, killed and not yet
+ * reaped by its parent, still answers a signal but holds nothing: on Linux its state in /proc says so.
+ */
 export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     return hasCode(error, 'EPERM');
+  }
+  return !isZombie(pid);
+}
+
+function isZombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The state follows the command name, which is in parentheses and may itself hold spaces.
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z';
+  } catch {
+    return false;
   }
 }
 

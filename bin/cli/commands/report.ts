@@ -330,10 +330,14 @@ export async function runReport(
       `${intakeErrors} message(s) were rejected at intake in the range: intake errors, not in the metrics\n`,
     );
   }
-  if (skipped > 0 && !quiet) {
-    io.err(`warning: ${skipped} ledger item(s) did not match the ledger schema and are not in the report\n`);
+  // A report short of some requests must not pass for a whole one in a script: it is written, and
+  // the command fails.
+  if (skipped > 0) {
+    io.err(
+      `svc-dsr: ${skipped} ledger item(s) did not match the ledger schema and are not in the report (svc-dsr verify --all names them)\n`,
+    );
   }
-  return { exitCode: EXIT.ok, result };
+  return { exitCode: skipped > 0 ? EXIT.failed : EXIT.ok, result };
 }
 
 /** The section 7102 category of a ledger status. */
@@ -545,7 +549,8 @@ Messages rejected at intake as invalid are intake errors, not consumer requests:
 apart (intake_errors) and in no metric. A request whose dates contradict each other (received after
 the report, or answered before it was received) is flagged in date_problem and left out of the days.
 
-Exit codes: 0 written, 1 the ledger could not be read, 2 invalid flags.
+Exit codes: 0 written, 1 the ledger or some of its items could not be read (what could be read
+is written; skipped counts the rest), 2 invalid flags.
 
 Examples:
   $ npx svc-dsr report --from 2026-01-01 --to 2026-12-31 --regulation ccpa --out ccpa-2026.csv

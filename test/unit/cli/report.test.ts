@@ -156,14 +156,14 @@ const row = (fields: Record<string, string | number | null>) => ({
 describe('runReport', () => {
   it('computes each 7102 figure per regulation and type as hand-computed, GDPR and CCPA never in one row', async () => {
     // Act
-    const { exitCode, result } = await runReport(
-      californian(),
-      { json: true, from: '2026-01-01' },
-      collectingIo(),
-    );
+    const io = collectingIo();
+    const { exitCode, result } = await runReport(californian(), { json: true, from: '2026-01-01' }, io);
 
-    // Assess
-    expect(exitCode).toBe(0);
+    // Assess: one item the schema refuses is left out and counted, and the command fails.
+    expect(exitCode).toBe(1);
+    expect(io.stderr()).toContain(
+      'svc-dsr: 1 ledger item(s) did not match the ledger schema and are not in the report',
+    );
     const scans = dbMock.commandCalls(ScanCommand).map((call) => call.args[0].input);
     expect(scans).toEqual([
       { TableName: 'ledger' },

@@ -64,6 +64,38 @@ describe('the data dir lock', () => {
     expect(await readdir(dataDir)).toEqual([]);
   });
 
+  it('takes over the lock of a process killed and not yet reaped by its parent (a zombie)', async () => {
+    // Prepare: `sleep 0` exits at once, and its parent, become `sleep 30` by exec, never reaps it.
+    const parent = spawn('bash', ['-c', 'sleep 0 & echo $!; exec sleep 30'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    const zombie = await new Promise<number>((resolve) =>
+      parent.stdout.once('data', (chunk) => resolve(Number(String(chunk).trim()))),
+    );
+    try {
+      const zombieState = async () => (await readFile(`/proc/${zombie}/stat`, 'utf8')).split(') ')[1]?.[0];
+      for (let tries = 0; tries < 50 && (await zombieState()) !== 'Z'; tries += 1)
+        await new Promise((r) => setTimeout(r, 20));
+      expect(await zombieState()).toBe('Z');
+      expect(() => process.kill(zombie, 0)).not.toThrow();
+      const dataDir = join(workdir, 'zombie');
+      await mkdir(dataDir, { recursive: true });
+      await writeFile(
+        join(dataDir, LOCK_FILE),
+        JSON.stringify({ pid: zombie, command: 'svc-dsr local --serve', started_at: '2026-01-01T00:00:00Z' }),
+      );
+
+      // Act
+      const lock = await acquireDataDirLock(dataDir, 'svc-dsr start');
+
+      // Assess
+      expect(lock.owner.pid).toBe(process.pid);
+      await lock.release();
+    } finally {
+      parent.kill('SIGKILL');
+    }
+  });
+
   it('empties a dir it holds but refuses while a dir inside it has a live owner', async () => {
     const dataDir = join(workdir, 'parent');
     const lock = await acquireDataDirLock(dataDir, 'svc-dsr start');
