@@ -154,11 +154,30 @@ export async function resolveTarget(flags: TargetFlags): Promise<ResolvedTarget>
   );
 }
 
+/**
+ * How long a call to a serving local mode may go without an answer. A local mode that was stopped
+ * (Ctrl-Z, kill -STOP) still accepts connections and never answers: without a limit every command
+ * would wait for ever. Each call is tried three times, so a command gives up after about a minute.
+ */
+export const LOCAL_ANSWER_MS = 20_000;
+
 /** Builds the SDK clients and the ledger for a resolved target. */
-export function openContext(target: ResolvedTarget, clock: () => Date = () => new Date()): CliContext {
+export function openContext(
+  target: ResolvedTarget,
+  clock: () => Date = () => new Date(),
+  localAnswerMs = LOCAL_ANSWER_MS,
+): CliContext {
   if (target.kind === 'local') {
     const { region, credentials, endpoints } = target.local;
-    const base = { region, credentials };
+    const base = {
+      region,
+      credentials,
+      requestHandler: {
+        connectionTimeout: localAnswerMs,
+        requestTimeout: localAnswerMs,
+        throwOnRequestTimeout: true,
+      },
+    };
     return contextFromClients(
       {
         target: 'local',
@@ -276,6 +295,12 @@ export function explainAwsError(error: unknown, target: 'aws' | 'local'): unknow
   if (/region is missing/i.test(error.message)) {
     return new CliError(
       'no AWS region is set: export AWS_REGION, or add "Region" to the outputs/config file',
+      EXIT.failed,
+    );
+  }
+  if (target === 'local' && error.name === 'TimeoutError') {
+    return new CliError(
+      'the local mode did not answer in time: is `npx svc-dsr local --serve` stopped (Ctrl-Z, kill -STOP) or overloaded? Let it run again and retry',
       EXIT.failed,
     );
   }

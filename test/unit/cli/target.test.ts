@@ -1,11 +1,12 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENDPOINTS_FILE, type LocalEndpoints } from '#local/endpoints';
 import { CliError } from '../../../bin/cli/io.ts';
-import { openContext, resolveTarget } from '../../../bin/cli/target.ts';
-import { NAMES } from './helpers.ts';
+import { explainAwsError, openContext, resolveTarget } from '../../../bin/cli/target.ts';
+import { NAMES, REQUEST_ID } from './helpers.ts';
 
 let dir: string;
 
@@ -130,6 +131,48 @@ describe('resolveTarget for local mode', () => {
       expect(await context.sqs.config.region()).toBe('us-east-1');
     } finally {
       context.close();
+    }
+  });
+
+  it('gives up on a local mode that accepts connections and never answers (stopped), saying so', async () => {
+    // Prepare: a server that takes every connection and answers nothing, as a stopped process does.
+    const held = new Set<Socket>();
+    const silent = createServer((socket) => held.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const address = silent.address();
+    if (address === null || typeof address === 'string') throw new Error('no port');
+    const url = `http://127.0.0.1:${address.port}`;
+    const dataDir = join(dir, 'stopped');
+    await mkdir(dataDir);
+    const endpoints: LocalEndpoints = {
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+      endpoints: { sqs: url, s3: url, dynamodb: url, sfn: url },
+      outputs: NAMES,
+      pid: process.pid,
+      platform: { url, spot_id: 'sp_demo' },
+    };
+    await writeFile(join(dataDir, ENDPOINTS_FILE), JSON.stringify(endpoints));
+    const context = openContext(await resolveTarget({ dataDir }), undefined, 200);
+    try {
+      // Act
+      const started = Date.now();
+      const error = await context.ledger.get(REQUEST_ID).then(
+        () => undefined,
+        (failure: unknown) => explainAwsError(failure, 'local'),
+      );
+
+      // Assess: three tries of 200 ms (and the SDK's backoff between them), then a clear message.
+      expect(error).toBeInstanceOf(CliError);
+      expect(error).toMatchObject({
+        exitCode: 1,
+        message: expect.stringContaining('did not answer in time'),
+      });
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      context.close();
+      for (const socket of held) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
     }
   });
 
