@@ -1,4 +1,5 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { z } from 'zod';
 
 /** Exit codes scripts can rely on. */
@@ -104,4 +105,26 @@ export function jsonLines(text: string): { line: number; body: string }[] {
   }));
   if (lines.at(-1)?.body === '') lines.pop();
   return lines;
+}
+
+/**
+ * `--out` must name a file in a folder that exists: a folder, or a path whose folder is missing,
+ * is exit 2 before anything is downloaded; an existing file needs `--force`.
+ */
+export async function checkOutPath(out: string, force: boolean, basename = 'archive.zip'): Promise<void> {
+  const target = await stat(out).catch(() => undefined);
+  if (target?.isDirectory() === true) {
+    throw new CliError(
+      `--out: ${out} is a directory; give a file path, e.g. ${out.replace(/\/+$/, '')}/${basename}`,
+    );
+  }
+  if (target !== undefined && !force) {
+    throw new CliError(`--out: ${out} already exists; choose another path or pass --force to replace it`);
+  }
+  const folder = dirname(out);
+  const parent = await stat(folder).catch(() => undefined);
+  if (parent === undefined) {
+    throw new CliError(`--out: the folder ${folder} does not exist; create it first (mkdir -p ${folder})`);
+  }
+  if (!parent.isDirectory()) throw new CliError(`--out: ${folder} is not a folder; give a file path`);
 }

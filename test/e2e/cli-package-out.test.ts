@@ -136,6 +136,10 @@ describe('svc-dsr package', () => {
     });
     expect(parent.code).toBe(2);
     expect(parent.stderr).toContain(`--out: the folder ${join(outDir, 'no-such-folder')} does not exist`);
+    // `-` is not standard output for a zip: no file named "-" is written.
+    const dash = await runCli(['package', REQUEST_ID, '--raw', '--out', '-', ...target()], { env: env() });
+    expect(dash.code).toBe(2);
+    expect(dash.stderr).toContain('--out -: the package is a zip file');
     expect(stub.requests.length).toBe(before);
     expect(await filesIn(outDir)).toEqual([]);
   });

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createWriteStream, unlinkSync } from 'node:fs';
-import { rename, stat, unlink } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { rename, unlink } from 'node:fs/promises';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, type GetObjectCommandOutput, HeadObjectCommand } from '@aws-sdk/client-s3';
@@ -18,7 +17,7 @@ import {
   processIo,
   writeJson,
 } from '../format.ts';
-import { CliError, EXIT, parseOption } from '../io.ts';
+import { CliError, checkOutPath, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
 import { hasName, loadRequest, recordOperatorAction } from './common.ts';
 
@@ -90,6 +89,11 @@ export function checkPackageOptions(options: PackageOptions): {
 } {
   const expiresIn = parseOption('--expires-in', expiresInSchema, options.expiresIn ?? 3600);
   if (options.out !== undefined && options.out.trim() === '') throw new CliError('--out: give a file path');
+  if (options.out === '-') {
+    throw new CliError(
+      '--out -: the package is a zip file, not text for standard output; give a file path, or leave --out out for a download link',
+    );
+  }
   return {
     ...(options.out === undefined ? {} : { out: options.out }),
     expiresIn,
@@ -402,28 +406,6 @@ function archiveFacts(archive: ArchiveFacts): Omit<Handed, 'kind'> {
     version_id: archive.version_id,
     fileName: archive.key.split('/').at(-1) ?? 'archive.zip',
   };
-}
-
-/**
- * `--out` must name a file in a folder that exists: a folder, or a path whose folder is missing,
- * is exit 2 before anything is downloaded; an existing file needs `--force`.
- */
-export async function checkOutPath(out: string, force: boolean): Promise<void> {
-  const target = await stat(out).catch(() => undefined);
-  if (target?.isDirectory() === true) {
-    throw new CliError(
-      `--out: ${out} is a directory; give a file path, e.g. ${out.replace(/\/+$/, '')}/archive.zip`,
-    );
-  }
-  if (target !== undefined && !force) {
-    throw new CliError(`--out: ${out} already exists; choose another path or pass --force to replace it`);
-  }
-  const folder = dirname(out);
-  const parent = await stat(folder).catch(() => undefined);
-  if (parent === undefined) {
-    throw new CliError(`--out: the folder ${folder} does not exist; create it first (mkdir -p ${folder})`);
-  }
-  if (!parent.isDirectory()) throw new CliError(`--out: ${folder} is not a folder; give a file path`);
 }
 
 interface PackageFlags extends TargetFlags {

@@ -14,7 +14,7 @@ import {
 import { isOwed, type LedgerItem, ledgerItemSchema, type Status } from '#shared/ledger';
 import { rfc3339Instant } from '#shared/request';
 import { type CliIo, type CommandResult, csvRow, jsonText, processIo } from '../format.ts';
-import { CliError, EXIT, parseOption } from '../io.ts';
+import { CliError, checkOutPath, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
 
 /** Options of `svc-dsr report`. */
@@ -272,6 +272,10 @@ export async function runReport(
     );
   }
   const { fromMs, toMs } = rangeInstants(parsed.from, parsed.to, timeZone);
+  // `--out -` is standard output, as `--file -` is standard input. A report is regenerated, so an
+  // existing file is replaced; a folder, or a missing one, is refused before the ledger is read.
+  const out = options.out === '-' ? undefined : options.out;
+  if (out !== undefined) await checkOutPath(out, true, `report.${format}`);
   const quiet = format === 'json';
   const now = context.clock();
   const records: ReportRecord[] = [];
@@ -319,11 +323,15 @@ export async function runReport(
   };
 
   const text = format === 'json' ? jsonText(result) : toCsv(result, table);
-  if (options.out === undefined) io.out(text);
+  if (out === undefined) io.out(text);
   else {
-    await writeFile(options.out, text);
-    if (!quiet)
-      io.err(`wrote ${options.out}: ${selected.length} request(s), ${metrics.length} metric row(s)\n`);
+    await writeFile(out, text).catch((error: unknown) => {
+      throw new CliError(
+        `--out: cannot write ${out} (${error instanceof Error ? error.message : String(error)})`,
+        EXIT.failed,
+      );
+    });
+    if (!quiet) io.err(`wrote ${out}: ${selected.length} request(s), ${metrics.length} metric row(s)\n`);
   }
   if (!quiet && intakeErrors > 0) {
     io.err(
@@ -527,7 +535,7 @@ export function registerReportCommand(program: Command): void {
       "the IANA time zone dates are cut in (default: the stack's TimeZone output, else UTC)",
     )
     .option('--table <table>', 'CSV only: records, metrics or both (two tables, a blank line between)')
-    .option('--out <file>', 'write the report to this file instead of stdout');
+    .option('--out <file>', 'write the report to this file (replaced if it exists) instead of stdout; - is stdout');
   addTargetOptions(command)
     .addHelpText(
       'after',

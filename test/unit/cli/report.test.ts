@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
@@ -151,6 +151,33 @@ const row = (fields: Record<string, string | number | null>) => ({
   mean_days_to_respond: null,
   date_problems: 0,
   ...fields,
+});
+
+describe('runReport --out', () => {
+  it('writes to standard output for -', async () => {
+    const io = collectingIo();
+    await runReport(californian(), { json: true, out: '-' }, io);
+    expect(JSON.parse(io.stdout())).toMatchObject({ time_zone: 'America/Los_Angeles' });
+  });
+
+  it('replaces a file a report wrote before', async () => {
+    const file = join(dir, 'again.json');
+    await writeFile(file, 'last month');
+    await runReport(californian(), { json: true, out: file }, collectingIo());
+    expect(JSON.parse(await readFile(file, 'utf8'))).toMatchObject({ time_zone: 'America/Los_Angeles' });
+  });
+
+  it.each([
+    ['a folder', () => dir, 'is a directory; give a file path'],
+    ['a path in a missing folder', () => join(dir, 'missing', 'r.csv'), 'does not exist; create it first'],
+  ])('refuses %s with exit 2 before reading the ledger', async (_label, out, message) => {
+    dbMock.resetHistory();
+    await expect(runReport(californian(), { out: out() }, collectingIo())).rejects.toMatchObject({
+      exitCode: 2,
+      message: expect.stringContaining(message),
+    });
+    expect(dbMock.commandCalls(ScanCommand)).toHaveLength(0);
+  });
 });
 
 describe('runReport', () => {

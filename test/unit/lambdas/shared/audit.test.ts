@@ -200,6 +200,7 @@ describe('AuditTrail against fauxqs S3', () => {
       head: records[4]?.hash,
       final: true,
       hashes: records.map((record) => record.hash),
+      chain: records,
     });
   });
 
