@@ -1,7 +1,18 @@
 import { z } from 'zod';
 import { identifierProblem } from '#shared/redact';
-import { CONTROL_CHARACTERS_MESSAGE, hasControlCharacters, normaliseRequestId } from '#shared/request';
+import {
+  CONTROL_CHARACTERS_MESSAGE,
+  DISPLAY_CONTROLS,
+  DISPLAY_CONTROLS_BEYOND_C0,
+  hasControlCharacters,
+  normaliseRequestId,
+} from '#shared/request';
 import { CliError, EXIT } from './io.ts';
+
+/** Every character of DISPLAY_CONTROLS, to be shown as an escape. */
+const DISPLAY_CONTROLS_ALL = new RegExp(`[${DISPLAY_CONTROLS}]`, 'g');
+/** Those JSON.stringify leaves raw inside strings (it escapes C0 itself; a newline between keys is layout). */
+const RAW_IN_JSON = new RegExp(`[${DISPLAY_CONTROLS_BEYOND_C0}]`, 'g');
 
 /** Where a command writes: `out` is what a script reads (results, JSON), `err` is for people (progress, warnings). */
 export interface CliIo {
@@ -53,7 +64,7 @@ export function writeJson(io: CliIo, value: unknown): void {
  */
 export function jsonText(value: unknown): string {
   return `${JSON.stringify(value, null, 2).replace(
-    /[\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
+    RAW_IN_JSON,
     (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`,
   )}\n`;
 }
@@ -65,16 +76,12 @@ export function jsonText(value: unknown): string {
  * lines, nor reorder what is shown.
  */
 export function terminalText(text: string): string {
-  return text.replace(
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
-    /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
-    (char) => {
-      const code = char.charCodeAt(0);
-      return code <= 0xff
-        ? `\\x${code.toString(16).padStart(2, '0')}`
-        : `\\u${code.toString(16).padStart(4, '0')}`;
-    },
-  );
+  return text.replace(DISPLAY_CONTROLS_ALL, (char) => {
+    const code = char.charCodeAt(0);
+    return code <= 0xff
+      ? `\\x${code.toString(16).padStart(2, '0')}`
+      : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
 }
 
 /** Left-aligned columns separated by two spaces, with a header row; cells are escaped with terminalText. */

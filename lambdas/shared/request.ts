@@ -78,18 +78,25 @@ function malformedText(value: string): boolean {
 const PADDED = /^[\s\u200b-\u200d\u2060]|[\s\u200b-\u200d\u2060]$/;
 
 /**
- * True when free text holds a character that can rewrite a terminal or fake what it shows: a
- * control (C0 including tab and newline, DEL, C1), a line or paragraph separator, or a
- * bidirectional embedding, override or isolate.
+ * The characters that can rewrite a terminal or fake what it shows, as a regular expression class:
+ * controls (C0 including tab and newline, DEL, C1), line and paragraph separators, bidirectional
+ * marks, embeddings, overrides and isolates (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069),
+ * and the invisible zero-width space, word joiner and byte order mark. The zero-width joiner, part of
+ * many emoji, is allowed. JSON.stringify escapes the C0 controls itself, not the others.
  */
+export const DISPLAY_CONTROLS_BEYOND_C0 =
+  '\\u007f-\\u009f\\u061c\\u200b\\u200e\\u200f\\u2028\\u2029\\u202a-\\u202e\\u2060\\u2066-\\u2069\\ufeff';
+export const DISPLAY_CONTROLS = `\\u0000-\\u001f${DISPLAY_CONTROLS_BEYOND_C0}`;
+const DISPLAY_CONTROL = new RegExp(`[${DISPLAY_CONTROLS}]`);
+
+/** True when free text holds a character of DISPLAY_CONTROLS. */
 export function hasControlCharacters(value: string): boolean {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
-  return /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/.test(value);
+  return DISPLAY_CONTROL.test(value);
 }
 
 /** What a free-text field with a control character is told. */
 export const CONTROL_CHARACTERS_MESSAGE =
-  'must be one line of plain text, without control characters (escape sequences, tabs, newlines, bidirectional overrides)';
+  'must be one line of plain text, without control characters (escape sequences, tabs, newlines, bidirectional marks and overrides, invisible characters)';
 
 /** Free text that may appear in the audit trail must not carry an identifier or a link. */
 const auditableText = (value: string) => identifierProblem(value) === undefined;

@@ -217,7 +217,7 @@ describe('runStatus on hostile ledger text', () => {
     ledgerMock.on(GetItemCommand).resolves({
       Item: storedItem(
         ledgerRecord({
-          reference: 'T-1\u001b[2J\u009b31m\u202eevil',
+          reference: 'T-1\u001b[2J\u009b31m\u202eevil\u200b\ufeff',
           rejection_errors: ['unknown field(s) "\u001b]8;;https://x\u0007": remove them', 'line\u2028two'],
         }),
       ),
@@ -234,7 +234,7 @@ describe('runStatus on hostile ledger text', () => {
       );
     });
     expect(raw).toEqual([]);
-    expect(text).toContain('T-1\\x1b[2J\\x9b31m\\u202eevil');
+    expect(text).toContain('T-1\\x1b[2J\\x9b31m\\u202eevil\\u200b\\ufeff');
     expect(text).toContain('\\x1b]8;;https://x\\x07');
     expect(text).toContain('line\\u2028two');
   });

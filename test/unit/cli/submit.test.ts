@@ -364,7 +364,7 @@ describe('runSubmit with a CSV file', () => {
     expect(result.bad_lines.map((bad) => [bad.line, bad.errors[0]])).toEqual([
       [
         2,
-        'reference: must be one line of plain text, without control characters (escape sequences, tabs, newlines, bidirectional overrides)',
+        'reference: must be one line of plain text, without control characters (escape sequences, tabs, newlines, bidirectional marks and overrides, invisible characters)',
       ],
       [4, 'received_at: must be an RFC 3339 date-time, e.g. 2026-11-02T09:30:00Z'],
       [5, 'has 3 cells, but the header has 9 columns'],

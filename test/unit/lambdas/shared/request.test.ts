@@ -180,6 +180,29 @@ describe('parseRequestMessage', () => {
     });
   });
 
+  it.each([
+    ['a left-to-right mark', '\u200e'],
+    ['a right-to-left mark', '\u200f'],
+    ['an Arabic letter mark', '\u061c'],
+    ['a zero-width space', '\u200b'],
+    ['a byte order mark', '\ufeff'],
+  ])('refuses %s in a free-text field, as it reorders or hides what a terminal shows', (_label, char) => {
+    expect(parseRequestMessage(JSON.stringify({ ...valid, reference: `DSR-1${char}042` }))).toMatchObject({
+      kind: 'invalid',
+      errors: [expect.stringContaining('reference: must be one line of plain text')],
+    });
+  });
+
+  it('accepts an emoji joined with zero-width joiners in a free-text field', () => {
+    expect(
+      parseRequestMessage(
+        JSON.stringify({ ...valid, reference: 'family \u{1f468}\u200d\u{1f469}\u200d\u{1f467}' }),
+      ),
+    ).toMatchObject({
+      kind: 'valid',
+    });
+  });
+
   it('accepts a primary_key with spaces inside it', () => {
     expect(parseRequestMessage(JSON.stringify({ ...valid, primary_key: 'Jane Q Public' }))).toMatchObject({
       kind: 'valid',
