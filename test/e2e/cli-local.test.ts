@@ -217,7 +217,7 @@ describe('the CLI against a serving local mode', () => {
     ]);
     expect(denied.code).toBe(1);
     expect(denied.stderr).toContain(
-      'is completed; only received or running or failed requests can be denied',
+      'is completed; only received, running or failed requests can be denied',
     );
   }, 60_000);
 });

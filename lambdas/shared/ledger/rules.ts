@@ -110,7 +110,12 @@ export function allOf(...conditions: LedgerCondition[]): LedgerCondition {
 
 function statusRefusal(item: LedgerItem, allowed: readonly Status[], what: string): string | undefined {
   if ((allowed as readonly string[]).includes(item.status)) return undefined;
-  return `request ${item.request_id} is ${item.status}; only ${allowed.join(' or ')} requests can be ${what}`;
+  return `request ${item.request_id} is ${item.status}; only ${orList(allowed)} requests can be ${what}`;
+}
+
+/** "a", "a or b", "a, b or c". */
+function orList(words: readonly string[]): string {
+  return words.length <= 2 ? words.join(' or ') : `${words.slice(0, -1).join(', ')} or ${words.at(-1)}`;
 }
 
 function erasureRefusal(item: LedgerItem, what: string): string | undefined {
@@ -157,7 +162,7 @@ export const CAN_NOTICE: LedgerRule<{ readonly kind: NoticeKind; readonly at: st
     refusal(item, input) {
       const allowed = NOTICE_STATUSES[input.kind];
       if (!(allowed as readonly string[]).includes(item.status)) {
-        return `request ${item.request_id} is ${item.status}; a ${input.kind} notice is recorded only for ${allowed.join(' or ')} requests`;
+        return `request ${item.request_id} is ${item.status}; ${/^[aeiou]/.test(input.kind) ? 'an' : 'a'} ${input.kind} notice is recorded only for ${orList(allowed)} requests`;
       }
       if (input.kind === 'extension' && !item.extended) {
         return `request ${item.request_id} has not been extended; svc-dsr extend records the extension notice with the extension`;

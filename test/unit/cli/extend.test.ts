@@ -111,7 +111,7 @@ describe('runExtend', () => {
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord({ status: 'completed' })) });
     await expect(
       runExtend(testContext(), { requestId: REQUEST_ID, notice: NOTICE, reason: 'r' }, collectingIo()),
-    ).rejects.toThrow('is completed; only received or running or failed requests can be extended');
+    ).rejects.toThrow('is completed; only received, running or failed requests can be extended');
   });
 
   it('extends a failed request, which is still owed an answer', async () => {

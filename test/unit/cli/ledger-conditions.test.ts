@@ -173,7 +173,7 @@ describe('deny against DynamoDB', () => {
     expect(await deny(completed.request_id)).toMatchObject({
       exitCode: 1,
       message: expect.stringContaining(
-        'is completed; only received or running or failed requests can be denied',
+        'is completed; only received, running or failed requests can be denied',
       ),
     });
     expect(await context.ledger.require(erasing.request_id)).toMatchObject({ status: 'running' });

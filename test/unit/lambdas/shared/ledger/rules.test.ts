@@ -254,7 +254,7 @@ describe('CAN_DENY', () => {
     {
       name: 'refuses a completed request',
       item: { status: 'completed' },
-      refusal: 'is completed; only received or running or failed',
+      refusal: 'is completed; only received, running or failed',
       holds: false,
     },
     {
@@ -301,7 +301,7 @@ describe('CAN_DENY', () => {
     {
       name: 'refuses a completed request',
       item: { status: 'completed' },
-      refusal: 'is completed; only received or running or failed',
+      refusal: 'is completed; only received, running or failed',
       holds: false,
     },
     {
@@ -371,6 +371,18 @@ describe('CAN_NOTICE', () => {
     ).toContain('is in the future');
   });
 
+  it('words its refusal as a sentence: "an extension notice", a list with commas', () => {
+    expect(
+      CAN_NOTICE.refusal(ledgerRecord({ status: 'completed', extended: true }), {
+        kind: 'extension',
+        at,
+        now: NOW,
+      }),
+    ).toContain(
+      'is completed; an extension notice is recorded only for received, running or failed requests',
+    );
+  });
+
   it('refuses a notice given before the request was received (a mistyped year)', () => {
     const item = ledgerRecord({ received_at: '2026-11-20T09:00:00Z' });
     expect(CAN_NOTICE.refusal(item, { kind: 'receipt', at: '2020-01-01T00:00:00Z', now: NOW })).toBe(
@@ -405,7 +417,7 @@ describe('CAN_MINIMISE', () => {
     {
       name: 'refuses a failed request: it is still owed an answer',
       item: { ...ended, status: 'failed' },
-      refusal: 'is failed; only completed or cancelled or rejected or denied requests can be minimised',
+      refusal: 'is failed; only completed, cancelled, rejected or denied requests can be minimised',
       holds: false,
     },
     {
