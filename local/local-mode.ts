@@ -6,11 +6,13 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import { CALLERS, runAsCaller } from '#shared/call-recorder';
+import { awsTransientError } from '#shared/errors';
 import { LATE_MS } from '#shared/platform-gate';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { type SecretValues, secretValuesSchema } from '#shared/secrets';
@@ -185,6 +187,25 @@ async function startLocalModeLocked(options: LocalModeOptions, dataDir: string):
   }
 }
 
+/**
+ * Local mode's own work (the summary's reads, the reconciler's pass at start), retried with backoff
+ * while AWS answers transiently: `--aws-faults` throttles any share of the calls, and in AWS a
+ * throttled reconciler pass is simply run again by its schedule. Gives up after 10 tries.
+ */
+export async function retriedThroughFaults<T>(
+  read: () => Promise<T>,
+  sleep: (ms: number) => Promise<unknown> = delay,
+): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await read();
+    } catch (error) {
+      if (attempt >= 10 || awsTransientError(error) === undefined) throw error;
+      await sleep(50 * 2 ** Math.min(attempt, 5));
+    }
+  }
+}
+
 /** The share of a second allowed for delays between the gate's check and the emulator's count. */
 const LOCAL_DELAY_SHARE = 0.05;
 
@@ -266,7 +287,7 @@ async function assembleLocalMode(
   const reconcileNow = reconcilerOf(workflow, sfn, options);
   // Requests left open by a killed run with no execution to finish them are resumed. Nothing else
   // runs yet, so no request needs a grace period.
-  await reconcileNow(0);
+  await retriedThroughFaults(() => reconcileNow(0));
 
   const outcomes = new Map<string, IntakeResult>();
   const intake = workflow.intakeWith(sfnStarter(sfn, shim.stateMachineArn), (message, result) =>
@@ -365,6 +386,12 @@ async function publishEndpoints(
 }
 
 /**
+ * How long a submission waits for intake to take messages it failed on before: the intake queue's
+ * visibility timeout (30 s) times the receives before its dead-letter queue (5), and a margin.
+ */
+const INTAKE_REDELIVERY_WAIT_MS = (30 * 5 + 10) * 1000;
+
+/**
  * Sends the lines to the intake queue in batches of ten, as `svc-dsr submit` would, lets intake take
  * each batch, and gives each line's outcome in line order.
  */
@@ -401,9 +428,19 @@ async function submitLines(
     await poller.drain();
   }
   await poller.drain();
+  // A message whose intake failed (a throttled ledger write, say) is received again once its
+  // visibility timeout has passed, as Lambda's event source would: wait for those, up to the
+  // receives the queue allows before it moves a message to its dead-letter queue.
+  const deadline = Date.now() + INTAKE_REDELIVERY_WAIT_MS;
+  const unreported = () => sent.some(({ messageId }) => !outcomes.has(messageId));
+  while (unreported() && Date.now() < deadline) await poller.pollOnce(1);
   for (const { line, messageId } of sent) {
     const result = outcomes.get(messageId);
-    if (result === undefined) throw new Error(`line ${line} was sent but intake never reported on it`);
+    if (result === undefined) {
+      throw new Error(
+        `line ${line} was sent but intake never took it: after ${INTAKE_REDELIVERY_WAIT_MS / 1000} s of retries it is in the intake dead-letter queue, or still being retried`,
+      );
+    }
     outcomesByLine.push({ line, ...result });
   }
   return outcomesByLine.sort((a, b) => a.line - b.line);

@@ -5,7 +5,7 @@ import { loadAwsFaultsFile } from '#local/aws/aws-faults';
 import type { LocalEvent } from '#local/aws/events-standin';
 import { loadFaultsFile } from '#local/emulator/faults';
 import { loadStateFile } from '#local/emulator/state';
-import type { LineOutcome, LocalMode } from '#local/local-mode';
+import { type LineOutcome, type LocalMode, retriedThroughFaults } from '#local/local-mode';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import { timeZoneSchema } from '#shared/config';
 import { DataDirInUseError } from '#shared/errors';
@@ -70,7 +70,7 @@ export async function summarize(mode: LocalMode, outcomes: readonly LineOutcome[
     if (outcome.kind === 'quarantined' || outcome.kind === 'conflict' || listed.has(outcome.requestId))
       continue;
     listed.add(outcome.requestId);
-    const item = await mode.workflow.ledger.require(outcome.requestId);
+    const item = await retriedThroughFaults(() => mode.workflow.ledger.require(outcome.requestId));
     summary.requests.push(requestSummary(mode, item));
     const { status } = item;
     if (

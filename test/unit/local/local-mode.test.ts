@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { gateSettingsFor, startLocalMode } from '#local/local-mode';
+import { gateSettingsFor, retriedThroughFaults, startLocalMode } from '#local/local-mode';
 import { LATE_MS } from '#shared/platform-gate';
 
 describe('gateSettingsFor', () => {
@@ -63,5 +63,55 @@ describe('local mode gate', () => {
     } finally {
       await rm(dataDir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('retriedThroughFaults', () => {
+  const throttled = () =>
+    Object.assign(new Error('Rate of requests exceeds the allowed throughput.'), {
+      name: 'ThrottlingException',
+    });
+
+  it("tries local mode's own work again while AWS throttles it, and answers what it finally gives", async () => {
+    let calls = 0;
+    const slept: number[] = [];
+    const answer = await retriedThroughFaults(
+      async () => {
+        calls += 1;
+        if (calls < 4) throw throttled();
+        return 'read';
+      },
+      async (ms) => {
+        slept.push(ms);
+      },
+    );
+    expect(answer).toBe('read');
+    expect(calls).toBe(4);
+    expect(slept).toEqual([100, 200, 400]);
+  });
+
+  it('gives up after 10 throttled tries, and at once on an error that is not transient', async () => {
+    let calls = 0;
+    await expect(
+      retriedThroughFaults(
+        async () => {
+          calls += 1;
+          throw throttled();
+        },
+        async () => {},
+      ),
+    ).rejects.toThrow('Rate of requests exceeds');
+    expect(calls).toBe(10);
+    calls = 0;
+    await expect(
+      retriedThroughFaults(
+        async () => {
+          calls += 1;
+          throw new Error('the ledger item does not match the schema');
+        },
+        async () => {},
+      ),
+    ).rejects.toThrow('does not match');
+    expect(calls).toBe(1);
   });
 });
