@@ -65,8 +65,9 @@ describe('the data dir lock', () => {
   });
 
   it('takes over the lock of a process killed and not yet reaped by its parent (a zombie)', async () => {
-    // Prepare: `sleep 0` exits at once, and its parent, become `sleep 30` by exec, never reaps it.
-    const parent = spawn('bash', ['-c', 'sleep 0 & echo $!; exec sleep 30'], {
+    // Prepare: `sleep 1` exits a second later, when its parent has become `sleep 30` by exec, which
+    // never reaps it (bash would, had the child ended before the exec).
+    const parent = spawn('bash', ['-c', 'sleep 1 & echo $!; exec sleep 30'], {
       stdio: ['ignore', 'pipe', 'ignore'],
     });
     const zombie = await new Promise<number>((resolve) =>
@@ -74,8 +75,8 @@ describe('the data dir lock', () => {
     );
     try {
       const zombieState = async () => (await readFile(`/proc/${zombie}/stat`, 'utf8')).split(') ')[1]?.[0];
-      for (let tries = 0; tries < 50 && (await zombieState()) !== 'Z'; tries += 1)
-        await new Promise((r) => setTimeout(r, 20));
+      for (let tries = 0; tries < 100 && (await zombieState()) !== 'Z'; tries += 1)
+        await new Promise((r) => setTimeout(r, 50));
       expect(await zombieState()).toBe('Z');
       expect(() => process.kill(zombie, 0)).not.toThrow();
       const dataDir = join(workdir, 'zombie');
