@@ -98,7 +98,8 @@ export interface LocalMode {
   idle(): Promise<void>;
   /**
    * Polls the intake queue continuously, as Lambda's event source mapping does, and runs the
-   * reconciler every `reconcileSeconds`, as its schedule does in AWS; returns a stop function.
+   * reconciler every `reconcileSeconds` and the deadline sweep every `deadlineSweepMinutes`, as
+   * their schedules do in AWS; returns a stop function.
    */
   pollContinuously(onError: (error: unknown) => void): () => Promise<void>;
   /**
@@ -288,6 +289,8 @@ async function assembleLocalMode(
   // Requests left open by a killed run with no execution to finish them are resumed. Nothing else
   // runs yet, so no request needs a grace period.
   await retriedThroughFaults(() => reconcileNow(0));
+  // The deadline sweep's schedule, as in AWS: at start, then every deadlineSweepMinutes while serving.
+  await retriedThroughFaults(() => workflow.sweep());
 
   const outcomes = new Map<string, IntakeResult>();
   const intake = workflow.intakeWith(sfnStarter(sfn, shim.stateMachineArn), (message, result) =>
@@ -319,8 +322,13 @@ async function assembleLocalMode(
     pollContinuously: (onError) =>
       pollContinuously(
         poller,
-        () => reconcileNow(RECONCILE_GRACE_SECONDS),
-        options.reconcileSeconds,
+        [
+          {
+            every: (options.reconcileSeconds ?? 60) * 1000,
+            run: () => reconcileNow(RECONCILE_GRACE_SECONDS),
+          },
+          { every: workflow.sweepEveryMs, run: () => workflow.sweep() },
+        ],
         onError,
       ),
     async close() {
@@ -447,24 +455,24 @@ async function submitLines(
 }
 
 /**
- * Polls the intake queue until the returned function is called, with a reconciler pass every
- * `reconcileSeconds` (default 60); an error goes to `onError` and the loop goes on after a second.
+ * Polls the intake queue until the returned function is called, and runs each scheduled task (the
+ * reconciler, the deadline sweep) every `every` ms; an error goes to `onError` and the loop goes on
+ * after a second.
  */
 function pollContinuously(
   poller: SqsPoller,
-  reconcilePass: () => Promise<unknown>,
-  reconcileSeconds: number | undefined,
+  schedule: readonly { readonly every: number; readonly run: () => Promise<unknown> }[],
   onError: (error: unknown) => void,
 ): () => Promise<void> {
   let stopped = false;
-  let reconciledAt = Date.now();
-  const reconcileEvery = (reconcileSeconds ?? 60) * 1000;
+  const ranAt = schedule.map(() => Date.now());
   const loop = (async () => {
     while (!stopped) {
       try {
-        if (Date.now() - reconciledAt >= reconcileEvery) {
-          reconciledAt = Date.now();
-          await reconcilePass();
+        for (const [index, task] of schedule.entries()) {
+          if (Date.now() - (ranAt[index] ?? 0) < task.every) continue;
+          ranAt[index] = Date.now();
+          await task.run();
         }
         await poller.pollOnce(1);
       } catch (error) {

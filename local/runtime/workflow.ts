@@ -25,6 +25,8 @@ import type { StepDeps, StepLogger } from '#shared/step-deps';
 import { type AnyStep, makeStepHandler } from '#shared/step-handler';
 import type { ExecutionInput } from '#shared/step-io';
 import { PACKAGE_SETTINGS_ENV } from '../../lambdas/build-package/settings.ts';
+import type { DeadlineCounts } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
+import { makeDeadlineSweepHandler } from '../../lambdas/deadline-sweep/handler.ts';
 import { sqsQuarantine } from '../../lambdas/intake/aws.ts';
 import { type IntakeObserver, makeIntakeHandler } from '../../lambdas/intake/handler.ts';
 import type { IntakeDeps } from '../../lambdas/intake/intake.ts';
@@ -135,6 +137,13 @@ export interface LocalWorkflow {
   startExecution(name: string, input: ExecutionInput): Promise<'started' | 'already_exists'>;
   /** Puts a new value in a secret, as put-secret-value does; functions see it once their cache lapses or they refresh. */
   rotateSecret(name: SecretName, value: string): void;
+  /**
+   * The deadline sweep as its schedule runs it in AWS: the daily audit manifests not written yet,
+   * the retention pass, the deadline counts (logged: local mode has no CloudWatch).
+   */
+  sweep(): Promise<DeadlineCounts>;
+  /** How often the stack's schedule runs the sweep, ms (`deadlineSweepMinutes`). */
+  readonly sweepEveryMs: number;
   /** Every execution of the machine, the only record of them; the Step Functions shim serves it. */
   readonly executions: Registry;
   /** The Step Functions API over {@link executions}, on loopback. */
@@ -213,6 +222,17 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     return 'started' as const;
   };
   const intakeWith = intakeFactory(stepDeps, sqsQuarantine(sqs, queueUrls.quarantine), logger, env.TIME_ZONE);
+  const sweepSettings = sweepSettingsOf(template);
+  const sweepHandler = makeDeadlineSweepHandler(() => ({
+    ledger: stepDeps.ledger,
+    clock: () => new Date(),
+    dueSoonDays: sweepSettings.dueSoonDays,
+    // No CloudWatch here: the counts go to the log with the sweep's summary line.
+    publish: () => {},
+    logger,
+    manifests: { s3: auditS3, bucket: LOCAL_NAMES.auditBucket },
+    minimisation: { afterDays: sweepSettings.minimiseAfterDays, hmacKey: () => secrets.auditHmacKey() },
+  }));
   return {
     ledger: stepDeps.ledger,
     timeZone: env.TIME_ZONE,
@@ -230,6 +250,8 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     rotateSecret(name, value) {
       secrets.served[LOCAL_SECRET_IDS[name]] = value;
     },
+    sweep: () => runAsCaller(SWEEP_CALLER, () => sweepHandler()),
+    sweepEveryMs: sweepSettings.everyMinutes * 60_000,
     executions,
     shim,
     settled: () => executions.results(),
@@ -462,6 +484,58 @@ function packageSettingsOf(template: Record<string, unknown>): string | undefine
     return typeof settings === 'string' ? settings : undefined;
   }
   return undefined;
+}
+
+/** The function the call recorder names the deadline sweep's calls after, as the stack names it. */
+export const SWEEP_CALLER = 'DeadlineSweep';
+
+const sweepEnvSchema = z.looseObject({
+  DUE_SOON_DAYS: z.coerce.number().int().positive(),
+  MINIMISE_AFTER_DAYS: z.coerce.number().int().positive(),
+});
+const ruleSchema = z.looseObject({
+  Type: z.literal('AWS::Events::Rule'),
+  Properties: z.looseObject({
+    ScheduleExpression: z.string().optional(),
+    Targets: z.array(z.looseObject({ Arn: z.unknown() })).optional(),
+  }),
+});
+
+/**
+ * The deadline sweep's settings in the synthesized stack: its function's DUE_SOON_DAYS and
+ * MINIMISE_AFTER_DAYS, and the rate of the schedule that invokes it, so local mode sweeps as the
+ * deployed stack would.
+ */
+export function sweepSettingsOf(template: Record<string, unknown>): {
+  dueSoonDays: number;
+  minimiseAfterDays: number;
+  everyMinutes: number;
+} {
+  const resources = z.record(z.string(), z.unknown()).parse(template.Resources ?? {});
+  for (const [logicalId, resource] of Object.entries(resources)) {
+    const parsed = functionResourceSchema.safeParse(resource);
+    const env = sweepEnvSchema.safeParse(
+      parsed.success ? parsed.data.Properties.Environment?.Variables : undefined,
+    );
+    if (!env.success) continue;
+    for (const candidate of Object.values(resources)) {
+      const rule = ruleSchema.safeParse(candidate);
+      if (!rule.success) continue;
+      const targetsSweep = (rule.data.Properties.Targets ?? []).some((target) =>
+        JSON.stringify(target.Arn).includes(`"${logicalId}"`),
+      );
+      const rate = /^rate\((\d+) (minute|hour|day)s?\)$/.exec(rule.data.Properties.ScheduleExpression ?? '');
+      if (targetsSweep && rate?.[1] !== undefined && rate[2] !== undefined) {
+        const unitMinutes = rate[2] === 'day' ? 1440 : rate[2] === 'hour' ? 60 : 1;
+        return {
+          dueSoonDays: env.data.DUE_SOON_DAYS,
+          minimiseAfterDays: env.data.MINIMISE_AFTER_DAYS,
+          everyMinutes: Number(rate[1]) * unitMinutes,
+        };
+      }
+    }
+  }
+  throw new ConfigurationError('the template has no deadline sweep function with a rate schedule');
 }
 
 /** Logical id of each step's Lambda in the template, found by the DSR_STEP variable it carries. */

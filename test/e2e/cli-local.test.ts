@@ -216,8 +216,6 @@ describe('the CLI against a serving local mode', () => {
       ...target(),
     ]);
     expect(denied.code).toBe(1);
-    expect(denied.stderr).toContain(
-      'is completed; only received, running or failed requests can be denied',
-    );
+    expect(denied.stderr).toContain('is completed; only received, running or failed requests can be denied');
   }, 60_000);
 });

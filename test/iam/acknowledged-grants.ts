@@ -52,7 +52,7 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
     action: 'secretsmanager:GetSecretValue',
     resource: /:secret:.*AuditKeySecret/,
     reason:
-      'In Lambda the retention pass reads the audit HMAC key (the key of the ledger hashes) when a request is due; local mode runs no sweep Lambda, and its scenario hands the pass the local key',
+      'In Lambda the retention pass reads the audit HMAC key (the key of the ledger hashes) when a request is due; local mode sweeps at start, when no request of a fresh data dir is due, and its scenario hands the pass the local key',
   },
   ...[...STEPS, 'Intake', 'Reconciler'].flatMap((role) =>
     ['s3:GetObject', 's3:ListBucket'].map((action) => ({

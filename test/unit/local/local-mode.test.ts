@@ -1,8 +1,10 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { describe, expect, it } from 'vitest';
 import { gateSettingsFor, retriedThroughFaults, startLocalMode } from '#local/local-mode';
+import { LOCAL_NAMES } from '#local/runtime/workflow';
 import { LATE_MS } from '#shared/platform-gate';
 
 describe('gateSettingsFor', () => {
@@ -113,5 +115,27 @@ describe('retriedThroughFaults', () => {
       ),
     ).rejects.toThrow('does not match');
     expect(calls).toBe(1);
+  });
+});
+
+describe('local mode deadline sweep', () => {
+  it('sweeps at start as the schedule does in AWS: the daily manifest of the day before is written', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'local-sweep-'));
+    try {
+      // Act
+      const mode = await startLocalMode({ dataDir, logSink: () => {} });
+      const listed = await mode.workflow.s3.send(
+        new ListObjectsV2Command({ Bucket: LOCAL_NAMES.auditBucket, Prefix: 'manifests/' }),
+      );
+      const { sweepEveryMs } = mode.workflow;
+      await mode.close();
+
+      // Assess: the stack's schedule (deadlineSweepMinutes, 60 by default), and yesterday's manifest.
+      const yesterday = new Date(Date.now() - 24 * 3600 * 1000).toISOString().slice(0, 10);
+      expect(sweepEveryMs).toBe(60 * 60_000);
+      expect((listed.Contents ?? []).map((object) => object.Key)).toEqual([`manifests/${yesterday}.json`]);
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 });
