@@ -29,7 +29,7 @@ import { type FaultProfile, type RateLimit, resolvedFaultsSchema } from './emula
 import type { RunningEmulator } from './emulator/server.ts';
 import { type EmulatorState, loadStateFile } from './emulator/state.ts';
 import { writeLocalEndpoints } from './endpoints.ts';
-import { SqsPoller } from './runtime/event-source.ts';
+import { pollWithSchedule, SqsPoller } from './runtime/event-source.ts';
 import { startLocalStatusEvents } from './runtime/status-events.ts';
 import { jsonLogger, LOCAL_NAMES, type LocalWorkflow, startLocalWorkflow } from './runtime/workflow.ts';
 import { collectGarbage, type LocalServices, startLocalServices } from './threads/services-thread.ts';
@@ -320,7 +320,7 @@ async function assembleLocalMode(
     reconcile: (reconcileOptions) =>
       reconcileNow(reconcileOptions?.graceSeconds ?? RECONCILE_GRACE_SECONDS, reconcileOptions?.maxResumes),
     pollContinuously: (onError) =>
-      pollContinuously(
+      pollWithSchedule(
         poller,
         [
           {
@@ -452,39 +452,6 @@ async function submitLines(
     outcomesByLine.push({ line, ...result });
   }
   return outcomesByLine.sort((a, b) => a.line - b.line);
-}
-
-/**
- * Polls the intake queue until the returned function is called, and runs each scheduled task (the
- * reconciler, the deadline sweep) every `every` ms; an error goes to `onError` and the loop goes on
- * after a second.
- */
-function pollContinuously(
-  poller: SqsPoller,
-  schedule: readonly { readonly every: number; readonly run: () => Promise<unknown> }[],
-  onError: (error: unknown) => void,
-): () => Promise<void> {
-  let stopped = false;
-  const ranAt = schedule.map(() => Date.now());
-  const loop = (async () => {
-    while (!stopped) {
-      try {
-        for (const [index, task] of schedule.entries()) {
-          if (Date.now() - (ranAt[index] ?? 0) < task.every) continue;
-          ranAt[index] = Date.now();
-          await task.run();
-        }
-        await poller.pollOnce(1);
-      } catch (error) {
-        onError(error);
-        await new Promise((resolveDelay) => setTimeout(resolveDelay, 1000));
-      }
-    }
-  })();
-  return async () => {
-    stopped = true;
-    await loop;
-  };
 }
 
 function sfnClient(endpoint: string, aws: AwsStandIns): SFNClient {

@@ -78,3 +78,36 @@ export class SqsPoller {
     return total;
   }
 }
+
+/**
+ * Polls the intake queue until the returned function is called, and runs each scheduled task (the
+ * reconciler, the deadline sweep) every `every` ms; an error goes to `onError` and the loop goes on
+ * after a second.
+ */
+export function pollWithSchedule(
+  poller: SqsPoller,
+  schedule: readonly { readonly every: number; readonly run: () => Promise<unknown> }[],
+  onError: (error: unknown) => void,
+): () => Promise<void> {
+  let stopped = false;
+  const ranAt = schedule.map(() => Date.now());
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        for (const [index, task] of schedule.entries()) {
+          if (Date.now() - (ranAt[index] ?? 0) < task.every) continue;
+          ranAt[index] = Date.now();
+          await task.run();
+        }
+        await poller.pollOnce(1);
+      } catch (error) {
+        onError(error);
+        await new Promise((resolveDelay) => setTimeout(resolveDelay, 1000));
+      }
+    }
+  })();
+  return async () => {
+    stopped = true;
+    await loop;
+  };
+}

@@ -5,11 +5,9 @@ import { CreateBucketCommand, PutBucketVersioningCommand, S3Client } from '@aws-
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { z } from 'zod';
 import type { AuditTrail } from '#shared/audit';
 import { CALLERS, runAsCaller } from '#shared/call-recorder';
 import { stepEnvSchema } from '#shared/config';
-import { ConfigurationError } from '#shared/errors';
 import { ExportWaiters } from '#shared/export-waiters';
 import type { Ledger } from '#shared/ledger';
 import type { PlatformGate } from '#shared/platform-gate';
@@ -24,7 +22,6 @@ import {
 import type { StepDeps, StepLogger } from '#shared/step-deps';
 import { type AnyStep, makeStepHandler } from '#shared/step-handler';
 import type { ExecutionInput } from '#shared/step-io';
-import { PACKAGE_SETTINGS_ENV } from '../../lambdas/build-package/settings.ts';
 import type { DeadlineCounts } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { makeDeadlineSweepHandler } from '../../lambdas/deadline-sweep/handler.ts';
 import { sqsQuarantine } from '../../lambdas/intake/aws.ts';
@@ -45,6 +42,7 @@ import {
   type LocalLambda,
   LocalStateMachine,
 } from './sfn-runner.ts';
+import { packageSettingsOf, SWEEP_CALLER, stepFunctionIds, sweepSettingsOf } from './template-settings.ts';
 
 /** Where the platform (usually the emulator) is and the tokens it accepts. */
 export interface PlatformEndpoint {
@@ -461,104 +459,4 @@ export function jsonLogger(sink: (line: string) => void, keys: Record<string, un
     debug: log('DEBUG'),
     child: (more) => jsonLogger(sink, { ...keys, ...more }),
   };
-}
-
-const functionResourceSchema = z.looseObject({
-  Type: z.literal('AWS::Lambda::Function'),
-  Properties: z.looseObject({
-    Environment: z.looseObject({ Variables: z.record(z.string(), z.unknown()) }).optional(),
-  }),
-});
-
-/**
- * The subject package settings the stack gives BuildPackage (the controller, the Art. 15(1) texts,
- * from cdk.json), so local mode's packages say what the deployed stack's would.
- */
-function packageSettingsOf(template: Record<string, unknown>): string | undefined {
-  const resources = z.record(z.string(), z.unknown()).parse(template.Resources ?? {});
-  for (const resource of Object.values(resources)) {
-    const parsed = functionResourceSchema.safeParse(resource);
-    const variables = parsed.success ? parsed.data.Properties.Environment?.Variables : undefined;
-    if (variables?.DSR_STEP !== 'BuildPackage') continue;
-    const settings = variables[PACKAGE_SETTINGS_ENV];
-    return typeof settings === 'string' ? settings : undefined;
-  }
-  return undefined;
-}
-
-/** The function the call recorder names the deadline sweep's calls after, as the stack names it. */
-export const SWEEP_CALLER = 'DeadlineSweep';
-
-const sweepEnvSchema = z.looseObject({
-  DUE_SOON_DAYS: z.coerce.number().int().positive(),
-  MINIMISE_AFTER_DAYS: z.coerce.number().int().positive(),
-});
-const ruleSchema = z.looseObject({
-  Type: z.literal('AWS::Events::Rule'),
-  Properties: z.looseObject({
-    ScheduleExpression: z.string().optional(),
-    Targets: z.array(z.looseObject({ Arn: z.unknown() })).optional(),
-  }),
-});
-
-/**
- * The deadline sweep's settings in the synthesized stack: its function's DUE_SOON_DAYS and
- * MINIMISE_AFTER_DAYS, and the rate of the schedule that invokes it, so local mode sweeps as the
- * deployed stack would.
- */
-export function sweepSettingsOf(template: Record<string, unknown>): {
-  dueSoonDays: number;
-  minimiseAfterDays: number;
-  everyMinutes: number;
-} {
-  const resources = z.record(z.string(), z.unknown()).parse(template.Resources ?? {});
-  for (const [logicalId, resource] of Object.entries(resources)) {
-    const parsed = functionResourceSchema.safeParse(resource);
-    const env = sweepEnvSchema.safeParse(
-      parsed.success ? parsed.data.Properties.Environment?.Variables : undefined,
-    );
-    if (!env.success) continue;
-    for (const candidate of Object.values(resources)) {
-      const rule = ruleSchema.safeParse(candidate);
-      if (!rule.success) continue;
-      const targetsSweep = (rule.data.Properties.Targets ?? []).some((target) =>
-        JSON.stringify(target.Arn).includes(`"${logicalId}"`),
-      );
-      const rate = /^rate\((\d+) (minute|hour|day)s?\)$/.exec(rule.data.Properties.ScheduleExpression ?? '');
-      if (targetsSweep && rate?.[1] !== undefined && rate[2] !== undefined) {
-        const unitMinutes = rate[2] === 'day' ? 1440 : rate[2] === 'hour' ? 60 : 1;
-        return {
-          dueSoonDays: env.data.DUE_SOON_DAYS,
-          minimiseAfterDays: env.data.MINIMISE_AFTER_DAYS,
-          everyMinutes: Number(rate[1]) * unitMinutes,
-        };
-      }
-    }
-  }
-  throw new ConfigurationError('the template has no deadline sweep function with a rate schedule');
-}
-
-/** Logical id of each step's Lambda in the template, found by the DSR_STEP variable it carries. */
-function stepFunctionIds(template: Record<string, unknown>): Record<StepName, string> {
-  const resources = z.record(z.string(), z.unknown()).parse(template.Resources ?? {});
-  const found: Partial<Record<StepName, string>> = {};
-  for (const [logicalId, resource] of Object.entries(resources)) {
-    const parsed = functionResourceSchema.safeParse(resource);
-    const step = parsed.success ? parsed.data.Properties.Environment?.Variables.DSR_STEP : undefined;
-    if (typeof step === 'string' && isStepName(step)) found[step] = logicalId;
-  }
-  const ids = {} as Record<StepName, string>;
-  const missing: string[] = [];
-  for (const step of Object.keys(STEPS).filter(isStepName)) {
-    const id = found[step];
-    if (id === undefined) missing.push(step);
-    else ids[step] = id;
-  }
-  if (missing.length > 0)
-    throw new ConfigurationError(`the template has no Lambda for step(s) ${missing.join(', ')}`);
-  return ids;
-}
-
-function isStepName(name: string): name is StepName {
-  return Object.hasOwn(STEPS, name);
 }
