@@ -179,7 +179,8 @@ export async function runLocal(
   // The submitted requests that have ended, as their status events say, for the progress line.
   const watched = new Set(lines === undefined ? [] : requestIdsOf(lines));
   const ended = new Set<string>();
-  let serving = false;
+  // Without requests to follow, the changes of executions a restart resumed are shown once serving.
+  const changes = heldUntilReady(people, lines === undefined);
   const onEvent = (event: LocalEvent) => {
     const change = statusChangedDetailSchema.safeParse(event.detail);
     if (!change.success) return;
@@ -189,7 +190,7 @@ export async function runLocal(
     // Every status event as the bus receives it (all are in <data-dir>/events/): JSON for scripts,
     // otherwise one line per change for people, without the request id (`list` shows those).
     if (flags.json) process.stdout.write(`event ${JSON.stringify(event)}\n`);
-    else if (serving) people(`svc-dsr local: ${stateChangeLine(change.data)}\n`);
+    else changes.line(`svc-dsr local: ${stateChangeLine(change.data)}\n`);
   };
   // Loaded on use: it synthesizes the stack, which every other command can do without.
   const { startLocalMode } = await import('#local/local-mode');
@@ -237,10 +238,10 @@ export async function runLocal(
           `svc-dsr local: polling the intake queue failed: ${error instanceof Error ? error.message : String(error)}\n`,
         ),
       );
-      serving = true;
       people(
         `serving: other commands reach it with --target local --data-dir ${mode.dataDir} (ready in ${formatSeconds((Date.now() - startedAt) / 1000)}; Ctrl-C stops it)\n`,
       );
+      changes.ready();
       await untilStopped();
       await stopPolling();
     }
@@ -277,6 +278,29 @@ function settledLines(outcomes: readonly LineOutcome[], summary: LocalSummary): 
       !hasExecution(outcome) ||
       (outcome.kind !== 'quarantined' && TERMINAL.has(statuses.get(outcome.requestId) ?? '')),
   ).length;
+}
+
+/**
+ * Lines for people that must come after the "serving:" line: held until `ready`, then written in
+ * order, and written at once from then on. `keepEarly` false drops the early ones instead (a run
+ * with requests shows its progress and summary for those).
+ */
+export function heldUntilReady(
+  write: (text: string) => void,
+  keepEarly: boolean,
+): { line(text: string): void; ready(): void } {
+  let held: string[] | undefined = [];
+  return {
+    line(text) {
+      if (held === undefined) write(text);
+      else if (keepEarly) held.push(text);
+    },
+    ready() {
+      const early = held ?? [];
+      held = undefined;
+      for (const text of early) write(text);
+    },
+  };
 }
 
 /** One status change as a person reads it, with no identifier: "12:00:01 access/gdpr request: running -> completed (exported)". */
