@@ -303,15 +303,15 @@ async function readCandidates(
   const text = await readRequestsText('--file', options.file);
   const format = named ?? sniffFormat(text);
   const file = options.file === '-' ? 'standard input' : options.file;
-  return {
-    source: format,
-    candidates:
-      format === 'csv'
-        ? csvCandidates(text, file)
-        : format === 'json'
-          ? jsonCandidates(text, file)
-          : jsonlCandidates(text, file),
-  };
+  const candidates =
+    format === 'csv'
+      ? csvCandidates(text, file)
+      : format === 'json'
+        ? jsonCandidates(text, file)
+        : jsonlCandidates(text, file);
+  // A file with nothing to submit is a mistake (the wrong file, an export cut short), whatever its format.
+  if (candidates.length === 0) throw new CliError(`--file: ${file} holds no requests; check the file`);
+  return { source: format, candidates };
 }
 
 /** The format the flags or the extension name; undefined for `-` without --format (see sniffFormat). */

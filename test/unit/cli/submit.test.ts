@@ -133,6 +133,24 @@ describe('runSubmit with a JSONL file', () => {
     expect(io.stdout()).toContain('dry run: 1 valid, 1 bad line of 2; nothing was sent');
   });
 
+  it.each([
+    ['an empty JSONL file', 'empty.jsonl', ['']],
+    [
+      'a CSV file with its header only',
+      'header.csv',
+      ['request_id,type,regulation,primary_key,received_at,verification_method,verified_by,verified_at'],
+    ],
+    ['an empty JSON array', 'none.json', ['[]']],
+  ])('refuses %s with exit 2: it holds no requests', async (_label, name, lines) => {
+    const path = await file(name, lines);
+    const connected = target();
+    await expect(runSubmit({ file: path }, collectingIo(), connected.connect)).rejects.toMatchObject({
+      exitCode: 2,
+      message: `--file: ${path} holds no requests; check the file`,
+    });
+    expect(connected.calls()).toBe(0);
+  });
+
   it('exits 0 on a dry run of a file with no bad line', async () => {
     const path = await file('clean.jsonl', [JSON.stringify(request())]);
     const { exitCode } = await runSubmit({ file: path, dryRun: true }, collectingIo(), target().connect);
