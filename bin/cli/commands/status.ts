@@ -80,6 +80,11 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
     const open = isOwed(item.status);
     add('due', `${item.due_at}${open ? ` (${describeDue(item.due_at, now)})` : ''}`);
   }
+  // Received after its deadline had already passed: a mistyped received_at, or a request found late.
+  add(
+    'overdue',
+    item.overdue_at_intake === true ? 'at intake: its deadline had passed when it was received' : undefined,
+  );
   add('extended', item.extended ? `yes: ${item.extension_reason ?? 'no reason recorded'}` : undefined);
   add('may extend to', item.extended ? undefined : item.extension_limit_at);
   add('confirm by', item.confirm_by ?? undefined);

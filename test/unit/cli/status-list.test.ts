@@ -97,6 +97,15 @@ describe('runStatus', () => {
     );
   });
 
+  it('says a request was overdue at intake, in the text as in --json', async () => {
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(ledgerRecord({ received_at: '2020-01-01T00:00:00Z', overdue_at_intake: true })),
+    });
+    const text = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID }, text);
+    expect(text.stdout()).toMatch(/overdue\s+at intake: its deadline had passed when it was received/);
+  });
+
   it('prints the ledger item as JSON without primary_key and svc_user_id', async () => {
     ledgerMock
       .on(GetItemCommand)
