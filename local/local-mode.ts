@@ -31,7 +31,13 @@ import { type EmulatorState, loadStateFile } from './emulator/state.ts';
 import { writeLocalEndpoints } from './endpoints.ts';
 import { pollWithSchedule, SqsPoller } from './runtime/event-source.ts';
 import { startLocalStatusEvents } from './runtime/status-events.ts';
-import { jsonLogger, LOCAL_NAMES, type LocalWorkflow, startLocalWorkflow } from './runtime/workflow.ts';
+import {
+  INTAKE_QUEUE,
+  jsonLogger,
+  LOCAL_NAMES,
+  type LocalWorkflow,
+  startLocalWorkflow,
+} from './runtime/workflow.ts';
 import { collectGarbage, type LocalServices, startLocalServices } from './threads/services-thread.ts';
 import { synthesizeTemplateOnThread } from './threads/template-thread.ts';
 
@@ -393,11 +399,8 @@ async function publishEndpoints(
   });
 }
 
-/**
- * How long a submission waits for intake to take messages it failed on before: the intake queue's
- * visibility timeout (30 s) times the receives before its dead-letter queue (5), and a margin.
- */
-const INTAKE_REDELIVERY_WAIT_MS = (30 * 5 + 10) * 1000;
+/** How long a submission waits for intake's redeliveries: every receive before the dead-letter queue. */
+const INTAKE_REDELIVERY_WAIT_MS = (INTAKE_QUEUE.visibilitySeconds * INTAKE_QUEUE.maxReceives + 10) * 1000;
 
 /**
  * Sends the lines to the intake queue in batches of ten, as `svc-dsr submit` would, lets intake take

@@ -86,6 +86,9 @@ export interface LocalWorkflowOptions {
   readonly dynamoIntegration?: (real: LocalIntegration) => LocalIntegration;
 }
 
+/** The intake queue's visibility timeout and the receives before its dead-letter queue. */
+export const INTAKE_QUEUE = { visibilitySeconds: 30, maxReceives: 5 } as const;
+
 /** The local ids of the secrets, as the stack's secret ARNs in AWS. */
 export const LOCAL_SECRET_IDS: Readonly<Record<SecretName, string>> = {
   ssoAccessToken: 'svc-dsr/sso-access-token',
@@ -422,8 +425,8 @@ async function createQueues(sqs: SQSClient) {
   const dlqArn = Attributes?.QueueArn;
   if (dlqArn === undefined) throw new Error('the local SQS did not return the dead-letter queue ARN');
   const intake = await create(LOCAL_NAMES.intakeQueue, {
-    VisibilityTimeout: '30',
-    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount: 5 }),
+    VisibilityTimeout: String(INTAKE_QUEUE.visibilitySeconds),
+    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount: INTAKE_QUEUE.maxReceives }),
   });
   const quarantine = await create(LOCAL_NAMES.quarantineQueue);
   const exportWaiters = await create(LOCAL_NAMES.exportWaitersQueue, { MessageRetentionPeriod: '7200' });

@@ -699,12 +699,9 @@ export class Ledger {
       );
       for (const raw of page.Items ?? []) {
         const plain = unmarshall(raw);
-        if (filter.onInvalid === undefined) {
-          yield parseItem(plain);
-          continue;
-        }
         const parsed = ledgerItemSchema.safeParse(plain);
         if (parsed.success) yield parsed.data;
+        else if (filter.onInvalid === undefined) throw invalidItem(parsed.error);
         else {
           const requestId = typeof plain.request_id === 'string' ? plain.request_id : undefined;
           filter.onInvalid({ requestId, problem: schemaProblem(parsed.error) });
@@ -908,9 +905,12 @@ function byDueDate(a: OpenRequest, b: OpenRequest): number {
 
 function parseItem(raw: Record<string, unknown>): LedgerItem {
   const parsed = ledgerItemSchema.safeParse(raw);
-  if (!parsed.success)
-    throw new LedgerStateError(`a ledger item does not match the schema (${schemaProblem(parsed.error)})`);
+  if (!parsed.success) throw invalidItem(parsed.error);
   return parsed.data;
+}
+
+function invalidItem(error: z.ZodError): LedgerStateError {
+  return new LedgerStateError(`a ledger item does not match the schema (${schemaProblem(error)})`);
 }
 
 /** The fields a schema refused, by path: never their values, which may name a person. */
