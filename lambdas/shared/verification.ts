@@ -215,10 +215,23 @@ export function unknownMethodError(policy: VerificationPolicy, method: string): 
   if (Object.hasOwn(policy.methods, canonical) || saysNotVerified(method)) return undefined;
   const known = `this stack knows ${knownMethods(policy).join(', ')} (stack config "verification", docs/deploy.md)`;
   const foreign = firstNonAscii(canonical);
-  if (foreign !== undefined) {
-    return `verification.method: holds ${foreign}, which is invisible or only looks like a Latin letter or "-", so it matches no method; write the method in plain ASCII: ${known}`;
-  }
+  if (foreign !== undefined) return `${unlistableMessage(foreign)}: ${known}`;
   return `verification.method: not a method this stack knows: ${known}`;
+}
+
+function unlistableMessage(foreign: string): string {
+  return `verification.method: holds ${foreign}, which is invisible or only looks like a Latin letter or "-", so it matches no method; write the method in plain ASCII`;
+}
+
+/**
+ * The field error of a method that no stack's list can name, whatever it holds: one with an
+ * invisible or look-alike character (names are plain ASCII), unless it spells "not verified",
+ * which intake denies. Undefined for any other method. The CLI checks this before sending.
+ */
+export function unlistableMethodError(method: string): string | undefined {
+  if (saysNotVerified(method)) return undefined;
+  const foreign = firstNonAscii(canonicalMethod(method));
+  return foreign === undefined ? undefined : unlistableMessage(foreign);
 }
 
 /** Why a valid request with a known (or "not verified") method is denied. */
