@@ -372,6 +372,18 @@ describe('intakeMessage verification gate', () => {
     });
   });
 
+  it('judges the method beside an unknown field of verification', async () => {
+    const requestId = randomUUID();
+    const body = message(requestId, 'pending').replace('"verified_by"', '"checked":true,"verified_by"');
+
+    await intakeMessage(body, deps);
+
+    expect((await ledger.require(requestId)).rejection_errors).toEqual([
+      expect.stringMatching(/^verification: unknown field\(s\) "checked"/),
+      expect.stringMatching(/^verification\.method: not a method this stack knows/),
+    ]);
+  });
+
   it('judges the method of an invalid request only when the schema found nothing wrong with it', async () => {
     const requestId = randomUUID();
     const body = message(requestId, 'jane@example.com').replace('"regulation":"gdpr"', '"regulation":"lgpd"');
