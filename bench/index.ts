@@ -369,7 +369,11 @@ async function transitions() {
             regulation: 'gdpr',
             primary_key: key,
             received_at: new Date().toISOString(),
-            verification: { method: 'bench', verified_by: 'bench', verified_at: new Date().toISOString() },
+            verification: {
+              method: 'email_link',
+              verified_by: 'bench',
+              verified_at: new Date().toISOString(),
+            },
           }),
         }),
       );

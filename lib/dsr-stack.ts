@@ -39,6 +39,7 @@ import {
 import { INTAKE_METRICS, metricDimensions } from '../lambdas/shared/metrics.ts';
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
+import { VERIFICATION_POLICY_ENV } from '../lambdas/shared/verification.ts';
 import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
 import {
   CONFIG_CONTEXT_KEY,
@@ -475,11 +476,8 @@ export class DsrStack extends Stack {
       .bindSecret('auditHmacKey', this.secrets.auditHmacKey, secretKey)
       .bindQueue(this.quarantineQueue, 'send', 'QUARANTINE_QUEUE_URL')
       .bindStateMachine(this.workflow.stateMachine, 'start', this.key);
-    // The verification gate: a request whose method is not accepted for its type is denied.
-    intake.function.addEnvironment(
-      'ACCEPTED_VERIFICATION_METHODS',
-      JSON.stringify(config.acceptedVerificationMethods),
-    );
+    // The verification gate: the closed list of methods, the types each is accepted for, the maximum age.
+    intake.function.addEnvironment(VERIFICATION_POLICY_ENV, JSON.stringify(config.verification));
     intake.function.addEventSource(
       new SqsEventSource(this.intakeQueue, {
         batchSize: 10,

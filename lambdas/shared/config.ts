@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DEFAULT_TIME_ZONE, isTimeZone } from './deadlines.ts';
 import { DEFAULTS } from './defaults.ts';
 import { ConfigurationError } from './errors.ts';
-import { verificationPolicyEnvSchema } from './verification.ts';
+import { VERIFICATION_POLICY_ENV, verificationPolicyEnvSchema } from './verification.ts';
 
 const csv = z
   .string()
@@ -117,8 +117,8 @@ export const intakeEnvSchema = z.object({
   METRICS_NAMESPACE: z.string().min(1).default('svc-dsr'),
   /** The `Stack` dimension of intake's metrics, as the deadline sweep's. */
   METRICS_STACK: z.string().min(1),
-  /** The verification methods accepted per request type (JSON); unset: every method but "none". */
-  ACCEPTED_VERIFICATION_METHODS: verificationPolicyEnvSchema,
+  /** The verification gate (JSON, stack config `verification`): the known methods and the maximum age. */
+  [VERIFICATION_POLICY_ENV]: verificationPolicyEnvSchema,
 });
 export type IntakeEnv = z.infer<typeof intakeEnvSchema>;
 
