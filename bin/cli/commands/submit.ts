@@ -77,6 +77,13 @@ export type SubmitTarget = Pick<CliContext, 'sqs' | 'names'> & {
 /** How many ledger reads run at once when checking a file against the ledger. */
 const PARALLEL_READS = 8;
 
+/**
+ * The longest JSONL line read: SQS's message size limit. A request is at most MAX_REQUEST_BYTES as
+ * the message sent, but its line may hold white space and escapes the message drops, so a line up
+ * to the queue's own limit is read and judged; a longer one is refused unread.
+ */
+export const MAX_LINE_BYTES = 256 * 1024;
+
 const BATCH_SIZE = 10;
 const PARALLEL_BATCHES = 4;
 const DEFAULT_PROGRESS_EVERY = 1000;
@@ -395,6 +402,14 @@ function jsonlCandidates(text: string, file: string): Candidate[] {
   const candidates: Candidate[] = [];
   for (const { line, body } of jsonLines(text)) {
     if (body.trim() === '') continue;
+    const bytes = Buffer.byteLength(body, 'utf8');
+    if (bytes > MAX_LINE_BYTES) {
+      candidates.push({
+        line,
+        problem: `is ${bytes} bytes; a line may hold at most ${MAX_LINE_BYTES} (the queue's message size limit), and a request at most ${MAX_REQUEST_BYTES} as a message: not read`,
+      });
+      continue;
+    }
     // The strict reader refuses a repeated key (JSON.parse would keep the last one silently) and
     // never quotes the line, which may hold a primary_key.
     const read = parseStrictJson(body);
@@ -758,7 +773,8 @@ errors and never sent; the valid ones are sent in batches of 10. In a CSV file t
 request's field names, the verification fields written verification.method, verification.verified_by,
 verification.verified_at (or verification_method, verified_by, verified_at); an empty cell is an
 absent field. Every line of a file needs its own request_id (the idempotency key), so submitting a
-file twice is safe. The request ids sent are printed on stdout, one per line.
+file twice is safe. A JSONL line longer than 256 KiB (the queue's message size limit) is refused
+unread, as a bad line. The request ids sent are printed on stdout, one per line.
 
 Before sending, each request is looked up in the ledger: one already there with the same content is
 reported and sent again (a duplicate changes nothing); one there with other content under the same
