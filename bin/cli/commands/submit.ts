@@ -13,8 +13,8 @@ import {
   fingerprint,
   formatIssues,
   MAX_REQUEST_BYTES,
-  requestIdSchema,
   safeParseRequest,
+  submittedRequestIdSchema,
 } from '#shared/request';
 import { parseStrictJson } from '#shared/strict-json';
 import { type CliIo, type CommandResult, processIo, writeJson } from '../format.ts';
@@ -537,7 +537,7 @@ function checkCandidate(candidate: Candidate): Checked {
     return { requestId: null, errors: ['must be a JSON object with the request fields'] };
   }
   const parsed = safeParseRequest(value);
-  const requestId = 'request_id' in value ? requestIdSchema.safeParse(value.request_id) : undefined;
+  const requestId = 'request_id' in value ? submittedRequestIdSchema.safeParse(value.request_id) : undefined;
   const id = requestId?.success ? requestId.data : null;
   if (!parsed.success) return { requestId: id, errors: formatIssues(parsed.error.issues) };
   const body = JSON.stringify(parsed.data);
