@@ -74,11 +74,14 @@ export async function acquireDataDirLock(
   // One restore at a time: a deletion can raise several change notices.
   let restoring: Promise<LockRestoreOutcome> = Promise.resolve('held');
   const restore = () => {
-    restoring = restoring.then(async () => {
-      if (released) return 'held';
-      if ((await readFile(path, 'utf8').catch(() => undefined)) === text) return 'held';
-      return (await claim(path, text)) === undefined ? 'restored' : 'lost';
-    });
+    // A restore that failed (the dir itself removed) does not stop the next one.
+    restoring = restoring
+      .catch(() => 'held' as const)
+      .then(async () => {
+        if (released) return 'held';
+        if ((await readFile(path, 'utf8').catch(() => undefined)) === text) return 'held';
+        return (await claim(path, text)) === undefined ? 'restored' : 'lost';
+      });
     return restoring;
   };
   const report =
