@@ -8,8 +8,11 @@
  *
  * The lock is created with a hard link, which fails when the file exists, so two processes that
  * race for it cannot both win. A lock whose process has died (a kill) is stale and is taken over.
+ * While the lock is held, its file is watched: deleted (by hand, or by a clean-up that swept the
+ * dir), it is put back at once, so a second local mode is still refused.
  */
-import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import { link, mkdir, readdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
@@ -26,53 +29,131 @@ const ownerSchema = z.object({
 /** Who holds a data dir. */
 export type DataDirOwner = z.infer<typeof ownerSchema>;
 
+/**
+ * What putting a held lock's file back came to: it was still there (`held`), it is back
+ * (`restored`), or another live process took the dir meanwhile (`lost`).
+ */
+export type LockRestoreOutcome = 'held' | 'restored' | 'lost';
+
 /** A held lock; `release()` removes it if it is still this process's. */
 export interface DataDirLock {
   readonly dataDir: string;
   readonly owner: DataDirOwner;
+  /** Puts the lock's file back if it is gone; the watcher calls it when the file is deleted. */
+  restore(): Promise<LockRestoreOutcome>;
   release(): Promise<void>;
+}
+
+/** Options of acquireDataDirLock. */
+export interface DataDirLockOptions {
+  /**
+   * Told of each restore the watcher made (`restored`, `lost`). @default a line on stderr for `lost`
+   */
+  readonly onRestore?: (outcome: LockRestoreOutcome) => void;
 }
 
 /**
  * Takes the lock of `dataDir` (created if missing) for this process, running `command`. Throws
- * DataDirInUseError naming the holder when a live process holds it; takes over a stale one.
+ * DataDirInUseError naming the holder when a live process holds it; takes over a stale one. The
+ * lock's file is put back whenever it is deleted while the lock is held.
  */
-export async function acquireDataDirLock(dataDirPath: string, command: string): Promise<DataDirLock> {
+export async function acquireDataDirLock(
+  dataDirPath: string,
+  command: string,
+  options: DataDirLockOptions = {},
+): Promise<DataDirLock> {
   const dataDir = resolve(dataDirPath);
   await mkdir(dataDir, { recursive: true });
   const path = join(dataDir, LOCK_FILE);
   const owner: DataDirOwner = { pid: process.pid, command, started_at: new Date().toISOString() };
   const text = `${JSON.stringify(owner)}\n`;
-  const draft = `${path}.${process.pid}.${Date.now()}`;
+  const holder = await claim(path, text);
+  if (holder !== undefined) throw inUse(dataDir, holder);
+
+  let released = false;
+  // One restore at a time: a deletion can raise several change notices.
+  let restoring: Promise<LockRestoreOutcome> = Promise.resolve('held');
+  const restore = () => {
+    // A restore that failed (the dir itself removed) does not stop the next one.
+    restoring = restoring
+      .catch(() => 'held' as const)
+      .then(async () => {
+        if (released) return 'held';
+        if ((await readFile(path, 'utf8').catch(() => undefined)) === text) return 'held';
+        return (await claim(path, text)) === undefined ? 'restored' : 'lost';
+      });
+    return restoring;
+  };
+  const report =
+    options.onRestore ??
+    ((outcome: LockRestoreOutcome) => {
+      if (outcome === 'lost') {
+        process.stderr.write(
+          `svc-dsr: the lock ${path} was deleted and another process took it before it could be put back; stop one of them\n`,
+        );
+      }
+    });
+  const watcher = watchLock(dataDir, () => {
+    restore().then(
+      (outcome) => outcome !== 'held' && report(outcome),
+      () => {},
+    );
+  });
+  return {
+    dataDir,
+    owner,
+    restore,
+    async release() {
+      if (released) return;
+      released = true;
+      watcher?.close();
+      await restoring.catch(() => {});
+      const held = await readFile(path, 'utf8').catch(() => undefined);
+      if (held === text) await unlink(path).catch(() => {});
+    },
+  };
+}
+
+/**
+ * Links `text` in as the lock at `path`. Answers the live holder when another process holds it,
+ * undefined once `text` is the lock; a stale lock is taken over.
+ */
+async function claim(path: string, text: string): Promise<DataDirOwner | undefined> {
+  const draft = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
   await writeFile(draft, text);
   try {
     for (let attempt = 0; ; attempt += 1) {
       try {
         await link(draft, path);
-        break;
+        return undefined;
       } catch (error) {
         if (!hasCode(error, 'EEXIST') || attempt >= 3) throw error;
       }
       const held = await readFile(path, 'utf8').catch(() => undefined);
       if (held === undefined) continue;
+      if (held === text) return undefined;
       const holder = parseOwner(held);
-      if (holder !== undefined && processAlive(holder.pid)) throw inUse(dataDir, holder);
+      if (holder !== undefined && processAlive(holder.pid)) return holder;
       await takeOverStale(path, held);
     }
   } finally {
     await unlink(draft).catch(() => {});
   }
-  let released = false;
-  return {
-    dataDir,
-    owner,
-    async release() {
-      if (released) return;
-      released = true;
-      const held = await readFile(path, 'utf8').catch(() => undefined);
-      if (held === text) await unlink(path).catch(() => {});
-    },
-  };
+}
+
+/** Calls `changed` when the lock's file in `dataDir` is renamed or deleted; none on a file system without change notices. */
+function watchLock(dataDir: string, changed: () => void): FSWatcher | undefined {
+  try {
+    // Not persistent: a held lock alone does not keep the process running.
+    const watcher = watch(dataDir, { persistent: false }, (_event, name) => {
+      if (name === LOCK_FILE) changed();
+    });
+    // The dir itself removed: nothing left to guard.
+    watcher.on('error', () => watcher.close());
+    return watcher;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

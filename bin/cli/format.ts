@@ -101,17 +101,31 @@ export function formatTable(headers: readonly string[], rows: readonly (readonly
   return `${[line(headers), ...safeRows.map(line)].join('\n')}\n`;
 }
 
-const FORMULA_START = /^[=+\-@\t\r]/;
+/**
+ * What a spreadsheet may take for the start of a formula once it has dropped leading white space
+ * and invisible characters: = + - @ (and the minus sign U+2212), tab and carriage return.
+ */
+const FORMULA_START = /^[\p{White_Space}\p{Cf}]*[=+\-@\u2212\t\r]/u;
 
 /**
- * One CSV cell (RFC 4180), its control characters escaped (terminalText). Cells that a spreadsheet would run as a formula get a leading
- * apostrophe: free text such as a cancel reason must not execute when an auditor opens the file.
+ * True when a spreadsheet could read `text` as a formula: its first visible character, after NFKC
+ * normalisation (which turns the full-width ＝ ＋ － ＠ and the small ﹦ ﹢ ﹣ ﹫ into = + - @), starts one.
+ */
+export function formulaLike(text: string): boolean {
+  return FORMULA_START.test(text) || FORMULA_START.test(text.normalize('NFKC'));
+}
+
+/**
+ * One CSV cell (RFC 4180), its control characters escaped (terminalText). Cells that a spreadsheet
+ * could run as a formula (formulaLike) get a leading apostrophe: free text such as a cancel reason
+ * must not execute when an auditor opens the file.
  */
 export function csvCell(value: string | number | boolean | null | undefined): string {
   if (value === null || value === undefined) return '';
   // Free text from the ledger is escaped as on a terminal (terminalText): a report may be printed.
   let text = typeof value === 'string' ? terminalText(value) : String(value);
-  if (typeof value === 'string' && FORMULA_START.test(text)) text = `'${text}`;
+  // Judged before and after the escapes: a cell that reads as text either way is left as it is.
+  if (typeof value === 'string' && (formulaLike(value) || formulaLike(text))) text = `'${text}`;
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 

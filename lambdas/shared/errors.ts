@@ -283,11 +283,52 @@ export class StorageAnswerInvalidError extends DsrError {
   readonly code = 'storage_answer_invalid';
 }
 
-/** The platform reported the export `failed` more often than the attempt limit allows. */
+/** The export attempts are spent, and the platform reported the last export `failed`. */
 export class ExportFailedError extends DsrError {
   override readonly name = 'ExportFailedError';
   static override readonly handling: ErrorHandling = 'fail';
   readonly code = 'export_failed';
+}
+
+/**
+ * The export attempts are spent, and the last one never got an answer that an export started (the
+ * POST's answer was lost, or the run died with the POST out): no export is known to have failed,
+ * the starts are what failed.
+ */
+export class ExportStartUnconfirmedError extends DsrError {
+  override readonly name = 'ExportStartUnconfirmedError';
+  static override readonly handling: ErrorHandling = 'fail';
+  readonly code = 'export_start_unconfirmed';
+}
+
+/** How the last export attempt ended, as the ledger holds it (`export_start`, `export_status`). */
+export interface LastExportAttempt {
+  readonly start: string | undefined;
+  readonly status: string | undefined;
+}
+
+/**
+ * The error for a request whose export attempts are spent, named after what failed last: an export
+ * the platform reported failed (`export_failed`), or a start that got no answer (`export_start_unconfirmed`).
+ */
+export function exportAttemptsSpentError(spent: number, limit: number, last: LastExportAttempt): DsrError {
+  const budget = `the limit is ${limit}; \`npx svc-dsr retry\` gives it a fresh budget`;
+  // An item from before the start was recorded has no `export_start`: its export was accepted.
+  const start = last.start ?? 'accepted';
+  if (start === 'accepted' && last.status === 'failed') {
+    return new ExportFailedError(
+      `the platform reported the export failed; ${spent} export attempt(s) were made, ${budget}`,
+    );
+  }
+  const how =
+    start === 'interrupted'
+      ? 'the last start was interrupted before the platform answered'
+      : start === 'uncertain'
+        ? 'the platform gave no clear answer to the last start'
+        : `the last start ${start}, the last export ${last.status ?? 'not started'}`;
+  return new ExportStartUnconfirmedError(
+    `no export was confirmed started: ${spent} start(s) may have reached the platform and ${how}; ${budget}`,
+  );
 }
 
 /** The export stayed pending past the total wait budget. */
@@ -445,6 +486,7 @@ export const ERROR_CLASSES = [
   ArchiveTooLargeError,
   StorageAnswerInvalidError,
   ExportFailedError,
+  ExportStartUnconfirmedError,
   ExportTimedOutError,
   ErasureNotVerifiedError,
   LedgerStateError,

@@ -19,6 +19,25 @@ export const requestIdSchema = z
   .uuid(`must be a UUID, e.g. ${UUID_EXAMPLE}`)
   .transform((id) => id.toLowerCase());
 
+/** The nil and max UUIDs (RFC 9562 sections 5.9 and 5.10): placeholders, never a chosen id. */
+const PLACEHOLDER_UUIDS = new Set([
+  '00000000-0000-0000-0000-000000000000',
+  'ffffffff-ffff-ffff-ffff-ffffffffffff',
+]);
+
+/**
+ * A request id as a submitter gives it: a UUID other than the nil and the max UUID, which a form or
+ * a script leaves in place of an id and which two unrelated requests would share, the second then
+ * quarantined as a conflict. Requests already recorded are read with requestIdSchema.
+ */
+export const submittedRequestIdSchema = z
+  .uuid(`must be a UUID, e.g. ${UUID_EXAMPLE}`)
+  .refine(
+    (id) => !PLACEHOLDER_UUIDS.has(id.toLowerCase()),
+    `must be a UUID of its own, not the nil or max UUID (a placeholder every request would share), e.g. ${UUID_EXAMPLE}`,
+  )
+  .transform((id) => id.toLowerCase());
+
 /** The canonical spelling of a request id (lower case). */
 export function normaliseRequestId(requestId: string): string {
   return requestId.toLowerCase();
@@ -26,6 +45,9 @@ export function normaliseRequestId(requestId: string): string {
 
 // RFC 3339 section 5.6: "T" and "Z" may be lower case, and a leap second is written :60.
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
+
+/** 400 Gregorian years: 146,097 days. */
+const GREGORIAN_CYCLE_MS = 146_097 * 86_400_000;
 
 /**
  * The instant an RFC 3339 date-time stands for, or undefined when `text` is not one. A leap second
@@ -37,19 +59,31 @@ export function rfc3339Instant(text: string): Date | undefined {
   const [, year, month, day, hour, minute, second, fraction, sign, offsetHour, offsetMinute] = match;
   const numbers = [year, month, day, hour, minute, second].map(Number);
   const [y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0] = numbers;
-  const daysInMonth = new Date(Date.UTC(y, mo, 0)).getUTCDate();
+  const daysInMonth = new Date(Date.UTC(y + 400, mo, 0)).getUTCDate();
   if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth || h > 23 || mi > 59 || s > 60) return undefined;
   const offsetMinutes =
     sign === undefined ? 0 : (sign === '-' ? -1 : 1) * (Number(offsetHour) * 60 + Number(offsetMinute));
   if (sign !== undefined && (Number(offsetHour) > 23 || Number(offsetMinute) > 59)) return undefined;
   const millis = fraction === undefined ? 0 : Math.floor(Number(`0${fraction}`) * 1000);
-  return new Date(Date.UTC(y, mo - 1, d, h, mi, s, millis) - offsetMinutes * 60_000);
+  // Date.UTC reads the years 0-99 as 1900-1999: 400 years later (one whole Gregorian cycle, with
+  // the same calendar) and back again reads every year as itself.
+  const utc = Date.UTC(y + 400, mo - 1, d, h, mi, s, millis) - GREGORIAN_CYCLE_MS;
+  return new Date(utc - offsetMinutes * 60_000);
 }
+
+/** The earliest received_at and verified_at accepted: anything older is a mistyped year. */
+export const EARLIEST_REQUEST_TIME = '2000-01-01T00:00:00Z';
+const EARLIEST_REQUEST_MS = Date.parse(EARLIEST_REQUEST_TIME);
 
 const rfc3339 = z.string().superRefine((value, context) => {
   const instant = rfc3339Instant(value);
   if (instant === undefined) {
     context.addIssue({ code: 'custom', message: 'must be an RFC 3339 date-time, e.g. 2026-11-02T09:30:00Z' });
+  } else if (instant.getTime() < EARLIEST_REQUEST_MS) {
+    context.addIssue({
+      code: 'custom',
+      message: 'is before 2000-01-01: give the time it happened (check the year)',
+    });
   } else if (instant.getTime() > Date.now() + MAX_CLOCK_SKEW_MS) {
     context.addIssue({
       code: 'custom',
@@ -133,7 +167,7 @@ function plainText(schema: z.ZodString) {
 
 /** The data-subject request as it arrives on the intake queue (DESIGN.md section 2). */
 export const dsrRequestSchema = z.strictObject({
-  request_id: requestIdSchema,
+  request_id: submittedRequestIdSchema,
   type: z.enum(['access', 'erasure'], { message: 'must be "access" or "erasure"' }),
   regulation: z.enum(['gdpr', 'ccpa'], { message: 'must be "gdpr" or "ccpa"' }),
   primary_key: z
@@ -222,11 +256,12 @@ export function parseRequestMessage(body: string): ParsedMessage {
   if (parsed.success) {
     return { kind: 'valid', request: parsed.data, fingerprint: fingerprint(parsed.data) };
   }
-  const requestId = requestIdSchema.safeParse('request_id' in json ? json.request_id : undefined);
+  const requestId = submittedRequestIdSchema.safeParse('request_id' in json ? json.request_id : undefined);
   if (!requestId.success) {
+    const why = 'request_id' in json ? requestId.error.issues[0]?.message : undefined;
     return {
       kind: 'unusable',
-      reason: 'request_id is missing or not a UUID, so the message cannot be recorded',
+      reason: `request_id ${why ?? 'is missing or not a UUID'}, so the message cannot be recorded`,
     };
   }
   return {

@@ -12,9 +12,9 @@ export const DEFAULT_MAX_DEPTH = 32;
 export type StrictJsonResult = { ok: true; value: unknown } | { ok: false; problem: string };
 
 const WHITESPACE = /[ \t\n\r]*/y;
-// A string token: unescaped characters other than controls, or the escapes JSON allows.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: JSON forbids raw control characters in strings.
-const STRING = /"(?:[^"\\\u0000-\u001f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"/y;
+/** The characters JSON allows after a backslash, other than `u` (which takes four hex digits). */
+const SHORT_ESCAPES = new Set(['"', '\\', '/', 'b', 'f', 'n', 'r', 't']);
+const HEX4 = /^[0-9a-fA-F]{4}$/;
 const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 const LITERALS = { true: true, false: false, null: null } as const;
 const MAX_KEY_SHOWN = 64;
@@ -120,11 +120,37 @@ class Reader {
   }
 
   #string(): string {
-    const token = this.#match(STRING);
-    if (token === undefined) return this.#fail('has an unterminated or malformed string');
+    const end = this.#stringEnd();
+    if (end === undefined) return this.#fail('has an unterminated or malformed string');
+    const token = this.text.slice(this.#at, end);
+    this.#at = end;
     // The token is a complete JSON string literal, so JSON.parse decodes it exactly.
     const decoded: unknown = JSON.parse(token);
     return typeof decoded === 'string' ? decoded : this.#fail('has a malformed string');
+  }
+
+  /**
+   * Where the string literal that starts at the current position ends (just past its closing quote),
+   * or undefined when it is unterminated or holds a raw control character or a bad escape. A scan,
+   * not a regular expression: a regular expression with an alternation inside a repetition keeps
+   * one backtracking entry per character and overflows the stack on a string of a few megabytes.
+   */
+  #stringEnd(): number | undefined {
+    const { text } = this;
+    for (let at = this.#at + 1; at < text.length; ) {
+      const code = text.charCodeAt(at);
+      if (code === 0x22) return at + 1;
+      if (code < 0x20) return undefined;
+      if (code !== 0x5c) {
+        at += 1;
+        continue;
+      }
+      const escaped = text[at + 1];
+      if (escaped === 'u' && HEX4.test(text.slice(at + 2, at + 6))) at += 6;
+      else if (escaped !== undefined && SHORT_ESCAPES.has(escaped)) at += 2;
+      else return undefined;
+    }
+    return undefined;
   }
 
   #match(pattern: RegExp): string | undefined {

@@ -1,7 +1,7 @@
 import { jitteredSeconds } from '#shared/config';
 import {
   DsrError,
-  ExportFailedError,
+  exportAttemptsSpentError,
   PlatformAuthError,
   PlatformNotFoundError,
   PlatformRejectedError,
@@ -46,9 +46,7 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
   }
   const spent = item.export_attempts - item.export_attempts_base;
   if (spent >= deps.exportMaxAttempts) {
-    throw new ExportFailedError(
-      `the export did not succeed in ${spent} attempt(s) that may have reached the platform (the last start ${lastStart ?? 'accepted'}, the last export ${lastStatus ?? 'not started'}); the limit is ${deps.exportMaxAttempts}; \`npx svc-dsr retry\` gives it a fresh budget`,
-    );
+    throw exportAttemptsSpentError(spent, deps.exportMaxAttempts, { start: lastStart, status: lastStatus });
   }
   // An export slot, and a rate slot for the POST, before anything is counted: without them the
   // step ends with a wait (PlatformCapacityError) and nothing has changed.

@@ -55,10 +55,24 @@ function request(requestId: string, reference = 'DSR-1', primaryKey?: string) {
   };
 }
 
-async function submitFile(dataDir: string, name: string, lines: readonly object[]) {
+async function submitFile(
+  dataDir: string,
+  name: string,
+  lines: readonly object[],
+  flags: readonly string[] = [],
+) {
   const file = join(workdir, name);
   await writeFile(file, `${lines.map((line) => JSON.stringify(line)).join('\n')}\n`);
-  const submitted = await runCli(['submit', '--file', file, '--target', 'local', '--data-dir', dataDir]);
+  const submitted = await runCli([
+    'submit',
+    '--file',
+    file,
+    '--target',
+    'local',
+    '--data-dir',
+    dataDir,
+    ...flags,
+  ]);
   expect(submitted.code, submitted.stderr).toBe(0);
 }
 
@@ -153,8 +167,8 @@ describe('local mode killed right after submit (SIGKILL) and started again', () 
     sqs.destroy();
     const batch = Array.from({ length: 150 }, () => request(randomUUID()));
 
-    // Act: the kill comes the moment submit has said every line was sent
-    await submitFile(dataDir, 'batch.jsonl', batch);
+    // Act: the kill comes the moment submit has said every line was sent (not waiting for intake)
+    await submitFile(dataDir, 'batch.jsonl', batch, ['--wait', '0']);
     await killServer(server, 'SIGKILL');
     server = await serve(dataDir);
 

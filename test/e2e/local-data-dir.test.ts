@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -50,6 +50,23 @@ describe('a data dir has one owner at a time', () => {
     const owner = ownerSchema.parse(JSON.parse(await readFile(join(dataDir, 'owner.lock'), 'utf8')));
     expect(owner).toMatchObject({ pid, command: `svc-dsr local --serve --data-dir ${dataDir}` });
   }, 180_000);
+
+  it('puts back its lock file when it is deleted, and goes on refusing a second local mode', async () => {
+    const path = join(dataDir, 'owner.lock');
+    const held = await readFile(path, 'utf8');
+
+    await unlink(path);
+    let restored: string | undefined;
+    for (let look = 0; look < 100 && restored === undefined; look += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      restored = await readFile(path, 'utf8').catch(() => undefined);
+    }
+
+    expect(restored).toBe(held);
+    const refused = await runCli(['local', '--serve', '--data-dir', dataDir]);
+    expect(refused.code, refused.stderr).toBe(2);
+    expect(refused.stderr).toContain(`is in use by process ${server?.child.pid}`);
+  }, 120_000);
 
   it('takes over the lock of a local mode that was killed', async () => {
     if (server === undefined) throw new Error('no server');

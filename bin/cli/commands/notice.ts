@@ -4,9 +4,14 @@ import { noticesChainOf } from '#shared/audit';
 import { PLATFORM_KEEPS, platformKeepsFacts } from '#shared/erasure-scope';
 import { NOTICE_KINDS, type Notice, type NoticeKind } from '#shared/ledger';
 import { identifierProblem } from '#shared/redact';
-import { CONTROL_CHARACTERS_MESSAGE, hasControlCharacters, rfc3339Instant } from '#shared/request';
+import {
+  CONTROL_CHARACTERS_MESSAGE,
+  hasControlCharacters,
+  MAX_CLOCK_SKEW_MS,
+  rfc3339Instant,
+} from '#shared/request';
 import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
-import { EXIT, parseOption } from '../io.ts';
+import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
 import { ledgerChange, recordOperatorAction } from './common.ts';
 
@@ -36,7 +41,7 @@ const instantSchema = z.string().refine((value) => rfc3339Instant(value) !== und
 
 /**
  * The notice the flags describe (`prefix` names them in messages: `--` for notice, `--notice-`
- * for extend), or exit 2 naming the flag.
+ * for extend), or exit 2 naming the flag: a time that is not RFC 3339 or lies in the future too.
  */
 export function parseNoticeFlags(flags: NoticeFlags, prefix: string, now: Date): Omit<Notice, 'recorded_at'> {
   const channel = parseOption(`${prefix}channel`, auditText(64), flags.channel);
@@ -44,6 +49,12 @@ export function parseNoticeFlags(flags: NoticeFlags, prefix: string, now: Date):
     flags.at === undefined
       ? now.toISOString()
       : (rfc3339Instant(parseOption(`${prefix}at`, instantSchema, flags.at)) ?? now).toISOString();
+  // A time to come is a mistyped flag, refused as one (exit 2) before anything is read or written.
+  if (Date.parse(at) > now.getTime() + MAX_CLOCK_SKEW_MS) {
+    throw new CliError(
+      `${prefix}at: ${flags.at} is in the future; give the time the subject was told (clocks may differ by 5 minutes at most)`,
+    );
+  }
   const reference =
     flags.reference === undefined
       ? undefined

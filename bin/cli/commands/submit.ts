@@ -13,8 +13,8 @@ import {
   fingerprint,
   formatIssues,
   MAX_REQUEST_BYTES,
-  requestIdSchema,
   safeParseRequest,
+  submittedRequestIdSchema,
 } from '#shared/request';
 import { parseStrictJson } from '#shared/strict-json';
 import { unlistableMethodError } from '#shared/verification';
@@ -46,6 +46,11 @@ export interface SubmitOptions {
   readonly json?: boolean;
   /** A progress line on stderr every this many lines (not with `json`). @default 1000 */
   readonly progressEvery?: number;
+  /**
+   * How long to wait, after sending, for intake to record the requests sent, so that a conflict
+   * with a request another submit sent a moment earlier is reported; 0 does not wait. @default 30
+   */
+  readonly waitSeconds?: number;
 }
 
 /** The result of a submit; `--json` prints exactly this. No primary_key anywhere. */
@@ -68,6 +73,15 @@ export interface SubmitSummary {
   readonly already_submitted: { line: number; request_id: string; status: string }[];
   /** Requests the ledger holds with other content under the same request_id: not sent (intake would quarantine them). */
   readonly conflicts: { line: number; request_id: string; status: string }[];
+  /** Whether submit waited for intake's verdict on what it sent (not in a dry run, nor with a wait of 0). */
+  readonly intake_checked: boolean;
+  /**
+   * Sent requests intake found in the ledger with other content, recorded from another submission
+   * (often another submit a moment earlier): intake quarantined them as conflicts.
+   */
+  readonly intake_conflicts: { line: number; request_id: string; status: string }[];
+  /** Sent requests intake had not recorded by the end of the wait: sent, with no verdict yet. */
+  readonly unconfirmed: { line: number; request_id: string }[];
 }
 
 /** What submit needs from the target; with a ledger, it checks each request against it before sending. */
@@ -77,10 +91,27 @@ export type SubmitTarget = Pick<CliContext, 'sqs' | 'names'> & {
 
 /** How many ledger reads run at once when checking a file against the ledger. */
 const PARALLEL_READS = 8;
+/** How long submit waits for intake's verdict by default, in seconds. */
+const DEFAULT_WAIT_SECONDS = 30;
+/** The first pause between two looks at the ledger while waiting for intake, and the longest. */
+const FIRST_LOOK_MS = 250;
+const LONGEST_LOOK_MS = 2000;
+
+/**
+ * The longest JSONL line read: SQS's message size limit. A request is at most MAX_REQUEST_BYTES as
+ * the message sent, but its line may hold white space and escapes the message drops, so a line up
+ * to the queue's own limit is read and judged; a longer one is refused unread.
+ */
+export const MAX_LINE_BYTES = 256 * 1024;
 
 const BATCH_SIZE = 10;
 const PARALLEL_BATCHES = 4;
 const DEFAULT_PROGRESS_EVERY = 1000;
+
+const waitSchema = z.coerce
+  .number({ message: 'must be a number of seconds' })
+  .min(0, 'must be 0 (do not wait) to 3600 seconds')
+  .max(3600, 'must be 0 (do not wait) to 3600 seconds');
 
 const formatSchema = z.enum(['csv', 'jsonl', 'json'], { message: 'must be "csv", "jsonl" or "json"' });
 
@@ -196,6 +227,7 @@ export async function runSubmit(
   let sent: SubmitSummary['sent'] = [];
   let failed: SubmitSummary['failed'] = [];
   let checked: LedgerCheck = { checked: false, already: [], conflicts: [], toSend: valid };
+  let verdict: IntakeVerdict = { checked: false, conflicts: [], unconfirmed: [] };
   if (!dryRun && valid.length > 0) {
     // A dry run never connects; a real one reads the ledger first and holds back the conflicts.
     const target = await connect();
@@ -204,6 +236,14 @@ export async function runSubmit(
       const progress = progressReporter(io, options, candidates.length, checked.toSend);
       ({ sent, failed } = await sendAll(target, checked.toSend, progress));
     }
+    const sentIds = new Set(sent.map((entry) => entry.request_id));
+    const waitSeconds = options.waitSeconds ?? DEFAULT_WAIT_SECONDS;
+    verdict = await awaitIntake(
+      target,
+      checked.toSend.filter((entry) => sentIds.has(entry.request.request_id)),
+      waitSeconds,
+      io,
+    );
   }
 
   const summary: SubmitSummary = {
@@ -218,9 +258,17 @@ export async function runSubmit(
     ledger_checked: checked.checked,
     already_submitted: checked.already,
     conflicts: checked.conflicts,
+    intake_checked: verdict.checked,
+    intake_conflicts: verdict.conflicts,
+    unconfirmed: verdict.unconfirmed,
   };
+  // A line sent but not taken (the queue refused it, or intake found other content) failed: exit 1.
   const exitCode =
-    failed.length > 0 ? EXIT.failed : bad.length > 0 || checked.conflicts.length > 0 ? EXIT.usage : EXIT.ok;
+    failed.length > 0 || verdict.conflicts.length > 0
+      ? EXIT.failed
+      : bad.length > 0 || checked.conflicts.length > 0
+        ? EXIT.usage
+        : EXIT.ok;
   if (options.json === true) writeJson(io, summary);
   else printSummary(io, summary);
   return { exitCode, result: summary };
@@ -253,18 +301,9 @@ async function checkLedger(
 ): Promise<LedgerCheck> {
   const { ledger } = target;
   if (ledger === undefined) return { checked: false, already: [], conflicts: [], toSend: valid };
-  const found: ({ status: string; fingerprint: string } | undefined)[] = new Array(valid.length);
-  let next = 0;
-  const worker = async () => {
-    for (let index = next++; index < valid.length; index = next++) {
-      const entry = valid[index];
-      if (entry === undefined) continue;
-      const item = await ledger.get(entry.request.request_id);
-      found[index] = item === undefined ? undefined : { status: item.status, fingerprint: item.fingerprint };
-    }
-  };
+  let found: ({ status: string; fingerprint: string } | undefined)[];
   try {
-    await Promise.all(Array.from({ length: Math.min(PARALLEL_READS, valid.length) }, worker));
+    found = await readAll(ledger, valid);
   } catch (error) {
     // A send that follows meets the same trouble (no credentials, nothing listening) and says so.
     unreachable(io, error);
@@ -283,6 +322,79 @@ async function checkLedger(
     } else conflicts.push({ ...facts, status: item.status });
   });
   return { checked: true, already, conflicts, toSend };
+}
+
+interface IntakeVerdict {
+  readonly checked: boolean;
+  readonly conflicts: SubmitSummary['intake_conflicts'];
+  readonly unconfirmed: SubmitSummary['unconfirmed'];
+}
+
+/**
+ * Waits until intake has recorded each request sent, reading the ledger with growing pauses, for at
+ * most `waitSeconds`. The ledger's check before sending cannot see a request another submit sent a
+ * moment earlier and intake has not recorded yet; both would be sent, and intake quarantines the
+ * later one as a conflict. Once intake has recorded the request_id, the ledger tells which content
+ * won: a fingerprint other than this line's is reported as a conflict. Whichever of two racing
+ * submits loses hears of it, whatever the order their messages reach intake in.
+ */
+async function awaitIntake(
+  target: SubmitTarget,
+  sent: readonly ValidLine[],
+  waitSeconds: number,
+  io: CliIo,
+): Promise<IntakeVerdict> {
+  const { ledger } = target;
+  if (ledger === undefined || waitSeconds <= 0 || sent.length === 0) {
+    return { checked: false, conflicts: [], unconfirmed: [] };
+  }
+  const deadline = Date.now() + waitSeconds * 1000;
+  const conflicts: IntakeVerdict['conflicts'] = [];
+  let pending = [...sent];
+  for (let pause = FIRST_LOOK_MS; ; pause = Math.min(pause * 2, LONGEST_LOOK_MS)) {
+    let found: ({ status: string; fingerprint: string } | undefined)[];
+    try {
+      found = await readAll(ledger, pending);
+    } catch (error) {
+      io.err(
+        `submit: the ledger could not be read for intake's verdict (${error instanceof Error ? error.message : String(error)}); the requests were sent\n`,
+      );
+      break;
+    }
+    const waiting: ValidLine[] = [];
+    pending.forEach((entry, index) => {
+      const item = found[index];
+      if (item === undefined) waiting.push(entry);
+      else if (item.fingerprint !== fingerprint(entry.request)) {
+        conflicts.push({ line: entry.line, request_id: entry.request.request_id, status: item.status });
+      }
+    });
+    pending = waiting;
+    if (pending.length === 0 || Date.now() + pause > deadline) break;
+    await new Promise((resolve) => setTimeout(resolve, pause));
+  }
+  conflicts.sort((a, b) => a.line - b.line);
+  const unconfirmed = pending.map((entry) => ({ line: entry.line, request_id: entry.request.request_id }));
+  return { checked: true, conflicts, unconfirmed };
+}
+
+/** Each line's ledger item (its status and fingerprint), read a few at a time. */
+async function readAll(
+  ledger: NonNullable<SubmitTarget['ledger']>,
+  lines: readonly ValidLine[],
+): Promise<({ status: string; fingerprint: string } | undefined)[]> {
+  const found: ({ status: string; fingerprint: string } | undefined)[] = new Array(lines.length);
+  let next = 0;
+  const worker = async () => {
+    for (let index = next++; index < lines.length; index = next++) {
+      const entry = lines[index];
+      if (entry === undefined) continue;
+      const item = await ledger.get(entry.request.request_id);
+      found[index] = item === undefined ? undefined : { status: item.status, fingerprint: item.fingerprint };
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PARALLEL_READS, lines.length) }, worker));
+  return found;
 }
 
 async function readCandidates(
@@ -396,6 +508,14 @@ function jsonlCandidates(text: string, file: string): Candidate[] {
   const candidates: Candidate[] = [];
   for (const { line, body } of jsonLines(text)) {
     if (body.trim() === '') continue;
+    const bytes = Buffer.byteLength(body, 'utf8');
+    if (bytes > MAX_LINE_BYTES) {
+      candidates.push({
+        line,
+        problem: `is ${bytes} bytes; a line may hold at most ${MAX_LINE_BYTES} (the queue's message size limit), and a request at most ${MAX_REQUEST_BYTES} as a message: not read`,
+      });
+      continue;
+    }
     // The strict reader refuses a repeated key (JSON.parse would keep the last one silently) and
     // never quotes the line, which may hold a primary_key.
     const read = parseStrictJson(body);
@@ -523,7 +643,7 @@ function checkCandidate(candidate: Candidate): Checked {
     return { requestId: null, errors: ['must be a JSON object with the request fields'] };
   }
   const parsed = safeParseRequest(value);
-  const requestId = 'request_id' in value ? requestIdSchema.safeParse(value.request_id) : undefined;
+  const requestId = 'request_id' in value ? submittedRequestIdSchema.safeParse(value.request_id) : undefined;
   const id = requestId?.success ? requestId.data : null;
   if (!parsed.success) return { requestId: id, errors: formatIssues(parsed.error.issues) };
   // The stack's list of methods is checked at intake; a method no list can hold is refused here.
@@ -695,6 +815,16 @@ function printSummary(io: CliIo, summary: SubmitSummary): void {
       `line ${conflict.line}: request ${conflict.request_id} is already in the ledger (${conflict.status}) with different content; not sent, since intake would quarantine it as a conflict: give it its own request_id, or check it with npx svc-dsr status ${conflict.request_id}\n`,
     );
   }
+  for (const conflict of summary.intake_conflicts) {
+    io.err(
+      `line ${conflict.line}: request ${conflict.request_id} was sent, but intake holds that request_id with other content (${conflict.status}), sent by another submission, perhaps a moment earlier: intake quarantined this one as a conflict. Check it with npx svc-dsr status ${conflict.request_id}, and give this request its own request_id\n`,
+    );
+  }
+  if (summary.unconfirmed.length > 0) {
+    io.err(
+      `submit: intake had not recorded ${summary.unconfirmed.length} of the requests sent by the end of the wait; they are sent and wait in the queue: follow them with npx svc-dsr status <request_id>\n`,
+    );
+  }
   for (const failure of summary.failed) {
     io.err(
       `line ${failure.line}: request ${failure.request_id} was not sent: ${failure.code}: ${failure.message}\n`,
@@ -719,10 +849,13 @@ function printSummary(io: CliIo, summary: SubmitSummary): void {
     parts.push(`${summary.already_submitted.length} already in the ledger`);
   if (summary.conflicts.length > 0) parts.push(`${summary.conflicts.length} in conflict with the ledger`);
   if (summary.failed.length > 0) parts.push(`${summary.failed.length} not sent`);
+  if (summary.intake_conflicts.length > 0)
+    parts.push(`${summary.intake_conflicts.length} quarantined by intake as a conflict`);
   io.err(`submit: ${parts.join(', ')}\n`);
 }
 
 interface SubmitFlags extends TargetFlags, RequestFlags {
+  readonly wait?: string;
   readonly file?: string;
   readonly format?: string;
   readonly dryRun?: boolean;
@@ -751,6 +884,10 @@ export function registerSubmitCommand(program: Command): void {
     )
     .option('--dry-run', 'validate every line and report the bad ones; send nothing')
     .option('--json', 'print a machine-readable summary')
+    .option(
+      '--wait <seconds>',
+      `after sending, wait up to this long for intake to record the requests, to report a conflict with another submission (0: do not wait; default ${DEFAULT_WAIT_SECONDS})`,
+    )
     .option('--request-id <uuid>', 'the idempotency key (default: a random UUID)')
     .option('--type <type>', 'access or erasure')
     .option('--regulation <regulation>', 'gdpr or ccpa')
@@ -770,7 +907,8 @@ errors and never sent; the valid ones are sent in batches of 10. In a CSV file t
 request's field names, the verification fields written verification.method, verification.verified_by,
 verification.verified_at (or verification_method, verified_by, verified_at); an empty cell is an
 absent field. Every line of a file needs its own request_id (the idempotency key), so submitting a
-file twice is safe. The request ids sent are printed on stdout, one per line.
+file twice is safe. A JSONL line longer than 256 KiB (the queue's message size limit) is refused
+unread, as a bad line. The request ids sent are printed on stdout, one per line.
 
 The verification method is judged at intake against the deployed stack's list of methods (stack
 config "verification"), which the CLI does not read: a method not on it is rejected there, one not
@@ -782,8 +920,13 @@ Before sending, each request is looked up in the ledger: one already there with 
 reported and sent again (a duplicate changes nothing); one there with other content under the same
 request_id is a conflict, reported and not sent.
 
+Once sent, submit waits (up to --wait seconds) until intake has recorded each request: a request
+another submission sent a moment earlier under the same request_id with other content is then
+reported, since intake quarantines the later one as a conflict.
+
 Exit codes: 0 everything valid was sent, 2 a flag or line was invalid or in conflict with the
-ledger (the other valid lines were still sent), 1 a valid line could not be sent.
+ledger (the other valid lines were still sent), 1 a valid line could not be sent, or intake
+quarantined a line sent as a conflict with another submission.
 
 Examples:
   $ npx svc-dsr submit --type erasure --regulation gdpr --primary-key u-alice \\
@@ -793,7 +936,8 @@ Examples:
   $ npx svc-dsr submit --file requests.csv --target aws --stack-outputs outputs.json --json`,
     )
     .action(async (flags: SubmitFlags) => {
-      const { file, format, dryRun, json, ...rest } = flags;
+      const { file, format, dryRun, json, wait, ...rest } = flags;
+      const waitSeconds = wait === undefined ? undefined : parseOption('--wait', waitSchema, wait);
       const request: RequestFlags = {
         requestId: rest.requestId,
         type: rest.type,
@@ -814,6 +958,7 @@ Examples:
             request,
             dryRun: dryRun === true,
             json: json === true,
+            ...(waitSeconds === undefined ? {} : { waitSeconds }),
           },
           processIo,
           connect,

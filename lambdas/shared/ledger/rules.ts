@@ -45,7 +45,12 @@ export interface RetryPlan {
 export type RetryChange = RuledChange & RetryPlan;
 
 /** Error codes after which a retry starts a new export rather than resuming the one under way. */
-const FRESH_EXPORT_CODES = ['export_failed', 'export_timed_out', 'download_link_expired'];
+const FRESH_EXPORT_CODES = [
+  'export_failed',
+  'export_start_unconfirmed',
+  'export_timed_out',
+  'download_link_expired',
+];
 
 export function retryPlanOf(item: LedgerItem): RetryPlan {
   return {

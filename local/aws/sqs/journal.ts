@@ -1,6 +1,9 @@
 /**
  * A queue's journal on disk: one JSON line per send, receive, delete or purge, appended in order and
- * flushed before a send or a delete is answered; replayed into memory and compacted at start.
+ * flushed before a send or a delete is answered; replayed into memory and compacted at start. A
+ * message's body holds a request, primary_key included: once its delete (or a purge) is on the disk,
+ * the body in its send line is blanked in place, so a processed request does not stay readable in
+ * the journal until the next compaction.
  */
 import { randomBytes } from 'node:crypto';
 import { closeSync, fdatasyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
@@ -26,13 +29,30 @@ const recordSchema = z.discriminatedUnion('op', [
 ]);
 export type JournalRecord = z.infer<typeof recordSchema>;
 
+/** Where a send line's body lies in the journal file: its bytes between the quotes. */
+interface BodySpan {
+  readonly offset: number;
+  readonly length: number;
+}
+
+/** One record as its journal line, with where its body lies within the line (send records). */
+interface Line {
+  readonly record: JournalRecord;
+  readonly text: string;
+  readonly body?: BodySpan;
+}
+
 /**
  * A queue's journal: records are appended in order; `append` resolves once they are on the disk.
  * Calls that arrive while a flush is running are written together by the next one.
  */
 export class Journal {
   #fd: number;
-  #pending: { records: string; durable: boolean; done: () => void; failed: (error: unknown) => void }[] = [];
+  /** The file's length: records are written at this offset (positional writes, so a blanking can go anywhere). */
+  #size = 0;
+  /** Where each live message's body lies in the file, by message id. */
+  #bodies = new Map<string, BodySpan>();
+  #pending: { lines: Line[]; durable: boolean; done: () => void; failed: (error: unknown) => void }[] = [];
   #flushing = false;
   records = 0;
 
@@ -40,32 +60,39 @@ export class Journal {
     private readonly path: string,
     initial: readonly JournalRecord[],
   ) {
-    this.#fd = Journal.#rewrite(path, initial);
+    this.#fd = this.#rewrite(initial);
     this.records = initial.length;
   }
 
-  /** Replaces the journal at `path` with `records` in one rename; returns a descriptor to append to. */
-  static #rewrite(path: string, records: readonly JournalRecord[]): number {
+  /** Replaces the journal with `records` in one rename; returns a descriptor to write to. */
+  #rewrite(records: readonly JournalRecord[]): number {
+    const { path } = this;
     const temp = `${path}.${randomBytes(4).toString('hex')}.tmp`;
     const fd = openSync(temp, 'w', 0o600);
+    const lines = records.map(lineOf);
+    let size = 0;
     try {
-      if (records.length > 0) writeSync(fd, records.map((record) => `${JSON.stringify(record)}\n`).join(''));
+      if (lines.length > 0) size = writeSync(fd, lines.map((line) => line.text).join(''));
       fdatasyncSync(fd);
     } finally {
       closeSync(fd);
     }
     renameSync(temp, path);
     syncDirectory(join(path, '..'));
-    return openSync(path, 'a');
+    this.#size = 0;
+    this.#bodies.clear();
+    this.#place(lines);
+    if (this.#size !== size) throw new Error(`the local SQS journal ${path} was not written whole`);
+    return openSync(path, 'r+');
   }
 
   /** Appends; `durable` waits for fdatasync (sends and deletes), otherwise only for the write. */
   append(records: readonly JournalRecord[], durable: boolean): Promise<void> {
     if (records.length === 0) return Promise.resolve();
     this.records += records.length;
-    const text = records.map((record) => `${JSON.stringify(record)}\n`).join('');
+    const lines = records.map(lineOf);
     return new Promise((done, failed) => {
-      this.#pending.push({ records: text, durable, done, failed });
+      this.#pending.push({ lines, durable, done, failed });
       if (!this.#flushing) setImmediate(() => this.#flush());
       this.#flushing = true;
     });
@@ -75,8 +102,14 @@ export class Journal {
     const batch = this.#pending;
     this.#pending = [];
     try {
-      writeSync(this.#fd, batch.map((entry) => entry.records).join(''));
+      const lines = batch.flatMap((entry) => entry.lines);
+      const text = Buffer.from(lines.map((line) => line.text).join(''));
+      writeSync(this.#fd, text, 0, text.length, this.#size);
       if (batch.some((entry) => entry.durable)) fdatasyncSync(this.#fd);
+      // The deletes are on the disk: the bodies they end may go. The blanks reach the disk with the
+      // next durable write (fdatasync flushes the whole file); the delete records alone already
+      // keep the messages from coming back.
+      this.#place(lines);
       for (const entry of batch) entry.done();
     } catch (error) {
       for (const entry of batch) entry.failed(error);
@@ -85,11 +118,36 @@ export class Journal {
     else this.#flushing = false;
   }
 
+  /**
+   * Notes `lines` as written at the end of the file: a send's body span is kept, a delete's body
+   * (and, for a purge, every body) is blanked with spaces, which leaves a valid, empty-looking line.
+   */
+  #place(lines: readonly Line[]): void {
+    for (const line of lines) {
+      const { record } = line;
+      if (record.op === 'send' && line.body !== undefined) {
+        this.#bodies.set(record.id, { offset: this.#size + line.body.offset, length: line.body.length });
+      } else if (record.op === 'del') {
+        this.#blank(record.id);
+      } else if (record.op === 'purge') {
+        for (const id of [...this.#bodies.keys()]) this.#blank(id);
+      }
+      this.#size += Buffer.byteLength(line.text);
+    }
+  }
+
+  #blank(id: string): void {
+    const span = this.#bodies.get(id);
+    this.#bodies.delete(id);
+    if (span === undefined || span.length === 0) return;
+    writeSync(this.#fd, Buffer.alloc(span.length, 0x20), 0, span.length, span.offset);
+  }
+
   /** Rewrites the journal as `records` (the live messages), once nothing is waiting to be written. */
   compact(records: readonly JournalRecord[]): void {
     if (this.#flushing) return;
     closeSync(this.#fd);
-    this.#fd = Journal.#rewrite(this.path, records);
+    this.#fd = this.#rewrite(records);
     this.records = records.length;
   }
 
@@ -97,6 +155,17 @@ export class Journal {
     if (this.#pending.length > 0) this.#flush();
     closeSync(this.#fd);
   }
+}
+
+/** A record's journal line; for a send, where the characters of its body lie within the line, in bytes. */
+function lineOf(record: JournalRecord): Line {
+  const text = `${JSON.stringify(record)}\n`;
+  if (record.op !== 'send') return { record, text };
+  // sendRecord writes op, id and body first, so the body's JSON string follows this prefix.
+  const prefix = `{"op":"send","id":${JSON.stringify(record.id)},"body":`;
+  if (!text.startsWith(prefix)) return { record, text };
+  const quoted = Buffer.byteLength(JSON.stringify(record.body));
+  return { record, text, body: { offset: Buffer.byteLength(prefix) + 1, length: quoted - 2 } };
 }
 
 /** Flushes a folder, so that a rename into it survives a power cut. */

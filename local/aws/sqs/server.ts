@@ -6,7 +6,8 @@
  * survives a kill, and a deleted message never comes back. A message that was received but not
  * deleted becomes visible again after a restart, as it would once its visibility timeout ran out.
  * The journal is replayed and compacted at start, and compacted again while it runs once dead
- * records outnumber live ones.
+ * records outnumber live ones. A deleted or purged message's body is blanked in its send line as
+ * soon as the delete is on the disk, so a processed request does not stay readable there.
  *
  * Without a root it keeps everything in memory, for tests. Standard queues only: no FIFO, tags or
  * permissions, which svc-dsr does not use. This file starts the server and names the operations.

@@ -173,3 +173,22 @@ describe('runExtend audit record', () => {
     });
   });
 });
+
+describe('runExtend --notice-at', () => {
+  it('refuses a notice time in the future as an invalid flag (exit 2), before the ledger is read', async () => {
+    // Prepare: NOW is the test clock; six minutes on is past the five minutes of clock skew
+    const future = new Date(NOW.getTime() + 6 * 60_000).toISOString();
+    // Act
+    const error = await runExtend(
+      testContext(),
+      { requestId: REQUEST_ID, notice: { ...NOTICE, at: future }, reason: 'complex request' },
+      collectingIo(),
+    ).catch((caught: unknown) => caught);
+    // Assess
+    expect(error).toMatchObject({
+      exitCode: 2,
+      message: expect.stringMatching(/^--notice-at: .* is in the future/),
+    });
+    expect(ledgerMock.commandCalls(GetItemCommand)).toHaveLength(0);
+  });
+});

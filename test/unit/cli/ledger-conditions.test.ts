@@ -341,14 +341,19 @@ describe('notices against DynamoDB', () => {
     });
   });
 
-  it('refuses a notice given in the future', async () => {
+  it('refuses a notice given in the future as an invalid flag (exit 2)', async () => {
     const item = await stored();
     const error = await runNotice(
       context,
       { requestId: item.request_id, kind: 'receipt', channel: 'email', at: '2027-01-01T00:00:00Z' },
       collectingIo(),
     ).catch((caught: unknown) => caught);
-    expect(error).toMatchObject({ exitCode: 1, message: expect.stringContaining('is in the future') });
+    expect(error).toMatchObject({
+      exitCode: 2,
+      message:
+        '--at: 2027-01-01T00:00:00Z is in the future; give the time the subject was told (clocks may differ by 5 minutes at most)',
+    });
+    expect(await context.ledger.require(item.request_id)).toEqual(item);
   });
 });
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { parseCsv, runSubmit, type SubmitTarget } from '../../../bin/cli/commands/submit.ts';
+import { MAX_LINE_BYTES, parseCsv, runSubmit, type SubmitTarget } from '../../../bin/cli/commands/submit.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { CliError } from '../../../bin/cli/io.ts';
 import { NAMES, PRIMARY_KEY } from './helpers.ts';
@@ -111,6 +111,37 @@ describe('runSubmit with a JSONL file', () => {
     expect(io.stderr()).toContain('line 4: is not valid JSON');
     expect(io.stderr()).toContain('line 5: must be a JSON object');
     expect(`${io.stdout()}${io.stderr()}`).not.toContain(PRIMARY_KEY);
+  });
+
+  it('reads lines up to the queue size limit, refuses a longer one alone, and sends the others', async () => {
+    // Prepare: a valid request padded with white space to just under the limit; an 8 MB line of escapes
+    acceptAll();
+    const [first, padded, last] = [request(), request(), request()];
+    const paddedLine = `${JSON.stringify(padded).slice(0, -1)}${' '.repeat(MAX_LINE_BYTES - 1000)}}`;
+    const huge = JSON.stringify(request({ reference: 'A'.repeat(1_400_000) })).replaceAll('A', '\\u0041');
+    const path = await file('huge.jsonl', [JSON.stringify(first), paddedLine, huge, JSON.stringify(last)]);
+    const io = collectingIo();
+    // Act
+    const { exitCode, result } = await runSubmit({ file: path }, io, target().connect);
+    // Assess
+    expect(huge.length).toBeGreaterThan(8_000_000);
+    expect(exitCode).toBe(2);
+    expect(result.sent).toEqual([
+      { line: 1, request_id: first.request_id },
+      { line: 2, request_id: padded.request_id },
+      { line: 4, request_id: last.request_id },
+    ]);
+    expect(result.bad_lines).toEqual([
+      {
+        line: 3,
+        request_id: null,
+        errors: [
+          expect.stringMatching(
+            /^is \d+ bytes; a line may hold at most 262144 \(the queue's message size limit\)/,
+          ),
+        ],
+      },
+    ]);
   });
 
   it('validates without sending or connecting on --dry-run', async () => {

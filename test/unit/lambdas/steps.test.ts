@@ -8,6 +8,7 @@ import {
   ErasureNotVerifiedError,
   ExportFailedError,
   ExportStartUncertainError,
+  ExportStartUnconfirmedError,
   InvalidArchiveError,
   LedgerStateError,
   PlatformNotFoundError,
@@ -519,9 +520,9 @@ describe('startExport', () => {
       export_start: 'in_flight',
     });
     const error = await startExport({ request_id: id }, deps).catch((caught: unknown) => caught);
-    expect(error).toBeInstanceOf(ExportFailedError);
+    expect(error).toBeInstanceOf(ExportStartUnconfirmedError);
     expect(String(error)).toContain(
-      '2 attempt(s) that may have reached the platform (the last start interrupted',
+      '2 start(s) may have reached the platform and the last start was interrupted before the platform answered',
     );
     expect(platform.startExport).not.toHaveBeenCalled();
     expect(await ledger.require(id)).toMatchObject({ export_start: 'interrupted', export_status: 'failed' });

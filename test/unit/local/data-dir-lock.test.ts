@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -108,5 +108,54 @@ describe('the data dir lock', () => {
     await emptyDataDir(lock);
     expect(await readdir(dataDir)).toEqual([LOCK_FILE]);
     await lock.release();
+  });
+});
+
+describe('a held data dir lock whose file is deleted', () => {
+  it('is put back as soon as the file goes, so a second owner is still refused', async () => {
+    // Prepare
+    const dataDir = join(workdir, 'deleted');
+    let restored!: () => void;
+    const wasRestored = new Promise<void>((resolve) => {
+      restored = resolve;
+    });
+    const lock = await acquireDataDirLock(dataDir, 'svc-dsr local --serve', {
+      onRestore: (outcome) => outcome === 'restored' && restored(),
+    });
+    const path = join(dataDir, LOCK_FILE);
+    const text = await readFile(path, 'utf8');
+
+    // Act
+    await unlink(path);
+    await wasRestored;
+
+    // Assess
+    expect(await readFile(path, 'utf8')).toBe(text);
+    await expect(acquireDataDirLock(dataDir, 'svc-dsr start')).rejects.toBeInstanceOf(DataDirInUseError);
+    await lock.release();
+    expect(await readdir(dataDir)).toEqual([]);
+  });
+
+  it('puts the file back on restore, and leaves a lock another live owner took meanwhile', async () => {
+    // Prepare
+    const dataDir = join(workdir, 'restore');
+    const lock = await acquireDataDirLock(dataDir, 'svc-dsr local --serve', { onRestore: () => {} });
+    const path = join(dataDir, LOCK_FILE);
+    const text = await readFile(path, 'utf8');
+
+    // Act and assess: held, then deleted and put back
+    expect(await lock.restore()).toBe('held');
+    await unlink(path);
+    expect(['held', 'restored']).toContain(await lock.restore());
+    expect(await readFile(path, 'utf8')).toBe(text);
+
+    // A live process's lock in its place is left as it is
+    const other = JSON.stringify({ pid: process.ppid, command: 'svc-dsr start', started_at: 'x' });
+    await writeFile(path, other);
+    expect(await lock.restore()).toBe('lost');
+    expect(await readFile(path, 'utf8')).toBe(other);
+    await lock.release();
+    expect(await readFile(path, 'utf8')).toBe(other);
+    await unlink(path);
   });
 });

@@ -1,4 +1,5 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
@@ -138,4 +139,46 @@ describe('local mode deadline sweep', () => {
       await rm(dataDir, { recursive: true, force: true });
     }
   });
+});
+
+describe('local mode SQS journal', () => {
+  it('holds no processed request: its body, primary_key included, is gone from the journals once intake took it', async () => {
+    // Prepare
+    const dataDir = await mkdtemp(join(tmpdir(), 'local-journal-'));
+    const primaryKey = `u-journal-${randomUUID()}`;
+    const request = {
+      request_id: randomUUID(),
+      type: 'access',
+      regulation: 'gdpr',
+      primary_key: primaryKey,
+      received_at: new Date(Date.now() - 60_000).toISOString(),
+      verification: {
+        method: 'email_link',
+        verified_by: 'privacy-team',
+        verified_at: new Date().toISOString(),
+      },
+    };
+    try {
+      const mode = await startLocalMode({ dataDir, logSink: () => {} });
+      try {
+        // Act
+        const [outcome] = await mode.submit([JSON.stringify(request)]);
+        await mode.idle();
+        // Assess
+        expect(outcome).toMatchObject({ kind: 'accepted', requestId: request.request_id });
+        expect((await mode.workflow.ledger.require(request.request_id)).status).toBe('completed');
+        const journals = (await readdir(join(dataDir, 'sqs'), { recursive: true })).filter((name) =>
+          name.endsWith('journal.jsonl'),
+        );
+        expect(journals.length).toBeGreaterThan(0);
+        for (const name of journals) {
+          expect(await readFile(join(dataDir, 'sqs', name), 'utf8')).not.toContain(primaryKey);
+        }
+      } finally {
+        await mode.close();
+      }
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -130,6 +130,52 @@ describe('startDiskSqs with a root', () => {
     expect(byBody.get('waiting')?.Attributes?.ApproximateReceiveCount).toBe('1');
   });
 
+  it("blanks a deleted or purged message's body in the journal at once, and keeps the others whole across a restart", async () => {
+    // Prepare: bodies as intake gets them, with escapes and characters of several bytes
+    let sqs = await start();
+    const { QueueUrl } = await sqs.send(
+      new CreateQueueCommand({ QueueName: 'keys', Attributes: { VisibilityTimeout: '600' } }),
+    );
+    const body = (key: string) => JSON.stringify({ primary_key: key, note: 'quote " backslash \\ tab \t' });
+    const keys = ['u-deleted-one-😀', 'u-deleted-two-é', 'u-kept-ü'];
+    await sqs.send(
+      new SendMessageBatchCommand({
+        QueueUrl,
+        Entries: keys.map((key, index) => ({ Id: String(index), MessageBody: body(key) })),
+      }),
+    );
+    const { Messages = [] } = await sqs.send(
+      new ReceiveMessageCommand({ QueueUrl, MaxNumberOfMessages: 10 }),
+    );
+    const receiptOf = (key: string) => Messages.find((message) => message.Body === body(key))?.ReceiptHandle;
+    const journal = () => readFile(join(root, 'keys', 'journal.jsonl'), 'utf8');
+
+    // Act
+    await sqs.send(
+      new DeleteMessageBatchCommand({
+        QueueUrl,
+        Entries: [
+          { Id: 'a', ReceiptHandle: receiptOf('u-deleted-one-😀') },
+          { Id: 'b', ReceiptHandle: receiptOf('u-deleted-two-é') },
+        ],
+      }),
+    );
+    const afterDelete = await journal();
+
+    // Assess: gone from the file as soon as the delete is answered, the kept one still there
+    expect(afterDelete).not.toContain('u-deleted-one');
+    expect(afterDelete).not.toContain('u-deleted-two');
+    expect(afterDelete).toContain('u-kept-ü');
+    sqs = await restart();
+    const after = await sqs.send(new ReceiveMessageCommand({ QueueUrl, MaxNumberOfMessages: 10 }));
+    expect((after.Messages ?? []).map((message) => message.Body)).toEqual([body('u-kept-ü')]);
+
+    // Act: a purge ends the kept one too
+    await sqs.send(new PurgeQueueCommand({ QueueUrl }));
+    // Assess
+    expect(await journal()).not.toContain('u-kept');
+  });
+
   it('keeps what the dead-letter queue holds, and counts receives from before a restart toward the redrive', async () => {
     // Prepare
     let sqs = await start();

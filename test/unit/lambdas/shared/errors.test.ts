@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import * as errors from '#shared/errors';
+import { retryPlanOf } from '#shared/ledger';
+import { ledgerRecord } from '../../cli/helpers.ts';
 
 const { DsrError, ERROR_CLASSES } = errors;
 
@@ -63,6 +65,41 @@ describe('the error taxonomy', () => {
     // A wait for capacity never reaches a Catch, and the errors outside the workflow are in no list.
     for (const name of ['PlatformCapacityError', 'StatusEventsNotPublishedError', 'DataDirInUseError']) {
       expect(all).not.toContain(name);
+    }
+  });
+});
+
+describe('exportAttemptsSpentError', () => {
+  it('blames a failed export only when the platform reported the last export failed', () => {
+    // Act
+    const failed = errors.exportAttemptsSpentError(3, 3, { start: 'accepted', status: 'failed' });
+    // Assess
+    expect(failed).toBeInstanceOf(errors.ExportFailedError);
+    expect(failed.code).toBe('export_failed');
+    expect(failed.message).toBe(
+      'the platform reported the export failed; 3 export attempt(s) were made, the limit is 3; `npx svc-dsr retry` gives it a fresh budget',
+    );
+  });
+
+  it.each([
+    ['uncertain', 'the platform gave no clear answer to the last start'],
+    ['interrupted', 'the last start was interrupted before the platform answered'],
+  ])('names the starts, not an export, when the last start was %s', (start, how) => {
+    // Act: the ledger holds export_status "failed" for an uncertain start, though no export failed
+    const error = errors.exportAttemptsSpentError(2, 2, { start, status: 'failed' });
+    // Assess
+    expect(error).toBeInstanceOf(errors.ExportStartUnconfirmedError);
+    expect(error.code).toBe('export_start_unconfirmed');
+    expect(error.message).toBe(
+      `no export was confirmed started: 2 start(s) may have reached the platform and ${how}; the limit is 2; \`npx svc-dsr retry\` gives it a fresh budget`,
+    );
+    expect(error.message).not.toMatch(/export (?:has |was )?failed|failed export/);
+  });
+
+  it('gives a request failed either way a fresh export on retry', () => {
+    for (const code of ['export_failed', 'export_start_unconfirmed']) {
+      const item = ledgerRecord({ status: 'failed', error: { code, message: 'spent' } });
+      expect(retryPlanOf(item).freshExport).toBe(true);
     }
   });
 });

@@ -45,6 +45,18 @@ describe('parseStrictJson', () => {
     expect(parseStrictJson(`${'['.repeat(3)}${']'.repeat(3)}`, { maxDepth: 2 }).ok).toBe(false);
   });
 
+  it('reads strings of many megabytes, escaped or not, without exhausting the stack', () => {
+    // Prepare: sizes at which the former regular expression threw "Maximum call stack size exceeded"
+    const escaped = '\\u00e9'.repeat(1_500_000);
+    const plain = 'x'.repeat(16_000_000);
+    // Act
+    const readEscaped = parseStrictJson(`{"a":"${escaped}"}`);
+    const readPlain = parseStrictJson(`["${plain}"]`);
+    // Assess
+    expect(readEscaped).toEqual({ ok: true, value: { a: '\u00e9'.repeat(1_500_000) } });
+    expect(readPlain.ok && Array.isArray(readPlain.value) && readPlain.value[0] === plain).toBe(true);
+  });
+
   it.each([
     ['{"a":1,}', 'key that is not a string'],
     ['{"a" 1}', 'lacks a ":"'],
@@ -52,6 +64,9 @@ describe('parseStrictJson', () => {
     ['{"a":"secret-value', 'unterminated'],
     ['{"a":01}', 'lacks a "," or "}"'],
     ['{"a":"tab\there"}', 'malformed string'],
+    ['{"a":"\\x"}', 'malformed string'],
+    ['{"a":"\\u12"}', 'malformed string'],
+    ['{"a":"ends with a backslash\\', 'malformed string'],
     ['{"a":1} trailing', 'unexpected text'],
     ['', 'ends where a value was expected'],
     ['\uFEFF{}', 'has no valid value'],
