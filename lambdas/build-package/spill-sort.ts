@@ -10,17 +10,20 @@ import { join } from 'node:path';
  * subject of any size. The sorted output can be read more than once (the page and data.json each
  * read it); the runs are removed by `dispose()`.
  */
-export class SpillSort<T> {
+export class SpillSort<T, K = T> {
   /** The most bytes of JSON ever held in the buffer at once. */
   maxBufferedBytes = 0;
   /** The most records ever held in the buffer at once. */
   maxBufferedRecords = 0;
   readonly #dir: string;
   readonly #name: string;
-  readonly #compare: (left: T, right: T) => number;
+  readonly #keyOf: (record: T) => K;
+  readonly #compare: (left: K, right: K) => number;
   readonly #runBytes: number;
+  readonly #runRecords: number;
   readonly #fanIn: number;
-  #buffer: { record: T; line: string }[] = [];
+  /** Each record as its JSON and its sort key only: the JSON is the most compact form a record has. */
+  #buffer: { key: K; line: string }[] = [];
   #bufferedBytes = 0;
   #runs: string[] = [];
   #runCount = 0;
@@ -30,13 +33,15 @@ export class SpillSort<T> {
   constructor(
     dir: string,
     name: string,
-    compare: (left: T, right: T) => number,
-    options: { runBytes?: number; fanIn?: number } = {},
+    order: { readonly keyOf: (record: T) => K; readonly compare: (left: K, right: K) => number },
+    options: SpillOptions = {},
   ) {
     this.#dir = dir;
     this.#name = name;
-    this.#compare = compare;
-    this.#runBytes = options.runBytes ?? 4 * 1024 * 1024;
+    this.#keyOf = order.keyOf;
+    this.#compare = order.compare;
+    this.#runBytes = options.runBytes ?? 2 * 1024 * 1024;
+    this.#runRecords = options.runRecords ?? 20_000;
     this.#fanIn = options.fanIn ?? 64;
   }
 
@@ -49,12 +54,12 @@ export class SpillSort<T> {
   async add(record: T): Promise<void> {
     if (this.#sealed) throw new Error(`SpillSort ${this.#name}: add after reading began`);
     const line = JSON.stringify(record);
-    this.#buffer.push({ record, line });
+    this.#buffer.push({ key: this.#keyOf(record), line });
     this.#bufferedBytes += line.length;
     this.#records += 1;
     this.maxBufferedBytes = Math.max(this.maxBufferedBytes, this.#bufferedBytes);
     this.maxBufferedRecords = Math.max(this.maxBufferedRecords, this.#buffer.length);
-    if (this.#bufferedBytes >= this.#runBytes) await this.#flush();
+    if (this.#bufferedBytes >= this.#runBytes || this.#buffer.length >= this.#runRecords) await this.#flush();
   }
 
   /** The records in order. Adding ends with the first call; each call reads the runs again. */
@@ -71,8 +76,8 @@ export class SpillSort<T> {
     }
     if (this.#runs.length === 0) {
       // Everything fitted in one buffer: no disk at all.
-      this.#buffer.sort((left, right) => this.#compare(left.record, right.record));
-      for (const { record } of this.#buffer) yield record;
+      this.#buffer.sort((left, right) => this.#compare(left.key, right.key));
+      for (const { line } of this.#buffer) yield JSON.parse(line) as T;
       return;
     }
     yield* this.#merge(this.#runs);
@@ -90,7 +95,7 @@ export class SpillSort<T> {
     const buffer = this.#buffer;
     this.#buffer = [];
     this.#bufferedBytes = 0;
-    buffer.sort((left, right) => this.#compare(left.record, right.record));
+    buffer.sort((left, right) => this.#compare(left.key, right.key));
     this.#runs.push(await this.#writeRun(linesOf(buffer)));
   }
 
@@ -117,67 +122,51 @@ export class SpillSort<T> {
   /** A k-way merge over a small binary heap; ties keep the runs' order, so the sort is stable. */
   async *#merge(files: readonly string[]): AsyncGenerator<T> {
     const readers = files.map((file) => readLines(file)[Symbol.asyncIterator]());
-    const heap: { record: T; run: number }[] = [];
-    const less = (a: { record: T; run: number }, b: { record: T; run: number }) => {
-      const order = this.#compare(a.record, b.record);
+    const heap: HeapEntry<T, K>[] = [];
+    const less = (a: HeapEntry<T, K>, b: HeapEntry<T, K>) => {
+      const order = this.#compare(a.key, b.key);
       return order < 0 || (order === 0 && a.run < b.run);
     };
-    const push = (entry: { record: T; run: number }) => {
-      heap.push(entry);
-      let index = heap.length - 1;
-      while (index > 0) {
+    const at = (index: number) => heap[index] as HeapEntry<T, K>;
+    const swap = (a: number, b: number) => {
+      const entry = at(a);
+      heap[a] = at(b);
+      heap[b] = entry;
+    };
+    const push = (record: T, run: number) => {
+      heap.push({ record, key: this.#keyOf(record), run });
+      for (let index = heap.length - 1; index > 0; ) {
         const parent = (index - 1) >> 1;
-        if (!less(heap[index] as { record: T; run: number }, heap[parent] as { record: T; run: number }))
-          break;
-        [heap[index], heap[parent]] = [
-          heap[parent] as { record: T; run: number },
-          heap[index] as { record: T; run: number },
-        ];
+        if (!less(at(index), at(parent))) break;
+        swap(index, parent);
         index = parent;
       }
     };
-    const pop = () => {
+    const pop = (): HeapEntry<T, K> | undefined => {
       const top = heap[0];
       const last = heap.pop();
-      if (heap.length > 0 && last !== undefined) {
-        heap[0] = last;
-        let index = 0;
-        for (;;) {
-          const left = index * 2 + 1;
-          const right = left + 1;
-          let smallest = index;
-          if (
-            left < heap.length &&
-            less(heap[left] as { record: T; run: number }, heap[smallest] as { record: T; run: number })
-          )
-            smallest = left;
-          if (
-            right < heap.length &&
-            less(heap[right] as { record: T; run: number }, heap[smallest] as { record: T; run: number })
-          )
-            smallest = right;
-          if (smallest === index) break;
-          [heap[index], heap[smallest]] = [
-            heap[smallest] as { record: T; run: number },
-            heap[index] as { record: T; run: number },
-          ];
-          index = smallest;
-        }
+      if (heap.length === 0 || last === undefined) return top;
+      heap[0] = last;
+      for (let index = 0; ; ) {
+        const left = index * 2 + 1;
+        let smallest = index;
+        if (left < heap.length && less(at(left), at(smallest))) smallest = left;
+        if (left + 1 < heap.length && less(at(left + 1), at(smallest))) smallest = left + 1;
+        if (smallest === index) break;
+        swap(index, smallest);
+        index = smallest;
       }
       return top;
     };
     try {
       for (const [run, reader] of readers.entries()) {
         const next = await reader.next();
-        if (next.done !== true) push({ record: JSON.parse(next.value) as T, run });
+        if (next.done !== true) push(JSON.parse(next.value) as T, run);
       }
-      while (heap.length > 0) {
-        const top = pop();
-        if (top === undefined) break;
+      for (let top = pop(); top !== undefined; top = pop()) {
         yield top.record;
         const next = await readers[top.run]?.next();
-        if (next !== undefined && next.done !== true)
-          push({ record: JSON.parse(next.value) as T, run: top.run });
+        if (next !== undefined && next.done !== true) push(JSON.parse(next.value) as T, top.run);
       }
     } finally {
       await Promise.all(readers.map((reader) => reader.return?.(undefined)));
@@ -185,8 +174,24 @@ export class SpillSort<T> {
   }
 }
 
+interface HeapEntry<T, K> {
+  readonly record: T;
+  readonly key: K;
+  readonly run: number;
+}
+
+/** How much a sort holds before it writes a run, and how many runs it merges at once. */
+export interface SpillOptions {
+  /** JSON held before a run is written. @default 2 MiB */
+  readonly runBytes?: number;
+  /** Records held before a run is written (small records cost more than their JSON). @default 20,000 */
+  readonly runRecords?: number;
+  /** Runs merged at once; more runs are first merged into fewer. @default 64 */
+  readonly fanIn?: number;
+}
+
 /** Bytes gathered before a write to a run file. */
-const WRITE_BYTES = 256 * 1024;
+const WRITE_BYTES = 64 * 1024;
 
 function* linesOf(buffer: readonly { line: string }[]): Generator<string> {
   for (const { line } of buffer) yield line;

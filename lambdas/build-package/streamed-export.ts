@@ -21,8 +21,10 @@ export const PROFILE_MAX_BYTES = 16 * 1024 * 1024;
 
 /** How the streamed build uses memory; every figure is fixed, whatever the subject's size. */
 export interface StreamLimits {
-  /** JSON held per sort before it goes to disk as a run. @default 4 MiB */
+  /** JSON held per sort before it goes to disk as a run. @default 2 MiB */
   readonly runBytes?: number;
+  /** Records held per sort before it goes to disk as a run. @default 20,000 */
+  readonly runRecords?: number;
   /** Runs merged at once. @default 64 */
   readonly fanIn?: number;
   /** The largest single item of messages.json, likes.json or dislikes.json. @default 8 MiB */
@@ -58,10 +60,10 @@ export async function streamedExport(
   highWater?: StreamHighWater,
 ): Promise<{ source: PackageSource; close(): Promise<void> }> {
   const zip = await openZip(archivePath);
-  const sorts: SpillSort<unknown>[] = [];
-  const sort = <T>(name: string, compare: (a: T, b: T) => number): SpillSort<T> => {
-    const created = new SpillSort<T>(scratchDir, name, compare, limits);
-    sorts.push(created as SpillSort<unknown>);
+  const sorts: Pick<SpillSort<unknown>, 'maxBufferedBytes' | 'maxBufferedRecords' | 'dispose'>[] = [];
+  const sort = <T, K>(name: string, keyOf: (record: T) => K, compare: (a: K, b: K) => number) => {
+    const created = new SpillSort<T, K>(scratchDir, name, { keyOf, compare }, limits);
+    sorts.push(created);
     return created;
   };
   const close = async () => {
@@ -81,14 +83,21 @@ export async function streamedExport(
     const profile = await readProfile(read('profile.json'));
 
     // Pass 1: every comment, normalised; its id into the own-ids sort, a reply also by its parent.
-    const ids = sort<OwnId>('ids', (a, b) => compareText(a.i, b.i) || a.s - b.s);
-    const replies = sort<CommentRecord & { p: string }>(
+    const ids = sort(
+      'ids',
+      (own: OwnId) => own,
+      (a, b) => compareText(a.i, b.i) || a.s - b.s,
+    );
+    const replies = sort(
       'replies',
+      (reply: CommentRecord & { p: string }) => ({ p: reply.p, s: reply.s }),
       (a, b) => compareText(a.p, b.p) || a.s - b.s,
     );
-    const byConversation = sort<CommentRecord>(
+    // Newest first within a conversation: its first record gives the conversation's latest time.
+    const byConversation = sort(
       'by-conversation',
-      (a, b) => compareText(a.c, b.c) || b.w - a.w || compareText(b.m.id, a.m.id) || b.s - a.s,
+      (record: CommentRecord) => ({ c: record.c, w: record.w }),
+      (a, b) => compareText(a.c, b.c) || b.w - a.w,
     );
     let seq = 0;
     for await (const item of jsonArrayItems(read('messages.json'), scanner('messages.json'))) {
@@ -123,9 +132,16 @@ export async function streamedExport(
     await replies.dispose();
 
     // Pass 3: each conversation's latest time is its first comment here; then the package order.
-    const ordered = sort<CommentRecord & { l: number }>(
+    const ordered = sort(
       'ordered',
-      (a, b) => b.l - a.l || compareText(a.c, b.c) || a.w - b.w || compareText(a.m.id, b.m.id) || a.s - b.s,
+      (record: CommentRecord & { l: number }) => ({
+        l: record.l,
+        c: record.c,
+        w: record.w,
+        id: record.m.id,
+        s: record.s,
+      }),
+      (a, b) => b.l - a.l || compareText(a.c, b.c) || a.w - b.w || compareText(a.id, b.id) || a.s - b.s,
     );
     let conversations = 0;
     let current: string | undefined;
@@ -142,13 +158,21 @@ export async function streamedExport(
 
     // Votes: the first mention of each id, in the file's order, with its conversation when own.
     const votes = async (name: 'likes.json' | 'dislikes.json') => {
-      const mentions = sort<{ i: string; s: number }>(name, (a, b) => compareText(a.i, b.i) || a.s - b.s);
+      const mentions = sort(
+        name,
+        (mention: { i: string; s: number }) => mention,
+        (a, b) => compareText(a.i, b.i) || a.s - b.s,
+      );
       let index = 0;
       for await (const item of jsonArrayItems(read(name), scanner(name))) {
         await mentions.add({ i: parseItem(voteIdSchema, item, name, index), s: index });
         index += 1;
       }
-      const firsts = sort<{ s: number; v: PackageVote }>(`${name}-firsts`, (a, b) => a.s - b.s);
+      const firsts = sort(
+        `${name}-firsts`,
+        (first: { s: number; v: PackageVote }) => first.s,
+        (a, b) => a - b,
+      );
       let previous: string | undefined;
       for await (const { reply: mention, own } of joinOwn(mentions.sorted(), (m) => m.i, ids.sorted())) {
         if (mention.i === previous) continue;
