@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import yazl from 'yazl';
 import { createGateTable, createLedgerTable } from '#local/aws/ledger-table';
@@ -101,7 +102,7 @@ beforeEach(async () => {
       copy: vi.fn(async () => ({ bytes: 10, sha256: 'ab'.repeat(32) })),
       verify: vi.fn(async () => ({ entries: 4 })),
       remove: vi.fn(async () => 1),
-      read: vi.fn(async () => Buffer.alloc(0)),
+      read: vi.fn(async () => Readable.from([Buffer.alloc(0)])),
       storePackage: vi.fn(async () => ({})),
     },
     schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600 },
@@ -1109,10 +1110,12 @@ describe('buildSubjectPackage', () => {
 
   it('builds from the verified archive, stores the package and records it once, with a leap-second receipt time', async () => {
     const id = await archivedAccess({ received_at: '2016-12-31t23:59:60z' });
-    vi.mocked(deps.archive.read).mockResolvedValue(await exportZip());
+    vi.mocked(deps.archive.read).mockResolvedValue(Readable.from([await exportZip()]));
     const stored: Buffer[] = [];
     vi.mocked(deps.archive.storePackage).mockImplementation(async (_key, body) => {
-      stored.push(body);
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of body) chunks.push(chunk);
+      stored.push(Buffer.concat(chunks));
       return { versionId: 'v-1' };
     });
 
@@ -1163,8 +1166,11 @@ describe('buildSubjectPackage', () => {
 
   it('removes the package it stored when the request was cancelled meanwhile', async () => {
     const id = await archivedAccess();
-    vi.mocked(deps.archive.read).mockResolvedValue(await exportZip());
-    vi.mocked(deps.archive.storePackage).mockImplementation(async () => {
+    vi.mocked(deps.archive.read).mockResolvedValue(Readable.from([await exportZip()]));
+    vi.mocked(deps.archive.storePackage).mockImplementation(async (_key, body) => {
+      for await (const _chunk of body) {
+        // The whole package is read, as S3 would.
+      }
       await ledger.cancel(id, { reason: 'subject withdrew the request' });
       return {};
     });
