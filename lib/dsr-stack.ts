@@ -60,6 +60,7 @@ import {
 } from './history-budget.ts';
 import { acknowledge, nagArn } from './nag.ts';
 import type { StackOutputName } from './stack-outputs.ts';
+import { stepTimeout } from './step-timeouts.ts';
 
 const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
 
@@ -404,7 +405,8 @@ export class DsrStack extends Stack {
           DSR_STEP: step,
           ...(archives ? { ARCHIVE_MAX_EXPANDED_BYTES: String(config.archiveMaxExpandedBytes) } : {}),
         },
-        timeout: archives || packages ? Duration.minutes(15) : Duration.minutes(1),
+        // From the step's worst chain of platform calls and retries: a Lambda timeout is not retried.
+        timeout: stepTimeout(step),
         memorySize: archives || packages ? 1024 : 512,
       });
       fn.bindLedger(this.ledger, 'steps')

@@ -6,7 +6,7 @@ import type { StepDeps } from '#shared/step-deps';
 import { activeRequest } from '#shared/step-guards';
 import { type PackageOutput, packageOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
 import { collectAccount } from './account.ts';
-import { collectActivity } from './activity.ts';
+import { ACTIVITY_READ_BUDGET_SECONDS, collectActivity } from './activity.ts';
 import { parseExportFiles } from './export-files.ts';
 import { normalisePackage } from './normalise.ts';
 import { buildPackageZip, describePlatformFiles, packageFileName, readPlatformFiles } from './package-zip.ts';
@@ -45,7 +45,12 @@ export async function buildSubjectPackage(input: StepInput, deps: StepDeps): Pro
   const platform = await readPlatformFiles(stored);
   const files = parseExportFiles(platform);
   const account = await collectAccount(deps.platform, item.primary_key);
-  const activity = await collectActivity(deps.platform, item.svc_user_id, { sleep: deps.sleep });
+  const clock = () => deps.clock().getTime();
+  const activity = await collectActivity(deps.platform, item.svc_user_id, {
+    sleep: deps.sleep,
+    clock,
+    readUntil: clock() + ACTIVITY_READ_BUDGET_SECONDS * 1000,
+  });
   const answeredAt = deps.clock();
   const data = normalisePackage({
     files,

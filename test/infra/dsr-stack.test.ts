@@ -447,12 +447,12 @@ describe('functions', () => {
     });
   });
 
-  it('gives ArchiveExport and BuildPackage 15 minutes and 1 GiB, and the other steps one minute', () => {
+  it('gives ArchiveExport and BuildPackage 15 minutes and 1 GiB, and the other steps their worst chain (step-timeouts.test.ts)', () => {
     for (const [, fn] of functions) {
       const step = fn.Environment.Variables.DSR_STEP;
       if (step === 'ArchiveExport' || step === 'BuildPackage')
         expect(fn).toMatchObject({ Timeout: 900, MemorySize: 1024 });
-      else if (step !== undefined) expect(fn.Timeout).toBe(60);
+      else if (step !== undefined) expect(fn.Timeout).toBeLessThan(900);
     }
   });
 });
