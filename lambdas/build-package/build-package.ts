@@ -16,7 +16,7 @@ import type { StepDeps } from '#shared/step-deps';
 import { activeRequest } from '#shared/step-guards';
 import { type PackageOutput, packageOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
 import { collectAccount } from './account.ts';
-import { collectActivity } from './activity.ts';
+import { ACTIVITY_READ_BUDGET_SECONDS, collectActivity } from './activity.ts';
 import { packageFileName, packageZipStream } from './package-zip.ts';
 import { PACKAGE_PLACEHOLDERS } from './settings.ts';
 import { streamedExport } from './streamed-export.ts';
@@ -63,7 +63,12 @@ export async function buildSubjectPackage(input: StepInput, deps: StepDeps): Pro
       createWriteStream(archivePath),
     );
     const account = await collectAccount(deps.platform, item.primary_key);
-    const activity = await collectActivity(deps.platform, item.svc_user_id, { sleep: deps.sleep });
+    const clock = () => deps.clock().getTime();
+    const activity = await collectActivity(deps.platform, item.svc_user_id, {
+      sleep: deps.sleep,
+      clock,
+      readUntil: clock() + ACTIVITY_READ_BUDGET_SECONDS * 1000,
+    });
     const { source, close } = await streamedExport(archivePath, dir, {
       account: account.settings,
       activity: activity.context,
