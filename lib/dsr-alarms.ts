@@ -40,7 +40,9 @@ export interface DsrAlarmsProps {
    * The scheduled passes by name, each with its heartbeat (the Sum of a metric it publishes once per
    * completed run) and its schedule: silence for two runs is an alarm.
    */
-  readonly heartbeats: Readonly<Record<string, { readonly metric: cloudwatch.Metric; readonly every: Duration }>>;
+  readonly heartbeats: Readonly<
+    Record<string, { readonly metric: cloudwatch.Metric; readonly every: Duration }>
+  >;
   /** Where the status-events source puts the batches it gave up on. */
   readonly statusEventsFailureQueue: sqs.IQueue;
   /** The status-events function: the age of the ledger stream records it has yet to publish. */
