@@ -374,7 +374,7 @@ async function accept(
 
 async function start(requestId: string, input: ExecutionInput, deps: IntakeDeps): Promise<void> {
   const started = await deps.startExecution(requestId, input);
-  if (started === 'started') await deps.ledger.increment(requestId, 'executions');
+  if (started === 'started') await deps.ledger.countFirstRun(requestId);
 }
 
 async function sameIdAgain(

@@ -758,8 +758,33 @@ export class Ledger {
     } while (cursor !== undefined);
   }
 
-  /** Adds one to a counter (duplicates, conflicts, executions) whatever the status. */
-  async increment(requestId: string, counter: 'duplicates' | 'conflicts' | 'executions'): Promise<void> {
+  /**
+   * Counts intake's execution (`<request_id>`, run 1): `executions` becomes 1 unless a run is
+   * already counted. Not an increment: StartExecution answers success again for a running execution
+   * of the same name and input (a redelivered or duplicate message), and counting that as a second
+   * run would make the running one look superseded.
+   */
+  async countFirstRun(requestId: string): Promise<void> {
+    try {
+      await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: keyOf(requestId),
+          UpdateExpression: 'SET #executions = :one, #updated_at = :now',
+          ConditionExpression:
+            'attribute_exists(request_id) AND (attribute_not_exists(#executions) OR #executions < :one)',
+          ExpressionAttributeNames: { '#executions': 'executions', '#updated_at': 'updated_at' },
+          ExpressionAttributeValues: toAttributes({ ':one': 1, ':now': this.clock().toISOString() }),
+        }),
+      );
+    } catch (error) {
+      if (!(error instanceof Error && error.name === 'ConditionalCheckFailedException')) throw error;
+      // A run is counted already (or the item is gone, which the caller's next read reports).
+    }
+  }
+
+  /** Adds one to a counter (duplicates, conflicts) whatever the status. */
+  async increment(requestId: string, counter: 'duplicates' | 'conflicts'): Promise<void> {
     await this.db.send(
       new UpdateItemCommand({
         TableName: this.tableName,

@@ -165,6 +165,20 @@ describe('intakeMessage', () => {
     expect(await ledger.require(requestId)).toMatchObject({ duplicates: 1, executions: 1 });
   });
 
+  it('counts one run when StartExecution answers success for a redelivery, as it does for a running execution of the same input', async () => {
+    // Prepare: the first delivery started the execution; the request is still received.
+    const body = message();
+    const first = await intakeMessage(body, deps);
+    const requestId = first.kind === 'accepted' ? first.requestId : '';
+
+    // Act: SQS delivers it again, and StartExecution answers success again (idempotent).
+    await intakeMessage(body, deps);
+
+    // Assess: still one run, so the running execution is not taken for a superseded one.
+    expect(started).toEqual([requestId, requestId]);
+    expect(await ledger.require(requestId)).toMatchObject({ executions: 1 });
+  });
+
   it('does nothing but count a duplicate of a request already running', async () => {
     const body = message();
     const first = await intakeMessage(body, deps);
@@ -291,6 +305,16 @@ describe('the intake handler', () => {
 });
 
 describe('intakeMessage verification gate', () => {
+  it('rejects a method with a soft hyphen in it: free text holds no invisible character', async () => {
+    const requestId = randomUUID();
+
+    const result = await intakeMessage(message(requestId, 'no\u00adne'), deps);
+
+    expect(result).toMatchObject({ kind: 'rejected', requestId });
+    expect(started).toEqual([]);
+    expect(await ledger.require(requestId)).toMatchObject({ status: 'rejected' });
+  });
+
   it.each([
     'none',
     'NONE',
@@ -299,7 +323,6 @@ describe('intakeMessage verification gate', () => {
     'n\u043ene',
     'n\u03bfne',
     'none\u200d',
-    'no\u00adne',
     'Un-Verified',
   ])(
     'denies a request verified by "%s" as identity_not_verified: recorded, closed in the audit trail, never run',

@@ -48,7 +48,7 @@ async function ledgerWith(statuses: Status[]): Promise<{ ledger: Ledger; tableNa
       'fp',
       { due_at: '2026-12-20T09:00:00Z', extension_limit_at: '2027-02-20T09:00:00Z', confirm_by: null },
     );
-    await ledger.increment(id, 'executions');
+    await ledger.countFirstRun(id);
     if (status !== 'received') await ledger.update(id, { status }, ['received']);
     ids.push(id);
   }
