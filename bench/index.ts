@@ -510,7 +510,6 @@ async function burst() {
       ],
       ['503s received (the outage)', String(platform.outage_answers), 'few: the circuit holds the rest'],
       ['platform calls served', String(served), ''],
-      ['calls made unmetered (a request past its 50 waits)', String(result.unmetered), '0'],
       [
         'wall time vs floor (calls served / rate)',
         `${result.seconds.toFixed(0)} s vs ${floor.toFixed(0)} s = ${(result.seconds / floor).toFixed(2)}x`,

@@ -15,7 +15,6 @@ import { type PlatformStats, platformStatsSchema } from '#local/emulator/limits'
 import type { EmulatorState } from '#local/emulator/state';
 import { startLocalMode } from '#local/local-mode';
 import { type CallSink, setCallSink } from '#shared/call-recorder';
-import { UNMETERED_MESSAGE } from '#shared/step-handler';
 
 export interface ThroughputResult {
   readonly requests: number;
@@ -27,8 +26,6 @@ export interface ThroughputResult {
   readonly cpuMs: number;
   /** What the platform emulator saw: peak request rate, peak open exports, 429s. */
   readonly platform: PlatformStats;
-  /** Platform calls made outside the gate because their request had waited its most (MAX_PLATFORM_WAITS). */
-  readonly unmetered: number;
 }
 
 function platformState(users: number): EmulatorState {
@@ -81,13 +78,9 @@ export async function localThroughput(
 ): Promise<ThroughputResult> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svc-dsr-bench-local-'));
   const startedAt = performance.now();
-  let unmetered = 0;
   const mode = await startLocalMode({
     dataDir,
-    // The step handler logs each call it lets go unmetered (step-handler.ts).
-    logSink: (line) => {
-      if (line.includes(UNMETERED_MESSAGE)) unmetered += 1;
-    },
+    logSink: () => {},
     platformState: platformState(requests),
     faults: {
       export_ready_after_polls: 2,
@@ -144,7 +137,6 @@ export async function localThroughput(
       seconds,
       cpuMs: (cpu.user + cpu.system) / 1000,
       platform,
-      unmetered,
     };
   } finally {
     await mode.close();

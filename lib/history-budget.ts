@@ -1,5 +1,5 @@
 import { nextWaitSeconds, type PollSchedule } from '../lambdas/shared/config.ts';
-import { MAX_PLATFORM_WAITS } from '../lambdas/shared/step-handler.ts';
+import { platformWaitsBudgeted } from '../lambdas/shared/step-handler.ts';
 
 /** Step Functions Standard keeps at most this many history events per execution, then fails it. */
 export const HISTORY_EVENT_LIMIT = 25_000;
@@ -31,7 +31,8 @@ export const EVENTS_PER = {
  * message cannot be sent, that Task failed (as many events but the submission) and the Wait it
  * falls back to. Its retries are not counted again: an attempt that ends in a wait succeeded, and a
  * visit that both retries and waits is within the margin SAFE_HISTORY_FRACTION keeps. Each
- * execution makes at most MAX_PLATFORM_WAITS of them (the step handler counts them in the ledger).
+ * execution is budgeted platformWaitsBudgeted() of them: the waits for an export slot of a request
+ * queued for the longest it can be open, and the rate and outage waits of its calls.
  */
 const PLATFORM_WAIT_EVENTS =
   EVENTS_PER.taskAttempt + EVENTS_PER.choice + EVENTS_PER.callbackTask - 1 + EVENTS_PER.wait;
@@ -98,7 +99,7 @@ export function worstCaseHistory(input: HistoryBudgetInput): HistoryBudget {
     input.exportMaxAttempts * visit(PATH.perExportAttempt) +
     polls * visit(PATH.perPoll) +
     visit(PATH.tail) +
-    MAX_PLATFORM_WAITS * PLATFORM_WAIT_EVENTS +
+    platformWaitsBudgeted() * PLATFORM_WAIT_EVENTS +
     EVENTS_PER.end;
   return { events, polls, fraction: events / HISTORY_EVENT_LIMIT };
 }

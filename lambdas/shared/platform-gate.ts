@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { type DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
@@ -133,7 +132,7 @@ export function circuitDecision(state: CircuitState, now: number, settings: Gate
   }
   // The longer the platform has been down, the longer a waiter stays away: half the outage so far,
   // up to a quarter of an hour. An afternoon's outage then costs an execution a few dozen waits
-  // (within MAX_PLATFORM_WAITS), not one every few seconds; the first waiter back probes.
+  // (within the history budget), not one every few seconds; the first waiter back probes.
   const patience = Math.min(LONGEST_OUTAGE_WAIT_SECONDS, Math.floor(since / 2000));
   if (state.open_until > now) {
     return { kind: 'wait', seconds: Math.max(secondsUntil(state.open_until, now), patience) };
@@ -175,14 +174,6 @@ export function afterOutcome(
 
 function secondsUntil(at: number, now: number): number {
   return Math.max(1, Math.ceil((at - now) / 1000));
-}
-
-/** Calls made inside `run` skip the gate: a request that has waited its most (see `unmetered`). */
-const unmeteredScope = new AsyncLocalStorage<true>();
-
-/** Runs `work` with its platform calls outside the rate limit, the export cap and the circuit. */
-export function unmetered<T>(work: () => Promise<T>): Promise<T> {
-  return unmeteredScope.run(true, work);
 }
 
 /** What the gate logs: that the circuit opened or closed. Never identifiers. */
@@ -241,7 +232,6 @@ export class PlatformGate {
    * PlatformCapacityError when it must wait longer, PlatformOutageError past the outage horizon.
    */
   async admit(): Promise<void> {
-    if (unmeteredScope.getStore()) return;
     const interval = 1000 / this.#settings.requestsPerSecond;
     const maxSleepMs = Math.max(MIN_SLEEP_MS, this.#settings.maxSleepMs ?? 3_000);
     for (let tries = 0; tries < MAX_CONFLICTS; tries++) {
@@ -299,7 +289,6 @@ export class PlatformGate {
 
   /** Tells the circuit how a platform call went: `down` for a 5xx, a timeout or a broken connection. */
   async report(outcome: 'up' | 'down'): Promise<void> {
-    if (unmeteredScope.getStore()) return;
     if (outcome === 'up' && !this.#troubled) return;
     for (let conflicts = 0; conflicts < MAX_CONFLICTS; conflicts++) {
       const state = await this.#readState();
@@ -328,7 +317,6 @@ export class PlatformGate {
    * PlatformCapacityError (`exports`) when every slot is taken.
    */
   async acquireExport(requestId: string): Promise<void> {
-    if (unmeteredScope.getStore()) return;
     const update = () =>
       this.#dynamo.send(
         new UpdateItemCommand({

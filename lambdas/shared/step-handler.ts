@@ -5,7 +5,6 @@ import {
   PlatformThrottledError,
   StepInputError,
 } from './errors.ts';
-import { unmetered } from './platform-gate.ts';
 import type { StepDeps } from './step-deps.ts';
 
 /** A step: its input and output contracts and its domain function. */
@@ -82,14 +81,11 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
     const counted = await base.ledger.countPlatformWait(requestId, error.reason === 'exports');
     // No longer open: running again lets the step say why (cancelled, ended).
     if (counted === undefined) return await run();
+    // However long it has waited, the call waits again: no platform call goes out without its
+    // rate slot, nor an export without its export slot. Time, not a count, bounds the wait: the
+    // deadline sweep's DueSoonUnfinished alarm names every open request within the deadline
+    // margin, and the request keeps its place in the queue meanwhile.
     const { waits, exportSlotWaits } = counted;
-    if (waits > MAX_PLATFORM_WAITS) {
-      stepDeps.logger.warn(UNMETERED_MESSAGE, {
-        waits,
-        reason: error.reason,
-      });
-      return await unmetered(run);
-    }
     const random = base.random ?? Math.random;
     const seconds =
       error.reason === 'exports'
@@ -105,30 +101,35 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
   }
 }
 
-/** What the step handler logs when a call goes outside the gate. */
-export const UNMETERED_MESSAGE =
-  'the request has waited for platform capacity its most; the call goes unmetered';
-
 /**
- * Waits for platform capacity one execution may make (each costs about ten history events); past
- * it the call is made anyway, and a 429 it gets is retried like any other.
+ * The longest wait for an export slot. Long, because a waiter does not wait it out when a slot
+ * frees: the slot is handed to the oldest waiter and its execution woken at once
+ * (export-waiters.ts); the wait's length bounds only how often a waiter looks again, and so the
+ * history events of a request that queues for weeks.
  */
-export const MAX_PLATFORM_WAITS = 50;
+export const EXPORT_SLOT_MAX_WAIT_SECONDS = 16 * 3600;
 
-/** The longest wait for an export slot. */
-const EXPORT_SLOT_MAX_WAIT_SECONDS = 3600;
+/** Waits for an export slot over LONGEST_OPEN_DAYS: the ramp to the longest wait, then the longest ones. */
+function exportSlotWaitsBudgeted(): number {
+  const ramp = Math.ceil(Math.log(EXPORT_SLOT_MAX_WAIT_SECONDS / 2) / Math.log(1.25));
+  return ramp + Math.ceil((LONGEST_OPEN_DAYS * 86_400) / (EXPORT_SLOT_MAX_WAIT_SECONDS * SLOT_JITTER_FLOOR));
+}
+
+/** The shortest a wait for an export slot is drawn, as a share of its nominal length. */
+const SLOT_JITTER_FLOOR = 0.8;
 
 /**
  * The wait for a free export slot after `waits` waits for one: growing by a quarter each time from
- * 2 s, up to an hour, with jitter, so a queue of thousands asks for slots at a pace that does not
+ * 2 s, up to sixteen hours, with jitter (each wait 80-100% of its nominal length), so a queue of thousands asks for slots at a pace that does not
  * grow with its length. A quarter, not a half: once slots free up, a waiter sleeps past them by at
  * most about a quarter of its wait so far (a half left a 1,000-request drop a tail of two minutes).
  * Only the waits for a slot count: a request that waited for rate slots on its way here starts at
  * the short end, and does not sleep through the slots that free meanwhile.
  */
 export function exportSlotWaitSeconds(waits: number, random: () => number): number {
-  const nominal = Math.min(EXPORT_SLOT_MAX_WAIT_SECONDS, 2 * 1.25 ** Math.min(Math.max(waits, 1), 40));
-  return Math.max(1, Math.ceil(nominal * (0.5 + 0.5 * Math.min(Math.max(random(), 0), 1))));
+  const nominal = Math.min(EXPORT_SLOT_MAX_WAIT_SECONDS, 2 * 1.25 ** Math.min(Math.max(waits, 1), 60));
+  const share = SLOT_JITTER_FLOOR + (1 - SLOT_JITTER_FLOOR) * Math.min(Math.max(random(), 0), 1);
+  return Math.max(1, Math.ceil(nominal * share));
 }
 
 /**
@@ -138,6 +139,23 @@ export function exportSlotWaitSeconds(waits: number, random: () => number): numb
 export function outageWaitSeconds(asked: number, random: () => number): number {
   return Math.max(1, Math.ceil(asked * (1 + 0.5 * Math.min(Math.max(random(), 0), 1))));
 }
+
+/**
+ * How many waits for platform capacity one execution is budgeted for in its history
+ * (lib/history-budget.ts): the waits for an export slot over the longest a request can stay open
+ * (exportSlotWaitsBudgeted), and the rate and outage waits of its platform calls
+ * (RATE_WAITS_BUDGETED). Nothing enforces it: no wait ends in a call outside the gate. The
+ * simulation in bench/gate-simulation.ts measures the longest execution's history against it.
+ */
+export function platformWaitsBudgeted(): number {
+  return exportSlotWaitsBudgeted() + RATE_WAITS_BUDGETED;
+}
+
+/** The longest a request can be open: a CCPA deadline extended once (45 + 45 days), and a margin. */
+export const LONGEST_OPEN_DAYS = 92;
+
+/** The rate and outage waits of one execution's platform calls (about ten calls; the simulation measures fewer than half of this). */
+const RATE_WAITS_BUDGETED = 80;
 
 /** A step's answer when its platform call waits: the state machine spends it in a Wait, then runs the step again. */
 export const platformWaitAnswerSchema = z.looseObject({

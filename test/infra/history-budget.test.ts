@@ -1,6 +1,7 @@
 import { App } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
+import { platformWaitsBudgeted } from '#shared/step-handler';
 import { DsrStack } from '../../lib/dsr-stack.ts';
 import { statesOfDefinition, worstCaseHistory, worstCasePolls } from '../../lib/history-budget.ts';
 import { productionConfig } from './fixtures.ts';
@@ -65,9 +66,12 @@ describe('worstCaseHistory', () => {
     // 8 polls of (Wait 3 + CheckExport 5 + ExportReady? 2) = 80,
     // tail: ArchiveExport 5, RequestType? 2, EraseSubject 5 + Choice 2, VerifyErasure 5 + Choice 2,
     // RecordErased 5, OutcomeNotRecorded 2, RecordFailure 5, RecordFailedInLedger 5 = 38,
-    // 50 waits for platform capacity, each at most a wait for an export slot whose message could
-    // not be sent: (attempt 5 + Choice 2 + the failed Task 5 + Wait 3) = 750, and the final Fail 2.
-    const events = 2 + 5 + 2 + 14 + 80 + 38 + 750 + 2;
+    // 300 waits for platform capacity (the export-slot waits of 92 days at 80% of 16 hours after
+    // their ramp, 46 + 174, and 80 rate and outage waits), each at most a wait for an export slot
+    // whose message could not be sent: (attempt 5 + Choice 2 + the failed Task 5 + Wait 3) x 300 =
+    // 4,500, and the final Fail 2.
+    expect(platformWaitsBudgeted()).toBe(46 + 174 + 80);
+    const events = 2 + 5 + 2 + 14 + 80 + 38 + 4_500 + 2;
     expect(budget).toEqual({ events, polls: 8, fraction: events / 25_000 });
   });
 

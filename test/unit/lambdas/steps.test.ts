@@ -24,12 +24,7 @@ import {
 import { Ledger, type LedgerPatch } from '#shared/ledger';
 import { PlatformGate } from '#shared/platform-gate';
 import type { StepDeps } from '#shared/step-deps';
-import {
-  exportSlotWaitSeconds,
-  MAX_PLATFORM_WAITS,
-  makeStepHandler,
-  outageWaitSeconds,
-} from '#shared/step-handler';
+import { exportSlotWaitSeconds, makeStepHandler, outageWaitSeconds } from '#shared/step-handler';
 import { archiveExport, archiveKey } from '../../../lambdas/archive-export/archive-export.ts';
 import { buildSubjectPackage, packageKey } from '../../../lambdas/build-package/build-package.ts';
 import { checkExport } from '../../../lambdas/check-export/check-export.ts';
@@ -343,17 +338,20 @@ describe('startExport', () => {
     expect(await ledger.require(id)).toMatchObject({ platform_waits: 12, export_slot_waits: 2 });
   });
 
-  it('grows the wait for an export slot by a quarter each time, with jitter, up to an hour', () => {
-    const waits = Array.from({ length: 40 }, (_, index) => exportSlotWaitSeconds(index + 1, () => 1));
+  it('grows the wait for an export slot by a quarter each time, with jitter, up to sixteen hours', () => {
+    const waits = Array.from({ length: 60 }, (_, index) => exportSlotWaitSeconds(index + 1, () => 1));
     expect(waits.slice(0, 6)).toEqual([3, 4, 4, 5, 7, 8]);
     // A quarter, not a half: the last requests of a drain sleep past a freed slot by a quarter of
     // their wait so far, not half of it (the mass-drop bench's tail, 127 s with halves, 20 s now).
     for (let index = 1; index < waits.length; index += 1) {
       expect(waits[index]).toBeLessThanOrEqual(Math.ceil((waits[index - 1] ?? 0) * 1.25) + 1);
     }
-    expect(exportSlotWaitSeconds(34, () => 1)).toBe(3600);
-    expect(exportSlotWaitSeconds(33, () => 1)).toBeLessThan(3600);
-    expect(exportSlotWaitSeconds(34, () => 0)).toBe(1800);
+    expect(exportSlotWaitSeconds(34, () => 1)).toBeGreaterThan(3600);
+    expect(exportSlotWaitSeconds(46, () => 1)).toBeLessThan(16 * 3600);
+    expect(exportSlotWaitSeconds(47, () => 1)).toBe(16 * 3600);
+    expect(exportSlotWaitSeconds(500, () => 1)).toBe(16 * 3600);
+    // The jitter takes at most a fifth off: a long wait stays long, so its history stays short.
+    expect(exportSlotWaitSeconds(500, () => 0)).toBe(0.8 * 16 * 3600);
   });
 
   it("logs through a child of the function's logger that carries the request id and the step", async () => {
@@ -385,14 +383,20 @@ describe('startExport', () => {
     expect(outageWaitSeconds(600, () => 0.5)).toBe(750);
   });
 
-  it('makes the call unmetered once the execution has waited its most', async () => {
-    const id = await requestIn({ svc_user_id: 'svc-1', platform_waits: MAX_PLATFORM_WAITS });
+  it('waits again however many times the execution has waited: no export starts without its slot', async () => {
+    // Prepare: a request that has waited hundreds of times, and every slot taken.
+    const id = await requestIn({ svc_user_id: 'svc-1', platform_waits: 5_000, export_slot_waits: 4_000 });
     const gate = await freshGate({ maxOpenExports: 1 });
     await gate.acquireExport('another-request');
     const handler = makeStepHandler(startExportStep, () => ({ ...deps, gate }));
 
-    expect(await handler({ request_id: id })).toMatchObject({ status: 'pending', attempt: 1 });
-    expect(platform.startExport).toHaveBeenCalledTimes(1);
+    // Act
+    const answer = await handler({ request_id: id });
+
+    // Assess: a wait of at most the longest, and no call to the platform.
+    expect(answer).toMatchObject({ platform_wait: { reason: 'exports', slot: true } });
+    expect(platform.startExport).not.toHaveBeenCalled();
+    expect(Object.keys(await gate.exportHolders())).toEqual(['another-request']);
   });
 
   it('refuses an attempt past the limit without calling the platform', async () => {
