@@ -11,6 +11,11 @@
  * 6. `package`: the subject package of a user with BENCH_PACKAGE_COMMENTS (default 10,000)
  *    comments beside one with 10: page size, build time, and how long headless Chromium
  *    (JavaScript off) takes to open it. Needs Debian's chromium.
+ * 7. `package-memory`: BuildPackage's peak RSS and time at BENCH_PACKAGE_SIZES comments (default
+ *    10,000, 100,000 and 1,000,000), each build in a process of its own, beside the build as it
+ *    was (everything in memory) up to BENCH_PACKAGE_BASELINE_MAX comments (default 100,000; the
+ *    old build of a million comments needs about 10 GB). The exports are written to disk as
+ *    streams first.
  *
  * BENCH_AWS_FAULTS=FILE throttles a seeded share of the local AWS calls in 2 and 3, as
  * `svc-dsr local --aws-faults FILE` does (format: docs/emulator.md, "AWS faults in local mode").
@@ -44,6 +49,7 @@ import { synthesizeTemplate } from '#local/runtime/template';
 import { startLocalWorkflow } from '#local/runtime/workflow';
 import { localMemory, localThroughput } from './local-throughput.ts';
 import { packageBench } from './package.ts';
+import { writeHeavyArchive } from './package-archive.ts';
 
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -74,6 +80,7 @@ const rounds = z.coerce
 interface Bundles {
   readonly worker: string;
   readonly sink: string;
+  readonly packageWorker: string;
   dispose(): Promise<void>;
 }
 
@@ -84,6 +91,7 @@ async function bundle(): Promise<Bundles> {
     entryPoints: {
       'copy-worker': fileURLToPath(new URL('./copy-worker.ts', import.meta.url)),
       's3-sink': fileURLToPath(new URL('./s3-sink-process.ts', import.meta.url)),
+      'package-worker': fileURLToPath(new URL('./package-worker.ts', import.meta.url)),
     },
     outdir,
     outExtension: { '.js': '.mjs' },
@@ -100,6 +108,7 @@ async function bundle(): Promise<Bundles> {
   return {
     worker: join(outdir, 'copy-worker.mjs'),
     sink: join(outdir, 's3-sink.mjs'),
+    packageWorker: join(outdir, 'package-worker.mjs'),
     dispose: () => rm(outdir, { recursive: true, force: true }),
   };
 }
@@ -369,7 +378,11 @@ async function transitions() {
             regulation: 'gdpr',
             primary_key: key,
             received_at: new Date().toISOString(),
-            verification: { method: 'bench', verified_by: 'bench', verified_at: new Date().toISOString() },
+            verification: {
+              method: 'email_link',
+              verified_by: 'bench',
+              verified_at: new Date().toISOString(),
+            },
           }),
         }),
       );
@@ -595,7 +608,79 @@ async function subjectPackage() {
   );
 }
 
-const only = new Set((process.env.BENCH_ONLY ?? 'copy,transitions,local,burst,memory,package').split(','));
+const packageResult = z.object({
+  seconds: z.number(),
+  cpuSeconds: z.number(),
+  peakRssBytes: z.number(),
+  packageBytes: z.number(),
+});
+
+/** BuildPackage's memory and time from 10,000 to 1,000,000 comments, each size in its own process. */
+async function packageMemory() {
+  const counts = (process.env.BENCH_PACKAGE_SIZES ?? '10000,100000,1000000').split(',').map(Number);
+  const baselineMax = countFromEnv('BENCH_PACKAGE_BASELINE_MAX', 100_000);
+  const bundles = await bundle();
+  const sink = await startSinkProcess(bundles);
+  const dir = await mkdtemp(join(tmpdir(), 'svc-dsr-bench-package-memory-'));
+  const measured: { comments: number; streamed: z.infer<typeof packageResult> }[] = [];
+  const rows: string[][] = [];
+  try {
+    for (const comments of counts) {
+      const archive = join(dir, `export-${comments}.zip`);
+      const { jsonBytes, archiveBytes } = await writeHeavyArchive(archive, comments);
+      const build = async (mode: 'streamed' | 'in-memory') => {
+        const { stdout } = await run(
+          process.execPath,
+          [bundles.packageWorker, JSON.stringify({ mode, archive, comments, s3Endpoint: sink.endpoint })],
+          {
+            maxBuffer: 1024 * 1024,
+            env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+          },
+        );
+        return packageResult.parse(JSON.parse(stdout.trim().split('\n').pop() ?? '{}'));
+      };
+      const streamed = await build('streamed');
+      const baseline = comments <= baselineMax ? await build('in-memory') : undefined;
+      await rm(archive, { force: true });
+      measured.push({ comments, streamed });
+      const mib = (bytes: number) => (bytes / MiB).toFixed(0);
+      rows.push([
+        comments.toLocaleString('en'),
+        `${mib(jsonBytes)} MiB (zip ${mib(archiveBytes)} MiB)`,
+        `${mib(streamed.packageBytes)} MiB`,
+        `${mib(streamed.peakRssBytes)} MiB`,
+        `${streamed.seconds.toFixed(1)} s (${((streamed.seconds / comments) * 1e6).toFixed(0)} µs per comment)`,
+        baseline === undefined ? 'not run' : `${mib(baseline.peakRssBytes)} MiB`,
+        baseline === undefined ? 'not run' : `${baseline.seconds.toFixed(1)} s`,
+      ]);
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+    await sink.close();
+    await bundles.dispose();
+  }
+  printTable(
+    'Subject package (BuildPackage): peak RSS and time per build, each in a process of its own; baseline: the build as it was, everything in memory',
+    ['comments', 'export JSON', 'package', 'peak RSS', 'time', 'baseline peak RSS', 'baseline time'],
+    rows,
+  );
+  const first = measured[0];
+  const last = measured.at(-1);
+  if (first !== undefined && last !== undefined && last !== first) {
+    const allowed = 1.5 * first.streamed.peakRssBytes + 64 * MiB;
+    const perComment = (entry: typeof first) => entry.streamed.seconds / entry.comments;
+    console.log(
+      `Peak RSS at ${last.comments.toLocaleString('en')}: ${(last.streamed.peakRssBytes / MiB).toFixed(0)} MiB; allowed (1.5 x ${first.comments.toLocaleString('en')} + 64 MiB): ${(allowed / MiB).toFixed(0)} MiB: ${last.streamed.peakRssBytes <= allowed ? 'within' : 'OVER'}`,
+    );
+    console.log(
+      `Time per comment at ${last.comments.toLocaleString('en')} over that at ${first.comments.toLocaleString('en')}: ${(perComment(last) / perComment(first)).toFixed(2)}x (1.00 is linear)`,
+    );
+  }
+}
+
+const only = new Set(
+  (process.env.BENCH_ONLY ?? 'copy,transitions,local,burst,memory,package,package-memory').split(','),
+);
 if (only.has('copy')) {
   const bundles = await bundle();
   try {
@@ -609,3 +694,4 @@ if (only.has('local')) await throughput();
 if (only.has('burst')) await burst();
 if (only.has('memory')) await memory();
 if (only.has('package')) await subjectPackage();
+if (only.has('package-memory')) await packageMemory();

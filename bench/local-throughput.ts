@@ -62,7 +62,7 @@ function requestLines(from: number, count: number): string[] {
       regulation: index % 3 === 0 ? 'ccpa' : 'gdpr',
       primary_key: `bench-${index}`,
       received_at: received,
-      verification: { method: 'bench', verified_by: 'bench', verified_at: received },
+      verification: { method: 'email_link', verified_by: 'bench', verified_at: received },
     });
   });
 }

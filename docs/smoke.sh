@@ -6,6 +6,9 @@
 #
 #   SMOKE_PRIMARY_KEY=<a test user's primary_key on your site> bash docs/smoke.sh outputs.json [stack]
 #
+# SMOKE_VERIFICATION_METHOD (default email_link) must be a method of the stack config's
+# `verification` list accepted for access requests: intake rejects any other.
+#
 # Needs the AWS CLI (credentials for the account, with the stack's OperatorPolicy or more), jq and
 # Node.js. Exits 0 when every check holds, 1 on the first that does not, saying which.
 set -euo pipefail
@@ -14,6 +17,7 @@ outputs=${1:?usage: SMOKE_PRIMARY_KEY=... bash docs/smoke.sh outputs.json [stack
 stack=${2:-$(jq -r 'keys | if length == 1 then .[0] else error("the outputs file has several stacks: name one") end' "$outputs")}
 key=${SMOKE_PRIMARY_KEY:?set SMOKE_PRIMARY_KEY to the primary_key of a test user of your site}
 timeout_s=${SMOKE_TIMEOUT_SECONDS:-3600}
+method=${SMOKE_VERIFICATION_METHOD:-email_link}
 out() { jq -r --arg s "$stack" --arg k "$1" '.[$s][$k] // empty' "$outputs"; }
 region=$(out Region)
 export AWS_REGION=${AWS_REGION:-$region}
@@ -24,7 +28,7 @@ pass() { echo "smoke: ok: $*"; }
 
 now=$(date -u +%FT%TZ)
 request_id=$("${cli[@]}" submit "${target[@]}" --json --type access --regulation gdpr --primary-key "$key" \
-  --received-at "$now" --verification-method smoke-test --verified-by "${USER:-operator}" --verified-at "$now" \
+  --received-at "$now" --verification-method "$method" --verified-by "${USER:-operator}" --verified-at "$now" \
   --reference smoke-check | jq -r '.sent[0].request_id // empty')
 [ -n "$request_id" ] || fail "submit sent nothing"
 pass "submitted $request_id"

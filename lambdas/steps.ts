@@ -73,3 +73,28 @@ export const STEP_GATE: Readonly<
   RecordOutcome: { admits: false, slots: true, wakes: true },
   RecordFailure: { admits: false, slots: true, wakes: true },
 };
+
+/**
+ * The most platform calls one attempt of each step makes (each admitted through the gate, each
+ * repeated once when the platform refuses a token that has since been rotated), and what else
+ * takes a step's time: `reads` the activity pages (BuildPackage, for ACTIVITY_READ_BUDGET_SECONDS),
+ * `transfers` the export's download (ArchiveExport, its length grows with the archive). The step
+ * Lambdas' timeouts are computed from these (lib/step-timeouts.ts).
+ */
+export const STEP_PLATFORM_WORK: Readonly<
+  Record<StepName, { readonly calls: number; readonly reads?: true; readonly transfers?: true }>
+> = {
+  ResolveSubject: { calls: 1 },
+  // The POST, and retrieve-user when the platform answers not-found (step-guards.ts).
+  StartExport: { calls: 2 },
+  CheckExport: { calls: 2 },
+  // The status for a fresh link (retrieve-user on not-found), then the download.
+  ArchiveExport: { calls: 2, transfers: true },
+  // retrieve-user for the account's settings, then activity pages (each with its own retries).
+  BuildPackage: { calls: 1, reads: true },
+  // retrieve-user on a resumed erasure, then the DELETE.
+  EraseSubject: { calls: 2 },
+  VerifyErasure: { calls: 1 },
+  RecordOutcome: { calls: 0 },
+  RecordFailure: { calls: 0 },
+};

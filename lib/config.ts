@@ -98,8 +98,8 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   deadlineDueSoonDays: 'a whole number of days from 1 to 60',
   deadlineSweepMinutes: 'a whole number of minutes from 5 to 1440',
   intakeMaxConcurrency: 'a whole number from 2 to 1000 (the SQS event source maximum concurrency)',
-  acceptedVerificationMethods:
-    'the verification methods accepted per request type, {"access": [...], "erasure": [...]}: method names such as "email_link", or "*" for every method except "none" (and "", "unverified"); a request with any other method is denied as identity_not_verified',
+  verification:
+    '{"methods": {"<method>": {"acceptedFor": ["access", "erasure"]}, ...}, "maxAgeDays": 30}: every verification method the privacy team uses, by name (1-64 ASCII letters, digits, "_", "-", "." or ":"; not "*", "none" or "unverified"), each with the request types it is accepted for ([] for a method that never is), and the most days a verification may lie before receipt (1-365); a request with a method not listed is rejected, docs/deploy.md "The verification gate"',
   intakeQueueAgeAlarmMinutes: 'a whole number of minutes from 1 to 1440',
   reconcileMinutes: 'a whole number of minutes from 5 to 1440',
   reconcileMaxResumes: 'a whole number from 0 to 20',
@@ -189,7 +189,7 @@ const baseSchema = z.strictObject({
   deadlineDueSoonDays: wholeNumber(1, 60).default(7),
   deadlineSweepMinutes: wholeNumber(5, 1440).default(60),
   intakeMaxConcurrency: wholeNumber(2, 1000).default(5),
-  acceptedVerificationMethods: verificationPolicySchema.default(DEFAULT_VERIFICATION_POLICY),
+  verification: verificationPolicySchema.default(DEFAULT_VERIFICATION_POLICY),
   intakeQueueAgeAlarmMinutes: wholeNumber(1, 1440).default(15),
   reconcileMinutes: wholeNumber(5, 1440).default(15),
   reconcileMaxResumes: wholeNumber(0, 20).default(3),
@@ -352,10 +352,25 @@ function fromContext(raw: unknown): unknown {
   }
 }
 
+/** Keys of earlier versions whose setting moved to another key with another shape. */
+const REPLACED_KEYS: Readonly<Record<string, { readonly by: ConfigKey; readonly how: string }>> = {
+  acceptedVerificationMethods: {
+    by: 'verification',
+    how: 'list each method by name with the request types it is accepted for ("*" is gone: every method is named)',
+  },
+};
+
 function describeIssue(issue: z.core.$ZodIssue, input: unknown): string[] {
   const where = `cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }`;
   if (issue.code === 'unrecognized_keys') {
     return issue.keys.map((key) => {
+      const replaced = REPLACED_KEYS[key];
+      if (replaced !== undefined) {
+        return (
+          `svc-dsr config "${key}": replaced by "${replaced.by}" (received ${show(valueAt(input, [key]))}). ` +
+          `Fix: remove it and set "${replaced.by}" in ${where}: ${replaced.how}; docs/deploy.md shows the shape`
+        );
+      }
       const suggestion = closestKey(key);
       return (
         `svc-dsr config "${key}": not a configuration key (received ${show(valueAt(input, [key]))}). ` +

@@ -36,9 +36,10 @@ import {
   OPEN_INDEX_ATTRIBUTES,
   OPEN_SHARD_ATTRIBUTE,
 } from '../lambdas/shared/ledger/index.ts';
-import { INTAKE_METRICS, metricDimensions } from '../lambdas/shared/metrics.ts';
+import { HEARTBEAT_METRICS, INTAKE_METRICS, metricDimensions } from '../lambdas/shared/metrics.ts';
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
+import { VERIFICATION_POLICY_ENV } from '../lambdas/shared/verification.ts';
 import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
 import {
   CONFIG_CONTEXT_KEY,
@@ -53,6 +54,11 @@ import { alarmSourceConditions, DsrAlarms } from './dsr-alarms.ts';
 import { auditTrailStatements, DsrFunction } from './dsr-function.ts';
 import { DsrWorkflow } from './dsr-workflow.ts';
 import {
+  environmentBudgetErrors,
+  environmentBudgets,
+  LAMBDA_ENVIRONMENT_LIMIT_BYTES,
+} from './environment-budget.ts';
+import {
   HISTORY_EVENT_LIMIT,
   SAFE_HISTORY_FRACTION,
   statesOfDefinition,
@@ -60,6 +66,7 @@ import {
 } from './history-budget.ts';
 import { acknowledge, nagArn } from './nag.ts';
 import type { StackOutputName } from './stack-outputs.ts';
+import { stepTimeout } from './step-timeouts.ts';
 
 const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
 
@@ -92,6 +99,8 @@ export class DsrStack extends Stack {
   readonly quarantineQueue: sqs.Queue;
   /** Task tokens of requests waiting for an export slot; the steps that give a slot back wake one. */
   readonly exportWaitersQueue: sqs.Queue;
+  /** Where the status-events source leaves the batches of ledger changes it could not publish. */
+  readonly statusEventsFailureQueue: sqs.Queue;
   readonly ledger: dynamodb.Table;
   /** The platform gate's state: the shared rate limit, the circuit and the export slots. */
   readonly platformGate: dynamodb.Table;
@@ -127,6 +136,7 @@ export class DsrStack extends Stack {
     this.quarantineQueue = queues.quarantine;
     this.intakeQueue = queues.intake;
     this.exportWaitersQueue = queues.exportWaiters;
+    this.statusEventsFailureQueue = queues.statusEventsFailures;
     const tables = this.#tables(config);
     this.ledger = tables.ledger;
     this.platformGate = tables.gate;
@@ -167,6 +177,7 @@ export class DsrStack extends Stack {
       ...Object.values(this.secrets),
     ]);
     this.#outputs(config);
+    this.#guardEnvironmentSizes();
   }
 
   /** The data key (requests, ledger, archives, audit, secrets, history) and the operations key (logs, alarms). */
@@ -190,7 +201,13 @@ export class DsrStack extends Stack {
    * The intake queue, its dead-letter queue, the quarantine queue and the export-slot waiters'
    * queue, encrypted with the data key.
    */
-  #queues(): { intake: sqs.Queue; deadLetter: sqs.Queue; quarantine: sqs.Queue; exportWaiters: sqs.Queue } {
+  #queues(): {
+    intake: sqs.Queue;
+    deadLetter: sqs.Queue;
+    quarantine: sqs.Queue;
+    exportWaiters: sqs.Queue;
+    statusEventsFailures: sqs.Queue;
+  } {
     const queueDefaults = {
       encryption: sqs.QueueEncryption.KMS,
       encryptionMasterKey: this.key,
@@ -224,7 +241,18 @@ export class DsrStack extends Stack {
       'AwsSolutions-SQS3',
       'Its messages are wake-up calls for executions that wait for an export slot with a timeout: one that cannot be read is deleted by its reader, and one lost costs its waiter the rest of its timeout, never the request',
     );
-    return { intake, deadLetter, quarantine, exportWaiters };
+    // What the status-events source gives up on (a batch that failed every retry, or records older
+    // than a day): each message names the shard and sequence numbers, never the records. Alarmed.
+    const statusEventsFailures = new sqs.Queue(this, 'StatusEventsFailureQueue', {
+      ...queueDefaults,
+      retentionPeriod: Duration.days(14),
+    });
+    acknowledge(
+      statusEventsFailures,
+      'AwsSolutions-SQS3',
+      'It is itself the failure destination of the status-events stream source; operators read it, nothing consumes it automatically, and it is alarmed',
+    );
+    return { intake, deadLetter, quarantine, exportWaiters, statusEventsFailures };
   }
 
   /** The ledger, with its open-requests index, and the platform gate's table. */
@@ -404,7 +432,8 @@ export class DsrStack extends Stack {
           DSR_STEP: step,
           ...(archives ? { ARCHIVE_MAX_EXPANDED_BYTES: String(config.archiveMaxExpandedBytes) } : {}),
         },
-        timeout: archives || packages ? Duration.minutes(15) : Duration.minutes(1),
+        // From the step's worst chain of platform calls and retries: a Lambda timeout is not retried.
+        timeout: stepTimeout(step),
         memorySize: archives || packages ? 1024 : 512,
       });
       fn.bindLedger(this.ledger, 'steps')
@@ -475,11 +504,8 @@ export class DsrStack extends Stack {
       .bindSecret('auditHmacKey', this.secrets.auditHmacKey, secretKey)
       .bindQueue(this.quarantineQueue, 'send', 'QUARANTINE_QUEUE_URL')
       .bindStateMachine(this.workflow.stateMachine, 'start', this.key);
-    // The verification gate: a request whose method is not accepted for its type is denied.
-    intake.function.addEnvironment(
-      'ACCEPTED_VERIFICATION_METHODS',
-      JSON.stringify(config.acceptedVerificationMethods),
-    );
+    // The verification gate: the closed list of methods, the types each is accepted for, the maximum age.
+    intake.function.addEnvironment(VERIFICATION_POLICY_ENV, JSON.stringify(config.verification));
     intake.function.addEventSource(
       new SqsEventSource(this.intakeQueue, {
         batchSize: 10,
@@ -502,6 +528,7 @@ export class DsrStack extends Stack {
       memorySize: 256,
       environment: {
         DUE_SOON_DAYS: String(config.deadlineDueSoonDays),
+        TIME_ZONE: config.timeZone,
         MINIMISE_AFTER_DAYS: String(config.ledgerMinimiseAfterDays),
         METRICS_NAMESPACE,
         METRICS_STACK: this.stackName,
@@ -590,6 +617,8 @@ export class DsrStack extends Stack {
         bisectBatchOnError: true,
         retryAttempts: 20,
         maxRecordAge: Duration.days(1),
+        // What is given up is recorded and alarmed, never dropped silently.
+        onFailure: statusEvents.bindFailureDestination(this.statusEventsFailureQueue),
       }),
     );
     return statusEvents;
@@ -633,8 +662,19 @@ export class DsrStack extends Stack {
       }),
       dueSoonRequests: sweepMetric(DEADLINE_METRICS.dueSoon),
       receiptsOverdue: sweepMetric(DEADLINE_METRICS.receiptsOverdue),
+      receiptsDueSoon: sweepMetric(DEADLINE_METRICS.receiptsDueSoon),
       stuckRequests: reconcilerMetric('StuckRequests'),
       platformDownSeconds: reconcilerMetric('PlatformDownSeconds'),
+      // Every scheduled function of the stack (the two rules above) publishes one.
+      heartbeats: {
+        DeadlineSweep: { metric: sweepMetric(HEARTBEAT_METRICS.deadlineSweep), every: sweepEvery },
+        Reconciler: {
+          metric: reconcilerMetric(HEARTBEAT_METRICS.reconciler),
+          every: Duration.minutes(config.reconcileMinutes),
+        },
+      },
+      statusEventsFailureQueue: this.statusEventsFailureQueue,
+      statusEventsFunction: this.functions.StatusEvents.function,
     });
   }
 
@@ -825,6 +865,21 @@ export class DsrStack extends Stack {
           `pollMaxSeconds ${config.pollMaxSeconds}, pollBudgetSeconds ${config.pollBudgetSeconds}, exportMaxAttempts ${config.exportMaxAttempts}, retryHorizonHours ${config.retryHorizonHours}). ` +
           `Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours", in cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }.`,
       ]);
+    }
+  }
+
+  /**
+   * Lambda refuses an environment above 4 KB at deploy time, once CloudFormation has put the
+   * resource names in: synth measures every function's with each name at its longest, prints the
+   * largest and fails on any above the limit (after every bind, as a validation).
+   */
+  #guardEnvironmentSizes(): void {
+    this.node.addValidation({ validate: () => environmentBudgetErrors(this) });
+    const largest = environmentBudgets(this).sort((a, b) => b.bytes - a.bytes)[0];
+    if (largest !== undefined) {
+      Annotations.of(this).addInfo(
+        `svc-dsr: the largest function environment is ${largest.path.split('/')[1]}'s, ${largest.bytes.toLocaleString('en-US')} of ${LAMBDA_ENVIRONMENT_LIMIT_BYTES.toLocaleString('en-US')} bytes with names at their longest`,
+      );
     }
   }
 

@@ -100,8 +100,11 @@ const DYNAMODB_TRANSIENT_ERRORS = [
 /** The ledger code the state machine records when RecordFailure cannot run for good. */
 export const UNRECORDED_FAILURE_CODE = 'record_failure_failed';
 
-/** The payload field every step gets: the request's id, from the execution's input. */
-const REQUEST_ID = { 'request_id.$': '$.request_id' };
+/**
+ * The payload fields every step gets: the request's id, from the execution's input, and the
+ * execution's name, whose run number tells a step whether it is still the request's current run.
+ */
+const REQUEST_ID = { 'request_id.$': '$.request_id', 'execution.$': '$$.Execution.Name' };
 
 /**
  * The data-subject request workflow (DESIGN.md section 4), Standard type, JSONPath. State carries
@@ -173,6 +176,10 @@ export class DsrWorkflow extends Construct {
         .when(
           sfn.Condition.stringEquals('$.failure.status', 'completed'),
           new sfn.Succeed(this, 'CompletedMeanwhile'),
+        )
+        .when(
+          sfn.Condition.stringEquals('$.failure.status', 'superseded'),
+          new sfn.Succeed(this, 'Superseded'),
         )
         .otherwise(failed),
     );

@@ -10,9 +10,9 @@ import {
 import { CliError, EXIT } from './io.ts';
 
 /** Every character of DISPLAY_CONTROLS, to be shown as an escape. */
-const DISPLAY_CONTROLS_ALL = new RegExp(`[${DISPLAY_CONTROLS}]`, 'g');
+const DISPLAY_CONTROLS_ALL = new RegExp(DISPLAY_CONTROLS, 'gv');
 /** Those JSON.stringify leaves raw inside strings (it escapes C0 itself; a newline between keys is layout). */
-const RAW_IN_JSON = new RegExp(`[${DISPLAY_CONTROLS_BEYOND_C0}]`, 'g');
+const RAW_IN_JSON = new RegExp(DISPLAY_CONTROLS_BEYOND_C0, 'gv');
 
 /** Where a command writes: `out` is what a script reads (results, JSON), `err` is for people (progress, warnings). */
 export interface CliIo {
@@ -65,7 +65,11 @@ export function writeJson(io: CliIo, value: unknown): void {
 export function jsonText(value: unknown): string {
   return `${JSON.stringify(value, null, 2).replace(
     RAW_IN_JSON,
-    (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`,
+    // Each UTF-16 unit as its own escape: JSON has no escape for a code point above U+FFFF.
+    (char) =>
+      [...Array(char.length).keys()]
+        .map((unit) => `\\u${char.charCodeAt(unit).toString(16).padStart(4, '0')}`)
+        .join(''),
   )}\n`;
 }
 
@@ -77,10 +81,9 @@ export function jsonText(value: unknown): string {
  */
 export function terminalText(text: string): string {
   return text.replace(DISPLAY_CONTROLS_ALL, (char) => {
-    const code = char.charCodeAt(0);
-    return code <= 0xff
-      ? `\\x${code.toString(16).padStart(2, '0')}`
-      : `\\u${code.toString(16).padStart(4, '0')}`;
+    const code = char.codePointAt(0) ?? 0;
+    if (code <= 0xff) return `\\x${code.toString(16).padStart(2, '0')}`;
+    return code <= 0xffff ? `\\u${code.toString(16).padStart(4, '0')}` : `\\u{${code.toString(16)}}`;
   });
 }
 

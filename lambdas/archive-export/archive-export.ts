@@ -18,7 +18,7 @@ export function archiveKey(requestId: string, attempt: number): string {
  * link comes from a fresh status call and never leaves this function.
  */
 export async function archiveExport(input: StepInput, deps: StepDeps): Promise<ArchiveOutput> {
-  const item = await activeRequest(deps, input.request_id);
+  const item = await activeRequest(deps, input.request_id, input.execution);
   if (item.archive !== undefined) {
     const { key, bytes, sha256, entries } = item.archive;
     return { key, bytes, sha256, entries };

@@ -21,6 +21,14 @@ export interface ActivityOptions {
   /** First wait between tries, doubled each time; a Retry-After is honoured up to 20 s. @default 1000 */
   readonly backoffMs?: number;
   readonly sleep: (ms: number) => Promise<void>;
+  /**
+   * No page is started once `clock()` is at or past this time (epoch ms): the context is then
+   * partial. The step's Lambda timeout leaves room for one page's worst chain after it
+   * (lib/step-timeouts.ts). @default no limit
+   */
+  readonly readUntil?: number;
+  /** @default Date.now */
+  readonly clock?: () => number;
 }
 
 /** The context, and why it is missing or partial (recorded in the ledger and the audit trail). */
@@ -30,7 +38,15 @@ export interface CollectedActivity {
   readonly failure: string | null;
 }
 
-const RETRY_AFTER_CAP_MS = 20_000;
+/** How one activity page is retried (withRetries): the step's timeout is computed from these. */
+export const ACTIVITY_RETRY = { attempts: 3, backoffMs: 1000, retryAfterCapMs: 20_000 } as const;
+const RETRY_AFTER_CAP_MS = ACTIVITY_RETRY.retryAfterCapMs;
+/**
+ * How long the package step starts activity pages for. A few hundred pages at the platform's
+ * usual pace; a throttled or failing platform ends the reading here with a partial context rather
+ * than the step's Lambda timeout ending the step.
+ */
+export const ACTIVITY_READ_BUDGET_SECONDS = 120;
 
 /**
  * Reads the subject's activity page by page (count/offset, until `cursor.has_next` is false) into
@@ -63,8 +79,9 @@ export async function collectActivity(
 
   let offset = 0;
   let pages = 0;
+  const clock = options.clock ?? Date.now;
   for (;;) {
-    if (pages >= maxPages) {
+    if (pages >= maxPages || (options.readUntil !== undefined && clock() >= options.readUntil)) {
       return {
         context: { details: { status: 'partial', reason: null, pages }, conversations, messages },
         failure: null,
@@ -115,8 +132,8 @@ function reasonOf(error: unknown): DetailsReason {
 }
 
 async function withRetries<T>(call: () => Promise<T>, options: ActivityOptions): Promise<T> {
-  const attempts = options.attempts ?? 3;
-  let wait = options.backoffMs ?? 1000;
+  const attempts = options.attempts ?? ACTIVITY_RETRY.attempts;
+  let wait = options.backoffMs ?? ACTIVITY_RETRY.backoffMs;
   for (let attempt = 1; ; attempt++) {
     try {
       return await call();

@@ -1,16 +1,25 @@
 import { createHash } from 'node:crypto';
-import { AuditChainClosedError, LedgerStateError, RequestCancelledError } from '#shared/errors';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import {
+  AuditChainClosedError,
+  LedgerStateError,
+  RequestCancelledError,
+  StorageAnswerInvalidError,
+} from '#shared/errors';
 import type { SubjectPackageFacts } from '#shared/ledger';
 import { rfc3339Instant } from '#shared/request';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest } from '#shared/step-guards';
 import { type PackageOutput, packageOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
 import { collectAccount } from './account.ts';
-import { collectActivity } from './activity.ts';
-import { parseExportFiles } from './export-files.ts';
-import { normalisePackage } from './normalise.ts';
-import { buildPackageZip, describePlatformFiles, packageFileName, readPlatformFiles } from './package-zip.ts';
+import { ACTIVITY_READ_BUDGET_SECONDS, collectActivity } from './activity.ts';
+import { packageFileName, packageZipStream } from './package-zip.ts';
 import { PACKAGE_PLACEHOLDERS } from './settings.ts';
+import { streamedExport } from './streamed-export.ts';
 
 /** The subject package's object key: beside the archive, built from request_id only. */
 export function packageKey(requestId: string): string {
@@ -32,46 +41,61 @@ export async function buildSubjectPackage(input: StepInput, deps: StepDeps): Pro
   if (archive === undefined) throw new LedgerStateError('the export has not been archived yet');
   // RFC 3339 as intake accepted it: a lower-case t or z, a leap second.
   const receivedAt = item.received_at === undefined ? undefined : rfc3339Instant(item.received_at);
-  if (receivedAt === undefined || item.regulation === undefined) {
+  const regulation = item.regulation;
+  if (receivedAt === undefined || regulation === undefined) {
     throw new LedgerStateError('the ledger item lacks the request facts a package states');
   }
   const settings = deps.subjectPackage ?? { ...PACKAGE_PLACEHOLDERS, timeZone: 'UTC' };
-
-  const stored = await deps.archive.read(archive.key, {
-    bytes: archive.bytes,
-    sha256: archive.sha256,
-    ...(archive.version_id === undefined ? {} : { versionId: archive.version_id }),
-  });
-  const platform = await readPlatformFiles(stored);
-  const files = parseExportFiles(platform);
-  const account = await collectAccount(deps.platform, item.primary_key);
-  const activity = await collectActivity(deps.platform, item.svc_user_id, { sleep: deps.sleep });
   const answeredAt = deps.clock();
-  const data = normalisePackage({
-    files,
-    account: account.settings,
-    platformFiles: describePlatformFiles(platform),
-    activity: activity.context,
-    controller: { name: settings.controllerName, contact: settings.controllerContact },
-    information: settings.information,
-    language: settings.language,
-    timeZone: settings.timeZone,
-    request: {
-      request_id: item.request_id,
-      regulation: item.regulation,
-      received_at: receivedAt.toISOString(),
-      answered_at: answeredAt.toISOString(),
-    },
-  });
-  const zip = await buildPackageZip(data, platform);
-  const sha256 = createHash('sha256').update(zip).digest('hex');
+
   const key = packageKey(item.request_id);
   const fileName = packageFileName(answeredAt, settings.timeZone);
-  const { versionId } = await deps.archive.storePackage(key, zip, fileName);
+  const built = await withScratchDir(async (dir) => {
+    // The archive goes to local disk as it is checked against the ledger's SHA-256; nothing is
+    // parsed before the whole of it matched. Then its entries are read as often as needed.
+    const archivePath = join(dir, 'archive.zip');
+    await pipeline(
+      await deps.archive.read(archive.key, {
+        bytes: archive.bytes,
+        sha256: archive.sha256,
+        ...(archive.version_id === undefined ? {} : { versionId: archive.version_id }),
+      }),
+      createWriteStream(archivePath),
+    );
+    const account = await collectAccount(deps.platform, item.primary_key);
+    const clock = () => deps.clock().getTime();
+    const activity = await collectActivity(deps.platform, item.svc_user_id, {
+      sleep: deps.sleep,
+      clock,
+      readUntil: clock() + ACTIVITY_READ_BUDGET_SECONDS * 1000,
+    });
+    const { source, close } = await streamedExport(archivePath, dir, {
+      account: account.settings,
+      activity: activity.context,
+      controller: { name: settings.controllerName, contact: settings.controllerContact },
+      information: settings.information,
+      language: settings.language,
+      timeZone: settings.timeZone,
+      request: {
+        request_id: item.request_id,
+        regulation,
+        received_at: receivedAt.toISOString(),
+        answered_at: answeredAt.toISOString(),
+      },
+    });
+    try {
+      const measured = measure(packageZipStream(source));
+      const { versionId } = await deps.archive.storePackage(key, measured.body, fileName);
+      return { account, activity, head: source.head, versionId, ...measured.result() };
+    } finally {
+      await close();
+    }
+  });
+  const { account, activity, head: data, versionId, bytes, sha256 } = built;
   const details = activity.context.details;
   const facts: SubjectPackageFacts = {
     key,
-    bytes: zip.length,
+    bytes,
     sha256,
     ...(versionId === undefined ? {} : { version_id: versionId }),
     file_name: fileName,
@@ -143,6 +167,45 @@ async function removeCancelledPackage(requestId: string, key: string, deps: Step
     if (!(error instanceof AuditChainClosedError)) throw error;
   }
   deps.logger.info('subject package removed: the request was cancelled during the build', { key, versions });
+}
+
+/**
+ * Runs `work` with a fresh folder on local disk (Lambda's /tmp) for the archive and the sorts'
+ * runs, and removes it whatever happens: the subject's data does not stay on the machine.
+ */
+async function withScratchDir<T>(work: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(join(tmpdir(), 'svc-dsr-package-'));
+  try {
+    return await work(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The zip's bytes on their way to S3, counted and hashed. */
+function measure(zip: AsyncIterable<Uint8Array>): {
+  body: AsyncIterable<Uint8Array>;
+  result(): { bytes: number; sha256: string };
+} {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  let done = false;
+  return {
+    body: (async function* () {
+      for await (const chunk of zip) {
+        hash.update(chunk);
+        bytes += chunk.byteLength;
+        yield chunk;
+      }
+      done = true;
+    })(),
+    result() {
+      // A store that answered before reading the whole body would record a wrong SHA-256.
+      if (!done)
+        throw new StorageAnswerInvalidError('the package store returned before it read the whole package');
+      return { bytes, sha256: hash.digest('hex') };
+    },
+  };
 }
 
 /** The BuildPackage step: contract and domain function. */

@@ -9,6 +9,7 @@ import type {
   PlatformFile,
   SubjectPackageData,
 } from './package-schema.ts';
+import type { PackageHead } from './render.ts';
 import type { InformationKey } from './strings.ts';
 
 export type { ConversationDetails, PlatformFile, SubjectPackageData } from './package-schema.ts';
@@ -41,19 +42,35 @@ export interface NormaliseInput {
   readonly request: SubjectPackageData['request'];
 }
 
+/** What the package states besides the subject's comments and votes. */
+export interface HeadInput extends Omit<NormaliseInput, 'files'> {
+  readonly profile: ExportFiles['profile.json'];
+}
+
 /** Builds the package content from the export and the activity context: pure, deterministic. */
 export function normalisePackage(input: NormaliseInput): SubjectPackageData {
   const { files, activity } = input;
   const messages = files['messages.json'];
   const own = new Map(messages.map((message) => [message.id, message]));
   const conversations = groupByConversation(messages, activity, own);
-  const vote = (id: string): PackageVote => {
-    const message = own.get(id);
-    const conversationId = message?.conversation_id ?? null;
-    const title =
-      conversationId === null ? null : (activity.conversations.get(conversationId)?.title ?? null);
-    return { message_id: id, conversation_id: conversationId, conversation_title: title };
+  const vote = (id: string): PackageVote => voteOn(id, own.get(id)?.conversation_id ?? null, activity);
+  const { conversation_details, platform_files, ...first } = packageHead({
+    ...input,
+    profile: files['profile.json'],
+  });
+  return {
+    ...first,
+    conversations,
+    likes: unique(files['likes.json']).map(vote),
+    dislikes: unique(files['dislikes.json']).map(vote),
+    conversation_details,
+    platform_files,
   };
+}
+
+/** The package without its lists (the streamed build writes the lists around it). */
+export function packageHead(input: HeadInput): PackageHead {
+  const account = input.account ?? null;
   return {
     format: 'svc-dsr-subject-package',
     format_version: 1,
@@ -62,19 +79,27 @@ export function normalisePackage(input: NormaliseInput): SubjectPackageData {
     controller: { ...input.controller },
     request: { ...input.request },
     information: { ...input.information },
-    profile: normaliseProfile(files['profile.json'], input.account ?? null),
-    roles: files['profile.json'].roles.map(({ role, stage }) =>
+    profile: normaliseProfile(input.profile, account),
+    roles: input.profile.roles.map(({ role, stage }) =>
       stage === undefined || stage === 'system'
         ? { role, scope: 'platform' as const, site: null }
         : { role, scope: 'site' as const, site: stage },
     ),
-    ...normaliseSettings(files['profile.json'], input.account ?? null),
-    conversations,
-    likes: unique(files['likes.json']).map(vote),
-    dislikes: unique(files['dislikes.json']).map(vote),
-    conversation_details: { ...activity.details },
+    ...normaliseSettings(input.profile, account),
+    conversation_details: { ...input.activity.details },
     platform_files: input.platformFiles.map((file) => ({ ...file })),
   };
+}
+
+/** A like or dislike: the comment voted on, and its conversation when it is one of the subject's own. */
+export function voteOn(
+  messageId: string,
+  ownConversationId: string | null,
+  activity: ActivityContext,
+): PackageVote {
+  const title =
+    ownConversationId === null ? null : (activity.conversations.get(ownConversationId)?.title ?? null);
+  return { message_id: messageId, conversation_id: ownConversationId, conversation_title: title };
 }
 
 function normaliseProfile(
@@ -141,6 +166,11 @@ function normaliseSettings(
   return { settings: rows, settings_source: 'export' };
 }
 
+/** Two strings in code-unit order, as the package orders ids. */
+export function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 /**
  * Comments grouped per conversation, oldest first within one; conversations newest first (by
  * their latest comment). A conversation's title and link come from the activity context.
@@ -157,7 +187,7 @@ function groupByConversation(
     else group.push(message);
   }
   const conversations = [...groups.entries()].map(([conversationId, group]) => {
-    group.sort((a, b) => a.written_at - b.written_at || compare(a.id, b.id));
+    group.sort((a, b) => a.written_at - b.written_at || compareText(a.id, b.id));
     const context = activity.conversations.get(conversationId);
     return {
       latest: group.at(-1)?.written_at ?? 0,
@@ -165,20 +195,22 @@ function groupByConversation(
         conversation_id: conversationId,
         title: context?.title ?? null,
         url: safeLink(context?.url),
-        comments: group.map((message) => normaliseComment(message, activity, own)),
+        comments: group.map((message) => normaliseComment(message, activity, (id) => own.has(id))),
       },
     };
   });
   conversations.sort(
-    (a, b) => b.latest - a.latest || compare(a.conversation.conversation_id, b.conversation.conversation_id),
+    (a, b) =>
+      b.latest - a.latest || compareText(a.conversation.conversation_id, b.conversation.conversation_id),
   );
   return conversations.map(({ conversation }) => conversation);
 }
 
-function normaliseComment(
+/** A comment as the package shows it; `isOwn` says whether a parent id is one of the subject's comments. */
+export function normaliseComment(
   message: ExportedMessage,
   activity: ActivityContext,
-  own: ReadonlyMap<string, ExportedMessage>,
+  isOwn: (id: string) => boolean,
 ): PackageComment {
   const context = activity.messages.get(message.id);
   const parent = message.parent_comment_id;
@@ -189,7 +221,7 @@ function normaliseComment(
   return {
     id: message.id,
     kind,
-    reply_to: parent !== null && own.has(parent) ? parent : null,
+    reply_to: parent !== null && isOwn(parent) ? parent : null,
     parent_id: parent,
     written_at: new Date(message.written_at * 1000).toISOString(),
     text: message.content
@@ -205,10 +237,6 @@ function normaliseComment(
 
 function unique(ids: readonly string[]): string[] {
   return [...new Set(ids)];
-}
-
-function compare(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** An address the page may link to: http or https only; anything else (javascript:, data:) is dropped. */

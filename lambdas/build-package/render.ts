@@ -6,57 +6,207 @@ import type {
 } from './package-schema.ts';
 import { type InformationKey, type PackageStrings, type ProfileField, stringsFor } from './strings.ts';
 
+/** The package without its three lists: what the page says around them. */
+export type PackageHead = Omit<SubjectPackageData, 'conversations' | 'likes' | 'dislikes'>;
+
+/** How long the three lists are: the page states the counts before the lists. */
+export interface PackageCounts {
+  readonly comments: number;
+  readonly conversations: number;
+  readonly likes: number;
+  readonly dislikes: number;
+}
+
+/** Where a list goes in the page's frame. */
+export interface PageSlot {
+  readonly slot: 'conversations' | 'likes' | 'dislikes';
+}
+
+/** A line of the page, or the place of a list. */
+export type PageLine = string | PageSlot;
+
+/** One comment as the page shows it, with its conversation. Comments of a conversation come together. */
+export interface CommentEntry {
+  readonly conversation: Omit<PackageConversation, 'comments'>;
+  readonly comment: PackageComment;
+  /**
+   * For a reply to one of the subject's own comments in the same conversation, that comment's
+   * time; else null (the page then says it answers someone else).
+   */
+  readonly parentWrittenAt: string | null;
+}
+
 /**
  * index.html of the subject package: one self-contained page. No scripts, no external resources
  * (the Content-Security-Policy forbids both, should anything slip through), so it opens offline
  * and from a mail attachment alike. Every value that came from the platform or the config goes
  * through `escapeHtml`; text the subject wrote is isolated (`dir="auto"`) so right-to-left text
  * and bidi control characters cannot reorder the page around it.
+ *
+ * This renders a package held in memory; the package step streams the same lines through
+ * `PageText` (package-zip.ts), so a page of a million comments is never a string whole.
  */
 export function renderIndexHtml(data: SubjectPackageData): string {
-  const strings = stringsFor(data.language);
-  const page: Page = { data, strings, dates: dateFormatters(data.language, data.time_zone), out: [] };
-  const { out } = page;
-  out.push(
-    '<!DOCTYPE html>',
-    `<html lang="${escapeHtml(data.language)}">`,
-    '<head>',
-    '<meta charset="utf-8">',
-    `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">`,
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    '<meta name="referrer" content="no-referrer">',
-    `<title>${escapeHtml(strings.title)} · ${escapeHtml(data.controller.name)}</title>`,
-    `<style>${STYLE}</style>`,
-    '</head>',
-    '<body>',
-    `<a class="skip" href="#main">${escapeHtml(strings.skipToContent)}</a>`,
-    '<header>',
-    `<h1>${escapeHtml(strings.title)}</h1>`,
-    `<p>${escapeHtml(strings.intro)}</p>`,
-    '</header>',
-  );
-  out.push(
-    `<nav aria-labelledby="contents-heading"><h2 id="contents-heading">${escapeHtml(strings.contentsHeading)}</h2><ol>`,
-    ...SECTIONS.map(({ id, heading }) => `<li><a href="#${id}">${escapeHtml(heading(strings))}</a></li>`),
-    '</ol></nav>',
-    '<main id="main">',
-  );
-  for (const { id, heading, render } of SECTIONS) {
-    out.push(section(id, heading(strings)));
-    render(page);
-    out.push('</section>');
+  const { conversations, likes, dislikes, ...head } = data;
+  const text = new PageText(head);
+  const counts: PackageCounts = {
+    comments: conversations.reduce((sum, c) => sum + c.comments.length, 0),
+    conversations: conversations.length,
+    likes: likes.length,
+    dislikes: dislikes.length,
+  };
+  const out: string[] = [];
+  for (const line of text.frame(counts)) {
+    if (typeof line === 'string') out.push(line);
+    else if (line.slot === 'conversations') {
+      for (const conversation of conversations) {
+        out.push(...text.conversationOpen(conversation));
+        for (const entry of commentEntries(conversation)) out.push(...text.comment(entry));
+        out.push(text.conversationClose());
+      }
+    } else {
+      for (const vote of line.slot === 'likes' ? likes : dislikes) out.push(text.vote(vote));
+    }
   }
-  out.push('</main>');
-  out.push(`<footer><p>${escapeHtml(strings.footer)}</p></footer>`, '</body>', '</html>', '');
+  out.push('');
   return out.join('\n');
 }
 
-/** What each section renders from: the package, its language's strings and dates, and the lines so far. */
+/** A conversation's comments with their parents' times, as `CommentEntry` carries them. */
+export function commentEntries(conversation: PackageConversation): CommentEntry[] {
+  const { comments, ...header } = conversation;
+  const byId = new Map(comments.map((comment) => [comment.id, comment]));
+  return comments.map((comment) => {
+    const parent = comment.reply_to === null ? undefined : byId.get(comment.reply_to);
+    return { conversation: header, comment, parentWrittenAt: parent?.written_at ?? null };
+  });
+}
+
+/**
+ * The page's lines, piece by piece: the frame around the lists, then each conversation, comment
+ * and vote. Joined with newlines, in the frame's order, they are index.html.
+ */
+export class PageText {
+  readonly #page: Page;
+
+  constructor(head: PackageHead) {
+    this.#page = {
+      data: head,
+      strings: stringsFor(head.language),
+      dates: dateFormatters(head.language, head.time_zone),
+      counts: { comments: 0, conversations: 0, likes: 0, dislikes: 0 },
+      out: [],
+    };
+  }
+
+  /** Every line of the page, with a slot where each list goes. */
+  frame(counts: PackageCounts): PageLine[] {
+    const page: Page = { ...this.#page, counts, out: [] };
+    const { data, strings, out } = page;
+    out.push(
+      '<!DOCTYPE html>',
+      `<html lang="${escapeHtml(data.language)}">`,
+      '<head>',
+      '<meta charset="utf-8">',
+      `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">`,
+      '<meta name="viewport" content="width=device-width, initial-scale=1">',
+      '<meta name="referrer" content="no-referrer">',
+      `<title>${escapeHtml(strings.title)} · ${escapeHtml(data.controller.name)}</title>`,
+      `<style>${STYLE}</style>`,
+      '</head>',
+      '<body>',
+      `<a class="skip" href="#main">${escapeHtml(strings.skipToContent)}</a>`,
+      '<header>',
+      `<h1>${escapeHtml(strings.title)}</h1>`,
+      `<p>${escapeHtml(strings.intro)}</p>`,
+      '</header>',
+    );
+    out.push(
+      `<nav aria-labelledby="contents-heading"><h2 id="contents-heading">${escapeHtml(strings.contentsHeading)}</h2><ol>`,
+      ...SECTIONS.map(({ id, heading }) => `<li><a href="#${id}">${escapeHtml(heading(strings))}</a></li>`),
+      '</ol></nav>',
+      '<main id="main">',
+    );
+    for (const { id, heading, render } of SECTIONS) {
+      out.push(section(id, heading(strings)));
+      render(page);
+      out.push('</section>');
+    }
+    out.push('</main>');
+    out.push(`<footer><p>${escapeHtml(strings.footer)}</p></footer>`, '</body>', '</html>');
+    return out;
+  }
+
+  /** The lines that open a conversation. */
+  conversationOpen(conversation: Omit<PackageConversation, 'comments'>): string[] {
+    const { strings } = this.#page;
+    const out: string[] = [];
+    const title = conversation.title === null || conversation.title.trim() === '' ? null : conversation.title;
+    out.push(
+      '<section class="conversation">',
+      title === null
+        ? `<h3>${escapeHtml(strings.conversationUntitled)}</h3>`
+        : `<h3 dir="auto">${escapeHtml(title)}</h3>`,
+      `<p class="note">${escapeHtml(strings.conversationId(conversation.conversation_id))}</p>`,
+    );
+    if (conversation.url !== null) {
+      out.push(
+        `<p><a href="${escapeHtml(conversation.url)}" rel="noreferrer noopener">${escapeHtml(strings.conversationLink)}</a> <span class="url">${escapeHtml(conversation.url)}</span></p>`,
+      );
+    }
+    return out;
+  }
+
+  /** The line that closes a conversation. */
+  conversationClose(): string {
+    return '</section>';
+  }
+
+  /** A comment's lines. */
+  comment({ comment, parentWrittenAt }: CommentEntry): string[] {
+    const { strings, dates } = this.#page;
+    const out: string[] = [];
+    const facts = [
+      `<strong>${escapeHtml(strings.commentKind[comment.kind])}</strong>`,
+      time(comment.written_at, dates.moment),
+      `<span class="state state-${comment.state}">${escapeHtml(strings.states[comment.state])}</span>`,
+    ];
+    if (comment.edited) facts.push(escapeHtml(strings.edited));
+    if (comment.moderation !== null) facts.push(escapeHtml(strings.moderationStatus(comment.moderation)));
+    out.push(`<article class="comment"><p class="meta">${facts.join(' · ')}</p>`);
+    if (comment.kind === 'reply') {
+      out.push(
+        `<p class="note">${escapeHtml(parentWrittenAt === null ? strings.replyToOther : strings.replyToOwn(dates.moment.format(new Date(parentWrittenAt))))}</p>`,
+      );
+    }
+    out.push(
+      comment.text === ''
+        ? `<p class="text">${escapeHtml(strings.emptyComment)}</p>`
+        : `<p class="text" dir="auto">${escapeHtml(comment.text)}</p>`,
+    );
+    if (comment.ip !== null) out.push(`<p class="note">${escapeHtml(strings.ipAddress(comment.ip))}</p>`);
+    out.push('</article>');
+    return out;
+  }
+
+  /** A like's or dislike's line. */
+  vote(vote: PackageVote): string {
+    const { strings } = this.#page;
+    const text =
+      vote.conversation_id === null
+        ? strings.voteOnOther(vote.message_id)
+        : strings.voteOnOwn(vote.conversation_title ?? strings.conversationId(vote.conversation_id));
+    return `<li dir="auto">${escapeHtml(text)}</li>`;
+  }
+}
+
+/** What each section renders from: the package head, the lists' counts, its language's strings and dates, and the lines so far. */
 interface Page {
-  readonly data: SubjectPackageData;
+  readonly data: PackageHead;
+  readonly counts: PackageCounts;
   readonly strings: PackageStrings;
   readonly dates: DateFormatters;
-  readonly out: string[];
+  readonly out: PageLine[];
 }
 
 /** The page's sections in order: the contents list and the page are both made from this list. */
@@ -138,27 +288,32 @@ function renderSettings({ data, strings, out }: Page): void {
   out.push('</dl>');
 }
 
-function renderComments({ data, strings, dates, out }: Page): void {
+function renderComments({ data, counts, strings, out }: Page): void {
   const details = data.conversation_details;
   if (details.status === 'unavailable' && details.reason !== null) {
     out.push(`<p class="notice" role="note">${escapeHtml(strings.detailsUnavailable[details.reason])}</p>`);
   } else if (details.status === 'partial') {
     out.push(`<p class="notice" role="note">${escapeHtml(strings.detailsPartial)}</p>`);
   }
-  const commentCount = data.conversations.reduce((sum, c) => sum + c.comments.length, 0);
-  if (commentCount === 0) {
+  if (counts.comments === 0) {
     out.push(`<p>${escapeHtml(strings.noComments)}</p>`);
     return;
   }
-  out.push(`<p>${escapeHtml(strings.commentsSummary(commentCount, data.conversations.length))}</p>`);
-  for (const conversation of data.conversations) renderConversation(out, conversation, strings, dates);
+  out.push(`<p>${escapeHtml(strings.commentsSummary(counts.comments, counts.conversations))}</p>`);
+  out.push({ slot: 'conversations' });
 }
 
 /** Likes and dislikes. */
-function renderVoteSection({ data, strings, out }: Page): void {
+function renderVoteSection({ counts, strings, out }: Page): void {
   out.push(`<p>${escapeHtml(strings.votesIntro)}</p>`);
-  renderVotes(out, strings.likesHeading(data.likes.length), data.likes, strings);
-  renderVotes(out, strings.dislikesHeading(data.dislikes.length), data.dislikes, strings);
+  for (const slot of ['likes', 'dislikes'] as const) {
+    const count = counts[slot];
+    out.push(
+      `<h3>${escapeHtml(slot === 'likes' ? strings.likesHeading(count) : strings.dislikesHeading(count))}</h3>`,
+    );
+    if (count === 0) out.push(`<p>${escapeHtml(strings.noVotes)}</p>`);
+    else out.push('<ul>', { slot }, '</ul>');
+  }
 }
 
 function renderGlossary({ strings, out }: Page): void {
@@ -203,83 +358,7 @@ function dateFormatters(language: string, timeZone: string): DateFormatters {
   };
 }
 
-function renderConversation(
-  out: string[],
-  conversation: PackageConversation,
-  strings: PackageStrings,
-  dates: DateFormatters,
-): void {
-  const title = conversation.title === null || conversation.title.trim() === '' ? null : conversation.title;
-  out.push(
-    '<section class="conversation">',
-    title === null
-      ? `<h3>${escapeHtml(strings.conversationUntitled)}</h3>`
-      : `<h3 dir="auto">${escapeHtml(title)}</h3>`,
-    `<p class="note">${escapeHtml(strings.conversationId(conversation.conversation_id))}</p>`,
-  );
-  if (conversation.url !== null) {
-    out.push(
-      `<p><a href="${escapeHtml(conversation.url)}" rel="noreferrer noopener">${escapeHtml(strings.conversationLink)}</a> <span class="url">${escapeHtml(conversation.url)}</span></p>`,
-    );
-  }
-  const byId = new Map(conversation.comments.map((comment) => [comment.id, comment]));
-  for (const comment of conversation.comments) renderComment(out, comment, byId, strings, dates);
-  out.push('</section>');
-}
-
-function renderComment(
-  out: string[],
-  comment: PackageComment,
-  byId: ReadonlyMap<string, PackageComment>,
-  strings: PackageStrings,
-  dates: DateFormatters,
-): void {
-  const facts = [
-    `<strong>${escapeHtml(strings.commentKind[comment.kind])}</strong>`,
-    time(comment.written_at, dates.moment),
-    `<span class="state state-${comment.state}">${escapeHtml(strings.states[comment.state])}</span>`,
-  ];
-  if (comment.edited) facts.push(escapeHtml(strings.edited));
-  if (comment.moderation !== null) facts.push(escapeHtml(strings.moderationStatus(comment.moderation)));
-  out.push(`<article class="comment"><p class="meta">${facts.join(' · ')}</p>`);
-  if (comment.kind === 'reply') {
-    const parent = comment.reply_to === null ? undefined : byId.get(comment.reply_to);
-    out.push(
-      `<p class="note">${escapeHtml(parent === undefined ? strings.replyToOther : strings.replyToOwn(dates.moment.format(new Date(parent.written_at))))}</p>`,
-    );
-  }
-  out.push(
-    comment.text === ''
-      ? `<p class="text">${escapeHtml(strings.emptyComment)}</p>`
-      : `<p class="text" dir="auto">${escapeHtml(comment.text)}</p>`,
-  );
-  if (comment.ip !== null) out.push(`<p class="note">${escapeHtml(strings.ipAddress(comment.ip))}</p>`);
-  out.push('</article>');
-}
-
-function renderVotes(
-  out: string[],
-  heading: string,
-  votes: readonly PackageVote[],
-  strings: PackageStrings,
-): void {
-  out.push(`<h3>${escapeHtml(heading)}</h3>`);
-  if (votes.length === 0) {
-    out.push(`<p>${escapeHtml(strings.noVotes)}</p>`);
-    return;
-  }
-  out.push('<ul>');
-  for (const vote of votes) {
-    const text =
-      vote.conversation_id === null
-        ? strings.voteOnOther(vote.message_id)
-        : strings.voteOnOwn(vote.conversation_title ?? strings.conversationId(vote.conversation_id));
-    out.push(`<li dir="auto">${escapeHtml(text)}</li>`);
-  }
-  out.push('</ul>');
-}
-
-function profileRows(data: SubjectPackageData, strings: PackageStrings): [ProfileField, string][] {
+function profileRows(data: PackageHead, strings: PackageStrings): [ProfileField, string][] {
   const { profile } = data;
   const text = (value: string | null) =>
     value === null

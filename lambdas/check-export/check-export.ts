@@ -9,13 +9,11 @@ import {
 } from '#shared/errors';
 import type { LedgerItem } from '#shared/ledger';
 import type { ExportStatus } from '#shared/platform-schemas';
-import { requestIdSchema } from '#shared/request';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest, subjectGoneOr } from '#shared/step-guards';
-import { type ExportState, exportStateSchema } from '#shared/step-io';
+import { type ExportState, exportStateSchema, stepInputSchema } from '#shared/step-io';
 
-export const checkExportInputSchema = z.looseObject({
-  request_id: requestIdSchema,
+export const checkExportInputSchema = stepInputSchema.extend({
   /** How long the Wait before this poll lasted, in seconds. */
   waited: z.number().int().nonnegative(),
   /** The export StartExport answered; an execution of an older definition sends none, and the ledger is read for it. */
@@ -38,11 +36,16 @@ export async function checkExport(input: CheckExportInput, deps: StepDeps): Prom
     status = await deps.platform.exportStatus(exportId);
   } catch (error) {
     if (error instanceof PlatformNotFoundError) {
-      throw await subjectGoneOr(error, deps, await activeRequest(deps, input.request_id), 'CheckExport');
+      throw await subjectGoneOr(
+        error,
+        deps,
+        await activeRequest(deps, input.request_id, input.execution),
+        'CheckExport',
+      );
     }
     if (error instanceof PlatformCapacityError) {
       // No poll was made: the next one, after the wait, polls the same export (nothing counted).
-      const item = await activeRequest(deps, input.request_id);
+      const item = await activeRequest(deps, input.request_id, input.execution);
       throw error.carrying({
         export_id: exportId,
         attempt: item.export_attempts,

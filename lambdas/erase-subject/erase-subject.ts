@@ -3,7 +3,7 @@ import { LedgerStateError } from '#shared/errors';
 import type { ErasureEvidence } from '#shared/ledger';
 import type { DeleteResult } from '#shared/platform-client';
 import type { StepDeps } from '#shared/step-deps';
-import { activeRequest } from '#shared/step-guards';
+import { activeRequest, recordingSideEffect, runOfExecution } from '#shared/step-guards';
 import { type EraseOutput, eraseOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
 
 /** What the erasure found, and how it knows. */
@@ -14,32 +14,44 @@ type ErasureResult = DeleteResult & { readonly evidence: ErasureEvidence };
  * `erasing` first is what closes the door on cancellation.
  */
 export async function eraseSubject(input: StepInput, deps: StepDeps): Promise<EraseOutput> {
-  const item = await activeRequest(deps, input.request_id);
+  const item = await activeRequest(deps, input.request_id, input.execution);
   if (item.erasure !== undefined) return { outcome: item.erasure.outcome };
   if (item.type !== 'erasure') throw new LedgerStateError('the request is not an erasure request');
   if (item.archive === undefined)
     throw new LedgerStateError('erasure refused: there is no verified archive yet');
 
-  await deps.ledger.update(input.request_id, { step: 'erasing' }, ['running']);
+  // The mark of a DELETE in flight, written only while this execution is the request's current
+  // run: of two executions of one request, one DELETE at most.
+  await deps.ledger.updateInRun(
+    input.request_id,
+    runOfExecution(input.request_id, input.execution),
+    { step: 'erasing' },
+    ['running'],
+  );
   const result = await deleteOnce(item.step === 'erasing', item.primary_key, deps);
   const at = deps.clock().toISOString();
   // The deletion is recorded with the step that follows it: the request is now being verified.
-  await deps.ledger.update(
+  await recordingSideEffect(
+    deps,
     input.request_id,
+    () =>
+      deps.ledger.update(
+        input.request_id,
+        {
+          erasure: { outcome: result.outcome, platform_status: result.status, evidence: result.evidence, at },
+          step: 'verifying',
+        },
+        ['running'],
+      ),
     {
-      erasure: { outcome: result.outcome, platform_status: result.status, evidence: result.evidence, at },
-      step: 'verifying',
+      eventId: 'EraseSubject',
+      step: 'EraseSubject',
+      action: result.outcome === 'deleted' ? 'subject_deleted' : 'subject_already_absent',
+      // An honest "erased": the platform keeps the subject's comments, under a random guest user.
+      facts: { platform_status: result.status, evidence: result.evidence, ...platformKeepsFacts() },
+      subject: { primaryKey: item.primary_key, ...(item.svc_user_id ? { svcUserId: item.svc_user_id } : {}) },
     },
-    ['running'],
   );
-  await deps.audit.append(input.request_id, {
-    eventId: 'EraseSubject',
-    step: 'EraseSubject',
-    action: result.outcome === 'deleted' ? 'subject_deleted' : 'subject_already_absent',
-    // An honest "erased": the platform keeps the subject's comments, under a random guest user.
-    facts: { platform_status: result.status, evidence: result.evidence, ...platformKeepsFacts() },
-    subject: { primaryKey: item.primary_key, ...(item.svc_user_id ? { svcUserId: item.svc_user_id } : {}) },
-  });
   deps.logger.info('subject erased', { outcome: result.outcome });
   return { outcome: result.outcome };
 }

@@ -59,7 +59,7 @@ function lambdaIntakeDeps(): IntakeDeps {
         metrics.addMetric(name, MetricUnit.Count, value);
         metrics.publishStoredMetrics();
       },
-      verification: env.ACCEPTED_VERIFICATION_METHODS,
+      verification: env.VERIFICATION_POLICY,
     };
   }
   return intakeDeps;

@@ -7,11 +7,14 @@ import { redactUrls } from '#shared/redact';
 import { type DsrRequest, parseRequestMessage, rfc3339Instant } from '#shared/request';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
+import { parseStrictJson } from '#shared/strict-json';
 import {
   DEFAULT_VERIFICATION_POLICY,
   IDENTITY_NOT_VERIFIED,
+  judgeVerification,
+  unknownMethodError,
+  type VerificationJudgement,
   type VerificationPolicy,
-  verificationAccepted,
 } from '#shared/verification';
 
 /** What intake needs, as narrow interfaces. */
@@ -28,7 +31,7 @@ export interface IntakeDeps {
   readonly clock?: () => Date;
   /** Publishes one count (Embedded Metric Format in Lambda): a request overdue at intake is alarmed. */
   readonly countMetric?: (name: string, value: number) => void;
-  /** The verification methods accepted per request type. @default every method but "none" */
+  /** The verification gate: the methods the stack knows and the maximum age. @default DEFAULT_VERIFICATION_POLICY */
   readonly verification?: VerificationPolicy;
 }
 
@@ -70,19 +73,26 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
     return { kind: 'quarantined', reason: parsed.reason };
   }
 
+  const policy = deps.verification ?? DEFAULT_VERIFICATION_POLICY;
   if (parsed.kind === 'invalid') {
-    return reject(body, parsed.requestId, parsed.fingerprint, parsed.errors, deps);
+    // Every field error at once: the method is judged against the list when the schema let it pass.
+    const errors = [...parsed.errors, ...methodErrorOfInvalid(body, parsed.errors, policy)];
+    return reject(body, parsed.requestId, parsed.fingerprint, errors, deps);
   }
   const { request } = parsed;
   const now = (deps.clock ?? (() => new Date()))();
   const intake = intakeRecord(request, deps.timeZone ?? DEFAULT_TIME_ZONE, now);
-  if (intake.event === undefined) {
-    return reject(body, request.request_id, parsed.fingerprint, intake.errors, deps);
+  const gate = judgeVerification(policy, request);
+  const errors = [
+    ...(intake.event === undefined ? intake.errors : []),
+    ...(gate.kind === 'unknown' ? [gate.error] : []),
+  ];
+  if (intake.event === undefined || errors.length > 0) {
+    return reject(body, request.request_id, parsed.fingerprint, errors, deps);
   }
   const { deadlines, event, overdue } = intake;
-  const policy = deps.verification ?? DEFAULT_VERIFICATION_POLICY;
-  if (!verificationAccepted(policy, request.type, request.verification.method)) {
-    return deny(body, request, parsed.fingerprint, deadlines, event, deps);
+  if (gate.kind === 'denied') {
+    return deny(body, request, parsed.fingerprint, { deadlines, event, gate }, deps);
   }
   const created = await deps.ledger.createReceived(request, parsed.fingerprint, {
     ...deadlines,
@@ -179,21 +189,42 @@ async function reject(
 }
 
 /**
- * Records a valid request whose verification method the stack does not accept as `denied`
- * (identity_not_verified): its intake record and the denial close its audit chain, no execution
- * starts, so it is never exported or erased, and the subject is owed a notice of the denial.
+ * The field error of `verification.method` in a request the schema refused for other fields: the
+ * method is judged against the list only when the schema found nothing wrong with it.
+ */
+function methodErrorOfInvalid(body: string, errors: readonly string[], policy: VerificationPolicy): string[] {
+  if (errors.some((error) => error.startsWith('verification.method: '))) return [];
+  const read = parseStrictJson(body);
+  const method = read.ok ? rawMethodSchema.safeParse(read.value) : undefined;
+  if (!method?.success) return [];
+  const error = unknownMethodError(policy, method.data.verification.method);
+  return error === undefined ? [] : [error];
+}
+
+const rawMethodSchema = z.object({ verification: z.object({ method: z.string() }) });
+
+/**
+ * Records a valid request the verification gate denies as `denied` (identity_not_verified): its
+ * method says the identity was not verified, is not accepted for the request's type, or the
+ * verification is older than the stack allows. Its intake record and the denial close its audit
+ * chain, no execution starts, so it is never exported or erased, and the subject is owed a notice.
  */
 async function deny(
   body: string,
   request: DsrRequest,
   fingerprint: string,
-  deadlines: Deadlines,
-  event: AuditEvent,
+  judged: {
+    readonly deadlines: Deadlines;
+    readonly event: AuditEvent;
+    readonly gate: Extract<VerificationJudgement, { kind: 'denied' }>;
+  },
   deps: IntakeDeps,
 ): Promise<IntakeResult> {
+  const { deadlines, event, gate } = judged;
   const requestId = request.request_id;
   const created = await deps.ledger.createDenied(request, fingerprint, deadlines, {
     code: IDENTITY_NOT_VERIFIED,
+    reason: gate.reason,
   });
   const record = async (newChain: boolean) => {
     await deps.audit.append(requestId, event, { newChain });
@@ -201,7 +232,11 @@ async function deny(
       eventId: 'Intake:denied',
       step: 'Intake',
       action: 'request_denied',
-      facts: { reason_code: IDENTITY_NOT_VERIFIED, verification_method: request.verification.method },
+      facts: {
+        reason_code: IDENTITY_NOT_VERIFIED,
+        verification_method: request.verification.method,
+        verification_problem: gate.problem,
+      },
       final: true,
     });
   };
@@ -213,15 +248,12 @@ async function deny(
     return again;
   }
   await record(true);
-  deps.logger.warn('request denied: its verification method is not accepted', {
+  deps.logger.warn('request denied: its identity verification is not accepted', {
     request_id: requestId,
     type: request.type,
+    verification_problem: gate.problem,
   });
-  return {
-    kind: 'denied',
-    requestId,
-    reason: `${IDENTITY_NOT_VERIFIED}: verification method "${request.verification.method}" is not accepted for ${request.type} requests`,
-  };
+  return { kind: 'denied', requestId, reason: `${IDENTITY_NOT_VERIFIED}: ${gate.reason}` };
 }
 
 const MAX_REASON_LENGTH = 300;

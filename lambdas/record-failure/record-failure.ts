@@ -1,8 +1,9 @@
 import type { z } from 'zod';
-import { AuditChainClosedError, errorCodeOf } from '#shared/errors';
+import { AuditChainClosedError, errorCodeOf, SupersededRunError } from '#shared/errors';
 import type { LedgerPatch } from '#shared/ledger';
 import { Redactor } from '#shared/redact';
 import type { StepDeps } from '#shared/step-deps';
+import { runOfExecution } from '#shared/step-guards';
 import { recordFailureInputSchema, recordFailureOutputSchema } from '#shared/step-io';
 
 const MAX_MESSAGE = 500;
@@ -18,6 +19,13 @@ export async function recordFailure(
   deps: StepDeps,
 ): Promise<z.infer<typeof recordFailureOutputSchema>> {
   const item = await deps.ledger.require(input.request_id);
+  // An execution that is no longer the request's current run records nothing: the ledger, the
+  // export slot and the audit chain belong to the run that superseded it.
+  const run = runOfExecution(input.request_id, input.execution);
+  if (input.error.Error === SupersededRunError.name || (run !== undefined && item.executions > run)) {
+    deps.logger.info('a superseded execution ends without recording', { run, current: item.executions });
+    return { status: 'superseded', code: 'superseded_run' };
+  }
   // A request that ends here holds no export slot any more, whatever it was doing.
   await deps.gate.releaseExport(input.request_id);
   const code = errorCodeOf(input.error.Error);

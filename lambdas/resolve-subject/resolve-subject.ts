@@ -1,3 +1,4 @@
+import { SubjectUnderOtherSpellingError } from '#shared/errors';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest } from '#shared/step-guards';
 import { type ResolveOutput, resolveOutputSchema, type StepInput, stepInputSchema } from '#shared/step-io';
@@ -10,7 +11,7 @@ import { type ResolveOutput, resolveOutputSchema, type StepInput, stepInputSchem
  * made meanwhile still stops.
  */
 export async function resolveSubject(input: StepInput, deps: StepDeps): Promise<ResolveOutput> {
-  const item = await activeRequest(deps, input.request_id);
+  const item = await activeRequest(deps, input.request_id, input.execution);
   if (item.status === 'completed') return { found: item.outcome !== 'no_data', already_completed: true };
   if (item.svc_user_id !== undefined) {
     // A new execution: its waits for platform capacity are counted afresh.
@@ -24,6 +25,14 @@ export async function resolveSubject(input: StepInput, deps: StepDeps): Promise<
   }
 
   const result = await deps.platform.retrieveUser(item.primary_key);
+  if (!result.found) {
+    const form = await otherSpellingFound(item.primary_key, deps);
+    if (form !== undefined) {
+      throw new SubjectUnderOtherSpellingError(
+        `the platform has no user under the key as submitted, but has one under its ${form} form (the same text in another Unicode normalisation); nothing was exported or erased and the request is not answered as no_data: confirm the key with the site, then submit the request again with the platform's spelling`,
+      );
+    }
+  }
   await deps.ledger.update(
     input.request_id,
     {
@@ -47,6 +56,28 @@ export async function resolveSubject(input: StepInput, deps: StepDeps): Promise<
   });
   deps.logger.info('subject resolved', { found: result.found });
   return { found: result.found, already_completed: false };
+}
+
+/** The Unicode normalisation forms a key is looked up in before its request ends no_data. */
+const NORMALISATION_FORMS = ['NFC', 'NFD', 'NFKC', 'NFKD'] as const;
+
+/**
+ * The normalisation form under which the platform knows a user the key as written did not find,
+ * or undefined. The platform matches keys byte for byte, so "é" as one code point (NFC) and as "e"
+ * with a combining accent (NFD) are two keys that look the same: a no_data answer for one while the
+ * subject is stored under the other would report an erasure done while the data stays. An ASCII key
+ * has no other spelling and costs no extra look-up.
+ */
+async function otherSpellingFound(primaryKey: string, deps: StepDeps): Promise<string | undefined> {
+  if (/^[\x20-\x7e]*$/.test(primaryKey)) return undefined;
+  const tried = new Set([primaryKey]);
+  for (const form of NORMALISATION_FORMS) {
+    const spelled = primaryKey.normalize(form);
+    if (tried.has(spelled)) continue;
+    tried.add(spelled);
+    if ((await deps.platform.retrieveUser(spelled)).found) return form;
+  }
+  return undefined;
 }
 
 /** The ResolveSubject step: contract and domain function. */

@@ -25,9 +25,11 @@ export const AUDIT_PREFIX = 'audit/';
 /**
  * The side chains of a request, `audit/<request_id>.<kind>/`: records that may follow the final
  * record of the request's own chain, so they have chains of their own. `notices`: the notices
- * given to the subject (a response, a denial); `packages`: every hand-out of its archive.
+ * given to the subject (a response, a denial); `packages`: every hand-out of its archive;
+ * `effects`: a platform side effect (an export started, a DELETE) that an execution made after the
+ * request had ended meanwhile, so that no call to the platform goes unrecorded.
  */
-export const SIDE_CHAIN_KINDS = ['notices', 'packages'] as const;
+export const SIDE_CHAIN_KINDS = ['notices', 'packages', 'effects'] as const;
 export type SideChainKind = (typeof SIDE_CHAIN_KINDS)[number];
 
 /** The chain id of one of a request's side chains: `<request_id>.<kind>`. */

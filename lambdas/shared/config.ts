@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DEFAULT_TIME_ZONE, isTimeZone } from './deadlines.ts';
 import { DEFAULTS } from './defaults.ts';
 import { ConfigurationError } from './errors.ts';
-import { verificationPolicyEnvSchema } from './verification.ts';
+import { VERIFICATION_POLICY_ENV, verificationPolicyEnvSchema } from './verification.ts';
 
 const csv = z
   .string()
@@ -47,7 +47,12 @@ export const gateEnvSchema = z.object({
     .default(DEFAULTS.platformMaxOpenExports),
   OUTAGE_HORIZON_SECONDS: seconds(DEFAULTS.retryHorizonHours * 3600),
   /** The longest wait for a rate slot spent inside the function (longer ones are Step Functions Waits). */
-  PLATFORM_MAX_SLEEP_SECONDS: z.coerce.number().int().min(2).max(60).default(3),
+  PLATFORM_MAX_SLEEP_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(2)
+    .max(60)
+    .default(DEFAULTS.platformMaxSleepSeconds),
   /**
    * The queue of requests waiting for an export slot (export-waiters.ts): set for the functions
    * that give slots back, which wake one waiter per slot.
@@ -72,7 +77,7 @@ export const stepEnvSchema = z.object({
   SPOT_ID: z.string().min(1),
   SSO_TOKEN_HEADER: z.string().min(1).default(DEFAULTS.ssoTokenHeader),
   USER_ID_FIELD: z.string().min(1).default(DEFAULTS.userIdField),
-  PLATFORM_TIMEOUT_MS: z.coerce.number().int().positive().default(10_000),
+  PLATFORM_TIMEOUT_MS: z.coerce.number().int().positive().default(DEFAULTS.platformTimeoutMs),
   DOWNLOAD_ALLOWED_HOSTS: csv,
   DOWNLOAD_INSECURE_HOSTS: csv,
   POLL_INITIAL_SECONDS: seconds(DEFAULTS.pollInitialSeconds),
@@ -86,7 +91,7 @@ export const stepEnvSchema = z.object({
     .min(ARCHIVE_MAX_EXPANDED_BYTES.min)
     .max(ARCHIVE_MAX_EXPANDED_BYTES.max)
     .default(ARCHIVE_MAX_EXPANDED_BYTES.default),
-  RETRY_AFTER_CAP_SECONDS: z.coerce.number().int().nonnegative().default(20),
+  RETRY_AFTER_CAP_SECONDS: z.coerce.number().int().nonnegative().default(DEFAULTS.retryAfterCapSeconds),
   ...gateEnvSchema.shape,
   TIME_ZONE: timeZoneSchema,
   /** The subject package's settings (JSON, build-package/settings.ts); set on the package step only. */
@@ -117,8 +122,8 @@ export const intakeEnvSchema = z.object({
   METRICS_NAMESPACE: z.string().min(1).default('svc-dsr'),
   /** The `Stack` dimension of intake's metrics, as the deadline sweep's. */
   METRICS_STACK: z.string().min(1),
-  /** The verification methods accepted per request type (JSON); unset: every method but "none". */
-  ACCEPTED_VERIFICATION_METHODS: verificationPolicyEnvSchema,
+  /** The verification gate (JSON, stack config `verification`): the known methods and the maximum age. */
+  [VERIFICATION_POLICY_ENV]: verificationPolicyEnvSchema,
 });
 export type IntakeEnv = z.infer<typeof intakeEnvSchema>;
 

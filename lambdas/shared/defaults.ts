@@ -20,6 +20,12 @@ export const DEFAULTS = {
   platformRequestsPerSecond: 10,
   platformBurst: 10,
   platformMaxOpenExports: 25,
+  /** How long one platform call may take before it is abandoned as a timeout. */
+  platformTimeoutMs: 10_000,
+  /** The longest wait for a rate slot a platform call spends inside the function. */
+  platformMaxSleepSeconds: 3,
+  /** The longest Retry-After a step waits out inside the function before it tries once more. */
+  retryAfterCapSeconds: 20,
   /** Days after a request ends before the ledger replaces who it names with keyed hashes (CCPA §7101: 24 months). */
   ledgerMinimiseAfterDays: 730,
 } as const;

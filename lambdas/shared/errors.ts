@@ -352,6 +352,27 @@ export class RequestCancelledError extends DsrError {
   readonly code = 'request_cancelled';
 }
 
+/**
+ * The execution is not the request's current run: an operator's retry or the reconciler's resume
+ * started a newer one. It stops without touching the platform or the ledger; the newer run goes on.
+ */
+export class SupersededRunError extends DsrError {
+  override readonly name = 'SupersededRunError';
+  static override readonly handling: ErrorHandling = 'cancel';
+  readonly code = 'superseded_run';
+}
+
+/**
+ * The platform has no user under the key as submitted, but has one under another Unicode
+ * normalisation form of it (NFC or NFD). Nothing is erased or exported under a spelling nobody
+ * submitted, and the request does not end as no_data: the team confirms the key and submits it again.
+ */
+export class SubjectUnderOtherSpellingError extends DsrError {
+  override readonly name = 'SubjectUnderOtherSpellingError';
+  static override readonly handling: ErrorHandling = 'fail';
+  readonly code = 'subject_under_other_spelling';
+}
+
 /** The ledger has no record of the request, or a step found it in a state it cannot act on. */
 export class LedgerStateError extends DsrError {
   override readonly name = 'LedgerStateError';
@@ -479,6 +500,8 @@ export const ERROR_CLASSES = [
   LedgerRuleError,
   SubjectNotFoundError,
   RequestCancelledError,
+  SupersededRunError,
+  SubjectUnderOtherSpellingError,
   StatusEventsNotPublishedError,
   DataDirInUseError,
 ] as const;

@@ -9,6 +9,18 @@ export function retryExecutionName(requestId: string, n: number): string {
   return `${requestId}-retry-${n}`;
 }
 
+/**
+ * The run number of the execution named `name` for `requestId`: 1 for `<request_id>`, n for
+ * `<request_id>-retry-<n>`; undefined for a name of neither form.
+ */
+export function runOf(requestId: string, name: string): number | undefined {
+  if (name === requestId) return 1;
+  const prefix = `${requestId}-retry-`;
+  if (!name.startsWith(prefix)) return undefined;
+  const n = name.slice(prefix.length);
+  return /^[1-9][0-9]{0,8}$/.test(n) ? Number(n) : undefined;
+}
+
 /** The name of the request's latest execution, as the `executions` counter says. */
 export function latestExecutionName(requestId: string, executions: number): string {
   return executions <= 1 ? requestId : retryExecutionName(requestId, executions);

@@ -105,23 +105,48 @@ function malformedText(value: string): boolean {
 }
 
 /**
- * White space or an invisible character at either end of a primary_key: the platform matches the key
- * exactly, so a key copied with a trailing space from a spreadsheet would find no user, and an
- * erasure would end as no_data while the subject's data stays.
+ * The characters a reader cannot see, as a set for a regular expression with the `v` flag. Built from
+ * Unicode properties (UCD, DerivedCoreProperties.txt, PropList.txt, UnicodeData.txt), so a new
+ * Unicode version widens it by itself:
+ * - Default_Ignorable_Code_Point: the soft hyphen, the combining grapheme joiner, zero-width
+ *   characters, invisible operators (U+2061-U+2064), variation selectors, the Hangul fillers
+ *   (U+115F, U+1160, U+3164, U+FFA0) and the tag characters;
+ * - General_Category=Format (Cf): bidirectional marks, embeddings and isolates, the Mongolian vowel
+ *   separator, the byte order mark, the Arabic number signs;
+ * - Bidi_Control and Variation_Selector, named though the two above hold them, so neither depends on
+ *   the other's definition;
+ * - U+2800 BRAILLE PATTERN BLANK, which renders as a space but is a symbol (So) to every property.
  */
-const PADDED = /^[\s\u200b-\u200d\u2060]|[\s\u200b-\u200d\u2060]$/;
+export const INVISIBLE_SET =
+  '[\\p{Default_Ignorable_Code_Point}\\p{Cf}\\p{Bidi_Control}\\p{Variation_Selector}\\u2800]';
+const INVISIBLE = new RegExp(INVISIBLE_SET, 'v');
+
+/** True when `value` holds a character of INVISIBLE_SET. */
+export function hasInvisibleCharacters(value: string): boolean {
+  return INVISIBLE.test(value);
+}
 
 /**
- * The characters that can rewrite a terminal or fake what it shows, as a regular expression class:
- * controls (C0 including tab and newline, DEL, C1), line and paragraph separators, bidirectional
- * marks, embeddings, overrides and isolates (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069),
- * and the invisible zero-width space, word joiner and byte order mark. The zero-width joiner, part of
- * many emoji, is allowed. JSON.stringify escapes the C0 controls itself, not the others.
+ * What makes a primary_key look like another: the platform matches the key exactly, so a key copied
+ * with a trailing space from a spreadsheet, or with a soft hyphen or a bidirectional mark from a
+ * web page, finds no user, and an erasure would end as no_data while the subject's data stays. Refused:
+ * any invisible character anywhere, white space other than U+0020 anywhere (a no-break or ideographic
+ * space looks like a space), and white space at either end.
  */
-export const DISPLAY_CONTROLS_BEYOND_C0 =
-  '\\u007f-\\u009f\\u061c\\u200b\\u200e\\u200f\\u2028\\u2029\\u202a-\\u202e\\u2060\\u2066-\\u2069\\ufeff';
-export const DISPLAY_CONTROLS = `\\u0000-\\u001f${DISPLAY_CONTROLS_BEYOND_C0}`;
-const DISPLAY_CONTROL = new RegExp(`[${DISPLAY_CONTROLS}]`);
+const KEY_LOOKS_LIKE_ANOTHER = new RegExp(`${INVISIBLE_SET}|[\\p{White_Space}--[\\u0020]]|^\\s|\\s$`, 'v');
+
+/**
+ * The characters that can rewrite a terminal or fake what it shows, as a set for a regular expression
+ * with the `v` flag: controls (C0 including tab and newline, DEL, C1), line and paragraph separators,
+ * and every invisible character of INVISIBLE_SET except the ones emoji are made of (the zero-width
+ * joiner, the emoji and text variation selectors U+FE0E and U+FE0F, and the tag characters of
+ * subdivision flags), which free text may hold. JSON.stringify escapes the C0 controls itself, not
+ * the others.
+ */
+const EMOJI_PARTS = '[\\u200d\\ufe0e\\ufe0f\\u{e0020}-\\u{e007f}]';
+export const DISPLAY_CONTROLS_BEYOND_C0 = `[[\\u007f-\\u009f\\u2028\\u2029${INVISIBLE_SET}]--${EMOJI_PARTS}]`;
+export const DISPLAY_CONTROLS = `[[\\u0000-\\u001f${DISPLAY_CONTROLS_BEYOND_C0}]]`;
+const DISPLAY_CONTROL = new RegExp(DISPLAY_CONTROLS, 'v');
 
 /** True when free text holds a character of DISPLAY_CONTROLS. */
 export function hasControlCharacters(value: string): boolean {
@@ -154,8 +179,9 @@ export const dsrRequestSchema = z.strictObject({
       'must be well-formed text without control characters (C0, DEL, C1) or lone surrogates',
     )
     .refine(
-      (value) => !PADDED.test(value),
-      'starts or ends with a space or an invisible character: the platform matches the key exactly, so remove them',
+      // A malformed key has its own message above; this one is for keys that are well-formed text.
+      (value) => malformedText(value) || !KEY_LOOKS_LIKE_ANOTHER.test(value),
+      'holds an invisible character, a space other than a plain one, or a space at either end: the platform matches the key exactly, so type the key again without them',
     ),
   received_at: rfc3339,
   verification: z.strictObject({

@@ -9,7 +9,7 @@ import {
 import { SendTaskSuccessCommand, SFNClient } from '@aws-sdk/client-sfn';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { packageSettingsFromEnv } from '../build-package/settings.ts';
-import { copyExportToS3, putVerifiedObject, readVerifiedObject, verifyCopy } from './archive/index.ts';
+import { copyExportToS3, putPackageStream, readVerifiedStream, verifyCopy } from './archive/index.ts';
 import { REQUEST_TYPE_TAG } from './archive-tags.ts';
 import { AuditTrail } from './audit.ts';
 import { type GateEnv, parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
@@ -88,12 +88,9 @@ export function s3ArchiveStore(
       }
     },
     remove: (key) => removeAllVersions(s3, options.bucket, key),
-    read: (key, expected) => readVerifiedObject(target(key), expected),
+    read: (key, expected) => readVerifiedStream(target(key), expected),
     storePackage: (key, body, fileName) =>
-      putVerifiedObject({ ...target(key), tags: { [REQUEST_TYPE_TAG]: 'access' } }, body, {
-        fileName,
-        contentType: 'application/zip',
-      }),
+      putPackageStream({ ...target(key), tags: { [REQUEST_TYPE_TAG]: 'access' } }, body, { fileName }),
   };
 }
 

@@ -79,12 +79,42 @@ export function functionSecretsFromEnv(
   return { ...readers, auditHmacKey };
 }
 
+/**
+ * Whether `value` has the shape of the value CloudFormation generates for a secret created without
+ * one (the stack's three secrets, until an operator sets them): Secrets Manager's default
+ * password, 32 printable characters with at least one upper-case letter, one lower-case letter,
+ * one digit and one punctuation character. It is long enough to pass as an audit key, but nobody
+ * saved it, so nothing hashed under it could be checked later. The deploy guide's key
+ * (`openssl rand -hex 32`) is 64 hex digits and never has this shape.
+ *
+ * The shape is recognised rather than the generated value marked: changing a deployed secret's
+ * generation settings makes CloudFormation generate a new value over the key an operator set.
+ */
+export function isGeneratedPlaceholder(value: string): boolean {
+  return (
+    value.length === 32 &&
+    /^[\x21-\x7E]+$/.test(value) &&
+    /[A-Z]/.test(value) &&
+    /[a-z]/.test(value) &&
+    /[0-9]/.test(value) &&
+    /[^A-Za-z0-9]/.test(value)
+  );
+}
+
 /** Validates a secret value; the error names the secret, never its value. */
 export function checkSecret(name: SecretName, value: string | undefined, secretId: string): string {
   const { what, minLength } = SECRETS[name];
   if (value === undefined || value.length < minLength) {
     throw new ConfigurationError(
       `the secret ${secretId} (${what}) is not usable: ${value === undefined ? 'it has no string value' : `it must be at least ${minLength} characters`}; set it with put-secret-value`,
+    );
+  }
+  if (name === 'auditHmacKey' && isGeneratedPlaceholder(value)) {
+    throw new ConfigurationError(
+      `the secret ${secretId} (${what}) still holds the placeholder CloudFormation generated (32 characters of every kind), which nobody saved: ` +
+        `set the real key, e.g. openssl rand -hex 32 | tr -d '\\n' > /tmp/audit-key.txt and ` +
+        `aws secretsmanager put-secret-value --secret-id ${secretId} --secret-string file:///tmp/audit-key.txt, and keep a copy in your vault (docs/deploy.md, "Setting the secrets"); ` +
+        'a key of your own in that shape is refused too: use a longer one',
     );
   }
   return value;

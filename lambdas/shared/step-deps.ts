@@ -26,10 +26,23 @@ export interface ArchiveStore {
   verify(key: string, copied: CopiedArchive): Promise<{ entries: number }>;
   /** Deletes every version (and delete marker) of the key, for good; answers how many went. */
   remove(key: string): Promise<number>;
-  /** The stored object whole, checked against its recorded size and SHA-256 (InvalidArchiveError if not). */
-  read(key: string, expected: { bytes: number; sha256: string; versionId?: string }): Promise<Buffer>;
-  /** Stores a subject package (tagged as an access request's, named for download), checked by S3 against its SHA-256. */
-  storePackage(key: string, body: Buffer, fileName: string): Promise<{ versionId?: string }>;
+  /**
+   * The stored object's bytes as a stream, checked against its recorded size and SHA-256: the
+   * stream fails with InvalidArchiveError at its end (or as soon as it is too long) if they differ.
+   */
+  read(
+    key: string,
+    expected: { bytes: number; sha256: string; versionId?: string },
+  ): Promise<AsyncIterable<Uint8Array>>;
+  /**
+   * Stores a subject package from a stream (tagged as an access request's, named for download),
+   * in parts S3 checks by their CRC32; resolves once the whole body was read and stored.
+   */
+  storePackage(
+    key: string,
+    body: AsyncIterable<Uint8Array>,
+    fileName: string,
+  ): Promise<{ versionId?: string }>;
 }
 
 /** What step code logs through: a Powertools Logger (powertools.ts) in Lambda, JSON lines locally. */

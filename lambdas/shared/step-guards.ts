@@ -1,18 +1,32 @@
+import { type AuditEvent, sideChainOf } from './audit.ts';
 import {
+  AuditChainClosedError,
   LedgerStateError,
   PlatformNotFoundError,
   RequestCancelledError,
   SubjectNotFoundError,
+  SupersededRunError,
 } from './errors.ts';
+import { runOf } from './executions.ts';
 import type { LedgerItem } from './ledger/index.ts';
 import type { StepDeps } from './step-deps.ts';
 
-/** The ledger item of a request a step may work on: it exists, is not cancelled, and has a subject. */
+/**
+ * The ledger item of a request a step may work on: it exists, is not cancelled, has a subject, and
+ * `execution` (the name of the execution running the step, when known) is its current run.
+ */
 export async function activeRequest(
   deps: StepDeps,
   requestId: string,
+  execution?: string,
 ): Promise<LedgerItem & { primary_key: string }> {
   const item = await deps.ledger.require(requestId);
+  const run = runOfExecution(requestId, execution);
+  if (run !== undefined && item.executions > run) {
+    throw new SupersededRunError(
+      `execution run ${run} is superseded: the request's current run is ${item.executions}; this one stops`,
+    );
+  }
   if (item.status === 'cancelled') throw new RequestCancelledError('the request was cancelled');
   if (item.status === 'rejected')
     throw new LedgerStateError('the request was rejected at intake and cannot run');
@@ -21,6 +35,11 @@ export async function activeRequest(
   const primaryKey = item.primary_key;
   if (primaryKey === undefined) throw new LedgerStateError('the ledger item has no subject');
   return { ...item, primary_key: primaryKey };
+}
+
+/** The run number of the execution named `execution`, or undefined when no name (or no run) is known. */
+export function runOfExecution(requestId: string, execution: string | undefined): number | undefined {
+  return execution === undefined ? undefined : runOf(requestId, execution);
 }
 
 /** The svc_user_id ResolveSubject stored, or a LedgerStateError when a step runs out of order. */
@@ -54,4 +73,43 @@ export async function subjectGoneOr(
   return new SubjectNotFoundError(
     `${step}: the platform no longer knows the subject (erased since it was resolved); the request ends with no data`,
   );
+}
+
+/**
+ * Records a platform side effect (an export started or perhaps started, a DELETE) in the request's
+ * chain, or, when a cancel or a denial closed that chain while the call was out, in its effects
+ * chain: every call that changed the platform is on record, whether or not the request was still
+ * open when it returned.
+ */
+export async function recordSideEffect(deps: StepDeps, requestId: string, event: AuditEvent): Promise<void> {
+  try {
+    await deps.audit.append(requestId, event);
+  } catch (error) {
+    if (!(error instanceof AuditChainClosedError)) throw error;
+    await deps.audit.append(sideChainOf('effects', requestId), event);
+    deps.logger.warn('a platform side effect was made after the request ended', { action: event.action });
+  }
+}
+
+/**
+ * Runs the ledger write that follows a platform side effect, then records the effect whether or not
+ * that write held (a cancel or denial may have ended the request while the call was out); the
+ * write's error, if any, is thrown after the record is made.
+ */
+export async function recordingSideEffect<T>(
+  deps: StepDeps,
+  requestId: string,
+  ledgerWrite: () => Promise<T>,
+  event: AuditEvent,
+): Promise<T> {
+  let written: { value: T } | undefined;
+  let failure: unknown;
+  try {
+    written = { value: await ledgerWrite() };
+  } catch (error) {
+    failure = error;
+  }
+  await recordSideEffect(deps, requestId, event);
+  if (written === undefined) throw failure;
+  return written.value;
 }

@@ -12,8 +12,14 @@ export const executionInputSchema = z.strictObject({
 });
 export type ExecutionInput = z.infer<typeof executionInputSchema>;
 
-/** Every step is invoked with the request id; the ledger holds the rest. */
-export const stepInputSchema = z.looseObject({ request_id: requestIdSchema });
+/**
+ * Every step is invoked with the request id, and the name of the execution that runs it (whose run
+ * number says whether it is still the request's current run); the ledger holds the rest.
+ */
+export const stepInputSchema = z.looseObject({
+  request_id: requestIdSchema,
+  execution: z.string().min(1).max(80).optional(),
+});
 export type StepInput = z.infer<typeof stepInputSchema>;
 
 export const resolveOutputSchema = z.strictObject({
@@ -66,9 +72,11 @@ export const recordOutcomeOutputSchema = z.strictObject({
 /** What a Catch puts at `$.error`: the ASL error name and the Lambda's cause string. */
 export const recordFailureInputSchema = z.looseObject({
   request_id: requestIdSchema,
+  execution: z.string().min(1).max(80).optional(),
   error: z.looseObject({ Error: z.string(), Cause: z.string().optional() }),
 });
 export const recordFailureOutputSchema = z.strictObject({
-  status: z.enum(['failed', 'cancelled', 'completed']),
+  /** `superseded`: the execution was not the request's current run, so it recorded nothing. */
+  status: z.enum(['failed', 'cancelled', 'completed', 'superseded']),
   code: z.string(),
 });

@@ -9,7 +9,7 @@ import {
   PlatformUnavailableError,
 } from '#shared/errors';
 import type { StepDeps } from '#shared/step-deps';
-import { activeRequest, resolvedUserId, subjectGoneOr } from '#shared/step-guards';
+import { activeRequest, recordingSideEffect, resolvedUserId, subjectGoneOr } from '#shared/step-guards';
 import { type ExportState, exportStateSchema, type StepInput, stepInputSchema } from '#shared/step-io';
 
 /**
@@ -17,7 +17,7 @@ import { type ExportState, exportStateSchema, type StepInput, stepInputSchema } 
  * only when there is no export under way or the last one failed, and never beyond the limit.
  */
 export async function startExport(input: StepInput, deps: StepDeps): Promise<ExportState> {
-  const item = await activeRequest(deps, input.request_id);
+  const item = await activeRequest(deps, input.request_id, input.execution);
   const svcUserId = resolvedUserId(item);
   const resumed = {
     export_id: item.export_id ?? '',
@@ -87,29 +87,45 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
       throw await subjectGoneOr(error, deps, item, 'StartExport');
     }
     // The attempt counts: the next one is a new, deliberate export, never a blind repeat.
-    await deps.ledger.update(input.request_id, { export_status: 'failed', export_start: 'uncertain' }, [
-      'running',
-    ]);
-    await deps.audit.append(input.request_id, {
-      eventId: `StartExport:attempt-${attempt}`,
-      step: 'StartExport',
-      action: 'export_start_uncertain',
-      facts: { attempt, cause: error instanceof DsrError ? error.code : 'unknown' },
-    });
+    await recordingSideEffect(
+      deps,
+      input.request_id,
+      () =>
+        deps.ledger.update(input.request_id, { export_status: 'failed', export_start: 'uncertain' }, [
+          'running',
+        ]),
+      {
+        eventId: `StartExport:attempt-${attempt}`,
+        step: 'StartExport',
+        action: 'export_start_uncertain',
+        facts: { attempt, cause: error instanceof DsrError ? error.code : 'unknown' },
+      },
+    );
     throw error;
   }
   const startedAt = deps.clock().toISOString();
-  await deps.ledger.update(
+  // The export exists on the platform now: it is recorded even if the request ended meanwhile.
+  await recordingSideEffect(
+    deps,
     input.request_id,
-    { export_id: exportId, export_status: 'pending', export_start: 'accepted', export_started_at: startedAt },
-    ['running'],
+    () =>
+      deps.ledger.update(
+        input.request_id,
+        {
+          export_id: exportId,
+          export_status: 'pending',
+          export_start: 'accepted',
+          export_started_at: startedAt,
+        },
+        ['running'],
+      ),
+    {
+      eventId: `StartExport:attempt-${attempt}`,
+      step: 'StartExport',
+      action: 'export_started',
+      facts: { export_id: exportId, attempt },
+    },
   );
-  await deps.audit.append(input.request_id, {
-    eventId: `StartExport:attempt-${attempt}`,
-    step: 'StartExport',
-    action: 'export_started',
-    facts: { export_id: exportId, attempt },
-  });
   deps.logger.info('export started', { export_id: exportId, attempt });
   return {
     export_id: exportId,

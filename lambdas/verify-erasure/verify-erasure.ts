@@ -5,7 +5,7 @@ import { type StepInput, stepInputSchema, verifyErasureOutputSchema } from '#sha
 
 /** Proves the deletion took effect: retrieve must now answer not-found. The answer is kept as evidence. */
 export async function verifyErasure(input: StepInput, deps: StepDeps): Promise<{ verified: true }> {
-  const item = await activeRequest(deps, input.request_id);
+  const item = await activeRequest(deps, input.request_id, input.execution);
   if (item.erasure_verification !== undefined) return { verified: true };
   if (item.erasure === undefined) throw new LedgerStateError('there is no deletion to verify yet');
 

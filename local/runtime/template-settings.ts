@@ -1,10 +1,15 @@
 /**
  * What local mode reads from the synthesized stack besides the state machine, so it runs as the
  * deployed stack would: each step's Lambda by logical id, the subject package settings
- * BuildPackage is given, and the deadline sweep's settings and schedule.
+ * BuildPackage is given, the deadline sweep's settings and schedule, and intake's verification gate.
  */
 import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
+import {
+  VERIFICATION_POLICY_ENV,
+  type VerificationPolicy,
+  verificationPolicyEnvSchema,
+} from '#shared/verification';
 import { PACKAGE_SETTINGS_ENV } from '../../lambdas/build-package/settings.ts';
 import { STEPS, type StepName } from '../../lambdas/steps.ts';
 
@@ -81,6 +86,27 @@ export function sweepSettingsOf(template: Record<string, unknown>): {
     }
   }
   throw new ConfigurationError('the template has no deadline sweep function with a rate schedule');
+}
+
+/**
+ * The verification gate the stack gives the intake Lambda (stack config `verification`), so local
+ * mode judges requests as the deployed stack would.
+ */
+export function verificationPolicyOf(template: Record<string, unknown>): VerificationPolicy {
+  const resources = z.record(z.string(), z.unknown()).parse(template.Resources ?? {});
+  for (const resource of Object.values(resources)) {
+    const parsed = functionResourceSchema.safeParse(resource);
+    const policy = parsed.success
+      ? parsed.data.Properties.Environment?.Variables[VERIFICATION_POLICY_ENV]
+      : undefined;
+    if (policy === undefined) continue;
+    const read = verificationPolicyEnvSchema.safeParse(policy);
+    if (read.success) return read.data;
+    throw new ConfigurationError(
+      `the template's ${VERIFICATION_POLICY_ENV} is invalid: ${read.error.issues.map((issue) => issue.message).join('; ')}`,
+    );
+  }
+  throw new ConfigurationError(`the template has no intake function with ${VERIFICATION_POLICY_ENV}`);
 }
 
 /** Logical id of each step's Lambda in the template, found by the DSR_STEP variable it carries. */

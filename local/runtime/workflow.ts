@@ -42,7 +42,13 @@ import {
   type LocalLambda,
   LocalStateMachine,
 } from './sfn-runner.ts';
-import { packageSettingsOf, SWEEP_CALLER, stepFunctionIds, sweepSettingsOf } from './template-settings.ts';
+import {
+  packageSettingsOf,
+  SWEEP_CALLER,
+  stepFunctionIds,
+  sweepSettingsOf,
+  verificationPolicyOf,
+} from './template-settings.ts';
 
 /** Where the platform (usually the emulator) is and the tokens it accepts. */
 export interface PlatformEndpoint {
@@ -222,7 +228,10 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     await executions.start(name, input);
     return 'started' as const;
   };
-  const intakeWith = intakeFactory(stepDeps, sqsQuarantine(sqs, queueUrls.quarantine), logger, env.TIME_ZONE);
+  const intakeWith = intakeFactory(stepDeps, sqsQuarantine(sqs, queueUrls.quarantine), logger, {
+    timeZone: env.TIME_ZONE,
+    verification: verificationPolicyOf(template),
+  });
   const sweepSettings = sweepSettingsOf(template);
   const sweepHandler = makeDeadlineSweepHandler(() => ({
     ledger: stepDeps.ledger,
@@ -394,7 +403,7 @@ function intakeFactory(
   stepDeps: StepDeps,
   quarantine: IntakeDeps['quarantine'],
   logger: StepLogger,
-  timeZone: string,
+  settings: Required<Pick<IntakeDeps, 'timeZone' | 'verification'>>,
 ): LocalWorkflow['intakeWith'] {
   return (startExecution, observe) => {
     const intakeDeps: IntakeDeps = {
@@ -403,7 +412,7 @@ function intakeFactory(
       quarantine,
       startExecution,
       logger,
-      timeZone,
+      ...settings,
       // No CloudWatch here: the count goes to the log, where the warning beside it names the request.
       countMetric: (name, value) => logger.info('metric', { metric: name, value }),
     };

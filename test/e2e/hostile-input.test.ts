@@ -71,7 +71,7 @@ const requests = {
   twin: request(KEYS.twin, 'access'),
   rfc3339: request('u-rfc', 'access', {
     received_at: '2016-12-31t23:59:60z',
-    verification: { method: 'id_card', verified_by: 'privacy-team', verified_at: '2026-11-20t09:05:00Z' },
+    verification: { method: 'id_document', verified_by: 'privacy-team', verified_at: '2026-11-20t09:05:00Z' },
   }),
   emailMethod: request('u-method', 'access', {
     verification: {

@@ -48,7 +48,15 @@ describe('parseStackConfig', () => {
       deadlineDueSoonDays: 7,
       deadlineSweepMinutes: 60,
       intakeMaxConcurrency: 5,
-      acceptedVerificationMethods: { access: ['*'], erasure: ['*'] },
+      verification: {
+        methods: {
+          email_link: { acceptedFor: ['access', 'erasure'] },
+          account_login: { acceptedFor: ['access', 'erasure'] },
+          id_document: { acceptedFor: ['access', 'erasure'] },
+          authorized_agent: { acceptedFor: ['access', 'erasure'] },
+        },
+        maxAgeDays: 30,
+      },
       intakeQueueAgeAlarmMinutes: 15,
       retryHorizonHours: 6,
       platformRequestsPerSecond: 10,
@@ -106,7 +114,7 @@ describe('parseStackConfig', () => {
     deadlineDueSoonDays: { value: 0, fix: /whole number of days from 1 to 60/ },
     deadlineSweepMinutes: { value: 1, fix: /whole number of minutes from 5 to 1440/ },
     intakeMaxConcurrency: { value: 1, fix: /whole number from 2 to 1000/ },
-    acceptedVerificationMethods: { value: 'email_link', fix: /methods accepted per request type/ },
+    verification: { value: 'email_link', fix: /every verification method the privacy team uses, by name/ },
     intakeQueueAgeAlarmMinutes: { value: 0, fix: /whole number of minutes from 1 to 1440/ },
     retryHorizonHours: { value: 0, fix: /whole number of hours from 1 to 48/ },
     platformRequestsPerSecond: { value: 0, fix: /from 0.1 to 500/ },
@@ -219,6 +227,71 @@ describe('parseStackConfig', () => {
       expect.stringContaining('svc-dsr config: expected an object of settings (received "not json")'),
     ]);
     expect(problemsOf([1, 2])).toEqual([expect.stringContaining('(received [1,2])')]);
+  });
+
+  it('refuses a verification list that names "*", a spelling of not verified or a look-alike, saying which and how to fix it', () => {
+    const problems = problemsOf({
+      verification: {
+        methods: {
+          '*': { acceptedFor: ['access', 'erasure'] },
+          unverified: { acceptedFor: ['access'] },
+          '\u0435mail_link': { acceptedFor: ['access'] },
+          id_document: { acceptedFor: ['access', 'correction'] },
+        },
+        maxAgeDays: 0,
+      },
+    });
+
+    expect(problems).toEqual([
+      expect.stringContaining(
+        'svc-dsr config "verification.methods.*": "*" is not a method: name each method the stack accepts, e.g. "email_link" (received {"acceptedFor":["access","erasure"]}). Fix: set "verification" in cdk.json',
+      ),
+      expect.stringContaining(
+        '"verification.methods.unverified": "unverified" says the identity was not verified',
+      ),
+      expect.stringContaining('"verification.methods.\u0435mail_link": "\u0435mail_link" holds U+0435'),
+      expect.stringContaining(
+        '"verification.methods.id_document.acceptedFor.1": must be access or erasure (received "correction")',
+      ),
+      expect.stringContaining('"verification.maxAgeDays": Too small: expected number to be >=1 (received 0)'),
+    ]);
+    for (const problem of problems)
+      expect(problem).toMatch(/every verification method the privacy team uses/);
+  });
+
+  it('refuses a verification list that accepts nothing, and two spellings of one method', () => {
+    expect(problemsOf({ verification: { methods: { pending: { acceptedFor: [] } } } })).toEqual([
+      expect.stringContaining('"verification.methods": accepts no method for any request type'),
+    ]);
+    expect(
+      problemsOf({
+        verification: {
+          methods: { email_link: { acceptedFor: ['access'] }, 'EMAIL-LINK': { acceptedFor: ['erasure'] } },
+        },
+      }),
+    ).toEqual([expect.stringContaining('"EMAIL-LINK" and "email_link" are the same method')]);
+  });
+
+  it('keeps a verification list with a method accepted for no type, in canonical spelling', () => {
+    const config = parseStackConfig({
+      verification: {
+        methods: { 'Email-Link': { acceptedFor: ['access', 'erasure'] }, pending: { acceptedFor: [] } },
+        maxAgeDays: 14,
+      },
+    });
+
+    expect(config.verification).toEqual({
+      methods: { email_link: { acceptedFor: ['access', 'erasure'] }, pending: { acceptedFor: [] } },
+      maxAgeDays: 14,
+    });
+  });
+
+  it('refuses the replaced acceptedVerificationMethods key, pointing to verification', () => {
+    expect(problemsOf({ acceptedVerificationMethods: { access: ['*'], erasure: ['*'] } })).toEqual([
+      'svc-dsr config "acceptedVerificationMethods": replaced by "verification" (received {"access":["*"],"erasure":["*"]}).' +
+        ' Fix: remove it and set "verification" in cdk.json "context": { "svc-dsr": { ... } }: list each method by name' +
+        ' with the request types it is accepted for ("*" is gone: every method is named); docs/deploy.md shows the shape',
+    ]);
   });
 
   it('lists every problem at once', () => {
@@ -346,6 +419,29 @@ describe('the stack and its configuration', () => {
     expect(() => new DsrStack(app, 'Test')).toThrow(
       /svc-dsr config "auditRetentionMonths": .*\(received 6\)\. Fix: set "auditRetentionMonths"/,
     );
+  });
+
+  it('fails synth on a verification list with "*", and gives intake the configured list', () => {
+    const refused = new App({
+      context: {
+        'aws:cdk:bundling-stacks': [],
+        'svc-dsr': { ...productionConfig, verification: { methods: { '*': { acceptedFor: ['access'] } } } },
+      },
+    });
+    expect(() => new DsrStack(refused, 'Test')).toThrow(
+      /svc-dsr config "verification\.methods\.\*": "\*" is not a method/,
+    );
+
+    const verification = { methods: { id_document: { acceptedFor: ['erasure'] } }, maxAgeDays: 7 };
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new DsrStack(app, 'Test', { config: { ...productionConfig, verification } });
+    Template.fromStack(stack).hasResourceProperties('AWS::Lambda::Function', {
+      Environment: { Variables: Match.objectLike({ VERIFICATION_POLICY: JSON.stringify(verification) }) },
+    });
+    const variables = Object.values(Template.fromStack(stack).findResources('AWS::Lambda::Function')).map(
+      (resource) => resource.Properties.Environment?.Variables ?? {},
+    );
+    expect(variables.filter((env) => 'VERIFICATION_POLICY' in env)).toHaveLength(1);
   });
 
   it('prefers configuration passed as props over context', () => {

@@ -159,9 +159,18 @@ describe('the synthesized state machine', () => {
   it('gives CheckExport the wait it chose and the export StartExport answered', () => {
     expect(states.CheckExport?.Parameters).toEqual({
       'request_id.$': '$.request_id',
+      'execution.$': '$$.Execution.Name',
       'waited.$': '$.export.wait_seconds',
       'export_id.$': '$.export.export_id',
     });
+  });
+
+  it('gives every step Lambda the name of the execution, so a superseded run can stop itself', () => {
+    for (const [name, state] of tasks) {
+      const payload = (state.Parameters?.Payload ?? state.Parameters ?? {}) as Record<string, unknown>;
+      if (!('request_id.$' in payload)) continue;
+      expect({ name, execution: payload['execution.$'] }).toEqual({ name, execution: '$$.Execution.Name' });
+    }
   });
 
   it('passes only the request id (and step facts) to the Lambdas', () => {

@@ -190,7 +190,7 @@ describe('an access request', () => {
           reads.push(`read ${key}`);
           return stepDeps.archive.read(key, expected);
         },
-        storePackage: async (key: string, body: Buffer, fileName: string) => {
+        storePackage: async (key: string, body: AsyncIterable<Uint8Array>, fileName: string) => {
           reads.push(`store ${key}`);
           return stepDeps.archive.storePackage(key, body, fileName);
         },

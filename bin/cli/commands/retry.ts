@@ -42,7 +42,7 @@ export interface RetryResult {
  * stopped. Anything else is exit 1.
  */
 export async function runRetry(
-  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator'>,
+  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator' | 'clock'>,
   options: RetryOptions,
   io: CliIo,
 ): Promise<CommandResult<RetryResult>> {
@@ -118,16 +118,29 @@ export async function runRetry(
 }
 
 /**
- * Why an open request needs no retry: its latest execution is running. Undefined when it ended,
- * timed out, was aborted or never started.
+ * How long after a run is claimed (by intake, a retry or the reconciler's resume) its execution may
+ * still be on its way: the claim is written first and the execution started just after, so within
+ * this time a missing execution is one being started, not one that never will be.
+ */
+export const RUN_START_GRACE_MS = 2 * 60_000;
+
+/**
+ * Why an open request needs no retry: its latest execution is running, or its run was claimed a
+ * moment ago and the execution is being started (by intake, another operator's retry or the
+ * reconciler). Undefined when it ended, timed out, was aborted or was never started in time.
  */
 async function liveExecution(
-  context: Pick<CliContext, 'sfn' | 'names'>,
+  context: Pick<CliContext, 'sfn' | 'names' | 'clock'>,
   item: LedgerItem,
 ): Promise<string | undefined> {
   if (item.status !== 'received' && item.status !== 'running') return undefined;
   const latest = latestExecutionName(item.request_id, item.executions);
   const execution = await sfnLookup(context.sfn, context.names.StateMachineArn)(latest);
+  if (execution === 'MISSING') {
+    const sinceClaim = context.clock().getTime() - Date.parse(item.updated_at);
+    if (sinceClaim >= RUN_START_GRACE_MS) return undefined;
+    return `request ${item.request_id} is ${item.status} and its execution ${latest} is being started (the run was claimed at ${item.updated_at}, by intake, another retry or the reconciler); it needs no retry: follow it with npx svc-dsr status ${item.request_id}, and retry only if it has not started ${RUN_START_GRACE_MS / 60_000} minutes after the claim`;
+  }
   if (!isLive(execution)) return undefined;
   return `request ${item.request_id} is ${item.status} and its execution ${latest} is running; it needs no retry: the execution goes on by itself (follow it with npx svc-dsr status ${item.request_id}), and cancel would end the request for good, recorded as withdrawn`;
 }
@@ -172,7 +185,7 @@ const BULK_STATUSES = ['failed', 'received', 'running'] as const;
  * is running. With `dryRun` it only lists them. Exit 1 when any retry could not start.
  */
 export async function runBulkRetry(
-  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator'>,
+  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator' | 'clock'>,
   options: BulkRetryOptions,
   io: CliIo,
 ): Promise<CommandResult<BulkRetryResult>> {

@@ -17,6 +17,7 @@ import {
   submittedRequestIdSchema,
 } from '#shared/request';
 import { parseStrictJson } from '#shared/strict-json';
+import { unlistableMethodError } from '#shared/verification';
 import { type CliIo, type CommandResult, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT, jsonLines, parseOption, readRequestsText } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withLazyTarget } from '../target.ts';
@@ -645,6 +646,9 @@ function checkCandidate(candidate: Candidate): Checked {
   const requestId = 'request_id' in value ? submittedRequestIdSchema.safeParse(value.request_id) : undefined;
   const id = requestId?.success ? requestId.data : null;
   if (!parsed.success) return { requestId: id, errors: formatIssues(parsed.error.issues) };
+  // The stack's list of methods is checked at intake; a method no list can hold is refused here.
+  const unlistable = unlistableMethodError(parsed.data.verification.method);
+  if (unlistable !== undefined) return { requestId: id, errors: [unlistable] };
   const body = JSON.stringify(parsed.data);
   const bytes = Buffer.byteLength(body, 'utf8');
   if (bytes > MAX_REQUEST_BYTES) {
@@ -834,6 +838,7 @@ function printSummary(io: CliIo, summary: SubmitSummary): void {
         ? 'dry run: the request is valid; nothing was sent\n'
         : `dry run: ${summary.valid} valid, ${badText} of ${summary.lines}; nothing was sent\n`,
     );
+    if (summary.valid > 0) io.err(`dry run: ${INTAKE_CHECKS}\n`);
     return;
   }
   for (const entry of summary.sent) io.out(`${entry.request_id}\n`);
@@ -856,6 +861,13 @@ interface SubmitFlags extends TargetFlags, RequestFlags {
   readonly dryRun?: boolean;
   readonly json?: boolean;
 }
+
+/**
+ * What only intake can judge: the deployed stack's verification gate, which a dry run (it never
+ * connects) does not know and which differs from stage to stage.
+ */
+const INTAKE_CHECKS =
+  'verification.method and the age of verified_at are checked at intake against the stack\'s list of methods (stack config "verification", docs/deploy.md): a method not on it is rejected there, and one not accepted for the request type, or a verification older than the maximum age, is denied';
 
 /** Registers `svc-dsr submit`. */
 export function registerSubmitCommand(program: Command): void {
@@ -897,6 +909,12 @@ verification.verified_at (or verification_method, verified_by, verified_at); an 
 absent field. Every line of a file needs its own request_id (the idempotency key), so submitting a
 file twice is safe. A JSONL line longer than 256 KiB (the queue's message size limit) is refused
 unread, as a bad line. The request ids sent are printed on stdout, one per line.
+
+The verification method is judged at intake against the deployed stack's list of methods (stack
+config "verification"), which the CLI does not read: a method not on it is rejected there, one not
+accepted for the request type or verified more than the maximum age before receipt is denied. Before
+sending (and in a dry run), a method with an invisible or look-alike character, which no list can
+name, is reported as a bad line.
 
 Before sending, each request is looked up in the ledger: one already there with the same content is
 reported and sent again (a duplicate changes nothing); one there with other content under the same

@@ -11,7 +11,7 @@
  * - verify.ts: the stored object proven by S3's checksum, or read back when it cannot be;
  * - range-reader.ts: ranged reads of the stored object, for a zip the stream check could not follow;
  * - options.ts: the types, option schemas and limits;
- * - stored-object.ts: small objects read and written whole (the subject package beside the archive).
+ * - stored-object.ts: the archive read back for the subject package, and the package stored beside it.
  */
 import { assertDownloadAllowed } from '../download-policy.ts';
 import {
@@ -38,7 +38,12 @@ import { ZipStreamCheck } from './zip-stream.ts';
 
 export type { ArchiveTarget, CopyOptions, CopyResult, VerifiedArchive, VerifyOptions } from './options.ts';
 export { REQUIRED_ENTRIES } from './options.ts';
-export { putVerifiedObject, readVerifiedObject } from './stored-object.ts';
+export {
+  putPackageStream,
+  putVerifiedObject,
+  readVerifiedObject,
+  readVerifiedStream,
+} from './stored-object.ts';
 export { type CopyReceipt, entryLabel, hashStoredObject, verifyCopy, verifyStoredZip } from './verify.ts';
 
 /**

@@ -17,6 +17,8 @@ export interface ArchiveTarget {
   readonly kmsKeyId?: string;
   /** Object tags set with the upload (the lifecycle rules expire archives by request type). */
   readonly tags?: Readonly<Record<string, string>>;
+  /** The object's Content-Disposition (the name a browser saves a subject package under). @default none */
+  readonly contentDisposition?: string;
 }
 
 /** What was stored: the byte count and SHA-256 measured on the bytes as they went to S3. */

@@ -138,11 +138,12 @@ export class PartUploader {
   }
 
   #objectParams() {
-    const { bucket, key, kmsKeyId, tags } = this.target;
+    const { bucket, key, kmsKeyId, tags, contentDisposition } = this.target;
     return {
       Bucket: bucket,
       Key: key,
       ContentType: 'application/zip',
+      ...(contentDisposition === undefined ? {} : { ContentDisposition: contentDisposition }),
       ...(tags === undefined ? {} : { Tagging: new URLSearchParams(Object.entries(tags)).toString() }),
       ...(kmsKeyId === undefined ? {} : { ServerSideEncryption: 'aws:kms' as const, SSEKMSKeyId: kmsKeyId }),
     };

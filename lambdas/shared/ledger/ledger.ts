@@ -15,7 +15,13 @@ import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
 import { type AuditHead, parseChainId } from '../audit.ts';
 import type { Deadlines } from '../deadlines.ts';
-import { LedgerRuleError, LedgerStateError, RequestCancelledError, RequestUnknownError } from '../errors.ts';
+import {
+  LedgerRuleError,
+  LedgerStateError,
+  RequestCancelledError,
+  RequestUnknownError,
+  SupersededRunError,
+} from '../errors.ts';
 import { type DsrRequest, normaliseRequestId } from '../request.ts';
 import {
   allOf,
@@ -36,6 +42,7 @@ import {
   type RetryPlan,
   type RuledChange,
   retryPlanOf,
+  runIsCurrent,
   statusIn,
 } from './rules.ts';
 import {
@@ -167,20 +174,54 @@ export class Ledger {
     allowed: readonly Status[],
     present: readonly (keyof LedgerItem)[] = [],
   ): Promise<LedgerItem> {
-    const names: Record<string, string> = {};
-    for (const field of present) names[`#${field}`] = field;
-    const condition = allOf(
-      statusIn(allowed),
-      ...present.map((field) => ({
+    return this.#updateOn(
+      requestId,
+      patch,
+      allowed,
+      present.map((field) => ({
         expression: `attribute_exists(#${field})`,
         names: { [`#${field}`]: field },
         values: {},
       })),
     );
+  }
+
+  /**
+   * `update`, by the execution whose run number is `run`, only while it is the request's current
+   * run: no retry or resume has claimed a later one (`executions` is at most `run`; intake counts its
+   * own execution just after starting it). A superseded run raises SupersededRunError and writes
+   * nothing, so two executions of one request never both act on the platform.
+   */
+  async updateInRun(
+    requestId: string,
+    run: number | undefined,
+    patch: LedgerPatch,
+    allowed: readonly Status[],
+  ): Promise<LedgerItem> {
+    if (run === undefined) return this.update(requestId, patch, allowed);
+    return this.#updateOn(requestId, patch, allowed, [runIsCurrent(run)], (current) =>
+      current.executions > run
+        ? new SupersededRunError(
+            `execution run ${run} is superseded: the request's current run is ${current.executions}; this one stops`,
+          )
+        : undefined,
+    );
+  }
+
+  async #updateOn(
+    requestId: string,
+    patch: LedgerPatch,
+    allowed: readonly Status[],
+    conditions: readonly LedgerCondition[],
+    refusalOf?: (current: LedgerItem) => Error | undefined,
+  ): Promise<LedgerItem> {
+    const condition = allOf(statusIn(allowed), ...conditions);
     const updated = await this.#updateIf(requestId, this.#patchExpression(requestId, patch, condition));
     if (updated !== undefined) return updated;
     const current = await this.get(requestId);
     if (current === undefined) throw new LedgerStateError('the ledger has no record of this request');
+    const refusal = refusalOf?.(current);
+    if (refusal !== undefined) throw refusal;
     if (current.status === 'cancelled') throw new RequestCancelledError('the request was cancelled');
     throw new LedgerStateError(`the request is ${current.status}; this change needs ${allowed.join(' or ')}`);
   }
@@ -363,7 +404,13 @@ export class Ledger {
     );
     const after = await this.#updateIf(before.request_id, expression);
     if (after !== undefined) return { before, after };
-    await judge(await this.#known(requestId));
+    const current = await this.#known(requestId);
+    await judge(current);
+    if (current.executions !== before.executions) {
+      throw new LedgerRuleError(
+        `request ${before.request_id} was not ${rule.doing}: a retry or resume started run ${current.executions} of it at the same moment, and that change won; check it with npx svc-dsr status ${before.request_id}, then run the command again if it is still needed`,
+      );
+    }
     throw new LedgerRuleError(
       `request ${before.request_id} changed while it was being ${rule.doing}; run the command again`,
     );

@@ -105,6 +105,18 @@ export function executionsAre(executions: number): LedgerCondition {
   };
 }
 
+/**
+ * The execution of run `run` is still the request's current run: no retry or resume has claimed a
+ * later one (intake counts its own execution just after starting it, so the count may lag by one).
+ */
+export function runIsCurrent(run: number): LedgerCondition {
+  return {
+    expression: '(attribute_not_exists(#executions) OR #executions <= :if_run)',
+    names: { '#executions': 'executions' },
+    values: { ':if_run': run },
+  };
+}
+
 export function allOf(...conditions: LedgerCondition[]): LedgerCondition {
   return {
     expression: conditions.map((condition) => condition.expression).join(' AND '),
@@ -134,7 +146,10 @@ export const CAN_CANCEL: LedgerRule<void> = {
   refusal(item) {
     return statusRefusal(item, CANCELLABLE_STATUSES, 'cancelled') ?? erasureRefusal(item, 'cancelled');
   },
-  condition: () => allOf(statusIn(CANCELLABLE_STATUSES), ERASURE_NOT_STARTED),
+  // Pinned to the run it read: a retry or resume that claims a new run meanwhile wins, and the
+  // cancel is refused with a message rather than applied to a run nobody looked at.
+  condition: (item) =>
+    allOf(statusIn(CANCELLABLE_STATUSES), ERASURE_NOT_STARTED, executionsAre(item.executions)),
 };
 
 /** Statuses a request can be denied in: still owed an answer (and its erasure not started). */
@@ -146,7 +161,8 @@ export const CAN_DENY: LedgerRule<void> = {
   refusal(item) {
     return statusRefusal(item, DENIABLE_STATUSES, 'denied') ?? erasureRefusal(item, 'denied');
   },
-  condition: () => allOf(statusIn(DENIABLE_STATUSES), ERASURE_NOT_STARTED),
+  condition: (item) =>
+    allOf(statusIn(DENIABLE_STATUSES), ERASURE_NOT_STARTED, executionsAre(item.executions)),
 };
 
 /** The statuses a notice of each kind may be recorded in. */
@@ -276,7 +292,7 @@ export const CAN_EXTEND: LedgerRule<{
     extensionOf(item, input).refusal ??
     (input.noticeAt === undefined ? undefined : noticeTimeRefusal(item, input.noticeAt, input.now)),
   condition: (item) =>
-    allOf(statusIn(EXTENDABLE_STATUSES), {
+    allOf(statusIn(EXTENDABLE_STATUSES), executionsAre(item.executions), {
       expression: '#due_at = :if_due_at AND (attribute_not_exists(#extended) OR #extended = :if_false)',
       names: { '#due_at': 'due_at', '#extended': 'extended' },
       values: { ':if_due_at': item.due_at ?? '', ':if_false': false },

@@ -249,6 +249,16 @@ export const ledgerItemSchema = z.object({
   /** When the last hand-out was recorded. */
   packages_audit_at: z.string().optional(),
   /**
+   * The head of the request's effects chain (`audit/<request_id>.effects/`): a platform side effect
+   * (an export started, a DELETE) made by an execution after the request had ended meanwhile, when
+   * the request's own chain was already closed by its final record.
+   */
+  effects_audit_head: z.string().optional(),
+  /** How many records the effects chain has. */
+  effects_audit_count: z.number().int().nonnegative().optional(),
+  /** When the last effects record was written. */
+  effects_audit_at: z.string().optional(),
+  /**
    * When the retention pass replaced the fields that name the subject or a person (MINIMISED_FIELDS)
    * with their keyed hashes; the §7101 facts stay as they were.
    */
@@ -267,9 +277,9 @@ export type LedgerTimeField = 'created_at' | 'audit_at' | SideChain['fields']['a
 export interface SideChain {
   readonly kind: SideChainKind;
   readonly fields: {
-    readonly head: 'notices_audit_head' | 'packages_audit_head';
-    readonly count: 'notices_audit_count' | 'packages_audit_count';
-    readonly at: 'notices_audit_at' | 'packages_audit_at';
+    readonly head: 'notices_audit_head' | 'packages_audit_head' | 'effects_audit_head';
+    readonly count: 'notices_audit_count' | 'packages_audit_count' | 'effects_audit_count';
+    readonly at: 'notices_audit_at' | 'packages_audit_at' | 'effects_audit_at';
   };
   /** What its records are, for messages: "the ledger records <what>". */
   readonly what: string;
@@ -299,6 +309,12 @@ export const SIDE_CHAINS: readonly SideChain[] = [
     what: 'package hand-outs',
     // The hand-out record comes first and its ledger head after it: the head's count is the hand-outs.
     required: (item) => item.packages_audit_count !== undefined,
+  },
+  {
+    kind: 'effects',
+    fields: { head: 'effects_audit_head', count: 'effects_audit_count', at: 'effects_audit_at' },
+    what: 'platform side effects made after the request ended',
+    required: (item) => item.effects_audit_count !== undefined,
   },
 ];
 

@@ -210,6 +210,48 @@ describe('runRetry', () => {
   });
 });
 
+describe('runRetry racing another retry', () => {
+  it('refuses a request whose run was claimed a moment ago and whose execution is not started yet', async () => {
+    // Prepare: another retry wrote run 2 a second ago and is about to start its execution.
+    const claimedAt = new Date(NOW.getTime() - 1_000).toISOString();
+    ledgerMock
+      .on(GetItemCommand)
+      .resolves({ Item: storedItem(failed({ status: 'running', executions: 2, updated_at: claimedAt })) });
+    sfnMock
+      .on(DescribeExecutionCommand)
+      .rejects(Object.assign(new Error('none'), { name: 'ExecutionDoesNotExist' }));
+
+    // Act
+    const retrying = runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());
+
+    // Assess
+    await expect(retrying).rejects.toMatchObject({
+      exitCode: 1,
+      message: expect.stringContaining(`its execution ${REQUEST_ID}-retry-2 is being started`),
+    });
+    expect(ledgerMock.commandCalls(UpdateItemCommand)).toHaveLength(0);
+    expect(sfnMock.commandCalls(StartExecutionCommand)).toHaveLength(0);
+  });
+
+  it('retries a request whose claimed run never started once the start grace has passed', async () => {
+    // Prepare: a run claimed three minutes ago whose execution never started (the claimer died).
+    const claimedAt = new Date(NOW.getTime() - 3 * 60_000).toISOString();
+    const item = failed({ status: 'running', executions: 2, updated_at: claimedAt, error: undefined });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
+    ledgerMock.on(UpdateItemCommand).resolves(written({ ...item, executions: 3 }));
+    sfnMock
+      .on(DescribeExecutionCommand)
+      .rejects(Object.assign(new Error('none'), { name: 'ExecutionDoesNotExist' }));
+    sfnMock.on(StartExecutionCommand).resolves({ executionArn: 'arn:exec', startDate: NOW });
+
+    // Act
+    const { result } = await runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo());
+
+    // Assess
+    expect(result.execution).toBe(`${REQUEST_ID}-retry-3`);
+  });
+});
+
 describe('runRetry audit record', () => {
   it('appends the retry and the execution it starts to the audit chain before starting it', async () => {
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(failed()) });

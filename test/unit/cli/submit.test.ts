@@ -182,6 +182,49 @@ describe('runSubmit with a JSONL file', () => {
     expect(connected.calls()).toBe(0);
   });
 
+  it('says on a dry run that the method list is checked at intake, and refuses a method no list can name', async () => {
+    // Prepare: "pending" is on no default list but may be on the stack's; a Cyrillic "е" is on none.
+    const pending = request({
+      verification: { method: 'pending', verified_by: 'privacy-team', verified_at: '2026-11-20T09:05:00Z' },
+    });
+    const lookAlike = request({
+      verification: {
+        method: '\u0435mail_link',
+        verified_by: 'privacy-team',
+        verified_at: '2026-11-20T09:05:00Z',
+      },
+    });
+    const noneLookAlike = request({
+      verification: { method: 'n\u043ene', verified_by: 'privacy-team', verified_at: '2026-11-20T09:05:00Z' },
+    });
+    const path = await file(
+      'methods.jsonl',
+      [pending, lookAlike, noneLookAlike].map((line) => JSON.stringify(line)),
+    );
+    const io = collectingIo();
+
+    // Act
+    const { exitCode, result } = await runSubmit({ file: path, dryRun: true }, io, target().connect);
+
+    // Assess: "pending" and the look-alike of "none" are intake's to judge (rejected or denied there).
+    expect(exitCode).toBe(2);
+    expect(result.bad_lines).toEqual([
+      {
+        line: 2,
+        request_id: lookAlike.request_id,
+        errors: [
+          expect.stringMatching(
+            /^verification\.method: holds U\+0435, which is invisible or only looks like/,
+          ),
+        ],
+      },
+    ]);
+    expect(result.valid).toBe(2);
+    expect(io.stderr()).toContain(
+      'dry run: verification.method and the age of verified_at are checked at intake against the stack\'s list of methods (stack config "verification", docs/deploy.md)',
+    );
+  });
+
   it('exits 0 on a dry run of a file with no bad line', async () => {
     const path = await file('clean.jsonl', [JSON.stringify(request())]);
     const { exitCode } = await runSubmit({ file: path, dryRun: true }, collectingIo(), target().connect);

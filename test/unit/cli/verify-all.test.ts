@@ -987,12 +987,14 @@ describe('svc-dsr verify <request_id> on its side chains', () => {
         head: expect.stringMatching(/^sha256:/),
         findings: [],
       },
+      { kind: 'effects', chain: sideChainOf('effects', handedOut), records: 0, head: null, findings: [] },
     ]);
     expect(io.stdout()).toMatch(/^notices {2}none recorded/m);
     expect(io.stdout()).toMatch(/^packages OK: 3 record\(s\) chained/m);
     expect(second.result.side_chains.map((side) => [side.kind, side.records])).toEqual([
       ['notices', 2],
       ['packages', 0],
+      ['effects', 0],
     ]);
   });
 

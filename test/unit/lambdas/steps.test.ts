@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import yazl from 'yazl';
 import { createGateTable, createLedgerTable } from '#local/aws/ledger-table';
@@ -17,6 +18,8 @@ import {
   RequestCancelledError,
   StepInputError,
   SubjectNotFoundError,
+  SubjectUnderOtherSpellingError,
+  SupersededRunError,
 } from '#shared/errors';
 import { Ledger, type LedgerPatch } from '#shared/ledger';
 import { PlatformGate } from '#shared/platform-gate';
@@ -99,7 +102,7 @@ beforeEach(async () => {
       copy: vi.fn(async () => ({ bytes: 10, sha256: 'ab'.repeat(32) })),
       verify: vi.fn(async () => ({ entries: 4 })),
       remove: vi.fn(async () => 1),
-      read: vi.fn(async () => Buffer.alloc(0)),
+      read: vi.fn(async () => Readable.from([Buffer.alloc(0)])),
       storePackage: vi.fn(async () => ({})),
     },
     schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600 },
@@ -234,6 +237,62 @@ describe('resolveSubject', () => {
     expect(item.svc_user_id).toBeUndefined();
   });
 
+  it.each([
+    ['NFC', 'NFD', 'Zo\u00eb-42', 'Zoe\u0308-42'],
+    ['NFD', 'NFC', 'Zoe\u0308-42', 'Zo\u00eb-42'],
+  ])(
+    'fails with its own code, never no_data, when the platform holds the key spelled in %s and the request in %s',
+    async (stored, _submitted, storedKey, submittedKey) => {
+      // Prepare: the platform knows the subject under one normalisation form only.
+      const id = randomUUID();
+      await ledger.createReceived(
+        {
+          request_id: id,
+          type: 'erasure',
+          regulation: 'gdpr',
+          primary_key: submittedKey,
+          received_at: '2026-11-20T00:00:00Z',
+          verification: { method: 'm', verified_by: 'v', verified_at: '2026-11-20T00:00:00Z' },
+        },
+        'fp',
+        computeDeadlines('gdpr', new Date('2026-11-20T00:00:00Z')),
+      );
+      platform.retrieveUser.mockImplementation(async (key: string) =>
+        key === storedKey
+          ? { found: true as const, svcUserId: 'svc-1', user: {} }
+          : ({ found: false } as never),
+      );
+
+      // Act
+      const resolving = resolveSubject({ request_id: id }, deps);
+
+      // Assess: the error names the form found, and the request holds no subject id.
+      await expect(resolving).rejects.toBeInstanceOf(SubjectUnderOtherSpellingError);
+      await expect(resolving).rejects.toThrow(`under its ${stored} form`);
+      await expect(resolving).rejects.not.toThrow(storedKey);
+      expect((await ledger.require(id)).svc_user_id).toBeUndefined();
+      expect(deps.audit.append).not.toHaveBeenCalled();
+    },
+  );
+
+  it('looks an ASCII key up once: it has no other spelling', async () => {
+    const id = await requestIn({ status: 'received' });
+    platform.retrieveUser.mockResolvedValue({ found: false } as never);
+    await expect(resolveSubject({ request_id: id }, deps)).resolves.toMatchObject({ found: false });
+    expect(platform.retrieveUser).toHaveBeenCalledTimes(1);
+  });
+
+  it('stops an execution that is not the current run without calling the platform', async () => {
+    // Prepare: a retry claimed run 3 while the execution of run 2 was on its way.
+    const id = await requestIn({ status: 'received', executions: 3 });
+
+    // Act / Assess
+    await expect(resolveSubject({ request_id: id, execution: `${id}-retry-2` }, deps)).rejects.toBeInstanceOf(
+      SupersededRunError,
+    );
+    expect(platform.retrieveUser).not.toHaveBeenCalled();
+  });
+
   it('stops when the request is cancelled while the platform answers, and keeps no subject id', async () => {
     const id = await requestIn({ status: 'received' });
     platform.retrieveUser.mockImplementationOnce(async () => {
@@ -363,6 +422,29 @@ describe('startExport', () => {
       id,
       expect.objectContaining({ action: 'export_start_uncertain' }),
     );
+  });
+
+  it('records the export it started although a denial ended the request while the POST was out', async () => {
+    // Prepare: the denial lands while the platform creates the export.
+    const id = await requestIn({ svc_user_id: 'svc-1' });
+    platform.startExport.mockImplementationOnce(async () => {
+      await ledger.deny(id, { code: 'identity_not_verified', reason: 'no ID' });
+      return { exportId: 'exp-late' };
+    });
+    const appended: { chain: string; action: string }[] = [];
+    deps.audit.append = vi.fn(async (chain: string, event: { action: string }) => {
+      // The denial closed the request's own chain with its final record.
+      if (!chain.includes('.')) throw new AuditChainClosedError('closed by request_denied');
+      appended.push({ chain, action: event.action });
+      return {} as never;
+    }) as never;
+
+    // Act
+    const starting = startExport({ request_id: id }, deps);
+
+    // Assess: the step fails (the request is denied), and the export is on record in the effects chain.
+    await expect(starting).rejects.toBeInstanceOf(LedgerStateError);
+    expect(appended).toEqual([{ chain: `${id}.effects`, action: 'export_started' }]);
   });
 
   it('refuses to start before the subject is resolved', async () => {
@@ -755,6 +837,34 @@ describe('eraseSubject', () => {
     });
   });
 
+  it('sends no DELETE from an execution whose run was superseded while it read the request', async () => {
+    // Prepare: the execution of run 2 reads the request; a retry claims run 3 before the mark.
+    const id = await requestIn({ svc_user_id: 'svc-1', archive: archived, executions: 2 }, 'erasure');
+    const require = ledger.require.bind(ledger);
+    const spy = vi.spyOn(ledger, 'require').mockImplementationOnce(async (requestId) => {
+      const item = await require(requestId);
+      await ledger.update(id, { executions: 3 }, ['running']);
+      return item;
+    });
+
+    // Act
+    const erasing = eraseSubject({ request_id: id, execution: `${id}-retry-2` }, deps);
+
+    // Assess: the conditional mark refused it, so the platform got no DELETE.
+    await expect(erasing).rejects.toBeInstanceOf(SupersededRunError);
+    spy.mockRestore();
+    expect(platform.deleteUser).not.toHaveBeenCalled();
+    expect((await ledger.require(id)).step).not.toBe('erasing');
+  });
+
+  it('deletes from the current run', async () => {
+    const id = await requestIn({ svc_user_id: 'svc-1', archive: archived, executions: 2 }, 'erasure');
+    await expect(eraseSubject({ request_id: id, execution: `${id}-retry-2` }, deps)).resolves.toEqual({
+      outcome: 'deleted',
+    });
+    expect(platform.deleteUser).toHaveBeenCalledTimes(1);
+  });
+
   it('refuses to erase for an access request', async () => {
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived }, 'access');
     await expect(eraseSubject({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
@@ -941,6 +1051,22 @@ describe('recordFailure', () => {
     expect(item.error).toBeUndefined();
   });
 
+  it('records nothing for an execution that is no longer the current run', async () => {
+    // Prepare: run 2 failed while a retry had started run 3.
+    const id = await requestIn({ executions: 3 });
+
+    // Act
+    const ended = await recordFailure(
+      { request_id: id, execution: `${id}-retry-2`, error: { Error: 'PlatformRejectedError', Cause: 'x' } },
+      deps,
+    );
+
+    // Assess
+    expect(ended).toEqual({ status: 'superseded', code: 'superseded_run' });
+    expect((await ledger.require(id)).status).toBe('running');
+    expect(deps.audit.append).not.toHaveBeenCalled();
+  });
+
   it('confirms a cancellation instead of recording a failure', async () => {
     const id = await requestIn();
     await ledger.update(id, { status: 'cancelled' }, ['running']);
@@ -984,10 +1110,12 @@ describe('buildSubjectPackage', () => {
 
   it('builds from the verified archive, stores the package and records it once, with a leap-second receipt time', async () => {
     const id = await archivedAccess({ received_at: '2016-12-31t23:59:60z' });
-    vi.mocked(deps.archive.read).mockResolvedValue(await exportZip());
+    vi.mocked(deps.archive.read).mockResolvedValue(Readable.from([await exportZip()]));
     const stored: Buffer[] = [];
     vi.mocked(deps.archive.storePackage).mockImplementation(async (_key, body) => {
-      stored.push(body);
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of body) chunks.push(chunk);
+      stored.push(Buffer.concat(chunks));
       return { versionId: 'v-1' };
     });
 
@@ -1038,8 +1166,11 @@ describe('buildSubjectPackage', () => {
 
   it('removes the package it stored when the request was cancelled meanwhile', async () => {
     const id = await archivedAccess();
-    vi.mocked(deps.archive.read).mockResolvedValue(await exportZip());
-    vi.mocked(deps.archive.storePackage).mockImplementation(async () => {
+    vi.mocked(deps.archive.read).mockResolvedValue(Readable.from([await exportZip()]));
+    vi.mocked(deps.archive.storePackage).mockImplementation(async (_key, body) => {
+      for await (const _chunk of body) {
+        // The whole package is read, as S3 would.
+      }
       await ledger.cancel(id, { reason: 'subject withdrew the request' });
       return {};
     });

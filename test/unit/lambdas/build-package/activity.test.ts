@@ -99,6 +99,28 @@ describe('collectActivity against the emulator', () => {
     expect(context.messages.size).toBe(200);
   });
 
+  it('starts no page past its read budget and says the context is partial', async () => {
+    // Each page read moves the clock on by a minute; the budget ends after the first.
+    let now = 0;
+    const platform = client();
+    const timed: Pick<typeof platform, 'userActivity'> = {
+      userActivity: async (...args) => {
+        const page = await platform.userActivity(...args);
+        now += 60_000;
+        return page;
+      },
+    };
+    const { context, failure } = await collectActivity(timed, 'svc-subject-1', {
+      ...options,
+      clock: () => now,
+      readUntil: 60_000,
+    });
+
+    expect(failure).toBeNull();
+    expect(context.details).toEqual({ status: 'partial', reason: null, pages: 1 });
+    expect(context.messages.size).toBe(100);
+  });
+
   it('answers not_enabled, without retrying, when the account does not have the call', async () => {
     await control('activity', 'PUT', { enabled: false });
 

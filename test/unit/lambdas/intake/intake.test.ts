@@ -6,6 +6,7 @@ import type { AuditEvent } from '#shared/audit';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger } from '#shared/ledger';
 import { parseRequestMessage } from '#shared/request';
+import { verificationPolicySchema } from '#shared/verification';
 import { makeIntakeHandler } from '../../../../lambdas/intake/handler.ts';
 import { type IntakeDeps, intakeMessage } from '../../../../lambdas/intake/intake.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
@@ -52,7 +53,7 @@ beforeEach(() => {
   };
 });
 
-function message(requestId: string = randomUUID(), method = 'email'): string {
+function message(requestId: string = randomUUID(), method = 'email_link'): string {
   return JSON.stringify({
     request_id: requestId,
     type: 'access',
@@ -199,7 +200,7 @@ describe('intakeMessage', () => {
 
   it('rejects an e-mail address as verification.method before anything is written as received', async () => {
     const requestId = randomUUID();
-    const body = message(requestId).replace('"method":"email"', '"method":"jane@example.com"');
+    const body = message(requestId, 'jane@example.com');
 
     const result = await intakeMessage(body, deps);
 
@@ -290,7 +291,17 @@ describe('the intake handler', () => {
 });
 
 describe('intakeMessage verification gate', () => {
-  it.each(['none', 'NONE', ' unverified ', ' '])(
+  it.each([
+    'none',
+    'NONE',
+    ' unverified ',
+    ' ',
+    'n\u043ene',
+    'n\u03bfne',
+    'none\u200d',
+    'no\u00adne',
+    'Un-Verified',
+  ])(
     'denies a request verified by "%s" as identity_not_verified: recorded, closed in the audit trail, never run',
     async (method) => {
       const requestId = randomUUID();
@@ -301,7 +312,10 @@ describe('intakeMessage verification gate', () => {
       expect(started).toEqual([]);
       expect(await ledger.require(requestId)).toMatchObject({
         status: 'denied',
-        denial: { code: 'identity_not_verified' },
+        denial: {
+          code: 'identity_not_verified',
+          reason: 'the verification method says the identity was not verified',
+        },
         // A denied request keeps its deadlines: the end of the due day (UTC here).
         due_at: '2026-12-20T23:59:59.999Z',
         executions: 0,
@@ -310,18 +324,150 @@ describe('intakeMessage verification gate', () => {
         ['request_received', false],
         ['request_denied', true],
       ]);
-      expect(appended[1]?.event.facts).toMatchObject({ reason_code: 'identity_not_verified' });
+      expect(appended[1]?.event.facts).toMatchObject({
+        reason_code: 'identity_not_verified',
+        verification_problem: 'not_verified',
+      });
     },
   );
 
-  it('accepts only the methods the stack lists for the request type', async () => {
-    const gated = { ...deps, verification: { access: ['id_document'], erasure: ['*'] } };
+  it.each(['pending', 'not_verified', 'id_check_failed', '\u0435mail_link', 'email\u200dlink', '*'])(
+    'rejects a request verified by "%s", a method the stack does not name, with the list of known methods',
+    async (method) => {
+      const requestId = randomUUID();
 
-    const email = await intakeMessage(message(randomUUID(), 'email'), gated);
+      const result = await intakeMessage(message(requestId, method), deps);
+
+      expect(result).toMatchObject({ kind: 'rejected', requestId });
+      expect(result.kind === 'rejected' ? result.reason : '').toContain(
+        'this stack knows account_login, authorized_agent, email_link, id_document',
+      );
+      expect(started).toEqual([]);
+      expect(await ledger.require(requestId)).toMatchObject({
+        status: 'rejected',
+        rejection_errors: [expect.stringMatching(/^verification\.method: .*email_link, id_document/)],
+        executions: 0,
+      });
+      expect(appended.map((entry) => entry.event.action)).toEqual(['request_rejected']);
+      expect(deps.quarantine).toHaveBeenCalledWith(
+        expect.any(String),
+        expect.stringContaining('verification.method'),
+        requestId,
+      );
+    },
+  );
+
+  it('rejects with every field error at once: an unknown method beside a schema error', async () => {
+    const requestId = randomUUID();
+    const body = message(requestId, 'pending').replace('"regulation":"gdpr"', '"regulation":"lgpd"');
+
+    const result = await intakeMessage(body, deps);
+
+    expect(result).toMatchObject({ kind: 'rejected', requestId });
+    expect(await ledger.require(requestId)).toMatchObject({
+      rejection_errors: [
+        expect.stringMatching(/^regulation: /),
+        expect.stringMatching(/^verification\.method: not a method this stack knows/),
+      ],
+    });
+  });
+
+  it('judges the method beside an unknown field of verification', async () => {
+    const requestId = randomUUID();
+    const body = message(requestId, 'pending').replace('"verified_by"', '"checked":true,"verified_by"');
+
+    await intakeMessage(body, deps);
+
+    expect((await ledger.require(requestId)).rejection_errors).toEqual([
+      expect.stringMatching(/^verification: unknown field\(s\) "checked"/),
+      expect.stringMatching(/^verification\.method: not a method this stack knows/),
+    ]);
+  });
+
+  it('judges the method of an invalid request only when the schema found nothing wrong with it', async () => {
+    const requestId = randomUUID();
+    const body = message(requestId, 'jane@example.com').replace('"regulation":"gdpr"', '"regulation":"lgpd"');
+
+    await intakeMessage(body, deps);
+
+    expect((await ledger.require(requestId)).rejection_errors).toEqual([
+      expect.stringMatching(/^regulation: /),
+      expect.stringMatching(/^verification\.method: must name the method/),
+    ]);
+  });
+
+  it('accepts a known method in any case, with "-" for "_", and with surrounding white space', async () => {
+    const results = await Promise.all(
+      ['Email-Link', ' ACCOUNT_LOGIN ', 'id-document', 'authorized_agent'].map((method) =>
+        intakeMessage(message(randomUUID(), method), deps),
+      ),
+    );
+
+    expect(results.map((result) => result.kind)).toEqual(['accepted', 'accepted', 'accepted', 'accepted']);
+  });
+
+  it('accepts only the methods the stack lists for the request type, and denies the others', async () => {
+    const gated = {
+      ...deps,
+      verification: verificationPolicySchema.parse({
+        methods: {
+          id_document: { acceptedFor: ['access', 'erasure'] },
+          email_link: { acceptedFor: ['erasure'] },
+        },
+      }),
+    };
+    const emailId = randomUUID();
+
+    const email = await intakeMessage(message(emailId, 'email_link'), gated);
     const document = await intakeMessage(message(randomUUID(), 'ID_Document'), gated);
 
-    expect(email.kind).toBe('denied');
+    expect(email).toEqual({
+      kind: 'denied',
+      requestId: emailId,
+      reason: 'identity_not_verified: verification method "email_link" is not accepted for access requests',
+    });
+    expect(await ledger.require(emailId)).toMatchObject({
+      status: 'denied',
+      denial: { code: 'identity_not_verified', reason: expect.stringContaining('not accepted for access') },
+    });
+    expect(
+      appended.find((entry) => entry.requestId === emailId && entry.event.action === 'request_denied')?.event
+        .facts,
+    ).toMatchObject({
+      verification_problem: 'not_accepted_for_type',
+    });
     expect(document.kind).toBe('accepted');
+    expect(started).toHaveLength(1);
+  });
+
+  it('denies a request verified more than the maximum age before it was received', async () => {
+    const requestId = randomUUID();
+    const body = message(requestId).replace(
+      '"verified_at":"2026-11-20T00:00:00Z"',
+      '"verified_at":"2025-11-20T00:00:00Z"',
+    );
+
+    const result = await intakeMessage(body, deps);
+
+    expect(result).toMatchObject({ kind: 'denied', requestId });
+    expect(started).toEqual([]);
+    expect(await ledger.require(requestId)).toMatchObject({
+      status: 'denied',
+      denial: {
+        code: 'identity_not_verified',
+        reason: expect.stringContaining('more than 30 days before received_at'),
+      },
+    });
+    expect(appended[1]?.event.facts).toMatchObject({ verification_problem: 'verified_too_early' });
+  });
+
+  it('accepts a verification exactly the maximum age before receipt', async () => {
+    const body = message().replace(
+      '"verified_at":"2026-11-20T00:00:00Z"',
+      '"verified_at":"2026-10-21T00:00:00Z"',
+    );
+
+    expect((await intakeMessage(body, deps)).kind).toBe('accepted');
   });
 
   it('completes the audit record of a denial whose first delivery stopped after the ledger write', async () => {

@@ -59,7 +59,7 @@ describe('the error taxonomy', () => {
       'TruncatedDownloadError',
       'AwsTransientError',
     ]);
-    expect(errors.CANCEL_ERRORS).toEqual(['RequestCancelledError']);
+    expect(errors.CANCEL_ERRORS).toEqual(['RequestCancelledError', 'SupersededRunError']);
     expect(errors.NO_DATA_ERRORS).toEqual(['SubjectNotFoundError']);
     expect(errors.TERMINAL_ERRORS).toContain('AuditRecordInvalidError');
     // A wait for capacity never reaches a Catch, and the errors outside the workflow are in no list.

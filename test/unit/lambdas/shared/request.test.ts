@@ -174,10 +174,43 @@ describe('parseRequestMessage', () => {
       kind: 'invalid',
       errors: [
         expect.stringContaining(
-          'primary_key: starts or ends with a space or an invisible character: the platform matches the key exactly',
+          'primary_key: holds an invisible character, a space other than a plain one, or a space at either end',
         ),
       ],
     });
+  });
+
+  // One member of each class the invisible set is built from, at the end and inside the key.
+  it.each([
+    ['a soft hyphen (Default_Ignorable, Cf)', '\u00ad'],
+    ['a left-to-right mark (Bidi_Control)', '\u200e'],
+    ['an invisible times (Cf, U+2062)', '\u2062'],
+    ['a Mongolian vowel separator (Cf)', '\u180e'],
+    ['a combining grapheme joiner (Default_Ignorable, Mn)', '\u034f'],
+    ['a Hangul filler (Default_Ignorable, Lo)', '\u3164'],
+    ['a braille pattern blank (blank-looking, So)', '\u2800'],
+    ['a variation selector (Variation_Selector)', '\ufe0f'],
+    ['a tag character (Default_Ignorable, Cf, astral)', '\udb40\udc41'],
+    ['an ideographic space (White_Space other than U+0020)', '\u3000'],
+  ])('rejects a primary_key with %s at the end or inside, which would find no user', (_label, escaped) => {
+    for (const key of [`u-alice${escaped}`, `u-al${escaped}ice`]) {
+      const body = JSON.stringify({ ...valid, primary_key: 'PLACEHOLDER' }).replace('PLACEHOLDER', key);
+      expect(parseRequestMessage(body)).toMatchObject({
+        kind: 'invalid',
+        errors: [expect.stringContaining('primary_key: holds an invisible character')],
+      });
+    }
+  });
+
+  it('rejects a zero-width space inside a key, and keeps keys with visible non-ASCII letters and inner spaces', () => {
+    expect(parseRequestMessage(JSON.stringify({ ...valid, primary_key: 'u-ha\u200bir' }))).toMatchObject({
+      kind: 'invalid',
+    });
+    for (const key of ['u-ålice', 'u-al ice', 'Zoë Müller', '用户-42']) {
+      expect(parseRequestMessage(JSON.stringify({ ...valid, primary_key: key }))).toMatchObject({
+        kind: 'valid',
+      });
+    }
   });
 
   it.each([

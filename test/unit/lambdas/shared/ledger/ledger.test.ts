@@ -4,7 +4,7 @@ import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/li
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { subjectHash } from '#shared/audit';
 import { computeDeadlines } from '#shared/deadlines';
-import { LedgerStateError, RequestCancelledError } from '#shared/errors';
+import { LedgerRuleError, LedgerStateError, RequestCancelledError, SupersededRunError } from '#shared/errors';
 import {
   LEGACY_STATUS_DUE_INDEX,
   Ledger,
@@ -193,6 +193,79 @@ describe('Ledger.update', () => {
       LedgerStateError,
     );
   });
+});
+
+describe('Ledger.updateInRun', () => {
+  it('writes for the current run, and for a run intake has not counted yet', async () => {
+    const req = request();
+    await ledger.createReceived(req, 'fp', computeDeadlines('gdpr', new Date(req.received_at)));
+    // Intake counts its execution (run 1) just after starting it: executions is still 0.
+    await ledger.updateInRun(req.request_id, 1, { status: 'running' }, ['received']);
+    await ledger.update(req.request_id, { executions: 2 }, ['running']);
+    const updated = await ledger.updateInRun(req.request_id, 2, { step: 'erasing' }, ['running']);
+    expect(updated.step).toBe('erasing');
+  });
+
+  it('refuses a superseded run with SupersededRunError and writes nothing', async () => {
+    const req = request();
+    await ledger.createReceived(req, 'fp', computeDeadlines('gdpr', new Date(req.received_at)));
+    await ledger.update(req.request_id, { status: 'running', executions: 3 }, ['received']);
+    await expect(
+      ledger.updateInRun(req.request_id, 2, { step: 'erasing' }, ['running']),
+    ).rejects.toBeInstanceOf(SupersededRunError);
+    expect((await ledger.require(req.request_id)).step).toBeUndefined();
+  });
+});
+
+describe('operator changes racing a retry', () => {
+  /** A failed request, and a ledger whose first read of it is followed at once by a retry's claim. */
+  async function failedThenRetriedAfterRead(): Promise<{ requestId: string; racing: Ledger }> {
+    const req = request();
+    await ledger.createReceived(req, 'fp', computeDeadlines('gdpr', new Date(req.received_at)));
+    await ledger.update(req.request_id, { status: 'running', svc_user_id: 's-1', executions: 1 }, [
+      'received',
+    ]);
+    await ledger.update(req.request_id, { status: 'failed', error: { code: 'x', message: 'y' } }, [
+      'running',
+    ]);
+    const racing = new Ledger(cached, 'ledger', () => new Date('2026-11-03T00:00:00Z'));
+    const get = racing.get.bind(racing);
+    let first = true;
+    racing.get = async (id: string) => {
+      const item = await get(id);
+      if (first) {
+        first = false;
+        await ledger.retry(id, { liveExecution: async () => undefined });
+      }
+      return item;
+    };
+    return { requestId: req.request_id, racing };
+  }
+
+  it.each([
+    ['denied', (l: Ledger, id: string) => l.deny(id, { code: 'identity_not_verified', reason: 'r' })],
+    [
+      'extended',
+      (l: Ledger, id: string) =>
+        l.extend(id, { reason: 'complex request', notice: { channel: 'email', at: '2026-11-02T10:00:00Z' } }),
+    ],
+  ])(
+    'is refused when a retry claimed a new run between its read and its write (%s)',
+    async (doing, apply) => {
+      // Prepare
+      const { requestId, racing } = await failedThenRetriedAfterRead();
+
+      // Act
+      const change = apply(racing, requestId);
+
+      // Assess: the retry won; the change says so and wrote nothing.
+      await expect(change).rejects.toBeInstanceOf(LedgerRuleError);
+      await expect(change).rejects.toThrow(`was not ${doing}: a retry or resume started run 2`);
+      const item = await ledger.require(requestId);
+      expect(item).toMatchObject({ status: 'running', executions: 2 });
+      expect(item.extended).toBe(false);
+    },
+  );
 });
 
 describe('Ledger.increment', () => {
