@@ -24,6 +24,7 @@ import type { AwsFaults } from './aws/aws-faults.ts';
 import type { AwsStandIns } from './aws/aws-standins.ts';
 import type { LocalEvent } from './aws/events-standin.ts';
 import type { SfnShim } from './aws/sfn-shim.ts';
+import { MAX_BODY_BYTES } from './aws/sqs/limits.ts';
 import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.ts';
 import { type FaultProfile, type RateLimit, resolvedFaultsSchema } from './emulator/faults.ts';
 import type { RunningEmulator } from './emulator/server.ts';
@@ -414,9 +415,19 @@ async function submitLines(
 ): Promise<LineOutcome[]> {
   const sent: { line: number; messageId: string }[] = [];
   const outcomesByLine: LineOutcome[] = [];
-  const entries = lines
-    .map((body, index) => ({ line: index + 1, body }))
-    .filter(({ body }) => body.trim() !== '');
+  const entries: { line: number; body: string }[] = [];
+  lines.forEach((body, index) => {
+    if (body.trim() === '') return;
+    const bytes = Buffer.byteLength(body, 'utf8');
+    // SQS refuses a message past its size limit; sent in a batch, it would fail the whole call.
+    if (bytes > MAX_BODY_BYTES) {
+      outcomesByLine.push({
+        line: index + 1,
+        kind: 'quarantined',
+        reason: `the queue refused it: it is ${bytes} bytes, and a message may hold at most ${MAX_BODY_BYTES}`,
+      });
+    } else entries.push({ line: index + 1, body });
+  });
   for (let start = 0; start < entries.length; start += 10) {
     const batch = entries.slice(start, start + 10);
     // The privacy team's submission, as `svc-dsr submit` would send it.

@@ -94,7 +94,7 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
       [
         item.export_id ? `id ${item.export_id}` : '',
         `attempt ${item.export_attempts}`,
-        item.export_status ? `status ${item.export_status}` : '',
+        exportStatusText(item),
         `${item.export_polls} poll${item.export_polls === 1 ? '' : 's'}`,
         `waited ${item.export_waited_seconds} s`,
         item.export_started_at ? `started ${item.export_started_at}` : '',
@@ -214,4 +214,17 @@ Examples:
       const { exitCode } = await withTarget(flags, (context) => runStatus(context, options, processIo));
       process.exitCode = exitCode;
     });
+}
+
+/**
+ * The export's status as the ledger holds it, except after a start that got no answer: the ledger
+ * marks that attempt `failed` so the next one starts anew, but no export is known to have failed.
+ */
+function exportStatusText(item: LedgerItem): string {
+  if (item.export_status === undefined) return '';
+  if (item.export_status === 'failed' && item.export_start === 'uncertain')
+    return 'start unconfirmed (the platform gave no clear answer)';
+  if (item.export_status === 'failed' && item.export_start === 'interrupted')
+    return 'start unconfirmed (interrupted before the platform answered)';
+  return `status ${item.export_status}`;
 }

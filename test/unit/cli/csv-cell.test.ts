@@ -23,7 +23,9 @@ describe('csvCell', () => {
   it('prefixes a formula behind a tab or an invisible character, escaped as on a terminal', () => {
     expect(csvCell('\t=1+1')).toBe("'\\x09=1+1");
     expect(csvCell('\u200b=1+1')).toBe("'\\u200b=1+1");
-    expect(csvCell('\u00ad\u2062=1+1')).toBe("'\u00ad\u2062=1+1");
+    expect(csvCell('\u00ad\u2062=1+1')).toBe("'\\xad\\u2062=1+1");
+    // Judged on the value as given too, whether or not the terminal escapes rewrite the character
+    expect(csvCell('\u2064=1+1').startsWith("'")).toBe(true);
   });
 
   it.each([

@@ -171,6 +171,43 @@ describe('runStatus', () => {
   });
 });
 
+describe('runStatus export facts', () => {
+  it.each([
+    ['uncertain', 'start unconfirmed (the platform gave no clear answer)'],
+    ['interrupted', 'start unconfirmed (interrupted before the platform answered)'],
+  ] as const)('does not call an export failed when its start was %s', async (start, shown) => {
+    // Prepare: the ledger marks such an attempt failed, so that the next one starts anew
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          status: 'failed',
+          error: { code: 'export_start_unconfirmed', message: 'no export was confirmed started' },
+          export_attempts: 3,
+          export_status: 'failed',
+          export_start: start,
+        }),
+      ),
+    });
+    const io = collectingIo();
+    // Act
+    await runStatus(testContext(), { requestId: REQUEST_ID }, io);
+    // Assess
+    expect(io.stdout()).toContain(`attempt 3, ${shown}`);
+    expect(io.stdout()).not.toContain('status failed');
+  });
+
+  it('says the export failed when the platform reported it so', async () => {
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({ export_id: 'exp-7', export_status: 'failed', export_start: 'accepted' }),
+      ),
+    });
+    const io = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID }, io);
+    expect(io.stdout()).toContain('id exp-7, attempt 1, status failed');
+  });
+});
+
 describe('runStatus notices', () => {
   it('prints the notices still due beside the ones given with --json', async () => {
     ledgerMock.on(GetItemCommand).resolves({

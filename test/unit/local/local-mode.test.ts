@@ -3,7 +3,7 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gateSettingsFor, retriedThroughFaults, startLocalMode } from '#local/local-mode';
 import { LOCAL_NAMES } from '#local/runtime/workflow';
 import { LATE_MS } from '#shared/platform-gate';
@@ -141,44 +141,66 @@ describe('local mode deadline sweep', () => {
   });
 });
 
-describe('local mode SQS journal', () => {
-  it('holds no processed request: its body, primary_key included, is gone from the journals once intake took it', async () => {
+describe('local mode submitting requests', () => {
+  let dataDir: string;
+  let mode: Awaited<ReturnType<typeof startLocalMode>>;
+  const request = (primaryKey: string) => ({
+    request_id: randomUUID(),
+    type: 'access',
+    regulation: 'gdpr',
+    primary_key: primaryKey,
+    received_at: new Date(Date.now() - 60_000).toISOString(),
+    verification: {
+      method: 'email_link',
+      verified_by: 'privacy-team',
+      verified_at: new Date().toISOString(),
+    },
+  });
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'local-submit-'));
+    mode = await startLocalMode({ dataDir, logSink: () => {} });
+  }, 60_000);
+  afterAll(async () => {
+    await mode?.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('holds no processed request in the SQS journals: its body, primary_key included, is gone once intake took it', async () => {
     // Prepare
-    const dataDir = await mkdtemp(join(tmpdir(), 'local-journal-'));
     const primaryKey = `u-journal-${randomUUID()}`;
-    const request = {
-      request_id: randomUUID(),
-      type: 'access',
-      regulation: 'gdpr',
-      primary_key: primaryKey,
-      received_at: new Date(Date.now() - 60_000).toISOString(),
-      verification: {
-        method: 'email_link',
-        verified_by: 'privacy-team',
-        verified_at: new Date().toISOString(),
-      },
-    };
-    try {
-      const mode = await startLocalMode({ dataDir, logSink: () => {} });
-      try {
-        // Act
-        const [outcome] = await mode.submit([JSON.stringify(request)]);
-        await mode.idle();
-        // Assess
-        expect(outcome).toMatchObject({ kind: 'accepted', requestId: request.request_id });
-        expect((await mode.workflow.ledger.require(request.request_id)).status).toBe('completed');
-        const journals = (await readdir(join(dataDir, 'sqs'), { recursive: true })).filter((name) =>
-          name.endsWith('journal.jsonl'),
-        );
-        expect(journals.length).toBeGreaterThan(0);
-        for (const name of journals) {
-          expect(await readFile(join(dataDir, 'sqs', name), 'utf8')).not.toContain(primaryKey);
-        }
-      } finally {
-        await mode.close();
-      }
-    } finally {
-      await rm(dataDir, { recursive: true, force: true });
+    const processed = request(primaryKey);
+    // Act
+    const [outcome] = await mode.submit([JSON.stringify(processed)]);
+    await mode.idle();
+    // Assess
+    expect(outcome).toMatchObject({ kind: 'accepted', requestId: processed.request_id });
+    expect((await mode.workflow.ledger.require(processed.request_id)).status).toBe('completed');
+    const journals = (await readdir(join(dataDir, 'sqs'), { recursive: true })).filter((name) =>
+      name.endsWith('journal.jsonl'),
+    );
+    expect(journals.length).toBeGreaterThan(0);
+    for (const name of journals) {
+      expect(await readFile(join(dataDir, 'sqs', name), 'utf8')).not.toContain(primaryKey);
     }
+  }, 60_000);
+
+  it('refuses a line past the queue size limit alone and takes the others', async () => {
+    // Prepare: 8 MB, as one line of a --requests file
+    const good = request('u-nobody-here');
+    const huge = JSON.stringify({ ...request('u-nobody-here'), reference: 'x'.repeat(8_000_000) });
+    // Act
+    const outcomes = await mode.submit([JSON.stringify(good), huge]);
+    // Assess
+    expect(outcomes).toEqual([
+      expect.objectContaining({ line: 1, kind: 'accepted', requestId: good.request_id }),
+      {
+        line: 2,
+        kind: 'quarantined',
+        reason: expect.stringMatching(
+          /^the queue refused it: it is \d+ bytes, and a message may hold at most 262144$/,
+        ),
+      },
+    ]);
   }, 60_000);
 });
