@@ -53,6 +53,11 @@ import { alarmSourceConditions, DsrAlarms } from './dsr-alarms.ts';
 import { auditTrailStatements, DsrFunction } from './dsr-function.ts';
 import { DsrWorkflow } from './dsr-workflow.ts';
 import {
+  environmentBudgetErrors,
+  environmentBudgets,
+  LAMBDA_ENVIRONMENT_LIMIT_BYTES,
+} from './environment-budget.ts';
+import {
   HISTORY_EVENT_LIMIT,
   SAFE_HISTORY_FRACTION,
   statesOfDefinition,
@@ -168,6 +173,7 @@ export class DsrStack extends Stack {
       ...Object.values(this.secrets),
     ]);
     this.#outputs(config);
+    this.#guardEnvironmentSizes();
   }
 
   /** The data key (requests, ledger, archives, audit, secrets, history) and the operations key (logs, alarms). */
@@ -827,6 +833,21 @@ export class DsrStack extends Stack {
           `pollMaxSeconds ${config.pollMaxSeconds}, pollBudgetSeconds ${config.pollBudgetSeconds}, exportMaxAttempts ${config.exportMaxAttempts}, retryHorizonHours ${config.retryHorizonHours}). ` +
           `Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours", in cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }.`,
       ]);
+    }
+  }
+
+  /**
+   * Lambda refuses an environment above 4 KB at deploy time, once CloudFormation has put the
+   * resource names in: synth measures every function's with each name at its longest, prints the
+   * largest and fails on any above the limit (after every bind, as a validation).
+   */
+  #guardEnvironmentSizes(): void {
+    this.node.addValidation({ validate: () => environmentBudgetErrors(this) });
+    const largest = environmentBudgets(this).sort((a, b) => b.bytes - a.bytes)[0];
+    if (largest !== undefined) {
+      Annotations.of(this).addInfo(
+        `svc-dsr: the largest function environment is ${largest.path.split('/')[1]}'s, ${largest.bytes.toLocaleString('en-US')} of ${LAMBDA_ENVIRONMENT_LIMIT_BYTES.toLocaleString('en-US')} bytes with names at their longest`,
+      );
     }
   }
 

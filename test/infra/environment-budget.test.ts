@@ -1,0 +1,85 @@
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { describe, expect, it } from 'vitest';
+import { PACKAGE_SETTINGS_MAX_BYTES } from '../../lambdas/build-package/settings.ts';
+import { packageSettings, parseStackConfig, stackNameForStage } from '../../lib/config.ts';
+import { DsrStack } from '../../lib/dsr-stack.ts';
+import {
+  environmentBudgetErrors,
+  environmentBudgets,
+  LAMBDA_ENVIRONMENT_LIMIT_BYTES,
+  LONGEST,
+} from '../../lib/environment-budget.ts';
+import { productionConfig } from './fixtures.ts';
+
+/** The longest stage (16 characters) and package texts filled to their 2,400-byte cap. */
+const LONGEST_STAGE = 'a-sixteen-chars1';
+const notice = Object.fromEntries(
+  Object.entries(productionConfig.accessNotice).map(([key]) => [key, 'x'.repeat(250)]),
+);
+function longestConfig() {
+  const base = { ...productionConfig, stage: LONGEST_STAGE, accessNotice: notice, controllerContact: '' };
+  const used = Buffer.byteLength(
+    JSON.stringify(packageSettings(parseStackConfig({ ...base, controllerContact: 'x' }))),
+  );
+  return { ...base, controllerContact: 'x'.repeat(1 + PACKAGE_SETTINGS_MAX_BYTES - used) };
+}
+
+function stackOf(config: unknown, id = stackNameForStage(LONGEST_STAGE)): DsrStack {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  return new DsrStack(app, id, { config });
+}
+
+describe('function environments at their longest', () => {
+  const stack = stackOf(longestConfig());
+  const budgets = environmentBudgets(stack).map((budget) => ({
+    ...budget,
+    name: budget.path.split('/')[1] ?? budget.path,
+  }));
+
+  it('fills the package texts to their cap for this check', () => {
+    const settings = Buffer.byteLength(JSON.stringify(packageSettings(stack.config)));
+    expect(settings).toBe(PACKAGE_SETTINGS_MAX_BYTES);
+  });
+
+  it('measures every function of the stack', () => {
+    expect(budgets.map((budget) => budget.name).sort()).toEqual(Object.keys(stack.functions).sort());
+  });
+
+  it.each(budgets)('keeps $name within 4,096 bytes: $bytes at most', ({ bytes }) => {
+    expect(bytes).toBeLessThanOrEqual(LAMBDA_ENVIRONMENT_LIMIT_BYTES);
+  });
+
+  it('counts a queue URL with the longest region, DNS suffix, account and generated name', () => {
+    const reconciler = budgets.find((budget) => budget.name === 'Reconciler');
+    const queueUrl = reconciler?.largest.find((entry) => entry.name === 'EXPORT_WAITERS_QUEUE_URL');
+    // "EXPORT_WAITERS_QUEUE_URL":"https://sqs.<region>.<suffix>/<account>/<stack>-<logical id>-<random>"
+    const name = Math.min(
+      80,
+      `${stack.stackName}-`.length + 'ExportWaitersQueue'.length + 8 + 1 + LONGEST.generatedSuffix,
+    );
+    const url =
+      'https://sqs.'.length + LONGEST.region + 1 + LONGEST.dnsSuffix + 1 + LONGEST.account + 1 + name;
+    expect(queueUrl?.bytes).toBe('"EXPORT_WAITERS_QUEUE_URL":'.length + url + 2);
+  });
+});
+
+describe('the synth check', () => {
+  it('fails synth for a function whose environment passes the limit, naming it, its size, the limit and the fix', () => {
+    const stack = stackOf(productionConfig, 'Test');
+    const before = environmentBudgets(stack).find(
+      (budget) => budget.path === 'Test/Reconciler/Function/Resource',
+    );
+    const padding = LAMBDA_ENVIRONMENT_LIMIT_BYTES - (before?.bytes ?? 0);
+    // A value with quotes: Lambda measures the JSON, where each one takes two bytes.
+    stack.functions.Reconciler.bindEnvironment('EXTRA', '"'.repeat(padding / 2));
+
+    expect(() => Template.fromStack(stack)).toThrow(
+      /Test\/Reconciler\/Function\/Resource may take 4,1\d\d bytes .* above the 4,096 bytes Lambda allows \(largest: EXTRA \d+.*Fix: /,
+    );
+  });
+
+  it('finds nothing to refuse in a stack whose environments fit', () => {
+    expect(environmentBudgetErrors(stackOf(longestConfig()))).toEqual([]);
+  });
+});
