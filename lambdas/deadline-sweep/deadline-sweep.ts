@@ -1,5 +1,7 @@
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { addBusinessDays, endOfLocalDay, localDateOf } from '#shared/deadlines';
 import { type Ledger, noticesDue, OWED_STATUSES } from '#shared/ledger';
+import { HEARTBEAT_METRICS } from '#shared/metrics';
 
 /**
  * Statuses of requests that still owe the subject an answer: `failed` too, since a failure of
@@ -22,6 +24,16 @@ const RECEIPT_EARLIEST_LATE_DAYS = 11;
  * most its extension limit, 90 days after receipt. The receipt pass reads no further.
  */
 const RECEIPT_DUE_HORIZON_DAYS = 80;
+/**
+ * A CCPA receipt confirmation due within this many business days is counted as due soon, so its
+ * alarm fires while there is still time to send it.
+ */
+export const RECEIPT_WARNING_BUSINESS_DAYS = 3;
+/**
+ * A confirmation due within the warning is for a request received at least 10 - 3 business days
+ * ago, so at least 7 calendar days ago; a day less for time zones. Younger ones are not read.
+ */
+const RECEIPT_EARLIEST_WARNING_DAYS = 10 - RECEIPT_WARNING_BUSINESS_DAYS - 1;
 
 /**
  * What the sweep reads: the ledger's open index, every shard, and the full item of the few open
@@ -38,6 +50,8 @@ export interface DeadlineSweepOptions {
   readonly dueSoonDays: number;
   /** Items per index page of each shard. @default 100 */
   readonly pageSize?: number;
+  /** The zone whose business days the receipt warning counts. @default UTC */
+  readonly timeZone?: string;
 }
 
 /** The open requests by deadline, at `checked_at`. */
@@ -60,6 +74,14 @@ export interface DeadlineCounts {
   readonly receipts_overdue: number;
   /** Up to 50 of them, the longest overdue first. */
   readonly receipts_overdue_request_ids: readonly string[];
+  /**
+   * Open CCPA requests whose receipt confirmation is not recorded and is due by the end of the
+   * RECEIPT_WARNING_BUSINESS_DAYS-th business day from now (`receipts_due_before`), not yet late.
+   */
+  readonly receipts_due_soon: number;
+  readonly receipts_due_before: string;
+  /** Up to 50 of them, the soonest due first. */
+  readonly receipts_due_soon_request_ids: readonly string[];
 }
 
 /**
@@ -103,7 +125,7 @@ export async function sweepDeadlines(
 
   overdue.sort((a, b) => a.dueAt - b.dueAt);
   const oldest = overdue[0];
-  const receipts = await lateReceipts(deps, now, options.pageSize ?? 100);
+  const receipts = await receiptsAtRisk(deps, now, options.pageSize ?? 100, options.timeZone ?? 'UTC');
   return {
     checked_at: now.toISOString(),
     overdue: overdue.length,
@@ -112,23 +134,34 @@ export async function sweepDeadlines(
     by_status: byStatus,
     ...(oldest === undefined ? {} : { oldest_overdue_due_at: new Date(oldest.dueAt).toISOString() }),
     overdue_request_ids: overdue.slice(0, MAX_LISTED).map((entry) => entry.requestId),
-    receipts_overdue: receipts.length,
-    receipts_overdue_request_ids: receipts.slice(0, MAX_LISTED).map((entry) => entry.requestId),
+    receipts_overdue: receipts.late.length,
+    receipts_overdue_request_ids: receipts.late.slice(0, MAX_LISTED).map((entry) => entry.requestId),
+    receipts_due_soon: receipts.dueSoon.length,
+    receipts_due_before: receipts.dueBefore,
+    receipts_due_soon_request_ids: receipts.dueSoon.slice(0, MAX_LISTED).map((entry) => entry.requestId),
   };
 }
 
 /**
- * The open CCPA requests whose receipt confirmation is past its confirm-by date and not recorded,
- * the longest overdue first: only requests received long enough ago are read in full.
+ * The open CCPA requests whose receipt confirmation is not recorded and is past its confirm-by
+ * date (the longest overdue first), or due within RECEIPT_WARNING_BUSINESS_DAYS (the soonest
+ * first): only requests received long enough ago to be either are read in full.
  */
-async function lateReceipts(
+async function receiptsAtRisk(
   deps: DeadlineSweepDeps,
   now: Date,
   pageSize: number,
-): Promise<{ requestId: string; confirmBy: number }[]> {
-  const receivedBefore = now.getTime() - RECEIPT_EARLIEST_LATE_DAYS * DAY_MS;
+  timeZone: string,
+): Promise<{ late: ReceiptDue[]; dueSoon: ReceiptDue[]; dueBefore: string }> {
+  const receivedBefore =
+    now.getTime() - Math.min(RECEIPT_EARLIEST_LATE_DAYS, RECEIPT_EARLIEST_WARNING_DAYS) * DAY_MS;
+  const warnBefore = endOfLocalDay(
+    addBusinessDays(localDateOf(now, timeZone), RECEIPT_WARNING_BUSINESS_DAYS),
+    timeZone,
+  ).getTime();
   const dueBefore = new Date(now.getTime() + RECEIPT_DUE_HORIZON_DAYS * DAY_MS).toISOString();
-  const late: { requestId: string; confirmBy: number }[] = [];
+  const late: ReceiptDue[] = [];
+  const dueSoon: ReceiptDue[] = [];
   for (const status of OPEN_STATUSES) {
     for await (const entry of deps.ledger.openRequests(status, { dueBefore, pageSize })) {
       if (entry.regulation !== 'ccpa') continue;
@@ -137,12 +170,23 @@ async function lateReceipts(
       const item = await deps.ledger.get(entry.request_id);
       const receipt =
         item === undefined ? undefined : noticesDue(item, now).find((due) => due.kind === 'receipt');
-      if (receipt?.overdue === true && receipt.due_by !== null) {
-        late.push({ requestId: entry.request_id, confirmBy: Date.parse(receipt.due_by) });
-      }
+      if (receipt === undefined || receipt.due_by === null) continue;
+      const confirmBy = Date.parse(receipt.due_by);
+      if (receipt.overdue) late.push({ requestId: entry.request_id, confirmBy });
+      else if (confirmBy <= warnBefore) dueSoon.push({ requestId: entry.request_id, confirmBy });
     }
   }
-  return late.sort((a, b) => a.confirmBy - b.confirmBy);
+  const byDate = (a: ReceiptDue, b: ReceiptDue) => a.confirmBy - b.confirmBy;
+  return {
+    late: late.sort(byDate),
+    dueSoon: dueSoon.sort(byDate),
+    dueBefore: new Date(warnBefore).toISOString(),
+  };
+}
+
+interface ReceiptDue {
+  readonly requestId: string;
+  readonly confirmBy: number;
 }
 
 /** Metric names the sweep publishes; the stack's overdue alarm watches OverdueRequests. */
@@ -151,10 +195,14 @@ export const DEADLINE_METRICS = {
   dueSoon: 'DueSoonRequests',
   /** Open CCPA requests whose receipt confirmation is past its confirm-by date; its own alarm watches it. */
   receiptsOverdue: 'ReceiptConfirmationsOverdue',
+  /** Open CCPA requests whose receipt confirmation is due within RECEIPT_WARNING_BUSINESS_DAYS: alarmed before the date. */
+  receiptsDueSoon: 'ReceiptConfirmationsDueSoon',
 } as const;
 
 /**
- * Publishes the three counts through Powertools Metrics, stamped with the sweep's time: one
+ * Publishes the four counts and the sweep's heartbeat through Powertools Metrics, stamped with the
+ * sweep's time (a pass that fails or times out publishes nothing, and the heartbeat's alarm reads
+ * the silence): one
  * Embedded Metric Format line, which CloudWatch Logs turns into metrics with no SDK call and no
  * IAM permission.
  */
@@ -163,5 +211,7 @@ export function publishDeadlineMetrics(metrics: Metrics, counts: DeadlineCounts)
   metrics.addMetric(DEADLINE_METRICS.overdue, MetricUnit.Count, counts.overdue);
   metrics.addMetric(DEADLINE_METRICS.dueSoon, MetricUnit.Count, counts.due_soon);
   metrics.addMetric(DEADLINE_METRICS.receiptsOverdue, MetricUnit.Count, counts.receipts_overdue);
+  metrics.addMetric(DEADLINE_METRICS.receiptsDueSoon, MetricUnit.Count, counts.receipts_due_soon);
+  metrics.addMetric(HEARTBEAT_METRICS.deadlineSweep, MetricUnit.Count, 1);
   metrics.publishStoredMetrics();
 }

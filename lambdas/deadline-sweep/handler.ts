@@ -19,6 +19,8 @@ import {
 export const deadlineSweepEnvSchema = z.object({
   TABLE_NAME: z.string().min(1),
   DUE_SOON_DAYS: z.coerce.number().int().positive().default(7),
+  /** The zone whose business days the CCPA receipt warning counts. */
+  TIME_ZONE: z.string().min(1).default('UTC'),
   METRICS_NAMESPACE: z.string().min(1).default('svc-dsr'),
   /** The `Stack` dimension, so two deployments in one account keep apart. */
   METRICS_STACK: z.string().min(1),
@@ -31,6 +33,8 @@ export const deadlineSweepEnvSchema = z.object({
 /** What the handler needs besides the ledger. */
 export interface DeadlineSweepHandlerDeps extends DeadlineSweepDeps {
   readonly dueSoonDays: number;
+  /** The zone whose business days the receipt warning counts. @default UTC */
+  readonly timeZone?: string;
   /** Publishes the counts as metrics (publishDeadlineMetrics in Lambda). */
   readonly publish: (counts: DeadlineCounts) => void;
   readonly logger: StepLogger;
@@ -58,12 +62,17 @@ export function makeDeadlineSweepHandler(deps: () => DeadlineSweepHandlerDeps) {
     if (retention.minimised + retention.skipped > 0) {
       sweepDeps.logger.info('ended requests past their retention minimised', { ...retention });
     }
-    const counts = await sweepDeadlines(sweepDeps, { dueSoonDays: sweepDeps.dueSoonDays });
+    const counts = await sweepDeadlines(sweepDeps, {
+      dueSoonDays: sweepDeps.dueSoonDays,
+      ...(sweepDeps.timeZone === undefined ? {} : { timeZone: sweepDeps.timeZone }),
+    });
     sweepDeps.publish(counts);
     const summary = { ...counts };
     if (counts.overdue > 0) sweepDeps.logger.warn('open requests are overdue', summary);
     else if (counts.receipts_overdue > 0) {
       sweepDeps.logger.warn('CCPA receipt confirmations are overdue', summary);
+    } else if (counts.receipts_due_soon > 0) {
+      sweepDeps.logger.warn('CCPA receipt confirmations are due soon', summary);
     } else sweepDeps.logger.info('deadline sweep', summary);
     return counts;
   };
@@ -82,6 +91,7 @@ function deadlineSweepLambdaDeps(): DeadlineSweepHandlerDeps {
       minimisation: { afterDays: env.MINIMISE_AFTER_DAYS, hmacKey: () => auditHmacKey() },
       clock: () => new Date(),
       dueSoonDays: env.DUE_SOON_DAYS,
+      timeZone: env.TIME_ZONE,
       publish: (counts) => publishDeadlineMetrics(metrics, counts),
       logger: functionLogger(),
       manifests: {

@@ -7,6 +7,7 @@ import { AuditTrail } from '#shared/audit';
 import { gateEnvSchema, parseEnv } from '#shared/config';
 import { ConfigurationError } from '#shared/errors';
 import { Ledger } from '#shared/ledger';
+import { HEARTBEAT_METRICS } from '#shared/metrics';
 import { functionLogger, functionMetrics } from '#shared/powertools';
 import { lambdaExportWaiters, platformGate } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
@@ -35,17 +36,30 @@ export const reconcilerEnvSchema = z.object({
   ...gateEnvSchema.shape,
 });
 
-/** The scheduled handler: one reconciliation pass; the summary names request ids only. */
-export function makeReconcilerHandler(deps: () => ReconcilerDeps & ReconcileOptions) {
+/** What the handler needs: the pass's, and its heartbeat. */
+export type ReconcilerHandlerDeps = ReconcilerDeps &
+  ReconcileOptions & {
+    /** Publishes the pass's heartbeat; called only when the pass completes. */
+    readonly heartbeat: () => void;
+  };
+
+/**
+ * The scheduled handler: one reconciliation pass, then its heartbeat (a pass that throws or times
+ * out publishes none, and the heartbeat's alarm reads the silence); the summary names request ids
+ * only.
+ */
+export function makeReconcilerHandler(deps: () => ReconcilerHandlerDeps) {
   return async (): Promise<ReconcileSummary> => {
     const all = deps();
-    return reconcile(all, { maxResumes: all.maxResumes, graceSeconds: all.graceSeconds });
+    const summary = await reconcile(all, { maxResumes: all.maxResumes, graceSeconds: all.graceSeconds });
+    all.heartbeat();
+    return summary;
   };
 }
 
-let lambdaDeps: (ReconcilerDeps & ReconcileOptions) | undefined;
+let lambdaDeps: ReconcilerHandlerDeps | undefined;
 
-function reconcilerLambdaDeps(): ReconcilerDeps & ReconcileOptions {
+function reconcilerLambdaDeps(): ReconcilerHandlerDeps {
   if (lambdaDeps === undefined) {
     const env = parseEnv(reconcilerEnvSchema, process.env);
     const sfn = prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE));
@@ -74,6 +88,10 @@ function reconcilerLambdaDeps(): ReconcilerDeps & ReconcileOptions {
         metrics.addMetric('StuckRequests', MetricUnit.Count, figures.StuckRequests);
         metrics.addMetric('PlatformDownSeconds', MetricUnit.Seconds, figures.PlatformDownSeconds);
         metrics.addMetric('ExportSlotsHeld', MetricUnit.Count, figures.ExportSlotsHeld);
+        metrics.publishStoredMetrics();
+      },
+      heartbeat: () => {
+        metrics.addMetric(HEARTBEAT_METRICS.reconciler, MetricUnit.Count, 1);
         metrics.publishStoredMetrics();
       },
       describe: sfnLookup(sfn, env.STATE_MACHINE_ARN),

@@ -8,3 +8,12 @@ export function metricDimensions(stack: string): Record<string, string> {
 
 /** Metric names intake publishes; the stack's OverdueAtIntake alarm watches the first. */
 export const INTAKE_METRICS = { overdueAtIntake: 'OverdueAtIntake' } as const;
+
+/**
+ * The metric each scheduled pass publishes once per completed run (value 1): its alarm treats
+ * missing data as breaching, so a pass that stops running, fails or times out is heard.
+ */
+export const HEARTBEAT_METRICS = {
+  deadlineSweep: 'DeadlineSweepHeartbeat',
+  reconciler: 'ReconcilerHeartbeat',
+} as const;

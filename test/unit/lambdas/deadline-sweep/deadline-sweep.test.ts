@@ -14,6 +14,7 @@ import {
   openRequestSchema,
   type Status,
 } from '#shared/ledger';
+import { HEARTBEAT_METRICS } from '#shared/metrics';
 import { functionMetrics } from '#shared/powertools';
 import type { DsrRequest } from '#shared/request';
 import {
@@ -114,6 +115,10 @@ describe('sweepDeadlines', () => {
       overdue_request_ids: [ids[6], ids[0], ids[1]],
       receipts_overdue: 0,
       receipts_overdue_request_ids: [],
+      receipts_due_soon: 0,
+      // The end of the third business day after Tuesday 1 December.
+      receipts_due_before: '2026-12-04T23:59:59.999Z',
+      receipts_due_soon_request_ids: [],
     });
   });
 
@@ -207,6 +212,43 @@ describe('sweepDeadlines', () => {
     get.mockRestore();
   });
 
+  it('counts the CCPA receipt confirmations due within three business days, before their date', async () => {
+    table += 1;
+    const tableName = `ledger-${table}`;
+    await createLedgerTable(dynamo.client, tableName);
+    const ledger = new Ledger(dynamo.client, tableName, clock);
+    const ccpa = async (receivedDaysAgo: number) => {
+      const received = daysFromNow(-receivedDaysAgo);
+      const request: DsrRequest = {
+        request_id: randomUUID(),
+        type: 'access',
+        regulation: 'ccpa',
+        primary_key: 'u-1',
+        received_at: received.toISOString(),
+        verification: { method: 'email_link', verified_by: 'privacy', verified_at: received.toISOString() },
+      };
+      await ledger.createReceived(request, 'fp', computeDeadlines('ccpa', received));
+      return request.request_id;
+    };
+    // Now is Tuesday 1 December: the warning reaches the end of Friday 4 December.
+    const thursday = await ccpa(9); // received Sunday 22 November: confirm by Friday 4 December
+    const wednesday = await ccpa(12); // received Thursday 19 November: confirm by Thursday 3 December
+    await ccpa(8); // received Monday 23 November: confirm by Monday 7 December, not yet
+    const late = await ccpa(20);
+    const confirmed = await ccpa(9);
+    await ledger.recordNotice(confirmed, 'receipt', { channel: 'email', at: daysFromNow(-8).toISOString() });
+
+    const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 });
+
+    expect(counts).toMatchObject({
+      receipts_overdue: 1,
+      receipts_overdue_request_ids: [late],
+      receipts_due_soon: 2,
+      receipts_due_soon_request_ids: [wednesday, thursday],
+      receipts_due_before: '2026-12-04T23:59:59.999Z',
+    });
+  });
+
   it('reports zeros and no oldest date for an empty ledger', async () => {
     const { ledger } = await ledgerWith([]);
 
@@ -268,6 +310,9 @@ const counts: DeadlineCounts = {
   overdue_request_ids: ['a', 'b', 'c'],
   receipts_overdue: 2,
   receipts_overdue_request_ids: ['a', 'd'],
+  receipts_due_soon: 1,
+  receipts_due_before: daysFromNow(3).toISOString(),
+  receipts_due_soon_request_ids: ['e'],
 };
 
 /** What `work` wrote to standard output, line by line, where Powertools Metrics writes Embedded Metric Format. */
@@ -289,7 +334,7 @@ function stdoutLines(work: () => void): string[] {
 }
 
 describe('publishDeadlineMetrics', () => {
-  it('writes one Embedded Metric Format document with the three counts under the stack and service dimensions', () => {
+  it('writes one Embedded Metric Format document with the four counts and the heartbeat under the stack and service dimensions', () => {
     const lines = stdoutLines(() => publishDeadlineMetrics(functionMetrics('svc-dsr', 'SvcDsr'), counts));
 
     expect(lines).toHaveLength(1);
@@ -304,6 +349,8 @@ describe('publishDeadlineMetrics', () => {
               { Name: DEADLINE_METRICS.overdue, Unit: 'Count' },
               { Name: DEADLINE_METRICS.dueSoon, Unit: 'Count' },
               { Name: DEADLINE_METRICS.receiptsOverdue, Unit: 'Count' },
+              { Name: DEADLINE_METRICS.receiptsDueSoon, Unit: 'Count' },
+              { Name: HEARTBEAT_METRICS.deadlineSweep, Unit: 'Count' },
             ],
           },
         ],
@@ -313,6 +360,8 @@ describe('publishDeadlineMetrics', () => {
       OverdueRequests: 3,
       DueSoonRequests: 5,
       ReceiptConfirmationsOverdue: 2,
+      ReceiptConfirmationsDueSoon: 1,
+      DeadlineSweepHeartbeat: 1,
     });
   });
 });
@@ -453,6 +502,7 @@ describe('deadlineSweepEnvSchema', () => {
       METRICS_NAMESPACE: 'svc-dsr',
       MINIMISE_AFTER_DAYS: 730,
       AUDIT_KEY_SECRET_ID: 'k',
+      TIME_ZONE: 'UTC',
     });
   });
 

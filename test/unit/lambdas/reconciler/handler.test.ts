@@ -1,0 +1,65 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Ledger } from '#shared/ledger';
+import { PlatformGate } from '#shared/platform-gate';
+import { makeReconcilerHandler, type ReconcilerHandlerDeps } from '../../../../lambdas/reconciler/handler.ts';
+import { createGateTable, createLedgerTable } from '../../../../local/aws/ledger-table.ts';
+import { startDynamo } from '../../../helpers/dynamo.ts';
+
+const NOW = new Date('2026-12-01T12:00:00.000Z');
+const silent = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} };
+
+let dynamo: Awaited<ReturnType<typeof startDynamo>>;
+beforeAll(async () => {
+  dynamo = await startDynamo();
+  await createLedgerTable(dynamo.client, 'ledger');
+  await createGateTable(dynamo.client, 'gate');
+});
+afterAll(async () => {
+  await dynamo.close();
+});
+
+/** The handler over an empty ledger, and the heartbeats it published. */
+function handlerWith() {
+  const beats: number[] = [];
+  const ledger = new Ledger(dynamo.client, 'ledger', () => NOW);
+  const deps: ReconcilerHandlerDeps = {
+    ledger,
+    audit: { append: async () => Promise.reject(new Error('no request to record')) },
+    describe: async () => 'MISSING',
+    start: async () => 'started',
+    clock: () => NOW,
+    logger: silent,
+    gate: new PlatformGate(dynamo.client, 'gate', {
+      requestsPerSecond: 10,
+      burst: 10,
+      maxOpenExports: 5,
+      outageHorizonSeconds: 3600,
+    }),
+    publish: () => {},
+    maxResumes: 3,
+    graceSeconds: 0,
+    heartbeat: () => beats.push(1),
+  };
+  return { handler: makeReconcilerHandler(() => deps), beats, ledger };
+}
+
+describe('the reconciler handler', () => {
+  it('publishes its heartbeat once a pass completes', async () => {
+    const { handler, beats } = handlerWith();
+
+    await handler();
+    await handler();
+
+    expect(beats).toEqual([1, 1]);
+  });
+
+  it('publishes no heartbeat for a pass that fails, so its alarm hears the silence', async () => {
+    const { handler, beats, ledger } = handlerWith();
+    vi.spyOn(ledger, 'openRequests').mockImplementation(() => {
+      throw new Error('ProvisionedThroughputExceededException');
+    });
+
+    await expect(handler()).rejects.toThrow('ProvisionedThroughputExceededException');
+    expect(beats).toEqual([]);
+  });
+});
