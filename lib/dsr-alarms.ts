@@ -31,6 +31,24 @@ export interface DsrAlarmsProps {
   readonly dueSoonRequests: cloudwatch.IMetric;
   /** The deadline sweep's ReceiptConfirmationsOverdue: CCPA receipts not confirmed by their date. @default no alarm */
   readonly receiptsOverdue?: cloudwatch.IMetric;
+  /**
+   * The deadline sweep's ReceiptConfirmationsDueSoon: CCPA receipts to confirm within a few
+   * business days, alarmed before the date. @default no alarm
+   */
+  readonly receiptsDueSoon?: cloudwatch.IMetric;
+  /**
+   * The scheduled passes by name, each with its heartbeat (the Sum of a metric it publishes once per
+   * completed run) and its schedule: silence for two runs is an alarm.
+   */
+  readonly heartbeats: Readonly<
+    Record<string, { readonly metric: cloudwatch.Metric; readonly every: Duration }>
+  >;
+  /** Where the status-events source puts the batches it gave up on. */
+  readonly statusEventsFailureQueue: sqs.IQueue;
+  /** The status-events function: the age of the ledger stream records it has yet to publish. */
+  readonly statusEventsFunction: lambda.IFunction;
+  /** The iterator-age alarm fires past this, well before the source gives records up. @default 1 hour */
+  readonly statusEventsMaxAge?: Duration;
   /** The reconciler's StuckRequests: open requests it found with no running execution. */
   readonly stuckRequests: cloudwatch.IMetric;
   /** The reconciler's PlatformDownSeconds: how long the shared circuit has been open. */
@@ -40,6 +58,32 @@ export interface DsrAlarmsProps {
 }
 
 const FIVE_MINUTES = Duration.minutes(5);
+
+/**
+ * What an alarm makes of a period without data, chosen per alarm (docs/deploy.md lists them):
+ * - `breaching`: silence is the failure (a heartbeat);
+ * - `notBreaching`: no data means none of what is counted (AWS publishes queue, execution and
+ *   Lambda metrics only while there is activity);
+ * - `ignore`: the count is published by a pass on every run, so silence says the pass did not run,
+ *   which the pass's heartbeat alarm reports; the alarm keeps its state rather than reading the
+ *   silence as a recovery.
+ */
+export type MissingData = 'breaching' | 'notBreaching' | 'ignore';
+const MISSING_DATA: Readonly<Record<MissingData, cloudwatch.TreatMissingData>> = {
+  breaching: cloudwatch.TreatMissingData.BREACHING,
+  notBreaching: cloudwatch.TreatMissingData.NOT_BREACHING,
+  ignore: cloudwatch.TreatMissingData.IGNORE,
+};
+
+interface AlarmOptions {
+  readonly missing: MissingData;
+  /** @default 1 of 1 */
+  readonly evaluation?: { readonly evaluationPeriods: number; readonly datapointsToAlarm: number };
+  /** @default 1 */
+  readonly threshold?: number;
+  /** @default GREATER_THAN_OR_EQUAL_TO_THRESHOLD */
+  readonly comparison?: cloudwatch.ComparisonOperator;
+}
 
 /**
  * The alarms an operator must see, all on one KMS-encrypted SNS topic: dead letters, quarantined
@@ -75,6 +119,48 @@ export class DsrAlarms extends Construct {
     this.#requestAlarms(props);
     this.#executionAlarms(props.stateMachine);
     this.#functionAlarms(props.functions);
+    this.#heartbeatAlarms(props.heartbeats);
+    this.#statusEventAlarms(props);
+  }
+
+  /**
+   * Each scheduled pass's heartbeat: fewer than one in each of two periods of its schedule (one
+   * when two would pass a day, CloudWatch's longest evaluation), silence included, is an alarm.
+   */
+  #heartbeatAlarms(heartbeats: DsrAlarmsProps['heartbeats']): void {
+    for (const [name, { metric, every }] of Object.entries(heartbeats)) {
+      const periods = every.toMinutes() * 2 <= 24 * 60 ? 2 : 1;
+      this.#add(
+        `${name}Silent`,
+        metric.with({ statistic: 'Sum', period: every }),
+        `The ${name} pass has not completed in ${periods * every.toMinutes()} minutes (it runs every ${every.toMinutes()}): it is failing, timing out or not scheduled, and the alarms on its counts cannot speak; its log group says why`,
+        {
+          missing: 'breaching',
+          evaluation: { evaluationPeriods: periods, datapointsToAlarm: periods },
+          comparison: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+        },
+      );
+    }
+  }
+
+  /** Status events: batches the stream source gave up on, and records waiting too long. */
+  #statusEventAlarms(props: DsrAlarmsProps): void {
+    this.#add(
+      'StatusEventsFailed',
+      props.statusEventsFailureQueue.metricApproximateNumberOfMessagesVisible({
+        period: FIVE_MINUTES,
+        statistic: 'Maximum',
+      }),
+      'Status events were not published: the ledger stream source gave up on a batch and left its place (shard and sequence numbers) in the status-events failure queue; the events are lost to EventBridge, so tell their consumers (docs/events.md)',
+      { missing: 'notBreaching' },
+    );
+    const maxAge = props.statusEventsMaxAge ?? Duration.hours(1);
+    this.#add(
+      'StatusEventsIteratorAge',
+      props.statusEventsFunction.metric('IteratorAge', { period: FIVE_MINUTES, statistic: 'Maximum' }),
+      `Status events are over ${maxAge.toMinutes()} minutes behind the ledger: the status-events function is failing or throttled, and records older than a day are given up to the failure queue`,
+      { missing: 'notBreaching', threshold: maxAge.toMilliseconds() },
+    );
   }
 
   /** The queues: dead letters and quarantined messages (the first, then growth), and intake's age. */
@@ -86,6 +172,7 @@ export class DsrAlarms extends Construct {
         statistic: 'Maximum',
       }),
       'Intake messages failed five times and sit in the dead-letter queue; inspect them and redrive (docs/deploy.md)',
+      { missing: 'notBreaching' },
     );
     this.#add(
       'Quarantined',
@@ -94,6 +181,7 @@ export class DsrAlarms extends Construct {
         statistic: 'Maximum',
       }),
       'Messages that could not be accepted are in the quarantine queue, each with its reason attribute',
+      { missing: 'notBreaching' },
     );
     for (const [id, queue, what] of [
       ['IntakeDeadLettersGrowing', props.intakeDeadLetterQueue, 'dead-letter'],
@@ -114,15 +202,14 @@ export class DsrAlarms extends Construct {
           label: `growth of the ${what} queue`,
         }),
         `The ${what} queue grew in each of the last three five-minute periods: something keeps failing`,
-        { evaluationPeriods: 3, datapointsToAlarm: 3 },
+        { missing: 'notBreaching', evaluation: { evaluationPeriods: 3, datapointsToAlarm: 3 } },
       );
     }
     this.#add(
       'IntakeQueueAge',
       props.intakeQueue.metricApproximateAgeOfOldestMessage({ period: FIVE_MINUTES, statistic: 'Maximum' }),
       `The oldest request on the intake queue has waited over ${props.intakeQueueMaxAge.toMinutes()} minutes: intake is not keeping up or is failing`,
-      { evaluationPeriods: 1, datapointsToAlarm: 1 },
-      props.intakeQueueMaxAge.toSeconds(),
+      { missing: 'notBreaching', threshold: props.intakeQueueMaxAge.toSeconds() },
     );
   }
 
@@ -132,29 +219,41 @@ export class DsrAlarms extends Construct {
       'DueSoonUnfinished',
       props.dueSoonRequests,
       'Open requests are due within the configured days and not finished; svc-dsr list --status running and --status failed name them',
+      { missing: 'ignore' },
     );
     this.#add(
       'StuckRequests',
       props.stuckRequests,
       'The reconciler found open requests with no running execution (resumed, or recorded failed as stranded); their execution histories say why',
+      { missing: 'ignore' },
     );
     this.#add(
       'PlatformDown',
       props.platformDownSeconds,
       'The platform has been down (the shared circuit breaker open) for a while: requests wait, up to retryHorizonHours, then fail as platform_outage; watch DueSoonUnfinished',
-      undefined,
-      (props.platformDownAlarmAfter ?? Duration.minutes(15)).toSeconds(),
+      { missing: 'ignore', threshold: (props.platformDownAlarmAfter ?? Duration.minutes(15)).toSeconds() },
     );
     this.#add(
       'OverdueRequests',
       props.overdueRequests,
       'Open requests are past their statutory due date; svc-dsr list --overdue names them',
+      { missing: 'ignore' },
     );
     if (props.receiptsOverdue !== undefined) {
       this.#add(
         'ReceiptConfirmationsOverdue',
         props.receiptsOverdue,
         'CCPA requests are past their receipt confirm-by date (10 business days, section 7021) with no receipt notice recorded; svc-dsr list --receipt-overdue names them, svc-dsr notice --kind receipt records the confirmation',
+        { missing: 'ignore' },
+      );
+    }
+    if (props.receiptsDueSoon !== undefined) {
+      // Before the date: a person still has days to send the confirmation.
+      this.#add(
+        'ReceiptConfirmationsDueSoon',
+        props.receiptsDueSoon,
+        'CCPA receipt confirmations (section 7021, 10 business days) are due within three business days and not recorded; send them and record each with svc-dsr notice --kind receipt (the sweep log names the requests)',
+        { missing: 'ignore' },
       );
     }
     if (props.overdueAtIntake !== undefined) {
@@ -163,6 +262,7 @@ export class DsrAlarms extends Construct {
         'OverdueAtIntake',
         props.overdueAtIntake,
         'A request arrived already past its statutory due date (it was accepted and is being answered); svc-dsr list --overdue names it, its ledger item says overdue_at_intake',
+        { missing: 'notBreaching' },
       );
     }
   }
@@ -192,7 +292,7 @@ export class DsrAlarms extends Construct {
         'An execution ran past its timeout (export budget plus a day); the request needs an operator',
       ],
     ] as const) {
-      this.#add(id, metric, description);
+      this.#add(id, metric, description, { missing: 'notBreaching' });
     }
   }
 
@@ -205,32 +305,25 @@ export class DsrAlarms extends Construct {
         `${name}Errors`,
         fn.metricErrors({ period: FIVE_MINUTES, statistic: 'Sum' }),
         `The ${name} Lambda has been failing for at least ten minutes`,
-        { evaluationPeriods: 3, datapointsToAlarm: 2 },
+        { missing: 'notBreaching', evaluation: { evaluationPeriods: 3, datapointsToAlarm: 2 } },
       );
       this.#add(
         `${name}Throttles`,
         fn.metricThrottles({ period: FIVE_MINUTES, statistic: 'Sum' }),
         `The ${name} Lambda is throttled: the account or function concurrency limit is reached`,
+        { missing: 'notBreaching' },
       );
     }
   }
 
-  #add(
-    id: string,
-    metric: cloudwatch.IMetric,
-    description: string,
-    evaluation: { evaluationPeriods: number; datapointsToAlarm: number } = {
-      evaluationPeriods: 1,
-      datapointsToAlarm: 1,
-    },
-    threshold = 1,
-  ): void {
+  #add(id: string, metric: cloudwatch.IMetric, description: string, options: AlarmOptions): void {
     const alarm = new cloudwatch.Alarm(this, id, {
       metric,
-      threshold,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      ...evaluation,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      threshold: options.threshold ?? 1,
+      comparisonOperator:
+        options.comparison ?? cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      ...(options.evaluation ?? { evaluationPeriods: 1, datapointsToAlarm: 1 }),
+      treatMissingData: MISSING_DATA[options.missing],
       alarmDescription: `svc-dsr: ${description}`,
     });
     alarm.addAlarmAction(new actions.SnsAction(this.topic));

@@ -308,6 +308,17 @@ export class DsrFunction extends Construct {
   }
 
   /**
+   * The queue an event source of this function gives up to (its on-failure destination): Lambda
+   * sends the failed batch's description with the function's role, so the role may send to it and
+   * use its key through SQS. No environment variable: the function itself never sends there.
+   */
+  bindFailureDestination(queue: sqs.IQueue): lambda.IEventSourceDlq {
+    this.#allow(['sqs:SendMessage'], [queue.queueArn]);
+    this.#allowKey(queue.encryptionMasterKey, ['kms:Decrypt', 'kms:GenerateDataKey'], 'sqs');
+    return { bind: () => ({ destination: queue.queueArn }) };
+  }
+
+  /**
    * EXPORT_WAITERS_QUEUE_URL: the function wakes a request waiting for an export slot when it
    * gives one back. It takes the waiter's message and answers its task token with SendTaskSuccess,
    * an action IAM scopes by no resource: the token itself is the capability.

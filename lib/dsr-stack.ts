@@ -36,7 +36,7 @@ import {
   OPEN_INDEX_ATTRIBUTES,
   OPEN_SHARD_ATTRIBUTE,
 } from '../lambdas/shared/ledger/index.ts';
-import { INTAKE_METRICS, metricDimensions } from '../lambdas/shared/metrics.ts';
+import { HEARTBEAT_METRICS, INTAKE_METRICS, metricDimensions } from '../lambdas/shared/metrics.ts';
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
@@ -98,6 +98,8 @@ export class DsrStack extends Stack {
   readonly quarantineQueue: sqs.Queue;
   /** Task tokens of requests waiting for an export slot; the steps that give a slot back wake one. */
   readonly exportWaitersQueue: sqs.Queue;
+  /** Where the status-events source leaves the batches of ledger changes it could not publish. */
+  readonly statusEventsFailureQueue: sqs.Queue;
   readonly ledger: dynamodb.Table;
   /** The platform gate's state: the shared rate limit, the circuit and the export slots. */
   readonly platformGate: dynamodb.Table;
@@ -133,6 +135,7 @@ export class DsrStack extends Stack {
     this.quarantineQueue = queues.quarantine;
     this.intakeQueue = queues.intake;
     this.exportWaitersQueue = queues.exportWaiters;
+    this.statusEventsFailureQueue = queues.statusEventsFailures;
     const tables = this.#tables(config);
     this.ledger = tables.ledger;
     this.platformGate = tables.gate;
@@ -197,7 +200,13 @@ export class DsrStack extends Stack {
    * The intake queue, its dead-letter queue, the quarantine queue and the export-slot waiters'
    * queue, encrypted with the data key.
    */
-  #queues(): { intake: sqs.Queue; deadLetter: sqs.Queue; quarantine: sqs.Queue; exportWaiters: sqs.Queue } {
+  #queues(): {
+    intake: sqs.Queue;
+    deadLetter: sqs.Queue;
+    quarantine: sqs.Queue;
+    exportWaiters: sqs.Queue;
+    statusEventsFailures: sqs.Queue;
+  } {
     const queueDefaults = {
       encryption: sqs.QueueEncryption.KMS,
       encryptionMasterKey: this.key,
@@ -231,7 +240,18 @@ export class DsrStack extends Stack {
       'AwsSolutions-SQS3',
       'Its messages are wake-up calls for executions that wait for an export slot with a timeout: one that cannot be read is deleted by its reader, and one lost costs its waiter the rest of its timeout, never the request',
     );
-    return { intake, deadLetter, quarantine, exportWaiters };
+    // What the status-events source gives up on (a batch that failed every retry, or records older
+    // than a day): each message names the shard and sequence numbers, never the records. Alarmed.
+    const statusEventsFailures = new sqs.Queue(this, 'StatusEventsFailureQueue', {
+      ...queueDefaults,
+      retentionPeriod: Duration.days(14),
+    });
+    acknowledge(
+      statusEventsFailures,
+      'AwsSolutions-SQS3',
+      'It is itself the failure destination of the status-events stream source; operators read it, nothing consumes it automatically, and it is alarmed',
+    );
+    return { intake, deadLetter, quarantine, exportWaiters, statusEventsFailures };
   }
 
   /** The ledger, with its open-requests index, and the platform gate's table. */
@@ -510,6 +530,7 @@ export class DsrStack extends Stack {
       memorySize: 256,
       environment: {
         DUE_SOON_DAYS: String(config.deadlineDueSoonDays),
+        TIME_ZONE: config.timeZone,
         MINIMISE_AFTER_DAYS: String(config.ledgerMinimiseAfterDays),
         METRICS_NAMESPACE,
         METRICS_STACK: this.stackName,
@@ -598,6 +619,8 @@ export class DsrStack extends Stack {
         bisectBatchOnError: true,
         retryAttempts: 20,
         maxRecordAge: Duration.days(1),
+        // What is given up is recorded and alarmed, never dropped silently.
+        onFailure: statusEvents.bindFailureDestination(this.statusEventsFailureQueue),
       }),
     );
     return statusEvents;
@@ -641,8 +664,19 @@ export class DsrStack extends Stack {
       }),
       dueSoonRequests: sweepMetric(DEADLINE_METRICS.dueSoon),
       receiptsOverdue: sweepMetric(DEADLINE_METRICS.receiptsOverdue),
+      receiptsDueSoon: sweepMetric(DEADLINE_METRICS.receiptsDueSoon),
       stuckRequests: reconcilerMetric('StuckRequests'),
       platformDownSeconds: reconcilerMetric('PlatformDownSeconds'),
+      // Every scheduled function of the stack (the two rules above) publishes one.
+      heartbeats: {
+        DeadlineSweep: { metric: sweepMetric(HEARTBEAT_METRICS.deadlineSweep), every: sweepEvery },
+        Reconciler: {
+          metric: reconcilerMetric(HEARTBEAT_METRICS.reconciler),
+          every: Duration.minutes(config.reconcileMinutes),
+        },
+      },
+      statusEventsFailureQueue: this.statusEventsFailureQueue,
+      statusEventsFunction: this.functions.StatusEvents.function,
     });
   }
 

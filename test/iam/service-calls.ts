@@ -186,13 +186,19 @@ export function serviceAuthorisations(model: TemplateModel): Authorisation[] {
   }
 
   for (const id of model.ofType('AWS::Lambda::EventSourceMapping')) {
-    const p = model.resolve(model.properties(id)) as { FunctionName: string; EventSourceArn: string };
+    const p = model.resolve(model.properties(id)) as {
+      FunctionName: string;
+      EventSourceArn: string;
+      DestinationConfig?: { OnFailure?: { Destination?: string } };
+    };
     const fnId = model
       .ofType('AWS::Lambda::Function')
       .find((fn) => model.ref(fn) === p.FunctionName || model.getAtt(fn, 'Arn') === p.FunctionName);
     if (fnId === undefined) throw new Error(`${id} maps to an unknown function`);
     const roleId = roleOf(model.properties(fnId).Role);
     const role = { caller: `EventSource(${id})`, principal: { roleId } } as const;
+    const onFailure = p.DestinationConfig?.OnFailure?.Destination;
+    if (onFailure !== undefined) out.push(...failureSends(model, role, onFailure));
     if (p.EventSourceArn.includes(':dynamodb:')) {
       out.push(...streamReads(model, role, p.EventSourceArn));
       continue;
@@ -389,4 +395,39 @@ function streamReads(
     });
   }
   return reads;
+}
+
+/**
+ * What Lambda does with the function role when an event source mapping gives a batch up: it sends
+ * the batch's description to the on-failure queue, encrypted with the queue's key through SQS.
+ */
+function failureSends(
+  model: TemplateModel,
+  role: { readonly caller: string; readonly principal: { readonly roleId: string } },
+  queueArn: string,
+): Authorisation[] {
+  if (!queueArn.includes(':sqs:'))
+    throw new Error(`an on-failure destination the proof does not model: ${queueArn}`);
+  const reason = 'the event source mapping sends a batch it gave up on to its on-failure queue';
+  const sends: Authorisation[] = [
+    { ...role, action: 'sqs:SendMessage', resource: queueArn, context: { ...SECURE }, reason },
+  ];
+  const key = keyOf(model, queueArn);
+  if (key !== undefined) {
+    for (const action of ['kms:GenerateDataKey', 'kms:Decrypt']) {
+      sends.push({
+        ...role,
+        action,
+        resource: key.keyArn,
+        context: {
+          'kms:ViaService': `sqs.${REGION}.amazonaws.com`,
+          'kms:CallerAccount': ACCOUNT,
+          'kms:EncryptionContext:aws:sqs:arn': queueArn,
+          ...SECURE,
+        },
+        reason: 'SQS encrypts the failure record with the queue key',
+      });
+    }
+  }
+  return sends;
 }

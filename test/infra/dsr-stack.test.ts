@@ -56,8 +56,8 @@ describe('encryption', () => {
 
   it('encrypts every queue with the data key', () => {
     const queues = ofType('AWS::SQS::Queue');
-    // Intake, its dead-letter queue, quarantine, and the export-slot waiters.
-    expect(queues).toHaveLength(4);
+    // Intake, its dead-letter queue, quarantine, the export-slot waiters and the status events' failures.
+    expect(queues).toHaveLength(5);
     for (const [, queue] of queues) expect(queue.KmsMasterKeyId).toEqual(getAtt(dataKey));
   });
 
@@ -116,7 +116,7 @@ describe('TLS only', () => {
       ...ofType('AWS::S3::BucketPolicy'),
       ...ofType('AWS::SNS::TopicPolicy'),
     ];
-    expect(policies).toHaveLength(4 + 3 + 1);
+    expect(policies).toHaveLength(5 + 3 + 1);
     for (const [id, policy] of policies) {
       expect({ id, tlsOnly: deniesPlainHttp(policy.PolicyDocument.Statement) }).toEqual({
         id,
@@ -744,10 +744,10 @@ describe('alarms', () => {
 
   it('watches the dead-letter and quarantine queues, failed and timed-out executions', () => {
     const watched = alarms.map(([, alarm]) => alarm.MetricName);
-    expect(watched.filter((name) => name === 'ApproximateNumberOfMessagesVisible')).toHaveLength(2);
+    expect(watched.filter((name) => name === 'ApproximateNumberOfMessagesVisible')).toHaveLength(3);
     expect(watched).toContain('ExecutionsFailed');
     expect(watched).toContain('ExecutionsTimedOut');
-    for (const queue of ['IntakeDeadLetterQueue', 'QuarantineQueue']) {
+    for (const queue of ['IntakeDeadLetterQueue', 'QuarantineQueue', 'StatusEventsFailureQueue']) {
       template.hasResourceProperties('AWS::CloudWatch::Alarm', {
         MetricName: 'ApproximateNumberOfMessagesVisible',
         Dimensions: [{ Name: 'QueueName', Value: getAtt(idOf('AWS::SQS::Queue', queue), 'QueueName') }],
