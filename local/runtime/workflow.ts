@@ -237,6 +237,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     ledger: stepDeps.ledger,
     clock: () => new Date(),
     dueSoonDays: sweepSettings.dueSoonDays,
+    timeZone: env.TIME_ZONE,
     // No CloudWatch here: the counts go to the log with the sweep's summary line.
     publish: () => {},
     logger,

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
@@ -48,6 +49,15 @@ describe('function environments at their longest', () => {
 
   it.each(budgets)('keeps $name within 4,096 bytes: $bytes at most', ({ bytes }) => {
     expect(bytes).toBeLessThanOrEqual(LAMBDA_ENVIRONMENT_LIMIT_BYTES);
+  });
+
+  it("quotes BuildPackage's figure in docs/deploy.md", () => {
+    const deploy = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8').replace(
+      /\s*\n\s*/g,
+      ' ',
+    );
+    const buildPackage = budgets.find((budget) => budget.name === 'BuildPackage');
+    expect(deploy).toContain(`it comes to ${buildPackage?.bytes.toLocaleString('en-US')} bytes`);
   });
 
   it('counts a queue URL with the longest region, DNS suffix, account and generated name', () => {
