@@ -609,6 +609,7 @@ const packageResult = z.object({
   cpuSeconds: z.number(),
   peakRssBytes: z.number(),
   packageBytes: z.number(),
+  scratchPeakBytes: z.number(),
 });
 
 /** BuildPackage's memory and time from 10,000 to 1,000,000 comments, each size in its own process. */
@@ -646,6 +647,8 @@ async function packageMemory() {
         `${mib(streamed.packageBytes)} MiB`,
         `${mib(streamed.peakRssBytes)} MiB`,
         `${streamed.seconds.toFixed(1)} s (${((streamed.seconds / comments) * 1e6).toFixed(0)} µs per comment)`,
+        `${streamed.cpuSeconds.toFixed(1)} s`,
+        `${mib(streamed.scratchPeakBytes)} MiB`,
         baseline === undefined ? 'not run' : `${mib(baseline.peakRssBytes)} MiB`,
         baseline === undefined ? 'not run' : `${baseline.seconds.toFixed(1)} s`,
       ]);
@@ -657,7 +660,17 @@ async function packageMemory() {
   }
   printTable(
     'Subject package (BuildPackage): peak RSS and time per build, each in a process of its own; baseline: the build as it was, everything in memory',
-    ['comments', 'export JSON', 'package', 'peak RSS', 'time', 'baseline peak RSS', 'baseline time'],
+    [
+      'comments',
+      'export JSON',
+      'package',
+      'peak RSS',
+      'time',
+      'CPU',
+      'local disk',
+      'baseline peak RSS',
+      'baseline time',
+    ],
     rows,
   );
   const first = measured[0];
@@ -668,8 +681,9 @@ async function packageMemory() {
     console.log(
       `Peak RSS at ${last.comments.toLocaleString('en')}: ${(last.streamed.peakRssBytes / MiB).toFixed(0)} MiB; allowed (1.5 x ${first.comments.toLocaleString('en')} + 64 MiB): ${(allowed / MiB).toFixed(0)} MiB: ${last.streamed.peakRssBytes <= allowed ? 'within' : 'OVER'}`,
     );
+    const cpuPerComment = (entry: typeof first) => entry.streamed.cpuSeconds / entry.comments;
     console.log(
-      `Time per comment at ${last.comments.toLocaleString('en')} over that at ${first.comments.toLocaleString('en')}: ${(perComment(last) / perComment(first)).toFixed(2)}x (1.00 is linear)`,
+      `Per comment at ${last.comments.toLocaleString('en')} over at ${first.comments.toLocaleString('en')}: time ${(perComment(last) / perComment(first)).toFixed(2)}x, CPU ${(cpuPerComment(last) / cpuPerComment(first)).toFixed(2)}x (1.00 is linear)`,
     );
   }
 }

@@ -100,21 +100,23 @@ export function snapshotExportFiles(data: PlatformData, user: UserRecord): Defla
   return EXPORT_FILE_NAMES.map((name) => deflatePieces(name, files[name]()));
 }
 
-/** Pieces of about 1 MiB of a pretty-printed JSON array, its items made one at a time. */
+/**
+ * A pretty-printed JSON array in pieces, its items made a batch at a time: each batch is written by
+ * JSON.stringify itself (as an array, whose brackets are then dropped), so the text is the same as
+ * the whole array's and the indentation costs nothing extra.
+ */
 function* prettyArray<T>(items: readonly T[], toJson: (item: T) => unknown): Generator<string> {
   if (items.length === 0) {
     yield '[]';
     return;
   }
-  let pending = '';
-  for (const [index, item] of items.entries()) {
-    pending += `${index === 0 ? '[' : ','}\n  ${JSON.stringify(toJson(item), null, 2).replaceAll('\n', '\n  ')}`;
-    if (pending.length >= PIECE_CHARS) {
-      yield pending;
-      pending = '';
-    }
+  for (let start = 0; start < items.length; start += BATCH_ITEMS) {
+    const batch = JSON.stringify(items.slice(start, start + BATCH_ITEMS).map(toJson), null, 2);
+    // "[\n  {…},\n  {…}\n]": the items with their indentation, between the brackets' lines.
+    const inner = batch.slice(2, -2);
+    yield `${start === 0 ? '[\n' : ',\n'}${inner}${start + BATCH_ITEMS >= items.length ? '\n]' : ''}`;
   }
-  yield `${pending}\n]`;
 }
 
-const PIECE_CHARS = 1024 * 1024;
+/** Items written per piece: about a megabyte of comment JSON. */
+const BATCH_ITEMS = 1000;
