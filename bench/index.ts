@@ -16,6 +16,9 @@
  *    was (everything in memory) up to BENCH_PACKAGE_BASELINE_MAX comments (default 100,000; the
  *    old build of a million comments needs about 10 GB). The exports are written to disk as
  *    streams first.
+ * 8. `local-package`: local mode's peak RSS for one access request, a light subject's (10
+ *    comments) beside a heavy one's (BENCH_HEAVY_COMMENTS, default 150,000) on the same platform
+ *    state, each in a process of its own.
  *
  * BENCH_AWS_FAULTS=FILE throttles a seeded share of the local AWS calls in 2 and 3, as
  * `svc-dsr local --aws-faults FILE` does (format: docs/emulator.md, "AWS faults in local mode").
@@ -612,6 +615,7 @@ const packageResult = z.object({
   cpuSeconds: z.number(),
   peakRssBytes: z.number(),
   packageBytes: z.number(),
+  scratchPeakBytes: z.number(),
 });
 
 /** BuildPackage's memory and time from 10,000 to 1,000,000 comments, each size in its own process. */
@@ -649,6 +653,8 @@ async function packageMemory() {
         `${mib(streamed.packageBytes)} MiB`,
         `${mib(streamed.peakRssBytes)} MiB`,
         `${streamed.seconds.toFixed(1)} s (${((streamed.seconds / comments) * 1e6).toFixed(0)} µs per comment)`,
+        `${streamed.cpuSeconds.toFixed(1)} s`,
+        `${mib(streamed.scratchPeakBytes)} MiB`,
         baseline === undefined ? 'not run' : `${mib(baseline.peakRssBytes)} MiB`,
         baseline === undefined ? 'not run' : `${baseline.seconds.toFixed(1)} s`,
       ]);
@@ -660,7 +666,17 @@ async function packageMemory() {
   }
   printTable(
     'Subject package (BuildPackage): peak RSS and time per build, each in a process of its own; baseline: the build as it was, everything in memory',
-    ['comments', 'export JSON', 'package', 'peak RSS', 'time', 'baseline peak RSS', 'baseline time'],
+    [
+      'comments',
+      'export JSON',
+      'package',
+      'peak RSS',
+      'time',
+      'CPU',
+      'local disk',
+      'baseline peak RSS',
+      'baseline time',
+    ],
     rows,
   );
   const first = measured[0];
@@ -671,14 +687,62 @@ async function packageMemory() {
     console.log(
       `Peak RSS at ${last.comments.toLocaleString('en')}: ${(last.streamed.peakRssBytes / MiB).toFixed(0)} MiB; allowed (1.5 x ${first.comments.toLocaleString('en')} + 64 MiB): ${(allowed / MiB).toFixed(0)} MiB: ${last.streamed.peakRssBytes <= allowed ? 'within' : 'OVER'}`,
     );
+    const cpuPerComment = (entry: typeof first) => entry.streamed.cpuSeconds / entry.comments;
     console.log(
-      `Time per comment at ${last.comments.toLocaleString('en')} over that at ${first.comments.toLocaleString('en')}: ${(perComment(last) / perComment(first)).toFixed(2)}x (1.00 is linear)`,
+      `Per comment at ${last.comments.toLocaleString('en')} over at ${first.comments.toLocaleString('en')}: time ${(perComment(last) / perComment(first)).toFixed(2)}x, CPU ${(cpuPerComment(last) / cpuPerComment(first)).toFixed(2)}x (1.00 is linear)`,
+    );
+  }
+}
+
+/** Local mode's peak memory for a heavy subject's access request beside a light subject's, same state. */
+async function localPackage() {
+  const heavyComments = countFromEnv('BENCH_HEAVY_COMMENTS', 150_000);
+  const result = z.object({
+    status: z.string(),
+    packageBytes: z.number(),
+    seconds: z.number(),
+    rssBeforeBytes: z.number(),
+    peakRssBytes: z.number(),
+  });
+  const worker = fileURLToPath(new URL('./local-package-worker.ts', import.meta.url));
+  const runs = [];
+  for (const subject of ['light', 'heavy'] as const) {
+    const { stdout } = await run(
+      process.execPath,
+      ['--import', 'tsx', worker, JSON.stringify({ subject, heavyComments })],
+      {
+        maxBuffer: 1024 * 1024,
+        env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+      },
+    );
+    runs.push({ subject, ...result.parse(JSON.parse(stdout.trim().split('\n').pop() ?? '{}')) });
+  }
+  const mib = (bytes: number) => (bytes / MiB).toFixed(0);
+  printTable(
+    `Local mode: one access request, a light subject (10 comments) beside a heavy one (${heavyComments.toLocaleString('en')}), same platform state, each in a process of its own`,
+    ['subject', 'outcome', 'package', 'time', 'RSS once started', 'peak RSS'],
+    runs.map((entry) => [
+      entry.subject,
+      entry.status,
+      `${(entry.packageBytes / 1024).toFixed(0)} KiB`,
+      `${entry.seconds.toFixed(1)} s`,
+      `${mib(entry.rssBeforeBytes)} MiB`,
+      `${mib(entry.peakRssBytes)} MiB`,
+    ]),
+  );
+  const [light, heavy] = runs;
+  if (light !== undefined && heavy !== undefined) {
+    const raised = heavy.peakRssBytes - light.peakRssBytes;
+    console.log(
+      `The heavy subject's request raises the peak by ${mib(raised)} MiB (at most 256 MiB): ${raised <= 256 * MiB ? 'within' : 'OVER'}`,
     );
   }
 }
 
 const only = new Set(
-  (process.env.BENCH_ONLY ?? 'copy,transitions,local,burst,memory,package,package-memory').split(','),
+  (
+    process.env.BENCH_ONLY ?? 'copy,transitions,local,burst,memory,package,package-memory,local-package'
+  ).split(','),
 );
 if (only.has('copy')) {
   const bundles = await bundle();
@@ -694,3 +758,4 @@ if (only.has('burst')) await burst();
 if (only.has('memory')) await memory();
 if (only.has('package')) await subjectPackage();
 if (only.has('package-memory')) await packageMemory();
+if (only.has('local-package')) await localPackage();

@@ -8,7 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -75,6 +75,30 @@ const started = performance.now();
 const cpuBefore = process.cpuUsage();
 const tally = { bytes: 0 };
 const scratch = await mkdtemp(join(tmpdir(), 'svc-dsr-bench-package-'));
+// The most local disk the build used at once (the archive and the sorts' runs), sampled.
+let scratchPeakBytes = 0;
+const sampler = setInterval(() => {
+  void readdir(scratch)
+    .then((names) =>
+      Promise.all(
+        names.map((name) =>
+          stat(join(scratch, name)).then(
+            (s) => s.size,
+            () => 0,
+          ),
+        ),
+      ),
+    )
+    .then(
+      (sizes) => {
+        scratchPeakBytes = Math.max(
+          scratchPeakBytes,
+          sizes.reduce((sum, size) => sum + size, 0),
+        );
+      },
+      () => undefined,
+    );
+}, 250);
 try {
   if (args.mode === 'streamed') {
     // As the step does: the archive to local disk, hashed on the way (the ledger check).
@@ -108,6 +132,7 @@ try {
     await putPackageStream(target, counted(Readable.from([zip]), tally), { fileName: 'bench.zip' });
   }
 } finally {
+  clearInterval(sampler);
   await rm(scratch, { recursive: true, force: true });
   s3.destroy();
 }
@@ -118,5 +143,6 @@ process.stdout.write(
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
     peakRssBytes: process.resourceUsage().maxRSS * 1024,
     packageBytes: tally.bytes,
+    scratchPeakBytes,
   })}\n`,
 );

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { ArnFormat, Duration, RemovalPolicy, type Size, Stack } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kms from 'aws-cdk-lib/aws-kms';
@@ -33,6 +33,8 @@ export interface DsrFunctionProps {
   readonly timeout?: Duration;
   /** @default 512 */
   readonly memorySize?: number;
+  /** Local disk (/tmp) for work that spills out of memory. @default Lambda's 512 MiB */
+  readonly ephemeralStorageSize?: Size;
   /** @default logs.RetentionDays.ONE_YEAR */
   readonly logRetention?: logs.RetentionDays;
   /** Encrypts the function's log group; the key must let CloudWatch Logs use it. @default AWS-owned key */
@@ -112,6 +114,9 @@ export class DsrFunction extends Construct {
       runtime: FUNCTION_RUNTIME,
       architecture: lambda.Architecture.ARM_64,
       memorySize: props.memorySize ?? 512,
+      ...(props.ephemeralStorageSize === undefined
+        ? {}
+        : { ephemeralStorageSize: props.ephemeralStorageSize }),
       timeout: props.timeout ?? Duration.seconds(60),
       tracing: lambda.Tracing.ACTIVE,
       role: this.role,
@@ -208,8 +213,10 @@ export class DsrFunction extends Construct {
               // The archive (its recorded version where the bucket keeps versions), re-hashed as it is read.
               's3:GetObject',
               's3:GetObjectVersion',
+              // The package is uploaded in parts as it is written; a failed upload is aborted.
               's3:PutObject',
               's3:PutObjectTagging',
+              's3:AbortMultipartUpload',
               // A package built for a request cancelled meanwhile is deleted with every version.
               's3:DeleteObject',
               's3:DeleteObjectVersion',

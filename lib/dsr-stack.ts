@@ -7,6 +7,7 @@ import {
   Duration,
   Fn,
   RemovalPolicy,
+  Size,
   Stack,
   type StackProps,
   Tags,
@@ -69,6 +70,12 @@ import type { StackOutputName } from './stack-outputs.ts';
 import { stepTimeout } from './step-timeouts.ts';
 
 const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
+
+/**
+ * BuildPackage's local disk: the archive and the sorts' runs (lambdas/build-package/spill-sort.ts),
+ * about 1.5 KB per comment at the peak, so a subject with a million comments needs about 1.5 GiB.
+ */
+export const PACKAGE_SCRATCH_SIZE = Size.gibibytes(4);
 
 /** The S3 object tag that carries the request type, which the archive lifecycle rules expire by. */
 
@@ -421,7 +428,7 @@ export class DsrStack extends Stack {
     };
     return mapRecord(STEP_DIRECTORIES, (dir, step) => {
       const archives = step === 'ArchiveExport';
-      // Reads every activity page (with retries) and holds the archive and the package in memory.
+      // Reads every activity page (with retries), and sorts the subject's comments on local disk.
       const packages = step === 'BuildPackage';
       const fn = new DsrFunction(this, step, {
         ...defaults,
@@ -435,6 +442,7 @@ export class DsrStack extends Stack {
         // From the step's worst chain of platform calls and retries: a Lambda timeout is not retried.
         timeout: stepTimeout(step),
         memorySize: archives || packages ? 1024 : 512,
+        ...(packages ? { ephemeralStorageSize: PACKAGE_SCRATCH_SIZE } : {}),
       });
       fn.bindLedger(this.ledger, 'steps')
         .bindPlatformGate(this.platformGate, STEP_GATE[step])

@@ -25,7 +25,7 @@ export interface StreamLimits {
   readonly runBytes?: number;
   /** Records held per sort before it goes to disk as a run. @default 20,000 */
   readonly runRecords?: number;
-  /** Runs merged at once. @default 64 */
+  /** Runs merged at once. @default 256 */
   readonly fanIn?: number;
   /** The largest single item of messages.json, likes.json or dislikes.json. @default 8 MiB */
   readonly maxItemBytes?: number;

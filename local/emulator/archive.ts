@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { CommentRecord, PlatformData, UserRecord } from './platform.ts';
-import type { BufferEntry } from './zip.ts';
+import { type DeflatedEntry, deflatePieces } from './zip.ts';
 
 /** The four documented files of an export archive, in the order they are written. */
 export const EXPORT_FILE_NAMES = ['dislikes.json', 'likes.json', 'messages.json', 'profile.json'] as const;
@@ -78,20 +78,49 @@ function profile(data: PlatformData, user: UserRecord): Record<string, unknown> 
 }
 
 /**
- * Builds the archive's JSON files from the user's data as it is now. The export keeps these bytes,
- * so a later change or deletion of the user does not change what the download holds.
+ * Builds the archive's four entries from the user's data as it is now, deflated. The export keeps
+ * these bytes, so a later change or deletion of the user does not change what the download holds.
+ * messages.json is written a comment at a time into the deflater (zip.ts `deflatePieces`): a user
+ * with a hundred thousand comments never has their JSON in memory whole, only its compressed form.
+ * The JSON is what `JSON.stringify(value, null, 2)` writes.
  */
-export function snapshotExportFiles(data: PlatformData, user: UserRecord): BufferEntry[] {
+export function snapshotExportFiles(data: PlatformData, user: UserRecord): DeflatedEntry[] {
   const votes = [...(data.votes.get(user.svcUserId) ?? new Map()).entries()].sort(([a], [b]) =>
     a < b ? -1 : a > b ? 1 : 0,
   );
   const votedWith = (value: string) =>
     votes.filter(([, vote]) => vote === value).map(([commentId]) => commentId);
-  const files: Record<(typeof EXPORT_FILE_NAMES)[number], unknown> = {
-    'dislikes.json': votedWith('dislike'),
-    'likes.json': votedWith('like'),
-    'messages.json': data.commentsBy(user.svcUserId).map((comment) => exportedMessage(data, comment)),
-    'profile.json': profile(data, user),
+  const comments = data.commentsBy(user.svcUserId);
+  const files: Record<(typeof EXPORT_FILE_NAMES)[number], () => Iterable<string>> = {
+    'dislikes.json': () => [JSON.stringify(votedWith('dislike'), null, 2)],
+    'likes.json': () => [JSON.stringify(votedWith('like'), null, 2)],
+    'messages.json': () => prettyArray(comments, (comment) => exportedMessage(data, comment)),
+    'profile.json': () => [JSON.stringify(profile(data, user), null, 2)],
   };
-  return EXPORT_FILE_NAMES.map((name) => ({ name, data: Buffer.from(JSON.stringify(files[name], null, 2)) }));
+  return EXPORT_FILE_NAMES.map((name) => deflatePieces(name, files[name]()));
 }
+
+/**
+ * A pretty-printed JSON array in pieces, its items made a batch at a time: each batch is written by
+ * JSON.stringify itself (as an array, whose brackets are then dropped), so the text is the same as
+ * the whole array's and the indentation costs nothing extra.
+ */
+function* prettyArray<T>(items: readonly T[], toJson: (item: T) => unknown): Generator<string> {
+  if (items.length === 0) {
+    yield '[]';
+    return;
+  }
+  for (let start = 0; start < items.length; start += BATCH_ITEMS) {
+    const batch = JSON.stringify(items.slice(start, start + BATCH_ITEMS).map(toJson), null, 2);
+    // "[\n  {…},\n  {…}\n]": the items with their indentation, between the brackets' lines.
+    const inner = batch.slice(2, -2);
+    yield `${start === 0 ? '[\n' : ',\n'}${inner}${start + BATCH_ITEMS >= items.length ? '\n]' : ''}`;
+  }
+}
+
+/**
+ * Items written per piece: about 100 KB of comment JSON, so each piece and its copies stay small
+ * enough for V8 to collect at once (larger strings go to its large-object space, which only a full
+ * collection frees); deflating pieces apart costs about 2% of the ratio.
+ */
+const BATCH_ITEMS = 100;

@@ -9,7 +9,7 @@ import type { ExportIdShape, ResolvedFaults } from './faults.ts';
 import type { PlatformData, UserRecord } from './platform.ts';
 import { pseudoRandomBytes, type Random } from './prng.ts';
 import type { ExportSnapshot } from './snapshot-schema.ts';
-import { type DeflatedEntry, deflateEntry, exactSize, planZip, type ZipPlan } from './zip.ts';
+import { type DeflatedEntry, exactSize, planZip, type ZipPlan } from './zip.ts';
 
 export type ExportOutcome = 'completed' | 'failed';
 
@@ -96,7 +96,7 @@ export class ExportBook {
     const publicId = shape === 'bare_string' ? `exp_${number.toString(36).padStart(6, '0')}` : String(number);
     const paddingBytes = faults.export_padding_bytes;
     const paddingSeed = faults.seed;
-    const files = snapshotExportFiles(data, user).map(deflateEntry);
+    const files = snapshotExportFiles(data, user);
     // A scripted outcome (export_outcomes[n-1] for the n-th export) wins over the failure rate.
     const scripted = faults.export_outcomes[number - 1];
     const failed =

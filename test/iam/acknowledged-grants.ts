@@ -136,6 +136,11 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
   })),
   {
     role: 'BuildPackage',
+    action: 's3:AbortMultipartUpload',
+    reason: 'aborts the multipart upload of a package whose build fails midway',
+  },
+  {
+    role: 'BuildPackage',
     action: 's3:GetObjectVersion',
     reason:
       "reads the archive version the ledger recorded; the proof's local S3 keeps no versions, so its reads name none",

@@ -455,6 +455,14 @@ describe('functions', () => {
       else if (step !== undefined) expect(fn.Timeout).toBeLessThan(900);
     }
   });
+
+  it('gives BuildPackage 4 GiB of local disk for its sorts, and no other function more than the default', () => {
+    for (const [, fn] of functions) {
+      if (fn.Environment?.Variables?.DSR_STEP === 'BuildPackage') {
+        expect(fn.EphemeralStorage).toEqual({ Size: 4096 });
+      } else expect(fn.EphemeralStorage).toBeUndefined();
+    }
+  });
 });
 
 describe('IAM', () => {
@@ -511,9 +519,10 @@ describe('IAM', () => {
     for (const { statement } of archiveWriters) {
       expect(statement.Resource).toEqual({ 'Fn::Join': ['', [getAtt(archiveBucket), '/exports/*']] });
     }
-    // The package step reads the archive's recorded version and puts its package; it never uploads in parts.
+    // The package step reads the archive's recorded version and uploads its package in parts.
     expect(actionsOf(archiveWriters[1]?.statement).sort()).toEqual(
       [
+        's3:AbortMultipartUpload',
         's3:DeleteObject',
         's3:DeleteObjectVersion',
         's3:GetObject',
