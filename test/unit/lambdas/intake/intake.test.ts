@@ -315,16 +315,7 @@ describe('intakeMessage verification gate', () => {
     expect(await ledger.require(requestId)).toMatchObject({ status: 'rejected' });
   });
 
-  it.each([
-    'none',
-    'NONE',
-    ' unverified ',
-    ' ',
-    'n\u043ene',
-    'n\u03bfne',
-    'none\u200d',
-    'Un-Verified',
-  ])(
+  it.each(['none', 'NONE', ' unverified ', ' ', 'n\u043ene', 'n\u03bfne', 'none\u200d', 'Un-Verified'])(
     'denies a request verified by "%s" as identity_not_verified: recorded, closed in the audit trail, never run',
     async (method) => {
       const requestId = randomUUID();
