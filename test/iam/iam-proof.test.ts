@@ -80,7 +80,7 @@ let calls: RecordedCall[];
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'svc-dsr-iam-'));
   calls = await observeCalls(dataDir);
-}, 180_000);
+}, 600_000);
 afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
