@@ -59,7 +59,6 @@ function deploymentOf(templateJson: Record<string, unknown>): Deployment {
     [LOCAL_NAMES.intakeQueue, queueName(outputs.IntakeQueueUrl)],
     [LOCAL_NAMES.quarantineQueue, queueName(outputs.QuarantineQueueUrl)],
     [LOCAL_NAMES.intakeDeadLetterQueue, queueName(outputs.IntakeDeadLetterQueueUrl)],
-    [LOCAL_NAMES.exportWaitersQueue, model.name(logicalId(stack.exportWaitersQueue))],
     [LOCAL_STATE_MACHINE_ARN, outputs.StateMachineArn ?? ''],
     [LOCAL_SECRET_IDS.ssoAccessToken, outputs.SsoTokenSecretArn ?? ''],
     [LOCAL_SECRET_IDS.exportToken, outputs.ExportTokenSecretArn ?? ''],
