@@ -61,7 +61,8 @@ export function serviceAuthorisations(model: TemplateModel): Authorisation[] {
         operation: 'UpdateItem',
         action: 'dynamodb:UpdateItem',
         resource: { kind: 'dynamodb-table', table: name } as const,
-        reason: 'a Task state (aws-sdk:dynamodb:updateItem.waitForTaskToken) writes an export-slot waiter its token',
+        reason:
+          'a Task state (aws-sdk:dynamodb:updateItem.waitForTaskToken) writes an export-slot waiter its token',
         keyReason: "DynamoDB uses the table key for the state machine's write",
       })),
     ];
