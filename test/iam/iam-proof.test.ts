@@ -161,6 +161,13 @@ describe('the IAM proof, proven', () => {
       names: /StepFunctions.* kms:GenerateDataKey on arn:aws:kms:/,
     },
     {
+      grant: "the state machine role's UpdateItem of the export-slot waiters",
+      from: (id) =>
+        id === policyIdOf(stack.workflow.stateMachine.role.node.tryFindChild('DefaultPolicy') as iam.Policy),
+      action: 'dynamodb:UpdateItem',
+      names: /StepFunctions.* dynamodb:UpdateItem on arn:aws:dynamodb:.*PlatformGate/,
+    },
+    {
       grant: "the intake event source's decrypt",
       from: (id) => id === policyIdOf(stack.functions.Intake.policy),
       action: 'kms:Decrypt',
