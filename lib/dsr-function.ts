@@ -13,6 +13,7 @@ import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
 import { MANIFEST_PREFIX } from '../lambdas/shared/audit-manifest.ts';
+import { WAITERS_INDEX } from '../lambdas/shared/export-waiters.ts';
 import { OPEN_DUE_INDEX } from '../lambdas/shared/ledger/index.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { acknowledge, nagArn } from './nag.ts';
@@ -191,6 +192,8 @@ export class DsrFunction extends Construct {
     const actions = [
       ...(use.admits || use.reads || use.wakes ? ['dynamodb:GetItem'] : []),
       ...(use.admits || use.slots ? ['dynamodb:UpdateItem'] : []),
+      // A request that takes a slot leaves the export-slot waiters (its waiter item).
+      ...(use.slots ? ['dynamodb:DeleteItem'] : []),
     ];
     if (actions.length > 0) this.#allow(actions, [table.tableArn]);
     return this;
@@ -326,19 +329,20 @@ export class DsrFunction extends Construct {
   }
 
   /**
-   * EXPORT_WAITERS_QUEUE_URL: the function wakes a request waiting for an export slot when it
-   * gives one back. It takes the waiter's message and answers its task token with SendTaskSuccess,
-   * an action IAM scopes by no resource: the token itself is the capability.
+   * EXPORT_WAITERS_INDEX: the function wakes a request waiting for an export slot when it gives
+   * one back. It reads the oldest waiters from the gate table's index, deletes the items of those
+   * it answered or found abandoned, and answers a task token with SendTaskSuccess, an action IAM
+   * scopes by no resource: the token itself is the capability.
    */
-  bindExportWaiters(queue: sqs.IQueue): this {
-    this.bindEnvironment('EXPORT_WAITERS_QUEUE_URL', queue.queueUrl);
-    this.#allow(['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility'], [queue.queueArn]);
-    this.#allowKey(queue.encryptionMasterKey, ['kms:Decrypt'], 'sqs');
+  bindExportWaiters(gateTable: dynamodb.ITable): this {
+    this.bindEnvironment('EXPORT_WAITERS_INDEX', WAITERS_INDEX);
+    this.#allow(['dynamodb:Query'], [`${gateTable.tableArn}/index/${WAITERS_INDEX}`]);
+    this.#allow(['dynamodb:DeleteItem'], [gateTable.tableArn]);
     this.#allow(['states:SendTaskSuccess'], ['*']);
     acknowledge(
       this.policy,
       'AwsSolutions-IAM5',
-      'states:SendTaskSuccess has no resource type in IAM; it answers only the task tokens read from the export-slot waiters queue',
+      'states:SendTaskSuccess has no resource type in IAM; it answers only the task tokens read from the export-slot waiters in the gate table',
       ['Resource::*'],
     );
     return this;

@@ -32,6 +32,11 @@ import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
 import { MANIFEST_PREFIX } from '../lambdas/shared/audit-manifest.ts';
 import {
+  WAITERS_INDEX,
+  WAITERS_QUEUE_ATTRIBUTE,
+  WAITERS_SINCE_ATTRIBUTE,
+} from '../lambdas/shared/export-waiters.ts';
+import {
   LEGACY_STATUS_DUE_INDEX,
   OPEN_DUE_INDEX,
   OPEN_INDEX_ATTRIBUTES,
@@ -104,12 +109,13 @@ export class DsrStack extends Stack {
   readonly intakeQueue: sqs.Queue;
   readonly intakeDeadLetterQueue: sqs.Queue;
   readonly quarantineQueue: sqs.Queue;
-  /** Task tokens of requests waiting for an export slot; the steps that give a slot back wake one. */
-  readonly exportWaitersQueue: sqs.Queue;
   /** Where the status-events source leaves the batches of ledger changes it could not publish. */
   readonly statusEventsFailureQueue: sqs.Queue;
   readonly ledger: dynamodb.Table;
-  /** The platform gate's state: the shared rate limit, the circuit and the export slots. */
+  /**
+   * The platform gate's state: the shared rate limit, the circuit, the export slots and the
+   * requests waiting for one (oldest first, through its waiters index).
+   */
   readonly platformGate: dynamodb.Table;
   readonly archiveBucket: s3.Bucket;
   readonly auditBucket: s3.Bucket;
@@ -142,7 +148,6 @@ export class DsrStack extends Stack {
     this.intakeDeadLetterQueue = queues.deadLetter;
     this.quarantineQueue = queues.quarantine;
     this.intakeQueue = queues.intake;
-    this.exportWaitersQueue = queues.exportWaiters;
     this.statusEventsFailureQueue = queues.statusEventsFailures;
     const tables = this.#tables(config);
     this.ledger = tables.ledger;
@@ -205,14 +210,13 @@ export class DsrStack extends Stack {
   }
 
   /**
-   * The intake queue, its dead-letter queue, the quarantine queue and the export-slot waiters'
+   * The intake queue, its dead-letter queue, the quarantine queue and the status events' failure
    * queue, encrypted with the data key.
    */
   #queues(): {
     intake: sqs.Queue;
     deadLetter: sqs.Queue;
     quarantine: sqs.Queue;
-    exportWaiters: sqs.Queue;
     statusEventsFailures: sqs.Queue;
   } {
     const queueDefaults = {
@@ -238,16 +242,6 @@ export class DsrStack extends Stack {
       visibilityTimeout: Duration.minutes(6),
       deadLetterQueue: { queue: deadLetter, maxReceiveCount: 5 },
     });
-    // A waiter waits an hour at most (step-handler.ts), so its message is of no use after that.
-    const exportWaiters = new sqs.Queue(this, 'ExportWaitersQueue', {
-      ...queueDefaults,
-      retentionPeriod: Duration.hours(2),
-    });
-    acknowledge(
-      exportWaiters,
-      'AwsSolutions-SQS3',
-      'Its messages are wake-up calls for executions that wait for an export slot with a timeout: one that cannot be read is deleted by its reader, and one lost costs its waiter the rest of its timeout, never the request',
-    );
     // What the status-events source gives up on (a batch that failed every retry, or records older
     // than a day): each message names the shard and sequence numbers, never the records. Alarmed.
     const statusEventsFailures = new sqs.Queue(this, 'StatusEventsFailureQueue', {
@@ -259,7 +253,7 @@ export class DsrStack extends Stack {
       'AwsSolutions-SQS3',
       'It is itself the failure destination of the status-events stream source; operators read it, nothing consumes it automatically, and it is alarmed',
     );
-    return { intake, deadLetter, quarantine, exportWaiters, statusEventsFailures };
+    return { intake, deadLetter, quarantine, statusEventsFailures };
   }
 
   /** The ledger, with its open-requests index, and the platform gate's table. */
@@ -276,9 +270,10 @@ export class DsrStack extends Stack {
       stream: dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
     });
     // Load control shared by every step (lambdas/shared/platform-gate.ts): two small items that
-    // change on every platform call. They hold request ids (the export slots) and times, nothing
-    // about a subject, so DynamoDB's own encryption does; losing them loses nothing but the pace,
-    // so no backup and no retention.
+    // change on every platform call, and an item per request waiting for an export slot. They hold
+    // request ids, task tokens and times, nothing about a subject, so DynamoDB's own encryption
+    // does; losing them loses nothing but the pace and the waiters' order, so no backup and no
+    // retention.
     const gate = new dynamodb.Table(this, 'PlatformGate', {
       partitionKey: { name: GATE_KEY, type: dynamodb.AttributeType.STRING },
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
@@ -288,8 +283,16 @@ export class DsrStack extends Stack {
     acknowledge(
       gate,
       'AwsSolutions-DDB3',
-      'The platform gate holds only the live pace of platform calls and who holds an export slot; a restore would bring back stale slots, so it has no point-in-time recovery',
+      'The platform gate holds only the live pace of platform calls, who holds an export slot and who waits for one; a restore would bring back stale slots and waiters, so it has no point-in-time recovery',
     );
+    // The requests waiting for an export slot, oldest first and complete (export-waiters.ts): a
+    // freed slot goes to the one that has waited longest.
+    gate.addGlobalSecondaryIndex({
+      indexName: WAITERS_INDEX,
+      partitionKey: { name: WAITERS_QUEUE_ATTRIBUTE, type: dynamodb.AttributeType.STRING },
+      sortKey: { name: WAITERS_SINCE_ATTRIBUTE, type: dynamodb.AttributeType.NUMBER },
+      projectionType: dynamodb.ProjectionType.ALL,
+    });
     // Open requests only (the key is set while a request is owed an answer), sharded so that a
     // mass drop with one status and one due date lands on many partitions.
     ledger.addGlobalSecondaryIndex({
@@ -449,7 +452,7 @@ export class DsrStack extends Stack {
         .bindAuditBucket(this.auditBucket)
         .bindSecret('auditHmacKey', this.secrets.auditHmacKey, secretKey);
       for (const token of STEP_TOKENS[step]) fn.bindSecret(token, this.secrets[token], secretKey);
-      if (STEP_GATE[step].wakes) fn.bindExportWaiters(this.exportWaitersQueue);
+      if (STEP_GATE[step].wakes) fn.bindExportWaiters(this.platformGate);
       if (archives) fn.bindArchiveBucket(this.archiveBucket, 'write');
       else if (step === 'BuildPackage') {
         fn.bindArchiveBucket(this.archiveBucket, 'package');
@@ -490,7 +493,7 @@ export class DsrStack extends Stack {
       executionTimeout: Duration.seconds(config.pollBudgetSeconds).plus(Duration.days(1)),
       retryHorizon: Duration.hours(config.retryHorizonHours),
       ledger: this.ledger,
-      exportWaiters: this.exportWaitersQueue,
+      exportWaiters: this.platformGate,
       logDestination: workflowLogs,
       encryptionKey: this.key,
       tracing: true,
@@ -580,7 +583,7 @@ export class DsrStack extends Stack {
       .bindLedger(this.ledger, 'reconciler')
       .bindAuditBucket(this.auditBucket)
       .bindPlatformGate(this.platformGate, { admits: false, slots: true, wakes: true, reads: true })
-      .bindExportWaiters(this.exportWaitersQueue)
+      .bindExportWaiters(this.platformGate)
       .bindStateMachine(this.workflow.stateMachine, 'reconcile', this.key);
     new events.Rule(this, 'ReconcilerSchedule', {
       description: 'svc-dsr: resumes open requests that no execution is running',

@@ -4,7 +4,6 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as logs from 'aws-cdk-lib/aws-logs';
-import * as sqs from 'aws-cdk-lib/aws-sqs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
@@ -15,7 +14,8 @@ import {
   NO_DATA_ERRORS,
   RETRYABLE_ERRORS,
 } from '../lambdas/shared/errors.ts';
-import { PLATFORM_WAIT_SUFFIX } from '../lambdas/shared/platform-gate.ts';
+import { WAITER_KEY_PREFIX, WAITERS_SINCE_ATTRIBUTE } from '../lambdas/shared/export-waiters.ts';
+import { GATE_KEY, PLATFORM_WAIT_SUFFIX } from '../lambdas/shared/platform-gate.ts';
 import type { StepName } from '../lambdas/steps.ts';
 import { acknowledge, nagArn } from './nag.ts';
 
@@ -46,11 +46,12 @@ export interface DsrWorkflowProps {
    */
   readonly retryHorizon?: Duration;
   /**
-   * The queue of requests waiting for an export slot (lambdas/shared/export-waiters.ts): a wait
-   * for a slot sends its task token there and ends as soon as a step that gives a slot back
-   * answers it, or at the end of its backoff. @default a plain Wait for the whole backoff
+   * The platform gate's table, which holds the requests waiting for an export slot
+   * (lambdas/shared/export-waiters.ts): a wait for a slot writes its task token into the request's
+   * waiter item and ends as soon as a step that gives a slot back answers it, or at the end of its
+   * backoff. @default a plain Wait for the whole backoff
    */
-  readonly exportWaiters?: sqs.IQueue;
+  readonly exportWaiters?: dynamodb.ITable;
 }
 
 /** First wait, growth and longest wait of the transient Retry; its attempts come from the horizon. */
@@ -117,7 +118,7 @@ export class DsrWorkflow extends Construct {
   readonly #transientRetry: sfn.RetryProps;
   /** Where every task that fails for good goes: the failure is recorded in the ledger. */
   readonly #recordFailure: tasks.LambdaInvoke;
-  readonly #exportWaiters: sqs.IQueue | undefined;
+  readonly #exportWaiters: dynamodb.ITable | undefined;
 
   constructor(scope: Construct, id: string, props: DsrWorkflowProps) {
     super(scope, id);
@@ -127,7 +128,6 @@ export class DsrWorkflow extends Construct {
     this.#recordFailure = this.#failurePath(props.ledger);
     this.stateMachine = this.#createStateMachine(props, this.#definition());
     this.#grantLedgerKey(props.ledger);
-    this.#grantWaitersKey();
     this.#acknowledgeWildcards(props);
   }
 
@@ -278,29 +278,41 @@ export class DsrWorkflow extends Construct {
 
   /**
    * The state after StartExport: like {@link #admitted}, except that a wait for an export slot
-   * sends its request id and task token to the waiters' queue and waits for the token, for at most
-   * the backoff the step asked. A step that gives a slot back hands it to the oldest waiter and
-   * answers its token, and that execution starts its export at once with the slot held for it. A
-   * wait nobody answers times out into StartExport, as the Wait would end; one whose message cannot
-   * be sent falls back to the Wait.
+   * writes its task token and its backoff into the request's waiter item in the gate table (which
+   * StartExport wrote when it found no slot, with when the request first began to wait) and waits
+   * for the token, for at most the backoff the step asked. A step that gives a slot back hands it
+   * to the request that has waited longest and answers its token, and that execution starts its
+   * export at once with the slot held for it. A wait nobody answers times out into StartExport, as
+   * the Wait would end; one whose item cannot be written falls back to the Wait.
    */
   #exportAdmitted(startExport: sfn.IChainable, next: sfn.IChainable) {
     const { condition, wait } = this.#platformWaited('StartExport', startExport, '$.export');
     const admitted = new sfn.Choice(this, 'StartExportAdmitted?');
     if (this.#exportWaiters !== undefined) {
-      const slotWait = new tasks.SqsSendMessage(this, 'StartExportWaitsForSlot', {
-        // The queue without its key: the task would grant the key's use with no condition; the
-        // role gets it only through SQS, for this queue (#grantWaitersKey).
-        queue: sqs.Queue.fromQueueAttributes(this, 'ExportWaiters', {
-          queueArn: this.#exportWaiters.queueArn,
-          queueUrl: this.#exportWaiters.queueUrl,
-        }),
+      const slotWait = new tasks.CallAwsService(this, 'StartExportWaitsForSlot', {
+        service: 'dynamodb',
+        action: 'updateItem',
+        iamAction: 'dynamodb:UpdateItem',
+        iamResources: [this.#exportWaiters.tableArn],
         integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-        messageBody: sfn.TaskInput.fromObject({
-          token: sfn.JsonPath.taskToken,
-          request_id: sfn.JsonPath.stringAt('$.request_id'),
-          wait_seconds: sfn.JsonPath.numberAt('$.export.platform_wait.seconds'),
-        }),
+        parameters: {
+          TableName: this.#exportWaiters.tableName,
+          Key: {
+            [GATE_KEY]: {
+              S: sfn.JsonPath.format(`${WAITER_KEY_PREFIX}{}`, sfn.JsonPath.stringAt('$.request_id')),
+            },
+          },
+          UpdateExpression: 'SET #token = :token, wait_seconds = :wait',
+          // Only the item StartExport wrote: without it (its write failed) the wait is a plain one.
+          ConditionExpression: 'attribute_exists(#since)',
+          ExpressionAttributeNames: { '#token': 'token', '#since': WAITERS_SINCE_ATTRIBUTE },
+          ExpressionAttributeValues: {
+            ':token': { S: sfn.JsonPath.taskToken },
+            ':wait': {
+              N: sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt('$.export.platform_wait.seconds')),
+            },
+          },
+        },
         taskTimeout: sfn.Timeout.at('$.export.platform_wait.seconds'),
         resultPath: sfn.JsonPath.DISCARD,
       });
@@ -449,24 +461,6 @@ export class DsrWorkflow extends Construct {
   }
 
   /** DynamoDB uses the ledger's key for the state machine's own write, as for the functions'. */
-  /** The waiters' queue key, for the slot waits' messages: only through SQS, only for that queue. */
-  #grantWaitersKey(): void {
-    const queue = this.#exportWaiters;
-    if (queue?.encryptionMasterKey === undefined) return;
-    this.stateMachine.addToRolePolicy(
-      new iam.PolicyStatement({
-        actions: ['kms:GenerateDataKey', 'kms:Decrypt'],
-        resources: [queue.encryptionMasterKey.keyArn],
-        conditions: {
-          StringEquals: {
-            'kms:ViaService': `sqs.${Stack.of(this).region}.amazonaws.com`,
-            'kms:EncryptionContext:aws:sqs:arn': queue.queueArn,
-          },
-        },
-      }),
-    );
-  }
-
   #grantLedgerKey(ledger: dynamodb.ITable): void {
     const ledgerKey = ledger.encryptionKey;
     if (ledgerKey === undefined) return;

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { DEFAULT_TIME_ZONE, isTimeZone } from './deadlines.ts';
 import { DEFAULTS } from './defaults.ts';
 import { ConfigurationError } from './errors.ts';
+import { WAITERS_INDEX } from './export-waiters.ts';
 import { VERIFICATION_POLICY_ENV, verificationPolicyEnvSchema } from './verification.ts';
 
 const csv = z
@@ -54,10 +55,10 @@ export const gateEnvSchema = z.object({
     .max(60)
     .default(DEFAULTS.platformMaxSleepSeconds),
   /**
-   * The queue of requests waiting for an export slot (export-waiters.ts): set for the functions
-   * that give slots back, which wake one waiter per slot.
+   * The gate table's index of requests waiting for an export slot (export-waiters.ts): set for
+   * the functions that give slots back, which hand each slot to the oldest waiter and wake it.
    */
-  EXPORT_WAITERS_QUEUE_URL: z.url().optional(),
+  EXPORT_WAITERS_INDEX: z.literal(WAITERS_INDEX).optional(),
 });
 export type GateEnv = z.infer<typeof gateEnvSchema>;
 

@@ -3,7 +3,7 @@ import { type DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
 import { errorName, PlatformCapacityError, PlatformOutageError } from './errors.ts';
-import type { ExportWaiters } from './export-waiters.ts';
+import { type ExportWaiters, forgetWaiter, recordWaiter } from './export-waiters.ts';
 
 /**
  * The platform's load control, shared by every Lambda through one small DynamoDB table:
@@ -67,7 +67,10 @@ export const LONGEST_RATE_WAIT_SECONDS = 900;
  * little. A counter further ahead is foreign (a hand edit, another unit) and starts again from now.
  */
 const FOREIGN_SLOT_MS = 120_000;
-/** Waiters a freed slot may go to in turn (each after the last one's execution had ended). */
+/**
+ * Waiters a freed slot may be offered to in turn (each after the last one's execution had ended,
+ * or it held a slot already).
+ */
 const MAX_HANDOVERS = 3;
 /** Versioned circuit writes lost to another caller before giving up on this one. */
 const MAX_CONFLICTS = 8;
@@ -314,7 +317,8 @@ export class PlatformGate {
 
   /**
    * Takes an export slot for the request (a slot it already holds is kept); throws
-   * PlatformCapacityError (`exports`) when every slot is taken.
+   * PlatformCapacityError (`exports`) when every slot is taken, after recording the request among
+   * the waiters (export-waiters.ts), where it keeps the place of its first wait.
    */
   async acquireExport(requestId: string): Promise<void> {
     const update = () =>
@@ -334,6 +338,7 @@ export class PlatformGate {
       await update();
     } catch (error) {
       if (errorName(error) === 'ConditionalCheckFailedException') {
+        await this.#waiterWrite(() => recordWaiter(this.#dynamo, this.#table, requestId, this.#now()));
         // The wait itself is the step handler's: it grows with the request's waits so far.
         throw new PlatformCapacityError('exports', 1);
       }
@@ -348,14 +353,32 @@ export class PlatformGate {
         }),
       );
       await this.acquireExport(requestId);
+      return;
+    }
+    // It holds a slot: it waits no more, and leaves the waiters.
+    await this.#waiterWrite(() => forgetWaiter(this.#dynamo, this.#table, requestId));
+  }
+
+  /**
+   * A write of the request's waiter item. One that fails costs the request its place in the
+   * order (its wait then falls back to a plain Wait, or its item is dropped as abandoned later),
+   * never the slot decision, so it is logged and not thrown.
+   */
+  async #waiterWrite(write: () => Promise<void>): Promise<void> {
+    try {
+      await write();
+    } catch (error) {
+      this.#logger?.warn('an export-slot waiter item could not be written', {
+        error: errorName(error) ?? 'unknown',
+      });
     }
   }
 
   /**
    * Gives the request's export slot back; nothing when it holds none. With requests waiting for a
-   * slot, the slot goes to the oldest of them instead, moved in one write so that no request that
-   * did not wait can take it on the way, and that request's execution is woken. A waiter whose
-   * execution has ended passes it on to the next.
+   * slot, the slot goes to the one that has waited longest instead, moved in one write so that no
+   * request that did not wait can take it on the way, and that request's execution is woken. A
+   * waiter whose execution has ended passes it on to the next.
    */
   async releaseExport(requestId: string): Promise<void> {
     if (this.#waiters === undefined) {
@@ -366,15 +389,18 @@ export class PlatformGate {
     // request itself takes its slot, so one not held now has nothing to give back.
     if (!(await this.#holds(requestId))) return;
     let holder = requestId;
-    for (let handovers = 0; handovers < MAX_HANDOVERS; handovers++) {
-      const waiter = await this.#waiters.take();
+    const passed = new Set([requestId]);
+    for (let tries = 0; tries < MAX_HANDOVERS; tries++) {
+      const waiter = await this.#waiters.take(passed);
       if (waiter === undefined) break;
+      passed.add(waiter.requestId);
       if (!(await this.#handOver(holder, waiter.requestId))) {
-        // The waiter holds a slot already (or the holder's was given back meanwhile): give back
-        // what there is, and wake the waiter to go on with what it has or try for one.
-        await this.#remove(holder);
+        // Given back meanwhile (a release run twice at once): nothing left to give.
+        if (!(await this.#holds(holder))) return;
+        // The waiter holds a slot already (handed to it by another release, or taken as the
+        // index had not yet caught up): wake it to use it, and try the next for this one.
         await waiter.answer();
-        return;
+        continue;
       }
       if ((await waiter.answer()) !== 'ended') return;
       // Its execution has ended, so it will never use the slot: on to the next waiter.

@@ -7,7 +7,6 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { SendTaskSuccessCommand, SFNClient } from '@aws-sdk/client-sfn';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import { packageSettingsFromEnv } from '../build-package/settings.ts';
 import { copyExportToS3, putPackageStream, readVerifiedStream, verifyCopy } from './archive/index.ts';
 import { REQUEST_TYPE_TAG } from './archive-tags.ts';
@@ -212,18 +211,17 @@ export function platformGate(
 }
 
 /**
- * The export-slot waiters of a function in AWS Lambda, when the stack gave it their queue: SQS to
- * take a waiter's message, Step Functions to answer its token.
+ * The export-slot waiters of a function in AWS Lambda, when the stack lets it wake them: the gate
+ * table's index to find the oldest, Step Functions to answer its token.
  */
-export function lambdaExportWaiters(env: GateEnv, logger: StepLogger): ExportWaiters | undefined {
-  if (env.EXPORT_WAITERS_QUEUE_URL === undefined) return undefined;
+export function lambdaExportWaiters(
+  env: GateEnv,
+  logger: StepLogger,
+  dynamo: DynamoDBClient = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE)),
+): ExportWaiters | undefined {
+  if (env.EXPORT_WAITERS_INDEX === undefined) return undefined;
   const sfn = prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE));
-  return new ExportWaiters(
-    prepareSdkClient(new SQSClient(CACHED_MIDDLEWARE)),
-    env.EXPORT_WAITERS_QUEUE_URL,
-    sfnTaskSuccess(sfn),
-    { logger },
-  );
+  return new ExportWaiters(dynamo, env.GATE_TABLE_NAME, sfnTaskSuccess(sfn), { logger });
 }
 
 /** SendTaskSuccess with an empty output: the waiter only needs to know that it may go. */
@@ -270,13 +268,14 @@ export function lambdaStepDeps(): StepDeps {
   if (lambdaDeps === undefined) {
     const env = parseEnv(stepEnvSchema, process.env);
     const logger = functionLogger();
-    const exportWaiters = lambdaExportWaiters(env, logger);
+    const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
+    const exportWaiters = lambdaExportWaiters(env, logger, dynamo);
     lambdaDeps = buildStepDeps(
       env,
       {
         s3: prepareSdkClient(new S3Client({})),
         auditS3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
-        dynamo: prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE)),
+        dynamo,
         ...(exportWaiters ? { exportWaiters } : {}),
       },
       functionSecretsFromEnv(process.env),

@@ -11,6 +11,7 @@ import {
   waitUntilTableNotExists,
 } from '@aws-sdk/client-dynamodb';
 import { z } from 'zod';
+import { WAITERS_INDEX, WAITERS_QUEUE_ATTRIBUTE, WAITERS_SINCE_ATTRIBUTE } from '#shared/export-waiters';
 import {
   OPEN_DUE_INDEX,
   OPEN_INDEX_ATTRIBUTES,
@@ -120,20 +121,58 @@ const statusSchema = z.enum(STATUSES);
 
 /**
  * Creates the platform gate's table (lambdas/shared/platform-gate.ts) as the stack does: one string
- * key, no index. The gate's state is real time only; a table kept from an earlier run is reused.
+ * key, and the index of export-slot waiters (export-waiters.ts), oldest first. A table kept from an
+ * earlier run is reused; one from before the index is made again with its items (dynalite cannot
+ * add an index to a table), which hold only the live pace and the slots' holders.
  */
 export async function createGateTable(client: DynamoDBClient, tableName: string): Promise<void> {
+  const current = await describe(client, tableName);
+  if (current?.GlobalSecondaryIndexes?.some((index) => index.IndexName === WAITERS_INDEX)) return;
+  const items: Record<string, AttributeValue>[] = [];
+  if (current !== undefined) {
+    let cursor: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await client.send(
+        new ScanCommand({
+          TableName: tableName,
+          ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
+        }),
+      );
+      items.push(...(page.Items ?? []));
+      cursor = page.LastEvaluatedKey;
+    } while (cursor !== undefined);
+    await client.send(new DeleteTableCommand({ TableName: tableName }));
+    await waitUntilTableNotExists(
+      { client, maxWaitTime: 30, minDelay: 1, maxDelay: 1 },
+      { TableName: tableName },
+    );
+  }
   try {
     await client.send(
       new CreateTableCommand({
         TableName: tableName,
         BillingMode: 'PAY_PER_REQUEST',
-        AttributeDefinitions: [{ AttributeName: GATE_KEY, AttributeType: 'S' }],
+        AttributeDefinitions: [
+          { AttributeName: GATE_KEY, AttributeType: 'S' },
+          { AttributeName: WAITERS_QUEUE_ATTRIBUTE, AttributeType: 'S' },
+          { AttributeName: WAITERS_SINCE_ATTRIBUTE, AttributeType: 'N' },
+        ],
         KeySchema: [{ AttributeName: GATE_KEY, KeyType: 'HASH' }],
+        GlobalSecondaryIndexes: [
+          {
+            IndexName: WAITERS_INDEX,
+            KeySchema: [
+              { AttributeName: WAITERS_QUEUE_ATTRIBUTE, KeyType: 'HASH' },
+              { AttributeName: WAITERS_SINCE_ATTRIBUTE, KeyType: 'RANGE' },
+            ],
+            Projection: { ProjectionType: 'ALL' },
+          },
+        ],
       }),
     );
   } catch (error) {
     if (!(error instanceof Error && error.name === 'ResourceInUseException')) throw error;
   }
   await waitUntilTableExists({ client, maxWaitTime: 30, minDelay: 1, maxDelay: 1 }, { TableName: tableName });
+  for (const item of items) await client.send(new PutItemCommand({ TableName: tableName, Item: item }));
 }

@@ -1,12 +1,12 @@
 /**
  * The state machine's direct service integrations, against the local stand-ins: DynamoDB UpdateItem
- * (the ledger write of the failure path) and SQS SendMessage (the export-slot waiters' queue).
- * Errors carry the names Step Functions gives them (`DynamoDB.<exception>`, `SQS.<exception>`),
+ * (the ledger write of the failure path) and the AWS SDK's DynamoDB UpdateItem (an export-slot
+ * waiter's token, in the gate table). Errors carry the names Step Functions gives them
+ * (`DynamoDB.<exception>`, `DynamoDb.<exception>`),
  * so Retry and Catch match as in AWS. The calls are the state machine's, which the IAM proof
  * derives from the definition; they run as the local runtime.
  */
 import { type AttributeValue, type DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import { CALLERS, runAsCaller } from '#shared/call-recorder';
 import type { LocalIntegration } from './sfn-runner.ts';
@@ -70,60 +70,49 @@ export function dynamoUpdateItem(
   };
 }
 
-/** The resource of Step Functions' SQS SendMessage integration. */
-export const SQS_SEND_MESSAGE = 'arn:aws:states:::sqs:sendMessage';
-
-const sendMessageParametersSchema = z.looseObject({
-  QueueUrl: z.string().min(1),
-  MessageBody: z.unknown().refine((body) => body !== undefined, 'MessageBody is required'),
-  DelaySeconds: z.number().int().min(0).max(900).optional(),
-});
+/** The resource of Step Functions' AWS SDK integration for DynamoDB UpdateItem (without `.waitForTaskToken`). */
+export const SDK_DYNAMODB_UPDATE_ITEM = 'arn:aws:states:::aws-sdk:dynamodb:updateItem';
 
 /**
- * The state machine's SendMessage: a template queue (a Ref, its logical id once resolved) is the
- * local queue `queueUrls` gives for its construct id (the logical id without CDK's hash). A JSON
- * MessageBody is sent as its text, as Step Functions sends it.
+ * The state machine's UpdateItem through the AWS SDK integration (the export-slot waiter's token):
+ * a template table (a Ref, its logical id once resolved) is the local table `tables` gives for its
+ * construct id (the logical id without CDK's hash). Errors are named `DynamoDb.<exception>`, as
+ * Step Functions names an AWS SDK integration's.
  */
-export function sqsSendMessage(
-  client: SQSClient,
+export function sdkDynamoUpdateItem(
+  client: DynamoDBClient,
   template: Record<string, unknown>,
-  queueUrls: Readonly<Record<string, string>>,
+  tables: Readonly<Record<string, string>>,
 ): LocalIntegration {
-  const queues = resourcesOfType(template, 'AWS::SQS::Queue');
-  const local = (queue: string) => {
-    if (!queues.has(queue)) return queue;
-    const url = queueUrls[queue.replace(/[0-9A-F]{8}$/, '')];
-    if (url === undefined) {
-      throw Object.assign(new Error(`sqs:sendMessage: the template queue ${queue} has no local queue`), {
+  const templateTables = resourcesOfType(template, 'AWS::DynamoDB::Table');
+  const local = (table: string) => {
+    if (!templateTables.has(table)) return table;
+    const name = tables[table.replace(/[0-9A-F]{8}$/, '')];
+    if (name === undefined) {
+      throw Object.assign(new Error(`dynamodb:updateItem: the template table ${table} has no local table`), {
         name: 'States.Runtime',
       });
     }
-    return url;
+    return name;
   };
   return async (parameters) => {
-    const parsed = sendMessageParametersSchema.safeParse(parameters);
+    const parsed = updateItemParametersSchema.safeParse(parameters);
     if (!parsed.success) {
-      throw Object.assign(new Error(`sqs:sendMessage: ${z.prettifyError(parsed.error)}`), {
+      throw Object.assign(new Error(`dynamodb:updateItem: ${z.prettifyError(parsed.error)}`), {
         name: 'States.Runtime',
       });
     }
-    const { QueueUrl, MessageBody, DelaySeconds } = parsed.data;
+    const { TableName, ...rest } = parsed.data;
+    const table = local(TableName);
     try {
-      const answer = await runAsCaller(CALLERS.localRuntime, () =>
-        client.send(
-          new SendMessageCommand({
-            QueueUrl: local(QueueUrl),
-            MessageBody: typeof MessageBody === 'string' ? MessageBody : JSON.stringify(MessageBody),
-            ...(DelaySeconds === undefined ? {} : { DelaySeconds }),
-          }),
-        ),
+      await runAsCaller(CALLERS.localRuntime, () =>
+        client.send(new UpdateItemCommand({ ...rest, TableName: table })),
       );
-      return { MessageId: answer.MessageId, MD5OfMessageBody: answer.MD5OfMessageBody };
+      return {};
     } catch (error) {
-      if (error instanceof Error && error.name === 'States.Runtime') throw error;
       const name = error instanceof Error ? error.name : 'Error';
       const message = error instanceof Error ? error.message : String(error);
-      throw Object.assign(new Error(message), { name: `SQS.${name}` });
+      throw Object.assign(new Error(message), { name: `DynamoDb.${name}` });
     }
   };
 }

@@ -35,7 +35,12 @@ import { startSecretsStandIn } from '../aws/secrets-standin.ts';
 import { type SfnShim, startSfnShim } from '../aws/sfn-shim.ts';
 import { resolveStateMachine } from './asl.ts';
 import { openExecutions, type Registry } from './executions.ts';
-import { DYNAMODB_UPDATE_ITEM, dynamoUpdateItem, SQS_SEND_MESSAGE, sqsSendMessage } from './integrations.ts';
+import {
+  DYNAMODB_UPDATE_ITEM,
+  dynamoUpdateItem,
+  SDK_DYNAMODB_UPDATE_ITEM,
+  sdkDynamoUpdateItem,
+} from './integrations.ts';
 import {
   type ExecutionResult,
   type LocalIntegration,
@@ -109,7 +114,6 @@ export const LOCAL_NAMES = {
   archiveBucket: 'svc-dsr-archive',
   auditBucket: 'svc-dsr-audit',
   intakeQueue: 'svc-dsr-intake',
-  exportWaitersQueue: 'svc-dsr-export-waiters',
   intakeDeadLetterQueue: 'svc-dsr-intake-dlq',
   quarantineQueue: 'svc-dsr-quarantine',
 } as const;
@@ -126,7 +130,6 @@ export interface LocalWorkflow {
     readonly intake: string;
     readonly quarantine: string;
     readonly intakeDeadLetter: string;
-    readonly exportWaiters: string;
   };
   readonly machine: LocalStateMachine;
   readonly definition: Record<string, unknown>;
@@ -177,15 +180,13 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   const logger = jsonLogger(options.logSink ?? (() => {}));
   const secrets = await startLocalSecrets(aws, platform, options.secrets);
   const env = stepEnvironment(platform, template, options.env);
-  // The steps that give an export slot back wake a waiter as in AWS: its message from the SQS
-  // stand-in, its token answered through the Step Functions API below (no execution runs before it is up).
+  // The steps that give an export slot back wake a waiter as in AWS: its item from the gate table's
+  // index, its token answered through the Step Functions API below (no execution runs before it is up).
   const exportWaiters = new ExportWaiters(
-    sqs,
-    queueUrls.exportWaiters,
+    dynamoClient,
+    LOCAL_NAMES.gateTable,
     (token) => sfnTaskSuccess(sfn)(token),
-    {
-      logger,
-    },
+    { logger },
   );
   const clients = { s3, auditS3, dynamo: dynamoClient, exportWaiters };
   const stepDeps = buildStepDeps(env, clients, { auditHmacKey: secrets.auditHmacKey }, logger, {
@@ -201,7 +202,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     waitMs: options.waitMs ?? 0,
     retryIntervalMs: options.retryIntervalMs ?? 0,
     ...(options.awsFaults ? { awsFaults: options.awsFaults } : {}),
-    integrations: directIntegrations(options, dynamoClient, sqs, queueUrls.exportWaiters),
+    integrations: directIntegrations(options, dynamoClient),
   });
 
   const executions = await openExecutions({
@@ -381,17 +382,18 @@ function stepHandlers(
   return handlers;
 }
 
-/** The state machine's own calls to DynamoDB and SQS (no Lambda between). */
+/** The state machine's own calls to DynamoDB (no Lambda between). */
 function directIntegrations(
   options: LocalWorkflowOptions,
   dynamoClient: DynamoDBClient,
-  sqs: SQSClient,
-  exportWaitersQueue: string,
 ): Record<string, LocalIntegration> {
   const updateItem = dynamoUpdateItem(dynamoClient, options.template, LOCAL_NAMES.table);
   return {
     [DYNAMODB_UPDATE_ITEM]: options.dynamoIntegration?.(updateItem) ?? updateItem,
-    [SQS_SEND_MESSAGE]: sqsSendMessage(sqs, options.template, { ExportWaitersQueue: exportWaitersQueue }),
+    [SDK_DYNAMODB_UPDATE_ITEM]: sdkDynamoUpdateItem(dynamoClient, options.template, {
+      Ledger: LOCAL_NAMES.table,
+      PlatformGate: LOCAL_NAMES.gateTable,
+    }),
   };
 }
 
@@ -439,8 +441,7 @@ async function createQueues(sqs: SQSClient) {
     RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount: INTAKE_QUEUE.maxReceives }),
   });
   const quarantine = await create(LOCAL_NAMES.quarantineQueue);
-  const exportWaiters = await create(LOCAL_NAMES.exportWaitersQueue, { MessageRetentionPeriod: '7200' });
-  return { intake, quarantine, intakeDeadLetter, exportWaiters };
+  return { intake, quarantine, intakeDeadLetter };
 }
 
 function ignoreExisting(error: unknown): void {

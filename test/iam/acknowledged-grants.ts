@@ -66,18 +66,26 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
   // The export-slot hand-over (shared/export-waiters.ts): the workflow tests run it on the local
   // stand-ins (test/workflow/load-control.test.ts); the proof's scenario has no request waiting for
   // a slot when one is given back.
-  ...['CheckExport', 'ArchiveExport', 'RecordOutcome', 'RecordFailure', 'Reconciler'].flatMap((role) =>
-    ['sqs:DeleteMessage', 'sqs:ChangeMessageVisibility', 'states:SendTaskSuccess'].map((action) => ({
+  ...['CheckExport', 'ArchiveExport', 'RecordOutcome', 'RecordFailure', 'Reconciler'].flatMap((role) => [
+    {
       role,
-      action,
+      action: 'states:SendTaskSuccess',
       reason:
-        'used only when requests wait for an export slot as one is given back: stale waiter messages are deleted, the ones after the waiter taken are shown again, and its task token is answered',
-    })),
-  ),
+        'used only when requests wait for an export slot as one is given back: the waiter taken is woken',
+    },
+    {
+      role,
+      action: 'dynamodb:DeleteItem',
+      resource: /PlatformGate/,
+      reason:
+        'used only when requests wait for an export slot as one is given back: the item of a waiter answered, or abandoned long ago, is deleted',
+    },
+  ]),
   ...['RecordOutcome', 'RecordFailure'].flatMap((role) => [
     {
       role,
-      action: 'sqs:ReceiveMessage',
+      action: 'dynamodb:Query',
+      resource: /PlatformGate.*\/index\/waiters$/,
       reason:
         "used only when the request still holds an export slot at its end (ArchiveExport or CheckExport gives it back first on the way to an outcome): the freed slot's waiter is looked for",
     },

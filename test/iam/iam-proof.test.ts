@@ -59,7 +59,6 @@ function deploymentOf(templateJson: Record<string, unknown>): Deployment {
     [LOCAL_NAMES.intakeQueue, queueName(outputs.IntakeQueueUrl)],
     [LOCAL_NAMES.quarantineQueue, queueName(outputs.QuarantineQueueUrl)],
     [LOCAL_NAMES.intakeDeadLetterQueue, queueName(outputs.IntakeDeadLetterQueueUrl)],
-    [LOCAL_NAMES.exportWaitersQueue, model.name(logicalId(stack.exportWaitersQueue))],
     [LOCAL_STATE_MACHINE_ARN, outputs.StateMachineArn ?? ''],
     [LOCAL_SECRET_IDS.ssoAccessToken, outputs.SsoTokenSecretArn ?? ''],
     [LOCAL_SECRET_IDS.exportToken, outputs.ExportTokenSecretArn ?? ''],
@@ -160,6 +159,13 @@ describe('the IAM proof, proven', () => {
         id === policyIdOf(stack.workflow.stateMachine.role.node.tryFindChild('DefaultPolicy') as iam.Policy),
       action: 'kms:GenerateDataKey',
       names: /StepFunctions.* kms:GenerateDataKey on arn:aws:kms:/,
+    },
+    {
+      grant: "the state machine role's UpdateItem of the export-slot waiters",
+      from: (id) =>
+        id === policyIdOf(stack.workflow.stateMachine.role.node.tryFindChild('DefaultPolicy') as iam.Policy),
+      action: 'dynamodb:UpdateItem',
+      names: /StepFunctions.* dynamodb:UpdateItem on arn:aws:dynamodb:.*PlatformGate/,
     },
     {
       grant: "the intake event source's decrypt",

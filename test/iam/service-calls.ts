@@ -55,14 +55,15 @@ export function serviceAuthorisations(model: TemplateModel): Authorisation[] {
         reason: 'a Task state (dynamodb:updateItem) records a failure RecordFailure could not',
         keyReason: "DynamoDB uses the table key for the state machine's write",
       })),
-      ...sqsSendTargets(definition.States).map((name) => ({
-        type: 'AWS::SQS::Queue',
+      ...dynamoSdkUpdateTargets(definition.States).map((name) => ({
+        type: 'AWS::DynamoDB::Table',
         name,
-        operation: 'SendMessage',
-        action: 'sqs:SendMessage',
-        resource: { kind: 'sqs-queue', queue: name } as const,
-        reason: 'a Task state (sqs:sendMessage) queues an export-slot waiter',
-        keyReason: "SQS uses the queue key for the state machine's message",
+        operation: 'UpdateItem',
+        action: 'dynamodb:UpdateItem',
+        resource: { kind: 'dynamodb-table', table: name } as const,
+        reason:
+          'a Task state (aws-sdk:dynamodb:updateItem.waitForTaskToken) writes an export-slot waiter its token',
+        keyReason: "DynamoDB uses the table key for the state machine's write",
       })),
     ];
     for (const call of direct) {
@@ -331,11 +332,11 @@ function dynamoUpdateTargets(states: Record<string, unknown>): string[] {
   return taskTargets(states, ':states:::dynamodb:updateItem', 'TableName');
 }
 
-/** The queues the definition's SQS SendMessage tasks (plain or waiting for a token) send to, by URL. */
-function sqsSendTargets(states: Record<string, unknown>): string[] {
+/** The tables the definition's AWS SDK UpdateItem tasks (plain or waiting for a token) write, by name. */
+function dynamoSdkUpdateTargets(states: Record<string, unknown>): string[] {
   return [
-    ...taskTargets(states, ':states:::sqs:sendMessage', 'QueueUrl'),
-    ...taskTargets(states, ':states:::sqs:sendMessage.waitForTaskToken', 'QueueUrl'),
+    ...taskTargets(states, ':states:::aws-sdk:dynamodb:updateItem', 'TableName'),
+    ...taskTargets(states, ':states:::aws-sdk:dynamodb:updateItem.waitForTaskToken', 'TableName'),
   ];
 }
 

@@ -1,8 +1,11 @@
+import { isDeepStrictEqual } from 'node:util';
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { LEGACY_STATUS_DUE_INDEX, OPEN_DUE_INDEX, OPEN_INDEX_ATTRIBUTES } from '#shared/ledger';
 import { DEADLINE_METRICS } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
+import { WAITERS_INDEX } from '../../lambdas/shared/export-waiters.ts';
+import { GATE_KEY } from '../../lambdas/shared/platform-gate.ts';
 import { SECRETS } from '../../lambdas/shared/secrets.ts';
 import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../../lambdas/steps.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
@@ -56,8 +59,8 @@ describe('encryption', () => {
 
   it('encrypts every queue with the data key', () => {
     const queues = ofType('AWS::SQS::Queue');
-    // Intake, its dead-letter queue, quarantine, the export-slot waiters and the status events' failures.
-    expect(queues).toHaveLength(5);
+    // Intake, its dead-letter queue, quarantine and the status events' failures.
+    expect(queues).toHaveLength(4);
     for (const [, queue] of queues) expect(queue.KmsMasterKeyId).toEqual(getAtt(dataKey));
   });
 
@@ -116,7 +119,7 @@ describe('TLS only', () => {
       ...ofType('AWS::S3::BucketPolicy'),
       ...ofType('AWS::SNS::TopicPolicy'),
     ];
-    expect(policies).toHaveLength(5 + 3 + 1);
+    expect(policies).toHaveLength(4 + 3 + 1);
     for (const [id, policy] of policies) {
       expect({ id, tlsOnly: deniesPlainHttp(policy.PolicyDocument.Statement) }).toEqual({
         id,
@@ -196,13 +199,46 @@ describe('ledger', () => {
     const queries = functionNames.flatMap((name) =>
       statementsOf(name).filter((statement) => actionsOf(statement).includes('dynamodb:Query')),
     );
+    const waitersIndex = {
+      'Fn::Join': ['', [getAtt(idOf('AWS::DynamoDB::Table', 'PlatformGate')), `/index/${WAITERS_INDEX}`]],
+    };
+    const ledgerQueries = queries.filter((statement) => !isDeepStrictEqual(statement.Resource, waitersIndex));
 
-    expect(queries.length).toBeGreaterThan(0);
-    for (const statement of queries) {
+    expect(ledgerQueries.length).toBeGreaterThan(0);
+    for (const statement of ledgerQueries) {
       expect(statement.Resource).toEqual({
         'Fn::Join': ['', [getAtt(idOf('AWS::DynamoDB::Table', 'Ledger')), `/index/${OPEN_DUE_INDEX}`]],
       });
     }
+  });
+
+  it('lets only the functions that give export slots back read the waiters, oldest first, from the gate table', () => {
+    template.hasResourceProperties('AWS::DynamoDB::Table', {
+      KeySchema: [{ AttributeName: GATE_KEY, KeyType: 'HASH' }],
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: WAITERS_INDEX,
+          KeySchema: [
+            { AttributeName: 'queue', KeyType: 'HASH' },
+            { AttributeName: 'since', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'ALL' },
+        },
+      ],
+    });
+    const waitersIndex = {
+      'Fn::Join': ['', [getAtt(idOf('AWS::DynamoDB::Table', 'PlatformGate')), `/index/${WAITERS_INDEX}`]],
+    };
+    const readers = functionNames
+      .filter((name) =>
+        statementsOf(name).some(
+          (statement) =>
+            actionsOf(statement).includes('dynamodb:Query') &&
+            isDeepStrictEqual(statement.Resource, waitersIndex),
+        ),
+      )
+      .sort();
+    expect(readers).toEqual(['ArchiveExport', 'CheckExport', 'Reconciler', 'RecordFailure', 'RecordOutcome']);
   });
 });
 
@@ -393,7 +429,7 @@ describe('functions', () => {
             ? ['PACKAGE_SETTINGS', 'TIME_ZONE']
             : [];
       // The steps that give an export slot back hand it to a waiting request.
-      const waiters = STEP_GATE[step as StepName].wakes ? ['EXPORT_WAITERS_QUEUE_URL'] : [];
+      const waiters = STEP_GATE[step as StepName].wakes ? ['EXPORT_WAITERS_INDEX'] : [];
       expect(Object.keys(fn.Environment.Variables).sort()).toEqual(
         [...stepEnv, ...tokens, ...own, ...waiters].sort(),
       );
@@ -491,7 +527,7 @@ describe('IAM', () => {
       expect(action).toMatch(/^(xray|logs):|^dynamodb:ListStreams$|^states:SendTaskSuccess$/);
     }
     // Answering tokens: only the functions that give export slots back, which take the tokens from
-    // the waiters' queue.
+    // the waiters in the gate table.
     const answering = allStatements
       .filter(({ statement }) => actionsOf(statement).includes('states:SendTaskSuccess'))
       .map(({ id }) => id.replace(/Role.*$/, ''))
@@ -716,6 +752,7 @@ describe('reconciler', () => {
       'states:StartExecution',
     ]);
     expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual([
+      'dynamodb:DeleteItem',
       'dynamodb:GetItem',
       'dynamodb:Query',
       'dynamodb:UpdateItem',

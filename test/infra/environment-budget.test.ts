@@ -61,16 +61,16 @@ describe('function environments at their longest', () => {
   });
 
   it('counts a queue URL with the longest region, DNS suffix, account and generated name', () => {
-    const reconciler = budgets.find((budget) => budget.name === 'Reconciler');
-    const queueUrl = reconciler?.largest.find((entry) => entry.name === 'EXPORT_WAITERS_QUEUE_URL');
-    // "EXPORT_WAITERS_QUEUE_URL":"https://sqs.<region>.<suffix>/<account>/<stack>-<logical id>-<random>"
+    const intake = budgets.find((budget) => budget.name === 'Intake');
+    const queueUrl = intake?.largest.find((entry) => entry.name === 'QUARANTINE_QUEUE_URL');
+    // "QUARANTINE_QUEUE_URL":"https://sqs.<region>.<suffix>/<account>/<stack>-<logical id>-<random>"
     const name = Math.min(
       80,
-      `${stack.stackName}-`.length + 'ExportWaitersQueue'.length + 8 + 1 + LONGEST.generatedSuffix,
+      `${stack.stackName}-`.length + 'QuarantineQueue'.length + 8 + 1 + LONGEST.generatedSuffix,
     );
     const url =
       'https://sqs.'.length + LONGEST.region + 1 + LONGEST.dnsSuffix + 1 + LONGEST.account + 1 + name;
-    expect(queueUrl?.bytes).toBe('"EXPORT_WAITERS_QUEUE_URL":'.length + url + 2);
+    expect(queueUrl?.bytes).toBe('"QUARANTINE_QUEUE_URL":'.length + url + 2);
   });
 });
 

@@ -67,9 +67,7 @@ describe('tags', () => {
 
   it('classifies the queues, the ledger, the archive and audit buckets, the data key and the secrets as personal, the rest as operational', () => {
     const personal = [
-      ...idsOf('AWS::SQS::Queue').filter(
-        (id) => !id.startsWith('ExportWaitersQueue') && !id.startsWith('StatusEventsFailureQueue'),
-      ),
+      ...idsOf('AWS::SQS::Queue').filter((id) => !id.startsWith('StatusEventsFailureQueue')),
       ...idsOf('AWS::DynamoDB::Table', 'Ledger'),
       ...idsOf('AWS::S3::Bucket', 'ArchiveBucket'),
       ...idsOf('AWS::S3::Bucket', 'AuditBucket'),
@@ -89,7 +87,6 @@ describe('tags', () => {
         ...idsOf('AWS::KMS::Key', 'OperationsKey'),
         // Load-control state only: request ids, times and task tokens, nothing about a subject.
         ...idsOf('AWS::DynamoDB::Table', 'PlatformGate'),
-        ...idsOf('AWS::SQS::Queue', 'ExportWaitersQueue'),
         // Where in the ledger stream a batch of status events failed (shard, sequence numbers).
         ...idsOf('AWS::SQS::Queue', 'StatusEventsFailureQueue'),
       ]),

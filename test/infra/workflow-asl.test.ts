@@ -36,6 +36,33 @@ const tasks = Object.entries(states).filter(
 const RECORD_OUTCOMES = new Set(['RecordNoData', 'RecordExported', 'RecordErased']);
 
 describe('the synthesized state machine', () => {
+  it('waits for an export slot by writing its task token into the request waiter item of the gate table', () => {
+    const slotWait = states.StartExportWaitsForSlot as State & { TimeoutSecondsPath?: string };
+    const gateTable = Object.entries(template.Resources as Record<string, { Type: string }>).find(
+      ([id, resource]) => resource.Type === 'AWS::DynamoDB::Table' && id.startsWith('PlatformGate'),
+    )?.[0];
+
+    expect(slotWait.Resource).toBe('arn:aws:states:::aws-sdk:dynamodb:updateItem.waitForTaskToken');
+    expect(slotWait.TimeoutSecondsPath).toBe('$.export.platform_wait.seconds');
+    expect(slotWait.Parameters).toEqual({
+      TableName: gateTable,
+      Key: { gate: { 'S.$': "States.Format('waiter#{}', $.request_id)" } },
+      UpdateExpression: 'SET #token = :token, wait_seconds = :wait',
+      ConditionExpression: 'attribute_exists(#since)',
+      ExpressionAttributeNames: { '#token': 'token', '#since': 'since' },
+      ExpressionAttributeValues: {
+        ':token': { 'S.$': '$$.Task.Token' },
+        ':wait': { 'N.$': 'States.JsonToString($.export.platform_wait.seconds)' },
+      },
+    });
+    // Unanswered, it runs StartExport as the plain Wait would; unwritten, it falls back to that Wait.
+    expect(slotWait.Catch).toEqual([
+      { ErrorEquals: ['States.Timeout'], Next: 'StartExport', ResultPath: null },
+      { ErrorEquals: ['States.ALL'], Next: 'StartExportWaitsForPlatform', ResultPath: null },
+    ]);
+    expect(slotWait.Next).toBe('StartExport');
+  });
+
   it('has one task per workflow step invocation', () => {
     expect(tasks.map(([name]) => name).sort()).toEqual(
       [

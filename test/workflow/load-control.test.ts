@@ -1,7 +1,10 @@
-import { GetQueueAttributesCommand, SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
+import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { platformStatsSchema } from '#local/emulator/limits';
 import { type EmulatorState, emulatorStateSchema } from '#local/emulator/state';
+import { LOCAL_NAMES } from '#local/runtime/workflow';
+import { EXPORT_WAITERS_QUEUE, WAITERS_INDEX } from '#shared/export-waiters';
 import { type Harness, requestFor, startHarness } from './harness.ts';
 
 let harness: Harness | undefined;
@@ -82,16 +85,21 @@ describe('platform load control (the shared gate)', () => {
   }, 120_000);
 
   it('hands a freed export slot to a waiting request at once, instead of leaving it to sleep', async () => {
-    // Prepare: one export slot. The first request holds it until the second has queued its wait.
-    let waitersQueue = '';
+    // Prepare: one export slot. The first request holds it until the second has written its wait.
+    let dynamo: DynamoDBClient | undefined;
     const queued = async (h: Harness) => {
-      const { Attributes } = await h.workflow.sqs.send(
-        new GetQueueAttributesCommand({
-          QueueUrl: waitersQueue,
-          AttributeNames: ['ApproximateNumberOfMessages'],
+      dynamo ??= new DynamoDBClient(h.aws.clientConfig('dynamodb'));
+      const { Items } = await dynamo.send(
+        new QueryCommand({
+          TableName: LOCAL_NAMES.gateTable,
+          IndexName: WAITERS_INDEX,
+          KeyConditionExpression: '#queue = :queue',
+          FilterExpression: 'attribute_exists(#token)',
+          ExpressionAttributeNames: { '#queue': 'queue', '#token': 'token' },
+          ExpressionAttributeValues: { ':queue': { S: EXPORT_WAITERS_QUEUE } },
         }),
       );
-      return Number(Attributes?.ApproximateNumberOfMessages ?? 0);
+      return Items?.length ?? 0;
     };
     let held = false;
     harness = await startHarness({
@@ -110,7 +118,6 @@ describe('platform load control (the shared gate)', () => {
         },
       },
     });
-    waitersQueue = harness.workflow.queueUrls.exportWaiters;
     const requests = [requestFor('u-0'), requestFor('u-1')];
 
     // Act
@@ -133,7 +140,9 @@ describe('platform load control (the shared gate)', () => {
     expect(slotWait('StateFailed')).toEqual([]);
     // The first backoff for a slot is at least 2 s (step-handler.ts); the wake-up came well within it.
     expect(Number(exited?.timestamp) - Number(entered?.timestamp)).toBeLessThan(900);
+    // The woken waiter's item went with its wake-up: no one waits.
     expect(await queued(harness)).toBe(0);
+    dynamo?.destroy();
     const stats = await platformStats(harness);
     expect(stats.max_open_exports).toBe(1);
     for (const subject of stats.subjects) expect(subject.exports_started).toBe(1);

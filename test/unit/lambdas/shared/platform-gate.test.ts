@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, GetItemCommand, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateTable } from '#local/aws/ledger-table';
 import { PlatformCapacityError, PlatformOutageError } from '#shared/errors';
-import type { ExportWaiters, TakenWaiter, WaiterAnswer } from '#shared/export-waiters';
+import { ExportWaiters, type TakenWaiter, type WaiterAnswer, waiterKey } from '#shared/export-waiters';
 import {
   afterOutcome,
   type CircuitState,
@@ -259,7 +260,7 @@ describe('PlatformGate on DynamoDB', () => {
   });
 
   describe('with requests waiting for a slot', () => {
-    /** A queue of waiters whose executions answer as given; records who was answered. */
+    /** Waiters, oldest first, whose executions answer as given; records who was answered. */
     function queueOf(...waiting: [requestId: string, answer: WaiterAnswer][]) {
       const answered: string[] = [];
       const queue = {
@@ -334,6 +335,98 @@ describe('PlatformGate on DynamoDB', () => {
 
       expect(answered).toEqual(['w1']);
       expect(Object.keys(await exports.exportHolders()).sort()).toEqual(['b', 'w1']);
+    });
+
+    it('gives the slot to the next waiter when the oldest holds one already, and wakes both', async () => {
+      const { queue, answered } = queueOf(['b', 'woken'], ['w2', 'woken']);
+      const exports = await gateWith(queue);
+      await exports.acquireExport('a');
+      await exports.acquireExport('b');
+
+      await exports.releaseExport('a');
+
+      expect(answered).toEqual(['b', 'w2']);
+      expect(Object.keys(await exports.exportHolders()).sort()).toEqual(['b', 'w2']);
+    });
+
+    it('records a request that finds no slot among the waiters, in the place of its first wait, until it takes one', async () => {
+      let now = 1_000;
+      const table = `gate-${randomUUID()}`;
+      await createGateTable(dynamo.client, table);
+      const exports = new PlatformGate(
+        dynamo.client,
+        table,
+        { ...settings, maxOpenExports: 1 },
+        { now: () => now },
+      );
+      const waiterItem = async () => {
+        const answer = await dynamo.client.send(
+          new GetItemCommand({ TableName: table, Key: marshall({ [GATE_KEY]: waiterKey('w') }) }),
+        );
+        return answer.Item === undefined ? undefined : unmarshall(answer.Item);
+      };
+      await exports.acquireExport('a');
+
+      await expect(exports.acquireExport('w')).rejects.toMatchObject({ reason: 'exports' });
+      now = 5_000;
+      await expect(exports.acquireExport('w')).rejects.toMatchObject({ reason: 'exports' });
+      const waiting = await waiterItem();
+      await exports.releaseExport('a');
+      await exports.acquireExport('w');
+
+      expect(waiting).toMatchObject({ queue: 'exports', since: 1_000, waited_at: 5_000, request_id: 'w' });
+      expect(await waiterItem()).toBeUndefined();
+    });
+
+    it('hands a released slot to the request that began to wait first, on the gate table', async () => {
+      // Prepare: one slot, held by `a`; three requests find it taken, in the order late-1, first, late-2
+      // of their first waits, and their state machines write their tokens in another order.
+      let now = 100_000;
+      const table = `gate-${randomUUID()}`;
+      await createGateTable(dynamo.client, table);
+      const woken: string[] = [];
+      const waiters = new ExportWaiters(
+        dynamo.client,
+        table,
+        async (token) => {
+          woken.push(token);
+        },
+        { logger: { warn: () => {} }, now: () => now },
+      );
+      const exports = new PlatformGate(
+        dynamo.client,
+        table,
+        { ...settings, maxOpenExports: 1 },
+        { now: () => now, waiters },
+      );
+      await exports.acquireExport('a');
+      for (const [requestId, at] of [
+        ['first', 1_000],
+        ['late-1', 2_000],
+        ['late-2', 3_000],
+      ] as const) {
+        now = 100_000 + at;
+        await expect(exports.acquireExport(requestId)).rejects.toMatchObject({ reason: 'exports' });
+      }
+      for (const requestId of ['late-2', 'first', 'late-1']) {
+        await dynamo.client.send(
+          new UpdateItemCommand({
+            TableName: table,
+            Key: marshall({ [GATE_KEY]: waiterKey(requestId) }),
+            UpdateExpression: 'SET #token = :token, wait_seconds = :wait',
+            ExpressionAttributeNames: { '#token': 'token' },
+            ExpressionAttributeValues: marshall({ ':token': `token-${requestId}`, ':wait': 600 }),
+          }),
+        );
+      }
+      now = 110_000;
+
+      // Act
+      await exports.releaseExport('a');
+
+      // Assess
+      expect(woken).toEqual(['token-first']);
+      expect(Object.keys(await exports.exportHolders())).toEqual(['first']);
     });
 
     it('wakes a waiter that holds a slot already without giving it a second one', async () => {
