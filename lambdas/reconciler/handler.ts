@@ -13,6 +13,7 @@ import { lambdaExportWaiters, platformGate } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { sfnStarter } from '../intake/aws.ts';
 import { sfnLookup } from './aws.ts';
+import { gateTableCursor } from './cursor.ts';
 import {
   type ReconcileOptions,
   type ReconcilerDeps,
@@ -44,14 +45,33 @@ export type ReconcilerHandlerDeps = ReconcilerDeps &
   };
 
 /**
- * The scheduled handler: one reconciliation pass, then its heartbeat (a pass that throws or times
- * out publishes none, and the heartbeat's alarm reads the silence); the summary names request ids
- * only.
+ * Time the pass leaves unused at the end of the invocation: the page under way when its budget
+ * runs out finishes (a page takes about a second; a slow one, with many resumes, a few), and the
+ * heartbeat goes out.
+ */
+export const PASS_MARGIN_MS = 30_000;
+
+/** The part of the Lambda context the handler reads. */
+const contextSchema = z.object({
+  getRemainingTimeInMillis: z.custom<() => number>((value) => typeof value === 'function'),
+});
+
+/**
+ * The scheduled handler: one reconciliation pass, within the invocation's remaining time less
+ * PASS_MARGIN_MS (what it does not reach, the next pass goes on with from the cursor), then its
+ * heartbeat (a pass that throws publishes none, and the heartbeat's alarm reads the silence); the
+ * summary names request ids only.
  */
 export function makeReconcilerHandler(deps: () => ReconcilerHandlerDeps) {
-  return async (): Promise<ReconcileSummary> => {
+  return async (_event?: unknown, context?: unknown): Promise<ReconcileSummary> => {
     const all = deps();
-    const summary = await reconcile(all, { maxResumes: all.maxResumes, graceSeconds: all.graceSeconds });
+    const lambda = contextSchema.safeParse(context);
+    const remaining = lambda.success ? () => lambda.data.getRemainingTimeInMillis() : undefined;
+    const summary = await reconcile(all, {
+      maxResumes: all.maxResumes,
+      graceSeconds: all.graceSeconds,
+      ...(remaining === undefined ? {} : { timeLeftMs: () => remaining() - PASS_MARGIN_MS }),
+    });
     all.heartbeat();
     return summary;
   };
@@ -94,6 +114,7 @@ function reconcilerLambdaDeps(): ReconcilerHandlerDeps {
         metrics.addMetric(HEARTBEAT_METRICS.reconciler, MetricUnit.Count, 1);
         metrics.publishStoredMetrics();
       },
+      cursor: gateTableCursor(dynamo, env.GATE_TABLE_NAME),
       describe: sfnLookup(sfn, env.STATE_MACHINE_ARN),
       start: sfnStarter(sfn, env.STATE_MACHINE_ARN),
       clock: () => new Date(),

@@ -791,6 +791,41 @@ export class Ledger {
     return mergeByDueDate(shards);
   }
 
+  /**
+   * One page of the open requests with this status in one shard of the open index, earliest due
+   * first, from `after` (the `next` of the page before): for a pass that stops and continues
+   * later from where it stopped. `next` is undefined after the shard's last page.
+   */
+  async openRequestsPage(
+    status: OwedStatus,
+    shard: number,
+    options: { after?: OpenPageKey; pageSize?: number } = {},
+  ): Promise<{ readonly items: OpenRequest[]; readonly next?: OpenPageKey }> {
+    const page = await this.db.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        IndexName: OPEN_DUE_INDEX,
+        KeyConditionExpression: '#shard = :shard',
+        ExpressionAttributeNames: { '#shard': OPEN_SHARD_ATTRIBUTE },
+        ExpressionAttributeValues: toAttributes({ ':shard': `${status}#${shard}` }),
+        Limit: options.pageSize ?? 100,
+        ...(options.after === undefined
+          ? {}
+          : {
+              ExclusiveStartKey: Object.fromEntries(
+                Object.entries(options.after).map(([k, v]) => [k, { S: v }]),
+              ),
+            }),
+      }),
+    );
+    const items = (page.Items ?? []).map((raw) => parseOpenRequest(unmarshall(raw)));
+    const next =
+      page.LastEvaluatedKey === undefined
+        ? undefined
+        : openPageKeySchema.parse(unmarshall(page.LastEvaluatedKey));
+    return next === undefined ? { items } : { items, next };
+  }
+
   async *#openShard(
     shardKey: string,
     options: { dueBefore?: string; pageSize?: number },
@@ -895,6 +930,13 @@ export class Ledger {
     }
   }
 }
+
+/**
+ * Where a page of the open index ends: the key of its last item (request id, shard, due date), as
+ * plain strings, so a pass can keep it between runs.
+ */
+export const openPageKeySchema = z.record(z.string(), z.string());
+export type OpenPageKey = z.infer<typeof openPageKeySchema>;
 
 /** The item key; a request id is a UUID, kept in lower case whatever spelling the caller has. */
 function keyOf(requestId: string): Record<string, AttributeValue> {

@@ -6,6 +6,7 @@ import type { ExecutionStatus } from '#shared/executions';
 import { Ledger, type Status } from '#shared/ledger';
 import { PlatformGate } from '#shared/platform-gate';
 import type { ExecutionInput } from '#shared/step-io';
+import { memoryCursor } from '../../../../lambdas/reconciler/cursor.ts';
 import {
   type ReconcileMetrics,
   reconcile,
@@ -67,7 +68,12 @@ async function gated(now: () => number = () => NOW.getTime()) {
     { now },
   );
   const published: ReconcileMetrics[] = [];
-  return { gate, published, publish: (metrics: ReconcileMetrics) => published.push(metrics) };
+  return {
+    gate,
+    published,
+    publish: (metrics: ReconcileMetrics) => published.push(metrics),
+    cursor: memoryCursor(),
+  };
 }
 
 function executions(statuses: Record<string, ExecutionStatus>) {
@@ -208,7 +214,64 @@ describe('reconcile', () => {
 
     expect(summary.slotsFreed).toBe(1);
     expect(Object.keys(await gate.gate.exportHolders())).toEqual([exporting]);
-    expect(gate.published).toEqual([{ StuckRequests: 1, PlatformDownSeconds: 3600, ExportSlotsHeld: 1 }]);
+    expect(gate.published.at(-1)).toEqual({
+      StuckRequests: 1,
+      PlatformDownSeconds: 3600,
+      ExportSlotsHeld: 1,
+    });
     expect(summary.resumed).toEqual([stuck]);
+  });
+
+  it('stops when its time is up, and the next pass goes on from the cursor and covers the rest', async () => {
+    const { ledger, ids } = await ledgerWith(Array.from({ length: 30 }, (): Status => 'running'));
+    const sfn = executions({});
+    const deps = { ledger, ...sfn, clock: () => NOW, logger: silent, ...(await gated()) };
+    // A budget in pages (the 16 empty shards of `received`, then 4 of `running`): the clock is the
+    // pages read, so nothing here depends on real time.
+    const budgetOf = (pages: number) => {
+      let left = pages;
+      return () => left--;
+    };
+    const options = { maxResumes: 3, graceSeconds: 60, pageSize: 4, concurrency: 3 };
+
+    const first = await reconcile(deps, { ...options, timeLeftMs: budgetOf(20) });
+    const stoppedAt = deps.cursor.current;
+    const second = await reconcile(deps, options);
+
+    expect(first).toMatchObject({ complete: false, pages: 20 });
+    expect(first.checked).toBeGreaterThan(0);
+    expect(first.checked).toBeLessThan(ids.length);
+    expect(stoppedAt).toMatchObject({ status: 'running' });
+    // The second pass reads only what the first did not: together they looked at each request once.
+    expect(second.complete).toBe(true);
+    expect(first.checked + second.checked).toBe(ids.length);
+    expect([...first.resumed, ...second.resumed].sort()).toEqual([...ids].sort());
+    expect(new Set(sfn.started.map((started) => started.name)).size).toBe(ids.length);
+    expect(deps.cursor.current).toBeUndefined();
+  });
+
+  it('publishes its figures page by page, before the pass ends', async () => {
+    const { ledger, ids } = await ledgerWith(Array.from({ length: 12 }, (): Status => 'running'));
+    let looked = 0;
+    const sfn = {
+      ...executions({}),
+      // The last request's lookup fails, as a pass killed by its timeout would end there.
+      describe: async () => {
+        looked += 1;
+        if (looked === ids.length) throw new Error('Task timed out');
+        return 'MISSING' as const;
+      },
+    };
+    const gate = await gated();
+
+    await expect(
+      reconcile(
+        { ledger, ...sfn, ...gate, clock: () => NOW, logger: silent },
+        { maxResumes: 3, graceSeconds: 60, pageSize: 2, concurrency: 1 },
+      ),
+    ).rejects.toThrow('Task timed out');
+
+    expect(gate.published.length).toBeGreaterThan(0);
+    expect(gate.published.at(-1)?.StuckRequests).toBeGreaterThan(0);
   });
 });
