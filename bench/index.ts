@@ -16,6 +16,9 @@
  *    was (everything in memory) up to BENCH_PACKAGE_BASELINE_MAX comments (default 100,000; the
  *    old build of a million comments needs about 10 GB). The exports are written to disk as
  *    streams first.
+ * 8. `reconciler`: a reconciler pass over BENCH_RECONCILE_REQUESTS (default 50,000) open requests
+ *    on dynalite with a DescribeExecution stand-in, pass time, CPU, passes and when metrics went
+ *    out, beside the sequential loop it replaced (bench/reconciler.ts).
  *
  * BENCH_AWS_FAULTS=FILE throttles a seeded share of the local AWS calls in 2 and 3, as
  * `svc-dsr local --aws-faults FILE` does (format: docs/emulator.md, "AWS faults in local mode").
@@ -50,6 +53,7 @@ import { startLocalWorkflow } from '#local/runtime/workflow';
 import { localMemory, localThroughput } from './local-throughput.ts';
 import { packageBench } from './package.ts';
 import { writeHeavyArchive } from './package-archive.ts';
+import { reconcilerBench } from './reconciler.ts';
 
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -679,7 +683,9 @@ async function packageMemory() {
 }
 
 const only = new Set(
-  (process.env.BENCH_ONLY ?? 'copy,transitions,local,burst,memory,package,package-memory').split(','),
+  (process.env.BENCH_ONLY ?? 'copy,transitions,local,burst,memory,package,package-memory,reconciler').split(
+    ',',
+  ),
 );
 if (only.has('copy')) {
   const bundles = await bundle();
@@ -695,3 +701,4 @@ if (only.has('burst')) await burst();
 if (only.has('memory')) await memory();
 if (only.has('package')) await subjectPackage();
 if (only.has('package-memory')) await packageMemory();
+if (only.has('reconciler')) await reconcilerBench();
