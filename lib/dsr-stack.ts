@@ -40,7 +40,13 @@ import { HEARTBEAT_METRICS, INTAKE_METRICS, metricDimensions } from '../lambdas/
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { VERIFICATION_POLICY_ENV } from '../lambdas/shared/verification.ts';
-import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
+import {
+  RECONCILER_TOKENS,
+  STEP_DIRECTORIES,
+  STEP_GATE,
+  STEP_TOKENS,
+  type StepName,
+} from '../lambdas/steps.ts';
 import {
   CONFIG_CONTEXT_KEY,
   packageSettings,
@@ -554,7 +560,7 @@ export class DsrStack extends Stack {
    * reconciler starts executions, and that grant stays with it (the sweep writes the ledger only to
    * minimise).
    */
-  #reconciler({ config, defaults, gateSettings }: FunctionContext): DsrFunction {
+  #reconciler({ config, defaults, gateSettings, secretKey }: FunctionContext): DsrFunction {
     const reconciler = new DsrFunction(this, 'Reconciler', {
       ...defaults,
       entry: `${lambdasDir}reconciler/handler.ts`,
@@ -566,8 +572,16 @@ export class DsrStack extends Stack {
         METRICS_NAMESPACE,
         METRICS_STACK: this.stackName,
         ...gateSettings,
+        // An export an ended request left open is polled and downloaded to nowhere, so the
+        // platform stops counting it and its slot can be given back (lambdas/shared/open-exports.ts).
+        PLATFORM_BASE_URL: config.platformBaseUrl,
+        PLATFORM_EXPORT_URL: config.platformExportUrl,
+        PLATFORM_ACTIVITY_URL: config.platformActivityUrl,
+        SPOT_ID: config.spotId,
+        DOWNLOAD_ALLOWED_HOSTS: config.downloadAllowedHosts.join(','),
       },
     });
+    for (const token of RECONCILER_TOKENS) reconciler.bindSecret(token, this.secrets[token], secretKey);
     reconciler
       .bindLedger(this.ledger, 'reconciler')
       .bindAuditBucket(this.auditBucket)

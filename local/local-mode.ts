@@ -367,6 +367,7 @@ function reconcilerOf(
     clock: () => new Date(),
     logger: jsonLogger(options.logSink ?? (() => {})),
     gate: workflow.gate,
+    drain: workflow.exportDrain,
     // CloudWatch has no place here; the figures are in the summary the pass returns.
     publish: () => {},
     // Local passes have no time limit and always finish, so they leave no cursor to keep.

@@ -4,13 +4,18 @@ import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { z } from 'zod';
 import { AuditTrail } from '#shared/audit';
-import { gateEnvSchema, parseEnv } from '#shared/config';
+import { csv, gateEnvSchema, parseEnv } from '#shared/config';
+import { DEFAULTS } from '#shared/defaults';
 import { ConfigurationError } from '#shared/errors';
 import { Ledger } from '#shared/ledger';
 import { HEARTBEAT_METRICS } from '#shared/metrics';
+import { type ExportDrain, platformExportDrain } from '#shared/open-exports';
+import { PlatformClient } from '#shared/platform-client';
+import type { PlatformGate } from '#shared/platform-gate';
 import { functionLogger, functionMetrics } from '#shared/powertools';
 import { lambdaExportWaiters, platformGate } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
+import { secretsManagerReaders } from '#shared/secrets';
 import { sfnStarter } from '../intake/aws.ts';
 import { sfnLookup } from './aws.ts';
 import { gateTableCursor } from './cursor.ts';
@@ -35,7 +40,40 @@ export const reconcilerEnvSchema = z.object({
   AUDIT_BUCKET: z.string().min(1),
   KMS_KEY_ID: z.string().min(1).optional(),
   ...gateEnvSchema.shape,
+  /**
+   * The platform, for the exports that ended requests left open (polled, then downloaded to
+   * nowhere): set by the stack. Without them such an export's slot is held.
+   */
+  EXPORT_TOKEN_SECRET_ID: z.string().min(1).optional(),
+  PLATFORM_BASE_URL: z.url().optional(),
+  PLATFORM_EXPORT_URL: z.url().optional(),
+  PLATFORM_ACTIVITY_URL: z.url().optional(),
+  SPOT_ID: z.string().min(1).optional(),
+  PLATFORM_TIMEOUT_MS: z.coerce.number().int().positive().default(DEFAULTS.platformTimeoutMs),
+  DOWNLOAD_ALLOWED_HOSTS: csv,
 });
+
+/** The drain of exports left open, when the environment names the platform and the export token. */
+function exportDrainFrom(
+  env: z.infer<typeof reconcilerEnvSchema>,
+  gate: PlatformGate,
+  logger: ReturnType<typeof functionLogger>,
+): ExportDrain | undefined {
+  const { EXPORT_TOKEN_SECRET_ID: tokenId, PLATFORM_BASE_URL: baseUrl, PLATFORM_EXPORT_URL: exportUrl } = env;
+  const { PLATFORM_ACTIVITY_URL: activityUrl, SPOT_ID: spotId } = env;
+  if (!tokenId || !baseUrl || !exportUrl || !activityUrl || !spotId) return undefined;
+  const { exportToken } = secretsManagerReaders({ exportToken: tokenId });
+  if (exportToken === undefined) return undefined;
+  const platform = new PlatformClient(
+    { baseUrl, exportUrl, activityUrl, spotId, timeoutMs: env.PLATFORM_TIMEOUT_MS },
+    { credentials: { exportToken }, logger, gate },
+  );
+  return platformExportDrain(platform, gate, {
+    allowedHosts: env.DOWNLOAD_ALLOWED_HOSTS,
+    insecureHosts: [],
+    maxRedirects: 3,
+  });
+}
 
 /** What the handler needs: the pass's, and its heartbeat. */
 export type ReconcilerHandlerDeps = ReconcilerDeps &
@@ -87,6 +125,8 @@ function reconcilerLambdaDeps(): ReconcilerHandlerDeps {
     const logger = functionLogger();
     const metrics = functionMetrics(env.METRICS_NAMESPACE, env.METRICS_STACK);
     const ledger = new Ledger(dynamo, env.TABLE_NAME);
+    const gate = platformGate(env, dynamo, logger, lambdaExportWaiters(env, logger));
+    const drain = exportDrainFrom(env, gate, logger);
     lambdaDeps = {
       ledger,
       audit: new AuditTrail(
@@ -103,7 +143,8 @@ function reconcilerLambdaDeps(): ReconcilerHandlerDeps {
           heads: ledger,
         },
       ),
-      gate: platformGate(env, dynamo, logger, lambdaExportWaiters(env, logger)),
+      gate,
+      ...(drain === undefined ? {} : { drain }),
       publish: (figures) => {
         metrics.addMetric('StuckRequests', MetricUnit.Count, figures.StuckRequests);
         metrics.addMetric('PlatformDownSeconds', MetricUnit.Seconds, figures.PlatformDownSeconds);

@@ -1,7 +1,8 @@
-import type { AuditTrail } from '#shared/audit';
+import { type AuditTrail, sideChainOf } from '#shared/audit';
 import { AuditChainClosedError } from '#shared/errors';
 import { type ExecutionLookup, isLive, latestExecutionName, retryExecutionName } from '#shared/executions';
 import type { Ledger, LedgerItem, OpenRequest } from '#shared/ledger';
+import { type ExportDrain, exportLeftOpen } from '#shared/open-exports';
 import type { PlatformGate } from '#shared/platform-gate';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
@@ -26,6 +27,11 @@ export interface ReconcilerDeps {
   readonly gate: Pick<PlatformGate, 'exportHolders' | 'releaseExport' | 'state'>;
   /** Publishes the pass's figures as metrics (the stack's stuck-request and platform-down alarms). */
   readonly publish: (metrics: ReconcileMetrics) => void;
+  /**
+   * Takes the exports that ended requests left open to their end, so their slots can be given
+   * back. @default none: such a slot is held
+   */
+  readonly drain?: ExportDrain;
   /** Where a pass that ran out of time stopped, for the next pass to go on from. */
   readonly cursor: CursorStore;
 }
@@ -204,24 +210,61 @@ export async function eachAtMost<T>(limit: number, items: readonly T[], work: (i
 
 /**
  * Gives back the export slots of requests that no longer export (ended by the state machine's own
- * failure write, cancelled, or gone): a slot taken before `settledBefore` by a request that is not
- * running in its export or archive step. Answers how many it freed and how many are still held.
+ * failure write, cancelled, denied, or gone): a slot taken before `settledBefore` by a request that
+ * is not running in its export or archive step. A request that ended with its export still open on
+ * the platform keeps the slot, since the platform still counts that export: with a drain, the
+ * export is taken to its end (downloaded and discarded once complete, the discard recorded in the
+ * request's effects chain) and only then is the slot given back; without one, the slot is held.
+ * Answers how many slots it freed and how many are still held.
  */
 async function freeStaleSlots(
   deps: ReconcilerDeps,
   settledBefore: number,
-): Promise<{ freed: number; held: number }> {
+): Promise<{ freed: number; held: number; draining: number }> {
   const holders = Object.entries(await deps.gate.exportHolders());
   let freed = 0;
-  for (const [requestId, takenAt] of holders) {
-    if (takenAt > settledBefore) continue;
+  let draining = 0;
+  await eachAtMost(DEFAULT_CONCURRENCY, holders, async ([requestId, takenAt]) => {
+    if (takenAt > settledBefore) return;
     const item = await deps.ledger.get(requestId);
-    if (item !== undefined && item.status === 'running' && SLOT_STEPS.has(item.step ?? '')) continue;
+    if (item !== undefined && item.status === 'running' && SLOT_STEPS.has(item.step ?? '')) return;
+    if (item !== undefined && ENDED.has(item.status) && exportLeftOpen(item)) {
+      if (!(await drainLeftExport(deps, item))) {
+        draining += 1;
+        return;
+      }
+    }
     await deps.gate.releaseExport(requestId);
     freed += 1;
-  }
+  });
   if (freed > 0) deps.logger.warn('export slots given back: their requests no longer export', { freed });
-  return { freed, held: holders.length - freed };
+  if (draining > 0) {
+    deps.logger.info('export slots held for exports left open by ended requests', { draining });
+  }
+  return { freed, held: holders.length - freed, draining };
+}
+
+/** The statuses of a request that ended: an export it left open is the reconciler's to drain. */
+const ENDED = new Set(['cancelled', 'denied', 'failed', 'completed']);
+
+/**
+ * Takes an export an ended request left open one step towards its end: true once the platform no
+ * longer counts it (failed, gone, or downloaded and discarded here), false while it is still being
+ * prepared or there is no drain.
+ */
+async function drainLeftExport(deps: ReconcilerDeps, item: LedgerItem): Promise<boolean> {
+  const exportId = item.export_id;
+  if (deps.drain === undefined || exportId === undefined) return false;
+  const state = await deps.drain.state(exportId);
+  if (state === 'pending') return false;
+  const bytes = state === 'completed' ? await deps.drain.discard(exportId) : 0;
+  await deps.audit.append(sideChainOf('effects', item.request_id), {
+    eventId: `Reconciler:export_drained:${exportId}`,
+    step: 'Reconciler',
+    action: 'export_drained',
+    facts: { export_id: exportId, platform_state: state, discarded_bytes: bytes, status: item.status },
+  });
+  return true;
 }
 
 async function resumeOrFail(

@@ -4,7 +4,8 @@ import { DEFAULTS } from './defaults.ts';
 import { ConfigurationError } from './errors.ts';
 import { VERIFICATION_POLICY_ENV, verificationPolicyEnvSchema } from './verification.ts';
 
-const csv = z
+/** A comma-separated list, trimmed, empty entries left out. */
+export const csv = z
   .string()
   .default('')
   .transform((value) =>
