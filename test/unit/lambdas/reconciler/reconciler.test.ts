@@ -274,4 +274,53 @@ describe('reconcile', () => {
     expect(gate.published.length).toBeGreaterThan(0);
     expect(gate.published.at(-1)?.StuckRequests).toBeGreaterThan(0);
   });
+
+  it('holds the slot of an export a cancelled request left pending, and drains it once complete', async () => {
+    const { ledger, ids } = await ledgerWith(['running', 'running']);
+    const [cancelled = '', neverStarted = ''] = ids;
+    await ledger.update(cancelled, { step: 'exporting', export_id: 'exp-9', export_status: 'pending' }, [
+      'running',
+    ]);
+    await ledger.cancel(cancelled, { reason: 'withdrawn' });
+    await ledger.cancel(neverStarted, { reason: 'withdrawn' });
+    const sfn = executions({});
+    const gate = await gated(() => NOW.getTime() - 3_600_000);
+    for (const id of ids) await gate.gate.acquireExport(id);
+    const answers: ('pending' | 'completed')[] = ['pending', 'completed'];
+    const discarded: string[] = [];
+    const drain = {
+      state: async () => answers.shift() ?? 'completed',
+      discard: async (exportId: string) => {
+        discarded.push(exportId);
+        return 1234;
+      },
+    };
+    const deps = { ledger, ...sfn, ...gate, drain, clock: () => NOW, logger: silent };
+
+    const first = await reconcile(deps, { maxResumes: 3, graceSeconds: 60 });
+    const heldAfterFirst = Object.keys(await gate.gate.exportHolders());
+    const second = await reconcile(deps, { maxResumes: 3, graceSeconds: 60 });
+
+    // The platform still prepares the export: its slot stays; the one never started goes back.
+    expect(first.slotsFreed).toBe(1);
+    expect(heldAfterFirst).toEqual([cancelled]);
+    // Complete: downloaded to nowhere, recorded in the effects chain, and only then given back.
+    expect(second.slotsFreed).toBe(1);
+    expect(discarded).toEqual(['exp-9']);
+    expect(Object.keys(await gate.gate.exportHolders())).toEqual([]);
+    expect(sfn.appended).toEqual([
+      {
+        requestId: `${cancelled}.effects`,
+        event: expect.objectContaining({
+          action: 'export_drained',
+          facts: {
+            export_id: 'exp-9',
+            platform_state: 'completed',
+            discarded_bytes: 1234,
+            status: 'cancelled',
+          },
+        }),
+      },
+    ]);
+  });
 });
