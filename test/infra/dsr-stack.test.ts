@@ -428,6 +428,8 @@ describe('functions', () => {
     expect(secretIds('Intake')).toEqual(['AUDIT_KEY_SECRET_ID']);
     // The retention pass hashes with the audit HMAC key.
     expect(secretIds('DeadlineSweep')).toEqual(['AUDIT_KEY_SECRET_ID']);
+    // Polls and downloads to nowhere the exports that ended requests left open; no HMAC key.
+    expect(secretIds('Reconciler')).toEqual(['EXPORT_TOKEN_SECRET_ID']);
   });
 
   it('passes the platform settings and brand-name overrides through to the steps', () => {
@@ -699,7 +701,7 @@ describe('reconciler', () => {
     });
   });
 
-  it('may read executions, start them, answer export-slot waiters, read and write the ledger and the export slots, and append audit records, nothing else on those services', () => {
+  it('may read executions, start them, answer export-slot waiters, read and write the ledger and the export slots, append audit records and read the export token, nothing else on those services', () => {
     const actions = [...new Set(statementsOf('Reconciler').flatMap(actionsOf))];
     expect(actions.filter((action) => action.startsWith('states:')).sort()).toEqual([
       'states:DescribeExecution',
@@ -718,7 +720,10 @@ describe('reconciler', () => {
       's3:PutObject',
     ]);
     expect(JSON.stringify(statementsOf('Reconciler'))).not.toContain('exports/');
-    expect(actions.some((action) => action.startsWith('secretsmanager:'))).toBe(false);
+    // The export token alone: it drains exports that ended requests left open on the platform.
+    expect(actions.filter((action) => action.startsWith('secretsmanager:'))).toEqual([
+      'secretsmanager:GetSecretValue',
+    ]);
   });
 });
 
