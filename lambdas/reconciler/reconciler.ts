@@ -229,7 +229,16 @@ async function freeStaleSlots(
     const item = await deps.ledger.get(requestId);
     if (item !== undefined && item.status === 'running' && SLOT_STEPS.has(item.step ?? '')) return;
     if (item !== undefined && ENDED.has(item.status) && exportLeftOpen(item)) {
-      if (!(await drainLeftExport(deps, item))) {
+      const drained = await drainLeftExport(deps, item).catch((error: unknown) => {
+        // The platform down or the download broken: the slot stays held, and the next pass tries
+        // again; the rest of the pass goes on.
+        deps.logger.warn('an export left open could not be drained; its slot stays held', {
+          request_id: requestId,
+          error: error instanceof Error ? error.name : 'unknown',
+        });
+        return false;
+      });
+      if (!drained) {
         draining += 1;
         return;
       }

@@ -6,7 +6,7 @@
  */
 import { IdleWatchdog, nodeHttpGet, openDownload } from './archive/download.ts';
 import { assertDownloadAllowed, type DownloadPolicy } from './download-policy.ts';
-import { PlatformNotFoundError } from './errors.ts';
+import { DownloadLinkExpiredError, PlatformNotFoundError } from './errors.ts';
 import type { LedgerItem } from './ledger/index.ts';
 import type { PlatformClient } from './platform-client.ts';
 import type { PlatformGate } from './platform-gate.ts';
@@ -63,10 +63,17 @@ export function platformExportDrain(
       const connection = new AbortController();
       const watchdog = new IdleWatchdog(DISCARD_IDLE_MS, () => connection.abort());
       try {
-        const response = await openDownload(status.link, policy, nodeHttpGet, {
-          signal: connection.signal,
-          watchdog,
-        });
+        let response: Awaited<ReturnType<typeof openDownload>>;
+        try {
+          response = await openDownload(status.link, policy, nodeHttpGet, {
+            signal: connection.signal,
+            watchdog,
+          });
+        } catch (error) {
+          // A link the platform no longer serves (expired): the export no longer counts as open.
+          if (error instanceof DownloadLinkExpiredError) return 0;
+          throw error;
+        }
         let bytes = 0;
         for (;;) {
           watchdog.arm();

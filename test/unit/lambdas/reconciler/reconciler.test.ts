@@ -323,4 +323,28 @@ describe('reconcile', () => {
       },
     ]);
   });
+
+  it('goes on with its pass when an export cannot be drained, and holds that slot for the next', async () => {
+    const { ledger, ids } = await ledgerWith(['running', 'running']);
+    const [cancelled = '', stuck = ''] = ids;
+    await ledger.update(cancelled, { export_id: 'exp-3', export_status: 'pending' }, ['running']);
+    await ledger.cancel(cancelled, { reason: 'withdrawn' });
+    const sfn = executions({});
+    const gate = await gated(() => NOW.getTime() - 3_600_000);
+    await gate.gate.acquireExport(cancelled);
+    const drain = {
+      state: async (): Promise<'pending'> => {
+        throw Object.assign(new Error('connect ECONNREFUSED'), { name: 'PlatformUnavailableError' });
+      },
+      discard: async () => 0,
+    };
+
+    const summary = await reconcile(
+      { ledger, ...sfn, ...gate, drain, clock: () => NOW, logger: silent },
+      { maxResumes: 3, graceSeconds: 60 },
+    );
+
+    expect(summary.resumed).toEqual([stuck]);
+    expect(Object.keys(await gate.gate.exportHolders())).toEqual([cancelled]);
+  });
 });
