@@ -31,6 +31,8 @@ import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
 import { MANIFEST_PREFIX } from '../lambdas/shared/audit-manifest.ts';
 import {
+  ENDED_INDEX,
+  ENDED_SHARD_ATTRIBUTE,
   LEGACY_STATUS_DUE_INDEX,
   OPEN_DUE_INDEX,
   OPEN_INDEX_ATTRIBUTES,
@@ -298,6 +300,17 @@ export class DsrStack extends Stack {
       projectionType: dynamodb.ProjectionType.INCLUDE,
       nonKeyAttributes: [...OPEN_INDEX_ATTRIBUTES],
     });
+    // Ended requests not yet minimised (the key is set when a request ends, removed when the
+    // retention pass minimises it), by end time: the retention pass reads only the ones due. A
+    // ledger still migrating to the open index gets it on the next deploy (one index per update).
+    if (!config.ledgerLegacyStatusIndex) {
+      ledger.addGlobalSecondaryIndex({
+        indexName: ENDED_INDEX,
+        partitionKey: { name: ENDED_SHARD_ATTRIBUTE, type: dynamodb.AttributeType.STRING },
+        sortKey: { name: 'completed_at', type: dynamodb.AttributeType.STRING },
+        projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+      });
+    }
     if (config.ledgerLegacyStatusIndex) {
       // The index of ledgers created before the open index, kept for one deploy while they migrate
       // (DynamoDB adds or drops one index per update; docs/deploy.md).
