@@ -1,7 +1,7 @@
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { LEGACY_STATUS_DUE_INDEX, OPEN_DUE_INDEX, OPEN_INDEX_ATTRIBUTES } from '#shared/ledger';
+import { ENDED_INDEX, LEGACY_STATUS_DUE_INDEX, OPEN_DUE_INDEX, OPEN_INDEX_ATTRIBUTES } from '#shared/ledger';
 import { DEADLINE_METRICS } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { SECRETS } from '../../lambdas/shared/secrets.ts';
 import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../../lambdas/steps.ts';
@@ -154,7 +154,7 @@ describe('queues', () => {
 });
 
 describe('ledger', () => {
-  it('has point-in-time recovery, deletion protection and the sharded open index, carrying only what listing reads', () => {
+  it('has point-in-time recovery, deletion protection, the sharded open index carrying only what listing reads, and the ended index of keys', () => {
     const ledger = template.findResources('AWS::DynamoDB::Table');
     const [table] = Object.values(ledger);
     expect(table?.DeletionPolicy).toBe('Retain');
@@ -170,6 +170,14 @@ describe('ledger', () => {
             { AttributeName: 'due_at', KeyType: 'RANGE' },
           ],
           Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...OPEN_INDEX_ATTRIBUTES] },
+        },
+        {
+          IndexName: ENDED_INDEX,
+          KeySchema: [
+            { AttributeName: 'ended_shard', KeyType: 'HASH' },
+            { AttributeName: 'completed_at', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'KEYS_ONLY' },
         },
       ],
     });
@@ -192,17 +200,25 @@ describe('ledger', () => {
     ]);
   });
 
-  it('lets the functions query the open index and nothing else of it', () => {
-    const queries = functionNames.flatMap((name) =>
-      statementsOf(name).filter((statement) => actionsOf(statement).includes('dynamodb:Query')),
-    );
+  it('lets the functions query the open index, the sweep the ended index too, and nothing else of it', () => {
+    const indexArn = (index: string) => ({
+      'Fn::Join': ['', [getAtt(idOf('AWS::DynamoDB::Table', 'Ledger')), `/index/${index}`]],
+    });
+    const queried = (name: string) =>
+      statementsOf(name)
+        .filter((statement) => actionsOf(statement).includes('dynamodb:Query'))
+        .flatMap((statement) => [statement.Resource].flat());
 
-    expect(queries.length).toBeGreaterThan(0);
-    for (const statement of queries) {
-      expect(statement.Resource).toEqual({
-        'Fn::Join': ['', [getAtt(idOf('AWS::DynamoDB::Table', 'Ledger')), `/index/${OPEN_DUE_INDEX}`]],
-      });
+    expect(functionNames.flatMap(queried).length).toBeGreaterThan(0);
+    for (const name of functionNames) {
+      const expected =
+        name === 'DeadlineSweep'
+          ? [indexArn(OPEN_DUE_INDEX), indexArn(ENDED_INDEX)]
+          : [indexArn(OPEN_DUE_INDEX)];
+      const resources = queried(name);
+      if (resources.length > 0) expect(resources).toEqual(expected);
     }
+    expect(queried('DeadlineSweep')).toEqual([indexArn(OPEN_DUE_INDEX), indexArn(ENDED_INDEX)]);
   });
 });
 
