@@ -19,6 +19,9 @@
  * 8. `local-package`: local mode's peak RSS for one access request, a light subject's (10
  *    comments) beside a heavy one's (BENCH_HEAVY_COMMENTS, default 150,000) on the same platform
  *    state, each in a process of its own.
+ * 9. `reconciler`: a reconciler pass over BENCH_RECONCILE_REQUESTS (default 50,000) open requests
+ *    on dynalite with a DescribeExecution stand-in, pass time, CPU, passes and when metrics went
+ *    out, beside the sequential loop it replaced (bench/reconciler.ts).
  *
  * BENCH_AWS_FAULTS=FILE throttles a seeded share of the local AWS calls in 2 and 3, as
  * `svc-dsr local --aws-faults FILE` does (format: docs/emulator.md, "AWS faults in local mode").
@@ -53,6 +56,7 @@ import { startLocalWorkflow } from '#local/runtime/workflow';
 import { localMemory, localThroughput } from './local-throughput.ts';
 import { packageBench } from './package.ts';
 import { writeHeavyArchive } from './package-archive.ts';
+import { reconcilerBench } from './reconciler.ts';
 
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -741,7 +745,8 @@ async function localPackage() {
 
 const only = new Set(
   (
-    process.env.BENCH_ONLY ?? 'copy,transitions,local,burst,memory,package,package-memory,local-package'
+    process.env.BENCH_ONLY ??
+    'copy,transitions,local,burst,memory,package,package-memory,local-package,reconciler'
   ).split(','),
 );
 if (only.has('copy')) {
@@ -759,3 +764,4 @@ if (only.has('memory')) await memory();
 if (only.has('package')) await subjectPackage();
 if (only.has('package-memory')) await packageMemory();
 if (only.has('local-package')) await localPackage();
+if (only.has('reconciler')) await reconcilerBench();

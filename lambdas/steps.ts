@@ -56,6 +56,12 @@ export const STEP_TOKENS: Readonly<Record<StepName, readonly PlatformToken[]>> =
 };
 
 /**
+ * The platform token of the reconciler: it polls and downloads (to nowhere) the exports that ended
+ * requests left open, so the platform stops counting them (shared/open-exports.ts).
+ */
+export const RECONCILER_TOKENS: readonly PlatformToken[] = ['exportToken'];
+
+/**
  * What each step does with the platform gate (shared/platform-gate.ts): `admits` its platform
  * calls through the rate limit and the circuit; `slots` takes or gives back export slots; `wakes`
  * wakes a request waiting for a slot when it gives one back (shared/export-waiters.ts).

@@ -14,7 +14,7 @@ import { Construct } from 'constructs';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
 import { MANIFEST_PREFIX } from '../lambdas/shared/audit-manifest.ts';
 import { WAITERS_INDEX } from '../lambdas/shared/export-waiters.ts';
-import { OPEN_DUE_INDEX } from '../lambdas/shared/ledger/index.ts';
+import { ENDED_INDEX, OPEN_DUE_INDEX } from '../lambdas/shared/ledger/index.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { acknowledge, nagArn } from './nag.ts';
 
@@ -162,7 +162,14 @@ export class DsrFunction extends Construct {
     this.bindEnvironment('TABLE_NAME', table.tableName);
     const { items, query, writes } = LEDGER_ACTIONS[access];
     if (items.length > 0) this.#allow(items, [table.tableArn]);
-    if (query) this.#allow(['dynamodb:Query'], [`${table.tableArn}/index/${OPEN_DUE_INDEX}`]);
+    if (query) {
+      // The retention pass of the sweep reads the ended index as well.
+      const indexes = access === 'sweep' ? [OPEN_DUE_INDEX, ENDED_INDEX] : [OPEN_DUE_INDEX];
+      this.#allow(
+        ['dynamodb:Query'],
+        indexes.map((index) => `${table.tableArn}/index/${index}`),
+      );
+    }
     this.#allowKey(
       table.encryptionKey,
       writes

@@ -37,6 +37,8 @@ import {
   WAITERS_SINCE_ATTRIBUTE,
 } from '../lambdas/shared/export-waiters.ts';
 import {
+  ENDED_INDEX,
+  ENDED_SHARD_ATTRIBUTE,
   LEGACY_STATUS_DUE_INDEX,
   OPEN_DUE_INDEX,
   OPEN_INDEX_ATTRIBUTES,
@@ -46,7 +48,13 @@ import { HEARTBEAT_METRICS, INTAKE_METRICS, metricDimensions } from '../lambdas/
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { VERIFICATION_POLICY_ENV } from '../lambdas/shared/verification.ts';
-import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../lambdas/steps.ts';
+import {
+  RECONCILER_TOKENS,
+  STEP_DIRECTORIES,
+  STEP_GATE,
+  STEP_TOKENS,
+  type StepName,
+} from '../lambdas/steps.ts';
 import {
   CONFIG_CONTEXT_KEY,
   packageSettings,
@@ -302,6 +310,17 @@ export class DsrStack extends Stack {
       projectionType: dynamodb.ProjectionType.INCLUDE,
       nonKeyAttributes: [...OPEN_INDEX_ATTRIBUTES],
     });
+    // Ended requests not yet minimised (the key is set when a request ends, removed when the
+    // retention pass minimises it), by end time: the retention pass reads only the ones due. A
+    // ledger still migrating to the open index gets it on the next deploy (one index per update).
+    if (!config.ledgerLegacyStatusIndex) {
+      ledger.addGlobalSecondaryIndex({
+        indexName: ENDED_INDEX,
+        partitionKey: { name: ENDED_SHARD_ATTRIBUTE, type: dynamodb.AttributeType.STRING },
+        sortKey: { name: 'completed_at', type: dynamodb.AttributeType.STRING },
+        projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+      });
+    }
     if (config.ledgerLegacyStatusIndex) {
       // The index of ledgers created before the open index, kept for one deploy while they migrate
       // (DynamoDB adds or drops one index per update; docs/deploy.md).
@@ -565,7 +584,7 @@ export class DsrStack extends Stack {
    * reconciler starts executions, and that grant stays with it (the sweep writes the ledger only to
    * minimise).
    */
-  #reconciler({ config, defaults, gateSettings }: FunctionContext): DsrFunction {
+  #reconciler({ config, defaults, gateSettings, secretKey }: FunctionContext): DsrFunction {
     const reconciler = new DsrFunction(this, 'Reconciler', {
       ...defaults,
       entry: `${lambdasDir}reconciler/handler.ts`,
@@ -577,8 +596,16 @@ export class DsrStack extends Stack {
         METRICS_NAMESPACE,
         METRICS_STACK: this.stackName,
         ...gateSettings,
+        // An export an ended request left open is polled and downloaded to nowhere, so the
+        // platform stops counting it and its slot can be given back (lambdas/shared/open-exports.ts).
+        PLATFORM_BASE_URL: config.platformBaseUrl,
+        PLATFORM_EXPORT_URL: config.platformExportUrl,
+        PLATFORM_ACTIVITY_URL: config.platformActivityUrl,
+        SPOT_ID: config.spotId,
+        DOWNLOAD_ALLOWED_HOSTS: config.downloadAllowedHosts.join(','),
       },
     });
+    for (const token of RECONCILER_TOKENS) reconciler.bindSecret(token, this.secrets[token], secretKey);
     reconciler
       .bindLedger(this.ledger, 'reconciler')
       .bindAuditBucket(this.auditBucket)

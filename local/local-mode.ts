@@ -19,6 +19,7 @@ import { type SecretValues, secretValuesSchema } from '#shared/secrets';
 import { sfnStarter } from '../lambdas/intake/aws.ts';
 import type { IntakeResult } from '../lambdas/intake/intake.ts';
 import { sfnLookup } from '../lambdas/reconciler/aws.ts';
+import { memoryCursor } from '../lambdas/reconciler/cursor.ts';
 import { type ReconcilerDeps, type ReconcileSummary, reconcile } from '../lambdas/reconciler/reconciler.ts';
 import type { AwsFaults } from './aws/aws-faults.ts';
 import type { AwsStandIns } from './aws/aws-standins.ts';
@@ -367,8 +368,11 @@ function reconcilerOf(
     clock: () => new Date(),
     logger: jsonLogger(options.logSink ?? (() => {})),
     gate: workflow.gate,
+    drain: workflow.exportDrain,
     // CloudWatch has no place here; the figures are in the summary the pass returns.
     publish: () => {},
+    // Local passes have no time limit and always finish, so they leave no cursor to keep.
+    cursor: memoryCursor(),
   };
   const maxResumes = options.reconcileMaxResumes ?? 3;
   return (graceSeconds, resumes = maxResumes) =>

@@ -46,22 +46,15 @@ export interface DeadlineSweepHandlerDeps extends DeadlineSweepDeps {
 }
 
 /**
- * The scheduled handler: write the daily manifests, minimise the ended requests past their
- * retention, sweep, publish the counts as metrics, log a summary.
+ * The scheduled handler: sweep the open requests and publish the counts as metrics (with the
+ * heartbeat) first, from the open index alone, so the deadline alarms hear from every run whatever
+ * the rest costs; then write the daily manifests and minimise the ended requests past their
+ * retention. A failure there fails the invocation (the function's error alarm) after the counts
+ * are out.
  */
 export function makeDeadlineSweepHandler(deps: () => DeadlineSweepHandlerDeps) {
   return async (): Promise<DeadlineCounts> => {
     const sweepDeps = deps();
-    const days = await writeDailyManifests({
-      ...sweepDeps.manifests,
-      ledger: sweepDeps.ledger,
-      clock: sweepDeps.clock,
-    });
-    if (days.length > 0) sweepDeps.logger.info('audit manifests written', { days });
-    const retention = await sweepDeps.ledger.minimiseDue(sweepDeps.minimisation);
-    if (retention.minimised + retention.skipped > 0) {
-      sweepDeps.logger.info('ended requests past their retention minimised', { ...retention });
-    }
     const counts = await sweepDeadlines(sweepDeps, {
       dueSoonDays: sweepDeps.dueSoonDays,
       ...(sweepDeps.timeZone === undefined ? {} : { timeZone: sweepDeps.timeZone }),
@@ -74,6 +67,16 @@ export function makeDeadlineSweepHandler(deps: () => DeadlineSweepHandlerDeps) {
     } else if (counts.receipts_due_soon > 0) {
       sweepDeps.logger.warn('CCPA receipt confirmations are due soon', summary);
     } else sweepDeps.logger.info('deadline sweep', summary);
+    const days = await writeDailyManifests({
+      ...sweepDeps.manifests,
+      ledger: sweepDeps.ledger,
+      clock: sweepDeps.clock,
+    });
+    if (days.length > 0) sweepDeps.logger.info('audit manifests written', { days });
+    const retention = await sweepDeps.ledger.minimiseDue(sweepDeps.minimisation);
+    if (retention.minimised + retention.skipped > 0) {
+      sweepDeps.logger.info('ended requests past their retention minimised', { ...retention });
+    }
     return counts;
   };
 }

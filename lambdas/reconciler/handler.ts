@@ -4,15 +4,21 @@ import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { z } from 'zod';
 import { AuditTrail } from '#shared/audit';
-import { gateEnvSchema, parseEnv } from '#shared/config';
+import { csv, gateEnvSchema, parseEnv } from '#shared/config';
+import { DEFAULTS } from '#shared/defaults';
 import { ConfigurationError } from '#shared/errors';
 import { Ledger } from '#shared/ledger';
 import { HEARTBEAT_METRICS } from '#shared/metrics';
+import { type ExportDrain, platformExportDrain } from '#shared/open-exports';
+import { PlatformClient } from '#shared/platform-client';
+import type { PlatformGate } from '#shared/platform-gate';
 import { functionLogger, functionMetrics } from '#shared/powertools';
 import { lambdaExportWaiters, platformGate } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
+import { secretsManagerReaders } from '#shared/secrets';
 import { sfnStarter } from '../intake/aws.ts';
 import { sfnLookup } from './aws.ts';
+import { gateTableCursor } from './cursor.ts';
 import {
   type ReconcileOptions,
   type ReconcilerDeps,
@@ -34,7 +40,40 @@ export const reconcilerEnvSchema = z.object({
   AUDIT_BUCKET: z.string().min(1),
   KMS_KEY_ID: z.string().min(1).optional(),
   ...gateEnvSchema.shape,
+  /**
+   * The platform, for the exports that ended requests left open (polled, then downloaded to
+   * nowhere): set by the stack. Without them such an export's slot is held.
+   */
+  EXPORT_TOKEN_SECRET_ID: z.string().min(1).optional(),
+  PLATFORM_BASE_URL: z.url().optional(),
+  PLATFORM_EXPORT_URL: z.url().optional(),
+  PLATFORM_ACTIVITY_URL: z.url().optional(),
+  SPOT_ID: z.string().min(1).optional(),
+  PLATFORM_TIMEOUT_MS: z.coerce.number().int().positive().default(DEFAULTS.platformTimeoutMs),
+  DOWNLOAD_ALLOWED_HOSTS: csv,
 });
+
+/** The drain of exports left open, when the environment names the platform and the export token. */
+function exportDrainFrom(
+  env: z.infer<typeof reconcilerEnvSchema>,
+  gate: PlatformGate,
+  logger: ReturnType<typeof functionLogger>,
+): ExportDrain | undefined {
+  const { EXPORT_TOKEN_SECRET_ID: tokenId, PLATFORM_BASE_URL: baseUrl, PLATFORM_EXPORT_URL: exportUrl } = env;
+  const { PLATFORM_ACTIVITY_URL: activityUrl, SPOT_ID: spotId } = env;
+  if (!tokenId || !baseUrl || !exportUrl || !activityUrl || !spotId) return undefined;
+  const { exportToken } = secretsManagerReaders({ exportToken: tokenId });
+  if (exportToken === undefined) return undefined;
+  const platform = new PlatformClient(
+    { baseUrl, exportUrl, activityUrl, spotId, timeoutMs: env.PLATFORM_TIMEOUT_MS },
+    { credentials: { exportToken }, logger, gate },
+  );
+  return platformExportDrain(platform, gate, {
+    allowedHosts: env.DOWNLOAD_ALLOWED_HOSTS,
+    insecureHosts: [],
+    maxRedirects: 3,
+  });
+}
 
 /** What the handler needs: the pass's, and its heartbeat. */
 export type ReconcilerHandlerDeps = ReconcilerDeps &
@@ -44,14 +83,33 @@ export type ReconcilerHandlerDeps = ReconcilerDeps &
   };
 
 /**
- * The scheduled handler: one reconciliation pass, then its heartbeat (a pass that throws or times
- * out publishes none, and the heartbeat's alarm reads the silence); the summary names request ids
- * only.
+ * Time the pass leaves unused at the end of the invocation: the page under way when its budget
+ * runs out finishes (a page takes about a second; a slow one, with many resumes, a few), and the
+ * heartbeat goes out.
+ */
+export const PASS_MARGIN_MS = 30_000;
+
+/** The part of the Lambda context the handler reads. */
+const contextSchema = z.object({
+  getRemainingTimeInMillis: z.custom<() => number>((value) => typeof value === 'function'),
+});
+
+/**
+ * The scheduled handler: one reconciliation pass, within the invocation's remaining time less
+ * PASS_MARGIN_MS (what it does not reach, the next pass goes on with from the cursor), then its
+ * heartbeat (a pass that throws publishes none, and the heartbeat's alarm reads the silence); the
+ * summary names request ids only.
  */
 export function makeReconcilerHandler(deps: () => ReconcilerHandlerDeps) {
-  return async (): Promise<ReconcileSummary> => {
+  return async (_event?: unknown, context?: unknown): Promise<ReconcileSummary> => {
     const all = deps();
-    const summary = await reconcile(all, { maxResumes: all.maxResumes, graceSeconds: all.graceSeconds });
+    const lambda = contextSchema.safeParse(context);
+    const remaining = lambda.success ? () => lambda.data.getRemainingTimeInMillis() : undefined;
+    const summary = await reconcile(all, {
+      maxResumes: all.maxResumes,
+      graceSeconds: all.graceSeconds,
+      ...(remaining === undefined ? {} : { timeLeftMs: () => remaining() - PASS_MARGIN_MS }),
+    });
     all.heartbeat();
     return summary;
   };
@@ -67,6 +125,8 @@ function reconcilerLambdaDeps(): ReconcilerHandlerDeps {
     const logger = functionLogger();
     const metrics = functionMetrics(env.METRICS_NAMESPACE, env.METRICS_STACK);
     const ledger = new Ledger(dynamo, env.TABLE_NAME);
+    const gate = platformGate(env, dynamo, logger, lambdaExportWaiters(env, logger));
+    const drain = exportDrainFrom(env, gate, logger);
     lambdaDeps = {
       ledger,
       audit: new AuditTrail(
@@ -83,7 +143,8 @@ function reconcilerLambdaDeps(): ReconcilerHandlerDeps {
           heads: ledger,
         },
       ),
-      gate: platformGate(env, dynamo, logger, lambdaExportWaiters(env, logger)),
+      gate,
+      ...(drain === undefined ? {} : { drain }),
       publish: (figures) => {
         metrics.addMetric('StuckRequests', MetricUnit.Count, figures.StuckRequests);
         metrics.addMetric('PlatformDownSeconds', MetricUnit.Seconds, figures.PlatformDownSeconds);
@@ -94,6 +155,7 @@ function reconcilerLambdaDeps(): ReconcilerHandlerDeps {
         metrics.addMetric(HEARTBEAT_METRICS.reconciler, MetricUnit.Count, 1);
         metrics.publishStoredMetrics();
       },
+      cursor: gateTableCursor(dynamo, env.GATE_TABLE_NAME),
       describe: sfnLookup(sfn, env.STATE_MACHINE_ARN),
       start: sfnStarter(sfn, env.STATE_MACHINE_ARN),
       clock: () => new Date(),

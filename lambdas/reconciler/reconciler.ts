@@ -1,20 +1,19 @@
-import type { AuditTrail } from '#shared/audit';
+import { type AuditTrail, sideChainOf } from '#shared/audit';
 import { AuditChainClosedError } from '#shared/errors';
 import { type ExecutionLookup, isLive, latestExecutionName, retryExecutionName } from '#shared/executions';
-import type { Ledger, LedgerItem } from '#shared/ledger';
+import type { Ledger, LedgerItem, OpenRequest } from '#shared/ledger';
+import { type ExportDrain, exportLeftOpen } from '#shared/open-exports';
 import type { PlatformGate } from '#shared/platform-gate';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
-
-/** The statuses of a request that an execution should be moving. */
-const OPEN = ['received', 'running'] as const;
+import { type CursorStore, nextPartition, RECONCILED_STATUSES, type ReconcileCursor } from './cursor.ts';
 
 /** The ledger code of a request the reconciler gave up resuming. */
 export const STRANDED_CODE = 'stranded';
 
 /** What the reconciler reads and writes: the ledger, the state machine's executions, a clock. */
 export interface ReconcilerDeps {
-  readonly ledger: Pick<Ledger, 'openRequests' | 'get' | 'claimResume' | 'update' | 'reindexOpen'>;
+  readonly ledger: Pick<Ledger, 'openRequestsPage' | 'get' | 'claimResume' | 'update' | 'reindexOpen'>;
   /**
    * The audit trail: a request the reconciler records failed, or one the state machine's own
    * failure write ended (no Lambda ran to record it), gets the final record that closes its chain.
@@ -28,6 +27,13 @@ export interface ReconcilerDeps {
   readonly gate: Pick<PlatformGate, 'exportHolders' | 'releaseExport' | 'state'>;
   /** Publishes the pass's figures as metrics (the stack's stuck-request and platform-down alarms). */
   readonly publish: (metrics: ReconcileMetrics) => void;
+  /**
+   * Takes the exports that ended requests left open to their end, so their slots can be given
+   * back. @default none: such a slot is held
+   */
+  readonly drain?: ExportDrain;
+  /** Where a pass that ran out of time stopped, for the next pass to go on from. */
+  readonly cursor: CursorStore;
 }
 
 /** The metrics of one pass. */
@@ -36,7 +42,7 @@ export interface ReconcileMetrics {
   readonly StuckRequests: number;
   /** How long the shared circuit has been open (the platform down), 0 while it is closed. */
   readonly PlatformDownSeconds: number;
-  /** Export slots held after the pass. */
+  /** Export slots held after the slots were checked. */
   readonly ExportSlotsHeld: number;
 }
 
@@ -51,6 +57,15 @@ export interface ReconcileOptions {
    * starts the execution, and a retry claims its execution before it starts it.
    */
   readonly graceSeconds: number;
+  /**
+   * How much time the pass has left, ms: checked before each page, and the pass stops (keeping its
+   * cursor) once it is 0 or less. @default no limit: the pass reads every open request
+   */
+  readonly timeLeftMs?: () => number;
+  /** Open requests looked at at once. @default 16 */
+  readonly concurrency?: number;
+  /** Open requests per page of the open index. @default 100 */
+  readonly pageSize?: number;
 }
 
 /** What one pass did. */
@@ -64,6 +79,13 @@ export interface ReconcileSummary {
   readonly reindexed: number;
   /** Export slots given back: held by requests no longer exporting (ended some way no step saw). */
   readonly slotsFreed: number;
+  /** Pages of the open index read. */
+  readonly pages: number;
+  /**
+   * True when the pass read to the end of the open index; false when it ran out of time and left a
+   * cursor, from which the next pass goes on.
+   */
+  readonly complete: boolean;
 }
 
 /**
@@ -73,76 +95,185 @@ export interface ReconcileSummary {
  * `maxResumes` times already is recorded failed instead, so a fault that kills every execution
  * reaches an operator rather than looping. The deadline does not change that choice: a failed
  * request is no nearer its answer than a resumed one.
+ *
+ * The pass reads the open index a page at a time, shard by shard, looks at `concurrency` requests
+ * at once, and publishes its figures after every page, so a pass that runs out of time has already
+ * told its alarms what it found. It gives back stale export slots first. Out of time
+ * (`timeLeftMs`), it keeps where it stopped in the cursor and the next pass goes on from there; a
+ * pass that reaches the end clears it, and the next one starts again from the beginning.
  */
 export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions): Promise<ReconcileSummary> {
   const resumed: string[] = [];
   const stranded: string[] = [];
   let reindexed = 0;
   let checked = 0;
+  let pages = 0;
   const settledBefore = deps.clock().getTime() - options.graceSeconds * 1000;
-  for (const status of OPEN) {
-    for await (const entry of deps.ledger.openRequests(status)) {
-      checked += 1;
-      if (entry.status !== status) {
-        // Only the state machine's own failure write (RecordFailure could not run) sets a status
-        // without moving the index key: no Lambda wrote the final record, so it is written here,
-        // before the key moves, so a pass that dies in between finds the request again.
-        if (entry.status === 'failed') await closeUnrecordedFailure(deps, entry.request_id);
-        if (await deps.ledger.reindexOpen(entry.request_id, entry.status)) reindexed += 1;
-        continue;
-      }
-      const item = await deps.ledger.get(entry.request_id);
-      if (item === undefined || item.status !== status) continue;
-      if (Date.parse(item.updated_at) > settledBefore) continue;
-      const latest = latestExecutionName(item.request_id, item.executions);
-      const execution = await deps.describe(latest);
-      if (isLive(execution)) continue;
-      const outcome = await resumeOrFail(deps, options, item, execution);
-      if (outcome === 'resumed') resumed.push(item.request_id);
-      if (outcome === 'stranded') stranded.push(item.request_id);
-    }
-  }
+  const timeLeft = options.timeLeftMs ?? (() => Number.POSITIVE_INFINITY);
   const { freed: slotsFreed, held } = await freeStaleSlots(deps, settledBefore);
-  const circuit = await deps.gate.state();
-  deps.publish({
-    StuckRequests: resumed.length + stranded.length,
-    PlatformDownSeconds:
-      circuit.opened_at === 0
-        ? 0
-        : Math.max(0, Math.round((deps.clock().getTime() - circuit.opened_at) / 1000)),
-    ExportSlotsHeld: held,
-  });
-  const summary = { checked, resumed, stranded, reindexed, slotsFreed };
+  const publish = async () => {
+    const circuit = await deps.gate.state();
+    deps.publish({
+      StuckRequests: resumed.length + stranded.length,
+      PlatformDownSeconds:
+        circuit.opened_at === 0
+          ? 0
+          : Math.max(0, Math.round((deps.clock().getTime() - circuit.opened_at) / 1000)),
+      ExportSlotsHeld: held,
+    });
+  };
+  let position: ReconcileCursor | undefined = (await deps.cursor.load()) ?? {
+    status: RECONCILED_STATUSES[0],
+    shard: 0,
+  };
+  while (position !== undefined && timeLeft() > 0) {
+    const { status, shard }: ReconcileCursor = position;
+    const page = await deps.ledger.openRequestsPage(status, shard, {
+      ...(position.after === undefined ? {} : { after: position.after }),
+      pageSize: options.pageSize ?? DEFAULT_PAGE_SIZE,
+    });
+    pages += 1;
+    checked += page.items.length;
+    await eachAtMost(options.concurrency ?? DEFAULT_CONCURRENCY, page.items, async (entry) => {
+      const outcome = await checkOpenRequest(deps, options, status, entry, settledBefore);
+      if (outcome === 'resumed') resumed.push(entry.request_id);
+      if (outcome === 'stranded') stranded.push(entry.request_id);
+      if (outcome === 'reindexed') reindexed += 1;
+    });
+    position = page.next === undefined ? nextPartition(position) : { status, shard, after: page.next };
+    await deps.cursor.save(position);
+    if (page.items.length > 0) await publish();
+  }
+  // The pass's last figures, also when it found nothing open: the alarms read figures, not silence.
+  await publish();
+  const complete = position === undefined;
+  const summary = { checked, resumed, stranded, reindexed, slotsFreed, pages, complete };
   if (resumed.length + stranded.length > 0) {
     deps.logger.warn('open requests had no running execution', {
       resumed: resumed.length,
       stranded: stranded.length,
       reindexed,
+      complete,
     });
-  } else deps.logger.info('reconciled', { checked, reindexed });
+  } else deps.logger.info('reconciled', { checked, reindexed, pages, complete });
   return summary;
+}
+
+const DEFAULT_PAGE_SIZE = 100;
+const DEFAULT_CONCURRENCY = 16;
+
+/**
+ * One open request of the index: reindexed when its index key names an older status, resumed or
+ * recorded failed when no execution is moving it, left alone otherwise.
+ */
+async function checkOpenRequest(
+  deps: ReconcilerDeps,
+  options: ReconcileOptions,
+  status: (typeof RECONCILED_STATUSES)[number],
+  entry: OpenRequest,
+  settledBefore: number,
+): Promise<'resumed' | 'stranded' | 'reindexed' | 'moved' | 'live'> {
+  if (entry.status !== status) {
+    // Only the state machine's own failure write (RecordFailure could not run) sets a status
+    // without moving the index key: no Lambda wrote the final record, so it is written here,
+    // before the key moves, so a pass that dies in between finds the request again.
+    if (entry.status === 'failed') await closeUnrecordedFailure(deps, entry.request_id);
+    return (await deps.ledger.reindexOpen(entry.request_id, entry.status)) ? 'reindexed' : 'moved';
+  }
+  const item = await deps.ledger.get(entry.request_id);
+  if (item === undefined || item.status !== status) return 'moved';
+  if (Date.parse(item.updated_at) > settledBefore) return 'live';
+  const latest = latestExecutionName(item.request_id, item.executions);
+  const execution = await deps.describe(latest);
+  if (isLive(execution)) return 'live';
+  return resumeOrFail(deps, options, item, execution);
+}
+
+/** Runs `work` on every item, at most `limit` at a time; the first failure is thrown once all settle. */
+export async function eachAtMost<T>(limit: number, items: readonly T[], work: (item: T) => Promise<void>) {
+  let next = 0;
+  const failures: unknown[] = [];
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next] as T;
+      next += 1;
+      try {
+        await work(item);
+      } catch (error) {
+        failures.push(error);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
+  if (failures.length > 0) throw failures[0];
 }
 
 /**
  * Gives back the export slots of requests that no longer export (ended by the state machine's own
- * failure write, cancelled, or gone): a slot taken before `settledBefore` by a request that is not
- * running in its export or archive step. Answers how many it freed and how many are still held.
+ * failure write, cancelled, denied, or gone): a slot taken before `settledBefore` by a request that
+ * is not running in its export or archive step. A request that ended with its export still open on
+ * the platform keeps the slot, since the platform still counts that export: with a drain, the
+ * export is taken to its end (downloaded and discarded once complete, the discard recorded in the
+ * request's effects chain) and only then is the slot given back; without one, the slot is held.
+ * Answers how many slots it freed and how many are still held.
  */
 async function freeStaleSlots(
   deps: ReconcilerDeps,
   settledBefore: number,
-): Promise<{ freed: number; held: number }> {
+): Promise<{ freed: number; held: number; draining: number }> {
   const holders = Object.entries(await deps.gate.exportHolders());
   let freed = 0;
-  for (const [requestId, takenAt] of holders) {
-    if (takenAt > settledBefore) continue;
+  let draining = 0;
+  await eachAtMost(DEFAULT_CONCURRENCY, holders, async ([requestId, takenAt]) => {
+    if (takenAt > settledBefore) return;
     const item = await deps.ledger.get(requestId);
-    if (item !== undefined && item.status === 'running' && SLOT_STEPS.has(item.step ?? '')) continue;
+    if (item !== undefined && item.status === 'running' && SLOT_STEPS.has(item.step ?? '')) return;
+    if (item !== undefined && ENDED.has(item.status) && exportLeftOpen(item)) {
+      const drained = await drainLeftExport(deps, item).catch((error: unknown) => {
+        // The platform down or the download broken: the slot stays held, and the next pass tries
+        // again; the rest of the pass goes on.
+        deps.logger.warn('an export left open could not be drained; its slot stays held', {
+          request_id: requestId,
+          error: error instanceof Error ? error.name : 'unknown',
+        });
+        return false;
+      });
+      if (!drained) {
+        draining += 1;
+        return;
+      }
+    }
     await deps.gate.releaseExport(requestId);
     freed += 1;
-  }
+  });
   if (freed > 0) deps.logger.warn('export slots given back: their requests no longer export', { freed });
-  return { freed, held: holders.length - freed };
+  if (draining > 0) {
+    deps.logger.info('export slots held for exports left open by ended requests', { draining });
+  }
+  return { freed, held: holders.length - freed, draining };
+}
+
+/** The statuses of a request that ended: an export it left open is the reconciler's to drain. */
+const ENDED = new Set(['cancelled', 'denied', 'failed', 'completed']);
+
+/**
+ * Takes an export an ended request left open one step towards its end: true once the platform no
+ * longer counts it (failed, gone, or downloaded and discarded here), false while it is still being
+ * prepared or there is no drain.
+ */
+async function drainLeftExport(deps: ReconcilerDeps, item: LedgerItem): Promise<boolean> {
+  const exportId = item.export_id;
+  if (deps.drain === undefined || exportId === undefined) return false;
+  const state = await deps.drain.state(exportId);
+  if (state === 'pending') return false;
+  const bytes = state === 'completed' ? await deps.drain.discard(exportId) : 0;
+  await deps.audit.append(sideChainOf('effects', item.request_id), {
+    eventId: `Reconciler:export_drained:${exportId}`,
+    step: 'Reconciler',
+    action: 'export_drained',
+    facts: { export_id: exportId, platform_state: state, discarded_bytes: bytes, status: item.status },
+  });
+  return true;
 }
 
 async function resumeOrFail(

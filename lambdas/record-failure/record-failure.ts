@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import { AuditChainClosedError, errorCodeOf, SupersededRunError } from '#shared/errors';
 import type { LedgerPatch } from '#shared/ledger';
+import { exportLeftOpen } from '#shared/open-exports';
 import { Redactor } from '#shared/redact';
 import type { StepDeps } from '#shared/step-deps';
 import { runOfExecution } from '#shared/step-guards';
@@ -26,8 +27,10 @@ export async function recordFailure(
     deps.logger.info('a superseded execution ends without recording', { run, current: item.executions });
     return { status: 'superseded', code: 'superseded_run' };
   }
-  // A request that ends here holds no export slot any more, whatever it was doing.
-  await deps.gate.releaseExport(input.request_id);
+  // A request that ends here holds no export slot any more, unless its export is still open on the
+  // platform, which counts it until it is downloaded, fails or expires: the reconciler takes that
+  // export to its end and gives the slot back then.
+  if (!exportLeftOpen(item)) await deps.gate.releaseExport(input.request_id);
   const code = errorCodeOf(input.error.Error);
   if (item.status === 'completed') return { status: 'completed', code };
   // Denied while it ran: the denial is the request's answer and closed its record; the execution

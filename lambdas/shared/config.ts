@@ -5,7 +5,8 @@ import { ConfigurationError } from './errors.ts';
 import { WAITERS_INDEX } from './export-waiters.ts';
 import { VERIFICATION_POLICY_ENV, verificationPolicyEnvSchema } from './verification.ts';
 
-const csv = z
+/** A comma-separated list, trimmed, empty entries left out. */
+export const csv = z
   .string()
   .default('')
   .transform((value) =>

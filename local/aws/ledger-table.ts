@@ -13,6 +13,9 @@ import {
 import { z } from 'zod';
 import { WAITERS_INDEX, WAITERS_QUEUE_ATTRIBUTE, WAITERS_SINCE_ATTRIBUTE } from '#shared/export-waiters';
 import {
+  ENDED_INDEX,
+  ENDED_SHARD_ATTRIBUTE,
+  endedShardKey,
   OPEN_DUE_INDEX,
   OPEN_INDEX_ATTRIBUTES,
   OPEN_SHARD_ATTRIBUTE,
@@ -22,19 +25,17 @@ import {
 import { GATE_KEY } from '#shared/platform-gate';
 
 /**
- * Creates the ledger table with the same keys and index as the CDK stack (for local mode and tests).
- * A data dir from before the open index holds a ledger without it, and dynalite cannot add an index
- * to a table: the items are moved through a second table into a new one, each open request with its
- * `open_shard`. Every step can be repeated, so a kill in the middle loses nothing: the next start
+ * Creates the ledger table with the same keys and indexes as the CDK stack (for local mode and
+ * tests). A data dir from before the open or the ended index holds a ledger without it, and
+ * dynalite cannot add an index to a table: the items are moved through a second table into a new one, each open request with its
+ * `open_shard` and each ended one not minimised with its `ended_shard`. Every step can be repeated, so a kill in the middle loses nothing: the next start
  * finishes the move before the ledger is used.
  */
 export async function createLedgerTable(client: DynamoDBClient, tableName: string): Promise<void> {
   const moving = `${tableName}.migrating`;
   const current = await describe(client, tableName);
-  if (
-    current !== undefined &&
-    !current.GlobalSecondaryIndexes?.some((index) => index.IndexName === OPEN_DUE_INDEX)
-  ) {
+  const indexes = new Set(current?.GlobalSecondaryIndexes?.map((index) => index.IndexName));
+  if (current !== undefined && !(indexes.has(OPEN_DUE_INDEX) && indexes.has(ENDED_INDEX))) {
     await createTable(client, moving);
     await copyItems(client, tableName, moving);
     await client.send(new DeleteTableCommand({ TableName: tableName }));
@@ -64,6 +65,8 @@ async function createTable(client: DynamoDBClient, tableName: string): Promise<v
           { AttributeName: 'request_id', AttributeType: 'S' },
           { AttributeName: OPEN_SHARD_ATTRIBUTE, AttributeType: 'S' },
           { AttributeName: 'due_at', AttributeType: 'S' },
+          { AttributeName: ENDED_SHARD_ATTRIBUTE, AttributeType: 'S' },
+          { AttributeName: 'completed_at', AttributeType: 'S' },
         ],
         KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
         GlobalSecondaryIndexes: [
@@ -74,6 +77,14 @@ async function createTable(client: DynamoDBClient, tableName: string): Promise<v
               { AttributeName: 'due_at', KeyType: 'RANGE' },
             ],
             Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...OPEN_INDEX_ATTRIBUTES] },
+          },
+          {
+            IndexName: ENDED_INDEX,
+            KeySchema: [
+              { AttributeName: ENDED_SHARD_ATTRIBUTE, KeyType: 'HASH' },
+              { AttributeName: 'completed_at', KeyType: 'RANGE' },
+            ],
+            Projection: { ProjectionType: 'KEYS_ONLY' },
           },
         ],
       }),
@@ -105,11 +116,19 @@ async function copyItems(client: DynamoDBClient, from: string, to: string): Prom
       const status = statusSchema.safeParse(item.status?.S);
       const shard =
         requestId === undefined || !status.success ? undefined : openShardKey(requestId, status.data);
-      const { [OPEN_SHARD_ATTRIBUTE]: _stale, ...rest } = item;
+      const ended =
+        requestId === undefined || !status.success || item.minimised_at !== undefined
+          ? undefined
+          : endedShardKey(requestId, status.data);
+      const { [OPEN_SHARD_ATTRIBUTE]: _stale, [ENDED_SHARD_ATTRIBUTE]: _staleEnded, ...rest } = item;
       await client.send(
         new PutItemCommand({
           TableName: to,
-          Item: shard === undefined ? rest : { ...rest, [OPEN_SHARD_ATTRIBUTE]: { S: shard } },
+          Item: {
+            ...rest,
+            ...(shard === undefined ? {} : { [OPEN_SHARD_ATTRIBUTE]: { S: shard } }),
+            ...(ended === undefined ? {} : { [ENDED_SHARD_ATTRIBUTE]: { S: ended } }),
+          },
         }),
       );
     }

@@ -10,6 +10,7 @@ import { CALLERS, runAsCaller } from '#shared/call-recorder';
 import { stepEnvSchema } from '#shared/config';
 import { ExportWaiters } from '#shared/export-waiters';
 import type { Ledger } from '#shared/ledger';
+import { type ExportDrain, platformExportDrain } from '#shared/open-exports';
 import type { PlatformGate } from '#shared/platform-gate';
 import { buildStepDeps, platformClient, sfnTaskSuccess } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
@@ -27,7 +28,7 @@ import { makeDeadlineSweepHandler } from '../../lambdas/deadline-sweep/handler.t
 import { sqsQuarantine } from '../../lambdas/intake/aws.ts';
 import { type IntakeObserver, makeIntakeHandler } from '../../lambdas/intake/handler.ts';
 import type { IntakeDeps } from '../../lambdas/intake/intake.ts';
-import { STEP_TOKENS, STEPS, type StepName } from '../../lambdas/steps.ts';
+import { RECONCILER_TOKENS, STEP_TOKENS, STEPS, type StepName } from '../../lambdas/steps.ts';
 import type { AwsFaults } from '../aws/aws-faults.ts';
 import type { AwsStandIns } from '../aws/aws-standins.ts';
 import { createGateTable, createLedgerTable } from '../aws/ledger-table.ts';
@@ -136,6 +137,8 @@ export interface LocalWorkflow {
   readonly stepDeps: StepDeps;
   /** The platform gate every function shares, as they share its table in AWS. */
   readonly gate: PlatformGate;
+  /** The reconciler's drain of exports that ended requests left open, with the export token only. */
+  readonly exportDrain: ExportDrain;
   /** The intake Lambda's handler, wired to the local stores, starting executions in process. */
   readonly intake: (event: SQSEvent) => Promise<SQSBatchResponse>;
   /** The intake Lambda's handler starting executions with `startExecution`: local mode's goes through the Step Functions API. */
@@ -256,6 +259,15 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     definition: resolved.definition,
     stepDeps,
     gate: stepDeps.gate,
+    exportDrain: platformExportDrain(
+      platformClient(env, secrets.readersFor(RECONCILER_TOKENS), logger, options.fetch, stepDeps.gate),
+      stepDeps.gate,
+      {
+        allowedHosts: env.DOWNLOAD_ALLOWED_HOSTS,
+        insecureHosts: env.DOWNLOAD_INSECURE_HOSTS,
+        maxRedirects: 3,
+      },
+    ),
     intake: intakeWith(startExecution),
     intakeWith,
     startExecution,

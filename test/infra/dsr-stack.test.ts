@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { LEGACY_STATUS_DUE_INDEX, OPEN_DUE_INDEX, OPEN_INDEX_ATTRIBUTES } from '#shared/ledger';
+import { ENDED_INDEX, LEGACY_STATUS_DUE_INDEX, OPEN_DUE_INDEX, OPEN_INDEX_ATTRIBUTES } from '#shared/ledger';
 import { DEADLINE_METRICS } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { WAITERS_INDEX } from '../../lambdas/shared/export-waiters.ts';
 import { GATE_KEY } from '../../lambdas/shared/platform-gate.ts';
@@ -157,7 +157,7 @@ describe('queues', () => {
 });
 
 describe('ledger', () => {
-  it('has point-in-time recovery, deletion protection and the sharded open index, carrying only what listing reads', () => {
+  it('has point-in-time recovery, deletion protection, the sharded open index carrying only what listing reads, and the ended index of keys', () => {
     const ledger = template.findResources('AWS::DynamoDB::Table');
     const [table] = Object.values(ledger);
     expect(table?.DeletionPolicy).toBe('Retain');
@@ -173,6 +173,14 @@ describe('ledger', () => {
             { AttributeName: 'due_at', KeyType: 'RANGE' },
           ],
           Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...OPEN_INDEX_ATTRIBUTES] },
+        },
+        {
+          IndexName: ENDED_INDEX,
+          KeySchema: [
+            { AttributeName: 'ended_shard', KeyType: 'HASH' },
+            { AttributeName: 'completed_at', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'KEYS_ONLY' },
         },
       ],
     });
@@ -195,21 +203,29 @@ describe('ledger', () => {
     ]);
   });
 
-  it('lets the functions query the open index and nothing else of it', () => {
-    const queries = functionNames.flatMap((name) =>
-      statementsOf(name).filter((statement) => actionsOf(statement).includes('dynamodb:Query')),
-    );
+  it('lets the functions query the open index, the sweep the ended index too, the wakers the waiters index, and nothing else', () => {
+    const indexArn = (index: string) => ({
+      'Fn::Join': ['', [getAtt(idOf('AWS::DynamoDB::Table', 'Ledger')), `/index/${index}`]],
+    });
     const waitersIndex = {
       'Fn::Join': ['', [getAtt(idOf('AWS::DynamoDB::Table', 'PlatformGate')), `/index/${WAITERS_INDEX}`]],
     };
-    const ledgerQueries = queries.filter((statement) => !isDeepStrictEqual(statement.Resource, waitersIndex));
+    const queried = (name: string) =>
+      statementsOf(name)
+        .filter((statement) => actionsOf(statement).includes('dynamodb:Query'))
+        .flatMap((statement) => [statement.Resource].flat())
+        .filter((resource) => !isDeepStrictEqual(resource, waitersIndex));
 
-    expect(ledgerQueries.length).toBeGreaterThan(0);
-    for (const statement of ledgerQueries) {
-      expect(statement.Resource).toEqual({
-        'Fn::Join': ['', [getAtt(idOf('AWS::DynamoDB::Table', 'Ledger')), `/index/${OPEN_DUE_INDEX}`]],
-      });
+    expect(functionNames.flatMap(queried).length).toBeGreaterThan(0);
+    for (const name of functionNames) {
+      const expected =
+        name === 'DeadlineSweep'
+          ? [indexArn(OPEN_DUE_INDEX), indexArn(ENDED_INDEX)]
+          : [indexArn(OPEN_DUE_INDEX)];
+      const resources = queried(name);
+      if (resources.length > 0) expect(resources).toEqual(expected);
     }
+    expect(queried('DeadlineSweep')).toEqual([indexArn(OPEN_DUE_INDEX), indexArn(ENDED_INDEX)]);
   });
 
   it('lets only the functions that give export slots back read the waiters, oldest first, from the gate table', () => {
@@ -464,6 +480,8 @@ describe('functions', () => {
     expect(secretIds('Intake')).toEqual(['AUDIT_KEY_SECRET_ID']);
     // The retention pass hashes with the audit HMAC key.
     expect(secretIds('DeadlineSweep')).toEqual(['AUDIT_KEY_SECRET_ID']);
+    // Polls and downloads to nowhere the exports that ended requests left open; no HMAC key.
+    expect(secretIds('Reconciler')).toEqual(['EXPORT_TOKEN_SECRET_ID']);
   });
 
   it('passes the platform settings and brand-name overrides through to the steps', () => {
@@ -744,7 +762,7 @@ describe('reconciler', () => {
     });
   });
 
-  it('may read executions, start them, answer export-slot waiters, read and write the ledger and the export slots, and append audit records, nothing else on those services', () => {
+  it('may read executions, start them, answer export-slot waiters, read and write the ledger and the export slots, append audit records and read the export token, nothing else on those services', () => {
     const actions = [...new Set(statementsOf('Reconciler').flatMap(actionsOf))];
     expect(actions.filter((action) => action.startsWith('states:')).sort()).toEqual([
       'states:DescribeExecution',
@@ -764,7 +782,10 @@ describe('reconciler', () => {
       's3:PutObject',
     ]);
     expect(JSON.stringify(statementsOf('Reconciler'))).not.toContain('exports/');
-    expect(actions.some((action) => action.startsWith('secretsmanager:'))).toBe(false);
+    // The export token alone: it drains exports that ended requests left open on the platform.
+    expect(actions.filter((action) => action.startsWith('secretsmanager:'))).toEqual([
+      'secretsmanager:GetSecretValue',
+    ]);
   });
 });
 

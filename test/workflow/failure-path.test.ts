@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { memoryCursor } from '../../lambdas/reconciler/cursor.ts';
 import { reconcile } from '../../lambdas/reconciler/reconciler.ts';
 import { type Harness, requestFor, startHarness } from './harness.ts';
 import { submitAndSettle } from './submit.ts';
@@ -28,6 +29,7 @@ function reconcileHarness(h: Harness, maxResumes: number) {
       logger: silent,
       gate: h.workflow.gate,
       publish: () => {},
+      cursor: memoryCursor(),
     },
     { maxResumes, graceSeconds: 0 },
   );

@@ -36,7 +36,6 @@ import {
   extensionOf,
   type LedgerCondition,
   type LedgerRule,
-  MINIMISABLE_STATUSES,
   minimisedPatch,
   type RetryChange,
   type RetryPlan,
@@ -49,6 +48,9 @@ import {
   type CreateResult,
   chainHeadFields,
   type DenialCode,
+  ENDED_INDEX,
+  ENDED_SHARD_ATTRIBUTE,
+  endedShardKey,
   type LedgerItem,
   type LedgerPatch,
   type LedgerTimeField,
@@ -257,6 +259,22 @@ export class Ledger {
         values[':open_shard'] = shard;
       }
     }
+    // The ended index holds a request from its end until it is minimised.
+    const ended =
+      patch.status === undefined || patch.status === null
+        ? undefined
+        : endedShardKey(requestId, patch.status);
+    if (patch.minimised_at !== undefined && patch.minimised_at !== null) {
+      names['#ended_shard'] = ENDED_SHARD_ATTRIBUTE;
+      removes.push('#ended_shard');
+    } else if (patch.status !== undefined && patch.status !== null) {
+      names['#ended_shard'] = ENDED_SHARD_ATTRIBUTE;
+      if (ended === undefined) removes.push('#ended_shard');
+      else {
+        sets.push('#ended_shard = :ended_shard');
+        values[':ended_shard'] = ended;
+      }
+    }
     return {
       update: `SET ${sets.join(', ')}${removes.length > 0 ? ` REMOVE ${removes.join(', ')}` : ''}`,
       condition: `attribute_exists(request_id) AND ${condition.expression}`,
@@ -435,8 +453,9 @@ export class Ledger {
 
   /**
    * The retention pass: minimises every ended request whose retention has passed and that is not
-   * minimised yet (a Scan filtered on both, so a pass with nothing due writes nothing). The key is
-   * read only once there is something to minimise. A request that moved meanwhile is left for the
+   * minimised yet, read from the ended index (ENDED_INDEX) up to the cutoff, so a pass reads only
+   * the requests due, whatever the ledger's history. The key is read only once there is something
+   * to minimise. A request that moved meanwhile is left for the
    * next pass. Safe to run again: a minimised request is never rewritten.
    */
   async minimiseDue(options: {
@@ -445,15 +464,7 @@ export class Ledger {
     readonly pageSize?: number;
   }): Promise<{ readonly minimised: number; readonly skipped: number }> {
     const cutoff = new Date(this.clock().getTime() - options.afterDays * DAY_MS).toISOString();
-    const candidates = this.#scanPages({
-      expression: `attribute_not_exists(#minimised_at) AND #completed_at < :before AND #status IN (${MINIMISABLE_STATUSES.map((status) => `:if_${status}`).join(', ')})`,
-      names: { '#minimised_at': 'minimised_at', '#completed_at': 'completed_at', '#status': 'status' },
-      values: {
-        ':before': cutoff,
-        ...Object.fromEntries(MINIMISABLE_STATUSES.map((status) => [`:if_${status}`, status])),
-      },
-      ...(options.pageSize === undefined ? {} : { pageSize: options.pageSize }),
-    });
+    const candidates = this.#endedBefore(cutoff, options.pageSize);
     let key: string | undefined;
     let minimised = 0;
     let skipped = 0;
@@ -468,6 +479,31 @@ export class Ledger {
       }
     }
     return { minimised, skipped };
+  }
+
+  /**
+   * The request ids of the ended index that ended before `cutoff`, every shard, page by page: the
+   * ones the retention pass minimises.
+   */
+  async *#endedBefore(cutoff: string, pageSize: number | undefined): AsyncGenerator<{ request_id: string }> {
+    for (let shard = 0; shard < OPEN_INDEX_SHARDS; shard++) {
+      let cursor: Record<string, AttributeValue> | undefined;
+      do {
+        const page = await this.db.send(
+          new QueryCommand({
+            TableName: this.tableName,
+            IndexName: ENDED_INDEX,
+            KeyConditionExpression: '#shard = :shard AND #completed_at < :before',
+            ExpressionAttributeNames: { '#shard': ENDED_SHARD_ATTRIBUTE, '#completed_at': 'completed_at' },
+            ExpressionAttributeValues: toAttributes({ ':shard': `ended#${shard}`, ':before': cutoff }),
+            ...(pageSize === undefined ? {} : { Limit: pageSize }),
+            ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
+          }),
+        );
+        for (const raw of page.Items ?? []) yield z.object({ request_id: z.string() }).parse(unmarshall(raw));
+        cursor = page.LastEvaluatedKey;
+      } while (cursor !== undefined);
+    }
   }
 
   /** The item, or a RequestUnknownError naming the id. */
@@ -816,6 +852,41 @@ export class Ledger {
     return mergeByDueDate(shards);
   }
 
+  /**
+   * One page of the open requests with this status in one shard of the open index, earliest due
+   * first, from `after` (the `next` of the page before): for a pass that stops and continues
+   * later from where it stopped. `next` is undefined after the shard's last page.
+   */
+  async openRequestsPage(
+    status: OwedStatus,
+    shard: number,
+    options: { after?: OpenPageKey; pageSize?: number } = {},
+  ): Promise<{ readonly items: OpenRequest[]; readonly next?: OpenPageKey }> {
+    const page = await this.db.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        IndexName: OPEN_DUE_INDEX,
+        KeyConditionExpression: '#shard = :shard',
+        ExpressionAttributeNames: { '#shard': OPEN_SHARD_ATTRIBUTE },
+        ExpressionAttributeValues: toAttributes({ ':shard': `${status}#${shard}` }),
+        Limit: options.pageSize ?? 100,
+        ...(options.after === undefined
+          ? {}
+          : {
+              ExclusiveStartKey: Object.fromEntries(
+                Object.entries(options.after).map(([k, v]) => [k, { S: v }]),
+              ),
+            }),
+      }),
+    );
+    const items = (page.Items ?? []).map((raw) => parseOpenRequest(unmarshall(raw)));
+    const next =
+      page.LastEvaluatedKey === undefined
+        ? undefined
+        : openPageKeySchema.parse(unmarshall(page.LastEvaluatedKey));
+    return next === undefined ? { items } : { items, next };
+  }
+
   async *#openShard(
     shardKey: string,
     options: { dueBefore?: string; pageSize?: number },
@@ -900,6 +971,62 @@ export class Ledger {
     return indexed;
   }
 
+  /**
+   * Puts every ended request of a ledger written before the ended index into it: each completed,
+   * cancelled, rejected or denied item not minimised and without its `ended_shard` gets it, on the
+   * condition that its status is still the one read and it is still not minimised. Safe to run
+   * again; answers how many items it indexed.
+   */
+  async backfillEndedIndex(): Promise<number> {
+    let indexed = 0;
+    let cursor: Record<string, AttributeValue> | undefined;
+    const ended = ['completed', 'cancelled', 'rejected', 'denied'];
+    do {
+      const page = await this.db.send(
+        new ScanCommand({
+          TableName: this.tableName,
+          ProjectionExpression: 'request_id, #status',
+          FilterExpression: `#status IN (${ended.map((_, index) => `:ended${index}`).join(', ')}) AND attribute_not_exists(#minimised_at) AND attribute_not_exists(#shard)`,
+          ExpressionAttributeNames: {
+            '#status': 'status',
+            '#shard': ENDED_SHARD_ATTRIBUTE,
+            '#minimised_at': 'minimised_at',
+          },
+          ExpressionAttributeValues: toAttributes(
+            Object.fromEntries(ended.map((status, index) => [`:ended${index}`, status])),
+          ),
+          ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
+        }),
+      );
+      for (const raw of page.Items ?? []) {
+        const item = z.object({ request_id: z.string(), status: z.enum(STATUSES) }).parse(unmarshall(raw));
+        const shard = endedShardKey(item.request_id, item.status);
+        if (shard === undefined) continue;
+        try {
+          await this.db.send(
+            new UpdateItemCommand({
+              TableName: this.tableName,
+              Key: keyOf(item.request_id),
+              UpdateExpression: 'SET #shard = :shard',
+              ConditionExpression: '#status = :status AND attribute_not_exists(#minimised_at)',
+              ExpressionAttributeNames: {
+                '#status': 'status',
+                '#shard': ENDED_SHARD_ATTRIBUTE,
+                '#minimised_at': 'minimised_at',
+              },
+              ExpressionAttributeValues: toAttributes({ ':shard': shard, ':status': item.status }),
+            }),
+          );
+          indexed += 1;
+        } catch (error) {
+          if (!isConditionalFailure(error)) throw error;
+        }
+      }
+      cursor = page.LastEvaluatedKey;
+    } while (cursor !== undefined);
+    return indexed;
+  }
+
   async #create(item: LedgerItem): Promise<CreateResult> {
     const parsed = ledgerItemSchema.parse(item);
     try {
@@ -909,6 +1036,7 @@ export class Ledger {
           Item: toAttributes({
             ...parsed,
             [OPEN_SHARD_ATTRIBUTE]: openShardKey(parsed.request_id, parsed.status),
+            [ENDED_SHARD_ATTRIBUTE]: endedShardKey(parsed.request_id, parsed.status),
           }),
           ConditionExpression: 'attribute_not_exists(request_id)',
         }),
@@ -920,6 +1048,13 @@ export class Ledger {
     }
   }
 }
+
+/**
+ * Where a page of the open index ends: the key of its last item (request id, shard, due date), as
+ * plain strings, so a pass can keep it between runs.
+ */
+export const openPageKeySchema = z.record(z.string(), z.string());
+export type OpenPageKey = z.infer<typeof openPageKeySchema>;
 
 /** The item key; a request id is a UUID, kept in lower case whatever spelling the caller has. */
 function keyOf(requestId: string): Record<string, AttributeValue> {

@@ -108,6 +108,23 @@ export function openShardKey(requestId: string, status: Status): string | undefi
   return isOwed(status) ? `${status}#${openShardOf(requestId)}` : undefined;
 }
 
+/**
+ * Name of the sparse index of ended requests not yet minimised, by end time: its partition key
+ * `ended_shard` (`ended#<shard>`) is set when a request ends with a status the retention pass
+ * minimises, and removed when it is minimised, so that pass reads only the requests due, never the
+ * ledger's history.
+ */
+export const ENDED_INDEX = 'ended-by-time';
+/** The ended index's partition key attribute. */
+export const ENDED_SHARD_ATTRIBUTE = 'ended_shard';
+/** The statuses whose requests the retention pass minimises (rules.ts MINIMISABLE_STATUSES). */
+const RETAINED_STATUSES: readonly Status[] = ['completed', 'cancelled', 'rejected', 'denied'];
+
+/** The ended index key of a request with this status: `ended#<shard>`, or undefined while it is not ended. */
+export function endedShardKey(requestId: string, status: Status): string | undefined {
+  return RETAINED_STATUSES.includes(status) ? `ended#${openShardOf(requestId)}` : undefined;
+}
+
 /** True for a status the subject is still owed an answer on (in the open index). */
 export function isOwed(status: Status): status is OwedStatus {
   return (OWED_STATUSES as readonly Status[]).includes(status);

@@ -997,6 +997,21 @@ describe('recordOutcome', () => {
 });
 
 describe('recordFailure', () => {
+  it('keeps the slot of an export still open on the platform, and gives back one whose export never began', async () => {
+    const open = await requestIn(EXPORT_PENDING);
+    const none = await requestIn({ svc_user_id: 'svc-2' });
+    const gate = await freshGate();
+    deps = { ...deps, gate };
+    for (const id of [open, none]) await gate.acquireExport(id);
+
+    for (const id of [open, none]) {
+      await recordFailure({ request_id: id, error: { Error: 'ExportTimeoutError', Cause: 'slow' } }, deps);
+    }
+
+    // The platform counts the pending export until it ends: the reconciler drains it, then frees the slot.
+    expect(Object.keys(await gate.exportHolders())).toEqual([open]);
+  });
+
   it('records the code and a message scrubbed of identifiers', async () => {
     const id = await requestIn({ svc_user_id: 'svc-1-long' });
     const cause = JSON.stringify({

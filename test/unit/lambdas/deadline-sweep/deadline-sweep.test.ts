@@ -367,7 +367,7 @@ describe('publishDeadlineMetrics', () => {
 });
 
 describe('the deadline sweep handler', () => {
-  function harness(overdue: number) {
+  function harness(overdue: number, options: { scanFails?: boolean } = {}) {
     const lines: string[] = [];
     const metrics = functionMetrics('svc-dsr', 'SvcDsr');
     const logged: { level: string; message: string; attributes?: Record<string, unknown> }[] = [];
@@ -398,6 +398,7 @@ describe('the deadline sweep handler', () => {
         openRequests: (status: Status) => openOf(status === 'running' ? items : []),
         get: async () => undefined,
         scan: async function* () {
+          if (options.scanFails) throw new Error('Task timed out after 120.00 seconds');
           yield changed;
         },
         minimiseDue: async (options: { afterDays: number }) => {
@@ -426,7 +427,7 @@ describe('the deadline sweep handler', () => {
     expect(retentionPasses).toEqual([730, 730]);
   });
 
-  it("writes yesterday's audit manifest, locking the head of each chain that changed, before sweeping", async () => {
+  it("writes yesterday's audit manifest, locking the head of each chain that changed, after publishing", async () => {
     const { handler, s3Mock, changed } = harness(0);
 
     await handler();
@@ -458,7 +459,7 @@ describe('the deadline sweep handler', () => {
       DueSoonRequests: 0,
       Stack: 'SvcDsr',
     });
-    expect(logged.slice(1)).toEqual([
+    expect(logged.slice(0, 1)).toEqual([
       {
         level: 'warn',
         message: 'open requests are overdue',
@@ -473,7 +474,16 @@ describe('the deadline sweep handler', () => {
     await handler();
 
     expect(JSON.parse(lines[0] ?? '{}')).toMatchObject({ OverdueRequests: 0 });
-    expect(logged.map((entry) => entry.message)).toEqual(['audit manifests written', 'deadline sweep']);
+    expect(logged.map((entry) => entry.message)).toEqual(['deadline sweep', 'audit manifests written']);
+  });
+
+  it('publishes the deadline metrics first, so a manifest or retention pass that fails leaves them out', async () => {
+    const { handler, lines } = harness(1, { scanFails: true });
+
+    await expect(handler()).rejects.toThrow('Task timed out');
+
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0] ?? '{}')).toMatchObject({ OverdueRequests: 1, DeadlineSweepHeartbeat: 1 });
   });
 });
 

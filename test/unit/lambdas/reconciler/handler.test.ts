@@ -1,7 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Ledger } from '#shared/ledger';
 import { PlatformGate } from '#shared/platform-gate';
-import { makeReconcilerHandler, type ReconcilerHandlerDeps } from '../../../../lambdas/reconciler/handler.ts';
+import { gateTableCursor, memoryCursor } from '../../../../lambdas/reconciler/cursor.ts';
+import {
+  makeReconcilerHandler,
+  PASS_MARGIN_MS,
+  type ReconcilerHandlerDeps,
+} from '../../../../lambdas/reconciler/handler.ts';
 import { createGateTable, createLedgerTable } from '../../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 
@@ -36,6 +41,7 @@ function handlerWith() {
       outageHorizonSeconds: 3600,
     }),
     publish: () => {},
+    cursor: memoryCursor(),
     maxResumes: 3,
     graceSeconds: 0,
     heartbeat: () => beats.push(1),
@@ -55,11 +61,38 @@ describe('the reconciler handler', () => {
 
   it('publishes no heartbeat for a pass that fails, so its alarm hears the silence', async () => {
     const { handler, beats, ledger } = handlerWith();
-    vi.spyOn(ledger, 'openRequests').mockImplementation(() => {
+    vi.spyOn(ledger, 'openRequestsPage').mockImplementation(() => {
       throw new Error('ProvisionedThroughputExceededException');
     });
 
     await expect(handler()).rejects.toThrow('ProvisionedThroughputExceededException');
     expect(beats).toEqual([]);
+  });
+
+  it('spends only the remaining time of the invocation less its margin, and still beats', async () => {
+    const { handler, beats } = handlerWith();
+
+    const summary = await handler({}, { getRemainingTimeInMillis: () => PASS_MARGIN_MS });
+
+    expect(summary).toMatchObject({ pages: 0, complete: false });
+    expect(beats).toEqual([1]);
+  });
+});
+
+describe('the cursor in the gate table', () => {
+  it('keeps where a pass stopped, and forgets it once a pass reaches the end', async () => {
+    const store = gateTableCursor(dynamo.client, 'gate');
+    const stopped = {
+      status: 'running' as const,
+      shard: 7,
+      after: { request_id: 'r', open_shard: 'running#7', due_at: 'd' },
+    };
+
+    await store.save(stopped);
+    const kept = await store.load();
+    await store.save(undefined);
+
+    expect(kept).toEqual(stopped);
+    expect(await store.load()).toBeUndefined();
   });
 });

@@ -6,6 +6,7 @@ import type { ExecutionStatus } from '#shared/executions';
 import { Ledger, type Status } from '#shared/ledger';
 import { PlatformGate } from '#shared/platform-gate';
 import type { ExecutionInput } from '#shared/step-io';
+import { memoryCursor } from '../../../../lambdas/reconciler/cursor.ts';
 import {
   type ReconcileMetrics,
   reconcile,
@@ -67,7 +68,12 @@ async function gated(now: () => number = () => NOW.getTime()) {
     { now },
   );
   const published: ReconcileMetrics[] = [];
-  return { gate, published, publish: (metrics: ReconcileMetrics) => published.push(metrics) };
+  return {
+    gate,
+    published,
+    publish: (metrics: ReconcileMetrics) => published.push(metrics),
+    cursor: memoryCursor(),
+  };
 }
 
 function executions(statuses: Record<string, ExecutionStatus>) {
@@ -208,7 +214,137 @@ describe('reconcile', () => {
 
     expect(summary.slotsFreed).toBe(1);
     expect(Object.keys(await gate.gate.exportHolders())).toEqual([exporting]);
-    expect(gate.published).toEqual([{ StuckRequests: 1, PlatformDownSeconds: 3600, ExportSlotsHeld: 1 }]);
+    expect(gate.published.at(-1)).toEqual({
+      StuckRequests: 1,
+      PlatformDownSeconds: 3600,
+      ExportSlotsHeld: 1,
+    });
     expect(summary.resumed).toEqual([stuck]);
+  });
+
+  it('stops when its time is up, and the next pass goes on from the cursor and covers the rest', async () => {
+    const { ledger, ids } = await ledgerWith(Array.from({ length: 30 }, (): Status => 'running'));
+    const sfn = executions({});
+    const deps = { ledger, ...sfn, clock: () => NOW, logger: silent, ...(await gated()) };
+    // A budget in pages (the 16 empty shards of `received`, then 4 of `running`): the clock is the
+    // pages read, so nothing here depends on real time.
+    const budgetOf = (pages: number) => {
+      let left = pages;
+      return () => left--;
+    };
+    const options = { maxResumes: 3, graceSeconds: 60, pageSize: 4, concurrency: 3 };
+
+    const first = await reconcile(deps, { ...options, timeLeftMs: budgetOf(20) });
+    const stoppedAt = deps.cursor.current;
+    const second = await reconcile(deps, options);
+
+    expect(first).toMatchObject({ complete: false, pages: 20 });
+    expect(first.checked).toBeGreaterThan(0);
+    expect(first.checked).toBeLessThan(ids.length);
+    expect(stoppedAt).toMatchObject({ status: 'running' });
+    // The second pass reads only what the first did not: together they looked at each request once.
+    expect(second.complete).toBe(true);
+    expect(first.checked + second.checked).toBe(ids.length);
+    expect([...first.resumed, ...second.resumed].sort()).toEqual([...ids].sort());
+    expect(new Set(sfn.started.map((started) => started.name)).size).toBe(ids.length);
+    expect(deps.cursor.current).toBeUndefined();
+  });
+
+  it('publishes its figures page by page, before the pass ends', async () => {
+    const { ledger, ids } = await ledgerWith(Array.from({ length: 12 }, (): Status => 'running'));
+    let looked = 0;
+    const sfn = {
+      ...executions({}),
+      // The last request's lookup fails, as a pass killed by its timeout would end there.
+      describe: async () => {
+        looked += 1;
+        if (looked === ids.length) throw new Error('Task timed out');
+        return 'MISSING' as const;
+      },
+    };
+    const gate = await gated();
+
+    await expect(
+      reconcile(
+        { ledger, ...sfn, ...gate, clock: () => NOW, logger: silent },
+        { maxResumes: 3, graceSeconds: 60, pageSize: 2, concurrency: 1 },
+      ),
+    ).rejects.toThrow('Task timed out');
+
+    expect(gate.published.length).toBeGreaterThan(0);
+    expect(gate.published.at(-1)?.StuckRequests).toBeGreaterThan(0);
+  });
+
+  it('holds the slot of an export a cancelled request left pending, and drains it once complete', async () => {
+    const { ledger, ids } = await ledgerWith(['running', 'running']);
+    const [cancelled = '', neverStarted = ''] = ids;
+    await ledger.update(cancelled, { step: 'exporting', export_id: 'exp-9', export_status: 'pending' }, [
+      'running',
+    ]);
+    await ledger.cancel(cancelled, { reason: 'withdrawn' });
+    await ledger.cancel(neverStarted, { reason: 'withdrawn' });
+    const sfn = executions({});
+    const gate = await gated(() => NOW.getTime() - 3_600_000);
+    for (const id of ids) await gate.gate.acquireExport(id);
+    const answers: ('pending' | 'completed')[] = ['pending', 'completed'];
+    const discarded: string[] = [];
+    const drain = {
+      state: async () => answers.shift() ?? 'completed',
+      discard: async (exportId: string) => {
+        discarded.push(exportId);
+        return 1234;
+      },
+    };
+    const deps = { ledger, ...sfn, ...gate, drain, clock: () => NOW, logger: silent };
+
+    const first = await reconcile(deps, { maxResumes: 3, graceSeconds: 60 });
+    const heldAfterFirst = Object.keys(await gate.gate.exportHolders());
+    const second = await reconcile(deps, { maxResumes: 3, graceSeconds: 60 });
+
+    // The platform still prepares the export: its slot stays; the one never started goes back.
+    expect(first.slotsFreed).toBe(1);
+    expect(heldAfterFirst).toEqual([cancelled]);
+    // Complete: downloaded to nowhere, recorded in the effects chain, and only then given back.
+    expect(second.slotsFreed).toBe(1);
+    expect(discarded).toEqual(['exp-9']);
+    expect(Object.keys(await gate.gate.exportHolders())).toEqual([]);
+    expect(sfn.appended).toEqual([
+      {
+        requestId: `${cancelled}.effects`,
+        event: expect.objectContaining({
+          action: 'export_drained',
+          facts: {
+            export_id: 'exp-9',
+            platform_state: 'completed',
+            discarded_bytes: 1234,
+            status: 'cancelled',
+          },
+        }),
+      },
+    ]);
+  });
+
+  it('goes on with its pass when an export cannot be drained, and holds that slot for the next', async () => {
+    const { ledger, ids } = await ledgerWith(['running', 'running']);
+    const [cancelled = '', stuck = ''] = ids;
+    await ledger.update(cancelled, { export_id: 'exp-3', export_status: 'pending' }, ['running']);
+    await ledger.cancel(cancelled, { reason: 'withdrawn' });
+    const sfn = executions({});
+    const gate = await gated(() => NOW.getTime() - 3_600_000);
+    await gate.gate.acquireExport(cancelled);
+    const drain = {
+      state: async (): Promise<'pending'> => {
+        throw Object.assign(new Error('connect ECONNREFUSED'), { name: 'PlatformUnavailableError' });
+      },
+      discard: async () => 0,
+    };
+
+    const summary = await reconcile(
+      { ledger, ...sfn, ...gate, drain, clock: () => NOW, logger: silent },
+      { maxResumes: 3, graceSeconds: 60 },
+    );
+
+    expect(summary.resumed).toEqual([stuck]);
+    expect(Object.keys(await gate.gate.exportHolders())).toEqual([cancelled]);
   });
 });

@@ -547,6 +547,46 @@ describe('Ledger.minimiseDue', () => {
     expect((await ledger.require(later.request_id)).primary_key).toBe('u-1');
   });
 
+  it('reads only the ended requests that are due, however many ended requests the ledger keeps', async () => {
+    // Prepare: a ledger of its own with 60 requests ended recently and 2 ended long ago, and a
+    // client that counts every item DynamoDB reads for it (ScannedCount).
+    await createLedgerTable(dynamo.client, 'ledger-retention-reads');
+    const counting = new DynamoDBClient(dynamo.config);
+    let itemsRead = 0;
+    counting.middlewareStack.add(
+      (next) => async (args) => {
+        const result = await next(args);
+        const output = result.output as { ScannedCount?: number };
+        itemsRead += output.ScannedCount ?? 0;
+        return result;
+      },
+      { step: 'initialize', name: 'countItemsRead' },
+    );
+    const writer = new Ledger(
+      dynamo.client,
+      'ledger-retention-reads',
+      () => new Date('2026-11-03T00:00:00Z'),
+    );
+    const endAt = async (completedAt: string) => {
+      const ended = request();
+      await writer.createReceived(ended, 'fp', computeDeadlines('gdpr', new Date(ended.received_at)));
+      await writer.update(ended.request_id, { status: 'cancelled', completed_at: completedAt }, ['received']);
+      return ended.request_id;
+    };
+    const due = [await endAt('2026-01-01T00:00:00.000Z'), await endAt('2026-01-02T00:00:00.000Z')];
+    for (let index = 0; index < 60; index++) await endAt('2028-10-01T00:00:00.000Z');
+    const pass = new Ledger(counting, 'ledger-retention-reads', () => new Date('2028-01-10T00:00:00Z'));
+
+    // Act
+    const result = await pass.minimiseDue({ hmacKey: async () => KEY, afterDays: 730 });
+
+    // Assess: the two due were minimised, and the pass read them alone (the index's keys).
+    expect(result).toEqual({ minimised: 2, skipped: 0 });
+    for (const id of due) expect((await writer.require(id)).minimised_at).toBeDefined();
+    expect(itemsRead).toBe(due.length);
+    counting.destroy();
+  });
+
   it('reads no key when nothing is due', async () => {
     // Prepare
     const pass = new Ledger(cached, 'ledger-minimise', () => new Date('2026-11-04T00:00:00.000Z'));
