@@ -84,6 +84,34 @@ describe('platform load control (the shared gate)', () => {
     expect(Object.keys(await harness.workflow.gate.exportHolders())).toEqual([]);
   }, 120_000);
 
+  it('exports every request of a few dozen through two slots while exports are slow, with no 429 and never 3 open', async () => {
+    // Prepare: a platform that allows 2 open exports, each ready only after 6 polls.
+    harness = await startHarness({
+      state: usersState(36),
+      faults: {
+        export_ready_after_polls: 6,
+        rate_limit: { requests_per_second: 20, burst: 20, max_open_exports: 2 },
+      },
+    });
+    const requests = Array.from({ length: 36 }, (_, index) => requestFor(`u-${index}`, { type: 'access' }));
+
+    // Act
+    const results = await drop(harness, requests);
+
+    // Assess: every request exported, and the platform never had to turn one away.
+    for (const request of requests) {
+      expect(results.get(request.request_id)?.status).toBe('SUCCEEDED');
+      expect(await harness.workflow.ledger.require(request.request_id)).toMatchObject({
+        status: 'completed',
+        outcome: 'exported',
+      });
+    }
+    const stats = await platformStats(harness);
+    expect(stats.throttled).toMatchObject({ total: 0, rate_limit: 0, open_exports: 0 });
+    expect(stats.max_open_exports).toBeLessThanOrEqual(2);
+    expect(stats.subjects.every((subject) => subject.exports_started === 1)).toBe(true);
+  }, 300_000);
+
   it('hands a freed export slot to a waiting request at once, instead of leaving it to sleep', async () => {
     // Prepare: one export slot. The first request holds it until the second has written its wait.
     let dynamo: DynamoDBClient | undefined;
