@@ -925,50 +925,11 @@ export class Ledger {
    * again; answers how many items it indexed.
    */
   async backfillOpenIndex(): Promise<number> {
-    let indexed = 0;
-    let cursor: Record<string, AttributeValue> | undefined;
-    do {
-      const page = await this.db.send(
-        new ScanCommand({
-          TableName: this.tableName,
-          ProjectionExpression: 'request_id, #status, #shard',
-          FilterExpression: `#status IN (${OWED_STATUSES.map((_, index) => `:owed${index}`).join(', ')})`,
-          ExpressionAttributeNames: { '#status': 'status', '#shard': OPEN_SHARD_ATTRIBUTE },
-          ExpressionAttributeValues: toAttributes(
-            Object.fromEntries(OWED_STATUSES.map((status, index) => [`:owed${index}`, status])),
-          ),
-          ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
-        }),
-      );
-      for (const raw of page.Items ?? []) {
-        const item = z
-          .object({
-            request_id: z.string(),
-            status: z.enum(STATUSES),
-            [OPEN_SHARD_ATTRIBUTE]: z.string().optional(),
-          })
-          .parse(unmarshall(raw));
-        const shard = openShardKey(item.request_id, item.status);
-        if (shard === undefined || item[OPEN_SHARD_ATTRIBUTE] === shard) continue;
-        try {
-          await this.db.send(
-            new UpdateItemCommand({
-              TableName: this.tableName,
-              Key: keyOf(item.request_id),
-              UpdateExpression: 'SET #shard = :shard',
-              ConditionExpression: '#status = :status',
-              ExpressionAttributeNames: { '#status': 'status', '#shard': OPEN_SHARD_ATTRIBUTE },
-              ExpressionAttributeValues: toAttributes({ ':shard': shard, ':status': item.status }),
-            }),
-          );
-          indexed += 1;
-        } catch (error) {
-          if (!isConditionalFailure(error)) throw error;
-        }
-      }
-      cursor = page.LastEvaluatedKey;
-    } while (cursor !== undefined);
-    return indexed;
+    return this.#backfillShard({
+      attribute: OPEN_SHARD_ATTRIBUTE,
+      statuses: OWED_STATUSES,
+      shardOf: openShardKey,
+    });
   }
 
   /**
@@ -978,42 +939,57 @@ export class Ledger {
    * again; answers how many items it indexed.
    */
   async backfillEndedIndex(): Promise<number> {
+    return this.#backfillShard({
+      attribute: ENDED_SHARD_ATTRIBUTE,
+      statuses: ['completed', 'cancelled', 'rejected', 'denied'],
+      shardOf: endedShardKey,
+      // A minimised request has nothing left for the retention pass, so it stays out of the index.
+      notMinimised: true,
+    });
+  }
+
+  /**
+   * Scans for items of `statuses` whose index key `attribute` is not the one `shardOf` gives, and
+   * sets it, on the condition that the status is still the one read (and, with `notMinimised`,
+   * that the item is still not minimised). Answers how many items it indexed.
+   */
+  async #backfillShard(index: {
+    readonly attribute: string;
+    readonly statuses: readonly Status[];
+    readonly shardOf: (requestId: string, status: Status) => string | undefined;
+    readonly notMinimised?: boolean;
+  }): Promise<number> {
+    const minimisedName: Record<string, string> =
+      index.notMinimised === true ? { '#minimised_at': 'minimised_at' } : {};
+    const notMinimised = index.notMinimised === true ? ' AND attribute_not_exists(#minimised_at)' : '';
     let indexed = 0;
     let cursor: Record<string, AttributeValue> | undefined;
-    const ended = ['completed', 'cancelled', 'rejected', 'denied'];
     do {
       const page = await this.db.send(
         new ScanCommand({
           TableName: this.tableName,
-          ProjectionExpression: 'request_id, #status',
-          FilterExpression: `#status IN (${ended.map((_, index) => `:ended${index}`).join(', ')}) AND attribute_not_exists(#minimised_at) AND attribute_not_exists(#shard)`,
-          ExpressionAttributeNames: {
-            '#status': 'status',
-            '#shard': ENDED_SHARD_ATTRIBUTE,
-            '#minimised_at': 'minimised_at',
-          },
+          ProjectionExpression: 'request_id, #status, #shard',
+          FilterExpression: `#status IN (${index.statuses.map((_, n) => `:status${n}`).join(', ')})${notMinimised}`,
+          ExpressionAttributeNames: { '#status': 'status', '#shard': index.attribute, ...minimisedName },
           ExpressionAttributeValues: toAttributes(
-            Object.fromEntries(ended.map((status, index) => [`:ended${index}`, status])),
+            Object.fromEntries(index.statuses.map((status, n) => [`:status${n}`, status])),
           ),
           ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
         }),
       );
       for (const raw of page.Items ?? []) {
-        const item = z.object({ request_id: z.string(), status: z.enum(STATUSES) }).parse(unmarshall(raw));
-        const shard = endedShardKey(item.request_id, item.status);
-        if (shard === undefined) continue;
+        const stored = unmarshall(raw);
+        const item = z.object({ request_id: z.string(), status: z.enum(STATUSES) }).parse(stored);
+        const shard = index.shardOf(item.request_id, item.status);
+        if (shard === undefined || stored[index.attribute] === shard) continue;
         try {
           await this.db.send(
             new UpdateItemCommand({
               TableName: this.tableName,
               Key: keyOf(item.request_id),
               UpdateExpression: 'SET #shard = :shard',
-              ConditionExpression: '#status = :status AND attribute_not_exists(#minimised_at)',
-              ExpressionAttributeNames: {
-                '#status': 'status',
-                '#shard': ENDED_SHARD_ATTRIBUTE,
-                '#minimised_at': 'minimised_at',
-              },
+              ConditionExpression: `#status = :status${notMinimised}`,
+              ExpressionAttributeNames: { '#status': 'status', '#shard': index.attribute, ...minimisedName },
               ExpressionAttributeValues: toAttributes({ ':shard': shard, ':status': item.status }),
             }),
           );

@@ -480,6 +480,28 @@ describe('the open index', () => {
     expect(await stored('open-backfill', ids.rejected ?? '')).not.toHaveProperty('open_shard');
     expect(await local.backfillOpenIndex()).toBe(0);
   });
+
+  it('backfills ended requests written without their ended key, leaving open and minimised ones out', async () => {
+    // Prepare: two ended requests, an open one, and an ended one already minimised.
+    const local = await freshLedger('ended-backfill');
+    const ids = await putWithoutIndexKey('ended-backfill', ['completed', 'denied', 'received', 'cancelled']);
+    await dynamo.doc.send(
+      new UpdateCommand({
+        TableName: 'ended-backfill',
+        Key: { request_id: ids.cancelled },
+        UpdateExpression: 'SET minimised_at = :at',
+        ExpressionAttributeValues: { ':at': '2026-11-02T00:00:00.000Z' },
+      }),
+    );
+
+    // Act / Assess: once, then nothing more to do.
+    expect(await local.backfillEndedIndex()).toBe(2);
+    expect(await stored('ended-backfill', ids.completed ?? '')).toHaveProperty('ended_shard');
+    expect(await stored('ended-backfill', ids.denied ?? '')).toHaveProperty('ended_shard');
+    expect(await stored('ended-backfill', ids.received ?? '')).not.toHaveProperty('ended_shard');
+    expect(await stored('ended-backfill', ids.cancelled ?? '')).not.toHaveProperty('ended_shard');
+    expect(await local.backfillEndedIndex()).toBe(0);
+  });
 });
 
 describe('Ledger.minimiseDue', () => {
