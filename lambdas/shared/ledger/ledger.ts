@@ -309,6 +309,7 @@ export class Ledger {
     const input = { reason: change.reason, now: this.clock(), noticeAt: change.notice.at };
     return this.#applyRule(requestId, CAN_EXTEND, input, (item) => ({
       due_at: extensionOf(item, input).due_at,
+      original_due_at: item.due_at,
       extended: true,
       extension_reason: change.reason,
       // An extension is valid only if the subject is told in time: the notice is recorded with it.

@@ -3,7 +3,7 @@
  * an operator reads, and the same rule as the DynamoDB condition its write carries.
  */
 import { subjectHash } from '../audit.ts';
-import { decideExtension } from '../deadlines.ts';
+import { computeDeadlines, DEFAULT_TIME_ZONE, decideExtension } from '../deadlines.ts';
 import { type LedgerItem, type LedgerPatch, type NoticeKind, OWED_STATUSES, type Status } from './schema.ts';
 
 /** A DynamoDB condition with the attribute names and values it uses. */
@@ -227,19 +227,48 @@ export function receiptState(
 }
 
 /** The notices the request calls for and that are not recorded yet. */
-export function noticesDue(item: LedgerItem, now: Date): NoticeDue[] {
+export function noticesDue(item: LedgerItem, now: Date, timeZone?: string): NoticeDue[] {
   const due: NoticeDue[] = [];
-  const add = (kind: NoticeKind, dueBy: string | null | undefined) => {
+  const add = (kind: NoticeKind) => {
     if (item[`notice_${kind}`] !== undefined) return;
-    const by = dueBy ?? null;
+    const by = noticeDueBy(item, kind, timeZone);
     due.push({ kind, due_by: by, overdue: by !== null && Date.parse(by) < now.getTime() });
   };
   if (item.status === 'rejected') return due;
-  if (item.confirm_by !== null && item.confirm_by !== undefined) add('receipt', item.confirm_by);
-  if (item.extended) add('extension', null);
-  if (item.status === 'completed') add('response', item.due_at);
-  if (item.status === 'denied') add('denial', item.due_at);
+  if (item.confirm_by !== null && item.confirm_by !== undefined) add('receipt');
+  if (item.extended) add('extension');
+  if (item.status === 'completed') add('response');
+  if (item.status === 'denied') add('denial');
   return due;
+}
+
+/**
+ * When the notice of `kind` is due, whether or not it was given; null when the law sets no date of
+ * its own (an extension notice is recorded with the extension itself).
+ * - receipt: the CCPA confirm-by date (section 7021, 10 business days).
+ * - response: the due date, extended or not.
+ * - denial: under GDPR one month after receipt, extension or not (Art. 12(4): a controller that
+ *   does not take action says so, with its reasons, within one month of receipt; the extension of
+ *   Art. 12(3) covers taking action, not refusing it). Under CCPA the due date, extended or not
+ *   (section 7021: the response, a denial included, within 45 days, extendable once by 45).
+ * `timeZone` counts the GDPR month of a request extended before `original_due_at` was kept.
+ */
+export function noticeDueBy(
+  item: Pick<
+    LedgerItem,
+    'regulation' | 'confirm_by' | 'due_at' | 'extended' | 'original_due_at' | 'received_at'
+  >,
+  kind: NoticeKind,
+  timeZone: string = DEFAULT_TIME_ZONE,
+): string | null {
+  if (kind === 'receipt') return item.confirm_by ?? null;
+  if (kind === 'extension') return null;
+  if (kind === 'denial' && item.regulation === 'gdpr' && item.extended) {
+    if (item.original_due_at !== undefined) return item.original_due_at;
+    const received = item.received_at === undefined ? Number.NaN : Date.parse(item.received_at);
+    return Number.isNaN(received) ? null : computeDeadlines('gdpr', new Date(received), timeZone).due_at;
+  }
+  return item.due_at ?? null;
 }
 
 /** The new due date of an extension, or why there is none (no deadlines, or `decideExtension` refuses). */

@@ -190,6 +190,8 @@ export const ledgerItemSchema = z.object({
   /** Set when the request was already past its due date when intake received it. */
   overdue_at_intake: z.boolean().optional(),
   extended: z.boolean().default(false),
+  /** The due date before the extension (the extension record's `previous_due_at`): the GDPR denial notice stays due by it. */
+  original_due_at: z.string().optional(),
   extension_reason: z.string().optional(),
   svc_user_id: z.string().optional(),
   export_id: z.string().optional(),

@@ -312,6 +312,47 @@ describe('notices against DynamoDB', () => {
     expect(noticesDue(await context.ledger.require(item.request_id), NOW)).toEqual([]);
   });
 
+  it('owes the denial of an extended GDPR request one month after receipt, not at the extended due date (Art. 12(4))', async () => {
+    // Prepare: received 2026-11-20, due 2026-12-20, extended to 2027-02-20
+    const item = await stored({ status: 'running', step: 'exporting' });
+    await runExtend(
+      context,
+      { requestId: item.request_id, reason: 'complex', notice: { channel: 'email' } },
+      collectingIo(),
+    );
+    // Act
+    await runDeny(context, { requestId: item.request_id, reasonCode: 'exempt', reason: 'r' }, collectingIo());
+    // Assess
+    const denied = await context.ledger.require(item.request_id);
+    expect(denied).toMatchObject({ due_at: item.extension_limit_at, original_due_at: item.due_at });
+    expect(noticesDue(denied, NOW)).toEqual([{ kind: 'denial', due_by: item.due_at, overdue: false }]);
+    expect(item.due_at).toBe('2026-12-20T23:59:59.999Z');
+  });
+
+  it('owes the denial of an extended CCPA request by its extended due date, as section 7021 allows', async () => {
+    const requestId = randomUUID();
+    await context.ledger.createReceived(
+      {
+        request_id: requestId,
+        type: 'access',
+        regulation: 'ccpa',
+        primary_key: PRIMARY_KEY,
+        received_at: '2026-11-20T09:00:00Z',
+        verification: { method: 'email_link', verified_by: 'pt', verified_at: '2026-11-20T09:00:00Z' },
+      },
+      'fp',
+      computeDeadlines('ccpa', new Date('2026-11-20T09:00:00Z')),
+    );
+    await runExtend(context, { requestId, reason: 'complex', notice: { channel: 'email' } }, collectingIo());
+    await runDeny(context, { requestId, reasonCode: 'exempt', reason: 'r' }, collectingIo());
+    const denied = await context.ledger.require(requestId);
+    expect(noticesDue(denied, NOW)).toContainEqual({
+      kind: 'denial',
+      due_by: '2027-02-18T23:59:59.999Z',
+      overdue: false,
+    });
+  });
+
   it('records in the response to an erased subject what the platform keeps, and tells the operator to say it', async () => {
     // Prepare
     const item = await stored(
