@@ -4,7 +4,14 @@
  */
 import { subjectHash } from '../audit.ts';
 import { computeDeadlines, DEFAULT_TIME_ZONE, decideExtension } from '../deadlines.ts';
-import { type LedgerItem, type LedgerPatch, type NoticeKind, OWED_STATUSES, type Status } from './schema.ts';
+import {
+  type LedgerItem,
+  type LedgerPatch,
+  type Notice,
+  type NoticeKind,
+  OWED_STATUSES,
+  type Status,
+} from './schema.ts';
 
 /** A DynamoDB condition with the attribute names and values it uses. */
 export interface LedgerCondition {
@@ -269,6 +276,21 @@ export function noticeDueBy(
     return Number.isNaN(received) ? null : computeDeadlines('gdpr', new Date(received), timeZone).due_at;
   }
   return item.due_at ?? null;
+}
+
+/** The notice that answers a request in `status`: the response once completed, the denial once denied. */
+export function answerNoticeKind(status: Status): 'response' | 'denial' | undefined {
+  return status === 'completed' ? 'response' : status === 'denied' ? 'denial' : undefined;
+}
+
+/**
+ * The time a notice counts as given: the later of the time it claims (`at`, the operator's word)
+ * and the time it was recorded (`recorded_at`, fixed by the ledger's clock and locked by its audit
+ * record). A notice recorded after its due date with an earlier time claimed cannot be shown to
+ * have been given in time, so it counts as given when it was recorded (docs/audit.md, "Notices").
+ */
+export function noticeCountsAt(notice: Pick<Notice, 'at' | 'recorded_at'>): string {
+  return Date.parse(notice.recorded_at) > Date.parse(notice.at) ? notice.recorded_at : notice.at;
 }
 
 /** The new due date of an extension, or why there is none (no deadlines, or `decideExtension` refuses). */
