@@ -233,6 +233,35 @@ export function receiptState(
   return Date.parse(item.confirm_by) < now.getTime() ? 'overdue' : 'due';
 }
 
+/** Where the notice that answers a request stands: its kind, its due date, and given, due or overdue. */
+export interface AnswerNoticeState {
+  readonly kind: 'response' | 'denial';
+  readonly due_by: string | null;
+  readonly state: 'given' | 'due' | 'overdue';
+}
+
+/**
+ * Where the response (a completed request) or denial (a denied one) notice stands; undefined for
+ * a request no such notice answers yet (open, failed) or ever (cancelled, rejected).
+ */
+export function answerNoticeState(
+  item: Pick<LedgerItem, 'status' | 'regulation' | 'due_at' | 'extended' | 'received_at'> &
+    Partial<Pick<LedgerItem, 'confirm_by' | 'original_due_at' | 'notice_response' | 'notice_denial'>>,
+  now: Date,
+  timeZone?: string,
+): AnswerNoticeState | undefined {
+  const kind = answerNoticeKind(item.status);
+  if (kind === undefined) return undefined;
+  const dueBy = noticeDueBy({ ...item, confirm_by: item.confirm_by ?? null }, kind, timeZone);
+  const state =
+    item[`notice_${kind}`] !== undefined
+      ? 'given'
+      : dueBy !== null && Date.parse(dueBy) < now.getTime()
+        ? 'overdue'
+        : 'due';
+  return { kind, due_by: dueBy, state };
+}
+
 /** The notices the request calls for and that are not recorded yet. */
 export function noticesDue(item: LedgerItem, now: Date, timeZone?: string): NoticeDue[] {
   const due: NoticeDue[] = [];
