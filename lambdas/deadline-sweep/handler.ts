@@ -62,10 +62,14 @@ export function makeDeadlineSweepHandler(deps: () => DeadlineSweepHandlerDeps) {
     sweepDeps.publish(counts);
     const summary = { ...counts };
     if (counts.overdue > 0) sweepDeps.logger.warn('open requests are overdue', summary);
-    else if (counts.receipts_overdue > 0) {
+    else if (counts.notices_overdue > 0) {
+      sweepDeps.logger.warn('response or denial notices are overdue', summary);
+    } else if (counts.receipts_overdue > 0) {
       sweepDeps.logger.warn('CCPA receipt confirmations are overdue', summary);
     } else if (counts.receipts_due_soon > 0) {
       sweepDeps.logger.warn('CCPA receipt confirmations are due soon', summary);
+    } else if (counts.notices_due_soon > 0) {
+      sweepDeps.logger.warn('response or denial notices are due soon', summary);
     } else sweepDeps.logger.info('deadline sweep', summary);
     const days = await writeDailyManifests({
       ...sweepDeps.manifests,

@@ -7,6 +7,7 @@ import { parseEnv } from '#shared/config';
 import { computeDeadlines } from '#shared/deadlines';
 import { ConfigurationError } from '#shared/errors';
 import {
+  ENDED_INDEX,
   Ledger,
   ledgerItemSchema,
   OPEN_INDEX_SHARDS,
@@ -80,6 +81,9 @@ function indexed(requestId: string, dueAt: Date, status: Status = 'received'): O
   return openRequestSchema.parse({ request_id: requestId, status, due_at: dueAt.toISOString() });
 }
 
+/** A fake ledger's ended index: nothing ended. */
+async function* noneEnded(): AsyncGenerator<{ request_id: string }> {}
+
 /** The open requests of a fake ledger, as Ledger.openRequests yields them. */
 async function* openOf(items: readonly OpenRequest[]): AsyncGenerator<OpenRequest> {
   yield* items;
@@ -119,6 +123,10 @@ describe('sweepDeadlines', () => {
       // The end of the third business day after Tuesday 1 December.
       receipts_due_before: '2026-12-04T23:59:59.999Z',
       receipts_due_soon_request_ids: [],
+      notices_overdue: 0,
+      notices_overdue_request_ids: [],
+      notices_due_soon: 0,
+      notices_due_soon_request_ids: [],
     });
   });
 
@@ -151,13 +159,17 @@ describe('sweepDeadlines', () => {
     const send = vi.spyOn(dynamo.client, 'send');
 
     const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7, pageSize: 2 });
-    const queries = send.mock.calls
+    let queries = send.mock.calls
       .map(([command]) => command)
       .filter((command) => command instanceof QueryCommand)
       .map((command) => command.input as QueryCommandInput);
     send.mockRestore();
+    const ended = queries.filter((query) => query.IndexName === ENDED_INDEX);
+    queries = queries.filter((query) => query.IndexName !== ENDED_INDEX);
 
     expect(counts.overdue).toBe(40);
+    // The notice pass reads the ended index once per shard (nothing has ended here).
+    expect(ended).toHaveLength(OPEN_INDEX_SHARDS);
     const shardsQueried = new Set(queries.map((query) => query.ExpressionAttributeValues?.[':shard']?.S));
     expect(shardsQueried.size).toBe(3 * OPEN_INDEX_SHARDS);
     for (const shard of Array.from({ length: OPEN_INDEX_SHARDS }, (_, index) => index)) {
@@ -249,6 +261,68 @@ describe('sweepDeadlines', () => {
     });
   });
 
+  it('counts the response and denial notices overdue and due soon of the requests ended within the lookback', async () => {
+    table += 1;
+    const tableName = `ledger-${table}`;
+    await createLedgerTable(dynamo.client, tableName);
+    const ledger = new Ledger(dynamo.client, tableName, clock);
+    /** A GDPR request received `receivedDaysAgo`, ended `endedDaysAgo` with `status`, optionally extended first. */
+    const ended = async (
+      receivedDaysAgo: number,
+      endedDaysAgo: number,
+      status: 'completed' | 'denied' | 'cancelled',
+      extended = false,
+    ) => {
+      const received = daysFromNow(-receivedDaysAgo);
+      const request: DsrRequest = {
+        request_id: randomUUID(),
+        type: 'access',
+        regulation: 'gdpr',
+        primary_key: 'u-1',
+        received_at: received.toISOString(),
+        verification: { method: 'email_link', verified_by: 'privacy', verified_at: received.toISOString() },
+      };
+      await ledger.createReceived(request, 'fp', computeDeadlines('gdpr', received));
+      if (extended) {
+        const atReceipt = new Ledger(dynamo.client, tableName, () => received);
+        await atReceipt.extend(request.request_id, {
+          reason: 'complex',
+          notice: { channel: 'email', at: received.toISOString() },
+        });
+      }
+      await ledger.update(
+        request.request_id,
+        { status, completed_at: daysFromNow(-endedDaysAgo).toISOString() },
+        ['received'],
+      );
+      return request.request_id;
+    };
+    // Now is 1 December. Received 20 October, due 20 November: 11 days overdue.
+    const lateResponse = await ended(42, 30, 'completed');
+    // Received 3 November, due 3 December: due soon.
+    const responseDueSoon = await ended(28, 2, 'completed');
+    // Received 25 November, due 25 December: not soon.
+    await ended(6, 1, 'completed');
+    // Extended to 15 January and denied: its denial was due one month after receipt, 15 November.
+    const lateDenial = await ended(16 + 30, 3, 'denied', true);
+    // Answered.
+    const answered = await ended(28, 2, 'completed');
+    await ledger.recordNotice(answered, 'response', { channel: 'email', at: daysFromNow(-1).toISOString() });
+    // Owes nothing.
+    await ended(28, 2, 'cancelled');
+    // Ended before the lookback: left to list --notice-overdue.
+    await ended(300, 200, 'completed');
+
+    const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 });
+
+    expect(counts).toMatchObject({
+      notices_overdue: 2,
+      notices_overdue_request_ids: [lateDenial, lateResponse],
+      notices_due_soon: 1,
+      notices_due_soon_request_ids: [responseDueSoon],
+    });
+  });
+
   it('reports zeros and no oldest date for an empty ledger', async () => {
     const { ledger } = await ledgerWith([]);
 
@@ -265,6 +339,7 @@ describe('sweepDeadlines', () => {
     const ledger = {
       openRequests: (status: Status) => openOf(status === 'received' ? items : []),
       get: async () => undefined,
+      endedSince: noneEnded,
     };
 
     const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 });
@@ -288,6 +363,7 @@ describe('sweepDeadlines', () => {
         throw new Error('ProvisionedThroughputExceededException');
       },
       get: async () => undefined,
+      endedSince: noneEnded,
     };
 
     await expect(sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 })).rejects.toThrow(
@@ -313,6 +389,10 @@ const counts: DeadlineCounts = {
   receipts_due_soon: 1,
   receipts_due_before: daysFromNow(3).toISOString(),
   receipts_due_soon_request_ids: ['e'],
+  notices_overdue: 4,
+  notices_overdue_request_ids: ['f'],
+  notices_due_soon: 6,
+  notices_due_soon_request_ids: ['g'],
 };
 
 /** What `work` wrote to standard output, line by line, where Powertools Metrics writes Embedded Metric Format. */
@@ -334,7 +414,7 @@ function stdoutLines(work: () => void): string[] {
 }
 
 describe('publishDeadlineMetrics', () => {
-  it('writes one Embedded Metric Format document with the four counts and the heartbeat under the stack and service dimensions', () => {
+  it('writes one Embedded Metric Format document with the six counts and the heartbeat under the stack and service dimensions', () => {
     const lines = stdoutLines(() => publishDeadlineMetrics(functionMetrics('svc-dsr', 'SvcDsr'), counts));
 
     expect(lines).toHaveLength(1);
@@ -350,6 +430,8 @@ describe('publishDeadlineMetrics', () => {
               { Name: DEADLINE_METRICS.dueSoon, Unit: 'Count' },
               { Name: DEADLINE_METRICS.receiptsOverdue, Unit: 'Count' },
               { Name: DEADLINE_METRICS.receiptsDueSoon, Unit: 'Count' },
+              { Name: DEADLINE_METRICS.noticesOverdue, Unit: 'Count' },
+              { Name: DEADLINE_METRICS.noticesDueSoon, Unit: 'Count' },
               { Name: HEARTBEAT_METRICS.deadlineSweep, Unit: 'Count' },
             ],
           },
@@ -361,6 +443,8 @@ describe('publishDeadlineMetrics', () => {
       DueSoonRequests: 5,
       ReceiptConfirmationsOverdue: 2,
       ReceiptConfirmationsDueSoon: 1,
+      ResponseNoticesOverdue: 4,
+      ResponseNoticesDueSoon: 6,
       DeadlineSweepHeartbeat: 1,
     });
   });
@@ -397,6 +481,7 @@ describe('the deadline sweep handler', () => {
       ledger: {
         openRequests: (status: Status) => openOf(status === 'running' ? items : []),
         get: async () => undefined,
+        endedSince: noneEnded,
         scan: async function* () {
           if (options.scanFails) throw new Error('Task timed out after 120.00 seconds');
           yield changed;
