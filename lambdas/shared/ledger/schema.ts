@@ -136,6 +136,8 @@ export const noticeSchema = z.object({
   at: z.string(),
   reference: z.string().optional(),
   recorded_at: z.string(),
+  /** The template the notice was written from; its record keeps the values filled in. */
+  template: z.string().optional(),
 });
 export type Notice = z.infer<typeof noticeSchema>;
 

@@ -353,6 +353,70 @@ describe('notices against DynamoDB', () => {
     });
   });
 
+  it('keeps what a denial notice said, its template and the values filled in, in its locked record', async () => {
+    // Prepare
+    const item = await stored({ status: 'running', step: 'exporting' });
+    await runDeny(context, { requestId: item.request_id, reasonCode: 'exempt', reason: 'r' }, collectingIo());
+    // Act
+    const { result } = await runNotice(
+      context,
+      {
+        requestId: item.request_id,
+        kind: 'denial',
+        channel: 'letter',
+        template: 'gdpr-denial-v3',
+        values: ['reason_code=exempt', 'complaint_authority=CNIL, 3 place de Fontenoy'],
+      },
+      collectingIo(),
+    );
+    // Assess
+    expect(result.content).toEqual({
+      template: 'gdpr-denial-v3',
+      values: { reason_code: 'exempt', complaint_authority: 'CNIL, 3 place de Fontenoy' },
+    });
+    expect((await context.ledger.require(item.request_id)).notice_denial).toMatchObject({
+      template: 'gdpr-denial-v3',
+    });
+    const put = s3Mock
+      .commandCalls(PutObjectCommand)
+      .find((call) => call.args[0].input.Key?.startsWith(`audit/${item.request_id}.notices/`));
+    expect(JSON.parse(String(put?.args[0].input.Body))).toMatchObject({
+      action: 'notice_given',
+      facts: {
+        kind: 'denial',
+        template: 'gdpr-denial-v3',
+        value_reason_code: 'exempt',
+        value_complaint_authority: 'CNIL, 3 place de Fontenoy',
+      },
+    });
+  });
+
+  it.each([
+    [['email=jane@example.com'], '--value: value "email" would hold an identifier'],
+    [['contact=jane@example.com'], '--value: value "contact" looks like an e-mail address'],
+    [['portal=https://example.com/x'], '--value: value "portal" holds a URL'],
+    [['reason'], '--value: "reason" is not name=value'],
+  ])(
+    'refuses notice values the audit trail must not keep (%s) with exit 2, before writing',
+    async (values, message) => {
+      const item = await stored({ status: 'running', step: 'exporting' });
+      await runDeny(
+        context,
+        { requestId: item.request_id, reasonCode: 'exempt', reason: 'r' },
+        collectingIo(),
+      );
+      s3Mock.resetHistory();
+      const error = await runNotice(
+        context,
+        { requestId: item.request_id, kind: 'denial', channel: 'letter', template: 'gdpr-denial-v3', values },
+        collectingIo(),
+      ).catch((caught: unknown) => caught);
+      expect(error).toMatchObject({ exitCode: 2, message: expect.stringContaining(message) });
+      expect((await context.ledger.require(item.request_id)).notice_denial).toBeUndefined();
+      expect(s3Mock.commandCalls(PutObjectCommand)).toHaveLength(0);
+    },
+  );
+
   it('records in the response to an erased subject what the platform keeps, and tells the operator to say it', async () => {
     // Prepare
     const item = await stored(

@@ -255,6 +255,28 @@ describe('runStatus notices', () => {
     );
     expect(io.stdout()).toMatch(/extension notice\s+given 2026-11-19T10:00:00Z by letter/);
   });
+
+  it('shows when a notice was recorded, if well after the time it claims, and its template', async () => {
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          status: 'denied',
+          step: undefined,
+          notice_denial: {
+            channel: 'letter',
+            at: '2026-11-19T10:00:00Z',
+            recorded_at: '2026-11-21T09:00:00Z',
+            template: 'gdpr-denial-v3',
+          },
+        }),
+      ),
+    });
+    const io = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID }, io);
+    expect(io.stdout()).toMatch(
+      /denial notice\s+given 2026-11-19T10:00:00Z by letter, recorded 2026-11-21T09:00:00Z, template gdpr-denial-v3/,
+    );
+  });
 });
 
 describe('runStatus on hostile ledger text', () => {
