@@ -28,6 +28,7 @@ import { runCancel } from '../../../bin/cli/commands/cancel.ts';
 import { runDeny } from '../../../bin/cli/commands/deny.ts';
 import { runExtend } from '../../../bin/cli/commands/extend.ts';
 import { runNotice } from '../../../bin/cli/commands/notice.ts';
+import { runReport } from '../../../bin/cli/commands/report.ts';
 import { runRetry } from '../../../bin/cli/commands/retry.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import type { CliContext } from '../../../bin/cli/target.ts';
@@ -459,6 +460,49 @@ describe('notices against DynamoDB', () => {
         '--at: 2027-01-01T00:00:00Z is in the future; give the time the subject was told (clocks may differ by 5 minutes at most)',
     });
     expect(await context.ledger.require(item.request_id)).toEqual(item);
+  });
+});
+
+describe('report on notices recorded through the command', () => {
+  it('shows a response notice recorded after its due date with an earlier time claimed as late, and one recorded in time as on time', async () => {
+    // Prepare: two GDPR requests received 2026-11-20, due 2026-12-20, completed the next day.
+    const completed = {
+      status: 'completed',
+      step: null,
+      outcome: 'exported',
+      completed_at: NOW.toISOString(),
+    } as const;
+    const backdated = await stored(completed);
+    const honest = await stored(completed);
+    await runNotice(
+      context,
+      { requestId: honest.request_id, kind: 'response', channel: 'email', at: '2026-11-21T10:00:00Z' },
+      collectingIo(),
+    );
+    // Act: on 10 January the operator records a response claiming 15 December.
+    const january = new Date('2027-01-10T09:00:00Z');
+    const late = testContext({ dynamoClient: dynamo.client }, () => january);
+    await runNotice(
+      late,
+      { requestId: backdated.request_id, kind: 'response', channel: 'email', at: '2026-12-15T10:00:00Z' },
+      collectingIo(),
+    );
+    const { result } = await runReport(late, { json: true }, collectingIo());
+    // Assess
+    const byId = new Map(result.records.map((record) => [record.request_id, record]));
+    expect(byId.get(backdated.request_id)).toMatchObject({
+      notice_given_at: '2026-12-15T10:00:00.000Z',
+      notice_recorded_at: january.toISOString(),
+      response_date: january.toISOString(),
+      notice_due_at: backdated.due_at,
+      on_time: false,
+      notice_recorded_late: true,
+    });
+    expect(byId.get(honest.request_id)).toMatchObject({
+      response_date: NOW.toISOString(),
+      on_time: true,
+      notice_recorded_late: false,
+    });
   });
 });
 
