@@ -42,6 +42,8 @@ const RECEIPT_EARLIEST_WARNING_DAYS = 10 - RECEIPT_WARNING_BUSINESS_DAYS - 1;
  * longer has been alarmed on for those four weeks; `svc-dsr list --notice-overdue` lists it still.
  */
 export const NOTICE_LOOKBACK_DAYS = 120;
+/** Ended requests read in full at once for their notice. */
+const NOTICE_READS_AT_ONCE = 8;
 
 /**
  * What the sweep reads: the ledger's open index, every shard, the full item of the few open CCPA
@@ -182,14 +184,23 @@ async function answerNoticesAtRisk(
   const horizonMs = Date.parse(horizon);
   const late: NoticeDue[] = [];
   const dueSoon: NoticeDue[] = [];
-  for await (const { request_id } of deps.ledger.endedSince(since, { pageSize: options.pageSize ?? 100 })) {
-    const item = await deps.ledger.get(request_id);
+  const judge = async (requestId: string) => {
+    const item = await deps.ledger.get(requestId);
     const notice = item === undefined ? undefined : answerNoticeState(item, now, options.timeZone);
-    if (notice === undefined || notice.state === 'given' || notice.due_by === null) continue;
+    if (notice === undefined || notice.state === 'given' || notice.due_by === null) return;
     const dueBy = Date.parse(notice.due_by);
-    if (notice.state === 'overdue') late.push({ requestId: request_id, dueBy });
-    else if (dueBy < horizonMs) dueSoon.push({ requestId: request_id, dueBy });
+    if (notice.state === 'overdue') late.push({ requestId, dueBy });
+    else if (dueBy < horizonMs) dueSoon.push({ requestId, dueBy });
+  };
+  // The ended index carries no notices: each request is read in full, a few at once.
+  let batch: string[] = [];
+  for await (const { request_id } of deps.ledger.endedSince(since, { pageSize: options.pageSize ?? 100 })) {
+    batch.push(request_id);
+    if (batch.length < NOTICE_READS_AT_ONCE) continue;
+    await Promise.all(batch.map(judge));
+    batch = [];
   }
+  await Promise.all(batch.map(judge));
   const byDate = (a: NoticeDue, b: NoticeDue) => a.dueBy - b.dueBy;
   return { late: late.sort(byDate), dueSoon: dueSoon.sort(byDate) };
 }
