@@ -59,7 +59,17 @@ export async function buildSubjectPackage(
   input: PackageStepInput,
   deps: StepDeps,
 ): Promise<PackageStepOutput> {
-  const item = await activeRequest(deps, input.request_id);
+  const item = await activeRequest(deps, input.request_id).catch(async (error: unknown) => {
+    // A request that ended between two passes keeps no copy of the subject's data in the work.
+    if (
+      input.continuation !== undefined &&
+      (error instanceof RequestCancelledError || error instanceof LedgerStateError)
+    ) {
+      const removed = await removeWork(input.request_id, deps.archive);
+      deps.logger.info('subject package work removed: the request ended between two passes', { removed });
+    }
+    throw error;
+  });
   if (item.subject_package !== undefined) return outputOf(item.subject_package);
   if (item.type !== 'access') {
     throw new LedgerStateError('only an access request gets a subject package; this request is not one');

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import yazl from 'yazl';
 import { createLedgerTable } from '#local/aws/ledger-table';
 import { computeDeadlines } from '#shared/deadlines';
-import { InvalidArchiveError } from '#shared/errors';
+import { InvalidArchiveError, RequestCancelledError } from '#shared/errors';
 import { Ledger } from '#shared/ledger';
 import type { ArchiveStore, StepDeps } from '#shared/step-deps';
 import { makeStepHandler } from '#shared/step-handler';
@@ -223,5 +223,19 @@ describe('BuildPackage continued across invocations', () => {
       InvalidArchiveError,
     );
     expect(store.objects.has(packageKey(requestId))).toBe(false);
+  });
+
+  it('removes the stored work when the request was cancelled between the two passes', async () => {
+    const requestId = randomUUID();
+    const { deps, store, ledger } = await archivedRequest(requestId, await exportArchive());
+    const first = await buildSubjectPackage({ request_id: requestId }, { ...deps, remainingTimeMs: () => 0 });
+    if (!('continuation' in first)) throw new Error('expected a continuation');
+    await ledger.cancel(requestId, { reason: 'subject withdrew the request' });
+
+    await expect(buildSubjectPackage({ request_id: requestId, ...first }, deps)).rejects.toBeInstanceOf(
+      RequestCancelledError,
+    );
+
+    expect([...store.objects.keys()]).toEqual([`exports/${requestId}/export.zip`]);
   });
 });
