@@ -388,7 +388,7 @@ function stepHandlers(
     const definition: AnyStep = STEPS[step];
     const platform = platformFor(step);
     const handler = makeStepHandler(definition, () => ({ ...stepDeps, platform }));
-    const real: LocalLambda = (event) => runAsCaller(step, () => handler(event));
+    const real: LocalLambda = (event, context) => runAsCaller(step, () => handler(event, context));
     handlers[ids[step]] = options.stepOverrides?.[step]?.(real) ?? real;
   }
   return handlers;
