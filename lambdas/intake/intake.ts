@@ -153,6 +153,7 @@ function intakeRecord(
       due_at: deadlines.due_at,
       confirm_by: deadlines.confirm_by,
       verification_method: request.verification.method,
+      verified_at: request.verification.verified_at,
       time_zone: timeZone,
       ...(overdue ? { overdue_at_intake: true } : {}),
     },
@@ -236,6 +237,7 @@ async function deny(
         reason_code: IDENTITY_NOT_VERIFIED,
         verification_method: request.verification.method,
         verification_problem: gate.problem,
+        completed_at: (created.created ? created.item : created.existing).completed_at ?? null,
       },
       final: true,
     });

@@ -212,7 +212,7 @@ export async function completeMultipartUpload(call: Call, key: string) {
       etag: `"${createHash('md5').update(md5s).digest('hex')}-${parts.length}"`,
       size: settled.size,
       mtimeMs: settled.mtimeMs,
-      lastModified: wholeSeconds(new Date()),
+      lastModified: wholeSeconds(store.clock()),
       headers: upload.headers,
       parts: parts.length,
       ...(checksum === undefined ? {} : { checksum }),

@@ -61,9 +61,14 @@ export class DiskStore {
   /** Folders made or seen by a write; forgotten when a delete prunes folders. */
   readonly #folders = new Set<string>();
 
+  /**
+   * `clock` gives the time an object is stored (its LastModified), as S3's own clock does: no
+   * request header sets it. Tests pass a clock they advance; the default is the real time.
+   */
   constructor(
     readonly root: string,
     readonly syncWrites: boolean,
+    readonly clock: () => Date = () => new Date(),
   ) {}
 
   tempPath(): string {
