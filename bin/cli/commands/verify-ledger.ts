@@ -82,13 +82,16 @@ export function ledgerMismatches(
     compareTime('due_at', item.due_at, extension, extension.facts.due_at);
     compare('extended', item.extended, extension, true);
     compare('extension reason', item.extension_reason, extension, extension.facts.reason ?? undefined);
-    compareTime('extension notice time', item.notice_extension?.at, extension, extension.facts.notice_at);
-    compare(
-      'extension notice channel',
-      item.notice_extension?.channel,
-      extension,
-      extension.facts.notice_channel,
-    );
+    // The extension's notice, unless a later notice of that kind was recorded on the notices chain.
+    if (!notices.some((entry) => entry.action === 'notice_given' && entry.facts.kind === 'extension')) {
+      compareTime('extension notice time', item.notice_extension?.at, extension, extension.facts.notice_at);
+      compare(
+        'extension notice channel',
+        item.notice_extension?.channel,
+        extension,
+        extension.facts.notice_channel,
+      );
+    }
   } else if (intake !== undefined) {
     compareTime('due_at', item.due_at, intake, intake.facts.due_at);
     if (item.extended && intake.facts.due_at !== undefined) {
@@ -124,11 +127,12 @@ export function ledgerMismatches(
       compare('cancel reason', item.cancel_reason, last, last.facts.reason);
   }
 
-  for (const kind of ['receipt', 'response', 'denial'] as const) {
+  for (const kind of ['receipt', 'extension', 'response', 'denial'] as const) {
     const notice = item[`notice_${kind}`];
     const record = notices.findLast((entry) => entry.action === 'notice_given' && entry.facts.kind === kind);
     if (record === undefined) {
-      if (notice !== undefined && notices.length > 0)
+      // An extension's first notice is locked by the extension's own record (above).
+      if (notice !== undefined && notices.length > 0 && kind !== 'extension')
         problems.push(`the ledger records a ${kind} notice, but no notices record locked one`);
       continue;
     }
