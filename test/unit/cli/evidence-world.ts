@@ -164,8 +164,19 @@ export async function startEvidenceWorld(start: Date) {
       runDeny(context, { requestId, reasonCode: 'exempt', reason: 'an exemption applies' }, io()),
     notice: (requestId: string, kind: string) =>
       runNotice(context, { requestId, kind, channel: 'email' }, io()),
-    /** The sweep's manifest run: every whole day not written yet. */
-    manifests: () => writeDailyManifests({ s3, bucket: names.AuditBucketName, clock: () => new Date() }),
+    /** The sweep's manifest runs: every whole day not written yet (one run catches up 31 days at most). */
+    async manifests(): Promise<string[]> {
+      const days: string[] = [];
+      for (;;) {
+        const written = await writeDailyManifests({
+          s3,
+          bucket: names.AuditBucketName,
+          clock: () => new Date(),
+        });
+        if (written.length === 0) return days;
+        days.push(...written);
+      }
+    },
     /** `svc-dsr verify --all`. */
     verifyAll: async () => {
       const out = collectingIo();
