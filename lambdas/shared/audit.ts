@@ -271,6 +271,15 @@ export function canonicalJson(value: unknown): string {
   }
 }
 
+/**
+ * `'sha256:' + hex(SHA-256(canonicalJson(value)))`: how a record locks a ledger fact it must not
+ * hold in the clear (free text such as a ticket reference or field errors), so that verify can
+ * compare the ledger's value with it.
+ */
+export function factDigest(value: unknown): string {
+  return `sha256:${createHash('sha256').update(canonicalJson(value), 'utf8').digest('hex')}`;
+}
+
 /** `'sha256:' + hex(SHA-256(canonicalJson(record without its hash field)))`. */
 export function recordHash(record: Readonly<Record<string, unknown>>): string {
   const { hash: _ignored, ...covered } = record;

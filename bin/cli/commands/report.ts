@@ -368,9 +368,10 @@ export function denialBasisOf(code: string | undefined): DenialBasis {
 export function toRecord(item: LedgerItem, now: Date, denialCode?: string): ReportRecord {
   const category = categoryOf(item.status);
   const receivedAt = item.received_at ?? item.created_at;
+  // Only what a record locks (docs/audit.md): the completion time, never the item's last write.
   const responseDate =
     category === 'complied' || category === 'denied' || category === 'withdrawn'
-      ? (item.completed_at ?? item.updated_at)
+      ? (item.completed_at ?? null)
       : null;
   const receivedMs = rfc3339Instant(receivedAt)?.getTime() ?? Number.NaN;
   const dueMs = item.due_at === undefined ? Number.NaN : Date.parse(item.due_at);

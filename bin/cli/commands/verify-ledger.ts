@@ -4,7 +4,7 @@
  * type and receipt, the archive's and the package's size and SHA-256, how the request ended), they
  * must agree, or the ledger was changed after the record was locked.
  */
-import type { AuditRecord } from '#shared/audit';
+import { type AuditRecord, factDigest } from '#shared/audit';
 import type { LedgerItem, Status } from '#shared/ledger';
 
 /** The status each final action leaves a request in. */
@@ -74,6 +74,12 @@ export function ledgerMismatches(
     compare('verification method', item.verification?.method, intake, intake.facts.verification_method);
     compareTime('verified_at', item.verification?.verified_at, intake, intake.facts.verified_at);
     compareTime('confirm_by', item.confirm_by ?? undefined, intake, intake.facts.confirm_by ?? undefined);
+    const reference = intake.facts.reference_sha256;
+    if (reference !== undefined) {
+      const ledger = item.reference === undefined ? null : factDigest(item.reference);
+      if (ledger !== reference)
+        problems.push(`the ledger's reference is not the one record ${intake.seq} (request_received) locked`);
+    }
   }
 
   // The due date: the intake record's, or the extension's once the deadline was extended.
@@ -125,6 +131,11 @@ export function ledgerMismatches(
       compare('error code', item.error?.code, last, last.facts.code);
     if (last.action === 'request_cancelled' && last.facts.reason !== undefined)
       compare('cancel reason', item.cancel_reason, last, last.facts.reason);
+    const errors = last.action === 'request_rejected' ? last.facts.errors_sha256 : undefined;
+    if (errors !== undefined && factDigest(item.rejection_errors ?? []) !== errors)
+      problems.push(
+        `the ledger's rejection errors are not the ones record ${last.seq} (request_rejected) locked`,
+      );
   }
 
   for (const kind of ['receipt', 'extension', 'response', 'denial'] as const) {

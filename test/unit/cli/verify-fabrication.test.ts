@@ -163,6 +163,40 @@ describe('svc-dsr verify --all against edits of ledger facts', () => {
   });
 });
 
+describe('svc-dsr verify --all against edits of the other facts a record locks', () => {
+  it('catches the reference, the denial code and the extension flag changed: ledger_mismatch naming each', async () => {
+    // Prepare: one request answered, one denied by an operator; then their ledger items edited.
+    const answered = await answeredRequest();
+    const { requestId: denied } = await world.submit();
+    expect((await world.deny(denied)).exitCode).toBe(0);
+    await editLedger(answered, { reference: 'DSR-9999', extended: true });
+    await editLedger(denied, { denial: { code: 'identity_not_verified', at: new Date().toISOString() } });
+
+    // Act
+    const first = await findingsOf(answered);
+    const second = await findingsOf(denied);
+
+    // Assess
+    expect(first.exitCode).toBe(1);
+    expect(first.findings).toEqual([
+      finding(
+        'ledger_mismatch',
+        /^the ledger's reference is not the one record 0 \(request_received\) locked$/,
+      ),
+      finding(
+        'ledger_mismatch',
+        /^the ledger says the deadline was extended, but no record locked an extension/,
+      ),
+    ]);
+    expect(second.findings).toEqual([
+      finding(
+        'ledger_mismatch',
+        /^the ledger's denial code is "identity_not_verified"; record \d+ \(request_denied\) locked "exempt"$/,
+      ),
+    ]);
+  });
+});
+
 describe('svc-dsr verify --all against fabrications', () => {
   it('catches a fake request, a ledger item and a chain made up with times ten days back: record_time', async () => {
     // Prepare: a real request to copy, and the fake one written straight into the ledger and bucket.
