@@ -306,12 +306,15 @@ export function registerVerifyCommand(program: Command): void {
 The archive is streamed from S3 and its SHA-256 and byte count compared with the ledger; the audit
 records are checked link by link (no key is needed for the chain), and so are the request's side
 chains, its notices (audit/<request_id>.notices/) and package hand-outs (audit/<request_id>.packages/),
-each also against the head the ledger keeps of it.
+each also against the head the ledger keeps of it, against every record the daily manifests locked,
+and against the time S3 stored each record (a record whose own time is more than 5 minutes from it
+was written at another time than it says). Every ledger fact a record locks (deadlines, extension,
+completion, outcome, verification, notices, archive and package) is compared with that record.
 
-With --all every request in the ledger (created in --from/--to) is checked: its chain holds, is as
+With --all every request in the ledger (created in --from/--to) is checked so: its chain holds, is as
 long as the ledger's record count and ends in the ledger's head hash, ends in a final record once the
-request has ended, and contains the head every daily manifest locked for it; so do its side chains
-(no final record); its archive matches;
+request has ended, and holds every record the manifests locked; so do its side chains (no final
+record); its archive matches; without --from/--to, every chain in the bucket has a ledger item;
 no audit record or manifest has more than one version. docs/audit.md explains each check.
 
 An archive gone from the bucket after its retention (the stack's accessArchiveRetentionDays or
