@@ -35,7 +35,7 @@ const MAX_DAYS_PER_RUN = 31;
 const READ_CONCURRENCY = 16;
 const DAY_MS = 24 * 3600 * 1000;
 /** How long after midnight UTC the day before is written: every record stored that day is listed by then. */
-const DAY_SETTLE_MS = 10 * 60 * 1000;
+export const DAY_SETTLE_MS = 10 * 60 * 1000;
 const MANIFEST_NAME_PATTERN = /^manifests\/(\d{4}-\d{2}-\d{2})\.json$/;
 const sha256Digest = z.string().regex(/^sha256:[0-9a-f]{64}$/);
 

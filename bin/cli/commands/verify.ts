@@ -11,7 +11,13 @@ import {
   type SideChainKind,
   sideChainOf,
 } from '#shared/audit';
-import { lockedHeadsOf, MANIFEST_PREFIX, type Manifest, readManifests } from '#shared/audit-manifest';
+import {
+  LEGACY_MANIFEST_SCHEMA,
+  lockedHeadsOf,
+  MANIFEST_PREFIX,
+  type Manifest,
+  readManifests,
+} from '#shared/audit-manifest';
 import { ConfigurationError, InvalidArchiveError } from '#shared/errors';
 import { type ArchiveFacts, isTerminal, type LedgerItem, SIDE_CHAINS } from '#shared/ledger';
 import { MAX_CLOCK_SKEW_MS } from '#shared/request';
@@ -575,7 +581,7 @@ function manifestIndex(manifests: readonly Manifest[]): ManifestIndex {
       heads.set(locked.chain, ofChain);
       listed.add(`${locked.chain}/${locked.count - 1}`);
     }
-    if (manifest.schema !== 'svc-dsr.manifest/1') days.set(manifest.day, listed);
+    if (manifest.schema !== LEGACY_MANIFEST_SCHEMA) days.set(manifest.day, listed);
   }
   return { heads, days };
 }
