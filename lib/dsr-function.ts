@@ -55,11 +55,10 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
     query: false,
     writes: true,
   },
-  // The Scan finds the chains whose head changed on a day, for the daily audit manifest, and the
-  // ended requests past their retention, which the retention pass minimises (GetItem, UpdateItem);
+  // The retention pass minimises the ended requests past their retention (GetItem, UpdateItem);
   // GetItem also reads the open CCPA requests whose receipt confirmation may be late (the index
-  // lacks confirm_by).
-  sweep: { items: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'], query: true, writes: true },
+  // lacks confirm_by). No Scan: the daily audit manifest is built from the audit bucket.
+  sweep: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
   reconciler: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
 };
 /** What a function may do with archive objects. */

@@ -40,7 +40,7 @@ export interface DeadlineSweepHandlerDeps extends DeadlineSweepDeps {
   readonly logger: StepLogger;
   /** The audit bucket: each run writes the daily manifests not written yet, from the records in it. */
   readonly manifests: ManifestStore;
-  readonly ledger: DeadlineSweepDeps['ledger'] & Pick<Ledger, 'scan' | 'minimiseDue'>;
+  readonly ledger: DeadlineSweepDeps['ledger'] & Pick<Ledger, 'minimiseDue'>;
   /** The retention pass: days after a request ends, and the key of the hashes (read only when one is due). */
   readonly minimisation: { readonly afterDays: number; readonly hmacKey: () => Promise<string> };
 }

@@ -627,13 +627,12 @@ describe('IAM', () => {
     }
   });
 
-  it('lets the deadline sweep read the ledger, minimise items, read the audit records and write only the daily manifests of the audit bucket', () => {
+  it('lets the deadline sweep query the ledger, minimise items, read the audit records and write only the daily manifests of the audit bucket', () => {
     const statements = statementsOf('DeadlineSweep');
     const actions = statements.flatMap(actionsOf);
     expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual([
       'dynamodb:GetItem',
       'dynamodb:Query',
-      'dynamodb:Scan',
       'dynamodb:UpdateItem',
     ]);
     expect(actions.filter((action) => action.startsWith('secretsmanager:'))).toEqual([

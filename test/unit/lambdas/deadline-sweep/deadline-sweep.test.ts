@@ -408,7 +408,6 @@ describe('the deadline sweep handler', () => {
       ledger: {
         openRequests: (status: Status) => openOf(status === 'running' ? items : []),
         get: async () => undefined,
-        scan: async function* () {},
         minimiseDue: async (options: { afterDays: number }) => {
           retentionPasses.push(options.afterDays);
           return { minimised: 0, skipped: 0 };
