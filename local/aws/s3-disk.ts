@@ -33,6 +33,11 @@ export interface DiskS3Options {
    * @default false
    */
   readonly syncWrites?: boolean;
+  /**
+   * The stand-in's own clock, which sets every object's LastModified (a writer cannot): tests that
+   * play out days pass a clock they advance. @default the real time
+   */
+  readonly clock?: () => Date;
 }
 
 /**
@@ -46,7 +51,7 @@ export async function startDiskS3(options: DiskS3Options): Promise<DiskS3> {
   await mkdir(join(root, BUCKETS_DIR), { recursive: true });
   await rm(join(root, TMP_DIR), { recursive: true, force: true });
   await mkdir(join(root, TMP_DIR), { recursive: true });
-  const store = new DiskStore(root, options.syncWrites ?? false);
+  const store = new DiskStore(root, options.syncWrites ?? false, options.clock);
   const server = createServer((req, res) => {
     void handle(store, req, res);
   });

@@ -49,7 +49,11 @@ export async function runCancel(
     {
       eventId: `Operator:cancel-${updated.executions}`,
       action: 'request_cancelled',
-      facts: { previous_status: item.status, step: item.step ?? null },
+      facts: {
+        previous_status: item.status,
+        step: item.step ?? null,
+        completed_at: updated.completed_at ?? null,
+      },
       // Cancelled is terminal: this record ends the chain.
       final: true,
       reason,

@@ -58,7 +58,7 @@ export async function runDeny(
   await recordOperatorAction(context, requestId, {
     eventId: 'Operator:deny',
     action: 'request_denied',
-    facts: { previous_status: item.status, reason_code: code },
+    facts: { previous_status: item.status, reason_code: code, completed_at: updated.completed_at ?? null },
     reason,
     final: true,
   });

@@ -414,6 +414,7 @@ export function toRecord(
 ): ReportRecord {
   const category = categoryOf(item.status);
   const receivedAt = item.received_at ?? item.created_at;
+  // Only what a record locks (docs/audit.md): the notice, or the completion time, never the item's last write.
   const answerKind = answerNoticeKind(item.status);
   const notice = answerKind === undefined ? undefined : item[`notice_${answerKind}`];
   const noticeDueAt = answerKind === undefined ? null : noticeDueBy(item, answerKind, timeZone);
@@ -423,7 +424,7 @@ export function toRecord(
         ? null
         : noticeCountsAt(notice)
       : category === 'withdrawn'
-        ? (item.completed_at ?? item.updated_at)
+        ? (item.completed_at ?? null)
         : null;
   const receivedMs = rfc3339Instant(receivedAt)?.getTime() ?? Number.NaN;
   const dueAt = noticeDueAt ?? item.due_at ?? null;

@@ -214,7 +214,7 @@ export async function completeMultipartUpload(call: Call, key: string) {
       etag: `"${createHash('md5').update(md5s).digest('hex')}-${parts.length}"`,
       size: settled.size,
       mtimeMs: settled.mtimeMs,
-      lastModified: wholeSeconds(new Date()),
+      lastModified: wholeSeconds(store.clock()),
       // Retention counts from the object's creation, which is now, as the bucket default's does in S3.
       headers: { ...upload.headers, ...lockHeadersFor(await store.settings(bucket), upload.headers) },
       parts: parts.length,

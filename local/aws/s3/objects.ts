@@ -44,7 +44,7 @@ export async function putObject(call: Call, key: string) {
     etag: `"${received.md5.toString('hex')}"`,
     size: received.size,
     mtimeMs: received.mtimeMs,
-    lastModified: wholeSeconds(new Date()),
+    lastModified: wholeSeconds(store.clock()),
     headers,
     ...(checksum === undefined ? {} : { checksum }),
   };

@@ -71,9 +71,14 @@ export class DiskStore {
   /** Each bucket's settings as last read or written: only this store writes them. */
   readonly #settings = new Map<string, BucketSettings>();
 
+  /**
+   * `clock` gives the time an object is stored (its LastModified), as S3's own clock does: no
+   * request header sets it. Tests pass a clock they advance; the default is the real time.
+   */
   constructor(
     readonly root: string,
     readonly syncWrites: boolean,
+    readonly clock: () => Date = () => new Date(),
   ) {}
 
   tempPath(): string {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { denialBasisOf, runReport } from '../../../bin/cli/commands/report.ts';
+import { denialBasisOf, runReport, toRecord } from '../../../bin/cli/commands/report.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { ledgerRecord, PRIMARY_KEY, SVC_USER_ID, testContext } from './helpers.ts';
 
@@ -512,5 +512,25 @@ describe('runReport: the answer is the notice', () => {
         mean_days_to_respond: 154.5,
       }),
     );
+  });
+});
+
+describe('toRecord', () => {
+  it('dates a response only by the completion time a record locks, never by the last write of the ledger item', () => {
+    // Prepare: answered, but the ledger item holds no completion time; it was written to since.
+    const item = ledgerRecord({
+      status: 'completed',
+      step: undefined,
+      outcome: 'exported',
+      completed_at: undefined,
+      updated_at: '2026-11-21T09:00:00.000Z',
+    });
+
+    // Act
+    const record = toRecord(item, new Date('2026-12-01T00:00:00.000Z'));
+
+    // Assess
+    expect(record.response_date).toBeNull();
+    expect(record.days_to_respond).toBeNull();
   });
 });

@@ -1,15 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { QueryCommand, type QueryCommandInput } from '@aws-sdk/client-dynamodb';
-import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { AUDIT_SCHEMA, auditRecordKey, recordHash } from '#shared/audit';
 import { parseEnv } from '#shared/config';
 import { computeDeadlines } from '#shared/deadlines';
 import { ConfigurationError } from '#shared/errors';
 import {
   ENDED_INDEX,
   Ledger,
-  ledgerItemSchema,
   OPEN_INDEX_SHARDS,
   type OpenRequest,
   openRequestSchema,
@@ -451,7 +451,7 @@ describe('publishDeadlineMetrics', () => {
 });
 
 describe('the deadline sweep handler', () => {
-  function harness(overdue: number, options: { scanFails?: boolean } = {}) {
+  function harness(overdue: number, options: { listFails?: boolean } = {}) {
     const lines: string[] = [];
     const metrics = functionMetrics('svc-dsr', 'SvcDsr');
     const logged: { level: string; message: string; attributes?: Record<string, unknown> }[] = [];
@@ -463,29 +463,42 @@ describe('the deadline sweep handler', () => {
     );
     const s3 = new S3Client({ region: 'eu-west-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } });
     const s3Mock = mockClient(s3);
-    s3Mock.on(ListObjectsV2Command).resolves({ Contents: [] });
-    s3Mock.on(PutObjectCommand).resolves({});
-    const changed = ledgerItemSchema.parse({
+    // One record in the bucket, stored yesterday: the day the manifest locks.
+    const storedAt = daysFromNow(-1);
+    const unsealed = {
+      schema: AUDIT_SCHEMA,
       request_id: randomUUID(),
-      fingerprint: 'fp',
-      status: 'completed',
-      created_at: NOW.toISOString(),
-      updated_at: NOW.toISOString(),
-      audit_head: `sha256:${'a'.repeat(64)}`,
-      audit_count: 3,
-      // Its chain last changed yesterday, the day the manifest locks.
-      audit_at: daysFromNow(-1).toISOString(),
-    });
+      seq: 0,
+      event_id: 'Intake',
+      step: 'Intake',
+      action: 'request_received',
+      at: storedAt.toISOString(),
+      facts: {},
+      final: false,
+      prev_hash: null,
+    };
+    const changed = { ...unsealed, hash: recordHash(unsealed) };
+    const recordKey = auditRecordKey(changed.request_id, 0);
+    s3Mock.on(ListObjectsV2Command, { Prefix: 'manifests/' }).resolves({ Contents: [] });
+    if (options.listFails) {
+      s3Mock
+        .on(ListObjectsV2Command, { Prefix: 'audit/' })
+        .rejects(new Error('Task timed out after 120.00 seconds'));
+    } else {
+      s3Mock
+        .on(ListObjectsV2Command, { Prefix: 'audit/' })
+        .resolves({ Contents: [{ Key: recordKey, LastModified: storedAt }] });
+    }
+    s3Mock.on(GetObjectCommand, { Key: recordKey }).callsFake(() => ({
+      Body: { transformToString: async () => JSON.stringify(changed) },
+    }));
+    s3Mock.on(PutObjectCommand).resolves({});
     const retentionPasses: number[] = [];
     const handler = makeDeadlineSweepHandler(() => ({
       ledger: {
         openRequests: (status: Status) => openOf(status === 'running' ? items : []),
         get: async () => undefined,
         endedSince: noneEnded,
-        scan: async function* () {
-          if (options.scanFails) throw new Error('Task timed out after 120.00 seconds');
-          yield changed;
-        },
         minimiseDue: async (options: { afterDays: number }) => {
           retentionPasses.push(options.afterDays);
           return { minimised: 0, skipped: 0 };
@@ -512,7 +525,7 @@ describe('the deadline sweep handler', () => {
     expect(retentionPasses).toEqual([730, 730]);
   });
 
-  it("writes yesterday's audit manifest, locking the head of each chain that changed, after publishing", async () => {
+  it("writes yesterday's audit manifest, locking each record the bucket stored that day, after publishing", async () => {
     const { handler, s3Mock, changed } = harness(0);
 
     await handler();
@@ -525,9 +538,16 @@ describe('the deadline sweep handler', () => {
     });
     const body = JSON.parse(String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body));
     expect(body).toMatchObject({
-      schema: 'svc-dsr.manifest/1',
+      schema: 'svc-dsr.manifest/2',
       day: yesterday,
-      chains: [{ request_id: changed.request_id, count: 3, head: changed.audit_head }],
+      records: [
+        {
+          chain: changed.request_id,
+          seq: 0,
+          hash: changed.hash,
+          stored_at: daysFromNow(-1).toISOString(),
+        },
+      ],
       prev_hash: null,
     });
   });
@@ -563,7 +583,7 @@ describe('the deadline sweep handler', () => {
   });
 
   it('publishes the deadline metrics first, so a manifest or retention pass that fails leaves them out', async () => {
-    const { handler, lines } = harness(1, { scanFails: true });
+    const { handler, lines } = harness(1, { listFails: true });
 
     await expect(handler()).rejects.toThrow('Task timed out');
 
