@@ -621,22 +621,36 @@ describe('update user (endpoint 4)', () => {
   it('keeps every field when the full user data is sent back as read', async () => {
     // Prepare
     const before = await retrievedUser('pk-alice');
-    const metadata = Buffer.from(JSON.stringify(before.user_metadata)).toString('base64');
+    const full = z
+      .object({
+        display_name: z.string(),
+        email: z.string(),
+        email_verified: z.boolean(),
+        image_url: z.string(),
+        location: z.string(),
+        private_profile: z.boolean(),
+        bio: z.string(),
+        role: z.string(),
+        settings: z.unknown(),
+        user_metadata: z.unknown(),
+      })
+      .parse(before);
+    const metadata = Buffer.from(JSON.stringify(full.user_metadata)).toString('base64');
 
     // Act
     await updateUser(
       {
         primary_key: 'pk-alice',
         user_name: before.user_name,
-        display_name: before.display_name,
-        email: before.email,
-        email_verified: String(before.email_verified),
-        image_url: before.image_url,
-        location: before.location,
-        private_profile: String(before.private_profile),
+        display_name: full.display_name,
+        email: full.email,
+        email_verified: String(full.email_verified),
+        image_url: full.image_url,
+        location: full.location,
+        private_profile: String(full.private_profile),
         user_metadata: metadata,
       },
-      { bio: before.bio, role: before.role, settings: before.settings },
+      { bio: full.bio, role: full.role, settings: full.settings },
     );
 
     // Assess
