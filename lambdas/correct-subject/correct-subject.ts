@@ -60,7 +60,7 @@ export async function correctSubject(input: StepInput, deps: StepDeps): Promise<
     });
     if (attempt >= CORRECTION_ATTEMPTS) {
       throw new ProfileChangedConcurrentlyError(
-        `the profile changed while it was being corrected (${comparison.changedByOthers.join(', ')} differ from what was sent), after ${attempt} attempts: check the profile on the platform, then retry the request`,
+        `the profile changed while it was being corrected, after ${attempt} attempts (fields that differ from what was sent: ${comparison.changedByOthers.join(', ')}): check the profile on the platform, then retry the request`,
       );
     }
     attempt += 1;
