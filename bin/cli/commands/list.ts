@@ -11,6 +11,7 @@ import {
   STATUSES,
   type Status,
 } from '#shared/ledger';
+import { REQUEST_TYPES, type RequestType } from '#shared/request';
 import { type CliIo, type CommandResult, describeDue, formatTable, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
@@ -27,6 +28,8 @@ export interface ListOptions {
   readonly receiptDue?: boolean;
   /** Only CCPA requests whose receipt confirmation is past its confirm-by date and not recorded. */
   readonly receiptOverdue?: boolean;
+  /** Comma-separated request types (access, erasure, correction). @default every type */
+  readonly type?: string;
   readonly json?: boolean;
 }
 
@@ -74,6 +77,14 @@ const statusListSchema = z
       .array(z.enum(STATUSES, { message: `each status must be one of ${STATUSES.join(', ')}` }))
       .min(1, 'name at least one status'),
   );
+const typeListSchema = z
+  .string()
+  .transform((value) => value.split(',').map((type) => type.trim()))
+  .pipe(
+    z
+      .array(z.enum(REQUEST_TYPES, { message: `each type must be one of ${REQUEST_TYPES.join(', ')}` }))
+      .min(1, 'name at least one type'),
+  );
 const daysSchema = z.coerce
   .number({ message: 'must be a number of days' })
   .nonnegative('must be 0 or more days')
@@ -83,7 +94,14 @@ const daysSchema = z.coerce
 export function parseListOptions(options: ListOptions): {
   statuses: Status[];
   dueBefore?: (now: Date) => string;
+  types?: readonly RequestType[];
 } {
+  const types =
+    options.type === undefined ? {} : { types: parseOption('--type', typeListSchema, options.type) };
+  return { ...parseStatusAndDue(options), ...types };
+}
+
+function parseStatusAndDue(options: ListOptions): { statuses: Status[]; dueBefore?: (now: Date) => string } {
   const statuses = [
     ...new Set(
       options.status === undefined
@@ -112,7 +130,7 @@ export async function runList(
   options: ListOptions,
   io: CliIo,
 ): Promise<CommandResult<ListResult>> {
-  const { statuses, dueBefore } = parseListOptions(options);
+  const { statuses, dueBefore, types } = parseListOptions(options);
   const now = context.clock();
   const before = dueBefore?.(now);
   const items: ListableRequest[] = [];
@@ -133,6 +151,7 @@ export async function runList(
   items.sort(byDueDate);
   const receiptFilter = receiptFilterOf(options);
   const requests = (await withReceipts(context, items))
+    .filter((item) => types === undefined || (item.type !== undefined && types.includes(item.type)))
     .map((item) => listed(item, now))
     .filter((request) => receiptFilter(request.receipt));
   const result: ListResult = { statuses, due_before: before ?? null, count: requests.length, requests };
@@ -282,6 +301,7 @@ interface ListFlags extends TargetFlags {
   readonly overdue?: boolean;
   readonly receiptDue?: boolean;
   readonly receiptOverdue?: boolean;
+  readonly type?: string;
   readonly json?: boolean;
 }
 
@@ -297,6 +317,7 @@ export function registerListCommand(program: Command): void {
     .option('--overdue', 'only requests past their due date')
     .option('--receipt-due', 'only CCPA requests whose receipt confirmation is not recorded yet')
     .option('--receipt-overdue', 'only CCPA requests past their receipt confirm-by date with none recorded')
+    .option('--type <types>', `only these request types, comma-separated: ${REQUEST_TYPES.join(', ')}`)
     .option('--json', 'print JSON');
   addTargetOptions(command)
     .addHelpText(
@@ -313,12 +334,14 @@ Examples:
   $ npx svc-dsr list --overdue
   $ npx svc-dsr list --receipt-overdue
   $ npx svc-dsr list --status failed,cancelled --json
+  $ npx svc-dsr list --type correction
   $ npx svc-dsr list --due-within 7 --target aws --stack-outputs outputs.json`,
     )
     .action(async (flags: ListFlags) => {
       const options: ListOptions = {
         ...(flags.status === undefined ? {} : { status: flags.status }),
         ...(flags.dueWithin === undefined ? {} : { dueWithin: flags.dueWithin }),
+        ...(flags.type === undefined ? {} : { type: flags.type }),
         overdue: flags.overdue === true,
         receiptDue: flags.receiptDue === true,
         receiptOverdue: flags.receiptOverdue === true,
