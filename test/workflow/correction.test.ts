@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { emulatorControl } from '#local/emulator/server';
 import { subjectHash } from '#shared/audit';
+import { computeDeadlines } from '#shared/deadlines';
+import { noticesDue } from '#shared/ledger';
 import { type Harness, requestFor, startHarness, TEST_EXPORT_TOKEN, TEST_SSO_TOKEN } from './harness.ts';
 import { submitAndSettle } from './submit.ts';
 
@@ -91,6 +93,10 @@ describe('a correction request', () => {
       correction: { outcome: 'corrected', altered: [], attempts: 1 },
     });
     expect(item.correction_values).toBeUndefined();
+    // The deadlines of an access request (CCPA: 45 days, receipt confirmation), and a response owed.
+    const deadlines = computeDeadlines('ccpa', new Date(request.received_at));
+    expect(item).toMatchObject({ due_at: deadlines.due_at, confirm_by: deadlines.confirm_by });
+    expect(noticesDue(item, new Date()).map((notice) => notice.kind)).toEqual(['receipt', 'response']);
     for (const value of [...Object.values(corrections), 'Alice Walker', 'alice@example.com', 'Lisbon']) {
       expect(text.includes(value) ? value : null).toBeNull();
     }
