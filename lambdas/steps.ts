@@ -1,6 +1,7 @@
 import { archiveExportStep } from './archive-export/archive-export.ts';
 import { buildPackageStep } from './build-package/build-package.ts';
 import { checkExportStep } from './check-export/check-export.ts';
+import { correctSubjectStep } from './correct-subject/correct-subject.ts';
 import { eraseSubjectStep } from './erase-subject/erase-subject.ts';
 import { recordFailureStep } from './record-failure/record-failure.ts';
 import { recordOutcomeStep } from './record-outcome/record-outcome.ts';
@@ -19,6 +20,7 @@ export const STEPS = {
   BuildPackage: buildPackageStep,
   EraseSubject: eraseSubjectStep,
   VerifyErasure: verifyErasureStep,
+  CorrectSubject: correctSubjectStep,
   RecordOutcome: recordOutcomeStep,
   RecordFailure: recordFailureStep,
 } as const satisfies Record<string, AnyStep>;
@@ -33,6 +35,7 @@ export const STEP_DIRECTORIES: Readonly<Record<StepName, string>> = {
   BuildPackage: 'build-package',
   EraseSubject: 'erase-subject',
   VerifyErasure: 'verify-erasure',
+  CorrectSubject: 'correct-subject',
   RecordOutcome: 'record-outcome',
   RecordFailure: 'record-failure',
 };
@@ -51,6 +54,8 @@ export const STEP_TOKENS: Readonly<Record<StepName, readonly PlatformToken[]>> =
   BuildPackage: ['exportToken', 'ssoAccessToken'],
   EraseSubject: ['ssoAccessToken'],
   VerifyErasure: ['ssoAccessToken'],
+  /** retrieve-user and update-user (endpoints 3 and 4). */
+  CorrectSubject: ['ssoAccessToken'],
   RecordOutcome: [],
   RecordFailure: [],
 };
@@ -76,6 +81,7 @@ export const STEP_GATE: Readonly<
   BuildPackage: { admits: true, slots: false, wakes: false },
   EraseSubject: { admits: true, slots: false, wakes: false },
   VerifyErasure: { admits: true, slots: false, wakes: false },
+  CorrectSubject: { admits: true, slots: false, wakes: false },
   RecordOutcome: { admits: false, slots: true, wakes: true },
   RecordFailure: { admits: false, slots: true, wakes: true },
 };
@@ -101,6 +107,8 @@ export const STEP_PLATFORM_WORK: Readonly<
   // retrieve-user on a resumed erasure, then the DELETE.
   EraseSubject: { calls: 2 },
   VerifyErasure: { calls: 1 },
+  // Read, update, re-read; once more when the re-read finds the profile changed by someone else.
+  CorrectSubject: { calls: 6 },
   RecordOutcome: { calls: 0 },
   RecordFailure: { calls: 0 },
 };

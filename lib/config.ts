@@ -99,7 +99,7 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   deadlineSweepMinutes: 'a whole number of minutes from 5 to 1440',
   intakeMaxConcurrency: 'a whole number from 2 to 1000 (the SQS event source maximum concurrency)',
   verification:
-    '{"methods": {"<method>": {"acceptedFor": ["access", "erasure"]}, ...}, "maxAgeDays": 30}: every verification method the privacy team uses, by name (1-64 ASCII letters, digits, "_", "-", "." or ":"; not "*", "none" or "unverified"), each with the request types it is accepted for ([] for a method that never is), and the most days a verification may lie before receipt (1-365); a request with a method not listed is rejected, docs/deploy.md "The verification gate"',
+    '{"methods": {"<method>": {"acceptedFor": ["access", "erasure", "correction"]}, ...}, "maxAgeDays": 30}: every verification method the privacy team uses, by name (1-64 ASCII letters, digits, "_", "-", "." or ":"; not "*", "none" or "unverified"), each with the request types it is accepted for ([] for a method that never is), and the most days a verification may lie before receipt (1-365); a request with a method not listed is rejected, docs/deploy.md "The verification gate"',
   intakeQueueAgeAlarmMinutes: 'a whole number of minutes from 1 to 1440',
   reconcileMinutes: 'a whole number of minutes from 5 to 1440',
   reconcileMaxResumes: 'a whole number from 0 to 20',

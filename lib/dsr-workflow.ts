@@ -99,6 +99,9 @@ const DYNAMODB_TRANSIENT_ERRORS = [
   'DynamoDB.SdkClientException',
 ] as const;
 
+/** The outcomes a RecordOutcome task records. */
+type WorkflowOutcome = 'exported' | 'erased' | 'corrected' | 'corrected_with_changes' | 'no_data';
+
 /** The ledger code the state machine records when RecordFailure cannot run for good. */
 export const UNRECORDED_FAILURE_CODE = 'record_failure_failed';
 
@@ -247,7 +250,7 @@ export class DsrWorkflow extends Construct {
    * A RecordOutcome task and the success after it. Failing for good, it is recorded as such
    * (record_outcome_failed), so an operator retries the request; a cancellation keeps its own path.
    */
-  #outcome(name: string, value: 'exported' | 'erased' | 'no_data', notRecorded: sfn.IChainable) {
+  #outcome(name: string, value: WorkflowOutcome, notRecorded: sfn.IChainable) {
     return this.#guard(
       this.#task(name, 'RecordOutcome', { ...REQUEST_ID, outcome: value }, '$.result'),
       [],
@@ -373,8 +376,7 @@ export class DsrWorkflow extends Construct {
       },
       resultPath: '$.error',
     }).next(this.#recordFailure);
-    const outcome = (name: string, value: 'exported' | 'erased' | 'no_data') =>
-      this.#outcome(name, value, outcomeNotRecorded);
+    const outcome = (name: string, value: WorkflowOutcome) => this.#outcome(name, value, outcomeNotRecorded);
     const recordNoData = outcome('RecordNoData', 'no_data');
     // The subject erased meanwhile (by a request of its own): the platform has no data, a valid answer.
     const subjectGone = [{ errors: [...NO_DATA_ERRORS], next: recordNoData }];
@@ -431,6 +433,23 @@ export class DsrWorkflow extends Construct {
         },
       ],
     );
+    // A correction: read, update with the full profile, re-read and compare, all in CorrectSubject.
+    const correct = this.#guard(
+      this.#task('CorrectSubject', 'CorrectSubject', REQUEST_ID, '$.correction'),
+      [],
+      subjectGone,
+    );
+    const corrected = this.#admitted(
+      'CorrectSubject',
+      correct,
+      '$.correction',
+      new sfn.Choice(this, 'CorrectedAsRequested?')
+        .when(
+          sfn.Condition.stringEquals('$.correction.outcome', 'corrected_with_changes'),
+          outcome('RecordCorrectedWithChanges', 'corrected_with_changes'),
+        )
+        .otherwise(outcome('RecordCorrected', 'corrected')),
+    );
     const recordErased = outcome('RecordErased', 'erased');
     const verified = this.#admitted('VerifyErasure', verifyErasure, '$.erasure_verification', recordErased);
     const erased = this.#admitted('EraseSubject', erase, '$.erasure', verifyErasure.next(verified));
@@ -443,6 +462,7 @@ export class DsrWorkflow extends Construct {
           new sfn.Succeed(this, 'NothingToDo'),
         )
         .when(sfn.Condition.booleanEquals('$.subject.found', false), recordNoData)
+        .when(sfn.Condition.stringEquals('$.type', 'correction'), correct.next(corrected))
         .otherwise(
           startExport.next(
             this.#exportAdmitted(

@@ -84,6 +84,23 @@ const PATH = {
   ],
 } as const;
 
+/**
+ * A correction's path (no export): resolve, CorrectSubject (its second attempt is inside the one
+ * Lambda), the outcome, and the failure path after it. Far shorter than the export path; counted so
+ * that a change that makes it the longer one shows.
+ */
+const CORRECTION_PATH = [
+  'ResolveSubject',
+  'AlreadyCompleted?',
+  'CorrectSubject',
+  'CorrectSubjectAdmitted?',
+  'CorrectedAsRequested?',
+  'RecordCorrectedWithChanges',
+  'OutcomeNotRecorded',
+  'RecordFailure',
+  'RecordFailedInLedger',
+] as const;
+
 /** What the count depends on: the poll schedule, the export attempts and the workflow's states. */
 export interface HistoryBudgetInput {
   readonly schedule: PollSchedule;
@@ -112,14 +129,13 @@ export function worstCaseHistory(input: HistoryBudgetInput): HistoryBudget {
   const polls = worstCasePolls(input.schedule, input.exportMaxAttempts);
   const visit = (names: readonly string[]) =>
     names.reduce((sum, name) => sum + stateEvents(input.states, name), 0);
-  const events =
-    EVENTS_PER.execution +
+  const waits = platformWaitsBudgeted() * PLATFORM_WAIT_EVENTS;
+  const exportPath =
     visit(PATH.once) +
     input.exportMaxAttempts * visit(PATH.perExportAttempt) +
     polls * visit(PATH.perPoll) +
-    Math.max(...PATH.tails.map(visit)) +
-    platformWaitsBudgeted() * PLATFORM_WAIT_EVENTS +
-    EVENTS_PER.end;
+    Math.max(...PATH.tails.map(visit));
+  const events = EVENTS_PER.execution + Math.max(exportPath, visit(CORRECTION_PATH)) + waits + EVENTS_PER.end;
   return { events, polls, fraction: events / HISTORY_EVENT_LIMIT };
 }
 

@@ -14,6 +14,15 @@ export function sampleRequests(now = new Date()): string[] {
     request({ type: 'access', regulation: 'gdpr', primary_key: 'u-alice', reference: 'DEMO-1' }),
     request({ type: 'erasure', regulation: 'ccpa', primary_key: 'u-bruno', reference: 'DEMO-2' }),
     request({ type: 'access', regulation: 'gdpr', primary_key: 'u-nobody', reference: 'DEMO-3' }),
+    // A correction needs a stronger check than an e-mail link (the address itself may change).
+    request({
+      type: 'correction',
+      regulation: 'ccpa',
+      primary_key: 'u-chloe',
+      reference: 'DEMO-4',
+      verification: { ...verification, method: 'account_login' },
+      corrections: { display_name: 'Chloé Dubois', location: 'Lyon' },
+    }),
     JSON.stringify({ request_id: randomUUID(), type: 'delete', regulation: 'gdpr' }),
   ];
 }

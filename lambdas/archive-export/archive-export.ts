@@ -36,6 +36,7 @@ export async function archiveExport(input: StepInput, deps: StepDeps): Promise<A
   }
   const key = archiveKey(input.request_id, item.export_attempts);
   if (item.type === undefined) throw new LedgerStateError('the ledger item has no request type');
+  if (item.type === 'correction') throw new LedgerStateError('a correction request has no export to archive');
   // The download is a platform call like the others; once it is done the export is no longer open.
   await deps.gate.admit();
   const copied = await deps.archive.copy(status.link, key, item.type);

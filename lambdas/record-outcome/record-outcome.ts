@@ -9,6 +9,14 @@ import { recordOutcomeInputSchema, recordOutcomeOutputSchema } from '#shared/ste
 const EVIDENCE = {
   erased: { field: 'erasure_verification', missing: 'an erasure is recorded only once it has been verified' },
   exported: { field: 'archive', missing: 'an export is recorded only once its archive has been verified' },
+  corrected: {
+    field: 'correction',
+    missing: 'a correction is recorded only once the re-read has confirmed it',
+  },
+  corrected_with_changes: {
+    field: 'correction',
+    missing: 'a correction is recorded only once the re-read has confirmed it',
+  },
   no_data: undefined,
 } as const;
 
@@ -61,6 +69,9 @@ export async function recordOutcome(
       due_at: item.due_at ?? null,
       on_time: item.due_at === undefined ? null : completedAt <= item.due_at,
       archive_sha256: item.archive?.sha256 ?? null,
+      ...(item.correction_fields === undefined
+        ? {}
+        : { correction_fields: item.correction_fields.join(',') }),
       ...(outcome === 'erased' ? platformKeepsFacts() : {}),
     },
     final: true,

@@ -149,6 +149,12 @@ export interface AuditEvent {
   /** Short verb phrase: 'export_started', 'archive_verified', 'subject_deleted', ... */
   readonly action: string;
   readonly facts: Readonly<Record<string, string | number | boolean | null>>;
+  /**
+   * Facts whose values are personal data (a correction's old and new profile values): each is
+   * stored only as its keyed hash, `hmac-sha256:...` of `profile_value:<value>`, so an auditor with
+   * the key can confirm a value without the record holding it.
+   */
+  readonly hashedFacts?: Readonly<Record<string, string>>;
   /** Hashed with the HMAC key before storage, never stored raw. */
   readonly subject?: AuditSubject;
   /** The request's last record: nothing can be appended after it. */
@@ -221,7 +227,7 @@ export type AuditVerification =
 
 type SubjectKind = 'primary_key' | 'svc_user_id';
 /** What a keyed hash stands for: a subject identifier, or another field of the ledger that names a person. */
-export type HashedKind = SubjectKind | 'verified_by' | 'submitted_by' | 'fingerprint';
+export type HashedKind = SubjectKind | 'verified_by' | 'submitted_by' | 'fingerprint' | 'profile_value';
 
 /** `'hmac-sha256:' + hex(HMAC-SHA256(key, kind + ':' + value))`: the only form an identifier is stored in. */
 export function subjectHash(hmacKey: string, kind: HashedKind, value: string): string {
@@ -323,6 +329,7 @@ export class AuditTrail {
     assertRequestId(requestId);
     assertEvent(event);
     const subjectHashes = event.subject === undefined ? undefined : await this.#subjectHashes(event.subject);
+    const hashedFacts = await this.#hashedFacts(event);
 
     for (let attempt = 0; ; attempt++) {
       // A chain this trail wrote last is read from memory; should another writer have appended
@@ -364,7 +371,7 @@ export class AuditTrail {
         step: event.step,
         action: event.action,
         at: now.toISOString(),
-        facts: { ...event.facts },
+        facts: { ...event.facts, ...hashedFacts },
         ...(subjectHashes === undefined ? {} : { subject_hashes: subjectHashes }),
         final: event.final === true,
         prev_hash: last === undefined ? null : last.hash,
@@ -551,6 +558,15 @@ export class AuditTrail {
     return key;
   }
 
+  async #hashedFacts(event: AuditEvent): Promise<Record<string, string>> {
+    const entries = Object.entries(event.hashedFacts ?? {});
+    if (entries.length === 0) return {};
+    const key = await this.#hmacKey();
+    return Object.fromEntries(
+      entries.map(([name, value]) => [name, subjectHash(key, 'profile_value', value)]),
+    );
+  }
+
   async #subjectHashes(subject: AuditSubject): Promise<AuditRecord['subject_hashes']> {
     if (subject.primaryKey === '' || subject.svcUserId === '') {
       throw new AuditEventRefusedError('audit: a subject identifier is empty');
@@ -735,6 +751,10 @@ export function auditEventProblem(event: AuditEvent): string | undefined {
     if (identifier !== undefined) {
       return `fact "${key}" ${identifier}; audit facts must not hold personal data, credentials or links`;
     }
+  }
+  for (const key of Object.keys(event.hashedFacts ?? {})) {
+    if (!FACT_KEY_PATTERN.test(key)) return `fact name "${key.slice(0, 64)}" must be letters, digits and "_"`;
+    if (Object.hasOwn(event.facts, key)) return `fact "${key}" is given both plain and hashed`;
   }
   return undefined;
 }

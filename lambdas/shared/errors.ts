@@ -338,6 +338,16 @@ export class ExportTimedOutError extends DsrError {
   readonly code = 'export_timed_out';
 }
 
+/**
+ * A correction's re-read found the profile changed by someone else between the read and the
+ * write, and again when the correction was made a second time: a person must look at the profile.
+ */
+export class ProfileChangedConcurrentlyError extends DsrError {
+  override readonly name = 'ProfileChangedConcurrentlyError';
+  static override readonly handling: ErrorHandling = 'fail';
+  readonly code = 'profile_changed_concurrently';
+}
+
 /** After a deletion the platform still knows the subject. */
 export class ErasureNotVerifiedError extends DsrError {
   override readonly name = 'ErasureNotVerifiedError';
@@ -489,6 +499,7 @@ export const ERROR_CLASSES = [
   ExportStartUnconfirmedError,
   ExportTimedOutError,
   ErasureNotVerifiedError,
+  ProfileChangedConcurrentlyError,
   LedgerStateError,
   AuditChainClosedError,
   AuditRecordInvalidError,

@@ -14,6 +14,7 @@ import {
   PlatformUnavailableError,
   UnaddressableIdError,
 } from './errors.ts';
+import { type BodyAnswer, type BodyRequest, sendWithBody } from './get-with-body.ts';
 import {
   type ActivityPage,
   activityResponseSchema,
@@ -50,6 +51,8 @@ export interface PlatformClientDeps {
    */
   readonly credentials: { readonly [K in PlatformToken]?: CredentialSource };
   readonly fetch?: typeof globalThis.fetch;
+  /** Sends a GET with a body (update-user), which fetch refuses. @default sendWithBody over node:http(s) */
+  readonly sendWithBody?: (url: URL, spec: BodyRequest) => Promise<BodyAnswer>;
   readonly logger?: ClientLogger;
   /**
    * The shared load control (platform-gate.ts): every call is admitted by it first, and tells it
@@ -72,12 +75,38 @@ export type RetrieveResult =
 /** The answer of delete-user: deleted now, or already absent (a not-found answer). */
 export type DeleteResult = { readonly outcome: 'deleted' | 'already_absent'; readonly status: number };
 
+/**
+ * The full user data update-user (endpoint 4) expects: the profile fields in the query, bio, role
+ * and settings in the body. A field left out is wiped by the platform.
+ */
+export interface ProfileUpdate {
+  readonly user_name: string;
+  readonly display_name: string;
+  readonly email: string;
+  readonly email_verified: boolean;
+  readonly image_url: string;
+  readonly location: string;
+  readonly private_profile: boolean;
+  /** Base64 of the JSON object, as the platform takes it. */
+  readonly user_metadata?: string;
+  readonly bio: string;
+  readonly role?: string;
+  readonly settings?: Readonly<Record<string, unknown>>;
+}
+
 /** Operation names: the only thing about a call that is logged, since paths carry identifiers. */
-type Operation = 'retrieveUser' | 'deleteUser' | 'startExport' | 'exportStatus' | 'userActivity';
+type Operation =
+  | 'retrieveUser'
+  | 'updateUser'
+  | 'deleteUser'
+  | 'startExport'
+  | 'exportStatus'
+  | 'userActivity';
 
 interface CallSpec {
   readonly operation: Operation;
   readonly method: 'GET' | 'POST' | 'DELETE';
+  /** A body with GET (update-user) goes through {@link sendWithBody}: fetch refuses one. */
   readonly url: URL;
   readonly headers?: Record<string, string>;
   readonly body?: unknown;
@@ -135,6 +164,47 @@ export class PlatformClient {
         );
       }
       return { found: true, svcUserId: String(svcUserId), user: body.user };
+    });
+  }
+
+  /**
+   * Endpoint 4: replaces the user's data with `profile` (the full data: the platform wipes what is
+   * left out). Answers `found: false` when the platform has no such user. The values are scrubbed
+   * from anything that leaves the client, as identifiers are.
+   */
+  async updateUser(primaryKey: string, profile: ProfileUpdate): Promise<{ readonly found: boolean }> {
+    return this.#withToken('ssoAccessToken', async (ssoAccessToken) => {
+      const url = this.#url(this.config.baseUrl, 'sso/v1/update-user');
+      url.searchParams.set('primary_key', primaryKey);
+      for (const field of [
+        'user_name',
+        'display_name',
+        'email',
+        'email_verified',
+        'image_url',
+        'location',
+        'private_profile',
+        'user_metadata',
+      ] as const) {
+        const value = profile[field];
+        if (value !== undefined) url.searchParams.set(field, String(value));
+      }
+      const body = {
+        bio: profile.bio,
+        ...(profile.role === undefined ? {} : { role: profile.role }),
+        ...(profile.settings === undefined ? {} : { settings: profile.settings }),
+      };
+      const answer = await this.#call({
+        operation: 'updateUser',
+        method: 'GET',
+        url,
+        headers: { [this.config.ssoTokenHeader]: ssoAccessToken },
+        body,
+        sensitive: [primaryKey, ...Object.values(profile).filter((value) => typeof value === 'string')],
+      });
+      if (answer.status === 404) return { found: false };
+      this.#throwForStatus('updateUser', answer);
+      return { found: successFlag(answer.text) !== false };
     });
   }
 
@@ -336,15 +406,24 @@ export class PlatformClient {
     if (spec.body !== undefined) headers['content-type'] = 'application/json';
     let answer: RawAnswer;
     try {
-      const response = await this.#fetch(spec.url, {
-        method: spec.method,
-        headers,
-        body: spec.body === undefined ? undefined : JSON.stringify(spec.body),
-        // A redirect could carry the token header to another host: never follow one.
-        redirect: 'manual',
-        signal: AbortSignal.timeout(this.config.timeoutMs),
-      });
-      answer = { status: response.status, headers: response.headers, text: await response.text() };
+      if (spec.method === 'GET' && spec.body !== undefined) {
+        answer = await (this.#deps.sendWithBody ?? sendWithBody)(spec.url, {
+          method: spec.method,
+          headers,
+          body: JSON.stringify(spec.body),
+          timeoutMs: this.config.timeoutMs,
+        });
+      } else {
+        const response = await this.#fetch(spec.url, {
+          method: spec.method,
+          headers,
+          body: spec.body === undefined ? undefined : JSON.stringify(spec.body),
+          // A redirect could carry the token header to another host: never follow one.
+          redirect: 'manual',
+          signal: AbortSignal.timeout(this.config.timeoutMs),
+        });
+        answer = { status: response.status, headers: response.headers, text: await response.text() };
+      }
     } catch (error) {
       const classified = classifyNetworkError(spec.operation, error, this.config.timeoutMs);
       this.#deps.logger?.warn('platform call failed', {

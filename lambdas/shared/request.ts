@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { correctionsSchema } from './profile-fields.ts';
 import { identifierProblem } from './redact.ts';
 import { parseStrictJson } from './strict-json.ts';
 
@@ -165,10 +166,13 @@ function plainText(schema: z.ZodString) {
   return schema.refine((value) => !hasControlCharacters(value), CONTROL_CHARACTERS_MESSAGE);
 }
 
+/** The request types: the rights of access, erasure and correction. */
+export const REQUEST_TYPES = ['access', 'erasure', 'correction'] as const;
+
 /** The data-subject request as it arrives on the intake queue (DESIGN.md section 2). */
-export const dsrRequestSchema = z.strictObject({
+const requestShapeSchema = z.strictObject({
   request_id: submittedRequestIdSchema,
-  type: z.enum(['access', 'erasure'], { message: 'must be "access" or "erasure"' }),
+  type: z.enum(REQUEST_TYPES, { message: 'must be "access", "erasure" or "correction"' }),
   regulation: z.enum(['gdpr', 'ccpa'], { message: 'must be "gdpr" or "ccpa"' }),
   primary_key: z
     .string()
@@ -197,9 +201,37 @@ export const dsrRequestSchema = z.strictObject({
     verified_by: plainText(z.string().min(1, 'must not be empty').max(128, 'must be at most 128 characters')),
     verified_at: rfc3339,
   }),
+  /** A correction's profile field -> new value; required for `correction`, refused otherwise. */
+  corrections: correctionsSchema.optional(),
   reference: plainText(z.string().max(128, 'must be at most 128 characters')).optional(),
   submitted_by: plainText(z.string().max(128, 'must be at most 128 characters')).optional(),
 });
+
+/** Whether a payload with these type and corrections keys is consistent; checked with the other field errors. */
+function typeOf(payload: { value: unknown }): unknown {
+  const value = payload.value;
+  return value !== null && typeof value === 'object' && 'type' in value ? value.type : undefined;
+}
+function hasCorrections(payload: { value: unknown }): boolean {
+  const value = payload.value;
+  return (
+    value !== null && typeof value === 'object' && 'corrections' in value && value.corrections !== undefined
+  );
+}
+
+/** The data-subject request as it arrives on the intake queue (DESIGN.md section 2). */
+export const dsrRequestSchema = requestShapeSchema
+  .refine((request) => request.type !== 'correction' || request.corrections !== undefined, {
+    message: 'is required for a correction request: the profile fields to change and their new values',
+    path: ['corrections'],
+    when: (payload) => typeOf(payload) === 'correction' && !hasCorrections(payload),
+  })
+  .refine((request) => request.type === 'correction' || request.corrections === undefined, {
+    message: 'is only for a correction request: remove it, or set type to "correction"',
+    path: ['corrections'],
+    when: (payload) =>
+      (typeOf(payload) === 'access' || typeOf(payload) === 'erasure') && hasCorrections(payload),
+  });
 export type DsrRequest = z.infer<typeof dsrRequestSchema>;
 export type RequestType = DsrRequest['type'];
 export type Regulation = DsrRequest['regulation'];

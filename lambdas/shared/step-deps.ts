@@ -61,7 +61,7 @@ export interface StepDeps {
   readonly audit: Pick<AuditTrail, 'append'>;
   readonly platform: Pick<
     PlatformClient,
-    'retrieveUser' | 'deleteUser' | 'startExport' | 'exportStatus' | 'userActivity'
+    'retrieveUser' | 'updateUser' | 'deleteUser' | 'startExport' | 'exportStatus' | 'userActivity'
   >;
   /** The shared load control: rate limit, export slots and circuit (the platform client uses it too). */
   readonly gate: Pick<PlatformGate, 'admit' | 'report' | 'acquireExport' | 'releaseExport'>;

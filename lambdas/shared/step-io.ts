@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { requestIdSchema } from './request.ts';
+import { REQUEST_TYPES, requestIdSchema } from './request.ts';
 
 /**
  * Workflow state: what the execution input and every step's output may carry. Only request facts
@@ -7,7 +7,7 @@ import { requestIdSchema } from './request.ts';
  */
 export const executionInputSchema = z.strictObject({
   request_id: requestIdSchema,
-  type: z.enum(['access', 'erasure']),
+  type: z.enum(REQUEST_TYPES),
   regulation: z.enum(['gdpr', 'ccpa']),
 });
 export type ExecutionInput = z.infer<typeof executionInputSchema>;
@@ -60,13 +60,20 @@ export type EraseOutput = z.infer<typeof eraseOutputSchema>;
 
 export const verifyErasureOutputSchema = z.strictObject({ verified: z.literal(true) });
 
+/** What CorrectSubject answers: the outcome only; the field names and their evidence stay in the ledger. */
+export const correctOutputSchema = z.strictObject({
+  outcome: z.enum(['corrected', 'corrected_with_changes']),
+});
+export type CorrectOutput = z.infer<typeof correctOutputSchema>;
+
+const WORKFLOW_OUTCOMES = ['exported', 'erased', 'corrected', 'corrected_with_changes', 'no_data'] as const;
 export const recordOutcomeInputSchema = z.looseObject({
   request_id: requestIdSchema,
-  outcome: z.enum(['exported', 'erased', 'no_data']),
+  outcome: z.enum(WORKFLOW_OUTCOMES),
 });
 export const recordOutcomeOutputSchema = z.strictObject({
   status: z.literal('completed'),
-  outcome: z.enum(['exported', 'erased', 'no_data']),
+  outcome: z.enum(WORKFLOW_OUTCOMES),
 });
 
 /** What a Catch puts at `$.error`: the ASL error name and the Lambda's cause string. */

@@ -130,7 +130,11 @@ function methodNameProblem(name: string): string | undefined {
 const methodSchema = z.strictObject({
   /** The request types this method is accepted for; a method accepted for none is known, and denied. */
   acceptedFor: z
-    .array(z.enum(VERIFIABLE_REQUEST_TYPES, { message: `must be ${VERIFIABLE_REQUEST_TYPES.join(' or ')}` }))
+    .array(
+      z.enum(VERIFIABLE_REQUEST_TYPES, {
+        message: `must be ${VERIFIABLE_REQUEST_TYPES.slice(0, -1).join(', ')} or ${VERIFIABLE_REQUEST_TYPES.at(-1)}`,
+      }),
+    )
     .refine((types) => new Set(types).size === types.length, 'lists a request type twice'),
 });
 type MethodSettings = z.infer<typeof methodSchema>;
@@ -193,13 +197,17 @@ export const verificationPolicySchema = z.strictObject({
 export type VerificationPolicy = z.output<typeof verificationPolicySchema>;
 export type VerificationPolicyInput = z.input<typeof verificationPolicySchema>;
 
-/** The default: four methods, each accepted for every request type, verified at most 30 days before receipt. */
+/**
+ * The default: four methods, verified at most 30 days before receipt, each accepted for access and
+ * erasure. A correction can change the e-mail address itself, so a link sent to the address on file
+ * is not accepted for it by default: the other three are.
+ */
 export const DEFAULT_VERIFICATION_POLICY: VerificationPolicy = verificationPolicySchema.parse({
   methods: {
     email_link: { acceptedFor: ['access', 'erasure'] },
-    account_login: { acceptedFor: ['access', 'erasure'] },
-    id_document: { acceptedFor: ['access', 'erasure'] },
-    authorized_agent: { acceptedFor: ['access', 'erasure'] },
+    account_login: { acceptedFor: ['access', 'erasure', 'correction'] },
+    id_document: { acceptedFor: ['access', 'erasure', 'correction'] },
+    authorized_agent: { acceptedFor: ['access', 'erasure', 'correction'] },
   },
   maxAgeDays: DEFAULT_VERIFICATION_MAX_AGE_DAYS,
 });

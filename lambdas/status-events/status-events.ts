@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { StatusEventsNotPublishedError } from '#shared/errors';
 import { isOwed, ledgerItemSchema, STATUSES } from '#shared/ledger';
+import { REQUEST_TYPES } from '#shared/request';
 
 /** The `source` of every svc-dsr event. */
 export const EVENT_SOURCE = 'svc-dsr';
@@ -23,7 +24,7 @@ export const statusChangedDetailSchema = z.strictObject({
   /** `<request_id>:<status>:<changed_at>`: the same change delivered twice has the same id. */
   event_id: z.string(),
   request_id: z.string(),
-  type: z.enum(['access', 'erasure']).nullable(),
+  type: z.enum(REQUEST_TYPES).nullable(),
   regulation: z.enum(['gdpr', 'ccpa']).nullable(),
   status: z.enum(STATUSES),
   /** The status before this change; null for a new request. */

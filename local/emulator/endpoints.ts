@@ -384,7 +384,7 @@ function updateUser(emulator: Emulator, request: PlatformRequest): Reply {
   if (!parsed.ok) return parsed.reply;
   const user = emulator.data.userByPrimaryKey(parsed.primaryKey);
   if (!user) return failure(404, 'user_not_found', 'no user with this primary_key');
-  emulator.data.updateUser(user, parsed.fields);
+  emulator.data.replaceUser(user, parsed.fields);
   return json(200, { success: true, user: retrievalUser(user) });
 }
 

@@ -275,6 +275,32 @@ export class PlatformData {
   }
 
   /**
+   * Applies an update-user call (endpoint 4), which expects the full user data every time: a field
+   * not sent takes its default, as on a new user (display_name Guest, no e-mail, image or location,
+   * an empty bio, role registered, public profile, not a subscriber, every notification
+   * immediately). The exception is email_verified, which changes only when email is in the same
+   * call (then to the value sent, false when none). A user_name taken by another user gets random
+   * characters appended.
+   */
+  replaceUser(user: UserRecord, fields: UserFields): UserRecord {
+    this.revision += 1;
+    this.recordBytes.delete(user);
+    user.displayName = fields.display_name || DEFAULT_DISPLAY_NAME;
+    this.assignUserName(user, fields.user_name);
+    if (fields.email !== undefined) user.emailVerified = fields.email_verified ?? false;
+    user.email = fields.email || null;
+    user.imageUrl = fields.image_url || null;
+    user.location = fields.location ?? null;
+    user.privateProfile = fields.private_profile ?? false;
+    user.userMetadata = fields.user_metadata ?? { is_subscriber: false };
+    user.bio = fields.bio ?? '';
+    user.role = fields.role ?? 'registered';
+    user.settings = completeSettings(fields.settings);
+    user.updatedAt = this.now();
+    return user;
+  }
+
+  /**
    * Deletes an SSO user. Their comments stay, now owned by a newly created guest; their own
    * votes go with them.
    */

@@ -182,7 +182,9 @@ describe('npm start', () => {
     const dataDir = join(workdir, 'demo');
     const result = await runCli(['start', '--data-dir', dataDir], { timeoutMs: 110_000 });
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/3 completed, 0 failed, 1 rejected, 0 cancelled/);
+    expect(result.stdout).toMatch(/4 completed, 0 failed, 1 rejected, 0 cancelled/);
+    expect(result.stdout).toContain('corrected');
+    expect(result.stdout).not.toContain('Chloé Dubois');
     expect(result.stdout).toContain('exported');
     expect(result.stdout).toContain('erased');
     expect(result.stdout).toContain('no_data');

@@ -10,6 +10,7 @@ const STEPS = [
   'BuildPackage',
   'EraseSubject',
   'VerifyErasure',
+  'CorrectSubject',
   'RecordOutcome',
   'RecordFailure',
 ];
@@ -193,6 +194,7 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
     'BuildPackage',
     'EraseSubject',
     'VerifyErasure',
+    'CorrectSubject',
   ].map((role) => ({
     role,
     action: 'dynamodb:GetItem',

@@ -1,8 +1,8 @@
 /**
  * Runs the product as its users do, with every AWS call recorded: local mode with the real intake,
  * state machine and steps, the operator CLI as separate processes against it, and the deadline
- * sweep with its retention pass. The scenarios cover every path that reaches AWS: an access request, an erasure, an
- * unknown subject, an invalid message, a failed export retried by the operator, a request left
+ * sweep with its retention pass. The scenarios cover every path that reaches AWS: an access request, an erasure, a
+ * correction, an unknown subject, an invalid message, a failed export retried by the operator, a request left
  * without an execution and resumed by the reconciler, a cancel, an extension, a request denied at
  * intake (its identity not verified), a failed one denied by the operator, and the read commands
  * (status, list, report, verify, package), and a notice to the subject.
@@ -43,6 +43,7 @@ const ids = {
   access: '0b7f6d0e-0000-4000-8000-000000000002',
   erasure: '0b7f6d0e-0000-4000-8000-000000000003',
   unknown: '0b7f6d0e-0000-4000-8000-000000000004',
+  correction: '0b7f6d0e-0000-4000-8000-00000000000c',
   cancelled: '0b7f6d0e-0000-4000-8000-000000000005',
   extended: '0b7f6d0e-0000-4000-8000-000000000006',
   stranded: '0b7f6d0e-0000-4000-8000-000000000008',
@@ -107,6 +108,15 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
       mode.submit([
         JSON.stringify(request(ids.access, 'access', 'u-alice')),
         JSON.stringify(request(ids.unknown, 'access', 'u-nobody-here')),
+        JSON.stringify({
+          ...request(ids.correction, 'access', 'u-alice'),
+          type: 'correction',
+          verification: {
+            ...request(ids.correction, 'access', 'u-alice').verification,
+            method: 'account_login',
+          },
+          corrections: { display_name: 'Alice Corrected', location: 'Porto' },
+        }),
         JSON.stringify({
           ...request(ids.unverified, 'erasure', 'u-fay'),
           verification: {

@@ -51,9 +51,9 @@ describe('parseStackConfig', () => {
       verification: {
         methods: {
           email_link: { acceptedFor: ['access', 'erasure'] },
-          account_login: { acceptedFor: ['access', 'erasure'] },
-          id_document: { acceptedFor: ['access', 'erasure'] },
-          authorized_agent: { acceptedFor: ['access', 'erasure'] },
+          account_login: { acceptedFor: ['access', 'erasure', 'correction'] },
+          id_document: { acceptedFor: ['access', 'erasure', 'correction'] },
+          authorized_agent: { acceptedFor: ['access', 'erasure', 'correction'] },
         },
         maxAgeDays: 30,
       },
@@ -236,7 +236,7 @@ describe('parseStackConfig', () => {
           '*': { acceptedFor: ['access', 'erasure'] },
           unverified: { acceptedFor: ['access'] },
           '\u0435mail_link': { acceptedFor: ['access'] },
-          id_document: { acceptedFor: ['access', 'correction'] },
+          id_document: { acceptedFor: ['access', 'rectification'] },
         },
         maxAgeDays: 0,
       },
@@ -251,7 +251,7 @@ describe('parseStackConfig', () => {
       ),
       expect.stringContaining('"verification.methods.\u0435mail_link": "\u0435mail_link" holds U+0435'),
       expect.stringContaining(
-        '"verification.methods.id_document.acceptedFor.1": must be access or erasure (received "correction")',
+        '"verification.methods.id_document.acceptedFor.1": must be access, erasure or correction (received "rectification")',
       ),
       expect.stringContaining('"verification.maxAgeDays": Too small: expected number to be >=1 (received 0)'),
     ]);

@@ -36,6 +36,10 @@ const bareStates = {
   'PackageContinues?': { Type: 'Choice' },
   ContinuePackage: task(),
   RecordExported: task(),
+  CorrectSubject: task(),
+  'CorrectSubjectAdmitted?': { Type: 'Choice' },
+  'CorrectedAsRequested?': { Type: 'Choice' },
+  RecordCorrectedWithChanges: task(),
   OutcomeNotRecorded: { Type: 'Pass' },
   RecordFailure: task(),
   RecordFailedInLedger: task(),
@@ -110,6 +114,24 @@ describe('worstCaseHistory', () => {
     // Each of the 8 CheckExport visits may make 6 + 3 retries of 3 events each (TaskScheduled,
     // TaskStarted, TaskFailed or TaskSucceeded; the state is entered and exited once).
     expect(retried.events - base.events).toBe(8 * 3 * 9);
+  });
+
+  it('counts the correction path, and takes it when it is the longer one', () => {
+    const schedule = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 };
+    const base = worstCaseHistory({ schedule, exportMaxAttempts: 2, states: bareStates });
+    // A CorrectSubject retried far more than any export path visit: its path is now the longest.
+    const retried = worstCaseHistory({
+      schedule,
+      exportMaxAttempts: 2,
+      states: { ...bareStates, CorrectSubject: task([100]) },
+    });
+
+    // Correction path: ResolveSubject 5, AlreadyCompleted? 2, CorrectSubject 5 + 100 retries x 3,
+    // its two Choices 4, RecordCorrectedWithChanges 5, OutcomeNotRecorded 2, RecordFailure 5,
+    // RecordFailedInLedger 5 = 333, against the export path's 5 + 2 + 14 + 80 + 40 = 141 (its longest
+    // tail, the package built in two passes).
+    expect(base.events).toBe(2 + 5 + 2 + 14 + 80 + 40 + 4_500 + 2);
+    expect(retried.events).toBe(2 + 333 + 4_500 + 2);
   });
 
   it('refuses a workflow that lacks a state it counts', () => {

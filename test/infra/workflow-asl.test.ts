@@ -34,7 +34,13 @@ const states = definition.States as Record<string, State>;
 const tasks = Object.entries(states).filter(
   ([, state]) => state.Type === 'Task' && state.Resource?.includes(':lambda:') === true,
 );
-const RECORD_OUTCOMES = new Set(['RecordNoData', 'RecordExported', 'RecordErased']);
+const RECORD_OUTCOMES = new Set([
+  'RecordNoData',
+  'RecordExported',
+  'RecordErased',
+  'RecordCorrected',
+  'RecordCorrectedWithChanges',
+]);
 
 describe('the synthesized state machine', () => {
   it('waits for an export slot by writing its task token into the request waiter item of the gate table', () => {
@@ -64,6 +70,35 @@ describe('the synthesized state machine', () => {
     expect(slotWait.Next).toBe('StartExport');
   });
 
+  it('sends a found correction to CorrectSubject, never to an export, and records the outcome it answers', () => {
+    expect(states['AlreadyCompleted?']).toMatchObject({
+      Choices: expect.arrayContaining([
+        { Variable: '$.type', StringEquals: 'correction', Next: 'CorrectSubject' },
+      ]),
+      Default: 'StartExport',
+    });
+    expect(states.CorrectSubject).toMatchObject({
+      Next: 'CorrectSubjectAdmitted?',
+      ResultPath: '$.correction',
+    });
+    expect(states['CorrectSubjectAdmitted?']).toMatchObject({ Default: 'CorrectedAsRequested?' });
+    expect(states['CorrectedAsRequested?']).toMatchObject({
+      Choices: [
+        {
+          Variable: '$.correction.outcome',
+          StringEquals: 'corrected_with_changes',
+          Next: 'RecordCorrectedWithChanges',
+        },
+      ],
+      Default: 'RecordCorrected',
+    });
+    expect(states.RecordCorrected).toMatchObject({ Parameters: { outcome: 'corrected' } });
+    // ProfileChangedConcurrentlyError is not retried by the state machine: CorrectSubject has done it once.
+    for (const rule of states.CorrectSubject?.Retry ?? []) {
+      expect(rule.ErrorEquals).not.toContain('ProfileChangedConcurrentlyError');
+    }
+  });
+
   it('has one task per workflow step invocation', () => {
     expect(tasks.map(([name]) => name).sort()).toEqual(
       [
@@ -71,7 +106,10 @@ describe('the synthesized state machine', () => {
         'BuildPackage',
         'CheckExport',
         'ContinuePackage',
+        'CorrectSubject',
         'EraseSubject',
+        'RecordCorrected',
+        'RecordCorrectedWithChanges',
         'RecordErased',
         'RecordExported',
         'RecordFailure',
@@ -119,7 +157,8 @@ describe('the synthesized state machine', () => {
 
   it('sends every failure of every task except RecordFailure to RecordFailure', () => {
     const subjectGone = { ErrorEquals: [...NO_DATA_ERRORS], Next: 'RecordNoData', ResultPath: '$.error' };
-    const exportTasks = new Set(['StartExport', 'CheckExport', 'ArchiveExport']);
+    // The steps that act on a resolved subject: one gone meanwhile is a no_data answer.
+    const exportTasks = new Set(['StartExport', 'CheckExport', 'ArchiveExport', 'CorrectSubject']);
     for (const [name, state] of tasks.filter(([taskName]) => taskName !== 'RecordFailure')) {
       expect({ name, catch: state.Catch }).toEqual({
         name,

@@ -13,6 +13,7 @@ import {
   STATUSES,
   type Status,
 } from '#shared/ledger';
+import { REQUEST_TYPES, type RequestType } from '#shared/request';
 import { type CliIo, type CommandResult, describeDue, formatTable, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
@@ -34,6 +35,8 @@ export interface ListOptions {
    * or a denial (denied). Without `status`, every status that can owe one is listed.
    */
   readonly noticeOverdue?: boolean;
+  /** Comma-separated request types (access, erasure, correction). @default every type */
+  readonly type?: string;
   readonly json?: boolean;
 }
 
@@ -85,6 +88,14 @@ const statusListSchema = z
       .array(z.enum(STATUSES, { message: `each status must be one of ${STATUSES.join(', ')}` }))
       .min(1, 'name at least one status'),
   );
+const typeListSchema = z
+  .string()
+  .transform((value) => value.split(',').map((type) => type.trim()))
+  .pipe(
+    z
+      .array(z.enum(REQUEST_TYPES, { message: `each type must be one of ${REQUEST_TYPES.join(', ')}` }))
+      .min(1, 'name at least one type'),
+  );
 const daysSchema = z.coerce
   .number({ message: 'must be a number of days' })
   .nonnegative('must be 0 or more days')
@@ -94,7 +105,14 @@ const daysSchema = z.coerce
 export function parseListOptions(options: ListOptions): {
   statuses: Status[];
   dueBefore?: (now: Date) => string;
+  types?: readonly RequestType[];
 } {
+  const types =
+    options.type === undefined ? {} : { types: parseOption('--type', typeListSchema, options.type) };
+  return { ...parseStatusAndDue(options), ...types };
+}
+
+function parseStatusAndDue(options: ListOptions): { statuses: Status[]; dueBefore?: (now: Date) => string } {
   const statuses = [
     ...new Set(
       options.status === undefined
@@ -125,7 +143,7 @@ export async function runList(
   options: ListOptions,
   io: CliIo,
 ): Promise<CommandResult<ListResult>> {
-  const { statuses, dueBefore } = parseListOptions(options);
+  const { statuses, dueBefore, types } = parseListOptions(options);
   const now = context.clock();
   const before = dueBefore?.(now);
   const items: ListableRequest[] = [];
@@ -149,6 +167,7 @@ export async function runList(
     options.noticeOverdue !== true || request.receipt === 'overdue' || request.notice?.state === 'overdue';
   const timeZone = context.names.TimeZone;
   const requests = (await withReceipts(context, items))
+    .filter((item) => types === undefined || (item.type !== undefined && types.includes(item.type)))
     .map((item) => listed(item, now, timeZone))
     .filter((request) => receiptFilter(request.receipt) && noticeFilter(request));
   const result: ListResult = { statuses, due_before: before ?? null, count: requests.length, requests };
@@ -316,6 +335,7 @@ interface ListFlags extends TargetFlags {
   readonly receiptDue?: boolean;
   readonly receiptOverdue?: boolean;
   readonly noticeOverdue?: boolean;
+  readonly type?: string;
   readonly json?: boolean;
 }
 
@@ -335,6 +355,7 @@ export function registerListCommand(program: Command): void {
       '--notice-overdue',
       'only requests owed a receipt, response or denial notice past its due date (every status but rejected, unless --status)',
     )
+    .option('--type <types>', `only these request types, comma-separated: ${REQUEST_TYPES.join(', ')}`)
     .option('--json', 'print JSON');
   addTargetOptions(command)
     .addHelpText(
@@ -354,12 +375,14 @@ Examples:
   $ npx svc-dsr list --receipt-overdue
   $ npx svc-dsr list --notice-overdue
   $ npx svc-dsr list --status failed,cancelled --json
+  $ npx svc-dsr list --type correction
   $ npx svc-dsr list --due-within 7 --target aws --stack-outputs outputs.json`,
     )
     .action(async (flags: ListFlags) => {
       const options: ListOptions = {
         ...(flags.status === undefined ? {} : { status: flags.status }),
         ...(flags.dueWithin === undefined ? {} : { dueWithin: flags.dueWithin }),
+        ...(flags.type === undefined ? {} : { type: flags.type }),
         overdue: flags.overdue === true,
         receiptDue: flags.receiptDue === true,
         receiptOverdue: flags.receiptOverdue === true,

@@ -620,7 +620,7 @@ notice claimed in time but recorded after its due date. ended_at is when the wor
 Metrics (7102), one row per regulation and type and one per regulation (type "all"); GDPR and CCPA
 never share a row:
   received   consumer requests received (every category below)
-  complied   complied with in whole or in part: completed (exported, erased, or no data held)
+  complied   complied with in whole or in part: completed (exported, erased, corrected, or no data held)
   denied     denied by the controller, split by basis: unverifiable (identity not verified), other
   withdrawn  cancelled at the subject's request
   open       not answered yet

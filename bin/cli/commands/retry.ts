@@ -2,6 +2,7 @@ import { StartExecutionCommand } from '@aws-sdk/client-sfn';
 import type { Command } from 'commander';
 import { isLive, latestExecutionName } from '#shared/executions';
 import type { LedgerItem } from '#shared/ledger';
+import type { RequestType } from '#shared/request';
 import { sfnLookup } from '../../../lambdas/reconciler/aws.ts';
 import {
   type CliIo,
@@ -146,7 +147,7 @@ async function liveExecution(
 }
 
 /** The execution input's type and regulation (CAN_RETRY has checked they are there). */
-function runnable(item: LedgerItem): { type: 'access' | 'erasure'; regulation: 'gdpr' | 'ccpa' } {
+function runnable(item: LedgerItem): { type: RequestType; regulation: 'gdpr' | 'ccpa' } {
   if (item.type === undefined || item.regulation === undefined) {
     throw new CliError(`request ${item.request_id} has no type or regulation in the ledger`, EXIT.failed);
   }

@@ -35,8 +35,10 @@ export type RequestView = Omit<LedgerItem, 'primary_key' | 'svc_user_id'> & {
 /** The ledger item without the subject's identifiers unless `showSubject`. */
 export function viewOf(item: LedgerItem, showSubject: boolean): RequestView {
   const keeps = item.outcome === 'erased' ? { platform_keeps: PLATFORM_KEEPS.text } : {};
-  if (showSubject) return { ...item, ...keeps };
-  const { primary_key: _primaryKey, svc_user_id: _svcUserId, ...rest } = item;
+  // A correction's values are never shown: its field names are (correction_fields).
+  const { correction_values: _values, ...shown } = item;
+  if (showSubject) return { ...shown, ...keeps };
+  const { primary_key: _primaryKey, svc_user_id: _svcUserId, ...rest } = shown;
   return { ...rest, ...keeps };
 }
 
@@ -133,6 +135,17 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
     );
   }
   if (item.outcome === 'erased') add('platform keeps', PLATFORM_KEEPS.text);
+  if (item.correction_fields !== undefined) add('corrects', item.correction_fields.join(', '));
+  if (item.correction) {
+    const altered =
+      item.correction.altered.length === 0
+        ? ''
+        : `; the platform altered ${item.correction.altered.join(', ')}`;
+    add(
+      'correction',
+      `${item.correction.outcome} at ${item.correction.at}, ${item.correction.attempts} attempt(s)${altered}`,
+    );
+  }
   if (item.minimised_at !== undefined) {
     add('minimised', `${item.minimised_at}: who it names is kept only as keyed hashes (retention passed)`);
   }

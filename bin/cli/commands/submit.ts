@@ -8,6 +8,7 @@ import {
 import type { Command } from 'commander';
 import { CsvError, parse } from 'csv-parse/sync';
 import { z } from 'zod';
+import { CORRECTABLE_FIELDS } from '#shared/profile-fields';
 import {
   type DsrRequest,
   fingerprint,
@@ -150,6 +151,8 @@ const CSV_COLUMNS: Record<string, string> = {
   verification_verified_at: 'verification.verified_at',
   reference: 'reference',
   submitted_by: 'submitted_by',
+  // A correction's new values, one column per profile field; an empty cell corrects nothing.
+  ...Object.fromEntries(CORRECTABLE_FIELDS.map((field) => [`corrections.${field}`, `corrections.${field}`])),
 };
 const REQUIRED_FIELDS = [
   'request_id',
@@ -564,14 +567,17 @@ function csvCandidates(text: string, file: string): Candidate[] {
     }
     const value: Record<string, unknown> = {};
     const verification: Record<string, string> = {};
+    const corrections: Record<string, string> = {};
     record.cells.forEach((cell, column) => {
       const field = fields[column];
       // An empty cell is an absent field, so an optional column may be left blank.
       if (field === undefined || cell === '') return;
       if (field.startsWith('verification.')) verification[field.slice('verification.'.length)] = cell;
+      else if (field.startsWith('corrections.')) corrections[field.slice('corrections.'.length)] = cell;
       else value[field] = cell;
     });
     if (Object.keys(verification).length > 0) value.verification = verification;
+    if (Object.keys(corrections).length > 0) value.corrections = corrections;
     return { line: record.line, value };
   });
 }

@@ -22,6 +22,7 @@ import {
   RequestUnknownError,
   SupersededRunError,
 } from '../errors.ts';
+import { type Corrections, correctionFields } from '../profile-fields.ts';
 import { type DsrRequest, normaliseRequestId } from '../request.ts';
 import {
   allOf,
@@ -87,8 +88,10 @@ export class Ledger {
     fingerprint: string,
     deadlines: Deadlines & { readonly overdue_at_intake?: boolean },
   ): Promise<CreateResult> {
+    const { corrections, ...rest } = request;
     return this.#create({
-      ...request,
+      ...rest,
+      ...correctionItemFields(corrections, true),
       ...deadlines,
       ...this.#fresh(request.request_id, fingerprint),
       status: 'received',
@@ -122,8 +125,11 @@ export class Ledger {
     denial: { readonly code: DenialCode; readonly reason?: string },
   ): Promise<CreateResult> {
     const fresh = this.#fresh(request.request_id, fingerprint);
+    const { corrections, ...rest } = request;
     return this.#create({
-      ...request,
+      ...rest,
+      // A denied correction is never applied: its values are not kept.
+      ...correctionItemFields(corrections, false),
       ...deadlines,
       ...fresh,
       status: 'denied',
@@ -264,6 +270,11 @@ export class Ledger {
       patch.status === undefined || patch.status === null
         ? undefined
         : endedShardKey(requestId, patch.status);
+    // A request that ends (completed, cancelled, denied) will never apply a correction's values.
+    if (ended !== undefined && patch.correction_values === undefined) {
+      names['#correction_values'] = 'correction_values';
+      removes.push('#correction_values');
+    }
     if (patch.minimised_at !== undefined && patch.minimised_at !== null) {
       names['#ended_shard'] = ENDED_SHARD_ATTRIBUTE;
       removes.push('#ended_shard');
@@ -1054,6 +1065,15 @@ export const openPageKeySchema = z.record(z.string(), z.string());
 export type OpenPageKey = z.infer<typeof openPageKeySchema>;
 
 /** The item key; a request id is a UUID, kept in lower case whatever spelling the caller has. */
+/** A correction's item fields: its field names, and its values while it is still to be applied. */
+function correctionItemFields(corrections: Corrections | undefined, keepValues: boolean) {
+  if (corrections === undefined) return {};
+  return {
+    correction_fields: correctionFields(corrections),
+    ...(keepValues ? { correction_values: { ...corrections } } : {}),
+  };
+}
+
 function keyOf(requestId: string): Record<string, AttributeValue> {
   return { request_id: { S: normaliseRequestId(requestId) } };
 }

@@ -5,6 +5,8 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { SideChainKind } from '../audit.ts';
+import { CORRECTABLE_FIELDS } from '../profile-fields.ts';
+import { REQUEST_TYPES } from '../request.ts';
 
 export const STATUSES = [
   'received',
@@ -33,8 +35,8 @@ export type DenialCode = (typeof DENIAL_CODES)[number];
  */
 export const NOTICE_KINDS = ['receipt', 'extension', 'response', 'denial'] as const;
 export type NoticeKind = (typeof NOTICE_KINDS)[number];
-export const STEPS = ['resolving', 'exporting', 'archiving', 'erasing', 'verifying'] as const;
-export const OUTCOMES = ['exported', 'erased', 'no_data'] as const;
+export const STEPS = ['resolving', 'exporting', 'archiving', 'erasing', 'verifying', 'correcting'] as const;
+export const OUTCOMES = ['exported', 'erased', 'corrected', 'corrected_with_changes', 'no_data'] as const;
 export const ERASURE_EVIDENCE = ['delete_answer', 'not_found_after_interrupted_delete'] as const;
 export type ErasureEvidence = (typeof ERASURE_EVIDENCE)[number];
 export const EXPORT_START_OUTCOMES = [
@@ -172,6 +174,17 @@ const subjectPackageFacts = z.object({
 });
 export type SubjectPackageFacts = z.infer<typeof subjectPackageFacts>;
 
+/** What a correction did, field by field, without the values. */
+const correctionFacts = z.object({
+  outcome: z.enum(['corrected', 'corrected_with_changes']),
+  /** Fields whose re-read value is not the one requested: the platform altered them (a taken user_name). */
+  altered: z.array(z.enum(CORRECTABLE_FIELDS)),
+  /** Update attempts: 2 when the re-read found the profile changed by someone else and it was done again. */
+  attempts: z.number().int().positive(),
+  at: z.string(),
+});
+export type CorrectionFacts = z.infer<typeof correctionFacts>;
+
 /** One request in the ledger. Identifiers live here and nowhere in workflow state. */
 export const ledgerItemSchema = z.object({
   request_id: z.string(),
@@ -179,9 +192,18 @@ export const ledgerItemSchema = z.object({
   status: z.enum(STATUSES),
   step: z.enum(STEPS).optional(),
   outcome: z.enum(OUTCOMES).optional(),
-  type: z.enum(['access', 'erasure']).optional(),
+  type: z.enum(REQUEST_TYPES).optional(),
   regulation: z.enum(['gdpr', 'ccpa']).optional(),
   primary_key: z.string().optional(),
+  /** A correction's field names: kept for as long as the request is. */
+  correction_fields: z.array(z.enum(CORRECTABLE_FIELDS)).optional(),
+  /**
+   * A correction's new values, from intake until CorrectSubject has applied them: removed by that
+   * step, and by any change that ends the request (docs/security.md "Correction values").
+   */
+  correction_values: z.partialRecord(z.enum(CORRECTABLE_FIELDS), z.string()).optional(),
+  /** What a correction did, per field: never the values (the audit records hold their HMACs). */
+  correction: correctionFacts.optional(),
   received_at: z.string().optional(),
   verification: z.object({ method: z.string(), verified_by: z.string(), verified_at: z.string() }).optional(),
   reference: z.string().optional(),

@@ -81,6 +81,7 @@ export async function startEvidenceWorld(start: Date) {
     audit: trail,
     platform: {
       retrieveUser: unused,
+      updateUser: unused,
       deleteUser: unused,
       startExport: unused,
       exportStatus: unused,

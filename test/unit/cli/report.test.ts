@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { denialBasisOf, runReport, toRecord } from '../../../bin/cli/commands/report.ts';
+import { computeMetrics, denialBasisOf, runReport, toRecord } from '../../../bin/cli/commands/report.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { ledgerRecord, PRIMARY_KEY, SVC_USER_ID, testContext } from './helpers.ts';
 
@@ -532,5 +532,56 @@ describe('toRecord', () => {
     // Assess
     expect(record.response_date).toBeNull();
     expect(record.days_to_respond).toBeNull();
+  });
+});
+
+describe('report of correction requests', () => {
+  it('counts requests to correct in a row of their own, apart from access and erasure', () => {
+    const now = new Date('2026-12-31T00:00:00Z');
+    const correction = (n: number, fields: NonNullable<Parameters<typeof ledgerRecord>[0]>) =>
+      toRecord(
+        ledgerRecord({
+          request_id: `00000000-0000-4000-8000-0000000001${String(n).padStart(2, '0')}`,
+          type: 'correction',
+          regulation: 'ccpa',
+          received_at: '2026-11-01T00:00:00Z',
+          due_at: '2026-12-16T07:59:59.999Z',
+          ...fields,
+        }),
+        now,
+        fields.denial?.code,
+      );
+    const records = [
+      correction(1, { status: 'completed', outcome: 'corrected', completed_at: '2026-11-03T00:00:00Z' }),
+      correction(2, {
+        status: 'completed',
+        outcome: 'corrected_with_changes',
+        completed_at: '2026-11-05T00:00:00Z',
+      }),
+      correction(3, {
+        status: 'denied',
+        denial: { code: 'identity_not_verified', at: '2026-11-01T00:00:00Z' },
+        completed_at: '2026-11-01T00:00:00Z',
+      }),
+      toRecord(ledgerRecord({ regulation: 'ccpa', status: 'completed', outcome: 'exported' }), now),
+    ];
+
+    const metrics = computeMetrics(records);
+
+    expect(records.map((record) => record.response)).toEqual([
+      'corrected',
+      'corrected_with_changes',
+      'denied',
+      'exported',
+    ]);
+    expect(metrics.find((metric) => metric.type === 'correction')).toMatchObject({
+      regulation: 'ccpa',
+      received: 3,
+      complied: 2,
+      denied: 1,
+      denied_unverifiable: 1,
+    });
+    expect(metrics.find((metric) => metric.type === 'access')).toMatchObject({ received: 1, complied: 1 });
+    expect(metrics.find((metric) => metric.type === 'all')).toMatchObject({ received: 4, complied: 3 });
   });
 });

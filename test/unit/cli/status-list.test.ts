@@ -124,6 +124,36 @@ describe('runStatus', () => {
     expect(printed).not.toHaveProperty('svc_user_id');
   });
 
+  it("shows a correction's field names and result, never its values, even with --show-subject", async () => {
+    const correction = ledgerRecord({
+      type: 'correction',
+      status: 'completed',
+      step: undefined,
+      outcome: 'corrected_with_changes',
+      correction_fields: ['user_name', 'email'],
+      correction_values: { user_name: 'taken_name', email: 'new-address@example.org' },
+      correction: {
+        outcome: 'corrected_with_changes',
+        altered: ['user_name'],
+        attempts: 1,
+        at: '2026-11-20T10:00:00Z',
+      },
+    });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(correction) });
+    const text = collectingIo();
+    const json = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID, showSubject: true }, text);
+    await runStatus(testContext(), { requestId: REQUEST_ID, json: true, showSubject: true }, json);
+    expect(text.stdout()).toMatch(/corrects\s+user_name, email/);
+    expect(text.stdout()).toMatch(
+      /correction\s+corrected_with_changes at .*; the platform altered user_name/,
+    );
+    expect(JSON.parse(json.stdout())).toMatchObject({ correction_fields: ['user_name', 'email'] });
+    for (const value of ['taken_name', 'new-address@example.org']) {
+      expect(`${text.stdout()}${json.stdout()}`.includes(value) ? value : null).toBeNull();
+    }
+  });
+
   it('shows the subject only with --show-subject', async () => {
     ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(ledgerRecord()) });
     const human = collectingIo();
@@ -463,6 +493,31 @@ describe('runList', () => {
     expect(dbMock.commandCalls(ScanCommand)).toHaveLength(1);
     expect(ledgerMock.commandCalls(QueryCommand)).toHaveLength(0);
     expect(result.requests).toHaveLength(1);
+  });
+
+  it('lists only the request types asked for with --type, and refuses an unknown one', async () => {
+    const ended = (requestId: string, type: string) => ({
+      request_id: requestId,
+      fingerprint: 'fp',
+      status: 'completed',
+      type,
+      regulation: 'gdpr',
+      created_at: '2026-11-20T09:00:00Z',
+      updated_at: '2026-11-20T09:00:00Z',
+    });
+    const correctionId = '11111111-2222-4333-8444-555555555555';
+    dbMock
+      .on(ScanCommand)
+      .resolves({ Items: [ended(REQUEST_ID, 'access'), ended(correctionId, 'correction')] });
+    const { result } = await runList(
+      testContext(),
+      { status: 'completed', type: 'correction' },
+      collectingIo(),
+    );
+    expect(result.requests.map((request) => request.request_id)).toEqual([correctionId]);
+    await expect(runList(testContext(), { type: 'rectification' }, collectingIo())).rejects.toThrow(
+      '--type: each type must be one of access, erasure, correction',
+    );
   });
 
   it('limits a scan for ended requests by due date with --overdue', async () => {

@@ -104,7 +104,7 @@ describe('runSubmit with a JSONL file', () => {
     expect(result.sent).toEqual([{ line: 1, request_id: good.request_id }]);
     expect(result.bad_lines.map((bad) => bad.line)).toEqual([3, 4, 5]);
     expect(result.bad_lines[0]?.errors).toEqual([
-      'type: must be "access" or "erasure"',
+      'type: must be "access", "erasure" or "correction"',
       'received_at: is required',
       'unknown field(s) "extra": remove them or fix the spelling',
     ]);
@@ -434,6 +434,36 @@ describe('runSubmit with a CSV file', () => {
     expect(bodies[1]).toMatchObject({ verification: { method: 'id "check"' }, submitted_by: 'jane' });
   });
 
+  it("reads a correction's new values from its corrections.<field> columns, a blank cell correcting nothing", async () => {
+    // Prepare
+    acceptAll();
+    const [a, b] = [randomUUID(), randomUUID()];
+    const path = await file('corrections.csv', [
+      'request_id,type,regulation,primary_key,received_at,verification.method,verified_by,verified_at,corrections.display_name,corrections.email,corrections.bio',
+      `${a},correction,ccpa,${PRIMARY_KEY},2026-11-20T09:00:00Z,account_login,pt,2026-11-20T09:05:00Z,"Walker, Alice",,"Line one"`,
+      `${b},correction,gdpr,${PRIMARY_KEY},2026-11-20T09:00:00Z,account_login,pt,2026-11-20T09:05:00Z,,not-an-email,`,
+    ]);
+    // Act
+    const { exitCode, result } = await runSubmit({ file: path }, collectingIo(), target().connect);
+    // Assess
+    expect(exitCode).toBe(2);
+    const [body] = sqsMock
+      .commandCalls(SendMessageBatchCommand)
+      .flatMap((call) => call.args[0].input.Entries ?? [])
+      .map((entry) => JSON.parse(entry.MessageBody ?? ''));
+    expect(body).toMatchObject({
+      request_id: a,
+      corrections: { display_name: 'Walker, Alice', bio: 'Line one' },
+    });
+    expect(body.corrections).not.toHaveProperty('email');
+    expect(result.bad_lines).toEqual([
+      expect.objectContaining({
+        line: 3,
+        errors: ['corrections.email: must be an e-mail address, e.g. name@example.com'],
+      }),
+    ]);
+  });
+
   it('numbers bad rows by their line in the file, counting line breaks inside quoted cells', async () => {
     // Prepare
     const path = await file('lines.csv', [
@@ -533,7 +563,7 @@ describe('runSubmit with flags', () => {
     expect(error).toBeInstanceOf(CliError);
     expect(error).toMatchObject({ exitCode: 2 });
     const message = String(error);
-    expect(message).toContain('--type: must be "access" or "erasure"');
+    expect(message).toContain('--type: must be "access", "erasure" or "correction"');
     expect(message).toContain('--primary-key: is required');
     expect(message).toContain('--verified-at: is required');
     expect(connect).not.toHaveBeenCalled();

@@ -70,6 +70,7 @@ function fakePlatform() {
       svcUserId: 'svc-1',
       user: {},
     })),
+    updateUser: vi.fn(async (_primaryKey: string) => ({ found: true })),
     deleteUser: vi.fn(async (_primaryKey: string) => ({ outcome: 'deleted' as const, status: 200 })),
     startExport: vi.fn(async (_svcUserId: string) => ({ exportId: 'exp-1' })),
     exportStatus: vi.fn(async (_exportId: string) => ({ status: 'pending' as const, reported: 'pending' })),

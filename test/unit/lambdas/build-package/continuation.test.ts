@@ -118,6 +118,9 @@ async function archivedRequest(requestId: string, archive: Buffer) {
     },
     platform: {
       retrieveUser: async () => ({ found: true as const, svcUserId: 'svc-1', user: {} }),
+      updateUser: async () => {
+        throw new Error('a package build never updates a user');
+      },
       deleteUser: async () => ({ outcome: 'deleted' as const, status: 200 }),
       startExport: async () => ({ exportId: 'exp-1' }),
       exportStatus: async () => ({ status: 'pending' as const, reported: 'pending' }),

@@ -109,6 +109,48 @@ describe('PlatformClient against the emulator', () => {
   });
 });
 
+describe('PlatformClient.updateUser against the emulator', () => {
+  it('sends the full user data (query and GET body), and answers not-found for an unknown user', async () => {
+    await fetch(`${emulator.url}/_emulator/reset`, { method: 'POST' });
+    await fetch(`${emulator.url}/_emulator/faults`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ seed: 1, error_rate: 0 }),
+    });
+    logLines.length = 0;
+    const platform = client(2_000);
+    const update = {
+      user_name: 'subject_renamed',
+      display_name: 'Renamed Subject',
+      email: 'renamed@example.org',
+      email_verified: false,
+      image_url: 'https://cdn.example/r.png',
+      location: 'Porto',
+      private_profile: true,
+      user_metadata: Buffer.from('{"is_subscriber":true}').toString('base64'),
+      bio: 'A bio sent in the body',
+      role: 'journalist',
+      settings: { notifications: { email: { user_mentioned: 'never' } } },
+    };
+
+    const answer = await platform.updateUser('subject-pk-1', update);
+    const missing = await platform.updateUser('nobody-pk', update);
+
+    expect(answer).toEqual({ found: true });
+    expect(missing).toEqual({ found: false });
+    const read = await platform.retrieveUser('subject-pk-1');
+    expect(read.found && read.user).toMatchObject({
+      ...update,
+      user_metadata: { is_subscriber: true },
+      settings: { notifications: { email: { user_mentioned: 'never', liked_your_message: 'immediately' } } },
+    });
+    const logged = logLines.join('\n');
+    for (const value of ['subject_renamed', 'renamed@example.org', 'A bio sent', 'Porto', 'subject-pk-1']) {
+      expect(logged.includes(value) ? value : null).toBeNull();
+    }
+  });
+});
+
 describe('PlatformClient path segments against the emulator', () => {
   const AWKWARD_KEYS = [
     'a/b',

@@ -72,7 +72,7 @@ describe('parseRequestMessage', () => {
     expect(parsed.requestId).toBe(valid.request_id);
     expect(parsed.errors).toEqual(
       expect.arrayContaining([
-        'type: must be "access" or "erasure"',
+        'type: must be "access", "erasure" or "correction"',
         'primary_key: is required',
         expect.stringContaining('received_at: must be an RFC 3339'),
         expect.stringContaining('unknown field(s) "regulaton"'),

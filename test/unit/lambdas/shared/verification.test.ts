@@ -31,13 +31,13 @@ function judge(
 }
 
 describe('DEFAULT_VERIFICATION_POLICY', () => {
-  it('names four methods, each accepted for access and erasure, verified at most 30 days before receipt', () => {
+  it('names four methods, each accepted for access and erasure, three for correction, verified at most 30 days before receipt', () => {
     expect(DEFAULT_VERIFICATION_POLICY).toEqual({
       methods: {
         email_link: { acceptedFor: ['access', 'erasure'] },
-        account_login: { acceptedFor: ['access', 'erasure'] },
-        id_document: { acceptedFor: ['access', 'erasure'] },
-        authorized_agent: { acceptedFor: ['access', 'erasure'] },
+        account_login: { acceptedFor: ['access', 'erasure', 'correction'] },
+        id_document: { acceptedFor: ['access', 'erasure', 'correction'] },
+        authorized_agent: { acceptedFor: ['access', 'erasure', 'correction'] },
       },
       maxAgeDays: 30,
     });
@@ -125,7 +125,7 @@ describe('judgeVerification', () => {
     const policy = verificationPolicySchema.parse({
       methods: {
         email_link: { acceptedFor: ['access'] },
-        id_document: { acceptedFor: ['access', 'erasure'] },
+        id_document: { acceptedFor: ['access', 'erasure', 'correction'] },
         pending: { acceptedFor: [] },
       },
     });
@@ -213,7 +213,7 @@ describe('verificationPolicySchema', () => {
     ).toEqual([
       'methods.Email-Link: "Email-Link" and "email_link" are the same method (case, "-" and "_" do not count): keep one',
       'methods.id_document.acceptedFor: lists a request type twice',
-      'methods.account_login.acceptedFor.0: must be access or erasure',
+      'methods.account_login.acceptedFor.0: must be access, erasure or correction',
       'methods.agent: Unrecognized key: "maxAge"',
       'maxAgeDays: Too big: expected number to be <=365',
     ]);

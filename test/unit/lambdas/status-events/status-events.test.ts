@@ -55,6 +55,30 @@ describe('statusChangeOf', () => {
       expect(text).not.toContain(secret);
   });
 
+  it('announces a correction by its type and outcome, never its fields or values', () => {
+    const correction = {
+      ...running,
+      type: 'correction' as const,
+      correction_fields: ['email' as const],
+      correction_values: { email: 'new-address@example.org' },
+    };
+    const detail = statusChangeOf({
+      oldImage: correction,
+      newImage: {
+        ...correction,
+        status: 'completed',
+        outcome: 'corrected',
+        correction_values: undefined,
+        updated_at: '2026-11-20T09:12:00.000Z',
+      },
+    });
+
+    expect(detail).toMatchObject({ type: 'correction', status: 'completed', outcome: 'corrected' });
+    expect(statusChangedDetailSchema.safeParse(detail).success).toBe(true);
+    expect(JSON.stringify(detail)).not.toContain('new-address@example.org');
+    expect(JSON.stringify(detail)).not.toContain('email');
+  });
+
   it('announces a new request, a completion with the response due, and a failure by its code only', () => {
     expect(statusChangeOf({ newImage: { ...running, status: 'received' } })).toMatchObject({
       status: 'received',

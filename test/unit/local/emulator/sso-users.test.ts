@@ -589,7 +589,10 @@ describe('retrieve user (endpoint 3)', () => {
 });
 
 describe('update user (endpoint 4)', () => {
-  it('updates the fields sent and keeps the others', async () => {
+  it('expects the full user data: a field not sent takes its default, as the spec warns', async () => {
+    // Prepare
+    const before = await retrievedUser('pk-alice');
+
     // Act
     const response = await updateUser(
       { primary_key: 'pk-alice', user_name: 'alice_w', display_name: 'Alice W.', location: 'Braga' },
@@ -598,14 +601,60 @@ describe('update user (endpoint 4)', () => {
 
     // Assess
     expect(response.status).toBe(200);
+    expect(before).toMatchObject({ email: 'alice@example.com', role: 'moderator', email_verified: true });
     const user = await retrievedUser('pk-alice');
     expect(user).toMatchObject({
+      user_name: 'alice_w',
       display_name: 'Alice W.',
       location: 'Braga',
       bio: 'Changed',
-      role: 'moderator',
+      role: 'registered',
+      email: '',
+      image_url: '',
+      private_profile: false,
+      user_metadata: { is_subscriber: false },
     });
-    expect(user.email).toBe('alice@example.com');
+    // Not sent with an e-mail, email_verified keeps its value.
+    expect(user.email_verified).toBe(true);
+  });
+
+  it('keeps every field when the full user data is sent back as read', async () => {
+    // Prepare
+    const before = await retrievedUser('pk-alice');
+    const full = z
+      .object({
+        display_name: z.string(),
+        email: z.string(),
+        email_verified: z.boolean(),
+        image_url: z.string(),
+        location: z.string(),
+        private_profile: z.boolean(),
+        bio: z.string(),
+        role: z.string(),
+        settings: z.unknown(),
+        user_metadata: z.unknown(),
+      })
+      .parse(before);
+    const metadata = Buffer.from(JSON.stringify(full.user_metadata)).toString('base64');
+
+    // Act
+    await updateUser(
+      {
+        primary_key: 'pk-alice',
+        user_name: before.user_name,
+        display_name: full.display_name,
+        email: full.email,
+        email_verified: String(full.email_verified),
+        image_url: full.image_url,
+        location: full.location,
+        private_profile: String(full.private_profile),
+        user_metadata: metadata,
+      },
+      { bio: full.bio, role: full.role, settings: full.settings },
+    );
+
+    // Assess
+    expect(await retrievedUser('pk-alice')).toEqual(before);
   });
 
   it('deletes a set image when image_url is sent empty', async () => {
@@ -646,6 +695,17 @@ describe('update user (endpoint 4)', () => {
     expect(withEmail).toMatchObject({ email: 'new@example.com', email_verified: false });
   });
 
+  it('sets email_verified to false when an e-mail is sent without it', async () => {
+    // Act
+    await updateUser({ primary_key: 'pk-alice', user_name: 'alice_w', email: 'other@example.com' });
+
+    // Assess
+    expect(await retrievedUser('pk-alice')).toMatchObject({
+      email: 'other@example.com',
+      email_verified: false,
+    });
+  });
+
   it('replaces settings with the ones sent, unspecified kinds back to immediately', async () => {
     // Prepare
     await updateUser(
@@ -665,12 +725,15 @@ describe('update user (endpoint 4)', () => {
     });
   });
 
-  it('makes a user_name taken by someone else unique', async () => {
+  it("makes a user_name taken by someone else unique, and keeps the user's own", async () => {
     // Act
     await updateUser({ primary_key: 'pk-bob', user_name: 'alice_w' });
+    const taken = (await retrievedUser('pk-bob')).user_name;
+    await updateUser({ primary_key: 'pk-alice', user_name: 'ALICE_W' });
 
     // Assess
-    expect((await retrievedUser('pk-bob')).user_name).toMatch(/^alice_w[a-z0-9]{4}$/);
+    expect(taken).toMatch(/^alice_w[a-z0-9]{4}$/);
+    expect((await retrievedUser('pk-alice')).user_name).toBe('ALICE_W');
   });
 
   it('answers 404 for an unknown user and 401/403 for bad credentials', async () => {

@@ -1,0 +1,175 @@
+/**
+ * The profile fields a correction request may change, and the platform's own rules for each
+ * (svc-api.md, "SSO user"), checked at intake so the platform is never sent a value it would refuse
+ * or silently alter. The rules are written out here rather than shared with the emulator, which is
+ * an independent double of the platform.
+ */
+import { z } from 'zod';
+
+/** The fields a correction may name: the profile fields update-user can set for the subject. */
+export const CORRECTABLE_FIELDS = [
+  'user_name',
+  'display_name',
+  'email',
+  'location',
+  'bio',
+  'image_url',
+] as const;
+export type CorrectableField = (typeof CORRECTABLE_FIELDS)[number];
+
+/**
+ * Fields a correction may not name, with why: the platform stores them, but a correction of the
+ * subject's personal data is not the way to change them.
+ */
+export const UNCORRECTABLE_FIELDS: Readonly<Record<string, string>> = {
+  role: 'is not personal data the subject can have corrected: it is the access the site grants (an administrator changes it on the platform)',
+  settings:
+    "are the subject's notification preferences, not data to correct: the subject changes them in the comment widget's settings",
+  user_metadata:
+    "is the site's subscriber flag, set from the site's own records at sign-in, not data this request can correct",
+  metadata:
+    "is the site's subscriber flag (user_metadata), set from the site's own records at sign-in, not data this request can correct",
+  private_profile: 'is a privacy choice the subject makes in the comment widget, not data to correct',
+  comments:
+    'cannot be corrected through the platform API: the subject can edit or delete their own comments in the comment widget, or ask for erasure',
+  email_verified: 'is set by the service, not requested: a corrected e-mail is always sent as unverified',
+  primary_key:
+    "is the site's own user id, which identifies the subject: it cannot be corrected on the platform",
+  svc_user_id: "is the platform's own user id: it cannot be corrected",
+};
+
+const USER_NAME_MIN_EXCLUSIVE = 3;
+const USER_NAME_MAX_EXCLUSIVE = 30;
+const DISPLAY_NAME_MAX = 30;
+const BIO_MAX = 200;
+/** No platform limit is documented for these: ours keep a request well inside its 16 KiB. */
+const LOCATION_MAX = 100;
+const IMAGE_URL_MAX = 2048;
+const EMAIL_MAX = 254;
+
+// ASCII punctuation that delimits user names in mentions, URLs and CSV; '_', '-' and '.' are allowed.
+const USER_NAME_DELIMITERS = new Set('!"#$%&\'()*+,/:;=?@[\\]^`{|}~');
+const CONTROL_OR_FORMAT = /[\p{Cc}\p{Cf}\u2028\u2029]/u;
+
+/** Counts code points, as a person counts characters in a name in any script. */
+function length(value: string): number {
+  return [...value].length;
+}
+
+/** A rule's message never quotes the value: a correction's values stay out of every error. */
+const userName = z.string().superRefine((value, context) => {
+  const count = length(value);
+  if (count <= USER_NAME_MIN_EXCLUSIVE || count >= USER_NAME_MAX_EXCLUSIVE) {
+    context.addIssue({
+      code: 'custom',
+      message: `must be longer than ${USER_NAME_MIN_EXCLUSIVE} and shorter than ${USER_NAME_MAX_EXCLUSIVE} characters (it has ${count})`,
+    });
+    return;
+  }
+  for (const character of value) {
+    if (character === '<' || character === '>') {
+      context.addIssue({ code: 'custom', message: 'must not contain < or >' });
+      return;
+    }
+    if (/\s/u.test(character) || CONTROL_OR_FORMAT.test(character)) {
+      context.addIssue({
+        code: 'custom',
+        message: 'must not contain spaces, tabs, line breaks or other invisible characters',
+      });
+      return;
+    }
+    if (USER_NAME_DELIMITERS.has(character)) {
+      context.addIssue({
+        code: 'custom',
+        message: 'must not contain delimiters (ASCII punctuation other than _ - .)',
+      });
+      return;
+    }
+  }
+});
+
+/** One line of text without control or invisible formatting characters. */
+function line(max: number, what = 'characters') {
+  return z
+    .string()
+    .refine((value) => length(value) <= max, `must be at most ${max} ${what}`)
+    .refine(
+      (value) => !CONTROL_OR_FORMAT.test(value),
+      'must be one line without control or invisible characters',
+    );
+}
+
+/** The rule of each correctable field. */
+export const correctionValueSchemas = {
+  user_name: userName,
+  display_name: line(DISPLAY_NAME_MAX).refine(
+    (value) => value.trim() !== '',
+    'must not be empty (the platform would show "Guest")',
+  ),
+  email: z
+    .string()
+    .max(EMAIL_MAX, `must be at most ${EMAIL_MAX} characters`)
+    .pipe(z.email('must be an e-mail address, e.g. name@example.com')),
+  location: line(LOCATION_MAX),
+  // A bio may hold line breaks; other control characters are refused.
+  bio: z
+    .string()
+    .refine((value) => length(value) <= BIO_MAX, `must be at most ${BIO_MAX} characters`)
+    .refine(
+      (value) => !CONTROL_OR_FORMAT.test(value.replaceAll('\n', '')),
+      'must not contain control or invisible characters (line breaks are allowed)',
+    ),
+  image_url: z
+    .string()
+    .max(IMAGE_URL_MAX, `must be at most ${IMAGE_URL_MAX} characters`)
+    .refine(
+      (value) => value === '' || z.url({ protocol: /^https$/ }).safeParse(value).success,
+      'must be an https URL of the image, or "" to remove the image',
+    ),
+} as const satisfies Record<CorrectableField, z.ZodType<string>>;
+
+/** The field -> new value map of a correction request. */
+export type Corrections = Partial<Record<CorrectableField, string>>;
+
+const uncorrectable = Object.fromEntries(
+  Object.entries(UNCORRECTABLE_FIELDS).map(([field, why]) => [
+    field,
+    z
+      .unknown()
+      .optional()
+      .refine((value) => value === undefined, `cannot be corrected here: ${field} ${why}`),
+  ]),
+);
+
+/**
+ * The `corrections` object: at least one correctable field, each value checked by its rule, every
+ * field error reported at once; a field that is not correctable is named with the reason.
+ */
+export const correctionsSchema = z
+  .strictObject({
+    ...Object.fromEntries(
+      CORRECTABLE_FIELDS.map((field) => [field, correctionValueSchemas[field].optional()]),
+    ),
+    ...uncorrectable,
+  })
+  .transform((value, context) => {
+    const corrections: Corrections = {};
+    for (const field of CORRECTABLE_FIELDS) {
+      const given = value[field];
+      if (typeof given === 'string') corrections[field] = given;
+    }
+    // An object whose only fields were refused or misspelt has been told why already.
+    if (Object.keys(corrections).length === 0 && context.issues.length === 0) {
+      context.addIssue({
+        code: 'custom',
+        message: `must name at least one field to correct: ${CORRECTABLE_FIELDS.join(', ')}`,
+      });
+      return z.NEVER;
+    }
+    return corrections;
+  });
+
+/** The names of the fields a correction changes, in their fixed order. */
+export function correctionFields(corrections: Corrections): CorrectableField[] {
+  return CORRECTABLE_FIELDS.filter((field) => corrections[field] !== undefined);
+}

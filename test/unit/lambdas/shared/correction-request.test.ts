@@ -1,0 +1,120 @@
+import { describe, expect, it } from 'vitest';
+import { parseRequestMessage } from '#shared/request';
+
+const correction = {
+  request_id: '0b6f3c1e-2d4a-4e8f-9a1b-3c5d7e9f1a2b',
+  type: 'correction',
+  regulation: 'ccpa',
+  primary_key: 'u-1',
+  received_at: '2026-11-02T09:30:00Z',
+  verification: { method: 'account_login', verified_by: 'privacy team', verified_at: '2026-11-02T09:00:00Z' },
+  corrections: {
+    user_name: 'new_name',
+    display_name: 'Ada Lovelace',
+    email: 'ada@example.org',
+    location: 'London',
+    bio: 'Mathematician.\nWriter.',
+    image_url: '',
+  },
+};
+
+function errorsOf(body: unknown): readonly string[] {
+  const parsed = parseRequestMessage(JSON.stringify(body));
+  if (parsed.kind !== 'invalid') throw new Error(`expected invalid, got ${parsed.kind}`);
+  return parsed.errors;
+}
+
+function withCorrections(corrections: Record<string, unknown>) {
+  return { ...correction, corrections };
+}
+
+describe('a correction request', () => {
+  it('is valid with every correctable field, and keeps exactly the fields given', () => {
+    const parsed = parseRequestMessage(JSON.stringify(correction));
+    expect(parsed.kind).toBe('valid');
+    if (parsed.kind !== 'valid') return;
+    expect(parsed.request.corrections).toEqual(correction.corrections);
+  });
+
+  it('needs a corrections object, and is refused one for another type', () => {
+    const { corrections: _omitted, ...bare } = correction;
+    expect(errorsOf(bare)).toEqual([
+      'corrections: is required for a correction request: the profile fields to change and their new values',
+    ]);
+    expect(errorsOf({ ...correction, type: 'erasure' })).toEqual([
+      'corrections: is only for a correction request: remove it, or set type to "correction"',
+    ]);
+    expect(errorsOf(withCorrections({}))).toEqual([
+      'corrections: must name at least one field to correct: user_name, display_name, email, location, bio, image_url',
+    ]);
+  });
+
+  it.each([
+    ['user_name', 'abc', 'must be longer than 3 and shorter than 30 characters (it has 3)'],
+    ['user_name', 'a'.repeat(30), 'must be longer than 3 and shorter than 30 characters (it has 30)'],
+    ['user_name', 'ada lovelace', 'must not contain spaces, tabs, line breaks or other invisible characters'],
+    ['user_name', 'ada\tl', 'must not contain spaces, tabs, line breaks or other invisible characters'],
+    ['user_name', 'ada<b>x', 'must not contain < or >'],
+    ['user_name', 'ada,love', 'must not contain delimiters (ASCII punctuation other than _ - .)'],
+    ['display_name', 'd'.repeat(31), 'must be at most 30 characters'],
+    ['display_name', '  ', 'must not be empty (the platform would show "Guest")'],
+    ['display_name', 'Ada\u202eecalevoL', 'must be one line without control or invisible characters'],
+    ['email', 'not-an-address', 'must be an e-mail address, e.g. name@example.com'],
+    ['email', `${'a'.repeat(250)}@x.io`, 'must be at most 254 characters'],
+    ['location', 'l'.repeat(101), 'must be at most 100 characters'],
+    ['location', 'Lon\ndon', 'must be one line without control or invisible characters'],
+    ['bio', 'b'.repeat(201), 'must be at most 200 characters'],
+    ['bio', 'bell\u0007', 'must not contain control or invisible characters (line breaks are allowed)'],
+    ['image_url', 'http://cdn.example/a.png', 'must be an https URL of the image, or "" to remove the image'],
+    ['image_url', 'javascript:alert(1)', 'must be an https URL of the image, or "" to remove the image'],
+  ])('refuses %s %j with its rule, never quoting the value', (field, value, message) => {
+    const errors = errorsOf(withCorrections({ [field]: value }));
+    expect(errors).toEqual([`corrections.${field}: ${message}`]);
+    if (value.length > 3) expect(errors.join('\n')).not.toContain(value);
+  });
+
+  it('counts characters as a person does: a 29-letter name in another script is accepted', () => {
+    const parsed = parseRequestMessage(JSON.stringify(withCorrections({ user_name: 'ж'.repeat(29) })));
+    expect(parsed.kind).toBe('valid');
+  });
+
+  it('refuses role and comments with the reason, and says the subject can edit or delete their own comments', () => {
+    const errors = errorsOf(withCorrections({ display_name: 'Ada', role: 'admin', comments: ['c-1'] }));
+    expect(errors).toEqual([
+      expect.stringMatching(
+        /^corrections\.role: cannot be corrected here: role is not personal data .*access the site grants/,
+      ),
+      expect.stringMatching(
+        /^corrections\.comments: cannot be corrected here: comments cannot be corrected through the platform API: the subject can edit or delete their own comments/,
+      ),
+    ]);
+  });
+
+  it.each(['settings', 'user_metadata', 'metadata', 'private_profile', 'email_verified'])(
+    'refuses %s with a reason of its own',
+    (field) => {
+      const [error] = errorsOf(withCorrections({ display_name: 'Ada', [field]: true }));
+      expect(error).toMatch(new RegExp(`^corrections\\.${field}: cannot be corrected here: ${field} \\w+`));
+    },
+  );
+
+  it('names an unknown field as a typo', () => {
+    expect(errorsOf(withCorrections({ displayname: 'Ada' }))).toEqual([
+      'corrections: unknown field(s) "displayname": remove them or fix the spelling',
+    ]);
+  });
+
+  it('reports every field error in one rejection, with the other fields of the request', () => {
+    const errors = errorsOf({
+      ...withCorrections({ user_name: 'ada love', bio: 'b'.repeat(201), email: 'nope', role: 'admin' }),
+      received_at: 'yesterday',
+    });
+    expect(errors).toEqual([
+      'received_at: must be an RFC 3339 date-time, e.g. 2026-11-02T09:30:00Z',
+      'corrections.user_name: must not contain spaces, tabs, line breaks or other invisible characters',
+      'corrections.email: must be an e-mail address, e.g. name@example.com',
+      'corrections.bio: must be at most 200 characters',
+      expect.stringMatching(/^corrections\.role: cannot be corrected here/),
+    ]);
+  });
+});
