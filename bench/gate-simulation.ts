@@ -731,17 +731,26 @@ async function writeRunningRequests(
   }
 }
 
-/** `BENCH_ONLY=gate-simulation`: both regimes at GATE_SIM_REQUESTS (default 50,000) requests. */
+/**
+ * `BENCH_ONLY=gate-simulation`: both regimes at GATE_SIM_REQUESTS (default 50,000) requests
+ * through GATE_SIM_SLOTS export slots (default 25, the stack's).
+ */
 export async function gateSimulationBench(): Promise<void> {
   const requests = Number(process.env.GATE_SIM_REQUESTS ?? 50_000);
+  const slots = Number(process.env.GATE_SIM_SLOTS ?? DEFAULTS.platformMaxOpenExports);
   const only = process.env.GATE_SIM_REGIMES?.split(',').map(Number);
   console.log(
-    `\nGate simulation: ${requests.toLocaleString('en')} requests dropped at once, on dynalite, in virtual time`,
+    `\nGate simulation: ${requests.toLocaleString('en')} requests dropped at once, ${slots} export slots, on dynalite, in virtual time`,
   );
   for (const [index, regime] of REGIMES.entries()) {
     if (only !== undefined && !only.includes(index + 1)) continue;
     console.log(`Regime ${index + 1}: ${regime.name}`);
-    const result = await simulateGate({ requests, regime, progress: (line) => console.log(line) });
+    const result = await simulateGate({
+      requests,
+      regime,
+      maxOpenExports: slots,
+      progress: (line) => console.log(line),
+    });
     printResult(result);
   }
 }
