@@ -613,6 +613,8 @@ async function run(
       continue;
     }
     await runStep(execution);
+    // Every request exported: what is left in the queue are waits already answered.
+    if (open() === 0) break;
   }
 
   // The platform's judgement of the calls: a token bucket at the limit the gate is set to (the
