@@ -428,6 +428,36 @@ export class PlatformGate {
     await this.#remove(holder);
   }
 
+  /**
+   * Hands export slots that stand free while requests wait to the oldest of them, and wakes them;
+   * answers how many. A slot given back when no waiter could be woken (the one behind it had not
+   * written its token yet) stays free, and the requests queued behind others sleep long, so the
+   * reconciler calls this on every pass.
+   */
+  async offerFreeSlots(): Promise<number> {
+    if (this.#waiters === undefined) return 0;
+    const passed = new Set<string>();
+    let offered = 0;
+    for (let tries = 0; tries < this.#settings.maxOpenExports; tries++) {
+      const held = Object.keys(await this.exportHolders()).length;
+      if (held >= this.#settings.maxOpenExports) break;
+      const waiter = await this.#waiters.take(passed);
+      if (waiter === undefined) break;
+      passed.add(waiter.requestId);
+      const granted = await this.#updateSlots({
+        UpdateExpression: 'SET holders.#request = :now',
+        ConditionExpression: 'attribute_not_exists(holders.#request) AND size(holders) < :cap',
+        ExpressionAttributeNames: { '#request': waiter.requestId },
+        ExpressionAttributeValues: marshall({ ':now': this.#now(), ':cap': this.#settings.maxOpenExports }),
+      });
+      // Granted, or it holds one already (woken to use it); a slot of an ended execution is the
+      // reconciler's to give back on its next pass.
+      await waiter.answer();
+      if (granted) offered += 1;
+    }
+    return offered;
+  }
+
   /** Whether the request holds an export slot, read consistently. */
   async #holds(requestId: string): Promise<boolean> {
     const answer = await this.#dynamo.send(

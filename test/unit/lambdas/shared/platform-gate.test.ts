@@ -532,6 +532,54 @@ describe('PlatformGate on DynamoDB', () => {
       expect([first, second, firstAgain, secondWithoutWaiters]).toEqual([false, true, false, false]);
     });
 
+    it('hands a slot that stands free while requests wait to the oldest of them, and wakes it', async () => {
+      // Prepare: two slots held by `a` and `b`; w1, w2 and w3 find none and wait for their tokens;
+      // then `b` gives its slot back with no hand-over (as when no waiter could be woken).
+      let now = 100_000;
+      const table = `gate-${randomUUID()}`;
+      await createGateTable(dynamo.client, table);
+      const woken: string[] = [];
+      const waiters = new ExportWaiters(
+        dynamo.client,
+        table,
+        async (token) => {
+          woken.push(token);
+        },
+        { logger: { warn: () => {} }, now: () => now },
+      );
+      const exports = new PlatformGate(dynamo.client, table, settings, { now: () => now, waiters });
+      await exports.acquireExport('a');
+      await exports.acquireExport('b');
+      for (const [requestId, at] of [
+        ['w1', 1_000],
+        ['w2', 2_000],
+        ['w3', 3_000],
+      ] as const) {
+        now = 100_000 + at;
+        await expect(exports.acquireExport(requestId)).rejects.toMatchObject({ reason: 'exports' });
+        await dynamo.client.send(
+          new UpdateItemCommand({
+            TableName: table,
+            Key: marshall({ [GATE_KEY]: waiterKey(requestId) }),
+            UpdateExpression: 'SET #token = :token, wait_seconds = :wait',
+            ExpressionAttributeNames: { '#token': 'token' },
+            ExpressionAttributeValues: marshall({ ':token': `token-${requestId}`, ':wait': 600 }),
+          }),
+        );
+      }
+      await new PlatformGate(dynamo.client, table, settings).releaseExport('b');
+      now = 110_000;
+
+      // Act
+      const offered = await exports.offerFreeSlots();
+      const offeredAgain = await exports.offerFreeSlots();
+
+      // Assess
+      expect([offered, offeredAgain]).toEqual([1, 0]);
+      expect(woken).toEqual(['token-w1']);
+      expect(Object.keys(await exports.exportHolders()).sort()).toEqual(['a', 'w1']);
+    });
+
     it('wakes a waiter that holds a slot already without giving it a second one', async () => {
       const { queue, answered } = queueOf(['b', 'woken']);
       const exports = await gateWith(queue);
