@@ -47,7 +47,6 @@ import {
 import { HEARTBEAT_METRICS, INTAKE_METRICS, metricDimensions } from '../lambdas/shared/metrics.ts';
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
-import { workflowExecutionTimeoutSeconds } from '../lambdas/shared/step-handler.ts';
 import { VERIFICATION_POLICY_ENV } from '../lambdas/shared/verification.ts';
 import {
   RECONCILER_TOKENS,
@@ -510,8 +509,7 @@ export class DsrStack extends Stack {
       // An explicit name: the role's KMS condition on the execution data names the machine's ARN,
       // which CDK cannot write for a machine whose name CloudFormation has yet to generate.
       stateMachineName: `${this.stackName}-workflow`,
-      // As long as a request may stay open: it may queue for an export slot until its deadline.
-      executionTimeout: Duration.seconds(workflowExecutionTimeoutSeconds(config.pollBudgetSeconds)),
+      executionTimeout: Duration.seconds(config.pollBudgetSeconds).plus(Duration.days(1)),
       retryHorizon: Duration.hours(config.retryHorizonHours),
       ledger: this.ledger,
       exportWaiters: this.platformGate,
