@@ -22,6 +22,11 @@
  * 9. `reconciler`: a reconciler pass over BENCH_RECONCILE_REQUESTS (default 50,000) open requests
  *    on dynalite with a DescribeExecution stand-in, pass time, CPU, passes and when metrics went
  *    out, beside the sequential loop it replaced (bench/reconciler.ts).
+ * 10. `gate-simulation`: GATE_SIM_REQUESTS (default 50,000) requests dropped at once through the
+ *    export path, the real gate code on dynalite in virtual time, in two regimes (exports ready in
+ *    1-30 min, and in 1-4 h; GATE_SIM_REGIMES=1 or 2 runs one): calls above the rate, exports
+ *    above the cap, unmetered calls, the share exported before the deadline margin and alarmed at
+ *    it, slot attempts, transitions and the longest history (bench/gate-simulation.ts).
  *
  * BENCH_AWS_FAULTS=FILE throttles a seeded share of the local AWS calls in 2 and 3, as
  * `svc-dsr local --aws-faults FILE` does (format: docs/emulator.md, "AWS faults in local mode").
@@ -53,6 +58,7 @@ import { emulatorControl, startEmulator } from '#local/emulator/server';
 import { SqsPoller } from '#local/runtime/event-source';
 import { synthesizeTemplate } from '#local/runtime/template';
 import { startLocalWorkflow } from '#local/runtime/workflow';
+import { gateSimulationBench } from './gate-simulation.ts';
 import { localMemory, localThroughput } from './local-throughput.ts';
 import { packageBench } from './package.ts';
 import { writeHeavyArchive } from './package-archive.ts';
@@ -764,7 +770,7 @@ async function localPackage() {
 const only = new Set(
   (
     process.env.BENCH_ONLY ??
-    'copy,transitions,local,burst,memory,package,package-memory,local-package,reconciler'
+    'copy,transitions,local,burst,memory,package,package-memory,local-package,reconciler,gate-simulation'
   ).split(','),
 );
 if (only.has('copy')) {
@@ -783,3 +789,4 @@ if (only.has('package')) await subjectPackage();
 if (only.has('package-memory')) await packageMemory();
 if (only.has('local-package')) await localPackage();
 if (only.has('reconciler')) await reconcilerBench();
+if (only.has('gate-simulation')) await gateSimulationBench();

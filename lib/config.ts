@@ -95,7 +95,8 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   alarmEmail: 'an e-mail address for alarm notifications, or leave it out',
   ledgerLegacyStatusIndex:
     'true only while migrating a ledger created before the open index (docs/deploy.md), otherwise false or left out',
-  deadlineDueSoonDays: 'a whole number of days from 1 to 60',
+  deadlineDueSoonDays:
+    'a whole number of days from 1 to 60, longer than retryHorizonHours: the deadline margin, at which requests still open are alarmed (DueSoonUnfinished)',
   deadlineSweepMinutes: 'a whole number of minutes from 5 to 1440',
   intakeMaxConcurrency: 'a whole number from 2 to 1000 (the SQS event source maximum concurrency)',
   verification:
@@ -243,6 +244,21 @@ export const stackConfigSchema = baseSchema.superRefine((config, context) => {
       code: 'custom',
       path: ['pollBudgetSeconds'],
       message: `must be at least pollMaxSeconds (${config.pollMaxSeconds})`,
+    });
+  }
+  // The deadline margin: requests still open this long before their deadline are alarmed
+  // (DueSoonUnfinished) and keep waiting in their places. An outage fails its requests
+  // (platform_outage) after the retry horizon, so a request inside its margin is failed, for an
+  // operator to retry, with time left before its deadline only while the horizon is shorter.
+  if (
+    baseSchema.shape.retryHorizonHours.safeParse(config.retryHorizonHours).success &&
+    baseSchema.shape.deadlineDueSoonDays.safeParse(config.deadlineDueSoonDays).success &&
+    config.retryHorizonHours >= config.deadlineDueSoonDays * 24
+  ) {
+    context.addIssue({
+      code: 'custom',
+      path: ['deadlineDueSoonDays'],
+      message: `must be longer than retryHorizonHours (${config.retryHorizonHours} h): the deadline margin, so that a request an outage fails after the horizon still has time before its deadline`,
     });
   }
   const settingsBytes = Buffer.byteLength(JSON.stringify(packageSettings(config)));

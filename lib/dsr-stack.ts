@@ -47,6 +47,7 @@ import {
 import { HEARTBEAT_METRICS, INTAKE_METRICS, metricDimensions } from '../lambdas/shared/metrics.ts';
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
+import { workflowExecutionTimeoutSeconds } from '../lambdas/shared/step-handler.ts';
 import { VERIFICATION_POLICY_ENV } from '../lambdas/shared/verification.ts';
 import {
   RECONCILER_TOKENS,
@@ -509,7 +510,7 @@ export class DsrStack extends Stack {
       // An explicit name: the role's KMS condition on the execution data names the machine's ARN,
       // which CDK cannot write for a machine whose name CloudFormation has yet to generate.
       stateMachineName: `${this.stackName}-workflow`,
-      executionTimeout: Duration.seconds(config.pollBudgetSeconds).plus(Duration.days(1)),
+      executionTimeout: Duration.seconds(workflowExecutionTimeoutSeconds(config.pollBudgetSeconds)),
       retryHorizon: Duration.hours(config.retryHorizonHours),
       ledger: this.ledger,
       exportWaiters: this.platformGate,

@@ -24,7 +24,8 @@ export interface ReconcilerDeps {
   readonly clock: () => Date;
   readonly logger: StepLogger;
   /** The platform gate: export slots to give back, the circuit to report on. */
-  readonly gate: Pick<PlatformGate, 'exportHolders' | 'releaseExport' | 'state'>;
+  readonly gate: Pick<PlatformGate, 'exportHolders' | 'releaseExport' | 'state'> &
+    Partial<Pick<PlatformGate, 'offerFreeSlots'>>;
   /** Publishes the pass's figures as metrics (the stack's stuck-request and platform-down alarms). */
   readonly publish: (metrics: ReconcileMetrics) => void;
   /**
@@ -111,6 +112,8 @@ export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions)
   const settledBefore = deps.clock().getTime() - options.graceSeconds * 1000;
   const timeLeft = options.timeLeftMs ?? (() => Number.POSITIVE_INFINITY);
   const { freed: slotsFreed, held } = await freeStaleSlots(deps, settledBefore);
+  // A slot that stands free while requests wait (its hand-over found no one awake) goes to them.
+  await deps.gate.offerFreeSlots?.();
   const publish = async () => {
     const circuit = await deps.gate.state();
     deps.publish({

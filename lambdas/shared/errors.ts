@@ -83,6 +83,11 @@ export class PlatformCapacityError extends DsrError {
     readonly waitSeconds: number,
     /** What the step answers besides the wait, so the states after it find what they read. */
     readonly carry: Readonly<Record<string, unknown>> = {},
+    /**
+     * Set on a wait for an export slot when older requests wait for one too: a freed slot goes to
+     * them first, and to this one by a wake-up, so it need not look again soon.
+     */
+    readonly queuedBehind = false,
   ) {
     super(
       `the platform call waits ${waitSeconds} s for ${reason === 'rate' ? 'the shared rate limit' : reason === 'exports' ? 'a free export slot' : 'the platform to come back'}`,
@@ -91,7 +96,7 @@ export class PlatformCapacityError extends DsrError {
 
   /** The same wait, answering `carry` besides it. */
   carrying(carry: Readonly<Record<string, unknown>>): PlatformCapacityError {
-    return new PlatformCapacityError(this.reason, this.waitSeconds, carry);
+    return new PlatformCapacityError(this.reason, this.waitSeconds, carry, this.queuedBehind);
   }
 }
 

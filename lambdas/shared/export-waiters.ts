@@ -259,15 +259,15 @@ export class ExportWaiters {
 /**
  * Records that a request found every export slot taken: its waiter item, with when it first began
  * to wait (kept across its waits) and when this wait began, and no token until its state machine
- * writes this wait's own.
+ * writes this wait's own. Answers when the request first began to wait.
  */
 export async function recordWaiter(
   dynamo: Pick<DynamoDBClient, 'send'>,
   table: string,
   requestId: string,
   now: number,
-): Promise<void> {
-  await dynamo.send(
+): Promise<number> {
+  const answer = await dynamo.send(
     new UpdateItemCommand({
       TableName: table,
       Key: marshall({ [KEY]: waiterKey(requestId) }),
@@ -283,8 +283,35 @@ export async function recordWaiter(
         ':request': requestId,
         ':now': now,
       }),
+      ReturnValues: 'UPDATED_NEW',
     }),
   );
+  const since = Number(answer.Attributes?.[WAITERS_SINCE_ATTRIBUTE]?.N);
+  return Number.isFinite(since) ? since : now;
+}
+
+/**
+ * Whether some request began to wait for an export slot before `since` and is still among the
+ * waiters: one item of the index, read from its oldest end. A request behind others is handed a
+ * freed slot only after them, and then woken, so it need not look for one by itself soon.
+ */
+export async function waitsBehindOthers(
+  dynamo: Pick<DynamoDBClient, 'send'>,
+  table: string,
+  since: number,
+): Promise<boolean> {
+  const answer = await dynamo.send(
+    new QueryCommand({
+      TableName: table,
+      IndexName: WAITERS_INDEX,
+      KeyConditionExpression: '#queue = :queue AND #since < :since',
+      ExpressionAttributeNames: { '#queue': WAITERS_QUEUE_ATTRIBUTE, '#since': WAITERS_SINCE_ATTRIBUTE },
+      ExpressionAttributeValues: marshall({ ':queue': EXPORT_WAITERS_QUEUE, ':since': since }),
+      ScanIndexForward: true,
+      Limit: 1,
+    }),
+  );
+  return (answer.Items?.length ?? 0) > 0;
 }
 
 /** Removes a request's waiter item: it holds a slot, so it waits no more. */

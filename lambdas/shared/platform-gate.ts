@@ -3,7 +3,7 @@ import { type DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
 import { errorName, PlatformCapacityError, PlatformOutageError } from './errors.ts';
-import { type ExportWaiters, forgetWaiter, recordWaiter } from './export-waiters.ts';
+import { type ExportWaiters, forgetWaiter, recordWaiter, waitsBehindOthers } from './export-waiters.ts';
 
 /**
  * The platform's load control, shared by every Lambda through one small DynamoDB table:
@@ -338,9 +338,7 @@ export class PlatformGate {
       await update();
     } catch (error) {
       if (errorName(error) === 'ConditionalCheckFailedException') {
-        await this.#waiterWrite(() => recordWaiter(this.#dynamo, this.#table, requestId, this.#now()));
-        // The wait itself is the step handler's: it grows with the request's waits so far.
-        throw new PlatformCapacityError('exports', 1);
+        throw new PlatformCapacityError('exports', 1, {}, await this.#queueWaiter(requestId));
       }
       if (errorName(error) !== 'ValidationException') throw error;
       // The first export ever: the item and its map do not exist yet.
@@ -357,6 +355,27 @@ export class PlatformGate {
     }
     // It holds a slot: it waits no more, and leaves the waiters.
     await this.#waiterWrite(() => forgetWaiter(this.#dynamo, this.#table, requestId));
+  }
+
+  /**
+   * Records the request among the waiters and answers whether it waits behind older waiters. The
+   * wait itself is the step handler's: one behind others is handed a slot after them and woken, so
+   * it waits long; the oldest looks again soon, as the hand-over may have missed it (its token not
+   * written yet, the index behind). Without waiters to hand slots to, no one is woken: never
+   * behind.
+   */
+  async #queueWaiter(requestId: string): Promise<boolean> {
+    let since: number | undefined;
+    await this.#waiterWrite(async () => {
+      since = await recordWaiter(this.#dynamo, this.#table, requestId, this.#now());
+    });
+    if (since === undefined || this.#waiters === undefined) return false;
+    const recorded = since;
+    let behind = false;
+    await this.#waiterWrite(async () => {
+      behind = await waitsBehindOthers(this.#dynamo, this.#table, recorded);
+    });
+    return behind;
   }
 
   /**
@@ -407,6 +426,36 @@ export class PlatformGate {
       holder = waiter.requestId;
     }
     await this.#remove(holder);
+  }
+
+  /**
+   * Hands export slots that stand free while requests wait to the oldest of them, and wakes them;
+   * answers how many. A slot given back when no waiter could be woken (the one behind it had not
+   * written its token yet) stays free, and the requests queued behind others sleep long, so the
+   * reconciler calls this on every pass.
+   */
+  async offerFreeSlots(): Promise<number> {
+    if (this.#waiters === undefined) return 0;
+    const passed = new Set<string>();
+    let offered = 0;
+    for (let tries = 0; tries < this.#settings.maxOpenExports; tries++) {
+      const held = Object.keys(await this.exportHolders()).length;
+      if (held >= this.#settings.maxOpenExports) break;
+      const waiter = await this.#waiters.take(passed);
+      if (waiter === undefined) break;
+      passed.add(waiter.requestId);
+      const granted = await this.#updateSlots({
+        UpdateExpression: 'SET holders.#request = :now',
+        ConditionExpression: 'attribute_not_exists(holders.#request) AND size(holders) < :cap',
+        ExpressionAttributeNames: { '#request': waiter.requestId },
+        ExpressionAttributeValues: marshall({ ':now': this.#now(), ':cap': this.#settings.maxOpenExports }),
+      });
+      // Granted, or it holds one already (woken to use it); a slot of an ended execution is the
+      // reconciler's to give back on its next pass.
+      await waiter.answer();
+      if (granted) offered += 1;
+    }
+    return offered;
   }
 
   /** Whether the request holds an export slot, read consistently. */

@@ -91,7 +91,9 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
     const random = base.random ?? Math.random;
     const seconds =
       error.reason === 'exports'
-        ? exportSlotWaitSeconds(exportSlotWaits, random)
+        ? error.queuedBehind
+          ? queuedSlotWaitSeconds(random)
+          : exportSlotWaitSeconds(exportSlotWaits, random)
         : error.reason === 'outage'
           ? outageWaitSeconds(error.waitSeconds, random)
           : error.waitSeconds;
@@ -143,6 +145,21 @@ export function exportSlotWaitSeconds(waits: number, random: () => number): numb
 }
 
 /**
+ * The longest wait for an export slot of a request queued behind older waiters. A freed slot goes
+ * to the oldest waiter and wakes it (export-waiters.ts), so such a request is woken when its turn
+ * comes; the wait bounds only what a lost wake-up costs (a slot held that long, the request that
+ * long late), and its length makes the StartExport runs of a drop grow with the slots handed over,
+ * not with the waiters times the time they wait (measured in bench/gate-simulation.ts).
+ */
+export const QUEUED_SLOT_MAX_WAIT_SECONDS = 7 * 86_400;
+
+/** A wait of a request queued behind older waiters: 80-100% of QUEUED_SLOT_MAX_WAIT_SECONDS. */
+export function queuedSlotWaitSeconds(random: () => number): number {
+  const share = SLOT_JITTER_FLOOR + (1 - SLOT_JITTER_FLOOR) * Math.min(Math.max(random(), 0), 1);
+  return Math.max(1, Math.ceil(QUEUED_SLOT_MAX_WAIT_SECONDS * share));
+}
+
+/**
  * The wait out of an open circuit: what the gate asked, stretched by up to half again at random,
  * so the executions the outage held do not all come back in the same second.
  */
@@ -163,6 +180,18 @@ export function platformWaitsBudgeted(): number {
 
 /** The longest a request can be open: a CCPA deadline extended once (45 + 45 days), and a margin. */
 export const LONGEST_OPEN_DAYS = 92;
+
+/**
+ * The state machine's execution timeout (lib/dsr-stack.ts): the export poll budget and a day. A
+ * request queued for an export slot longer than that is timed out, resumed by the reconciler in
+ * its place (its waiter item keeps `since`), and recorded failed (`stranded`) after its resumes:
+ * bench/gate-simulation.ts models this. It cannot simply be the 92 days a request may stay open:
+ * the local Step Functions runner times an execution with a timer, which Node fires at once past
+ * 24.8 days.
+ */
+export function workflowExecutionTimeoutSeconds(pollBudgetSeconds: number): number {
+  return pollBudgetSeconds + 86_400;
+}
 
 /** The rate and outage waits of one execution's platform calls (about ten calls; the simulation measures fewer than half of this). */
 const RATE_WAITS_BUDGETED = 80;

@@ -172,6 +172,13 @@ describe('parseStackConfig', () => {
     ]);
   });
 
+  it('refuses a deadline margin no longer than the outage horizon', () => {
+    expect(problemsOf({ retryHorizonHours: 24, deadlineDueSoonDays: 1 })).toEqual([
+      expect.stringContaining('"deadlineDueSoonDays": must be longer than retryHorizonHours (24 h)'),
+    ]);
+    expect(parseStackConfig({ retryHorizonHours: 23, deadlineDueSoonDays: 1 }).deadlineDueSoonDays).toBe(1);
+  });
+
   it('refuses a stage name that is too long, upper-case or ends with a hyphen', () => {
     for (const stage of ['a-very-long-stage-name', 'Dev', 'dev-', '1dev', '']) {
       expect(problemsOf({ stage })).toEqual([

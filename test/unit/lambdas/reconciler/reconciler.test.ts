@@ -222,6 +222,29 @@ describe('reconcile', () => {
     expect(summary.resumed).toEqual([stuck]);
   });
 
+  it('offers export slots that stand free while requests wait for one, on every pass', async () => {
+    const { ledger } = await ledgerWith([]);
+    const sfn = executions({});
+    const gate = await gated();
+    let offers = 0;
+    const offering = {
+      exportHolders: () => gate.gate.exportHolders(),
+      releaseExport: (requestId: string) => gate.gate.releaseExport(requestId),
+      state: () => gate.gate.state(),
+      offerFreeSlots: async () => {
+        offers += 1;
+        return 0;
+      },
+    };
+
+    await reconcile(
+      { ledger, ...sfn, ...gate, gate: offering, clock: () => NOW, logger: silent },
+      { maxResumes: 3, graceSeconds: 60 },
+    );
+
+    expect(offers).toBe(1);
+  });
+
   it('stops when its time is up, and the next pass goes on from the cursor and covers the rest', async () => {
     const { ledger, ids } = await ledgerWith(Array.from({ length: 30 }, (): Status => 'running'));
     const sfn = executions({});

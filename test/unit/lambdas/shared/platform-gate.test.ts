@@ -1,5 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { DynamoDBClient, GetItemCommand, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  type QueryCommandOutput,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateTable } from '#local/aws/ledger-table';
@@ -427,6 +434,150 @@ describe('PlatformGate on DynamoDB', () => {
       // Assess
       expect(woken).toEqual(['token-first']);
       expect(Object.keys(await exports.exportHolders())).toEqual(['first']);
+    });
+
+    it('hands the slot to the oldest waiter that waits when the waiters come in partial reads, each out of order', async () => {
+      // Prepare: one slot, held by `a`. Nine requests found it taken, w1 first; w1-w6 are between
+      // two waits (no token), w7-w9 wait for their tokens. The waiters' reads come back two items at
+      // a time at most (a page cut short, as by DynamoDB's size limit), each page reversed.
+      let now = 100_000;
+      const table = `gate-${randomUUID()}`;
+      await createGateTable(dynamo.client, table);
+      const woken: string[] = [];
+      let queries = 0;
+      const partialReads: Pick<DynamoDBClient, 'send'> = {
+        send: (async (command: unknown) => {
+          if (!(command instanceof QueryCommand)) return dynamo.client.send(command as never);
+          queries += 1;
+          const page: QueryCommandOutput = await dynamo.client.send(
+            new QueryCommand({ ...command.input, Limit: Math.min(command.input.Limit ?? 2, 2) }),
+          );
+          return { ...page, Items: [...(page.Items ?? [])].reverse() };
+        }) as DynamoDBClient['send'],
+      };
+      const waiters = new ExportWaiters(
+        partialReads,
+        table,
+        async (token) => {
+          woken.push(token);
+        },
+        { logger: { warn: () => {} }, now: () => now },
+      );
+      const exports = new PlatformGate(
+        dynamo.client,
+        table,
+        { ...settings, maxOpenExports: 1 },
+        { now: () => now, waiters },
+      );
+      await exports.acquireExport('a');
+      for (let number = 1; number <= 9; number++) {
+        now = 100_000 + number * 1_000;
+        await expect(exports.acquireExport(`w${number}`)).rejects.toMatchObject({ reason: 'exports' });
+        if (number < 7) continue;
+        await dynamo.client.send(
+          new UpdateItemCommand({
+            TableName: table,
+            Key: marshall({ [GATE_KEY]: waiterKey(`w${number}`) }),
+            UpdateExpression: 'SET #token = :token, wait_seconds = :wait',
+            ExpressionAttributeNames: { '#token': 'token' },
+            ExpressionAttributeValues: marshall({ ':token': `token-w${number}`, ':wait': 600 }),
+          }),
+        );
+      }
+      now = 120_000;
+
+      // Act
+      await exports.releaseExport('a');
+
+      // Assess: w7, found on the fourth partial read, ahead of w8 in the same reversed page.
+      expect(queries).toBe(4);
+      expect(woken).toEqual(['token-w7']);
+      expect(Object.keys(await exports.exportHolders())).toEqual(['w7']);
+    });
+
+    it('tells a request that finds no slot whether it waits behind older waiters, and never without a hand-over', async () => {
+      let now = 1_000;
+      const table = `gate-${randomUUID()}`;
+      await createGateTable(dynamo.client, table);
+      const waiters = new ExportWaiters(dynamo.client, table, async () => {}, {
+        logger: { warn: () => {} },
+        now: () => now,
+      });
+      const handingOver = new PlatformGate(
+        dynamo.client,
+        table,
+        { ...settings, maxOpenExports: 1 },
+        { now: () => now, waiters },
+      );
+      const waitingOut = new PlatformGate(
+        dynamo.client,
+        table,
+        { ...settings, maxOpenExports: 1 },
+        { now: () => now },
+      );
+      const queuedBehind = (requestId: string, gate: PlatformGate) =>
+        gate.acquireExport(requestId).then(
+          () => 'slot',
+          (error: unknown) => (error instanceof PlatformCapacityError ? error.queuedBehind : error),
+        );
+      await handingOver.acquireExport('a');
+
+      const first = await queuedBehind('first', handingOver);
+      now = 2_000;
+      const second = await queuedBehind('second', handingOver);
+      now = 3_000;
+      const firstAgain = await queuedBehind('first', handingOver);
+      const secondWithoutWaiters = await queuedBehind('second', waitingOut);
+
+      expect([first, second, firstAgain, secondWithoutWaiters]).toEqual([false, true, false, false]);
+    });
+
+    it('hands a slot that stands free while requests wait to the oldest of them, and wakes it', async () => {
+      // Prepare: two slots held by `a` and `b`; w1, w2 and w3 find none and wait for their tokens;
+      // then `b` gives its slot back with no hand-over (as when no waiter could be woken).
+      let now = 100_000;
+      const table = `gate-${randomUUID()}`;
+      await createGateTable(dynamo.client, table);
+      const woken: string[] = [];
+      const waiters = new ExportWaiters(
+        dynamo.client,
+        table,
+        async (token) => {
+          woken.push(token);
+        },
+        { logger: { warn: () => {} }, now: () => now },
+      );
+      const exports = new PlatformGate(dynamo.client, table, settings, { now: () => now, waiters });
+      await exports.acquireExport('a');
+      await exports.acquireExport('b');
+      for (const [requestId, at] of [
+        ['w1', 1_000],
+        ['w2', 2_000],
+        ['w3', 3_000],
+      ] as const) {
+        now = 100_000 + at;
+        await expect(exports.acquireExport(requestId)).rejects.toMatchObject({ reason: 'exports' });
+        await dynamo.client.send(
+          new UpdateItemCommand({
+            TableName: table,
+            Key: marshall({ [GATE_KEY]: waiterKey(requestId) }),
+            UpdateExpression: 'SET #token = :token, wait_seconds = :wait',
+            ExpressionAttributeNames: { '#token': 'token' },
+            ExpressionAttributeValues: marshall({ ':token': `token-${requestId}`, ':wait': 600 }),
+          }),
+        );
+      }
+      await new PlatformGate(dynamo.client, table, settings).releaseExport('b');
+      now = 110_000;
+
+      // Act
+      const offered = await exports.offerFreeSlots();
+      const offeredAgain = await exports.offerFreeSlots();
+
+      // Assess
+      expect([offered, offeredAgain]).toEqual([1, 0]);
+      expect(woken).toEqual(['token-w1']);
+      expect(Object.keys(await exports.exportHolders()).sort()).toEqual(['a', 'w1']);
     });
 
     it('wakes a waiter that holds a slot already without giving it a second one', async () => {
