@@ -165,6 +165,18 @@ function plainText(schema: z.ZodString) {
   return schema.refine((value) => !hasControlCharacters(value), CONTROL_CHARACTERS_MESSAGE);
 }
 
+/** How a request reached the business: CCPA regulations §7101(a) "manner in which the request was made". */
+export const REQUEST_CHANNELS = [
+  'web_form',
+  'email',
+  'phone',
+  'postal_mail',
+  'in_person',
+  'authorized_agent',
+  'other',
+] as const;
+export type RequestChannel = (typeof REQUEST_CHANNELS)[number];
+
 /** The data-subject request as it arrives on the intake queue (DESIGN.md section 2). */
 export const dsrRequestSchema = z.strictObject({
   request_id: submittedRequestIdSchema,
@@ -199,6 +211,9 @@ export const dsrRequestSchema = z.strictObject({
   }),
   reference: plainText(z.string().max(128, 'must be at most 128 characters')).optional(),
   submitted_by: plainText(z.string().max(128, 'must be at most 128 characters')).optional(),
+  channel: z
+    .enum(REQUEST_CHANNELS, { message: `must be one of ${REQUEST_CHANNELS.map((c) => `"${c}"`).join(', ')}` })
+    .optional(),
 });
 export type DsrRequest = z.infer<typeof dsrRequestSchema>;
 export type RequestType = DsrRequest['type'];

@@ -184,6 +184,8 @@ export const ledgerItemSchema = z.object({
   verification: z.object({ method: z.string(), verified_by: z.string(), verified_at: z.string() }).optional(),
   reference: z.string().optional(),
   submitted_by: z.string().optional(),
+  /** How the request was made (§7101 manner): a REQUEST_CHANNELS value, absent on older items. */
+  channel: z.string().optional(),
   due_at: z.string().optional(),
   extension_limit_at: z.string().optional(),
   confirm_by: z.string().nullable().optional(),
