@@ -91,7 +91,7 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   accessArchiveRetentionDays: 'a whole number of days from 1 to 3650',
   erasureArchiveRetentionDays: 'a whole number of days from 1 to 3650',
   auditRetentionMonths: `a whole number of months from ${MINIMUM_RETENTION_MONTHS} (CCPA record keeping) to ${MAX_AUDIT_RETENTION_MONTHS}`,
-  ledgerMinimiseAfterDays: `a whole number of days from 1 to 3650 (default ${DEFAULTS.ledgerMinimiseAfterDays}, the CCPA §7101 24 months): how long after a request ends the ledger keeps who it names before replacing them with keyed hashes`,
+  ledgerMinimiseAfterDays: `a whole number of days from 1 to 3650 (default ${DEFAULTS.ledgerMinimiseAfterDays}, the CCPA §7101 24 months): how long after a request ends or fails the ledger keeps who it names before replacing them with keyed hashes`,
   alarmEmail: 'an e-mail address for alarm notifications, or leave it out',
   ledgerLegacyStatusIndex:
     'true only while migrating a ledger created before the open index (docs/deploy.md), otherwise false or left out',

@@ -249,6 +249,8 @@ export const ledgerItemSchema = z.object({
   created_at: z.string(),
   updated_at: z.string(),
   completed_at: z.string().optional(),
+  /** When the request failed (its retention starts here); removed when it moves on (a retry). */
+  failed_at: z.string().optional(),
   /** The hash of the last record of the request's audit chain, set with every append. */
   audit_head: z.string().optional(),
   /** How many records the request's audit chain has, set with every append. */
