@@ -89,7 +89,10 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   platformMaxOpenExports:
     "a whole number from 1 to 2000: exports open on the platform at once, at most the platform's own cap",
   accessArchiveRetentionDays: 'a whole number of days from 1 to 3650',
-  erasureArchiveRetentionDays: 'a whole number of days from 1 to 3650',
+  erasureArchiveRetentionDays:
+    'a whole number of days from 1 to 3650: how long the archive of an erasure request lives at most when erasureArchiveKeepDays is 0 (an erasure never verified, e.g. failed and awaiting a retry)',
+  erasureArchiveKeepDays:
+    "a whole number of days from 0 to 3650 (default 0): 0 deletes an erasure request's archive (every version) as soon as the erasure is verified; more keeps it, and the archive bucket expires it that many days after it was stored",
   auditRetentionMonths: `a whole number of months from ${MINIMUM_RETENTION_MONTHS} (CCPA record keeping) to ${MAX_AUDIT_RETENTION_MONTHS}`,
   ledgerMinimiseAfterDays: `a whole number of days from 1 to 3650 (default ${DEFAULTS.ledgerMinimiseAfterDays}, the CCPA §7101 24 months): how long after a request ends or fails the ledger keeps who it names before replacing them with keyed hashes`,
   alarmEmail: 'an e-mail address for alarm notifications, or leave it out',
@@ -179,6 +182,8 @@ const baseSchema = z.strictObject({
   platformMaxOpenExports: wholeNumber(1, 2_000).default(DEFAULTS.platformMaxOpenExports),
   accessArchiveRetentionDays: wholeNumber(1, 3650).default(90),
   erasureArchiveRetentionDays: wholeNumber(1, 3650).default(30),
+  /** Days an erasure request's archive is kept once the erasure is verified; 0 deletes it then. */
+  erasureArchiveKeepDays: wholeNumber(0, 3650).default(0),
   auditRetentionMonths: wholeNumber(MINIMUM_RETENTION_MONTHS, MAX_AUDIT_RETENTION_MONTHS).default(
     MINIMUM_RETENTION_MONTHS,
   ),

@@ -363,6 +363,7 @@ export class DsrStack extends Stack {
     const longestArchiveDays = Math.max(
       config.accessArchiveRetentionDays,
       config.erasureArchiveRetentionDays,
+      config.erasureArchiveKeepDays,
     );
     const archive = new s3.Bucket(this, 'ArchiveBucket', {
       ...bucketDefaults,
@@ -376,7 +377,13 @@ export class DsrStack extends Stack {
         {
           id: 'expire-erasure-archives',
           tagFilters: { [REQUEST_TYPE_TAG]: 'erasure' },
-          expiration: Duration.days(config.erasureArchiveRetentionDays),
+          // Kept on purpose, from when it was stored; otherwise VerifyErasure deletes it, and this
+          // bounds only an archive whose erasure was never verified.
+          expiration: Duration.days(
+            config.erasureArchiveKeepDays > 0
+              ? config.erasureArchiveKeepDays
+              : config.erasureArchiveRetentionDays,
+          ),
         },
         {
           // An archive without its type tag still never outlives the longest configured retention.
@@ -473,7 +480,10 @@ export class DsrStack extends Stack {
       for (const token of STEP_TOKENS[step]) fn.bindSecret(token, this.secrets[token], secretKey);
       if (STEP_GATE[step].wakes) fn.bindExportWaiters(this.platformGate);
       if (archives) fn.bindArchiveBucket(this.archiveBucket, 'write');
-      else if (step === 'BuildPackage') {
+      else if (step === 'VerifyErasure' && config.erasureArchiveKeepDays === 0) {
+        fn.bindArchiveBucket(this.archiveBucket, 'remove');
+        fn.bindEnvironment('ERASURE_ARCHIVE_KEEP_DAYS', '0');
+      } else if (step === 'BuildPackage') {
         fn.bindArchiveBucket(this.archiveBucket, 'package');
         fn.bindEnvironment(PACKAGE_SETTINGS_ENV, JSON.stringify(packageSettings(config)));
         fn.bindEnvironment('TIME_ZONE', config.timeZone);
@@ -734,7 +744,11 @@ export class DsrStack extends Stack {
       Region: this.region,
       TimeZone: config.timeZone,
       AccessArchiveRetentionDays: String(config.accessArchiveRetentionDays),
-      ErasureArchiveRetentionDays: String(config.erasureArchiveRetentionDays),
+      ErasureArchiveRetentionDays: String(
+        config.erasureArchiveKeepDays > 0
+          ? config.erasureArchiveKeepDays
+          : config.erasureArchiveRetentionDays,
+      ),
       EventBusArn: this.eventBus.eventBusArn,
     };
     for (const [name, value] of Object.entries(outputs)) new CfnOutput(this, name, { value });

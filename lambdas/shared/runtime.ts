@@ -182,6 +182,9 @@ export function buildStepDeps(
       budgetSeconds: env.POLL_BUDGET_SECONDS,
     },
     exportMaxAttempts: env.EXPORT_MAX_ATTEMPTS,
+    ...(env.ERASURE_ARCHIVE_KEEP_DAYS === undefined
+      ? {}
+      : { erasureArchiveKeepDays: env.ERASURE_ARCHIVE_KEEP_DAYS }),
     retryAfterCapSeconds: env.RETRY_AFTER_CAP_SECONDS,
     clock,
     sleep: overrides.sleep ?? ((ms) => delay(ms)),

@@ -36,6 +36,26 @@ export function packageSettingsOf(template: Record<string, unknown>): string | u
   return undefined;
 }
 
+/**
+ * A plain environment variable the stack sets on one step's function (e.g. VerifyErasure's
+ * ERASURE_ARCHIVE_KEEP_DAYS), so local mode's shared step environment carries it too.
+ */
+export function stepVariableOf(
+  template: Record<string, unknown>,
+  step: StepName,
+  name: string,
+): string | undefined {
+  const resources = z.record(z.string(), z.unknown()).parse(template.Resources ?? {});
+  for (const resource of Object.values(resources)) {
+    const parsed = functionResourceSchema.safeParse(resource);
+    const variables = parsed.success ? parsed.data.Properties.Environment?.Variables : undefined;
+    if (variables?.DSR_STEP !== step) continue;
+    const value = variables[name];
+    return typeof value === 'string' ? value : undefined;
+  }
+  return undefined;
+}
+
 /** The function the call recorder names the deadline sweep's calls after, as the stack names it. */
 export const SWEEP_CALLER = 'DeadlineSweep';
 

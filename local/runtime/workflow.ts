@@ -52,6 +52,7 @@ import {
   packageSettingsOf,
   SWEEP_CALLER,
   stepFunctionIds,
+  stepVariableOf,
   sweepSettingsOf,
   verificationPolicyOf,
 } from './template-settings.ts';
@@ -360,6 +361,7 @@ function stepEnvironment(
   overrides: Readonly<Record<string, string>> | undefined,
 ) {
   const packageSettings = packageSettingsOf(template);
+  const erasureArchiveKeepDays = stepVariableOf(template, 'VerifyErasure', 'ERASURE_ARCHIVE_KEEP_DAYS');
   return stepEnvSchema.parse({
     TABLE_NAME: LOCAL_NAMES.table,
     GATE_TABLE_NAME: LOCAL_NAMES.gateTable,
@@ -372,6 +374,7 @@ function stepEnvironment(
     SPOT_ID: platform.spotId,
     DOWNLOAD_INSECURE_HOSTS: new URL(platform.url).host,
     ...(packageSettings === undefined ? {} : { PACKAGE_SETTINGS: packageSettings }),
+    ...(erasureArchiveKeepDays === undefined ? {} : { ERASURE_ARCHIVE_KEEP_DAYS: erasureArchiveKeepDays }),
     ...overrides,
   });
 }

@@ -356,6 +356,31 @@ describe('buckets', () => {
     });
   });
 
+  it("lets VerifyErasure delete an erasure's archive by default, and not when the stack keeps it, which the lifecycle then expires", () => {
+    const deletes = (statements: CfnObject[]) =>
+      statements.filter((statement) => actionsOf(statement).includes('s3:DeleteObject'));
+    expect(deletes(statementsOf('VerifyErasure'))).toEqual([
+      expect.objectContaining({ Action: ['s3:DeleteObject', 's3:DeleteObjectVersion'] }),
+    ]);
+    const kept = synth({ ...productionConfig, erasureArchiveKeepDays: 7 }).toJSON().Resources as Record<
+      string,
+      { Type: string; Properties: CfnObject }
+    >;
+    const keptPolicy = Object.entries(kept).find(([id]) =>
+      id.startsWith('VerifyErasureRoleDefaultPolicy'),
+    )?.[1];
+    expect(deletes(keptPolicy?.Properties.PolicyDocument.Statement ?? [])).toEqual([]);
+    const keptFunction = Object.values(kept).find(
+      (resource) => resource.Properties.Environment?.Variables?.DSR_STEP === 'VerifyErasure',
+    );
+    expect(keptFunction?.Properties.Environment.Variables.ERASURE_ARCHIVE_KEEP_DAYS).toBeUndefined();
+    const keptRules = Object.entries(kept).find(([id]) => id.startsWith('ArchiveBucket'))?.[1]?.Properties
+      .LifecycleConfiguration.Rules;
+    expect(keptRules).toContainEqual(
+      expect.objectContaining({ Id: 'expire-erasure-archives', ExpirationInDays: 7 }),
+    );
+  });
+
   it('keeps access logs as long as the audit records and lets only the logging service write them', () => {
     expect(resources[accessLogBucket]?.Properties.LifecycleConfiguration.Rules).toContainEqual(
       expect.objectContaining({ Id: 'expire-access-logs', ExpirationInDays: 731 }),
@@ -443,7 +468,9 @@ describe('functions', () => {
           ? ['ARCHIVE_MAX_EXPANDED_BYTES']
           : step === 'BuildPackage'
             ? ['PACKAGE_SETTINGS', 'TIME_ZONE']
-            : [];
+            : step === 'VerifyErasure'
+              ? ['ERASURE_ARCHIVE_KEEP_DAYS']
+              : [];
       // The steps that give an export slot back hand it to a waiting request.
       const waiters = STEP_GATE[step as StepName].wakes ? ['EXPORT_WAITERS_INDEX'] : [];
       expect(Object.keys(fn.Environment.Variables).sort()).toEqual(

@@ -217,6 +217,8 @@ export const ledgerItemSchema = z.object({
   export_waited_seconds: z.number().int().nonnegative().default(0),
   export_started_at: z.string().optional(),
   archive: archiveFacts.optional(),
+  /** When an erasure request's archive was deleted, once the erasure was verified (the facts stay). */
+  archive_deleted_at: z.string().optional(),
   subject_package: subjectPackageFacts.optional(),
   erasure: z
     .object({
