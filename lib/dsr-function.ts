@@ -40,6 +40,8 @@ export interface DsrFunctionProps {
   readonly logRetention?: logs.RetentionDays;
   /** Encrypts the function's log group; the key must let CloudWatch Logs use it. @default AWS-owned key */
   readonly logKey?: kms.IKey;
+  /** Constants esbuild replaces in the bundle (name -> JS expression), for settings too large for the environment. @default none */
+  readonly define?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -136,6 +138,7 @@ export class DsrFunction extends Construct {
         target: 'node24',
         mainFields: ['module', 'main'],
         banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
+        ...(props.define === undefined ? {} : { define: { ...props.define } }),
       },
     });
     acknowledge(

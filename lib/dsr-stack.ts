@@ -26,7 +26,7 @@ import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct, IConstruct } from 'constructs';
-import { PACKAGE_SETTINGS_ENV } from '../lambdas/build-package/settings.ts';
+import { PACKAGE_SETTINGS_DEFINE, PACKAGE_SETTINGS_METADATA } from '../lambdas/build-package/settings.ts';
 import { DEADLINE_METRICS } from '../lambdas/deadline-sweep/deadline-sweep.ts';
 import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
@@ -60,6 +60,7 @@ import {
   packageSettings,
   parseStackConfig,
   placeholderKeys,
+  placeholderNoticeItems,
   retentionDaysForMonths,
   type StackConfig,
   StackConfigError,
@@ -459,6 +460,7 @@ export class DsrStack extends Stack {
       const archives = step === 'ArchiveExport';
       // Reads every activity page (with retries), and sorts the subject's comments on local disk.
       const packages = step === 'BuildPackage';
+      const settings = packages ? JSON.stringify(packageSettings(config)) : undefined;
       const fn = new DsrFunction(this, step, {
         ...defaults,
         entry: `${lambdasDir}${dir}/handler.ts`,
@@ -472,7 +474,17 @@ export class DsrStack extends Stack {
         timeout: stepTimeout(step),
         memorySize: archives || packages ? 1024 : 512,
         ...(packages ? { ephemeralStorageSize: PACKAGE_SCRATCH_SIZE } : {}),
+        // The notice texts (up to 13 x 2,000 characters) are bundled into the code: Lambda allows
+        // 4 KB of environment in all.
+        ...(settings === undefined
+          ? {}
+          : { define: { [PACKAGE_SETTINGS_DEFINE]: JSON.stringify(settings) } }),
       });
+      // The same JSON in the template, where local mode and the tests read it.
+      const resource = fn.function.node.defaultChild;
+      if (settings !== undefined && resource instanceof lambda.CfnFunction) {
+        resource.addMetadata(PACKAGE_SETTINGS_METADATA, settings);
+      }
       fn.bindLedger(this.ledger, 'steps')
         .bindPlatformGate(this.platformGate, STEP_GATE[step])
         .bindAuditBucket(this.auditBucket)
@@ -485,7 +497,6 @@ export class DsrStack extends Stack {
         fn.bindEnvironment('ERASURE_ARCHIVE_KEEP_DAYS', '0');
       } else if (step === 'BuildPackage') {
         fn.bindArchiveBucket(this.archiveBucket, 'package');
-        fn.bindEnvironment(PACKAGE_SETTINGS_ENV, JSON.stringify(packageSettings(config)));
         fn.bindEnvironment('TIME_ZONE', config.timeZone);
       }
       // The shared step environment names the archive bucket for every step; only ArchiveExport
@@ -880,7 +891,13 @@ export class DsrStack extends Stack {
     const keys = placeholderKeys(config);
     if (keys.length === 0) return;
     const message =
-      `svc-dsr is not configured for deployment: ${keys.join(', ')} still hold placeholder values. ` +
+      `svc-dsr is not configured for deployment: ${keys
+        .map((key) =>
+          key === 'accessNotice'
+            ? `accessNotice (${placeholderNoticeItems(config.accessNotice).join(', ')})`
+            : key,
+        )
+        .join(', ')} still hold placeholder values. ` +
       `Fix: set them under context "${CONFIG_CONTEXT_KEY}" in cdk.json (docs/deploy.md lists every key), then deploy again.`;
     Annotations.of(this).addWarningV2('svc-dsr:placeholder-config', message);
     new CfnRule(this, 'RequireDeploymentConfig', {

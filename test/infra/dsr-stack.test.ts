@@ -3,11 +3,13 @@ import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { ENDED_INDEX, LEGACY_STATUS_DUE_INDEX, OPEN_DUE_INDEX, OPEN_INDEX_ATTRIBUTES } from '#shared/ledger';
+import { PACKAGE_SETTINGS_METADATA } from '../../lambdas/build-package/settings.ts';
 import { DEADLINE_METRICS } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { WAITERS_INDEX } from '../../lambdas/shared/export-waiters.ts';
 import { GATE_KEY } from '../../lambdas/shared/platform-gate.ts';
 import { SECRETS } from '../../lambdas/shared/secrets.ts';
 import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../../lambdas/steps.ts';
+import { packageSettings, parseStackConfig } from '../../lib/config.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
 import { stackOutputsSchema } from '../../lib/stack-outputs.ts';
 import { type CfnObject, productionConfig } from './fixtures.ts';
@@ -460,14 +462,14 @@ describe('functions', () => {
       const tokens = STEP_TOKENS[fn.Environment.Variables.DSR_STEP as StepName].map(
         (token) => SECRETS[token].env,
       );
-      // ArchiveExport alone is told its expansion cap; the package step alone who answers, the
-      // Art. 15(1) texts and the time zone.
+      // ArchiveExport alone is told its expansion cap; the package step alone the time zone (who
+      // answers and the notice texts are bundled into its code).
       const step = fn.Environment.Variables.DSR_STEP;
       const own =
         step === 'ArchiveExport'
           ? ['ARCHIVE_MAX_EXPANDED_BYTES']
           : step === 'BuildPackage'
-            ? ['PACKAGE_SETTINGS', 'TIME_ZONE']
+            ? ['TIME_ZONE']
             : step === 'VerifyErasure'
               ? ['ERASURE_ARCHIVE_KEEP_DAYS']
               : [];
@@ -477,6 +479,16 @@ describe('functions', () => {
         [...stepEnv, ...tokens, ...own, ...waiters].sort(),
       );
     }
+  });
+
+  it("keeps the package settings, every law's texts, on BuildPackage alone as template metadata", () => {
+    const withSettings = Object.values(template.findResources('AWS::Lambda::Function')).filter(
+      (fn) => fn.Metadata?.[PACKAGE_SETTINGS_METADATA] !== undefined,
+    );
+    expect(withSettings.map((fn) => fn.Properties.Environment.Variables.DSR_STEP)).toEqual(['BuildPackage']);
+    const settings = JSON.parse(withSettings[0]?.Metadata[PACKAGE_SETTINGS_METADATA]);
+    expect(settings).toEqual(packageSettings(parseStackConfig(productionConfig)));
+    expect(Object.keys(settings.information)).toEqual(['gdpr', 'ccpa']);
   });
 
   it('passes the archive expansion cap to ArchiveExport alone', () => {
