@@ -177,7 +177,9 @@ describe('renderIndexHtml', () => {
     const data = normalisePackage(input);
     const html = renderIndexHtml(data);
     // Assess: the four categories under their headings, in the order of §1798.110(a).
-    const headings = [...html.matchAll(/<h3>([^<]*§1798\.110[^<]*|[^<]*\(§1798[^<]*)<\/h3>/g)].map((m) => m[1]);
+    const headings = [...html.matchAll(/<h3>([^<]*§1798\.110[^<]*|[^<]*\(§1798[^<]*)<\/h3>/g)].map(
+      (m) => m[1],
+    );
     expect(headings).toEqual([
       'The categories of personal information we collected about you (Cal. Civ. Code §1798.110(a)(1))',
       'The categories of sources we collected it from (§1798.110(a)(2))',

@@ -34,7 +34,9 @@ describe('the bundled package settings', () => {
   it('are the stack config texts, at their full length, once esbuild bundles the module with the define', async () => {
     // Prepare: every text at 2,000 characters, 13 of them: far past what a 4 KB environment holds.
     const long = (notice: Record<string, string>) =>
-      Object.fromEntries(Object.entries(notice).map(([key]) => [key, `${key}: ${'é'.repeat(2000 - key.length - 2)}`]));
+      Object.fromEntries(
+        Object.entries(notice).map(([key]) => [key, `${key}: ${'é'.repeat(2000 - key.length - 2)}`]),
+      );
     const config = parseStackConfig({
       ...productionConfig,
       accessNotice: {
