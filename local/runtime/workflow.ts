@@ -362,6 +362,7 @@ function stepEnvironment(
 ) {
   const packageSettings = packageSettingsOf(template);
   const erasureArchiveKeepDays = stepVariableOf(template, 'VerifyErasure', 'ERASURE_ARCHIVE_KEEP_DAYS');
+  const timeZone = stepVariableOf(template, 'BuildPackage', 'TIME_ZONE');
   return stepEnvSchema.parse({
     TABLE_NAME: LOCAL_NAMES.table,
     GATE_TABLE_NAME: LOCAL_NAMES.gateTable,
@@ -375,6 +376,7 @@ function stepEnvironment(
     DOWNLOAD_INSECURE_HOSTS: new URL(platform.url).host,
     ...(packageSettings === undefined ? {} : { PACKAGE_SETTINGS: packageSettings }),
     ...(erasureArchiveKeepDays === undefined ? {} : { ERASURE_ARCHIVE_KEEP_DAYS: erasureArchiveKeepDays }),
+    ...(timeZone === undefined ? {} : { TIME_ZONE: timeZone }),
     ...overrides,
   });
 }
