@@ -223,7 +223,8 @@ export class DsrFunction extends Construct {
       access === 'read'
         ? ['s3:GetObject']
         : access === 'remove'
-          ? ['s3:DeleteObject', 's3:DeleteObjectVersion']
+          ? // Every version by its id, in the versioned archive bucket: never a plain delete marker.
+            ['s3:DeleteObjectVersion']
           : access === 'package'
             ? [
                 // The archive (its recorded version where the bucket keeps versions), re-hashed as it is read.

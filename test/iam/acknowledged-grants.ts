@@ -166,13 +166,6 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
     reason:
       'finds and removes every version of the package it built when it finds the request cancelled meanwhile',
   })),
-  {
-    role: 'VerifyErasure',
-    action: 's3:DeleteObjectVersion',
-    resource: /archivebucket.*\/exports\/\*$/,
-    reason:
-      "deletes every version of an erasure request's archive once the erasure is verified; the proof's local S3 keeps no versions, so it deletes the object with s3:DeleteObject",
-  },
   ...['s3:DeleteObject', 's3:DeleteObjectVersion'].map((action) => ({
     role: 'CLI',
     action,

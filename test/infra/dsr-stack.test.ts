@@ -360,9 +360,9 @@ describe('buckets', () => {
 
   it("lets VerifyErasure delete an erasure's archive by default, and not when the stack keeps it, which the lifecycle then expires", () => {
     const deletes = (statements: CfnObject[]) =>
-      statements.filter((statement) => actionsOf(statement).includes('s3:DeleteObject'));
+      statements.filter((statement) => actionsOf(statement).some((action) => action.startsWith('s3:Delete')));
     expect(deletes(statementsOf('VerifyErasure'))).toEqual([
-      expect.objectContaining({ Action: ['s3:DeleteObject', 's3:DeleteObjectVersion'] }),
+      expect.objectContaining({ Action: 's3:DeleteObjectVersion' }),
     ]);
     const kept = synth({ ...productionConfig, erasureArchiveKeepDays: 7 }).toJSON().Resources as Record<
       string,
