@@ -487,7 +487,9 @@ export class Ledger {
         minimised += 1;
       } catch (error) {
         if (!(error instanceof LedgerRuleError)) throw error;
-        skipped += 1;
+        // A failed request minimised, then denied or cancelled, ended again: it has nothing left
+        // for this pass, so it leaves the index instead of being skipped on every pass.
+        if (!(await this.#leaveEndedIndexIfMinimised(item.request_id))) skipped += 1;
       }
     }
     // Failed requests stay in the open index (still owed an answer), not the ended one: each is
@@ -504,6 +506,28 @@ export class Ledger {
       }
     }
     return { minimised, skipped };
+  }
+
+  /** Removes `ended_shard` from a minimised item; answers whether it was one. */
+  async #leaveEndedIndexIfMinimised(requestId: string): Promise<boolean> {
+    try {
+      await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: keyOf(requestId),
+          UpdateExpression: 'REMOVE #ended_shard',
+          ConditionExpression: 'attribute_exists(#minimised_at)',
+          ExpressionAttributeNames: {
+            '#ended_shard': ENDED_SHARD_ATTRIBUTE,
+            '#minimised_at': 'minimised_at',
+          },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionalFailure(error)) return false;
+      throw error;
+    }
   }
 
   /** The failed requests not yet minimised whose retention since the failure has passed. */

@@ -642,6 +642,28 @@ describe('Ledger.minimiseDue', () => {
     ).rejects.toBeInstanceOf(LedgerRuleError);
   });
 
+  it('takes a minimised failed request that was then denied out of the ended index, without counting it skipped', async () => {
+    // Prepare: failed, minimised after its retention, then denied by an operator (ending it again).
+    const failed = request();
+    await ledger.createReceived(failed, 'fp', computeDeadlines('gdpr', new Date(failed.received_at)));
+    await ledger.update(failed.request_id, { status: 'failed' }, ['received']);
+    const later = new Ledger(cached, 'ledger-minimise', () => new Date('2028-11-05T00:00:00Z'));
+    await later.minimiseDue({ hmacKey: async () => KEY, afterDays: 730 });
+    await later.deny(failed.request_id, { code: 'other', reason: 'not answered in time' });
+    expect((await ledger.require(failed.request_id)).minimised_at).toBeDefined();
+    const pass = new Ledger(cached, 'ledger-minimise', () => new Date('2030-12-01T00:00:00Z'));
+    // Act
+    const first = await pass.minimiseDue({ hmacKey: async () => KEY, afterDays: 730 });
+    const second = await pass.minimiseDue({ hmacKey: async () => KEY, afterDays: 730 });
+    // Assess
+    expect(first.skipped).toBe(0);
+    expect(second).toEqual({ minimised: 0, skipped: 0 });
+    const stored = await cached.send(
+      new GetCommand({ TableName: 'ledger-minimise', Key: { request_id: failed.request_id } }),
+    );
+    expect(stored.Item?.ended_shard).toBeUndefined();
+  });
+
   it('starts the retention of a failure again when a retried request fails again', async () => {
     // Prepare
     const failed = request();
