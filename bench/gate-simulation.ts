@@ -338,6 +338,7 @@ async function run(
     audit: { append: unused },
     platform: {
       retrieveUser: unused,
+      updateUser: unused,
       deleteUser: unused,
       startExport: unused,
       exportStatus: unused,

@@ -49,7 +49,7 @@ const head = {
   account: null,
   activity,
   controller: { name: PACKAGE_PLACEHOLDERS.controllerName, contact: PACKAGE_PLACEHOLDERS.controllerContact },
-  information: PACKAGE_PLACEHOLDERS.information,
+  information: { gdpr: PACKAGE_PLACEHOLDERS.information.gdpr },
   language: 'en',
   timeZone: 'UTC',
   request: {

@@ -50,7 +50,7 @@ async function measure(
         files: parseExportFiles(raw),
         platformFiles: describePlatformFiles(raw),
         activity,
-        information: PACKAGE_PLACEHOLDERS.information,
+        information: { gdpr: PACKAGE_PLACEHOLDERS.information.gdpr },
       }),
     );
     zip = await buildPackageZip(data, raw);

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import {
   PACKAGE_PLACEHOLDERS,
-  PACKAGE_SETTINGS_MAX_BYTES,
   type PackageSettings,
   packageLanguageSchema,
   packageSettingsSchema,
@@ -89,9 +88,12 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   platformMaxOpenExports:
     "a whole number from 1 to 2000: exports open on the platform at once, at most the platform's own cap",
   accessArchiveRetentionDays: 'a whole number of days from 1 to 3650',
-  erasureArchiveRetentionDays: 'a whole number of days from 1 to 3650',
+  erasureArchiveRetentionDays:
+    'a whole number of days from 1 to 3650: how long the archive of an erasure request lives at most when erasureArchiveKeepDays is 0 (an erasure never verified, e.g. failed and awaiting a retry)',
+  erasureArchiveKeepDays:
+    "a whole number of days from 0 to 3650 (default 0): 0 deletes an erasure request's archive (every version) as soon as the erasure is verified; more keeps it, and the archive bucket expires it that many days after it was stored",
   auditRetentionMonths: `a whole number of months from ${MINIMUM_RETENTION_MONTHS} (CCPA record keeping) to ${MAX_AUDIT_RETENTION_MONTHS}`,
-  ledgerMinimiseAfterDays: `a whole number of days from 1 to 3650 (default ${DEFAULTS.ledgerMinimiseAfterDays}, the CCPA §7101 24 months): how long after a request ends the ledger keeps who it names before replacing them with keyed hashes`,
+  ledgerMinimiseAfterDays: `a whole number of days from 1 to 3650 (default ${DEFAULTS.ledgerMinimiseAfterDays}, the CCPA §7101 24 months): how long after a request ends or fails the ledger keeps who it names before replacing them with keyed hashes`,
   alarmEmail: 'an e-mail address for alarm notifications, or leave it out',
   ledgerLegacyStatusIndex:
     'true only while migrating a ledger created before the open index (docs/deploy.md), otherwise false or left out',
@@ -116,7 +118,7 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   packageLanguage:
     'the BCP 47 language of subject packages, e.g. "en" or "en-GB" (default "en"); strings exist for: en',
   accessNotice:
-    'the Art. 15(1) GDPR texts every subject package states, {"purposes", "categories", "recipients", "retention", "rights", "complaint", "source", "automatedDecisions"}: each 1-250 characters (link to your privacy notice for more)',
+    'the notice texts a subject package states, by the law of the request: {"gdpr": {"purposes", "categories", "recipients", "retention", "rights", "complaint", "source", "automatedDecisions", "transfers"} (Art. 15(1)(a)-(h) and 15(2)), "ccpa": {"categories", "sources", "purposes", "thirdParties"} (§1798.110(a)(1)-(4))}: each 1-2000 characters',
 };
 
 const httpsUrl = z.url({ protocol: /^https$/, error: 'expected an https URL' });
@@ -180,6 +182,8 @@ const baseSchema = z.strictObject({
   platformMaxOpenExports: wholeNumber(1, 2_000).default(DEFAULTS.platformMaxOpenExports),
   accessArchiveRetentionDays: wholeNumber(1, 3650).default(90),
   erasureArchiveRetentionDays: wholeNumber(1, 3650).default(30),
+  /** Days an erasure request's archive is kept once the erasure is verified; 0 deletes it then. */
+  erasureArchiveKeepDays: wholeNumber(0, 3650).default(0),
   auditRetentionMonths: wholeNumber(MINIMUM_RETENTION_MONTHS, MAX_AUDIT_RETENTION_MONTHS).default(
     MINIMUM_RETENTION_MONTHS,
   ),
@@ -261,14 +265,6 @@ export const stackConfigSchema = baseSchema.superRefine((config, context) => {
       message: `must be longer than retryHorizonHours (${config.retryHorizonHours} h): the deadline margin, so that a request an outage fails after the horizon still has time before its deadline`,
     });
   }
-  const settingsBytes = Buffer.byteLength(JSON.stringify(packageSettings(config)));
-  if (settingsBytes > PACKAGE_SETTINGS_MAX_BYTES) {
-    context.addIssue({
-      code: 'custom',
-      path: ['accessNotice'],
-      message: `controllerName, controllerContact and accessNotice take ${settingsBytes} bytes together, above the ${PACKAGE_SETTINGS_MAX_BYTES} that fit in the package step's environment (Lambda allows 4 KB in all); shorten them and link to your privacy notice`,
-    });
-  }
   const namedProduction = (PRODUCTION_STAGE_NAMES as readonly string[]).includes(config.stage);
   if (namedProduction && config.production === false) {
     context.addIssue({
@@ -327,13 +323,24 @@ export function placeholderKeys(config: StackConfig): ConfigKey[] {
     keys.push('downloadAllowedHosts');
   if (config.controllerName === PACKAGE_PLACEHOLDERS.controllerName) keys.push('controllerName');
   if (config.controllerContact === PACKAGE_PLACEHOLDERS.controllerContact) keys.push('controllerContact');
-  const notice = PACKAGE_PLACEHOLDERS.information;
-  if (Object.entries(config.accessNotice).some(([key, text]) => notice[key as keyof typeof notice] === text))
-    keys.push('accessNotice');
+  if (placeholderNoticeItems(config.accessNotice).length > 0) keys.push('accessNotice');
   return keys;
 }
 
-/** What the package step is told: who answers, in which language, and the Art. 15(1) texts. */
+/** The notice items still on their placeholder text, as `gdpr.transfers`, `ccpa.sources`... */
+export function placeholderNoticeItems(notice: StackConfig['accessNotice']): string[] {
+  const placeholders = PACKAGE_PLACEHOLDERS.information;
+  return [
+    ...Object.entries(notice.gdpr)
+      .filter(([key, text]) => Object.entries(placeholders.gdpr).some(([k, p]) => k === key && p === text))
+      .map(([key]) => `gdpr.${key}`),
+    ...Object.entries(notice.ccpa)
+      .filter(([key, text]) => Object.entries(placeholders.ccpa).some(([k, p]) => k === key && p === text))
+      .map(([key]) => `ccpa.${key}`),
+  ];
+}
+
+/** What the package step is told: who answers, in which language, and each law's notice texts. */
 export function packageSettings(
   config: Pick<StackConfig, 'controllerName' | 'controllerContact' | 'packageLanguage' | 'accessNotice'>,
 ): PackageSettings {

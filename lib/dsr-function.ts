@@ -40,6 +40,8 @@ export interface DsrFunctionProps {
   readonly logRetention?: logs.RetentionDays;
   /** Encrypts the function's log group; the key must let CloudWatch Logs use it. @default AWS-owned key */
   readonly logKey?: kms.IKey;
+  /** Constants esbuild replaces in the bundle (name -> JS expression), for settings too large for the environment. @default none */
+  readonly define?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -64,9 +66,10 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
 /** What a function may do with archive objects. */
 /**
  * read: get objects; write: copy exports in (ArchiveExport); package: read the archive's recorded
- * version and put the subject package beside it (BuildPackage).
+ * version and put the subject package beside it (BuildPackage); remove: delete an archive with every
+ * version (VerifyErasure, once the erasure is verified).
  */
-export type ArchiveAccess = 'read' | 'write' | 'package';
+export type ArchiveAccess = 'read' | 'write' | 'package' | 'remove';
 
 /**
  * A Lambda function with the house defaults: Node.js on arm64, its own role with no managed
@@ -134,6 +137,7 @@ export class DsrFunction extends Construct {
         target: 'node24',
         mainFields: ['module', 'main'],
         banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
+        ...(props.define === undefined ? {} : { define: { ...props.define } }),
       },
     });
     acknowledge(
@@ -217,30 +221,33 @@ export class DsrFunction extends Construct {
     this.#allow(
       access === 'read'
         ? ['s3:GetObject']
-        : access === 'package'
-          ? [
-              // The archive (its recorded version where the bucket keeps versions), re-hashed as it is read.
-              's3:GetObject',
-              's3:GetObjectVersion',
-              // The package is uploaded in parts as it is written; a failed upload is aborted.
-              's3:PutObject',
-              's3:PutObjectTagging',
-              's3:AbortMultipartUpload',
-              // A package built for a request cancelled meanwhile is deleted with every version.
-              's3:DeleteObject',
-              's3:DeleteObjectVersion',
-            ]
-          : [
-              's3:PutObject',
-              's3:PutObjectTagging',
-              's3:AbortMultipartUpload',
-              's3:GetObject',
-              // The copy is proven with a HEAD of the version it created.
-              's3:GetObjectVersion',
-              's3:DeleteObject',
-              // A copy made for a request cancelled meanwhile is deleted with every version.
-              's3:DeleteObjectVersion',
-            ],
+        : access === 'remove'
+          ? // Every version by its id, in the versioned archive bucket: never a plain delete marker.
+            ['s3:DeleteObjectVersion']
+          : access === 'package'
+            ? [
+                // The archive (its recorded version where the bucket keeps versions), re-hashed as it is read.
+                's3:GetObject',
+                's3:GetObjectVersion',
+                // The package is uploaded in parts as it is written; a failed upload is aborted.
+                's3:PutObject',
+                's3:PutObjectTagging',
+                's3:AbortMultipartUpload',
+                // A package built for a request cancelled meanwhile is deleted with every version.
+                's3:DeleteObject',
+                's3:DeleteObjectVersion',
+              ]
+            : [
+                's3:PutObject',
+                's3:PutObjectTagging',
+                's3:AbortMultipartUpload',
+                's3:GetObject',
+                // The copy is proven with a HEAD of the version it created.
+                's3:GetObjectVersion',
+                's3:DeleteObject',
+                // A copy made for a request cancelled meanwhile is deleted with every version.
+                's3:DeleteObjectVersion',
+              ],
       [objects],
     );
     // Without ListBucket a missing object answers 403 instead of 404, and verification could not
@@ -249,11 +256,14 @@ export class DsrFunction extends Construct {
     this.#allow(access === 'read' ? ['s3:ListBucket'] : ['s3:ListBucket', 's3:ListBucketVersions'], [
       bucket.bucketArn,
     ]);
-    this.#allowKey(
-      bucket.encryptionKey,
-      access === 'read' ? ['kms:Decrypt'] : ['kms:Decrypt', 'kms:GenerateDataKey'],
-      's3',
-    );
+    // Deleting reads and writes no object data, so needs no key.
+    if (access !== 'remove') {
+      this.#allowKey(
+        bucket.encryptionKey,
+        access === 'read' ? ['kms:Decrypt'] : ['kms:Decrypt', 'kms:GenerateDataKey'],
+        's3',
+      );
+    }
     acknowledge(
       this.policy,
       'AwsSolutions-IAM5',

@@ -26,7 +26,7 @@ import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct, IConstruct } from 'constructs';
-import { PACKAGE_SETTINGS_ENV } from '../lambdas/build-package/settings.ts';
+import { PACKAGE_SETTINGS_DEFINE, PACKAGE_SETTINGS_METADATA } from '../lambdas/build-package/settings.ts';
 import { DEADLINE_METRICS } from '../lambdas/deadline-sweep/deadline-sweep.ts';
 import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
@@ -61,6 +61,7 @@ import {
   packageSettings,
   parseStackConfig,
   placeholderKeys,
+  placeholderNoticeItems,
   retentionDaysForMonths,
   type StackConfig,
   StackConfigError,
@@ -364,6 +365,7 @@ export class DsrStack extends Stack {
     const longestArchiveDays = Math.max(
       config.accessArchiveRetentionDays,
       config.erasureArchiveRetentionDays,
+      config.erasureArchiveKeepDays,
     );
     const archive = new s3.Bucket(this, 'ArchiveBucket', {
       ...bucketDefaults,
@@ -377,7 +379,13 @@ export class DsrStack extends Stack {
         {
           id: 'expire-erasure-archives',
           tagFilters: { [REQUEST_TYPE_TAG]: 'erasure' },
-          expiration: Duration.days(config.erasureArchiveRetentionDays),
+          // Kept on purpose, from when it was stored; otherwise VerifyErasure deletes it, and this
+          // bounds only an archive whose erasure was never verified.
+          expiration: Duration.days(
+            config.erasureArchiveKeepDays > 0
+              ? config.erasureArchiveKeepDays
+              : config.erasureArchiveRetentionDays,
+          ),
         },
         {
           // An archive without its type tag still never outlives the longest configured retention.
@@ -453,6 +461,7 @@ export class DsrStack extends Stack {
       const archives = step === 'ArchiveExport';
       // Reads every activity page (with retries), and sorts the subject's comments on local disk.
       const packages = step === 'BuildPackage';
+      const settings = packages ? JSON.stringify(packageSettings(config)) : undefined;
       const fn = new DsrFunction(this, step, {
         ...defaults,
         entry: `${lambdasDir}${dir}/handler.ts`,
@@ -466,7 +475,17 @@ export class DsrStack extends Stack {
         timeout: stepTimeout(step),
         memorySize: archives || packages ? 1024 : 512,
         ...(packages ? { ephemeralStorageSize: PACKAGE_SCRATCH_SIZE } : {}),
+        // The notice texts (up to 13 x 2,000 characters) are bundled into the code: Lambda allows
+        // 4 KB of environment in all.
+        ...(settings === undefined
+          ? {}
+          : { define: { [PACKAGE_SETTINGS_DEFINE]: JSON.stringify(settings) } }),
       });
+      // The same JSON in the template, where local mode and the tests read it.
+      const resource = fn.function.node.defaultChild;
+      if (settings !== undefined && resource instanceof lambda.CfnFunction) {
+        resource.addMetadata(PACKAGE_SETTINGS_METADATA, settings);
+      }
       fn.bindLedger(this.ledger, 'steps')
         .bindPlatformGate(this.platformGate, STEP_GATE[step])
         .bindAuditBucket(this.auditBucket)
@@ -474,9 +493,11 @@ export class DsrStack extends Stack {
       for (const token of STEP_TOKENS[step]) fn.bindSecret(token, this.secrets[token], secretKey);
       if (STEP_GATE[step].wakes) fn.bindExportWaiters(this.platformGate);
       if (archives) fn.bindArchiveBucket(this.archiveBucket, 'write');
-      else if (step === 'BuildPackage') {
+      else if (step === 'VerifyErasure' && config.erasureArchiveKeepDays === 0) {
+        fn.bindArchiveBucket(this.archiveBucket, 'remove');
+        fn.bindEnvironment('ERASURE_ARCHIVE_KEEP_DAYS', '0');
+      } else if (step === 'BuildPackage') {
         fn.bindArchiveBucket(this.archiveBucket, 'package');
-        fn.bindEnvironment(PACKAGE_SETTINGS_ENV, JSON.stringify(packageSettings(config)));
         fn.bindEnvironment('TIME_ZONE', config.timeZone);
       }
       // The shared step environment names the archive bucket for every step; only ArchiveExport
@@ -737,7 +758,11 @@ export class DsrStack extends Stack {
       Region: this.region,
       TimeZone: config.timeZone,
       AccessArchiveRetentionDays: String(config.accessArchiveRetentionDays),
-      ErasureArchiveRetentionDays: String(config.erasureArchiveRetentionDays),
+      ErasureArchiveRetentionDays: String(
+        config.erasureArchiveKeepDays > 0
+          ? config.erasureArchiveKeepDays
+          : config.erasureArchiveRetentionDays,
+      ),
       EventBusArn: this.eventBus.eventBusArn,
     };
     for (const [name, value] of Object.entries(outputs)) new CfnOutput(this, name, { value });
@@ -869,7 +894,13 @@ export class DsrStack extends Stack {
     const keys = placeholderKeys(config);
     if (keys.length === 0) return;
     const message =
-      `svc-dsr is not configured for deployment: ${keys.join(', ')} still hold placeholder values. ` +
+      `svc-dsr is not configured for deployment: ${keys
+        .map((key) =>
+          key === 'accessNotice'
+            ? `accessNotice (${placeholderNoticeItems(config.accessNotice).join(', ')})`
+            : key,
+        )
+        .join(', ')} still hold placeholder values. ` +
       `Fix: set them under context "${CONFIG_CONTEXT_KEY}" in cdk.json (docs/deploy.md lists every key), then deploy again.`;
     Annotations.of(this).addWarningV2('svc-dsr:placeholder-config', message);
     new CfnRule(this, 'RequireDeploymentConfig', {

@@ -69,6 +69,12 @@ export interface LocalModeOptions {
   readonly command?: string;
   /** The data dir's lock, when the caller already holds it (`npm start` takes it before emptying the dir). @default taken here */
   readonly lock?: DataDirLock;
+  /**
+   * The stack configuration, as cdk.json holds it under `context["svc-dsr"]`: the stack is
+   * synthesized with it, so the verification gate, the package texts, the sweep and every other
+   * setting run here as deployed. @default none (the defaults and placeholders)
+   */
+  readonly stackConfig?: unknown;
 }
 
 /** The reconciler's caller name, as its Lambda's in the IAM proof. */
@@ -150,7 +156,7 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
 async function startLocalModeLocked(options: LocalModeOptions, dataDir: string): Promise<LocalMode> {
   await mkdir(dataDir, { recursive: true });
   // The stack is synthesized on a thread of its own while the services start (see template-thread.ts).
-  const synthesized = synthesizeTemplateOnThread();
+  const synthesized = synthesizeTemplateOnThread(options.stackConfig ?? {});
   // The emulator and the stand-ins get a thread of their own: everything below talks to them over HTTP.
   const {
     emulator,

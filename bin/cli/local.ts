@@ -18,6 +18,7 @@ import { requestLines } from './commands/submit.ts';
 import { untilStopped } from './emulator.ts';
 import { CliError, EXIT, parseOption, readRequestsText, shellWord } from './io.ts';
 import { formatSeconds, startProgress } from './progress.ts';
+import { localStackConfig } from './stack-config.ts';
 
 export interface LocalFlags {
   dataDir: string;
@@ -29,6 +30,7 @@ export interface LocalFlags {
   serve?: boolean;
   waitMs: string;
   timeZone?: string;
+  config?: string;
 }
 
 /** The `--json` summary of a run (the contract scripts rely on). */
@@ -194,6 +196,11 @@ export async function runLocal(
   };
   // Loaded on use: it synthesizes the stack, which every other command can do without.
   const { startLocalMode } = await import('#local/local-mode');
+  const stack = await localStackConfig(flags.config);
+  // Which settings ran is part of what a run shows, --json or not (stdout stays the summary).
+  people(
+    `svc-dsr local: stack configuration ${stack.config === undefined ? 'defaults (no cdk.json context "svc-dsr")' : `from ${stack.source}`}\n`,
+  );
   // Calls outside a function's scope are local mode's own set-up, which CloudFormation does in AWS.
   setDefaultCaller(CALLERS.localRuntime);
   const mode = await ownDataDir(() =>
@@ -206,6 +213,7 @@ export async function runLocal(
       ...(platformState ? { platformState } : {}),
       ...(faults ? { faults } : {}),
       ...(awsFaults ? { awsFaults } : {}),
+      ...(stack.config === undefined ? {} : { stackConfig: stack.config }),
     }),
   );
   try {
@@ -361,6 +369,12 @@ export function registerLocalCommand(program: Command): void {
     .option('--json', 'print the run summary as JSON')
     .option('--serve', 'keep running so other commands reach it with --target local')
     .option('--wait-ms <ms>', 'how long each Wait state lasts locally', '10')
+    .addOption(
+      new Option(
+        '--config <file>',
+        'the stack configuration to run with: a cdk.json (its context "svc-dsr") or a JSON file of the settings object; default: cdk.json in the working directory, as cdk synth reads it',
+      ).env('SVC_DSR_CONFIG'),
+    )
     .option(
       '--time-zone <zone>',
       "the controller's IANA time zone deadlines are counted in, as the stack's timeZone (default UTC)",

@@ -160,7 +160,9 @@ export async function buildSubjectPackage(
       account: account.settings,
       activity: activity.context,
       controller: { name: settings.controllerName, contact: settings.controllerContact },
-      information: settings.information,
+      // The subject's own law only: a CCPA consumer is told what §1798.110 says, in its words.
+      information:
+        regulation === 'ccpa' ? { ccpa: settings.information.ccpa } : { gdpr: settings.information.gdpr },
       language: settings.language,
       timeZone: settings.timeZone,
       request: {

@@ -4,13 +4,13 @@ import type {
   ConversationDetails,
   PackageComment,
   PackageConversation,
+  PackageInformation,
   PackageProfile,
   PackageVote,
   PlatformFile,
   SubjectPackageData,
 } from './package-schema.ts';
 import type { PackageHead } from './render.ts';
-import type { InformationKey } from './strings.ts';
 
 export type { ConversationDetails, PlatformFile, SubjectPackageData } from './package-schema.ts';
 
@@ -36,7 +36,7 @@ export interface NormaliseInput {
   readonly platformFiles: readonly PlatformFile[];
   readonly activity: ActivityContext;
   readonly controller: { readonly name: string; readonly contact: string };
-  readonly information: Readonly<Record<InformationKey, string>>;
+  readonly information: PackageInformation;
   readonly language: string;
   readonly timeZone: string;
   readonly request: SubjectPackageData['request'];
@@ -73,12 +73,15 @@ export function packageHead(input: HeadInput): PackageHead {
   const account = input.account ?? null;
   return {
     format: 'svc-dsr-subject-package',
-    format_version: 1,
+    format_version: 2,
     language: input.language,
     time_zone: input.timeZone,
     controller: { ...input.controller },
     request: { ...input.request },
-    information: { ...input.information },
+    information:
+      'gdpr' in input.information
+        ? { gdpr: { ...input.information.gdpr } }
+        : { ccpa: { ...input.information.ccpa } },
     profile: normaliseProfile(input.profile, account),
     roles: input.profile.roles.map(({ role, stage }) =>
       stage === undefined || stage === 'system'

@@ -15,7 +15,7 @@ export const detailsReasonSchema = z
     'Why the conversation details are missing: the activity call is not enabled for the account (not_enabled), the platform refused it (refused), it kept failing after retries (unavailable), its answer could not be read (invalid_response), or the platform id of the subject was not known (no_user)',
   );
 
-const informationSchema = z
+const gdprInformationSchema = z
   .strictObject({
     purposes: z.string().describe('Art. 15(1)(a): the purposes of the processing'),
     categories: z.string().describe('Art. 15(1)(b): the categories of personal data concerned'),
@@ -29,8 +29,34 @@ const informationSchema = z
     automatedDecisions: z
       .string()
       .describe('Art. 15(1)(h): automated decision-making, including profiling, its logic and consequences'),
+    transfers: z
+      .string()
+      .describe(
+        'Art. 15(2): transfers to a third country or an international organisation, and their Art. 46 safeguards',
+      ),
   })
-  .describe('The information Art. 15(1) GDPR requires, as the controller wrote it in the stack config');
+  .describe(
+    'The information GDPR Art. 15(1) and 15(2) require, as the controller wrote it in the stack config',
+  );
+
+const ccpaInformationSchema = z
+  .strictObject({
+    categories: z.string().describe('§1798.110(a)(1): the categories of personal information collected'),
+    sources: z.string().describe('§1798.110(a)(2): the categories of sources it is collected from'),
+    purposes: z
+      .string()
+      .describe('§1798.110(a)(3): the business or commercial purpose for collecting, selling or sharing it'),
+    thirdParties: z.string().describe('§1798.110(a)(4): the categories of third parties it is disclosed to'),
+  })
+  .describe(
+    'The information Cal. Civ. Code §1798.110 requires, as the business wrote it in the stack config',
+  );
+
+/** The notice of the request's law: `gdpr` for a GDPR request, `ccpa` for a CCPA one, never both. */
+export const packageInformationSchema = z
+  .union([z.strictObject({ gdpr: gdprInformationSchema }), z.strictObject({ ccpa: ccpaInformationSchema })])
+  .describe("What the law of the request (request.regulation) says the subject is told, in that law's terms");
+export type PackageInformation = z.infer<typeof packageInformationSchema>;
 
 export const packageCommentSchema = z.strictObject({
   id: z.string().describe("The comment's id at the platform"),
@@ -72,7 +98,7 @@ export const platformFileSchema = z.strictObject({
 export const subjectPackageDataSchema = z
   .strictObject({
     format: z.literal('svc-dsr-subject-package'),
-    format_version: z.literal(1),
+    format_version: z.literal(2),
     language: z.string().describe('BCP 47 language tag of the page and its dates'),
     time_zone: z.string().describe('IANA time zone the page writes dates in'),
     controller: z.strictObject({
@@ -85,7 +111,7 @@ export const subjectPackageDataSchema = z
       received_at: instant('When the request was received'),
       answered_at: instant('When this package was built'),
     }),
-    information: informationSchema,
+    information: packageInformationSchema,
     profile: z.strictObject({
       platform_user_id: text("The subject's id at the platform"),
       user_name: text('Unique user name (shown with a leading @)'),

@@ -4,7 +4,8 @@ import type {
   PackageVote,
   SubjectPackageData,
 } from './package-schema.ts';
-import { type InformationKey, type PackageStrings, type ProfileField, stringsFor } from './strings.ts';
+import type { CcpaNotice, GdprNotice } from './settings.ts';
+import { type PackageStrings, type ProfileField, stringsFor } from './strings.ts';
 
 /** The package without its three lists: what the page says around them. */
 export type PackageHead = Omit<SubjectPackageData, 'conversations' | 'likes' | 'dislikes'>;
@@ -241,11 +242,18 @@ function renderWho({ data, strings, dates, out }: Page): void {
   );
 }
 
-/** The information Art. 15(1) requires. */
+/** What the request's law says the subject is told: GDPR Art. 15(1) and 15(2), or CCPA §1798.110. */
 function renderInformation({ data, strings, out }: Page): void {
-  for (const key of INFORMATION_ORDER) {
-    out.push(`<h3>${escapeHtml(strings.information[key])}</h3>`, paragraphs(data.information[key]));
+  const information = data.information;
+  let items: (readonly [string, string])[];
+  if ('gdpr' in information) {
+    const notice = information.gdpr;
+    items = GDPR_ORDER.map((key) => [strings.information.gdpr[key], notice[key]] as const);
+  } else {
+    const notice = information.ccpa;
+    items = CCPA_ORDER.map((key) => [strings.information.ccpa[key], notice[key]] as const);
   }
+  for (const [heading, text] of items) out.push(`<h3>${escapeHtml(heading)}</h3>`, paragraphs(text));
 }
 
 function renderProfile({ data, strings, out }: Page): void {
@@ -335,7 +343,8 @@ function renderFiles({ data, strings, out }: Page): void {
   out.push('</ul>');
 }
 
-const INFORMATION_ORDER: readonly InformationKey[] = [
+/** Art. 15(1)(a)-(h), then 15(2). */
+const GDPR_ORDER: readonly (keyof GdprNotice)[] = [
   'purposes',
   'categories',
   'recipients',
@@ -344,7 +353,11 @@ const INFORMATION_ORDER: readonly InformationKey[] = [
   'complaint',
   'source',
   'automatedDecisions',
+  'transfers',
 ];
+
+/** §1798.110(a)(1)-(4). */
+const CCPA_ORDER: readonly (keyof CcpaNotice)[] = ['categories', 'sources', 'purposes', 'thirdParties'];
 
 interface DateFormatters {
   readonly day: Intl.DateTimeFormat;

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { detailsReasonSchema } from './package-schema.ts';
+import type { CcpaNotice, GdprNotice } from './settings.ts';
 
 /**
  * Every word of the subject package (index.html, README.txt, the glossary) in one place, so a
@@ -24,7 +25,11 @@ export interface PackageStrings {
   readonly regulationLabel: string;
   readonly timeZoneNote: (timeZone: string) => string;
   readonly informationHeading: string;
-  readonly information: Readonly<Record<InformationKey, string>>;
+  /** The headings of each law's notice items, each naming the provision it answers. */
+  readonly information: {
+    readonly gdpr: Readonly<Record<keyof GdprNotice, string>>;
+    readonly ccpa: Readonly<Record<keyof CcpaNotice, string>>;
+  };
   readonly profileHeading: string;
   readonly profile: Readonly<Record<ProfileField, string>>;
   readonly yes: string;
@@ -78,16 +83,6 @@ export interface PackageStrings {
   readonly readme: (facts: ReadmeFacts) => string;
 }
 
-export type InformationKey =
-  | 'purposes'
-  | 'categories'
-  | 'recipients'
-  | 'retention'
-  | 'rights'
-  | 'complaint'
-  | 'source'
-  | 'automatedDecisions';
-
 export type ProfileField =
   | 'userName'
   | 'displayName'
@@ -132,14 +127,24 @@ const en: PackageStrings = {
   timeZoneNote: (timeZone) => `All dates and times are shown in the ${timeZone} time zone.`,
   informationHeading: 'How your data is used',
   information: {
-    purposes: 'Why we process your data',
-    categories: 'Which kinds of data we hold',
-    recipients: 'Who receives your data',
-    retention: 'How long we keep it',
-    rights: 'Your rights',
-    complaint: 'Your right to complain',
-    source: 'Where the data comes from',
-    automatedDecisions: 'Automated decisions and profiling',
+    gdpr: {
+      purposes: 'Why we process your data (GDPR Art. 15(1)(a))',
+      categories: 'Which kinds of data we hold (Art. 15(1)(b))',
+      recipients: 'Who receives your data (Art. 15(1)(c))',
+      retention: 'How long we keep it (Art. 15(1)(d))',
+      rights: 'Your rights (Art. 15(1)(e))',
+      complaint: 'Your right to complain (Art. 15(1)(f))',
+      source: 'Where the data comes from (Art. 15(1)(g))',
+      automatedDecisions: 'Automated decisions and profiling (Art. 15(1)(h))',
+      transfers: 'Transfers outside the EU and how they are safeguarded (Art. 15(2))',
+    },
+    ccpa: {
+      categories:
+        'The categories of personal information we collected about you (Cal. Civ. Code §1798.110(a)(1))',
+      sources: 'The categories of sources we collected it from (§1798.110(a)(2))',
+      purposes: 'Why we collect, sell or share it: the business or commercial purpose (§1798.110(a)(3))',
+      thirdParties: 'The categories of third parties we disclose it to (§1798.110(a)(4))',
+    },
   },
   profileHeading: 'Your profile',
   profile: {

@@ -156,9 +156,18 @@ function intakeRecord(
       verified_at: request.verification.verified_at,
       reference_sha256: request.reference === undefined ? null : factDigest(request.reference),
       time_zone: timeZone,
+      ...(request.channel === undefined ? {} : { channel: request.channel }),
       ...(overdue ? { overdue_at_intake: true } : {}),
     },
-    subject: { primaryKey: request.primary_key },
+    // Who verified and who submitted name people: the record keeps their keyed hashes, which the
+    // ledger's clear text (or its minimised hash) is checked against.
+    subject: {
+      primaryKey: request.primary_key,
+      verifiedBy: request.verification.verified_by,
+      ...(request.submitted_by === undefined || request.submitted_by === ''
+        ? {}
+        : { submittedBy: request.submitted_by }),
+    },
   };
   const problem = auditEventProblem(event);
   if (problem !== undefined) {

@@ -124,7 +124,12 @@ export const auditRecordSchema = z.strictObject({
     z.union([z.string(), z.number(), z.boolean(), z.null()]),
   ),
   subject_hashes: z
-    .strictObject({ primary_key: hmacDigest.optional(), svc_user_id: hmacDigest.optional() })
+    .strictObject({
+      primary_key: hmacDigest.optional(),
+      svc_user_id: hmacDigest.optional(),
+      verified_by: hmacDigest.optional(),
+      submitted_by: hmacDigest.optional(),
+    })
     .optional(),
   final: z.boolean(),
   prev_hash: sha256Digest.nullable(),
@@ -134,10 +139,16 @@ export const auditRecordSchema = z.strictObject({
 /** One stored audit record. */
 export type AuditRecord = z.infer<typeof auditRecordSchema>;
 
-/** The subject of a request, as the caller knows it; only its HMAC is ever stored. */
+/**
+ * The subject of a request, as the caller knows it, and the people the intake record names (who
+ * verified the identity, who submitted the request): only their HMACs are ever stored, the same
+ * keyed hashes the ledger keeps once it is minimised.
+ */
 export interface AuditSubject {
   readonly primaryKey?: string;
   readonly svcUserId?: string;
+  readonly verifiedBy?: string;
+  readonly submittedBy?: string;
 }
 
 /** What a step appends. `facts` holds only non-personal step facts (export id, status, poll count, archive key, bytes, sha256, outcome, error code...). */
@@ -235,7 +246,7 @@ export function subjectHash(hmacKey: string, kind: HashedKind, value: string): s
 }
 
 /** The HMAC of each identifier the subject carries, under its field name. */
-function hashSubject(hmacKey: string, subject: AuditSubject): { primary_key?: string; svc_user_id?: string } {
+function hashSubject(hmacKey: string, subject: AuditSubject): NonNullable<AuditRecord['subject_hashes']> {
   return {
     ...(subject.primaryKey === undefined
       ? {}
@@ -243,6 +254,12 @@ function hashSubject(hmacKey: string, subject: AuditSubject): { primary_key?: st
     ...(subject.svcUserId === undefined
       ? {}
       : { svc_user_id: subjectHash(hmacKey, 'svc_user_id', subject.svcUserId) }),
+    ...(subject.verifiedBy === undefined
+      ? {}
+      : { verified_by: subjectHash(hmacKey, 'verified_by', subject.verifiedBy) }),
+    ...(subject.submittedBy === undefined
+      ? {}
+      : { submitted_by: subjectHash(hmacKey, 'submitted_by', subject.submittedBy) }),
   };
 }
 
@@ -571,7 +588,7 @@ export class AuditTrail {
     if (subject.primaryKey === '' || subject.svcUserId === '') {
       throw new AuditEventRefusedError('audit: a subject identifier is empty');
     }
-    if (subject.primaryKey === undefined && subject.svcUserId === undefined) return undefined;
+    if (Object.values(subject).every((value) => value === undefined)) return undefined;
     return hashSubject(await this.#hmacKey(), subject);
   }
 

@@ -98,6 +98,11 @@ export const stepEnvSchema = z.object({
   TIME_ZONE: timeZoneSchema,
   /** The subject package's settings (JSON, build-package/settings.ts); set on the package step only. */
   PACKAGE_SETTINGS: z.string().optional(),
+  /**
+   * Set on VerifyErasure (stack config `erasureArchiveKeepDays`): 0 deletes an erasure request's
+   * archive once the erasure is verified; more keeps it for the archive bucket's lifecycle to expire.
+   */
+  ERASURE_ARCHIVE_KEEP_DAYS: z.coerce.number().int().min(0).max(3650).optional(),
 });
 export type StepEnv = z.infer<typeof stepEnvSchema>;
 

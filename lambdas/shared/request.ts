@@ -169,6 +169,18 @@ function plainText(schema: z.ZodString) {
 /** The request types: the rights of access, erasure and correction. */
 export const REQUEST_TYPES = ['access', 'erasure', 'correction'] as const;
 
+/** How a request reached the business: CCPA regulations §7101(a) "manner in which the request was made". */
+export const REQUEST_CHANNELS = [
+  'web_form',
+  'email',
+  'phone',
+  'postal_mail',
+  'in_person',
+  'authorized_agent',
+  'other',
+] as const;
+export type RequestChannel = (typeof REQUEST_CHANNELS)[number];
+
 /** The data-subject request as it arrives on the intake queue (DESIGN.md section 2). */
 const requestShapeSchema = z.strictObject({
   request_id: submittedRequestIdSchema,
@@ -205,6 +217,9 @@ const requestShapeSchema = z.strictObject({
   corrections: correctionsSchema.optional(),
   reference: plainText(z.string().max(128, 'must be at most 128 characters')).optional(),
   submitted_by: plainText(z.string().max(128, 'must be at most 128 characters')).optional(),
+  channel: z
+    .enum(REQUEST_CHANNELS, { message: `must be one of ${REQUEST_CHANNELS.map((c) => `"${c}"`).join(', ')}` })
+    .optional(),
 });
 
 /** Whether a payload with these type and corrections keys is consistent; checked with the other field errors. */

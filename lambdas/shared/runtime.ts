@@ -7,7 +7,7 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { SendTaskSuccessCommand, SFNClient } from '@aws-sdk/client-sfn';
-import { packageSettingsFromEnv } from '../build-package/settings.ts';
+import { bundledPackageSettings, packageSettingsFromEnv } from '../build-package/settings.ts';
 import { copyExportToS3, putPackageStream, readVerifiedStream, verifyCopy } from './archive/index.ts';
 import { REQUEST_TYPE_TAG } from './archive-tags.ts';
 import { AuditTrail } from './audit.ts';
@@ -175,13 +175,19 @@ export function buildStepDeps(
       },
       maxExpandedBytes: env.ARCHIVE_MAX_EXPANDED_BYTES,
     }),
-    subjectPackage: { ...packageSettingsFromEnv(env.PACKAGE_SETTINGS), timeZone: env.TIME_ZONE },
+    subjectPackage: {
+      ...packageSettingsFromEnv(bundledPackageSettings() ?? env.PACKAGE_SETTINGS),
+      timeZone: env.TIME_ZONE,
+    },
     schedule: {
       initialSeconds: env.POLL_INITIAL_SECONDS,
       maxSeconds: env.POLL_MAX_SECONDS,
       budgetSeconds: env.POLL_BUDGET_SECONDS,
     },
     exportMaxAttempts: env.EXPORT_MAX_ATTEMPTS,
+    ...(env.ERASURE_ARCHIVE_KEEP_DAYS === undefined
+      ? {}
+      : { erasureArchiveKeepDays: env.ERASURE_ARCHIVE_KEEP_DAYS }),
     retryAfterCapSeconds: env.RETRY_AFTER_CAP_SECONDS,
     clock,
     sleep: overrides.sleep ?? ((ms) => delay(ms)),

@@ -73,6 +73,11 @@ export interface StepDeps {
   readonly subjectPackage?: PackageSettings & { readonly timeZone: string };
   readonly schedule: PollSchedule;
   readonly exportMaxAttempts: number;
+  /**
+   * Days an erasure request's archive is kept after the erasure is verified: 0 deletes it then.
+   * @default undefined: VerifyErasure leaves the archive to the bucket's lifecycle
+   */
+  readonly erasureArchiveKeepDays?: number;
   /** Longest Retry-After honoured inside a step before handing the retry to Step Functions. */
   readonly retryAfterCapSeconds: number;
   readonly clock: () => Date;

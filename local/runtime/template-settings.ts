@@ -10,19 +10,21 @@ import {
   type VerificationPolicy,
   verificationPolicyEnvSchema,
 } from '#shared/verification';
-import { PACKAGE_SETTINGS_ENV } from '../../lambdas/build-package/settings.ts';
+import { PACKAGE_SETTINGS_METADATA } from '../../lambdas/build-package/settings.ts';
 import { STEPS, type StepName } from '../../lambdas/steps.ts';
 
 const functionResourceSchema = z.looseObject({
   Type: z.literal('AWS::Lambda::Function'),
+  Metadata: z.record(z.string(), z.unknown()).optional(),
   Properties: z.looseObject({
     Environment: z.looseObject({ Variables: z.record(z.string(), z.unknown()) }).optional(),
   }),
 });
 
 /**
- * The subject package settings the stack gives BuildPackage (the controller, the Art. 15(1) texts,
- * from cdk.json), so local mode's packages say what the deployed stack's would.
+ * The subject package settings the stack bundles into BuildPackage (the controller, each law's
+ * notice texts, from cdk.json), kept in the template as the function's metadata, so local mode's
+ * packages say what the deployed stack's would.
  */
 export function packageSettingsOf(template: Record<string, unknown>): string | undefined {
   const resources = z.record(z.string(), z.unknown()).parse(template.Resources ?? {});
@@ -30,8 +32,28 @@ export function packageSettingsOf(template: Record<string, unknown>): string | u
     const parsed = functionResourceSchema.safeParse(resource);
     const variables = parsed.success ? parsed.data.Properties.Environment?.Variables : undefined;
     if (variables?.DSR_STEP !== 'BuildPackage') continue;
-    const settings = variables[PACKAGE_SETTINGS_ENV];
+    const settings = parsed.success ? parsed.data.Metadata?.[PACKAGE_SETTINGS_METADATA] : undefined;
     return typeof settings === 'string' ? settings : undefined;
+  }
+  return undefined;
+}
+
+/**
+ * A plain environment variable the stack sets on one step's function (e.g. VerifyErasure's
+ * ERASURE_ARCHIVE_KEEP_DAYS), so local mode's shared step environment carries it too.
+ */
+export function stepVariableOf(
+  template: Record<string, unknown>,
+  step: StepName,
+  name: string,
+): string | undefined {
+  const resources = z.record(z.string(), z.unknown()).parse(template.Resources ?? {});
+  for (const resource of Object.values(resources)) {
+    const parsed = functionResourceSchema.safeParse(resource);
+    const variables = parsed.success ? parsed.data.Properties.Environment?.Variables : undefined;
+    if (variables?.DSR_STEP !== step) continue;
+    const value = variables[name];
+    return typeof value === 'string' ? value : undefined;
   }
   return undefined;
 }

@@ -58,6 +58,7 @@ import {
   packageSettingsOf,
   SWEEP_CALLER,
   stepFunctionIds,
+  stepVariableOf,
   sweepSettingsOf,
   verificationPolicyOf,
 } from './template-settings.ts';
@@ -383,6 +384,8 @@ function stepEnvironment(
   overrides: Readonly<Record<string, string>> | undefined,
 ) {
   const packageSettings = packageSettingsOf(template);
+  const erasureArchiveKeepDays = stepVariableOf(template, 'VerifyErasure', 'ERASURE_ARCHIVE_KEEP_DAYS');
+  const timeZone = stepVariableOf(template, 'BuildPackage', 'TIME_ZONE');
   return stepEnvSchema.parse({
     TABLE_NAME: LOCAL_NAMES.table,
     GATE_TABLE_NAME: LOCAL_NAMES.gateTable,
@@ -395,6 +398,8 @@ function stepEnvironment(
     SPOT_ID: platform.spotId,
     DOWNLOAD_INSECURE_HOSTS: new URL(platform.url).host,
     ...(packageSettings === undefined ? {} : { PACKAGE_SETTINGS: packageSettings }),
+    ...(erasureArchiveKeepDays === undefined ? {} : { ERASURE_ARCHIVE_KEEP_DAYS: erasureArchiveKeepDays }),
+    ...(timeZone === undefined ? {} : { TIME_ZONE: timeZone }),
     ...overrides,
   });
 }

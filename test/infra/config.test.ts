@@ -11,6 +11,7 @@ import {
   PLACEHOLDERS,
   parseStackConfig,
   placeholderKeys,
+  placeholderNoticeItems,
   retentionDaysForMonths,
   StackConfigError,
 } from '../../lib/config.ts';
@@ -43,6 +44,7 @@ describe('parseStackConfig', () => {
       archiveMaxExpandedBytes: 4 * 1024 ** 3,
       accessArchiveRetentionDays: 90,
       erasureArchiveRetentionDays: 30,
+      erasureArchiveKeepDays: 0,
       auditRetentionMonths: 24,
       ledgerMinimiseAfterDays: 730,
       deadlineDueSoonDays: 7,
@@ -104,6 +106,7 @@ describe('parseStackConfig', () => {
     archiveMaxExpandedBytes: { value: 1000, fix: /from 1048576 \(1 MiB\) to 1099511627776 \(1 TiB\)/ },
     accessArchiveRetentionDays: { value: -1, fix: /whole number of days from 1 to 3650/ },
     erasureArchiveRetentionDays: { value: '30', fix: /whole number of days from 1 to 3650/ },
+    erasureArchiveKeepDays: { value: -1, fix: /from 0 to 3650 \(default 0\): 0 deletes/ },
     auditRetentionMonths: { value: 12, fix: /from 24 \(CCPA record keeping\) to 120/ },
     ledgerMinimiseAfterDays: { value: 0, fix: /whole number of days from 1 to 3650 \(default 730/ },
     alarmEmail: { value: 'ops-at-example.com', fix: /e-mail address for alarm notifications/ },
@@ -128,7 +131,10 @@ describe('parseStackConfig', () => {
     controllerName: { value: '', fix: /the name of the controller that answers access requests/ },
     controllerContact: { value: 7, fix: /how a subject reaches the controller/ },
     packageLanguage: { value: 'de', fix: /the BCP 47 language of subject packages/ },
-    accessNotice: { value: 'see our privacy notice', fix: /the Art\. 15\(1\) GDPR texts/ },
+    accessNotice: {
+      value: 'see our privacy notice',
+      fix: /the notice texts a subject package states, by the law of the request/,
+    },
   };
 
   it('has a refusal case for every configuration key', () => {
@@ -355,35 +361,40 @@ describe('placeholderKeys', () => {
     ]);
   });
 
-  it('reports accessNotice while any one of its texts is still the placeholder', () => {
+  it.each([
+    ['gdpr', 'transfers'],
+    ['ccpa', 'sources'],
+  ] as const)('reports accessNotice while its %s.%s text is still the placeholder', (law, item) => {
     const { accessNotice, ...rest } = productionConfig;
+    const placeholder = (PACKAGE_PLACEHOLDERS.information[law] as Record<string, string>)[item];
     const config = parseStackConfig({
       ...rest,
-      accessNotice: { ...accessNotice, complaint: PACKAGE_PLACEHOLDERS.information.complaint },
+      accessNotice: { ...accessNotice, [law]: { ...accessNotice[law], [item]: placeholder } },
     });
     expect(placeholderKeys(config)).toEqual(['accessNotice']);
+    expect(placeholderNoticeItems(config.accessNotice)).toEqual([`${law}.${item}`]);
   });
 
-  it('refuses texts too long for the package step environment, saying how to fix it', () => {
-    // Within each text's 250 characters, but two bytes each in the UTF-8 of the environment.
-    const long = 'é'.repeat(250);
+  it('takes 2,000 characters for each of the 13 texts and refuses one more, naming the item', () => {
+    const long = 'é'.repeat(2000);
+    const fill = (notice: Record<string, string>) =>
+      Object.fromEntries(Object.keys(notice).map((key) => [key, long]));
+    const longest = {
+      gdpr: fill(productionConfig.accessNotice.gdpr),
+      ccpa: fill(productionConfig.accessNotice.ccpa),
+    };
+    expect(parseStackConfig({ ...productionConfig, accessNotice: longest }).accessNotice).toEqual(longest);
     const problems = problemsOf({
       ...productionConfig,
-      controllerName: 'y'.repeat(200),
-      controllerContact: 'z'.repeat(300),
-      accessNotice: {
-        purposes: long,
-        categories: long,
-        recipients: long,
-        retention: long,
-        rights: long,
-        complaint: long,
-        source: long,
-        automatedDecisions: long,
-      },
+      accessNotice: { ...longest, ccpa: { ...longest.ccpa, thirdParties: `${long}x` } },
     });
     expect(problems).toHaveLength(1);
-    expect(problems[0]).toMatch(/above the 2400 that fit in the package step's environment.*shorten them/);
+    expect(problems[0]).toMatch(/"accessNotice\.ccpa\.thirdParties": must be at most 2000 characters/);
+  });
+
+  it('refuses the GDPR-only shape of earlier versions, showing the shape by law', () => {
+    const problems = problemsOf({ ...productionConfig, accessNotice: productionConfig.accessNotice.gdpr });
+    expect(problems.join('\n')).toMatch(/"accessNotice".*"gdpr": \{.*"ccpa": \{/);
   });
 
   for (const key of [

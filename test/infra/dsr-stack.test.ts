@@ -3,11 +3,13 @@ import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { ENDED_INDEX, LEGACY_STATUS_DUE_INDEX, OPEN_DUE_INDEX, OPEN_INDEX_ATTRIBUTES } from '#shared/ledger';
+import { PACKAGE_SETTINGS_METADATA } from '../../lambdas/build-package/settings.ts';
 import { DEADLINE_METRICS } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { WAITERS_INDEX } from '../../lambdas/shared/export-waiters.ts';
 import { GATE_KEY } from '../../lambdas/shared/platform-gate.ts';
 import { SECRETS } from '../../lambdas/shared/secrets.ts';
 import { STEP_DIRECTORIES, STEP_GATE, STEP_TOKENS, type StepName } from '../../lambdas/steps.ts';
+import { packageSettings, parseStackConfig } from '../../lib/config.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
 import { stackOutputsSchema } from '../../lib/stack-outputs.ts';
 import { type CfnObject, productionConfig } from './fixtures.ts';
@@ -356,6 +358,31 @@ describe('buckets', () => {
     });
   });
 
+  it("lets VerifyErasure delete an erasure's archive by default, and not when the stack keeps it, which the lifecycle then expires", () => {
+    const deletes = (statements: CfnObject[]) =>
+      statements.filter((statement) => actionsOf(statement).some((action) => action.startsWith('s3:Delete')));
+    expect(deletes(statementsOf('VerifyErasure'))).toEqual([
+      expect.objectContaining({ Action: 's3:DeleteObjectVersion' }),
+    ]);
+    const kept = synth({ ...productionConfig, erasureArchiveKeepDays: 7 }).toJSON().Resources as Record<
+      string,
+      { Type: string; Properties: CfnObject }
+    >;
+    const keptPolicy = Object.entries(kept).find(([id]) =>
+      id.startsWith('VerifyErasureRoleDefaultPolicy'),
+    )?.[1];
+    expect(deletes(keptPolicy?.Properties.PolicyDocument.Statement ?? [])).toEqual([]);
+    const keptFunction = Object.values(kept).find(
+      (resource) => resource.Properties.Environment?.Variables?.DSR_STEP === 'VerifyErasure',
+    );
+    expect(keptFunction?.Properties.Environment.Variables.ERASURE_ARCHIVE_KEEP_DAYS).toBeUndefined();
+    const keptRules = Object.entries(kept).find(([id]) => id.startsWith('ArchiveBucket'))?.[1]?.Properties
+      .LifecycleConfiguration.Rules;
+    expect(keptRules).toContainEqual(
+      expect.objectContaining({ Id: 'expire-erasure-archives', ExpirationInDays: 7 }),
+    );
+  });
+
   it('keeps access logs as long as the audit records and lets only the logging service write them', () => {
     expect(resources[accessLogBucket]?.Properties.LifecycleConfiguration.Rules).toContainEqual(
       expect.objectContaining({ Id: 'expire-access-logs', ExpirationInDays: 731 }),
@@ -435,21 +462,33 @@ describe('functions', () => {
       const tokens = STEP_TOKENS[fn.Environment.Variables.DSR_STEP as StepName].map(
         (token) => SECRETS[token].env,
       );
-      // ArchiveExport alone is told its expansion cap; the package step alone who answers, the
-      // Art. 15(1) texts and the time zone.
+      // ArchiveExport alone is told its expansion cap; the package step alone the time zone (who
+      // answers and the notice texts are bundled into its code).
       const step = fn.Environment.Variables.DSR_STEP;
       const own =
         step === 'ArchiveExport'
           ? ['ARCHIVE_MAX_EXPANDED_BYTES']
           : step === 'BuildPackage'
-            ? ['PACKAGE_SETTINGS', 'TIME_ZONE']
-            : [];
+            ? ['TIME_ZONE']
+            : step === 'VerifyErasure'
+              ? ['ERASURE_ARCHIVE_KEEP_DAYS']
+              : [];
       // The steps that give an export slot back hand it to a waiting request.
       const waiters = STEP_GATE[step as StepName].wakes ? ['EXPORT_WAITERS_INDEX'] : [];
       expect(Object.keys(fn.Environment.Variables).sort()).toEqual(
         [...stepEnv, ...tokens, ...own, ...waiters].sort(),
       );
     }
+  });
+
+  it("keeps the package settings, every law's texts, on BuildPackage alone as template metadata", () => {
+    const withSettings = Object.values(template.findResources('AWS::Lambda::Function')).filter(
+      (fn) => fn.Metadata?.[PACKAGE_SETTINGS_METADATA] !== undefined,
+    );
+    expect(withSettings.map((fn) => fn.Properties.Environment.Variables.DSR_STEP)).toEqual(['BuildPackage']);
+    const settings = JSON.parse(withSettings[0]?.Metadata[PACKAGE_SETTINGS_METADATA]);
+    expect(settings).toEqual(packageSettings(parseStackConfig(productionConfig)));
+    expect(Object.keys(settings.information)).toEqual(['gdpr', 'ccpa']);
   });
 
   it('passes the archive expansion cap to ArchiveExport alone', () => {

@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { PACKAGE_SETTINGS_MAX_BYTES } from '../../lambdas/build-package/settings.ts';
-import { packageSettings, parseStackConfig, stackNameForStage } from '../../lib/config.ts';
+import { INFORMATION_MAX_CHARS } from '../../lambdas/build-package/settings.ts';
+import { stackNameForStage } from '../../lib/config.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
 import {
   environmentBudgetErrors,
@@ -13,17 +13,21 @@ import {
 } from '../../lib/environment-budget.ts';
 import { productionConfig } from './fixtures.ts';
 
-/** The longest stage (16 characters) and package texts filled to their 2,400-byte cap. */
+/** The longest stage (16 characters), and every text of the package at its longest (the texts are bundled, not in the environment). */
 const LONGEST_STAGE = 'a-sixteen-chars1';
-const notice = Object.fromEntries(
-  Object.entries(productionConfig.accessNotice).map(([key]) => [key, 'x'.repeat(250)]),
-);
+const longest = (notice: Record<string, string>) =>
+  Object.fromEntries(Object.keys(notice).map((key) => [key, 'é'.repeat(INFORMATION_MAX_CHARS)]));
 function longestConfig() {
-  const base = { ...productionConfig, stage: LONGEST_STAGE, accessNotice: notice, controllerContact: '' };
-  const used = Buffer.byteLength(
-    JSON.stringify(packageSettings(parseStackConfig({ ...base, controllerContact: 'x' }))),
-  );
-  return { ...base, controllerContact: 'x'.repeat(1 + PACKAGE_SETTINGS_MAX_BYTES - used) };
+  return {
+    ...productionConfig,
+    stage: LONGEST_STAGE,
+    controllerName: 'y'.repeat(200),
+    controllerContact: 'z'.repeat(300),
+    accessNotice: {
+      gdpr: longest(productionConfig.accessNotice.gdpr),
+      ccpa: longest(productionConfig.accessNotice.ccpa),
+    },
+  };
 }
 
 function stackOf(config: unknown, id = stackNameForStage(LONGEST_STAGE)): DsrStack {
@@ -38,9 +42,15 @@ describe('function environments at their longest', () => {
     name: budget.path.split('/')[1] ?? budget.path,
   }));
 
-  it('fills the package texts to their cap for this check', () => {
-    const settings = Buffer.byteLength(JSON.stringify(packageSettings(stack.config)));
-    expect(settings).toBe(PACKAGE_SETTINGS_MAX_BYTES);
+  it('fills the package texts to their cap for this check, and none of them reaches an environment', () => {
+    const texts = [
+      ...Object.values(stack.config.accessNotice.gdpr),
+      ...Object.values(stack.config.accessNotice.ccpa),
+    ];
+    expect(texts).toHaveLength(13);
+    for (const text of texts) expect(text).toHaveLength(INFORMATION_MAX_CHARS);
+    const buildPackage = budgets.find((budget) => budget.name === 'BuildPackage');
+    expect(buildPackage?.largest.map((entry) => entry.name)).not.toContain('PACKAGE_SETTINGS');
   });
 
   it('measures every function of the stack', () => {

@@ -6,6 +6,7 @@ import { LOCAL_NAMES } from '#local/runtime/workflow';
 import { packageKey } from '../../lambdas/build-package/build-package.ts';
 import { subjectPackageDataSchema } from '../../lambdas/build-package/package-schema.ts';
 import { STEPS } from '../../lambdas/steps.ts';
+import { productionConfig } from '../infra/fixtures.ts';
 import { type Harness, requestFor, startHarness, TEST_EXPORT_TOKEN, TEST_SSO_TOKEN } from './harness.ts';
 import { submitAndSettle } from './submit.ts';
 
@@ -44,6 +45,37 @@ const SECRETS_OF_ALICE = [
   TEST_SSO_TOKEN,
   TEST_EXPORT_TOKEN,
 ];
+
+describe('the notice a package states', () => {
+  it("is the subject's own law's, from the stack config: §1798.110 for a CCPA consumer, Art. 15(1) and 15(2) for GDPR", async () => {
+    harness = await startHarness({ config: { accessNotice: productionConfig.accessNotice } });
+    const h = harness;
+    const ccpa = requestFor('u-alice', { regulation: 'ccpa' });
+    const gdpr = requestFor('u-alice');
+
+    await submitAndSettle(h, ccpa);
+    await submitAndSettle(h, gdpr);
+
+    const pageOf = async (requestId: string) => {
+      const facts = (await h.workflow.ledger.require(requestId)).subject_package;
+      const inside = await unzip(await stored(h, facts?.key ?? ''));
+      return {
+        html: inside.get('index.html')?.toString('utf8') ?? '',
+        data: subjectPackageDataSchema.parse(JSON.parse(inside.get('data.json')?.toString('utf8') ?? '')),
+      };
+    };
+    const ccpaPage = await pageOf(ccpa.request_id);
+    expect(ccpaPage.data.information).toEqual({ ccpa: productionConfig.accessNotice.ccpa });
+    expect(ccpaPage.html).toContain('§1798.110(a)(4)');
+    expect(ccpaPage.html).toContain(productionConfig.accessNotice.ccpa.thirdParties);
+    expect(ccpaPage.html).not.toMatch(/Art\. 15|GDPR/);
+    const gdprPage = await pageOf(gdpr.request_id);
+    expect(gdprPage.data.information).toEqual({ gdpr: productionConfig.accessNotice.gdpr });
+    expect(gdprPage.html).toContain('(Art. 15(2))');
+    expect(gdprPage.html).toContain(productionConfig.accessNotice.gdpr.transfers);
+    expect(gdprPage.html).not.toContain('§1798.110');
+  });
+});
 
 describe('an access request', () => {
   it('ends with the platform archive and the subject package stored, hashed and recorded', async () => {

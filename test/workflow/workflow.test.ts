@@ -116,6 +116,19 @@ describe('erasure request', () => {
     expect(deletion).toBeGreaterThan(download);
     expect(proof).toBeGreaterThan(deletion);
     expect(calls[proof]?.status).toBe(404);
+    // The copy taken before the deletion is gone with every version once the erasure is verified
+    // (erasureArchiveKeepDays 0 by default); the ledger keeps what it was.
+    expect(item).toMatchObject({
+      archive: { key: expect.any(String) },
+      archive_deleted_at: expect.any(String),
+    });
+    const versions = await h.workflow.s3.send(
+      new ListObjectVersionsCommand({
+        Bucket: LOCAL_NAMES.archiveBucket,
+        Prefix: `exports/${request.request_id}/`,
+      }),
+    );
+    expect([...(versions.Versions ?? []), ...(versions.DeleteMarkers ?? [])]).toEqual([]);
     const commentsAfter = control.comments();
     expect(commentsBefore.length).toBeGreaterThan(0);
     for (const before of commentsBefore) {
@@ -123,6 +136,21 @@ describe('erasure request', () => {
       expect(after).toMatchObject({ text: before.text, author_registered: false });
       expect(after?.author_svc_user_id).not.toBe(before.author_svc_user_id);
     }
+  });
+});
+
+describe('an erasure request on a stack that keeps its archive', () => {
+  it('keeps the archive after the verified erasure when erasureArchiveKeepDays is set', async () => {
+    const h = await start({ config: { erasureArchiveKeepDays: 7 } });
+    const request = requestFor('u-alice', { type: 'erasure' });
+
+    await submit(h, request);
+
+    const item = await h.workflow.ledger.require(request.request_id);
+    expect(item).toMatchObject({ status: 'completed', outcome: 'erased' });
+    expect(item.archive_deleted_at).toBeUndefined();
+    const stored = await storedBytes(h, LOCAL_NAMES.archiveBucket, item.archive?.key ?? '');
+    expect(stored.length).toBe(item.archive?.bytes);
   });
 });
 

@@ -79,7 +79,9 @@ export interface ReportRecord {
   readonly type: string | null;
   /** Date of the request: when the subject asked (for an intake error, when it reached intake). */
   readonly received_at: string;
-  /** Manner in which the request was made: the identity verification method recorded with it. */
+  /** Manner in which the request was made (§7101): web_form, email, phone...; null when not recorded. */
+  readonly channel: string | null;
+  /** How the subject's identity was verified. */
   readonly verification_method: string | null;
   readonly status: string;
   /** Nature of the response: exported, erased, no_data, denied, cancelled, failed, rejected or pending. */
@@ -185,6 +187,7 @@ const RECORD_COLUMNS = [
   'regulation',
   'type',
   'received_at',
+  'channel',
   'verification_method',
   'status',
   'response',
@@ -441,6 +444,7 @@ export function toRecord(
     regulation: item.regulation ?? null,
     type: item.type ?? null,
     received_at: receivedAt,
+    channel: item.channel ?? null,
     verification_method: item.verification?.method ?? null,
     status: item.status,
     response:
@@ -610,7 +614,7 @@ export function registerReportCommand(program: Command): void {
     .addHelpText(
       'after',
       `
-Records (7101): date of request (received_at), nature (type), manner (verification_method), date and
+Records (7101): date of request (received_at), nature (type), manner (channel), date and
 nature of the response (response_date, response), basis for a denial (denial_basis). No subject
 identifiers appear. The date of a response or denial is its notice's (npx svc-dsr notice): the later
 of the time it claims (notice_given_at) and the time it was recorded (notice_recorded_at), null

@@ -14,6 +14,7 @@ import {
   fingerprint,
   formatIssues,
   MAX_REQUEST_BYTES,
+  REQUEST_CHANNELS,
   safeParseRequest,
   submittedRequestIdSchema,
 } from '#shared/request';
@@ -35,6 +36,7 @@ export interface RequestFlags {
   readonly verifiedAt?: string;
   readonly reference?: string;
   readonly submittedBy?: string;
+  readonly channel?: string;
 }
 
 /** What to submit and how. Either `file` or `request`. */
@@ -132,6 +134,7 @@ const FLAG_OF: Record<string, string> = {
   'verification.verified_at': '--verified-at',
   reference: '--reference',
   submitted_by: '--submitted-by',
+  channel: '--channel',
 };
 
 /** CSV header names and the request field each fills. Both spellings of the verification fields work. */
@@ -151,6 +154,7 @@ const CSV_COLUMNS: Record<string, string> = {
   verification_verified_at: 'verification.verified_at',
   reference: 'reference',
   submitted_by: 'submitted_by',
+  channel: 'channel',
   // A correction's new values, one column per profile field; an empty cell corrects nothing.
   ...Object.fromEntries(CORRECTABLE_FIELDS.map((field) => [`corrections.${field}`, `corrections.${field}`])),
 };
@@ -496,6 +500,7 @@ function requestFromFlags(flags: RequestFlags): Record<string, unknown> {
     verification,
     ...(flags.reference === undefined ? {} : { reference: flags.reference }),
     ...(flags.submittedBy === undefined ? {} : { submitted_by: flags.submittedBy }),
+    ...(flags.channel === undefined ? {} : { channel: flags.channel }),
   };
 }
 
@@ -903,7 +908,8 @@ export function registerSubmitCommand(program: Command): void {
     .option('--verified-by <who>', 'who verified it')
     .option('--verified-at <time>', 'when it was verified (RFC 3339)')
     .option('--reference <ticket>', "the team's ticket id")
-    .option('--submitted-by <who>', 'who submits the request');
+    .option('--submitted-by <who>', 'who submits the request')
+    .option('--channel <channel>', `how the request was made: ${REQUEST_CHANNELS.join(', ')}`);
   addTargetOptions(command)
     .addHelpText(
       'after',
@@ -955,6 +961,7 @@ Examples:
         verifiedAt: rest.verifiedAt,
         reference: rest.reference,
         submittedBy: rest.submittedBy,
+        channel: rest.channel,
       };
       const { exitCode } = await withLazyTarget(flags, (connect) =>
         runSubmit(

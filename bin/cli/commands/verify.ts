@@ -244,7 +244,12 @@ async function checkArchive(
       (error instanceof InvalidArchiveError && error.message.includes('missing')) ||
       (error instanceof Error && error.name === 'NoSuchKey');
     if (gone) {
-      const ends = archiveRetentionEndsAt(context.names, item, recorded.writtenAt);
+      // An erasure's archive deleted once the erasure was verified, as its locked record says.
+      const deleted = lastRecordOf(chain, 'erasure_verified');
+      const ends =
+        which === 'archive' && deleted?.facts.archive_deleted === true
+          ? new Date(deleted.at)
+          : archiveRetentionEndsAt(context.names, item, recorded.writtenAt);
       const retention = ends === undefined ? {} : { retention_ends_at: ends.toISOString() };
       const expired = ends !== undefined && ends.getTime() <= context.clock().getTime();
       return {

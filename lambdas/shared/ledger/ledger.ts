@@ -41,6 +41,7 @@ import {
   type RetryChange,
   type RetryPlan,
   type RuledChange,
+  retentionEndsAt,
   retryPlanOf,
   runIsCurrent,
   statusIn,
@@ -265,6 +266,16 @@ export class Ledger {
         values[':open_shard'] = shard;
       }
     }
+    // When a request failed starts its retention (the retention pass minimises failed requests
+    // too); the first failure counts until the request moves on (a retry), so a failure recorded
+    // again does not push it back.
+    if (patch.status !== undefined && patch.status !== null && patch.failed_at === undefined) {
+      names['#failed_at'] = 'failed_at';
+      if (patch.status === 'failed') {
+        sets.push('#failed_at = if_not_exists(#failed_at, :failed_at)');
+        values[':failed_at'] = values[':updated_at'];
+      } else removes.push('#failed_at');
+    }
     // The ended index holds a request from its end until it is minimised.
     const ended =
       patch.status === undefined || patch.status === null
@@ -399,6 +410,7 @@ export class Ledger {
   async undoRetry(before: LedgerItem, retried: RetryPlan): Promise<LedgerItem | undefined> {
     const patch: LedgerPatch = {
       status: 'failed',
+      failed_at: before.failed_at ?? null,
       executions: before.executions,
       error: before.error ?? {
         code: 'retry_not_started',
@@ -487,10 +499,63 @@ export class Ledger {
         minimised += 1;
       } catch (error) {
         if (!(error instanceof LedgerRuleError)) throw error;
+        // A failed request minimised, then denied or cancelled, ended again: it has nothing left
+        // for this pass, so it leaves the index instead of being skipped on every pass.
+        if (!(await this.#leaveEndedIndexIfMinimised(item.request_id))) skipped += 1;
+      }
+    }
+    // Failed requests stay in the open index (still owed an answer), not the ended one: each is
+    // read and minimised once its retention since the failure has passed; one not due yet is
+    // neither minimised nor counted as skipped.
+    for await (const item of this.#failedDue(options.afterDays, options.pageSize)) {
+      key ??= await options.hmacKey();
+      try {
+        await this.minimise(item.request_id, { hmacKey: key, afterDays: options.afterDays });
+        minimised += 1;
+      } catch (error) {
+        if (!(error instanceof LedgerRuleError)) throw error;
         skipped += 1;
       }
     }
     return { minimised, skipped };
+  }
+
+  /** Removes `ended_shard` from a minimised item; answers whether it was one. */
+  async #leaveEndedIndexIfMinimised(requestId: string): Promise<boolean> {
+    try {
+      await this.db.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: keyOf(requestId),
+          UpdateExpression: 'REMOVE #ended_shard',
+          ConditionExpression: 'attribute_exists(#minimised_at)',
+          ExpressionAttributeNames: {
+            '#ended_shard': ENDED_SHARD_ATTRIBUTE,
+            '#minimised_at': 'minimised_at',
+          },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionalFailure(error)) return false;
+      throw error;
+    }
+  }
+
+  /** The failed requests not yet minimised whose retention since the failure has passed. */
+  async *#failedDue(afterDays: number, pageSize: number | undefined): AsyncGenerator<LedgerItem> {
+    const now = this.clock().getTime();
+    for (let shard = 0; shard < OPEN_INDEX_SHARDS; shard++) {
+      for await (const open of this.#openShard(
+        `failed#${shard}`,
+        pageSize === undefined ? {} : { pageSize },
+      )) {
+        const item = await this.get(open.request_id);
+        if (item === undefined || item.status !== 'failed' || item.minimised_at !== undefined) continue;
+        const ends = retentionEndsAt(item, afterDays);
+        if (ends !== undefined && ends.getTime() <= now) yield item;
+      }
+    }
   }
 
   /**

@@ -393,23 +393,33 @@ export const CAN_RETRY: LedgerRule<void> = {
     if (item.type === undefined || item.regulation === undefined) {
       return `request ${item.request_id} has no type or regulation in the ledger, so it cannot be run`;
     }
+    if (item.minimised_at !== undefined) {
+      return `request ${item.request_id} was minimised at ${item.minimised_at} (its retention had passed), so the ledger no longer holds whom it is about; submit it again as a new request`;
+    }
     return undefined;
   },
   condition: (item) =>
-    allOf(statusIn(RETRYABLE_STATUSES), statusIn([item.status]), executionsAre(item.executions)),
+    allOf(statusIn(RETRYABLE_STATUSES), statusIn([item.status]), executionsAre(item.executions), {
+      expression: 'attribute_not_exists(#minimised_at)',
+      names: { '#minimised_at': 'minimised_at' },
+      values: {},
+    }),
 };
 
 export const DAY_MS = 24 * 3600 * 1000;
 
 /**
- * Statuses whose requests are minimised once their retention has passed: ended, and owed nothing
- * more. A failed request is still owed an answer, and its retry needs the identifiers.
+ * Statuses whose requests are minimised once their retention has passed: every status a request
+ * ends in, failed included. A failed request is still owed an answer, but left failed for the
+ * whole retention it has no need of the identifiers any more: once minimised it can no longer be
+ * retried (a new request is), and is still denied or cancelled as any other.
  */
 export const MINIMISABLE_STATUSES = [
   'completed',
   'cancelled',
   'rejected',
   'denied',
+  'failed',
 ] as const satisfies readonly Status[];
 
 /**
@@ -425,10 +435,27 @@ export const MINIMISED_FIELDS = [
   'fingerprint',
 ] as const;
 
-/** When a request's retention ends: `afterDays` after it ended; undefined while it has not ended. */
+/**
+ * When a request's retention ends: `afterDays` after it ended, or after it failed (a failure
+ * recorded before `failed_at` existed counts from the item's last change); undefined while it has
+ * not ended.
+ */
 export function retentionEndsAt(item: LedgerItem, afterDays: number): Date | undefined {
-  if (item.completed_at === undefined) return undefined;
-  return new Date(Date.parse(item.completed_at) + afterDays * DAY_MS);
+  const ended = retentionStart(item)?.value;
+  if (ended === undefined) return undefined;
+  return new Date(Date.parse(ended) + afterDays * DAY_MS);
+}
+
+/** The field the retention of `item` counts from, and its value. */
+function retentionStart(
+  item: LedgerItem,
+): { readonly field: 'completed_at' | 'failed_at' | 'updated_at'; readonly value: string } | undefined {
+  if (item.status === 'failed') {
+    return item.failed_at === undefined
+      ? { field: 'updated_at', value: item.updated_at }
+      : { field: 'failed_at', value: item.failed_at };
+  }
+  return item.completed_at === undefined ? undefined : { field: 'completed_at', value: item.completed_at };
 }
 
 /** The patch that minimises `item` with `hmacKey` at `now`. */
@@ -471,10 +498,12 @@ export const CAN_MINIMISE: LedgerRule<{ readonly now: Date; readonly afterDays: 
     }
     return undefined;
   },
-  condition: (item) =>
-    allOf(statusIn(MINIMISABLE_STATUSES), statusIn([item.status]), {
-      expression: 'attribute_not_exists(#minimised_at) AND #completed_at = :if_completed_at',
-      names: { '#minimised_at': 'minimised_at', '#completed_at': 'completed_at' },
-      values: { ':if_completed_at': item.completed_at ?? '' },
-    }),
+  condition: (item) => {
+    const start = retentionStart(item) ?? { field: 'completed_at', value: '' };
+    return allOf(statusIn(MINIMISABLE_STATUSES), statusIn([item.status]), {
+      expression: 'attribute_not_exists(#minimised_at) AND #retention_start = :if_retention_start',
+      names: { '#minimised_at': 'minimised_at', '#retention_start': start.field },
+      values: { ':if_retention_start': start.value },
+    });
+  },
 };

@@ -208,6 +208,8 @@ export const ledgerItemSchema = z.object({
   verification: z.object({ method: z.string(), verified_by: z.string(), verified_at: z.string() }).optional(),
   reference: z.string().optional(),
   submitted_by: z.string().optional(),
+  /** How the request was made (§7101 manner): a REQUEST_CHANNELS value, absent on older items. */
+  channel: z.string().optional(),
   due_at: z.string().optional(),
   extension_limit_at: z.string().optional(),
   confirm_by: z.string().nullable().optional(),
@@ -241,6 +243,8 @@ export const ledgerItemSchema = z.object({
   export_waited_seconds: z.number().int().nonnegative().default(0),
   export_started_at: z.string().optional(),
   archive: archiveFacts.optional(),
+  /** When an erasure request's archive was deleted, once the erasure was verified (the facts stay). */
+  archive_deleted_at: z.string().optional(),
   subject_package: subjectPackageFacts.optional(),
   erasure: z
     .object({
@@ -273,6 +277,8 @@ export const ledgerItemSchema = z.object({
   created_at: z.string(),
   updated_at: z.string(),
   completed_at: z.string().optional(),
+  /** When the request failed (its retention starts here); removed when it moves on (a retry). */
+  failed_at: z.string().optional(),
   /** The hash of the last record of the request's audit chain, set with every append. */
   audit_head: z.string().optional(),
   /** How many records the request's audit chain has, set with every append. */

@@ -27,6 +27,7 @@ const ITEMS = [
     regulation: 'ccpa',
     status: 'completed',
     outcome: 'exported',
+    channel: 'web_form',
     received_at: '2026-03-01T00:00:00Z',
     completed_at: '2026-03-03T00:00:00Z',
     notice_response: { channel: 'email', at: '2026-03-03T00:00:00Z', recorded_at: '2026-03-03T00:00:00Z' },
@@ -276,6 +277,8 @@ describe('runReport', () => {
     expect(byId.get(id(1))).toMatchObject({
       received_at: '2026-03-01T00:00:00Z',
       type: 'access',
+      // §7101's manner is how the request was made, not how the identity was verified.
+      channel: 'web_form',
       verification_method: 'email_link',
       response: 'exported',
       response_category: 'complied',
@@ -293,6 +296,7 @@ describe('runReport', () => {
       denial_basis: null,
       on_time: false,
     });
+    expect(byId.get(id(3))?.channel).toBeNull();
     expect(byId.get(id(4))).toMatchObject({ response: 'pending', response_category: 'open', on_time: null });
     expect(byId.get(id(5))).toMatchObject({
       response: 'cancelled',
@@ -360,7 +364,7 @@ describe('runReport', () => {
     const csv = await readFile(out, 'utf8');
     const [records, metrics] = csv.split('\r\n\r\n');
     expect(records?.split('\r\n')[0]).toBe(
-      'request_id,regulation,type,received_at,verification_method,status,response,response_category,response_date,notice_given_at,notice_recorded_at,ended_at,days_to_respond,denial_basis,due_at,notice_due_at,extended,on_time,notice_recorded_late,date_problem,reference',
+      'request_id,regulation,type,received_at,channel,verification_method,status,response,response_category,response_date,notice_given_at,notice_recorded_at,ended_at,days_to_respond,denial_basis,due_at,notice_due_at,extended,on_time,notice_recorded_late,date_problem,reference',
     );
     expect(records).toContain(`"'=HYPERLINK(""x"")"`);
     expect(metrics?.split('\r\n')[0]).toBe(

@@ -434,6 +434,29 @@ describe('runSubmit with a CSV file', () => {
     expect(bodies[1]).toMatchObject({ verification: { method: 'id "check"' }, submitted_by: 'jane' });
   });
 
+  it('reads the channel column, and refuses a channel outside the closed list with the list', async () => {
+    // Prepare
+    acceptAll();
+    const [a, b] = [randomUUID(), randomUUID()];
+    const path = await file('channel.csv', [
+      'request_id,type,regulation,primary_key,received_at,verification_method,verified_by,verified_at,channel',
+      `${a},access,ccpa,${PRIMARY_KEY},2026-11-20T09:00:00Z,email_link,pt,2026-11-20T09:05:00Z,postal_mail`,
+      `${b},access,ccpa,${PRIMARY_KEY},2026-11-20T09:00:00Z,email_link,pt,2026-11-20T09:05:00Z,fax`,
+    ]);
+    // Act
+    const { exitCode, result } = await runSubmit({ file: path }, collectingIo(), target().connect);
+    // Assess
+    expect(exitCode).toBe(2);
+    const bodies = sqsMock
+      .commandCalls(SendMessageBatchCommand)
+      .flatMap((call) => call.args[0].input.Entries ?? [])
+      .map((entry) => JSON.parse(entry.MessageBody ?? ''));
+    expect(bodies).toEqual([expect.objectContaining({ request_id: a, channel: 'postal_mail' })]);
+    expect(JSON.stringify(result.bad_lines)).toContain(
+      'channel: must be one of \\"web_form\\", \\"email\\", \\"phone\\", \\"postal_mail\\", \\"in_person\\", \\"authorized_agent\\", \\"other\\"',
+    );
+  });
+
   it("reads a correction's new values from its corrections.<field> columns, a blank cell correcting nothing", async () => {
     // Prepare
     acceptAll();
@@ -551,6 +574,34 @@ describe('runSubmit with flags', () => {
       Entries: [expect.objectContaining({ Id: 'line-1' })],
     });
     expect(io.stderr()).not.toContain(PRIMARY_KEY);
+  });
+
+  it('sends the channel given with --channel', async () => {
+    // Prepare
+    acceptAll();
+    // Act
+    const { exitCode } = await runSubmit(
+      {
+        request: {
+          type: 'access',
+          regulation: 'ccpa',
+          primaryKey: PRIMARY_KEY,
+          receivedAt: '2026-11-20T09:00:00Z',
+          verificationMethod: 'email_link',
+          verifiedBy: 'privacy-team',
+          verifiedAt: '2026-11-20T09:05:00Z',
+          channel: 'phone',
+        },
+      },
+      collectingIo(),
+      target().connect,
+    );
+    // Assess
+    expect(exitCode).toBe(0);
+    const [entry] = sqsMock
+      .commandCalls(SendMessageBatchCommand)
+      .flatMap((call) => call.args[0].input.Entries ?? []);
+    expect(JSON.parse(entry?.MessageBody ?? '{}')).toMatchObject({ channel: 'phone' });
   });
 
   it('names the flags that are missing or invalid (exit 2) and sends nothing', async () => {

@@ -83,7 +83,7 @@ export const NO_ACTIVITY: ActivityContext = {
   messages: new Map(),
 };
 
-export const INFORMATION = {
+export const GDPR_NOTICE = {
   purposes: 'To run the comment section of example.test.',
   categories: 'Your profile, comments, votes and the internet address of each comment.',
   recipients: 'The comment platform, as our processor.',
@@ -92,7 +92,19 @@ export const INFORMATION = {
   complaint: 'You may complain to your data protection authority.',
   source: 'You, when you wrote your comments.',
   automatedDecisions: 'No decision about you is automated.',
+  transfers:
+    'Our platform provider stores the data in the United States under the EU standard contractual clauses.',
 };
+
+export const CCPA_NOTICE = {
+  categories: 'Identifiers (your user name and e-mail address), internet activity (your comments and votes).',
+  sources: 'You, when you registered and commented.',
+  purposes: 'To host the discussion under our articles; we do not sell or share it.',
+  thirdParties: 'Our comment platform provider, as our service provider.',
+};
+
+/** The package information of a GDPR request (the fixtures' default). */
+export const INFORMATION = { gdpr: GDPR_NOTICE };
 
 export function normaliseInput(
   messages: Record<string, unknown>[],

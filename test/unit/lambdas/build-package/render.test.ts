@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type ActivityContext, normalisePackage } from '../../../../lambdas/build-package/normalise.ts';
 import { escapeHtml, PAGE_COLOURS, renderIndexHtml } from '../../../../lambdas/build-package/render.ts';
-import { exportedMessage, normaliseInput, T0 } from './fixtures.ts';
+import { CCPA_NOTICE, exportedMessage, GDPR_NOTICE, normaliseInput, T0 } from './fixtures.ts';
 
 /** The only elements and attributes the page is written with: hostile text must not add any. */
 const ALLOWED_TAGS = new Set([
@@ -154,15 +154,42 @@ describe('renderIndexHtml', () => {
     // 2024-01-01T10:00Z is 10:00 in London in winter.
     expect(html).toContain('<time datetime="2024-01-01T10:00:00.000Z">1 January 2024 at 10:00</time>');
     expect(html).toContain('All dates and times are shown in the Europe/London time zone.');
-    // Art. 15(1)(a)-(h), each under its heading, from the config.
+    // Art. 15(1)(a)-(h) and 15(2), each under its heading, from the config.
     for (const heading of [
-      'Why we process your data',
-      'Your right to complain',
-      'Automated decisions and profiling',
+      'Why we process your data (GDPR Art. 15(1)(a))',
+      'Your right to complain (Art. 15(1)(f))',
+      'Automated decisions and profiling (Art. 15(1)(h))',
+      'Transfers outside the EU and how they are safeguarded (Art. 15(2))',
     ]) {
       expect(html).toContain(`<h3>${heading}</h3>`);
     }
     expect(html).toContain('<p class="text">No decision about you is automated.</p>');
+    expect(html).toContain(`<p class="text">${GDPR_NOTICE.transfers}</p>`);
+  });
+
+  it("tells a CCPA consumer what §1798.110 says, in its terms, and nothing of the GDPR's", () => {
+    // Prepare: a CCPA request, with the business's §1798.110 texts.
+    const input = normaliseInput([exportedMessage('m1', 'conv-a', T0, 'hello')], {
+      information: { ccpa: CCPA_NOTICE },
+      request: { ...normaliseInput([]).request, regulation: 'ccpa' },
+    });
+    // Act
+    const data = normalisePackage(input);
+    const html = renderIndexHtml(data);
+    // Assess: the four categories under their headings, in the order of §1798.110(a).
+    const headings = [...html.matchAll(/<h3>([^<]*§1798\.110[^<]*|[^<]*\(§1798[^<]*)<\/h3>/g)].map(
+      (m) => m[1],
+    );
+    expect(headings).toEqual([
+      'The categories of personal information we collected about you (Cal. Civ. Code §1798.110(a)(1))',
+      'The categories of sources we collected it from (§1798.110(a)(2))',
+      'Why we collect, sell or share it: the business or commercial purpose (§1798.110(a)(3))',
+      'The categories of third parties we disclose it to (§1798.110(a)(4))',
+    ]);
+    for (const text of Object.values(CCPA_NOTICE)) expect(html).toContain(`<p class="text">${text}</p>`);
+    expect(html).toContain('California Consumer Privacy Act');
+    expect(html).not.toMatch(/Art\. 15|GDPR|General Data Protection/);
+    expect(JSON.stringify(data.information)).toBe(JSON.stringify({ ccpa: CCPA_NOTICE }));
   });
 
   it('writes dates in another zone when the controller is elsewhere', () => {

@@ -115,6 +115,30 @@ describe('intakeMessage', () => {
     expect(warnings).toEqual(['request was already overdue at intake']);
   });
 
+  it('keeps the channel in the ledger and the intake record, with keyed-hash slots for who verified and who submitted', async () => {
+    // Prepare
+    const requestId = randomUUID();
+    const body = JSON.stringify({
+      ...JSON.parse(message(requestId)),
+      submitted_by: 'agent-ltd',
+      channel: 'authorized_agent',
+    });
+
+    // Act
+    const result = await intakeMessage(body, deps);
+
+    // Assess: the channel in clear (a closed list, no person), the people only as the subject the trail hashes.
+    expect(result.kind).toBe('accepted');
+    expect(await ledger.require(requestId)).toMatchObject({ channel: 'authorized_agent' });
+    expect(appended[0]?.event.facts).toMatchObject({ channel: 'authorized_agent' });
+    expect(appended[0]?.event.subject).toEqual({
+      primaryKey: 'subject-pk-31',
+      verifiedBy: 'privacy-team',
+      submittedBy: 'agent-ltd',
+    });
+    expect(JSON.stringify(appended[0]?.event.facts)).not.toMatch(/privacy-team|agent-ltd/);
+  });
+
   it('does not flag a request still within its deadline', async () => {
     const counted: string[] = [];
     const result = await intakeMessage(message(), {

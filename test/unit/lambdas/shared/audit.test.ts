@@ -378,6 +378,33 @@ describe('AuditTrail against fauxqs S3', () => {
     });
   });
 
+  it('stores who verified and who submitted only as keyed hashes, the ones the minimised ledger keeps', async () => {
+    // Prepare
+    const requestId = randomUUID();
+
+    // Act
+    await trail.append(
+      requestId,
+      event('Intake', {
+        action: 'request_received',
+        facts: { channel: 'email' },
+        subject: { primaryKey: PRIMARY_KEY, verifiedBy: 'Vera Verifier', submittedBy: 'Sam Submitter' },
+      }),
+      { newChain: true },
+    );
+    const [key] = await objectKeys(local, `audit/${requestId}`);
+    const body = await readBody(local, key ?? '');
+
+    // Assess
+    expect(body).not.toMatch(/Vera Verifier|Sam Submitter/);
+    expect(JSON.parse(body).subject_hashes).toEqual({
+      primary_key: subjectHash(HMAC_KEY, 'primary_key', PRIMARY_KEY),
+      verified_by: subjectHash(HMAC_KEY, 'verified_by', 'Vera Verifier'),
+      submitted_by: subjectHash(HMAC_KEY, 'submitted_by', 'Sam Submitter'),
+    });
+    expect(await trail.verify(requestId)).toMatchObject({ ok: true });
+  });
+
   it('fails verification for a different subject or a different HMAC key', async () => {
     // Prepare
     const requestId = randomUUID();

@@ -33,6 +33,19 @@ describe('parseRequestMessage', () => {
     expect(a.kind === 'valid' && b.kind === 'valid' && a.fingerprint !== b.fingerprint).toBe(true);
   });
 
+  it('accepts a channel from the closed list and refuses any other, naming the list', () => {
+    expect(parseRequestMessage(JSON.stringify({ ...valid, channel: 'in_person' }))).toMatchObject({
+      kind: 'valid',
+      request: { channel: 'in_person' },
+    });
+    expect(parseRequestMessage(JSON.stringify({ ...valid, channel: 'Web Form' }))).toMatchObject({
+      kind: 'invalid',
+      errors: [
+        'channel: must be one of "web_form", "email", "phone", "postal_mail", "in_person", "authorized_agent", "other"',
+      ],
+    });
+  });
+
   it('calls a body that is not JSON unusable', () => {
     expect(parseRequestMessage('{nope')).toEqual({
       kind: 'unusable',

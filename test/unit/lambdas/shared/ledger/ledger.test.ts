@@ -609,6 +609,76 @@ describe('Ledger.minimiseDue', () => {
     counting.destroy();
   });
 
+  it('minimises a failed request too, counted from when it first failed, and a retry after that is refused', async () => {
+    // Prepare: a request fails on 2026-11-03, its failure is recorded again on 2027-06-01 (which
+    // must not push its retention back), and it stays failed.
+    const failed = request({ type: 'erasure', submitted_by: 'ops-bob' } as Partial<DsrRequest>);
+    await ledger.createReceived(failed, 'fp-failed', computeDeadlines('gdpr', new Date(failed.received_at)));
+    await ledger.update(failed.request_id, { status: 'running', svc_user_id: 'svc-7' }, ['received']);
+    await ledger.update(failed.request_id, { status: 'failed' }, ['running']);
+    const again = new Ledger(cached, 'ledger-minimise', () => new Date('2027-06-01T00:00:00Z'));
+    await again.update(failed.request_id, { status: 'failed' }, ['failed']);
+    expect((await ledger.require(failed.request_id)).failed_at).toBe('2026-11-03T00:00:00.000Z');
+    const early = new Ledger(cached, 'ledger-minimise', () => new Date('2028-11-01T00:00:00Z'));
+    const pass = new Ledger(cached, 'ledger-minimise', () => new Date('2028-11-03T00:00:00Z'));
+
+    // Act
+    const before = await early.minimiseDue({ hmacKey: async () => KEY, afterDays: 730 });
+    const due = await pass.minimiseDue({ hmacKey: async () => KEY, afterDays: 730 });
+
+    // Assess: nothing two days early; then minimised, still failed and owed, and no longer retried.
+    expect(before).toEqual({ minimised: 0, skipped: 0 });
+    expect(due).toEqual({ minimised: 1, skipped: 0 });
+    const item = await ledger.require(failed.request_id);
+    expect(item).toMatchObject({
+      status: 'failed',
+      primary_key: subjectHash(KEY, 'primary_key', 'u-1'),
+      svc_user_id: subjectHash(KEY, 'svc_user_id', 'svc-7'),
+      minimised_at: '2028-11-03T00:00:00.000Z',
+    });
+    expect(JSON.stringify(item)).not.toMatch(/"u-1"|svc-7|ops-bob|"privacy"/);
+    await expect(
+      pass.retry(failed.request_id, { liveExecution: async () => undefined }),
+    ).rejects.toBeInstanceOf(LedgerRuleError);
+  });
+
+  it('takes a minimised failed request that was then denied out of the ended index, without counting it skipped', async () => {
+    // Prepare: failed, minimised after its retention, then denied by an operator (ending it again).
+    const failed = request();
+    await ledger.createReceived(failed, 'fp', computeDeadlines('gdpr', new Date(failed.received_at)));
+    await ledger.update(failed.request_id, { status: 'failed' }, ['received']);
+    const later = new Ledger(cached, 'ledger-minimise', () => new Date('2028-11-05T00:00:00Z'));
+    await later.minimiseDue({ hmacKey: async () => KEY, afterDays: 730 });
+    await later.deny(failed.request_id, { code: 'other', reason: 'not answered in time' });
+    expect((await ledger.require(failed.request_id)).minimised_at).toBeDefined();
+    const pass = new Ledger(cached, 'ledger-minimise', () => new Date('2030-12-01T00:00:00Z'));
+    // Act
+    const first = await pass.minimiseDue({ hmacKey: async () => KEY, afterDays: 730 });
+    const second = await pass.minimiseDue({ hmacKey: async () => KEY, afterDays: 730 });
+    // Assess
+    expect(first.skipped).toBe(0);
+    expect(second).toEqual({ minimised: 0, skipped: 0 });
+    const stored = await cached.send(
+      new GetCommand({ TableName: 'ledger-minimise', Key: { request_id: failed.request_id } }),
+    );
+    expect(stored.Item?.ended_shard).toBeUndefined();
+  });
+
+  it('starts the retention of a failure again when a retried request fails again', async () => {
+    // Prepare
+    const failed = request();
+    await ledger.createReceived(failed, 'fp', computeDeadlines('gdpr', new Date(failed.received_at)));
+    await ledger.update(failed.request_id, { status: 'failed' }, ['received']);
+    const later = new Ledger(cached, 'ledger-minimise', () => new Date('2027-01-05T00:00:00Z'));
+    // Act
+    await later.retry(failed.request_id, { liveExecution: async () => undefined });
+    const retried = await ledger.require(failed.request_id);
+    await later.update(failed.request_id, { status: 'failed' }, ['received', 'running']);
+    // Assess
+    expect(retried.failed_at).toBeUndefined();
+    expect((await ledger.require(failed.request_id)).failed_at).toBe('2027-01-05T00:00:00.000Z');
+  });
+
   it('reads no key when nothing is due', async () => {
     // Prepare
     const pass = new Ledger(cached, 'ledger-minimise', () => new Date('2026-11-04T00:00:00.000Z'));

@@ -210,6 +210,12 @@ describe('CAN_RETRY', () => {
       refusal: 'has no type or regulation',
       holds: true,
     },
+    {
+      name: 'refuses a failed request already minimised: the ledger no longer says whom it is about',
+      item: { status: 'failed', minimised_at: '2026-11-02T00:00:00.000Z' },
+      refusal: 'was minimised at 2026-11-02T00:00:00.000Z',
+      holds: false,
+    },
   ]);
 
   it('holds only while the executions count is the one read: two retries reset once', async () => {
@@ -446,10 +452,22 @@ describe('CAN_MINIMISE', () => {
       holds: true,
     },
     {
-      name: 'refuses a failed request: it is still owed an answer',
-      item: { ...ended, status: 'failed' },
-      refusal: 'is failed; only completed, cancelled, rejected or denied requests can be minimised',
-      holds: false,
+      name: 'allows a failed request past its retention since it failed',
+      item: { status: 'failed', failed_at: '2024-11-01T00:00:00.000Z' },
+      refusal: undefined,
+      holds: true,
+    },
+    {
+      name: 'refuses a failed request whose retention since it failed has not passed',
+      item: { status: 'failed', failed_at: '2025-06-01T00:00:00.000Z' },
+      refusal: 'is kept until 2027-06-01T00:00:00.000Z (730 days after it ended)',
+      holds: true,
+    },
+    {
+      name: 'counts a failure recorded before failed_at existed from the last change',
+      item: { status: 'failed', updated_at: '2024-11-01T00:00:00.000Z' },
+      refusal: undefined,
+      holds: true,
     },
     {
       name: 'refuses a running request',
