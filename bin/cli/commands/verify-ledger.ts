@@ -6,6 +6,7 @@
  */
 import { type AuditRecord, factDigest } from '#shared/audit';
 import type { LedgerItem, Status } from '#shared/ledger';
+import { MAX_CLOCK_SKEW_MS } from '#shared/request';
 
 /** The status each final action leaves a request in. */
 const FINAL_STATUS: Readonly<Record<string, Status>> = {
@@ -74,6 +75,14 @@ export function ledgerMismatches(
     compare('verification method', item.verification?.method, intake, intake.facts.verification_method);
     compareTime('verified_at', item.verification?.verified_at, intake, intake.facts.verified_at);
     compareTime('confirm_by', item.confirm_by ?? undefined, intake, intake.facts.confirm_by ?? undefined);
+    // The channel (what report gives as §7101's manner of request): a ledger channel the intake
+    // record does not hold was set after it.
+    compare(
+      'channel',
+      item.channel,
+      intake,
+      intake.facts.channel ?? (item.channel === undefined ? undefined : null),
+    );
     const reference = intake.facts.reference_sha256;
     if (reference !== undefined) {
       const ledger = item.reference === undefined ? null : factDigest(item.reference);
@@ -87,6 +96,10 @@ export function ledgerMismatches(
   if (extension !== undefined) {
     compareTime('due_at', item.due_at, extension, extension.facts.due_at);
     compare('extended', item.extended, extension, true);
+    // The due date the extension replaced: a GDPR denial notice is due by it (Art. 12(4)). Items
+    // extended before the ledger kept it have none, and the date is computed from received_at.
+    if (item.original_due_at !== undefined)
+      compareTime('original due_at', item.original_due_at, extension, extension.facts.previous_due_at);
     compare('extension reason', item.extension_reason, extension, extension.facts.reason ?? undefined);
     // The extension's notice, unless a later notice of that kind was recorded on the notices chain.
     if (!notices.some((entry) => entry.action === 'notice_given' && entry.facts.kind === 'extension')) {
@@ -149,6 +162,23 @@ export function ledgerMismatches(
     }
     compareTime(`${kind} notice time`, notice?.at, record, record.facts.given_at);
     compare(`${kind} notice channel`, notice?.channel, record, record.facts.channel);
+    compare(
+      `${kind} notice template`,
+      notice?.template,
+      record,
+      record.facts.template ?? (notice?.template === undefined ? undefined : null),
+    );
+    // When the notice was recorded (report judges lateness by it): the record's own time, itself
+    // checked against the time S3 stored it (record_time).
+    const recordedAt = notice?.recorded_at;
+    if (
+      recordedAt !== undefined &&
+      Math.abs(Date.parse(recordedAt) - Date.parse(record.at)) > MAX_CLOCK_SKEW_MS
+    ) {
+      problems.push(
+        `the ledger's ${kind} notice was recorded at ${recordedAt}; record ${record.seq} (notice_given) was written at ${record.at}`,
+      );
+    }
   }
   return problems;
 }

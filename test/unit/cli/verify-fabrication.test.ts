@@ -195,6 +195,54 @@ describe('svc-dsr verify --all against edits of the other facts a record locks',
       ),
     ]);
   });
+  it("catches the channel, the due date an extension replaced, and a notice's recorded time or template changed", async () => {
+    // Prepare: an answered request with its response notice; one extended; then the ledger edited.
+    const answered = await answeredRequest();
+    expect((await world.notice(answered, 'response')).exitCode).toBe(0);
+    const { requestId: extended } = await world.submit();
+    expect((await world.extend(extended)).exitCode).toBe(0);
+    const notice = (await world.ledger.require(answered)).notice_response;
+    if (notice === undefined) throw new Error('the response notice was not recorded');
+    await editLedger(answered, {
+      channel: 'in_person',
+      notice_response: {
+        ...notice,
+        recorded_at: new Date(Date.parse(notice.recorded_at) - 30 * DAY_MS).toISOString(),
+        template: 'ccpa-response-v1',
+      },
+    });
+    await editLedger(extended, { original_due_at: '2027-03-01T07:59:59.999Z' });
+
+    // Act
+    const first = await findingsOf(answered);
+    const second = await findingsOf(extended);
+
+    // Assess
+    expect(first.exitCode).toBe(1);
+    expect(first.findings).toEqual(
+      expect.arrayContaining([
+        finding(
+          'ledger_mismatch',
+          /^the ledger's channel is "in_person"; record 0 \(request_received\) locked null$/,
+        ),
+        finding(
+          'ledger_mismatch',
+          /^the ledger's response notice template is "ccpa-response-v1"; record 0 \(notice_given\) locked null$/,
+        ),
+        finding(
+          'ledger_mismatch',
+          /^the ledger's response notice was recorded at .*; record 0 \(notice_given\) was written at /,
+        ),
+      ]),
+    );
+    expect(first.findings).toHaveLength(3);
+    expect(second.findings).toEqual([
+      finding(
+        'ledger_mismatch',
+        /^the ledger's original due_at is "2027-03-01T07:59:59.999Z"; record \d+ \(deadline_extended\) locked "/,
+      ),
+    ]);
+  });
 });
 
 describe('svc-dsr verify --all against fabrications', () => {
