@@ -182,15 +182,15 @@ export function platformWaitsBudgeted(): number {
 export const LONGEST_OPEN_DAYS = 92;
 
 /**
- * The state machine's execution timeout (lib/dsr-stack.ts): the export poll budget and a day. A
- * request queued for an export slot longer than that is timed out, resumed by the reconciler in
- * its place (its waiter item keeps `since`), and recorded failed (`stranded`) after its resumes:
- * bench/gate-simulation.ts models this. It cannot simply be the 92 days a request may stay open:
- * the local Step Functions runner times an execution with a timer, which Node fires at once past
- * 24.8 days.
+ * The state machine's execution timeout (lib/dsr-stack.ts): the longest a request can be open, the
+ * export poll budget and a day for the rest. No shorter: a request may queue for an export slot
+ * until its deadline margin, and an execution that times out is resumed by the reconciler only a few
+ * times before it is recorded failed (stranded), so a timeout shorter than the queue would fail
+ * requests for having waited. (Local mode's runner caps the timer it times an execution with at
+ * Node's longest, 24.8 days: local/runtime/sfn-runner.ts.)
  */
 export function workflowExecutionTimeoutSeconds(pollBudgetSeconds: number): number {
-  return pollBudgetSeconds + 86_400;
+  return (LONGEST_OPEN_DAYS + 1) * 86_400 + pollBudgetSeconds;
 }
 
 /** The rate and outage waits of one execution's platform calls (about ten calls; the simulation measures fewer than half of this). */

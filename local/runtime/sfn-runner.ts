@@ -102,6 +102,9 @@ interface WaitingTask {
  */
 const TIMEOUT_FIELD = 'svc_dsr_local_timeout_seconds';
 
+/** The longest timer Node keeps, in whole seconds: 2^31 - 1 ms. */
+export const LONGEST_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+
 /** Makes each Task's TimeoutSecondsPath read the state's input, as in Step Functions (see TIMEOUT_FIELD). */
 function timeoutsFromStateInput(states: Record<string, unknown>): void {
   for (const state of Object.values(states)) {
@@ -192,6 +195,12 @@ export class LocalStateMachine {
       if (state.Retry !== undefined) retryIntervalOverrides[name] = options.retryIntervalMs ?? 0;
     }
     this.#overrides = { taskResourceLocalHandlers, waitTimeOverrides, retryIntervalOverrides };
+    // Node fires a timer set past 2^31 - 1 ms (24.8 days) at once, and the library times the
+    // execution with one: a longer TimeoutSeconds (the stack's covers a request open for 93 days)
+    // is capped there. No local run lasts that long; a shorter timeout is kept as it is.
+    if (definition.TimeoutSeconds !== undefined && definition.TimeoutSeconds > LONGEST_TIMER_SECONDS) {
+      definition.TimeoutSeconds = LONGEST_TIMER_SECONDS;
+    }
     this.#machine = new StateMachine(definition);
   }
 
