@@ -46,7 +46,7 @@ export interface DsrFunctionProps {
  * What a function does with the ledger: `steps` read and update their request's item; `intake`
  * also creates items; `sweep` only queries the status index.
  */
-export type LedgerAccess = 'steps' | 'intake' | 'sweep' | 'reconciler';
+export type LedgerAccess = 'steps' | 'intake' | 'sweep' | 'reconciler' | 'operator';
 
 const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: boolean; writes: boolean }>> = {
   steps: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: false, writes: true },
@@ -61,13 +61,15 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
   // lacks confirm_by).
   sweep: { items: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'], query: true, writes: true },
   reconciler: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
+  // The operator function reads a request and applies an operator's ruled change to it.
+  operator: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: false, writes: true },
 };
 /** What a function may do with archive objects. */
 /**
  * read: get objects; write: copy exports in (ArchiveExport); package: read the archive's recorded
  * version and put the subject package beside it (BuildPackage).
  */
-export type ArchiveAccess = 'read' | 'write' | 'package';
+export type ArchiveAccess = 'read' | 'write' | 'package' | 'remove';
 
 /**
  * A Lambda function with the house defaults: Node.js on arm64, its own role with no managed
@@ -213,8 +215,22 @@ export class DsrFunction extends Construct {
    */
   bindArchiveBucket(bucket: s3.IBucket, access: ArchiveAccess, prefix = 'exports/'): this {
     this.bindEnvironment('ARCHIVE_BUCKET', bucket.bucketName);
-    this.#bindBucketKey(bucket);
     const objects = bucket.arnForObjects(`${prefix}*`);
+    const ack = () =>
+      acknowledge(
+        this.policy,
+        'AwsSolutions-IAM5',
+        'Archive objects are named exports/<request_id>/attempt-<n>.zip; the grant is limited to that prefix of this bucket',
+        [`Resource::${nagArn(bucket)}/${prefix}*`],
+      );
+    if (access === 'remove') {
+      // A cancelled or denied request's copies: every version found, then deleted; nothing read.
+      this.#allow(['s3:DeleteObject', 's3:DeleteObjectVersion'], [objects]);
+      this.#allow(['s3:ListBucketVersions'], [bucket.bucketArn]);
+      ack();
+      return this;
+    }
+    this.#bindBucketKey(bucket);
     this.#allow(
       access === 'read'
         ? ['s3:GetObject']
@@ -356,9 +372,13 @@ export class DsrFunction extends Construct {
   }
 
   /** STATE_MACHINE_ARN, with StartExecution on it; `key` is the state machine's own KMS key, if any. */
-  bindStateMachine(stateMachine: sfn.StateMachine, access: 'start' | 'reconcile', key?: kms.IKey): this {
+  bindStateMachine(
+    stateMachine: sfn.StateMachine,
+    access: 'start' | 'reconcile' | 'operator',
+    key?: kms.IKey,
+  ): this {
     this.bindEnvironment('STATE_MACHINE_ARN', stateMachine.stateMachineArn);
-    if (access === 'reconcile') {
+    if (access === 'reconcile' || access === 'operator') {
       // The reconciler reads whether a request's execution still runs, by its name.
       const executions = Stack.of(this).formatArn({
         service: 'states',
@@ -366,7 +386,13 @@ export class DsrFunction extends Construct {
         resourceName: `${stateMachine.stateMachineName}:*`,
         arnFormat: ArnFormat.COLON_RESOURCE_NAME,
       });
-      this.#allow(['states:DescribeExecution'], [executions]);
+      // The operator function also stops a cancelled or denied request's executions.
+      this.#allow(
+        access === 'operator'
+          ? ['states:DescribeExecution', 'states:StopExecution']
+          : ['states:DescribeExecution'],
+        [executions],
+      );
       acknowledge(
         this.policy,
         'AwsSolutions-IAM5',
@@ -376,7 +402,7 @@ export class DsrFunction extends Construct {
         ],
       );
     }
-    if (access === 'start' || access === 'reconcile') {
+    if (access === 'start' || access === 'reconcile' || access === 'operator') {
       this.#allow(['states:StartExecution'], [stateMachine.stateMachineArn]);
       if (key !== undefined) {
         // Step Functions encrypts the execution input under this context.

@@ -1,7 +1,5 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { noticesChainOf } from '#shared/audit';
-import { PLATFORM_KEEPS, platformKeepsFacts } from '#shared/erasure-scope';
 import { NOTICE_KINDS, type Notice, type NoticeKind } from '#shared/ledger';
 import { identifierProblem } from '#shared/redact';
 import {
@@ -13,7 +11,6 @@ import {
 import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { ledgerChange, recordOperatorAction } from './common.ts';
 
 /** How a notice was given, as the command line says it. */
 export interface NoticeFlags {
@@ -84,51 +81,28 @@ const kindSchema = z.enum(NOTICE_KINDS, { message: `must be one of ${NOTICE_KIND
 
 /**
  * Records that the subject was told (a receipt confirmation, an extension, the response, a
- * denial): ledger fields and an audit record naming who recorded it. Refusals are exit 1.
+ * denial), through the operator function: ledger fields and an audit record naming who recorded
+ * it. Refusals are exit 1.
  */
 export async function runNotice(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'operator' | 'clock'>,
+  context: Pick<CliContext, 'operatorFunction' | 'clock'>,
   options: NoticeOptions,
   io: CliIo,
 ): Promise<CommandResult<NoticeResult>> {
   const requestId = parseRequestId(options.requestId);
   const kind = parseOption('--kind', kindSchema, options.kind);
   const notice = parseNoticeFlags(options, '--', context.clock());
-  const { after } = await ledgerChange(context, requestId, () =>
-    context.ledger.recordNotice(requestId, kind, notice),
-  );
-  // The response to an erased subject says what the platform keeps: the record holds that it did.
-  const erasedResponse = kind === 'response' && after.outcome === 'erased';
-  // Notices follow the request's end (a response, a denial), after the final record that closes
-  // its own chain: they go to the request's notices chain, `<request_id>.notices`.
-  await recordOperatorAction(
-    context,
-    requestId,
-    {
-      eventId: `Operator:notice-${kind}-${notice.at}`,
-      action: 'notice_given',
-      facts: {
-        kind,
-        channel: notice.channel,
-        given_at: notice.at,
-        reference: notice.reference ?? null,
-        ...(erasedResponse ? platformKeepsFacts() : {}),
-      },
-    },
-    { chain: noticesChainOf(requestId) },
-  );
-  const result: NoticeResult = {
+  const result: NoticeResult = await context.operatorFunction({
+    command: 'notice',
     request_id: requestId,
     kind,
-    channel: notice.channel,
-    at: notice.at,
-    reference: notice.reference ?? null,
-    ...(erasedResponse ? { platform_keeps: PLATFORM_KEEPS.text } : {}),
-  };
+    notice,
+  });
   if (options.json === true) writeJson(io, result);
   else {
     io.out(`recorded the ${kind} notice to the subject of ${requestId} (${notice.channel}, ${notice.at})\n`);
-    if (erasedResponse) io.out(`the response must say what the platform keeps: ${PLATFORM_KEEPS.text}\n`);
+    if (result.platform_keeps !== undefined)
+      io.out(`the response must say what the platform keeps: ${result.platform_keeps}\n`);
   }
   return { exitCode: EXIT.ok, result };
 }

@@ -30,6 +30,7 @@ import { runExtend } from '../../../bin/cli/commands/extend.ts';
 import { runNotice } from '../../../bin/cli/commands/notice.ts';
 import { runRetry } from '../../../bin/cli/commands/retry.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
+import { inProcessOperator } from '../../../bin/cli/operator-client.ts';
 import type { CliContext } from '../../../bin/cli/target.ts';
 import { createLedgerTable } from '../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../helpers/dynamo.ts';
@@ -54,6 +55,16 @@ class StaleOnce extends Ledger {
     this.#stale = undefined;
     return stale ?? super.get(requestId);
   }
+}
+
+/** The context with the operator function reading through a StaleOnce ledger (another writer went first). */
+function staleContext(stale: LedgerItem): CliContext {
+  const ledger = new StaleOnce(dynamo.client, stale);
+  return {
+    ...context,
+    ledger,
+    operatorFunction: inProcessOperator({ ...context, ledger }, context.operator),
+  };
 }
 
 beforeAll(async () => {
@@ -113,7 +124,7 @@ describe('cancel against DynamoDB', () => {
     const stale = { ...now, step: 'exporting' as const };
     // Act
     const error = await runCancel(
-      { ...context, ledger: new StaleOnce(dynamo.client, stale) },
+      staleContext(stale),
       { requestId: now.request_id, reason: 'r' },
       collectingIo(),
     ).catch((caught: unknown) => caught);
@@ -204,7 +215,7 @@ describe('extend against DynamoDB', () => {
       collectingIo(),
     );
     const second = await runExtend(
-      { ...context, ledger: new StaleOnce(dynamo.client, item) },
+      staleContext(item),
       { requestId: item.request_id, reason: 'again', notice: { channel: 'letter' } },
       collectingIo(),
     ).catch((caught: unknown) => caught);
@@ -371,7 +382,7 @@ describe('retry against DynamoDB', () => {
     // Act
     const first = await runRetry(context, { requestId: failedItem.request_id }, collectingIo());
     const second = await runRetry(
-      { ...context, ledger: new StaleOnce(dynamo.client, failedItem) },
+      staleContext(failedItem),
       { requestId: failedItem.request_id },
       collectingIo(),
     ).catch((caught: unknown) => caught);
