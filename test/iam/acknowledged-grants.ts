@@ -167,10 +167,10 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
       'finds and removes every version of the package it built when it finds the request cancelled meanwhile',
   })),
   ...['s3:DeleteObject', 's3:DeleteObjectVersion'].map((action) => ({
-    role: 'CLI',
+    role: 'Operator',
     action,
     resource: /archivebucket.*\/exports\/\*$/,
-    reason: "cancel removes every version of the request's archive when the request already has one",
+    reason: "cancel and deny remove every version of the request's archive when the request already has one",
   })),
   {
     role: 'Intake',

@@ -126,6 +126,12 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     // Open requests for the operator's cancel and extend, acted on while they wait for the export.
     await submitByCli(ids.cancelled, 'access', 'gdpr', 'u-bruno');
     await submitByCli(ids.extended, 'erasure', 'ccpa', 'u-chloe');
+    // An open request an execution is running: the operator function looks it up and refuses.
+    const running = await runCli(['retry', ids.extended, '--data-dir', dataDir], {
+      env: { SVC_DSR_RECORD_CALLS: cliCalls },
+    });
+    if (running.code !== 1)
+      throw new Error(`retry of a running request exited ${running.code}: ${running.stderr}`);
     await cli('cancel', ids.cancelled, '--reason', 'withdrawn by the subject');
     await cli('extend', ids.extended, '--reason', 'complex request', '--notice-channel', 'email');
     // A failed request is still owed an answer, so the operator can deny it.
