@@ -38,7 +38,7 @@ const archiveBucket = idOf('AWS::S3::Bucket', 'ArchiveBucket');
 const auditBucket = idOf('AWS::S3::Bucket', 'AuditBucket');
 const accessLogBucket = idOf('AWS::S3::Bucket', 'AccessLogBucket');
 const stepNames = Object.keys(STEP_DIRECTORIES);
-const functionNames = [...stepNames, 'Intake', 'DeadlineSweep', 'Reconciler', 'StatusEvents'];
+const functionNames = [...stepNames, 'Intake', 'DeadlineSweep', 'Reconciler', 'StatusEvents', 'Operator'];
 
 /** The statements of a function's role policy (`<name>Role…DefaultPolicy…`). */
 function statementsOf(functionName: string): CfnObject[] {
