@@ -226,7 +226,7 @@ export class DsrFunction extends Construct {
     if (access === 'remove') {
       // A cancelled or denied request's copies: every version found, then deleted; nothing read.
       this.#allow(['s3:DeleteObject', 's3:DeleteObjectVersion'], [objects]);
-      this.#allow(['s3:ListBucketVersions'], [bucket.bucketArn]);
+      this.#allow(['s3:ListBucket', 's3:ListBucketVersions'], [bucket.bucketArn]);
       ack();
       return this;
     }

@@ -166,6 +166,13 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
     reason:
       'finds and removes every version of the package it built when it finds the request cancelled meanwhile',
   })),
+  {
+    role: 'CLI',
+    action: 's3:ListBucket',
+    resource: /archivebucket/,
+    reason:
+      'without it a package whose archive expired answers 403, and the CLI could not say the lifecycle rule removed it',
+  },
   ...['s3:DeleteObject', 's3:DeleteObjectVersion'].map((action) => ({
     role: 'Operator',
     action,
