@@ -976,6 +976,7 @@ describe('outputs', () => {
         'AccessArchiveRetentionDays',
         'ErasureArchiveRetentionDays',
         'EventBusArn',
+        'OperatorUrl',
       ].sort(),
     );
     // The one schema the CLI and local mode read them by names every output, and no other.
