@@ -24,7 +24,6 @@ import {
   type Deployment,
   denials,
   evaluate,
-  OPERATOR_ROLE_ARN,
   observedAuthorisations,
   unusedGrants,
   withoutGrant,
