@@ -85,7 +85,7 @@ try {
       regulation: 'gdpr',
       primary_key: args.subject,
       received_at: received,
-      verification: { method: 'bench', verified_by: 'bench', verified_at: received },
+      verification: { method: 'email_link', verified_by: 'bench', verified_at: received },
     }),
   ]);
   await mode.idle();

@@ -37,6 +37,13 @@ export interface DsrAlarmsProps {
    */
   readonly receiptsDueSoon?: cloudwatch.IMetric;
   /**
+   * The deadline sweep's ResponseNoticesDueSoon: response and denial notices not recorded and due
+   * within the due-soon window, alarmed before the date. @default no alarm
+   */
+  readonly noticesDueSoon?: cloudwatch.IMetric;
+  /** The deadline sweep's ResponseNoticesOverdue: response and denial notices past their date. @default no alarm */
+  readonly noticesOverdue?: cloudwatch.IMetric;
+  /**
    * The scheduled passes by name, each with its heartbeat (the Sum of a metric it publishes once per
    * completed run) and its schedule: silence for two runs is an alarm.
    */
@@ -213,7 +220,7 @@ export class DsrAlarms extends Construct {
     );
   }
 
-  /** Requests at risk: due soon, overdue, stuck, held by a platform outage, unconfirmed receipts. */
+  /** Requests at risk: due soon, overdue, stuck, held by a platform outage, unconfirmed receipts, unsent answers. */
   #requestAlarms(props: DsrAlarmsProps): void {
     this.#add(
       'DueSoonUnfinished',
@@ -253,6 +260,23 @@ export class DsrAlarms extends Construct {
         'ReceiptConfirmationsDueSoon',
         props.receiptsDueSoon,
         'CCPA receipt confirmations (section 7021, 10 business days) are due within three business days and not recorded; send them and record each with svc-dsr notice --kind receipt (the sweep log names the requests)',
+        { missing: 'ignore' },
+      );
+    }
+    if (props.noticesDueSoon !== undefined) {
+      // Before the date: the answer can still be sent in time.
+      this.#add(
+        'ResponseNoticesDueSoon',
+        props.noticesDueSoon,
+        'Response or denial notices are due within the configured days and not recorded (a GDPR denial is due one month after receipt, extension or not); tell each subject and record it with svc-dsr notice --kind response or --kind denial (the sweep log names the requests)',
+        { missing: 'ignore' },
+      );
+    }
+    if (props.noticesOverdue !== undefined) {
+      this.#add(
+        'ResponseNoticesOverdue',
+        props.noticesOverdue,
+        'Completed or denied requests are past the due date of their response or denial notice with none recorded; svc-dsr list --notice-overdue names them, svc-dsr notice records the notice',
         { missing: 'ignore' },
       );
     }

@@ -55,11 +55,10 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
     query: false,
     writes: true,
   },
-  // The Scan finds the chains whose head changed on a day, for the daily audit manifest, and the
-  // ended requests past their retention, which the retention pass minimises (GetItem, UpdateItem);
+  // The retention pass minimises the ended requests past their retention (GetItem, UpdateItem);
   // GetItem also reads the open CCPA requests whose receipt confirmation may be late (the index
-  // lacks confirm_by).
-  sweep: { items: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'], query: true, writes: true },
+  // lacks confirm_by). No Scan: the daily audit manifest is built from the audit bucket.
+  sweep: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
   reconciler: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
   // The operator function reads a request and applies an operator's ruled change to it.
   operator: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: false, writes: true },
@@ -301,18 +300,24 @@ export class DsrFunction extends Construct {
 
   /**
    * AUDIT_BUCKET (and KMS_KEY_ID) for the daily audit manifests: write a day's manifest under
-   * `manifests/` (a PUT only with `If-None-Match: *`), read and list them. No access to the records.
+   * `manifests/` (a PUT only with `If-None-Match: *`), read and list them; list and read the
+   * records (never write them), which the manifest is built from.
    */
   bindAuditManifests(bucket: s3.IBucket): this {
     this.bindEnvironment('AUDIT_BUCKET', bucket.bucketName);
     this.#bindBucketKey(bucket);
-    this.policy.addStatements(...auditTrailStatements(bucket, MANIFEST_PREFIX));
+    this.policy.addStatements(
+      ...auditTrailStatements(bucket, MANIFEST_PREFIX),
+      ...auditTrailStatements(bucket, AUDIT_PREFIX).filter(
+        (statement) => !statement.actions.includes('s3:PutObject'),
+      ),
+    );
     this.#allowKey(bucket.encryptionKey, ['kms:Decrypt', 'kms:GenerateDataKey'], 's3');
     acknowledge(
       this.policy,
       'AwsSolutions-IAM5',
-      'Daily audit manifests live under manifests/<day>.json; the grant is limited to that prefix of this bucket',
-      [`Resource::${nagArn(bucket)}/${MANIFEST_PREFIX}*`],
+      'Daily audit manifests live under manifests/<day>.json and are built from the records under audit/; the grant is limited to those prefixes of this bucket',
+      [`Resource::${nagArn(bucket)}/${MANIFEST_PREFIX}*`, `Resource::${nagArn(bucket)}/${AUDIT_PREFIX}*`],
     );
     return this;
   }

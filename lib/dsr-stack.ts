@@ -762,6 +762,8 @@ export class DsrStack extends Stack {
       dueSoonRequests: sweepMetric(DEADLINE_METRICS.dueSoon),
       receiptsOverdue: sweepMetric(DEADLINE_METRICS.receiptsOverdue),
       receiptsDueSoon: sweepMetric(DEADLINE_METRICS.receiptsDueSoon),
+      noticesDueSoon: sweepMetric(DEADLINE_METRICS.noticesDueSoon),
+      noticesOverdue: sweepMetric(DEADLINE_METRICS.noticesOverdue),
       stuckRequests: reconcilerMetric('StuckRequests'),
       platformDownSeconds: reconcilerMetric('PlatformDownSeconds'),
       // Every scheduled function of the stack (the two rules above) publishes one.

@@ -7,6 +7,7 @@ import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
+import { PACKAGE_MAX_PASSES } from '../lambdas/build-package/continuation.ts';
 import {
   CANCEL_ERRORS,
   EXPORT_RESTART_ERRORS,
@@ -277,6 +278,45 @@ export class DsrWorkflow extends Construct {
   }
 
   /**
+   * The state after BuildPackage: its platform wait; or, when the build goes on in another
+   * invocation (lambdas/build-package/continuation.ts), ContinuePackage with the continuation it
+   * answered, at most PACKAGE_MAX_PASSES passes in all (past them the request fails
+   * `package_unfinished`); or `next`.
+   */
+  #packaged(buildPackage: sfn.IChainable, next: sfn.IChainable) {
+    const { condition, wait } = this.#platformWaited('BuildPackage', buildPackage, '$.subject_package');
+    const continuePackage = this.#guard(
+      this.#task(
+        'ContinuePackage',
+        'BuildPackage',
+        { ...REQUEST_ID, 'continuation.$': '$.subject_package.continuation' },
+        '$.subject_package',
+      ),
+    );
+    const unfinished = new sfn.Pass(this, 'PackageUnfinished', {
+      parameters: {
+        Error: 'PackageUnfinished',
+        Cause: `the subject package was not built in ${PACKAGE_MAX_PASSES} passes of BuildPackage`,
+      },
+      resultPath: '$.error',
+    }).next(this.#recordFailure);
+    const admitted = new sfn.Choice(this, 'BuildPackageAdmitted?')
+      .when(condition, wait)
+      .when(
+        sfn.Condition.isPresent('$.subject_package.continuation'),
+        new sfn.Choice(this, 'PackageContinues?')
+          .when(
+            sfn.Condition.numberLessThanEquals('$.subject_package.continuation.pass', PACKAGE_MAX_PASSES),
+            continuePackage,
+          )
+          .otherwise(unfinished),
+      )
+      .otherwise(next);
+    continuePackage.next(admitted);
+    return admitted;
+  }
+
+  /**
    * The state after StartExport: like {@link #admitted}, except that a wait for an export slot
    * writes its task token and its backoff into the request's waiter item in the gate table (which
    * StartExport wrote when it found no slot, with when the request first began to wait) and waits
@@ -378,12 +418,7 @@ export class DsrWorkflow extends Construct {
     const buildPackage = this.#guard(
       this.#task('BuildPackage', 'BuildPackage', REQUEST_ID, '$.subject_package'),
     );
-    const packaged = this.#admitted(
-      'BuildPackage',
-      buildPackage,
-      '$.subject_package',
-      outcome('RecordExported', 'exported'),
-    );
+    const packaged = this.#packaged(buildPackage, outcome('RecordExported', 'exported'));
     const erase = this.#guard(this.#task('EraseSubject', 'EraseSubject', REQUEST_ID, '$.erasure'));
     const verifyErasure = this.#guard(
       this.#task('VerifyErasure', 'VerifyErasure', REQUEST_ID, '$.erasure_verification'),

@@ -1,3 +1,4 @@
+import { PACKAGE_MAX_PASSES } from '../lambdas/build-package/continuation.ts';
 import { nextWaitSeconds, type PollSchedule } from '../lambdas/shared/config.ts';
 import { platformWaitsBudgeted } from '../lambdas/shared/step-handler.ts';
 
@@ -42,26 +43,44 @@ const DEFAULT_RETRY_ATTEMPTS = 3;
 
 /**
  * The longest path through the workflow (lib/dsr-workflow.ts), by state name: resolve, then each
- * export attempt, then each poll, then the longest tail (archive, erase and verify, record the
- * outcome) followed by the failure path, which a terminal error in the tail can still take: the
- * outcome not recorded, RecordFailure spending its retries, and the state machine's own ledger
- * write (longer than RecordFailure's Choice, which it replaces on that path).
+ * export attempt, then each poll, then the longer of the two tails (archive, then erase and verify,
+ * or build the package in at most PACKAGE_MAX_PASSES passes; record the outcome) followed by the
+ * failure path, which a terminal error in the tail can still take: the outcome not recorded,
+ * RecordFailure spending its retries, and the state machine's own ledger write (longer than
+ * RecordFailure's Choice, which it replaces on that path).
  */
 const PATH = {
   once: ['ResolveSubject', 'AlreadyCompleted?'],
   perExportAttempt: ['StartExport', 'StartExportAdmitted?'],
   perPoll: ['WaitForExport', 'CheckExport', 'ExportReady?'],
-  tail: [
-    'ArchiveExport',
-    'RequestType?',
-    'EraseSubject',
-    'EraseSubjectAdmitted?',
-    'VerifyErasure',
-    'VerifyErasureAdmitted?',
-    'RecordErased',
-    'OutcomeNotRecorded',
-    'RecordFailure',
-    'RecordFailedInLedger',
+  tails: [
+    [
+      'ArchiveExport',
+      'RequestType?',
+      'EraseSubject',
+      'EraseSubjectAdmitted?',
+      'VerifyErasure',
+      'VerifyErasureAdmitted?',
+      'RecordErased',
+      'OutcomeNotRecorded',
+      'RecordFailure',
+      'RecordFailedInLedger',
+    ],
+    [
+      'ArchiveExport',
+      'RequestType?',
+      'BuildPackage',
+      'BuildPackageAdmitted?',
+      ...Array.from({ length: PACKAGE_MAX_PASSES - 1 }, () => [
+        'PackageContinues?',
+        'ContinuePackage',
+        'BuildPackageAdmitted?',
+      ]).flat(),
+      'RecordExported',
+      'OutcomeNotRecorded',
+      'RecordFailure',
+      'RecordFailedInLedger',
+    ],
   ],
 } as const;
 
@@ -98,7 +117,7 @@ export function worstCaseHistory(input: HistoryBudgetInput): HistoryBudget {
     visit(PATH.once) +
     input.exportMaxAttempts * visit(PATH.perExportAttempt) +
     polls * visit(PATH.perPoll) +
-    visit(PATH.tail) +
+    Math.max(...PATH.tails.map(visit)) +
     platformWaitsBudgeted() * PLATFORM_WAIT_EVENTS +
     EVENTS_PER.end;
   return { events, polls, fraction: events / HISTORY_EVENT_LIMIT };

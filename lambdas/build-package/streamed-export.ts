@@ -328,12 +328,12 @@ function isoOf(writtenAt: number): string {
 }
 
 /** The archive on disk, its four entries found once and opened as often as needed. */
-interface OpenedZip {
+export interface OpenedZip {
   readonly file: yauzl.ZipFile;
   open(name: ExportFileName): Promise<Readable>;
 }
 
-async function openZip(path: string): Promise<OpenedZip> {
+export async function openZip(path: string): Promise<OpenedZip> {
   let file: yauzl.ZipFile;
   try {
     file = await new Promise<yauzl.ZipFile>((resolve, reject) =>

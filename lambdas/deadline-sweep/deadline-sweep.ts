@@ -1,6 +1,6 @@
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { addBusinessDays, endOfLocalDay, localDateOf } from '#shared/deadlines';
-import { type Ledger, noticesDue, OWED_STATUSES } from '#shared/ledger';
+import { answerNoticeState, type Ledger, noticesDue, OWED_STATUSES } from '#shared/ledger';
 import { HEARTBEAT_METRICS } from '#shared/metrics';
 
 /**
@@ -36,12 +36,23 @@ export const RECEIPT_WARNING_BUSINESS_DAYS = 3;
 const RECEIPT_EARLIEST_WARNING_DAYS = 10 - RECEIPT_WARNING_BUSINESS_DAYS - 1;
 
 /**
- * What the sweep reads: the ledger's open index, every shard, and the full item of the few open
- * CCPA requests whose receipt confirmation may be late (the index does not carry `confirm_by` or
- * the notices).
+ * How far back the sweep reads ended requests for their response or denial notice. A notice is due
+ * at most 92 days after receipt (a GDPR request extended to three months), so at most 92 days after
+ * its request ended: every notice due soon, or overdue by up to four weeks, is read. One overdue
+ * longer has been alarmed on for those four weeks; `svc-dsr list --notice-overdue` lists it still.
+ */
+export const NOTICE_LOOKBACK_DAYS = 120;
+/** Ended requests read in full at once for their notice. */
+const NOTICE_READS_AT_ONCE = 8;
+
+/**
+ * What the sweep reads: the ledger's open index, every shard, the full item of the few open CCPA
+ * requests whose receipt confirmation may be late (the index does not carry `confirm_by` or the
+ * notices), and the requests that ended within NOTICE_LOOKBACK_DAYS (the ended index), each in
+ * full, for their response or denial notice.
  */
 export interface DeadlineSweepDeps {
-  readonly ledger: Pick<Ledger, 'openRequests' | 'get'>;
+  readonly ledger: Pick<Ledger, 'openRequests' | 'get' | 'endedSince'>;
   readonly clock: () => Date;
 }
 
@@ -82,6 +93,17 @@ export interface DeadlineCounts {
   readonly receipts_due_before: string;
   /** Up to 50 of them, the soonest due first. */
   readonly receipts_due_soon_request_ids: readonly string[];
+  /**
+   * Completed or denied requests whose response or denial notice is not recorded and is past its
+   * due date (a GDPR denial: one month after receipt, extension or not).
+   */
+  readonly notices_overdue: number;
+  /** Up to 50 of them, the longest overdue first. */
+  readonly notices_overdue_request_ids: readonly string[];
+  /** Those whose notice is not recorded and is due before `due_soon_before`, not yet late. */
+  readonly notices_due_soon: number;
+  /** Up to 50 of them, the soonest due first. */
+  readonly notices_due_soon_request_ids: readonly string[];
 }
 
 /**
@@ -126,6 +148,7 @@ export async function sweepDeadlines(
   overdue.sort((a, b) => a.dueAt - b.dueAt);
   const oldest = overdue[0];
   const receipts = await receiptsAtRisk(deps, now, options.pageSize ?? 100, options.timeZone ?? 'UTC');
+  const notices = await answerNoticesAtRisk(deps, now, horizon, options);
   return {
     checked_at: now.toISOString(),
     overdue: overdue.length,
@@ -139,7 +162,52 @@ export async function sweepDeadlines(
     receipts_due_soon: receipts.dueSoon.length,
     receipts_due_before: receipts.dueBefore,
     receipts_due_soon_request_ids: receipts.dueSoon.slice(0, MAX_LISTED).map((entry) => entry.requestId),
+    notices_overdue: notices.late.length,
+    notices_overdue_request_ids: notices.late.slice(0, MAX_LISTED).map((entry) => entry.requestId),
+    notices_due_soon: notices.dueSoon.length,
+    notices_due_soon_request_ids: notices.dueSoon.slice(0, MAX_LISTED).map((entry) => entry.requestId),
   };
+}
+
+/**
+ * The completed and denied requests, ended within NOTICE_LOOKBACK_DAYS, whose response or denial
+ * notice is not recorded: past its due date (the longest overdue first), or due before `horizon`
+ * (the soonest first). Read from the ended index, each request in full.
+ */
+async function answerNoticesAtRisk(
+  deps: DeadlineSweepDeps,
+  now: Date,
+  horizon: string,
+  options: DeadlineSweepOptions,
+): Promise<{ late: NoticeDue[]; dueSoon: NoticeDue[] }> {
+  const since = new Date(now.getTime() - NOTICE_LOOKBACK_DAYS * DAY_MS).toISOString();
+  const horizonMs = Date.parse(horizon);
+  const late: NoticeDue[] = [];
+  const dueSoon: NoticeDue[] = [];
+  const judge = async (requestId: string) => {
+    const item = await deps.ledger.get(requestId);
+    const notice = item === undefined ? undefined : answerNoticeState(item, now, options.timeZone);
+    if (notice === undefined || notice.state === 'given' || notice.due_by === null) return;
+    const dueBy = Date.parse(notice.due_by);
+    if (notice.state === 'overdue') late.push({ requestId, dueBy });
+    else if (dueBy < horizonMs) dueSoon.push({ requestId, dueBy });
+  };
+  // The ended index carries no notices: each request is read in full, a few at once.
+  let batch: string[] = [];
+  for await (const { request_id } of deps.ledger.endedSince(since, { pageSize: options.pageSize ?? 100 })) {
+    batch.push(request_id);
+    if (batch.length < NOTICE_READS_AT_ONCE) continue;
+    await Promise.all(batch.map(judge));
+    batch = [];
+  }
+  await Promise.all(batch.map(judge));
+  const byDate = (a: NoticeDue, b: NoticeDue) => a.dueBy - b.dueBy;
+  return { late: late.sort(byDate), dueSoon: dueSoon.sort(byDate) };
+}
+
+interface NoticeDue {
+  readonly requestId: string;
+  readonly dueBy: number;
 }
 
 /**
@@ -197,10 +265,14 @@ export const DEADLINE_METRICS = {
   receiptsOverdue: 'ReceiptConfirmationsOverdue',
   /** Open CCPA requests whose receipt confirmation is due within RECEIPT_WARNING_BUSINESS_DAYS: alarmed before the date. */
   receiptsDueSoon: 'ReceiptConfirmationsDueSoon',
+  /** Completed or denied requests whose response or denial notice is past its date, not recorded. */
+  noticesOverdue: 'ResponseNoticesOverdue',
+  /** Those whose notice is due within the due-soon window: alarmed before the date. */
+  noticesDueSoon: 'ResponseNoticesDueSoon',
 } as const;
 
 /**
- * Publishes the four counts and the sweep's heartbeat through Powertools Metrics, stamped with the
+ * Publishes the six counts and the sweep's heartbeat through Powertools Metrics, stamped with the
  * sweep's time (a pass that fails or times out publishes nothing, and the heartbeat's alarm reads
  * the silence): one
  * Embedded Metric Format line, which CloudWatch Logs turns into metrics with no SDK call and no
@@ -212,6 +284,8 @@ export function publishDeadlineMetrics(metrics: Metrics, counts: DeadlineCounts)
   metrics.addMetric(DEADLINE_METRICS.dueSoon, MetricUnit.Count, counts.due_soon);
   metrics.addMetric(DEADLINE_METRICS.receiptsOverdue, MetricUnit.Count, counts.receipts_overdue);
   metrics.addMetric(DEADLINE_METRICS.receiptsDueSoon, MetricUnit.Count, counts.receipts_due_soon);
+  metrics.addMetric(DEADLINE_METRICS.noticesOverdue, MetricUnit.Count, counts.notices_overdue);
+  metrics.addMetric(DEADLINE_METRICS.noticesDueSoon, MetricUnit.Count, counts.notices_due_soon);
   metrics.addMetric(HEARTBEAT_METRICS.deadlineSweep, MetricUnit.Count, 1);
   metrics.publishStoredMetrics();
 }

@@ -38,9 +38,9 @@ export interface DeadlineSweepHandlerDeps extends DeadlineSweepDeps {
   /** Publishes the counts as metrics (publishDeadlineMetrics in Lambda). */
   readonly publish: (counts: DeadlineCounts) => void;
   readonly logger: StepLogger;
-  /** The audit bucket: each run writes the daily manifests not written yet. */
+  /** The audit bucket: each run writes the daily manifests not written yet, from the records in it. */
   readonly manifests: ManifestStore;
-  readonly ledger: DeadlineSweepDeps['ledger'] & Pick<Ledger, 'scan' | 'minimiseDue'>;
+  readonly ledger: DeadlineSweepDeps['ledger'] & Pick<Ledger, 'minimiseDue'>;
   /** The retention pass: days after a request ends, and the key of the hashes (read only when one is due). */
   readonly minimisation: { readonly afterDays: number; readonly hmacKey: () => Promise<string> };
 }
@@ -62,16 +62,16 @@ export function makeDeadlineSweepHandler(deps: () => DeadlineSweepHandlerDeps) {
     sweepDeps.publish(counts);
     const summary = { ...counts };
     if (counts.overdue > 0) sweepDeps.logger.warn('open requests are overdue', summary);
-    else if (counts.receipts_overdue > 0) {
+    else if (counts.notices_overdue > 0) {
+      sweepDeps.logger.warn('response or denial notices are overdue', summary);
+    } else if (counts.receipts_overdue > 0) {
       sweepDeps.logger.warn('CCPA receipt confirmations are overdue', summary);
     } else if (counts.receipts_due_soon > 0) {
       sweepDeps.logger.warn('CCPA receipt confirmations are due soon', summary);
+    } else if (counts.notices_due_soon > 0) {
+      sweepDeps.logger.warn('response or denial notices are due soon', summary);
     } else sweepDeps.logger.info('deadline sweep', summary);
-    const days = await writeDailyManifests({
-      ...sweepDeps.manifests,
-      ledger: sweepDeps.ledger,
-      clock: sweepDeps.clock,
-    });
+    const days = await writeDailyManifests({ ...sweepDeps.manifests, clock: sweepDeps.clock });
     if (days.length > 0) sweepDeps.logger.info('audit manifests written', { days });
     const retention = await sweepDeps.ledger.minimiseDue(sweepDeps.minimisation);
     if (retention.minimised + retention.skipped > 0) {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { type AuditEvent, type AuditTrail, auditEventProblem } from '#shared/audit';
+import { type AuditEvent, type AuditTrail, auditEventProblem, factDigest } from '#shared/audit';
 import { computeDeadlines, DEFAULT_TIME_ZONE, type Deadlines } from '#shared/deadlines';
 import type { Ledger } from '#shared/ledger';
 import { INTAKE_METRICS } from '#shared/metrics';
@@ -153,6 +153,8 @@ function intakeRecord(
       due_at: deadlines.due_at,
       confirm_by: deadlines.confirm_by,
       verification_method: request.verification.method,
+      verified_at: request.verification.verified_at,
+      reference_sha256: request.reference === undefined ? null : factDigest(request.reference),
       time_zone: timeZone,
       ...(overdue ? { overdue_at_intake: true } : {}),
     },
@@ -181,7 +183,7 @@ async function reject(
     eventId: 'Intake',
     step: 'Intake',
     action: 'request_rejected',
-    facts: { errors: errors.length },
+    facts: { errors: errors.length, errors_sha256: factDigest(errors) },
     final: true,
   });
   deps.logger.warn('request rejected', { request_id: requestId, errors: errors.length });
@@ -236,6 +238,7 @@ async function deny(
         reason_code: IDENTITY_NOT_VERIFIED,
         verification_method: request.verification.method,
         verification_problem: gate.problem,
+        completed_at: (created.created ? created.item : created.existing).completed_at ?? null,
       },
       final: true,
     });

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { DENIAL_CODES, NOTICE_KINDS } from '#shared/ledger';
+import { noticeContentSchema } from '#shared/notice-content';
 import { identifierProblem } from '#shared/redact';
 import { CONTROL_CHARACTERS_MESSAGE, hasControlCharacters, rfc3339Instant } from '#shared/request';
 
@@ -50,6 +51,8 @@ export const operatorCommandSchema = z.discriminatedUnion('command', [
     request_id: requestId,
     kind: z.enum(NOTICE_KINDS),
     notice,
+    /** What the notice said: the template and the values filled in. */
+    content: noticeContentSchema.optional(),
   }),
   z.object({
     command: z.literal('package_handed_out'),
@@ -114,6 +117,7 @@ export const operatorResultSchemas = {
     channel: z.string(),
     at: z.string(),
     reference: z.string().nullable(),
+    content: noticeContentSchema.nullable(),
     platform_keeps: z.string().optional(),
   }),
   package_handed_out: z.object({ request_id: z.string(), recorded: z.literal(true) }),

@@ -11,6 +11,7 @@ import { PLATFORM_KEEPS, platformKeepsFacts } from '#shared/erasure-scope';
 import { LedgerRuleError, RequestUnknownError } from '#shared/errors';
 import { isLive, latestExecutionName, retryExecutionName } from '#shared/executions';
 import type { Ledger, LedgerItem } from '#shared/ledger';
+import { noticeContentFacts } from '#shared/notice-content';
 import { MAX_CLOCK_SKEW_MS, rfc3339Instant } from '#shared/request';
 import { removeAllVersions } from '#shared/runtime';
 import { executionArnOf, sfnLookup } from '../reconciler/aws.ts';
@@ -89,7 +90,11 @@ async function cancel(deps: OperatorDeps, operator: string, command: Of<'cancel'
     {
       eventId: `Operator:cancel-${after.executions}`,
       action: 'request_cancelled',
-      facts: { previous_status: before.status, step: before.step ?? null },
+      facts: {
+        previous_status: before.status,
+        step: before.step ?? null,
+        completed_at: after.completed_at ?? null,
+      },
       // Cancelled is terminal: this record ends the chain.
       final: true,
       reason,
@@ -118,7 +123,7 @@ async function deny(deps: OperatorDeps, operator: string, command: Of<'deny'>) {
   await recordAction(deps, operator, requestId, {
     eventId: 'Operator:deny',
     action: 'request_denied',
-    facts: { previous_status: before.status, reason_code: code },
+    facts: { previous_status: before.status, reason_code: code, completed_at: after.completed_at ?? null },
     reason,
     final: true,
   });
@@ -171,7 +176,13 @@ async function extend(deps: OperatorDeps, operator: string, command: Of<'extend'
 async function notice(deps: OperatorDeps, operator: string, command: Of<'notice'>) {
   const { request_id: requestId, kind } = command;
   const given = noticeGiven(deps, command.notice);
-  const { after } = await ruled(requestId, () => deps.ledger.recordNotice(requestId, kind, given));
+  const content = command.content;
+  const { after } = await ruled(requestId, () =>
+    deps.ledger.recordNotice(requestId, kind, {
+      ...given,
+      ...(content === undefined ? {} : { template: content.template }),
+    }),
+  );
   // The response to an erased subject says what the platform keeps: the record holds that it did.
   const erasedResponse = kind === 'response' && after.outcome === 'erased';
   // Notices follow the request's end (a response, a denial), after the final record that closes
@@ -188,6 +199,8 @@ async function notice(deps: OperatorDeps, operator: string, command: Of<'notice'
         channel: given.channel,
         given_at: given.at,
         reference: given.reference ?? null,
+        // What the subject was told: the template and the values filled in, not the rendered text.
+        ...(content === undefined ? {} : noticeContentFacts(content)),
         ...(erasedResponse ? platformKeepsFacts() : {}),
       },
     },
@@ -199,6 +212,7 @@ async function notice(deps: OperatorDeps, operator: string, command: Of<'notice'
     channel: given.channel,
     at: given.at,
     reference: given.reference ?? null,
+    content: content ?? null,
     ...(erasedResponse ? { platform_keeps: PLATFORM_KEEPS.text } : {}),
   };
 }

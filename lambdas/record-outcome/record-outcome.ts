@@ -57,6 +57,7 @@ export async function recordOutcome(
     action: 'request_completed',
     facts: {
       outcome,
+      completed_at: item.completed_at ?? null,
       due_at: item.due_at ?? null,
       on_time: item.due_at === undefined ? null : completedAt <= item.due_at,
       archive_sha256: item.archive?.sha256 ?? null,

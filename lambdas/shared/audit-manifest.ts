@@ -1,33 +1,64 @@
 /**
  * The daily audit manifest: one JSON object a day in the audit bucket (under the same Object Lock as
- * the records) that locks the head hash and record count of every chain that changed that day
- * (a request's chain under its request id, its side chains under `<request_id>.notices` and
- * `<request_id>.packages`).
- * Manifests are chained to each other as records are, so a chain rewritten whole later (reordered
- * and re-hashed, its ledger head rewritten too) can no longer match the head a manifest locked.
+ * the records) that locks every record S3 stored that day: its chain, seq and hash, and the time S3
+ * stored it (LastModified, which no writer sets). It is built from a listing of the bucket, never
+ * from the ledger, so a chain whose ledger item was deleted, or whose ledger head was rewritten, is
+ * locked all the same.
+ * Manifests are chained to each other as records are (each names the day before by its hash), so a
+ * chain rewritten whole later (re-hashed, its ledger head rewritten too) can no longer match the
+ * hashes a manifest locked, and a record rewritten the same day is stored later than its own time.
  */
 import { createHash } from 'node:crypto';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';
-import { isWriteConflict, recordHash, sideChainOf } from './audit.ts';
+import {
+  AUDIT_PREFIX,
+  checkStoredRecord,
+  isWriteConflict,
+  listStoredKeys,
+  parseRecordKey,
+  recordHash,
+} from './audit.ts';
 import { AuditRecordInvalidError } from './errors.ts';
-import { chainHeadFields, type Ledger, SIDE_CHAINS } from './ledger/index.ts';
 
-/** The value of every manifest's `schema` field. */
-export const MANIFEST_SCHEMA = 'svc-dsr.manifest/1';
+/** The value of the `schema` field of the manifests written now. */
+export const MANIFEST_SCHEMA = 'svc-dsr.manifest/2';
+/** The first layout, built from the ledger's chain heads: still read, never written. */
+export const LEGACY_MANIFEST_SCHEMA = 'svc-dsr.manifest/1';
 
 /** Folder of the manifests: `manifests/<YYYY-MM-DD>.json`, one per UTC day. */
 export const MANIFEST_PREFIX = 'manifests/';
 
 /** Days one run writes at most when it catches up after a pause; the next run writes the rest. */
 const MAX_DAYS_PER_RUN = 31;
+/** Records read at once while a day's manifest is built. */
+const READ_CONCURRENCY = 16;
 const DAY_MS = 24 * 3600 * 1000;
+/** How long after midnight UTC the day before is written: every record stored that day is listed by then. */
+export const DAY_SETTLE_MS = 10 * 60 * 1000;
 const MANIFEST_NAME_PATTERN = /^manifests\/(\d{4}-\d{2}-\d{2})\.json$/;
 const sha256Digest = z.string().regex(/^sha256:[0-9a-f]{64}$/);
 
-/** Validates a stored manifest (strict: an unknown field is an error). */
-export const manifestSchema = z.strictObject({
+/** One record a manifest locks: which chain, which seq, its hash, and when S3 stored it. */
+export const lockedRecordSchema = z.strictObject({
+  chain: z.string(),
+  seq: z.number().int().nonnegative(),
+  hash: sha256Digest,
+  stored_at: z.iso.datetime(),
+});
+export type LockedRecord = z.infer<typeof lockedRecordSchema>;
+
+const currentManifestSchema = z.strictObject({
   schema: z.literal(MANIFEST_SCHEMA),
+  day: z.iso.date(),
+  written_at: z.iso.datetime(),
+  records: z.array(lockedRecordSchema),
+  prev_hash: sha256Digest.nullable(),
+  hash: sha256Digest,
+});
+
+const legacyManifestSchema = z.strictObject({
+  schema: z.literal(LEGACY_MANIFEST_SCHEMA),
   day: z.iso.date(),
   written_at: z.iso.datetime(),
   chains: z.array(
@@ -36,7 +67,32 @@ export const manifestSchema = z.strictObject({
   prev_hash: sha256Digest.nullable(),
   hash: sha256Digest,
 });
+
+/** Validates a stored manifest of either layout (strict: an unknown field is an error). */
+export const manifestSchema = z.discriminatedUnion('schema', [currentManifestSchema, legacyManifestSchema]);
 export type Manifest = z.infer<typeof manifestSchema>;
+
+/**
+ * What a manifest locks, as chain heads: for each locked record, that the chain's record `count - 1`
+ * has `head` (and was stored at `stored_at`); for a legacy manifest, the heads it copied.
+ */
+export function lockedHeadsOf(
+  manifest: Manifest,
+): { chain: string; count: number; head: string; stored_at?: string }[] {
+  if (manifest.schema === LEGACY_MANIFEST_SCHEMA) {
+    return manifest.chains.map((chain) => ({
+      chain: chain.request_id,
+      count: chain.count,
+      head: chain.head,
+    }));
+  }
+  return manifest.records.map((record) => ({
+    chain: record.chain,
+    count: record.seq + 1,
+    head: record.hash,
+    stored_at: record.stored_at,
+  }));
+}
 
 /** The S3 key of a day's manifest. */
 export function manifestKey(day: string): string {
@@ -50,56 +106,46 @@ export interface ManifestStore {
   readonly kmsKeyId?: string;
 }
 
-/** What writing manifests reads besides the bucket: the ledger's chain heads, and a clock. */
+/** What writing manifests needs besides the bucket: a clock. */
 export interface ManifestDeps extends ManifestStore {
-  readonly ledger: Pick<Ledger, 'scan'>;
   readonly clock: () => Date;
 }
 
 /**
  * Writes the manifest of every whole UTC day not written yet, up to yesterday: after the last
- * manifest, or yesterday alone when there is none. Each locks the head of every chain whose last
- * record was written that day (a chain that changed again since is locked by a later day), and
- * links to the manifest before it. Safe to run again and concurrently: a day already written is
- * read, never replaced. Answers the days written.
+ * manifest, or yesterday alone when there is none. Each locks every record S3 stored that day
+ * (listed from the bucket with its LastModified, read for its hash), and links to the manifest
+ * before it. Safe to run again and concurrently: a day already written is read, never replaced.
+ * Answers the days written.
  */
 export async function writeDailyManifests(deps: ManifestDeps): Promise<string[]> {
-  const yesterday = dayOf(new Date(deps.clock().getTime() - DAY_MS));
+  // A record put a moment before midnight may still be arriving just after it: a day is written
+  // once it has been over for a while.
+  const yesterday = dayOf(new Date(deps.clock().getTime() - DAY_MS - DAY_SETTLE_MS));
   const keys = await manifestKeys(deps);
   const lastKey = keys.at(-1);
   let previous = lastKey === undefined ? undefined : await readManifest(deps, lastKey);
   let day = previous === undefined ? yesterday : nextDay(previous.day);
+  if (day > yesterday) return [];
+  // One listing of the bucket serves every day this run writes.
+  const stored = await listStoredKeys(deps.s3, deps.bucket, AUDIT_PREFIX);
   const written: string[] = [];
   while (day <= yesterday && written.length < MAX_DAYS_PER_RUN) {
-    const chains: Manifest['chains'] = [];
     const start = `${day}T00:00:00.000Z`;
     const end = `${nextDay(day)}T00:00:00.000Z`;
-    // One scan finds every item one of whose chains changed that day: the request's own chain,
-    // and its side chains, each locked under its own chain id (`<request_id>.notices`, ...).
-    const anchors = [
-      { fields: chainHeadFields(undefined), chainOf: (requestId: string) => requestId },
-      ...SIDE_CHAINS.map((side) => ({
-        fields: side.fields,
-        chainOf: (requestId: string) => sideChainOf(side.kind, requestId),
-      })),
-    ];
-    const times = anchors.map((anchor) => anchor.fields.at);
-    for await (const item of deps.ledger.scan({ field: times, from: start, to: end })) {
-      for (const { fields, chainOf } of anchors) {
-        const at = item[fields.at];
-        const head = item[fields.head];
-        const count = item[fields.count];
-        if (at === undefined || at < start || at >= end) continue;
-        if (head === undefined || count === undefined || count === 0) continue;
-        chains.push({ request_id: chainOf(item.request_id), count, head });
-      }
-    }
-    chains.sort((a, b) => (a.request_id < b.request_id ? -1 : a.request_id > b.request_id ? 1 : 0));
+    const ofDay = stored.filter(
+      (object) =>
+        object.storedAt !== undefined &&
+        object.storedAt >= start &&
+        object.storedAt < end &&
+        parseRecordKey(object.key) !== undefined,
+    );
+    const records = await lockRecords(deps, ofDay);
     const unsealed = {
       schema: MANIFEST_SCHEMA,
       day,
       written_at: deps.clock().toISOString(),
-      chains,
+      records,
       prev_hash: previous?.hash ?? null,
     } as const;
     const manifest = manifestSchema.parse({ ...unsealed, hash: recordHash(unsealed) });
@@ -108,6 +154,39 @@ export async function writeDailyManifests(deps: ManifestDeps): Promise<string[]>
     day = nextDay(day);
   }
   return written;
+}
+
+/**
+ * The locked form of each listed record, in chain and seq order: its own hash when it reads as a
+ * record, else the SHA-256 of its bytes (verify reports such a record as a broken chain anyway).
+ */
+async function lockRecords(
+  store: ManifestStore,
+  listed: readonly { key: string; storedAt?: string }[],
+): Promise<LockedRecord[]> {
+  const locked: LockedRecord[] = [];
+  for (let index = 0; index < listed.length; index += READ_CONCURRENCY) {
+    const batch = listed.slice(index, index + READ_CONCURRENCY);
+    locked.push(
+      ...(await Promise.all(
+        batch.map(async ({ key, storedAt }) => {
+          const answer = await store.s3.send(new GetObjectCommand({ Bucket: store.bucket, Key: key }));
+          const body = (await answer.Body?.transformToString('utf-8')) ?? '';
+          const checked = checkStoredRecord(key, body);
+          const name = parseRecordKey(key);
+          return {
+            chain: name?.chainId ?? key,
+            seq: name?.seq ?? 0,
+            hash: checked.ok
+              ? checked.record.hash
+              : `sha256:${createHash('sha256').update(body, 'utf8').digest('hex')}`,
+            stored_at: storedAt ?? '',
+          };
+        }),
+      )),
+    );
+  }
+  return locked.sort((a, b) => (a.chain < b.chain ? -1 : a.chain > b.chain ? 1 : a.seq - b.seq));
 }
 
 /** Every manifest in day order, with the first problem of their own chain (or undefined when it holds). */

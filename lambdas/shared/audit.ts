@@ -210,6 +210,12 @@ export type AuditVerification =
       readonly hashes: readonly string[];
       /** The records themselves, by seq: what they locked, to compare with what the ledger says now. */
       readonly chain: readonly AuditRecord[];
+      /**
+       * When S3 stored each record, by seq (its LastModified, set by S3, never by the writer), or
+       * null when the listing did not say: a record whose own `at` is far from it was written at
+       * another time than it claims.
+       */
+      readonly stored_at: readonly (string | null)[];
     }
   | { readonly ok: false; readonly problem: string; readonly at: number };
 
@@ -263,6 +269,15 @@ export function canonicalJson(value: unknown): string {
     default:
       throw new TypeError(`canonicalJson: a ${typeof value} cannot be encoded`);
   }
+}
+
+/**
+ * `'sha256:' + hex(SHA-256(canonicalJson(value)))`: how a record locks a ledger fact it must not
+ * hold in the clear (free text such as a ticket reference or field errors), so that verify can
+ * compare the ledger's value with it.
+ */
+export function factDigest(value: unknown): string {
+  return `sha256:${createHash('sha256').update(canonicalJson(value), 'utf8').digest('hex')}`;
 }
 
 /** `'sha256:' + hex(SHA-256(canonicalJson(record without its hash field)))`. */
@@ -426,6 +441,7 @@ export class AuditTrail {
     const seen = { primary_key: false, svc_user_id: false };
     const hashes: string[] = [];
     const chain: AuditRecord[] = [];
+    const storedAt: (string | null)[] = [];
     let previous: AuditRecord | undefined;
 
     for (const [index, object] of objects.entries()) {
@@ -468,6 +484,7 @@ export class AuditTrail {
       }
       hashes.push(record.hash);
       chain.push(record);
+      storedAt.push(object.storedAt ?? null);
       previous = record;
     }
 
@@ -483,6 +500,7 @@ export class AuditTrail {
       final: previous?.final === true,
       hashes,
       chain,
+      stored_at: storedAt,
     };
   }
 
@@ -555,21 +573,12 @@ export class AuditTrail {
   async #readObjects(requestId: string): Promise<StoredObject[]> {
     const { s3, bucket } = this.#store;
     const prefix = requestPrefix(requestId);
-    const keys: string[] = [];
-    let continuationToken: string | undefined;
-    do {
-      const page = await s3.send(
-        new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: continuationToken }),
-      );
-      for (const object of page.Contents ?? []) if (object.Key !== undefined) keys.push(object.Key);
-      continuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined;
-    } while (continuationToken !== undefined);
-    keys.sort();
+    const listed = await listStoredKeys(s3, bucket, prefix);
     // Chains are tens of records, so reading them all at once is cheap.
     return Promise.all(
-      keys.map(async (key) => {
+      listed.map(async ({ key, storedAt }) => {
         const answer = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-        return { key, body: (await answer.Body?.transformToString('utf-8')) ?? '' };
+        return { key, storedAt, body: (await answer.Body?.transformToString('utf-8')) ?? '' };
       }),
     );
   }
@@ -578,6 +587,58 @@ export class AuditTrail {
 interface StoredObject {
   readonly key: string;
   readonly body: string;
+  /** The object's LastModified (ISO), when the listing gave it. */
+  readonly storedAt?: string;
+}
+
+/** An object of a listing: its key and when S3 stored it (LastModified), in key order. */
+export interface StoredKey {
+  readonly key: string;
+  readonly storedAt?: string;
+}
+
+/** Every key under `prefix` with its LastModified, in key order (ListObjectsV2, paginated). */
+export async function listStoredKeys(s3: S3Client, bucket: string, prefix: string): Promise<StoredKey[]> {
+  const keys: StoredKey[] = [];
+  let continuationToken: string | undefined;
+  do {
+    const page = await s3.send(
+      new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: continuationToken }),
+    );
+    for (const object of page.Contents ?? []) {
+      if (object.Key === undefined) continue;
+      const storedAt = object.LastModified?.toISOString();
+      keys.push({ key: object.Key, ...(storedAt === undefined ? {} : { storedAt }) });
+    }
+    continuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined;
+  } while (continuationToken !== undefined);
+  return keys.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+/**
+ * The chain id and seq of a record key (`audit/<chain id>/<seq>.json`), or undefined for any other
+ * key: how a listing of the whole bucket is read chain by chain.
+ */
+export function parseRecordKey(key: string): { chainId: string; seq: number } | undefined {
+  if (!key.startsWith(AUDIT_PREFIX)) return undefined;
+  const [chainId, name, ...rest] = key.slice(AUDIT_PREFIX.length).split('/');
+  if (chainId === undefined || name === undefined || rest.length > 0 || !REQUEST_ID_PATTERN.test(chainId))
+    return undefined;
+  const [, seq] = RECORD_NAME_PATTERN.exec(name) ?? [];
+  return seq === undefined ? undefined : { chainId, seq: Number(seq) };
+}
+
+/**
+ * Parses a stored record and checks it against its key and its own hash (not its links): what the
+ * daily manifest reads of each record it locks.
+ */
+export function checkStoredRecord(
+  key: string,
+  body: string,
+): { ok: true; record: AuditRecord } | { ok: false; problem: string } {
+  const parsed = parseRecordKey(key);
+  if (parsed === undefined) return { ok: false, problem: 'is not named like an audit record' };
+  return checkObject(parsed.chainId, { key, body });
 }
 
 type CheckedObject = { ok: true; record: AuditRecord } | { ok: false; problem: string };

@@ -79,5 +79,10 @@ export interface StepDeps {
   readonly sleep: (ms: number) => Promise<void>;
   /** A number in [0, 1), for the jitter of poll waits. @default Math.random */
   readonly random?: () => number;
+  /**
+   * Milliseconds left before the invocation's timeout (the Lambda context's), for a step that can
+   * continue its work in another invocation. @default no limit (local mode)
+   */
+  readonly remainingTimeMs?: () => number;
   readonly logger: StepLogger;
 }

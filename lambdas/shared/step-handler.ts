@@ -27,10 +27,10 @@ export type AnyStep = StepDefinition<z.ZodType, z.ZodType>;
 export function makeStepHandler<I extends z.ZodType, O extends z.ZodType>(
   step: StepDefinition<I, O>,
   deps: () => Promise<StepDeps> | StepDeps,
-): (event: unknown) => Promise<z.infer<O>> {
-  return async (event) => {
+): (event: unknown, context?: unknown) => Promise<z.infer<O>> {
+  return async (event, context) => {
     try {
-      return await runStep(step, deps, event);
+      return await runStep(step, deps, event, remainingTimeOf(context));
     } catch (error) {
       throw awsTransientError(error) ?? error;
     }
@@ -41,6 +41,7 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
   step: StepDefinition<I, O>,
   deps: () => Promise<StepDeps> | StepDeps,
   event: unknown,
+  remainingTimeMs: (() => number) | undefined,
 ): Promise<z.infer<O>> {
   const parsed = step.input.safeParse(event);
   if (!parsed.success) {
@@ -53,6 +54,7 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
     typeof event === 'object' && event !== null && 'request_id' in event ? String(event.request_id) : '';
   const stepDeps: StepDeps = {
     ...base,
+    ...(remainingTimeMs === undefined ? {} : { remainingTimeMs }),
     logger: base.logger.child?.({ request_id: requestId, step: step.name }) ?? base.logger,
   };
   const attempt = async () => step.output.parse(await step.run(parsed.data, stepDeps)) as z.infer<O>;
@@ -99,6 +101,14 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
       platform_wait: { reason: error.reason, seconds, ...(error.reason === 'exports' ? { slot: true } : {}) },
     }) as z.infer<O>;
   }
+}
+
+/** The Lambda context's clock of the time left, when the handler was given one. */
+function remainingTimeOf(context: unknown): (() => number) | undefined {
+  if (typeof context !== 'object' || context === null || !('getRemainingTimeInMillis' in context))
+    return undefined;
+  const remaining = context.getRemainingTimeInMillis;
+  return typeof remaining === 'function' ? () => Number(remaining.call(context)) : undefined;
 }
 
 /**

@@ -2,7 +2,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import { closeServer, listen, trackSockets } from '../http.ts';
-import { META_DIR, TMP_DIR, UPLOADS_DIR } from './s3/limits.ts';
+import { BUCKETS_DIR, META_DIR, TMP_DIR, UPLOADS_DIR } from './s3/limits.ts';
 import { handle } from './s3/protocol.ts';
 import { DiskStore } from './s3/store.ts';
 
@@ -33,6 +33,11 @@ export interface DiskS3Options {
    * @default false
    */
   readonly syncWrites?: boolean;
+  /**
+   * The stand-in's own clock, which sets every object's LastModified (a writer cannot): tests that
+   * play out days pass a clock they advance. @default the real time
+   */
+  readonly clock?: () => Date;
 }
 
 /**
@@ -43,9 +48,10 @@ export async function startDiskS3(options: DiskS3Options): Promise<DiskS3> {
   const root = resolve(options.root);
   await mkdir(join(root, META_DIR), { recursive: true });
   await mkdir(join(root, UPLOADS_DIR), { recursive: true });
+  await mkdir(join(root, BUCKETS_DIR), { recursive: true });
   await rm(join(root, TMP_DIR), { recursive: true, force: true });
   await mkdir(join(root, TMP_DIR), { recursive: true });
-  const store = new DiskStore(root, options.syncWrites ?? false);
+  const store = new DiskStore(root, options.syncWrites ?? false, options.clock);
   const server = createServer((req, res) => {
     void handle(store, req, res);
   });

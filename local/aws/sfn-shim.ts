@@ -3,7 +3,9 @@
  * enough of the AWS JSON 1.0 protocol that the real `SFNClient` (and so the intake Lambda's
  * StartExecution code) works unchanged in local mode. It answers the operations svc-dsr calls:
  * StartExecution (intake), DescribeExecution (the reconciler), StopExecution (`svc-dsr cancel`)
- * and SendTaskSuccess (the steps that hand an export slot to a waiting execution).
+ * and SendTaskSuccess (the steps that hand an export slot to a waiting execution), and the ones an
+ * engineer inspects local mode with, from the AWS CLI or a console script: ListStateMachines,
+ * ListExecutions and GetExecutionHistory (`sfn-history.ts`).
  * It keeps no executions of its own: the registry it is given runs them and keeps their records.
  */
 import { randomUUID } from 'node:crypto';
@@ -21,6 +23,7 @@ import {
   type Registry,
 } from '../runtime/executions.ts';
 import { type AwsFaults, AwsThrottle, throttleServer } from './aws-faults.ts';
+import { executionHistory } from './sfn-history.ts';
 
 /** How to start a {@link SfnShim}: the executions it serves, and where and how it answers. */
 export interface ShimOptions {
@@ -89,6 +92,9 @@ const OPERATIONS: Readonly<Record<string, Operation>> = {
   DescribeExecution: describeExecution,
   StopExecution: stopExecution,
   SendTaskSuccess: sendTaskSuccess,
+  ListStateMachines: listStateMachines,
+  ListExecutions: listExecutions,
+  GetExecutionHistory: getExecutionHistory,
 };
 
 async function answer(registry: Registry, request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -246,6 +252,122 @@ async function sendTaskSuccess(registry: Registry, body: unknown): Promise<Recor
     throw error;
   }
   return {};
+}
+
+/** The one machine local mode runs; its creation date is the shim's start, as close as local mode has. */
+const SHIM_STARTED = Date.now();
+
+function machineName(registry: Registry): string {
+  return registry.options.stateMachineArn.split(':').at(-1) ?? '';
+}
+
+async function listStateMachines(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
+  parseRequest(
+    z.looseObject({
+      maxResults: z.number().int().min(0).max(1000).optional(),
+      nextToken: z.string().optional(),
+    }),
+    body,
+  );
+  return {
+    stateMachines: [
+      {
+        stateMachineArn: registry.options.stateMachineArn,
+        name: machineName(registry),
+        type: 'STANDARD',
+        creationDate: SHIM_STARTED / 1000,
+      },
+    ],
+  };
+}
+
+/** A page token: the position after the page, tied to what was asked so it cannot be reused for another question. */
+function pageToken(position: number, question: string): string {
+  return Buffer.from(JSON.stringify({ position, question }), 'utf8').toString('base64url');
+}
+
+function readPageToken(token: string | undefined, question: string): number {
+  if (token === undefined) return 0;
+  try {
+    const parsed = z
+      .object({ position: z.number().int().nonnegative(), question: z.string() })
+      .parse(JSON.parse(Buffer.from(token, 'base64url').toString('utf8')));
+    if (parsed.question === question) return parsed.position;
+  } catch {
+    // An invalid token is answered below, whatever made it invalid.
+  }
+  throw apiFault('InvalidToken', `Invalid Token: '${token}'`);
+}
+
+/** Step Functions pages at most 1000 items; 0 or nothing means its default of 100. */
+function pageSize(maxResults: number | undefined): number {
+  return maxResults === undefined || maxResults === 0 ? 100 : maxResults;
+}
+
+const listExecutionsRequest = z.looseObject({
+  stateMachineArn: z.string(),
+  statusFilter: z
+    .enum(['RUNNING', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'ABORTED', 'PENDING_REDRIVE'])
+    .optional(),
+  maxResults: z.number().int().min(0).max(1000).optional(),
+  nextToken: z.string().max(3096).optional(),
+});
+
+/** Newest first, as Step Functions lists them; `statusFilter` and paging as its API takes them. */
+async function listExecutions(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
+  const request = parseRequest(listExecutionsRequest, body);
+  checkStateMachine(registry, request.stateMachineArn);
+  const matching = registry
+    .summaries()
+    .filter((summary) => request.statusFilter === undefined || summary.status === request.statusFilter);
+  const question = `ListExecutions ${request.stateMachineArn} ${request.statusFilter ?? ''}`;
+  const start = readPageToken(request.nextToken, question);
+  const size = pageSize(request.maxResults);
+  const page = matching.slice(start, start + size);
+  return {
+    executions: page.map((summary) => {
+      const { redriveCount: _redriveCount, ...listed } = executionSummary(registry, summary);
+      return listed;
+    }),
+    ...(start + size < matching.length ? { nextToken: pageToken(start + size, question) } : {}),
+  };
+}
+
+const historyRequest = z.looseObject({
+  executionArn: z.string(),
+  maxResults: z.number().int().min(0).max(1000).optional(),
+  nextToken: z.string().max(3096).optional(),
+  reverseOrder: z.boolean().optional(),
+  includeExecutionData: z.boolean().optional(),
+});
+
+async function getExecutionHistory(registry: Registry, body: unknown): Promise<Record<string, unknown>> {
+  const request = parseRequest(historyRequest, body);
+  const execution = findExecution(registry, request.executionArn);
+  const oldestFirst = executionHistory(await registry.read(execution));
+  const events = request.reverseOrder === true ? oldestFirst.reverse() : oldestFirst;
+  const question = `GetExecutionHistory ${request.executionArn} ${request.reverseOrder === true}`;
+  const start = readPageToken(request.nextToken, question);
+  const size = pageSize(request.maxResults);
+  const page = events.slice(start, start + size);
+  return {
+    events: request.includeExecutionData === false ? page.map(withoutData) : page,
+    ...(start + size < events.length ? { nextToken: pageToken(start + size, question) } : {}),
+  };
+}
+
+/** `includeExecutionData: false` leaves out inputs and outputs, as Step Functions does. */
+function withoutData(event: Record<string, unknown>): Record<string, unknown> {
+  const stripped: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(event)) {
+    if (field.endsWith('EventDetails') && typeof value === 'object' && value !== null) {
+      const { input: _input, output: _output, ...rest } = value as Record<string, unknown>;
+      stripped[field] = rest;
+    } else {
+      stripped[field] = value;
+    }
+  }
+  return stripped;
 }
 
 function checkStateMachine(registry: Registry, stateMachineArn: string): void {

@@ -19,7 +19,12 @@ import { type AwsFaults, AwsThrottle } from '../aws/aws-faults.ts';
 import { LOCAL_ACCOUNT_ID, LOCAL_PARTITION, LOCAL_REGION, type ResolvedStateMachine } from './asl.ts';
 
 /** An in-process Lambda handler: gets the invocation payload; its return value becomes the task's Payload. */
-export type LocalLambda = (payload: unknown) => Promise<unknown>;
+export type LocalLambda = (payload: unknown, context?: LocalLambdaContext) => Promise<unknown>;
+
+/** What a local Lambda may be given of Lambda's context: the time left, for a test that shortens it. */
+export interface LocalLambdaContext {
+  getRemainingTimeInMillis(): number;
+}
 
 /** How a {@link LocalStateMachine} runs its tasks and how much it compresses time. */
 export interface RunnerOptions {

@@ -1,11 +1,16 @@
 import '../polyfills.ts';
 import { randomBytes } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { CreateBucketCommand, PutBucketVersioningCommand, S3Client } from '@aws-sdk/client-s3';
+import {
+  CreateBucketCommand,
+  PutBucketVersioningCommand,
+  PutObjectLockConfigurationCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import type { AuditTrail } from '#shared/audit';
+import { type AuditTrail, MINIMUM_RETENTION_MONTHS } from '#shared/audit';
 import { CALLERS, runAsCaller } from '#shared/call-recorder';
 import { stepEnvSchema } from '#shared/config';
 import { ExportWaiters } from '#shared/export-waiters';
@@ -29,6 +34,7 @@ import { sqsQuarantine } from '../../lambdas/intake/aws.ts';
 import { type IntakeObserver, makeIntakeHandler } from '../../lambdas/intake/handler.ts';
 import type { IntakeDeps } from '../../lambdas/intake/intake.ts';
 import { RECONCILER_TOKENS, STEP_TOKENS, STEPS, type StepName } from '../../lambdas/steps.ts';
+import { retentionDaysForMonths } from '../../lib/config.ts';
 import type { AwsFaults } from '../aws/aws-faults.ts';
 import type { AwsStandIns } from '../aws/aws-standins.ts';
 import { createGateTable, createLedgerTable } from '../aws/ledger-table.ts';
@@ -305,11 +311,28 @@ async function createLocalResources(
     await createLedgerTable(dynamoClient, LOCAL_NAMES.table);
     await createGateTable(dynamoClient, LOCAL_NAMES.gateTable);
     for (const bucket of [LOCAL_NAMES.archiveBucket, LOCAL_NAMES.auditBucket]) {
-      await s3.send(new CreateBucketCommand({ Bucket: bucket })).catch(ignoreExisting);
+      const audit = bucket === LOCAL_NAMES.auditBucket;
+      await s3
+        .send(
+          new CreateBucketCommand({ Bucket: bucket, ...(audit ? { ObjectLockEnabledForBucket: true } : {}) }),
+        )
+        .catch(ignoreExisting);
       await s3.send(
         new PutBucketVersioningCommand({ Bucket: bucket, VersioningConfiguration: { Status: 'Enabled' } }),
       );
     }
+    // The audit bucket locks each record as the stack's does by default: COMPLIANCE, for the minimum retention.
+    await s3.send(
+      new PutObjectLockConfigurationCommand({
+        Bucket: LOCAL_NAMES.auditBucket,
+        ObjectLockConfiguration: {
+          ObjectLockEnabled: 'Enabled',
+          Rule: {
+            DefaultRetention: { Mode: 'COMPLIANCE', Days: retentionDaysForMonths(MINIMUM_RETENTION_MONTHS) },
+          },
+        },
+      }),
+    );
     return createQueues(sqs);
   });
 }
@@ -388,7 +411,7 @@ function stepHandlers(
     const definition: AnyStep = STEPS[step];
     const platform = platformFor(step);
     const handler = makeStepHandler(definition, () => ({ ...stepDeps, platform }));
-    const real: LocalLambda = (event) => runAsCaller(step, () => handler(event));
+    const real: LocalLambda = (event, context) => runAsCaller(step, () => handler(event, context));
     handlers[ids[step]] = options.stepOverrides?.[step]?.(real) ?? real;
   }
   return handlers;

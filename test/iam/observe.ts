@@ -217,7 +217,6 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
         writeDailyManifests({
           s3,
           bucket: endpoints.outputs.AuditBucketName,
-          ledger: sweepLedger,
           clock: () => new Date(Date.now() + days * DAY_MS),
         }),
       );

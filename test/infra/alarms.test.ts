@@ -68,6 +68,8 @@ describe('alarms that speak when things go quiet', () => {
               'OverdueRequests',
               'ReceiptConfirmationsDueSoon',
               'ReceiptConfirmationsOverdue',
+              'ResponseNoticesDueSoon',
+              'ResponseNoticesOverdue',
               'StuckRequests',
               'PlatformDown',
             ].includes(alarm.name)
@@ -92,6 +94,28 @@ describe('alarms that speak when things go quiet', () => {
         { Name: 'service', Value: 'svc-dsr' },
       ],
     });
+  });
+
+  it('warns of a response or denial notice before its date, and alarms once one is overdue, from the sweep', () => {
+    const sweepCount = (metricName: string) => ({
+      MetricName: metricName,
+      Namespace: 'svc-dsr',
+      Statistic: 'Maximum',
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      TreatMissingData: 'ignore',
+      Dimensions: [
+        { Name: 'Stack', Value: 'Test' },
+        { Name: 'service', Value: 'svc-dsr' },
+      ],
+    });
+    expect(alarms.find((alarm) => alarm.name === 'ResponseNoticesDueSoon')).toMatchObject(
+      sweepCount(DEADLINE_METRICS.noticesDueSoon),
+    );
+    expect(alarms.find((alarm) => alarm.name === 'ResponseNoticesOverdue')).toMatchObject(
+      sweepCount(DEADLINE_METRICS.noticesOverdue),
+    );
+    expect(DEADLINE_METRICS.noticesOverdue).toBe('ResponseNoticesOverdue');
   });
 
   it('gives the status events a KMS-encrypted failure queue, alarmed on its first message', () => {

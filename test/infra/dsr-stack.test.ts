@@ -627,13 +627,12 @@ describe('IAM', () => {
     }
   });
 
-  it('lets the deadline sweep read the ledger, minimise items, and write only the daily manifests of the audit bucket', () => {
+  it('lets the deadline sweep query the ledger, minimise items, read the audit records and write only the daily manifests of the audit bucket', () => {
     const statements = statementsOf('DeadlineSweep');
     const actions = statements.flatMap(actionsOf);
     expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual([
       'dynamodb:GetItem',
       'dynamodb:Query',
-      'dynamodb:Scan',
       'dynamodb:UpdateItem',
     ]);
     expect(actions.filter((action) => action.startsWith('secretsmanager:'))).toEqual([
@@ -643,7 +642,18 @@ describe('IAM', () => {
       statements.filter((statement) => actionsOf(statement).some((action) => action.startsWith('s3:'))),
     );
     expect(s3Resources).toContain('manifests/');
-    expect(s3Resources).not.toContain('audit/');
+    // The manifest is built from the records: it lists and reads them, and never writes one.
+    const recordWrites = statements.filter(
+      (statement) =>
+        actionsOf(statement).includes('s3:PutObject') && JSON.stringify(statement).includes('audit/'),
+    );
+    expect(recordWrites).toEqual([]);
+    expect(
+      statements.some(
+        (statement) =>
+          actionsOf(statement).includes('s3:GetObject') && JSON.stringify(statement).includes('/audit/*'),
+      ),
+    ).toBe(true);
   });
 
   it('lets intake start the state machine and send to quarantine, nothing more on SQS and Step Functions', () => {

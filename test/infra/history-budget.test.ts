@@ -31,6 +31,11 @@ const bareStates = {
   VerifyErasure: task(),
   'VerifyErasureAdmitted?': { Type: 'Choice' },
   RecordErased: task(),
+  BuildPackage: task(),
+  'BuildPackageAdmitted?': { Type: 'Choice' },
+  'PackageContinues?': { Type: 'Choice' },
+  ContinuePackage: task(),
+  RecordExported: task(),
   OutcomeNotRecorded: { Type: 'Pass' },
   RecordFailure: task(),
   RecordFailedInLedger: task(),
@@ -64,15 +69,30 @@ describe('worstCaseHistory', () => {
 
     // execution 2, ResolveSubject 5, AlreadyCompleted? 2, two (StartExport 5 + its Choice 2) 14,
     // 8 polls of (Wait 3 + CheckExport 5 + ExportReady? 2) = 80,
-    // tail: ArchiveExport 5, RequestType? 2, EraseSubject 5 + Choice 2, VerifyErasure 5 + Choice 2,
-    // RecordErased 5, OutcomeNotRecorded 2, RecordFailure 5, RecordFailedInLedger 5 = 38,
+    // the longer tail, with no retries the access one: ArchiveExport 5, RequestType? 2,
+    // BuildPackage 5 + Choice 2, one more pass (PackageContinues? 2, ContinuePackage 5, Choice 2),
+    // RecordExported 5, OutcomeNotRecorded 2, RecordFailure 5, RecordFailedInLedger 5 = 40
+    // (the erasure tail: EraseSubject 5 + Choice 2 and VerifyErasure 5 + Choice 2 instead, 38),
     // 300 waits for platform capacity (the export-slot waits of 92 days at 80% of 16 hours after
     // their ramp, 46 + 174, and 80 rate and outage waits), each at most a wait for an export slot
     // whose message could not be sent: (attempt 5 + Choice 2 + the failed Task 5 + Wait 3) x 300 =
     // 4,500, and the final Fail 2.
     expect(platformWaitsBudgeted()).toBe(46 + 174 + 80);
-    const events = 2 + 5 + 2 + 14 + 80 + 38 + 4_500 + 2;
+    const events = 2 + 5 + 2 + 14 + 80 + 40 + 4_500 + 2;
     expect(budget).toEqual({ events, polls: 8, fraction: events / 25_000 });
+  });
+
+  it('counts the erasure tail when its retries make it the longer one', () => {
+    const small = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 };
+    const bare = worstCaseHistory({ schedule: small, exportMaxAttempts: 2, states: bareStates });
+    const verifyRetried = worstCaseHistory({
+      schedule: small,
+      exportMaxAttempts: 2,
+      states: { ...bareStates, VerifyErasure: task([3]) },
+    });
+
+    // The erasure tail grows from 38 to 38 + 9 = 47, past the access tail's 40.
+    expect(verifyRetried.events - bare.events).toBe(47 - 40);
   });
 
   it('counts every retry each Retry rule allows, three for a rule that names no MaxAttempts', () => {

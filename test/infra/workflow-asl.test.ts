@@ -9,6 +9,7 @@ import {
   RETRYABLE_ERRORS,
   TERMINAL_ERRORS,
 } from '#shared/errors';
+import { PACKAGE_MAX_PASSES } from '../../lambdas/build-package/continuation.ts';
 
 type State = {
   Type: string;
@@ -69,6 +70,7 @@ describe('the synthesized state machine', () => {
         'ArchiveExport',
         'BuildPackage',
         'CheckExport',
+        'ContinuePackage',
         'EraseSubject',
         'RecordErased',
         'RecordExported',
@@ -209,5 +211,46 @@ describe('the synthesized state machine', () => {
       });
       expect(payload).toContain('request_id');
     }
+  });
+
+  it('runs BuildPackage again with the continuation it answered, at most PACKAGE_MAX_PASSES passes, then fails', () => {
+    type ChoiceState = State & {
+      Choices?: Record<string, unknown>[];
+      Default?: string;
+      ResultPath?: string;
+    };
+    const admitted = states['BuildPackageAdmitted?'] as ChoiceState;
+    const continues = states['PackageContinues?'] as ChoiceState;
+
+    expect(states.BuildPackage?.Next).toBe('BuildPackageAdmitted?');
+    expect(admitted.Choices).toContainEqual({
+      Variable: '$.subject_package.continuation',
+      IsPresent: true,
+      Next: 'PackageContinues?',
+    });
+    expect(admitted.Default).toBe('RecordExported');
+    expect(continues.Choices).toEqual([
+      {
+        Variable: '$.subject_package.continuation.pass',
+        NumericLessThanEquals: PACKAGE_MAX_PASSES,
+        Next: 'ContinuePackage',
+      },
+    ]);
+    expect(continues.Default).toBe('PackageUnfinished');
+    expect(states.PackageUnfinished).toMatchObject({
+      Type: 'Pass',
+      Parameters: { Error: 'PackageUnfinished' },
+      ResultPath: '$.error',
+      Next: 'RecordFailure',
+    });
+    // The same function, with the continuation; its answer goes where BuildPackage's went.
+    expect(states.ContinuePackage?.Resource).toBe(states.BuildPackage?.Resource);
+    expect(states.ContinuePackage?.Parameters).toEqual({
+      'request_id.$': '$.request_id',
+      'execution.$': '$$.Execution.Name',
+      'continuation.$': '$.subject_package.continuation',
+    });
+    expect((states.ContinuePackage as ChoiceState).ResultPath).toBe('$.subject_package');
+    expect(states.ContinuePackage?.Next).toBe('BuildPackageAdmitted?');
   });
 });

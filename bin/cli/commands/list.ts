@@ -2,6 +2,8 @@ import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import {
+  type AnswerNoticeState,
+  answerNoticeState,
   isOwed,
   type LedgerItem,
   ledgerItemSchema,
@@ -27,6 +29,11 @@ export interface ListOptions {
   readonly receiptDue?: boolean;
   /** Only CCPA requests whose receipt confirmation is past its confirm-by date and not recorded. */
   readonly receiptOverdue?: boolean;
+  /**
+   * Only requests owed a notice past its due date: a receipt confirmation, a response (completed)
+   * or a denial (denied). Without `status`, every status that can owe one is listed.
+   */
+  readonly noticeOverdue?: boolean;
   readonly json?: boolean;
 }
 
@@ -53,6 +60,8 @@ export interface ListedRequest {
   /** CCPA: the date the receipt confirmation is due by; null otherwise. */
   readonly confirm_by: string | null;
   readonly receipt: ReceiptState | null;
+  /** The response (completed) or denial (denied) notice: its due date, and given, due or overdue. */
+  readonly notice: AnswerNoticeState | null;
 }
 
 /** What `list --json` prints. */
@@ -65,6 +74,8 @@ export interface ListResult {
 }
 
 const DAY_MS = 24 * 3600 * 1000;
+/** Every status a request may owe the subject a notice in: all but an intake error's. */
+const NOTICE_OWING_STATUSES = STATUSES.filter((status) => status !== 'rejected');
 
 const statusListSchema = z
   .string()
@@ -87,7 +98,9 @@ export function parseListOptions(options: ListOptions): {
   const statuses = [
     ...new Set(
       options.status === undefined
-        ? [...OWED_STATUSES]
+        ? options.noticeOverdue === true
+          ? [...NOTICE_OWING_STATUSES]
+          : [...OWED_STATUSES]
         : parseOption('--status', statusListSchema, options.status),
     ),
   ];
@@ -132,9 +145,12 @@ export async function runList(
   if (ended.length > 0) items.push(...(await scanEnded(context, ended, before)));
   items.sort(byDueDate);
   const receiptFilter = receiptFilterOf(options);
+  const noticeFilter = (request: ListedRequest) =>
+    options.noticeOverdue !== true || request.receipt === 'overdue' || request.notice?.state === 'overdue';
+  const timeZone = context.names.TimeZone;
   const requests = (await withReceipts(context, items))
-    .map((item) => listed(item, now))
-    .filter((request) => receiptFilter(request.receipt));
+    .map((item) => listed(item, now, timeZone))
+    .filter((request) => receiptFilter(request.receipt) && noticeFilter(request));
   const result: ListResult = { statuses, due_before: before ?? null, count: requests.length, requests };
   if (options.json === true) writeJson(io, result);
   else if (requests.length === 0) {
@@ -142,7 +158,7 @@ export async function runList(
   } else {
     io.out(
       formatTable(
-        ['REQUEST ID', 'STATUS', 'STEP', 'TYPE', 'REG', 'DUE', '', 'RECEIPT', 'REFERENCE'],
+        ['REQUEST ID', 'STATUS', 'STEP', 'TYPE', 'REG', 'DUE', '', 'RECEIPT', 'NOTICE', 'REFERENCE'],
         requests.map((request) => [
           request.request_id,
           request.status,
@@ -152,6 +168,7 @@ export async function runList(
           `${request.due_at ?? ''}${request.extended ? ' (extended)' : ''}`,
           isOwed(request.status) ? request.due : '',
           describeReceipt(request, now),
+          describeNotice(request, now),
           request.reference ?? '',
         ]),
       ),
@@ -207,7 +224,12 @@ async function scanEnded(
  * and its receipt confirmation's date and notice.
  */
 type ListableRequest = OpenRequest &
-  Partial<Pick<LedgerItem, 'created_at' | 'confirm_by' | 'notice_receipt'>>;
+  Partial<
+    Pick<
+      LedgerItem,
+      'created_at' | 'confirm_by' | 'notice_receipt' | 'notice_response' | 'notice_denial' | 'original_due_at'
+    >
+  >;
 
 /** Full items read at once for the receipt column. */
 const RECEIPT_READS_AT_ONCE = 8;
@@ -252,13 +274,23 @@ function describeReceipt(request: ListedRequest, now: Date): string {
   return request.receipt === 'overdue' ? due : `due ${due}`;
 }
 
+/** The NOTICE column: "response given", "denial due in 3 days", "response 2 days overdue", or empty. */
+function describeNotice(request: ListedRequest, now: Date): string {
+  const notice = request.notice;
+  if (notice === null) return '';
+  if (notice.state === 'given') return `${notice.kind} given`;
+  if (notice.due_by === null) return `${notice.kind} due`;
+  const due = describeDue(notice.due_by, now);
+  return notice.state === 'overdue' ? `${notice.kind} ${due}` : `${notice.kind} due ${due}`;
+}
+
 function byDueDate(a: ListableRequest, b: ListableRequest): number {
   const left = a.due_at ?? a.created_at ?? '';
   const right = b.due_at ?? b.created_at ?? '';
   return left < right ? -1 : left > right ? 1 : a.request_id < b.request_id ? -1 : 1;
 }
 
-function listed(item: ListableRequest, now: Date): ListedRequest {
+function listed(item: ListableRequest, now: Date, timeZone: string | undefined): ListedRequest {
   return {
     request_id: item.request_id,
     status: item.status,
@@ -273,6 +305,7 @@ function listed(item: ListableRequest, now: Date): ListedRequest {
     due: describeDue(item.due_at, now),
     confirm_by: item.confirm_by ?? null,
     receipt: receiptState(item, now) ?? null,
+    notice: answerNoticeState(item, now, timeZone) ?? null,
   };
 }
 
@@ -282,6 +315,7 @@ interface ListFlags extends TargetFlags {
   readonly overdue?: boolean;
   readonly receiptDue?: boolean;
   readonly receiptOverdue?: boolean;
+  readonly noticeOverdue?: boolean;
   readonly json?: boolean;
 }
 
@@ -297,6 +331,10 @@ export function registerListCommand(program: Command): void {
     .option('--overdue', 'only requests past their due date')
     .option('--receipt-due', 'only CCPA requests whose receipt confirmation is not recorded yet')
     .option('--receipt-overdue', 'only CCPA requests past their receipt confirm-by date with none recorded')
+    .option(
+      '--notice-overdue',
+      'only requests owed a receipt, response or denial notice past its due date (every status but rejected, unless --status)',
+    )
     .option('--json', 'print JSON');
   addTargetOptions(command)
     .addHelpText(
@@ -304,7 +342,9 @@ export function registerListCommand(program: Command): void {
       `
 The RECEIPT column follows each CCPA request's receipt confirmation (section 7021, due within 10
 business days, by its confirm-by date): confirmed, due, or overdue until svc-dsr notice --kind
-receipt records it.
+receipt records it. The NOTICE column follows the response (completed) or denial (denied) notice:
+given, due, or overdue until svc-dsr notice --kind response or --kind denial records it. A GDPR
+denial is due one month after receipt, even after an extension (Art. 12(4)).
 
 Exit codes: 0 listed (even when nothing matched), 2 invalid flags.
 
@@ -312,6 +352,7 @@ Examples:
   $ npx svc-dsr list
   $ npx svc-dsr list --overdue
   $ npx svc-dsr list --receipt-overdue
+  $ npx svc-dsr list --notice-overdue
   $ npx svc-dsr list --status failed,cancelled --json
   $ npx svc-dsr list --due-within 7 --target aws --stack-outputs outputs.json`,
     )
@@ -322,6 +363,7 @@ Examples:
         overdue: flags.overdue === true,
         receiptDue: flags.receiptDue === true,
         receiptOverdue: flags.receiptOverdue === true,
+        noticeOverdue: flags.noticeOverdue === true,
         json: flags.json === true,
       };
       parseListOptions(options);

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { NOTICE_KINDS, type Notice, type NoticeKind } from '#shared/ledger';
+import { type NoticeContent, noticeContentSchema, noticeValuesOf } from '#shared/notice-content';
 import { identifierProblem } from '#shared/redact';
 import {
   CONTROL_CHARACTERS_MESSAGE,
@@ -63,6 +64,10 @@ export function parseNoticeFlags(flags: NoticeFlags, prefix: string, now: Date):
 export interface NoticeOptions extends NoticeFlags {
   readonly requestId: string;
   readonly kind: string;
+  /** The team's id of the template the notice was written from, e.g. gdpr-denial-v3. */
+  readonly template?: string;
+  /** The values filled into it, as `name=value`; only with `template`. */
+  readonly values?: readonly string[];
   readonly json?: boolean;
 }
 
@@ -73,11 +78,36 @@ export interface NoticeResult {
   readonly channel: string;
   readonly at: string;
   readonly reference: string | null;
+  /** The template and the values filled in, as the audit record keeps them; null when not given. */
+  readonly content: NoticeContent | null;
   /** For the response to an erased subject: what the platform keeps, which the response must say. */
   readonly platform_keeps?: string;
 }
 
 const kindSchema = z.enum(NOTICE_KINDS, { message: `must be one of ${NOTICE_KINDS.join(', ')}` });
+
+/**
+ * What the notice said, from --template and --value, or exit 2 naming the flag: a value the audit
+ * trail would refuse (an e-mail address, a link, a name only an identifier has) is refused here,
+ * before anything is written.
+ */
+export function parseNoticeContent(
+  options: Pick<NoticeOptions, 'template' | 'values'>,
+): NoticeContent | undefined {
+  const pairs = options.values ?? [];
+  if (options.template === undefined) {
+    if (pairs.length > 0)
+      throw new CliError('--value: give --template too: values are filled into a template');
+    return undefined;
+  }
+  const values = noticeValuesOf(pairs);
+  if (typeof values === 'string') throw new CliError(`--value: ${values}`);
+  const parsed = noticeContentSchema.safeParse({ template: options.template, values });
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const flag = issue?.path[0] === 'template' ? '--template' : '--value';
+  throw new CliError(`${flag}: ${issue?.message ?? 'invalid'}`);
+}
 
 /**
  * Records that the subject was told (a receipt confirmation, an extension, the response, a
@@ -91,12 +121,14 @@ export async function runNotice(
 ): Promise<CommandResult<NoticeResult>> {
   const requestId = parseRequestId(options.requestId);
   const kind = parseOption('--kind', kindSchema, options.kind);
+  const content = parseNoticeContent(options);
   const notice = parseNoticeFlags(options, '--', context.clock());
   const result: NoticeResult = await context.operatorFunction({
     command: 'notice',
     request_id: requestId,
     kind,
     notice,
+    ...(content === undefined ? {} : { content }),
   });
   if (options.json === true) writeJson(io, result);
   else {
@@ -109,6 +141,8 @@ export async function runNotice(
 
 interface NoticeCommandFlags extends TargetFlags, NoticeFlags {
   readonly kind?: string;
+  readonly template?: string;
+  readonly value?: string[];
   readonly json?: boolean;
 }
 
@@ -122,6 +156,15 @@ export function registerNoticeCommand(program: Command): void {
     .requiredOption('--channel <channel>', 'how the subject was told, e.g. email, letter, portal')
     .option('--at <time>', 'when (RFC 3339; default now)')
     .option('--reference <reference>', "the team's reference of the message, e.g. a ticket id")
+    .option(
+      '--template <id>',
+      'the template the notice was written from, e.g. gdpr-denial-v3 (kept in the audit record)',
+    )
+    .option(
+      '--value <name=value>',
+      'a value filled into the template, e.g. reason_code=exempt (repeatable; kept in the audit record: no names, e-mail addresses or links)',
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
     .option('--json', 'print the result as JSON');
   addTargetOptions(command)
     .addHelpText(
@@ -129,12 +172,17 @@ export function registerNoticeCommand(program: Command): void {
       `
 A CCPA receipt confirmation is due by the request's confirm-by date; a response once the request
 is completed; a denial once it is denied. An extension notice is recorded by svc-dsr extend itself.
-npx svc-dsr status shows which notices are due and which were given.
+npx svc-dsr status shows which notices are due and which were given. A response or denial counts
+as given at the later of --at and the time it is recorded: record it the day it is sent.
+--template and --value keep what the notice said in its audit record (the rendered text, which
+names the subject, is not kept there).
 
 Exit codes: 0 recorded, 1 no such request or a notice its status does not call for, 2 invalid flags.
 
 Example:
-  $ npx svc-dsr notice 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --kind receipt --channel email --reference DSR-1042`,
+  $ npx svc-dsr notice 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --kind receipt --channel email --reference DSR-1042
+  $ npx svc-dsr notice 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --kind denial --channel letter \\
+      --template gdpr-denial-v3 --value reason_code=exempt --value complaint_authority=CNIL`,
     )
     .action(async (requestId: string, flags: NoticeCommandFlags) => {
       const options: NoticeOptions = {
@@ -143,9 +191,12 @@ Example:
         ...(flags.channel === undefined ? {} : { channel: flags.channel }),
         ...(flags.at === undefined ? {} : { at: flags.at }),
         ...(flags.reference === undefined ? {} : { reference: flags.reference }),
+        ...(flags.template === undefined ? {} : { template: flags.template }),
+        ...(flags.value === undefined ? {} : { values: flags.value }),
         json: flags.json === true,
       };
       parseNoticeFlags(options, '--', new Date());
+      parseNoticeContent(options);
       const { exitCode } = await withTarget(flags, (context) => runNotice(context, options, processIo));
       process.exitCode = exitCode;
     });

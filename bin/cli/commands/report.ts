@@ -11,7 +11,15 @@ import {
   isTimeZone,
   startOfLocalDay,
 } from '#shared/deadlines';
-import { isOwed, type LedgerItem, ledgerItemSchema, type Status } from '#shared/ledger';
+import {
+  answerNoticeKind,
+  isOwed,
+  type LedgerItem,
+  ledgerItemSchema,
+  noticeCountsAt,
+  noticeDueBy,
+  type Status,
+} from '#shared/ledger';
 import { rfc3339Instant } from '#shared/request';
 import { type CliIo, type CommandResult, csvRow, jsonText, processIo } from '../format.ts';
 import { CliError, checkOutPath, EXIT, parseOption } from '../io.ts';
@@ -77,19 +85,37 @@ export interface ReportRecord {
   /** Nature of the response: exported, erased, no_data, denied, cancelled, failed, rejected or pending. */
   readonly response: string;
   readonly response_category: ResponseCategory;
-  /** Date of the response (completed or denied) or of the withdrawal; null while open or failed. */
+  /**
+   * Date of the response: for a completed or denied request, when its response or denial notice
+   * counts as given (the later of the time it claims and the time it was recorded; null until one
+   * is recorded); for a withdrawal, when it was cancelled; null while open or failed.
+   */
   readonly response_date: string | null;
+  /** The time the response or denial notice says it was given (the operator's word). */
+  readonly notice_given_at: string | null;
+  /** When that notice was recorded in the ledger (and its locked audit record written). */
+  readonly notice_recorded_at: string | null;
+  /** When the workflow or the operator ended the request: not the answer to the subject. */
+  readonly ended_at: string | null;
   /** Days from receipt to the response, one decimal; null without a response or when the dates contradict. */
   readonly days_to_respond: number | null;
   /** Basis for the denial: the reason code, or the field errors of an intake error. */
   readonly denial_basis: string | null;
   readonly due_at: string | null;
+  /**
+   * When the response or denial notice is due: the due date, except a GDPR denial, due one month
+   * after receipt even after an extension (Art. 12(4)).
+   */
+  readonly notice_due_at: string | null;
   readonly extended: boolean;
   /**
-   * Answered by the due date. Null when nothing is owed (withdrawn, intake error) or when an open or
+   * Answered by the due date: the notice by its `notice_due_at`; a completed or denied request with
+   * no notice recorded is late once that date has passed. Null when nothing is owed (withdrawn, intake error) or when an open or
    * failed request is still within its deadline; false once an open or failed one is past it.
    */
   readonly on_time: boolean | null;
+  /** True when the notice claims a time by its due date but was recorded after it: late, as recorded. */
+  readonly notice_recorded_late: boolean | null;
   /** Set when the dates cannot both be true (a receipt after the report or after the response). */
   readonly date_problem: string | null;
   readonly reference: string | null;
@@ -113,7 +139,11 @@ export interface ReportMetric {
   readonly open: number;
   /** Failed on our side and still owed: neither complied with nor denied. */
   readonly failed: number;
-  /** Median days from receipt to the response, over the complied and denied requests (one decimal). */
+  /** Complied with or denied, and not answered by the notice's due date (no notice by then counts too). */
+  readonly late: number;
+  /** Complied with or denied with no response or denial notice recorded yet: left out of the days. */
+  readonly notice_missing: number;
+  /** Median days from receipt to the response notice, over the complied and denied requests (one decimal). */
   readonly median_days_to_respond: number | null;
   /** Mean of the same (one decimal). */
   readonly mean_days_to_respond: number | null;
@@ -160,11 +190,16 @@ const RECORD_COLUMNS = [
   'response',
   'response_category',
   'response_date',
+  'notice_given_at',
+  'notice_recorded_at',
+  'ended_at',
   'days_to_respond',
   'denial_basis',
   'due_at',
+  'notice_due_at',
   'extended',
   'on_time',
+  'notice_recorded_late',
   'date_problem',
   'reference',
 ] as const satisfies readonly (keyof ReportRecord)[];
@@ -179,6 +214,8 @@ const METRIC_COLUMNS = [
   'withdrawn',
   'open',
   'failed',
+  'late',
+  'notice_missing',
   'median_days_to_respond',
   'mean_days_to_respond',
   'date_problems',
@@ -291,7 +328,7 @@ export async function runReport(
     );
     for (const raw of page.Items ?? []) {
       const item = ledgerItemSchema.safeParse(raw);
-      if (item.success) records.push(toRecord(item.data, now, item.data.denial?.code));
+      if (item.success) records.push(toRecord(item.data, now, item.data.denial?.code, timeZone));
       else skipped += 1;
     }
     cursor = page.LastEvaluatedKey;
@@ -364,16 +401,34 @@ export function denialBasisOf(code: string | undefined): DenialBasis {
   return code !== undefined && UNVERIFIABLE_CODES.has(code) ? 'unverifiable' : 'other';
 }
 
-/** The 7101 record of one ledger item, as it stands at `now`. */
-export function toRecord(item: LedgerItem, now: Date, denialCode?: string): ReportRecord {
+/**
+ * The 7101 record of one ledger item, as it stands at `now`. A completed or denied request is
+ * answered by its response or denial notice, not by the end of its workflow: the notice's date is
+ * the response date, and `timeZone` counts a GDPR denial's month when the ledger lacks it.
+ */
+export function toRecord(
+  item: LedgerItem,
+  now: Date,
+  denialCode?: string,
+  timeZone: string = DEFAULT_TIME_ZONE,
+): ReportRecord {
   const category = categoryOf(item.status);
   const receivedAt = item.received_at ?? item.created_at;
+  // Only what a record locks (docs/audit.md): the notice, or the completion time, never the item's last write.
+  const answerKind = answerNoticeKind(item.status);
+  const notice = answerKind === undefined ? undefined : item[`notice_${answerKind}`];
+  const noticeDueAt = answerKind === undefined ? null : noticeDueBy(item, answerKind, timeZone);
   const responseDate =
-    category === 'complied' || category === 'denied' || category === 'withdrawn'
-      ? (item.completed_at ?? item.updated_at)
-      : null;
+    category === 'complied' || category === 'denied'
+      ? notice === undefined
+        ? null
+        : noticeCountsAt(notice)
+      : category === 'withdrawn'
+        ? (item.completed_at ?? null)
+        : null;
   const receivedMs = rfc3339Instant(receivedAt)?.getTime() ?? Number.NaN;
-  const dueMs = item.due_at === undefined ? Number.NaN : Date.parse(item.due_at);
+  const dueAt = noticeDueAt ?? item.due_at ?? null;
+  const dueMs = dueAt === null ? Number.NaN : Date.parse(dueAt);
   const responded = category === 'complied' || category === 'denied';
   const date_problem =
     receivedMs > now.getTime()
@@ -392,6 +447,9 @@ export function toRecord(item: LedgerItem, now: Date, denialCode?: string): Repo
       category === 'complied' ? (item.outcome ?? 'completed') : category === 'open' ? 'pending' : item.status,
     response_category: category,
     response_date: responseDate,
+    notice_given_at: notice?.at ?? null,
+    notice_recorded_at: notice?.recorded_at ?? null,
+    ended_at: isOwed(item.status) ? null : (item.completed_at ?? null),
     days_to_respond:
       responded && responseDate !== null && date_problem === null
         ? roundDays((Date.parse(responseDate) - receivedMs) / DAY_MS)
@@ -403,8 +461,13 @@ export function toRecord(item: LedgerItem, now: Date, denialCode?: string): Repo
           ? `invalid request: ${(item.rejection_errors ?? []).join('; ')}`
           : null,
     due_at: item.due_at ?? null,
+    notice_due_at: noticeDueAt,
     extended: item.extended,
     on_time: onTime(category, responseDate, dueMs, now),
+    notice_recorded_late:
+      notice === undefined || Number.isNaN(dueMs)
+        ? null
+        : Date.parse(notice.at) <= dueMs && Date.parse(notice.recorded_at) > dueMs,
     date_problem,
     reference: item.reference ?? null,
   };
@@ -417,10 +480,12 @@ function onTime(
   now: Date,
 ): boolean | null {
   if (Number.isNaN(dueMs)) return null;
-  if (category === 'complied' || category === 'denied')
-    return responseDate === null ? null : Date.parse(responseDate) <= dueMs;
+  // Answered once the notice is recorded; until then owed, and late once its date has passed.
+  if ((category === 'complied' || category === 'denied') && responseDate !== null)
+    return Date.parse(responseDate) <= dueMs;
   // Still owed: late once the deadline has passed, never "on time" before an answer.
-  if (category === 'open' || category === 'failed') return now.getTime() > dueMs ? false : null;
+  if (category === 'complied' || category === 'denied' || category === 'open' || category === 'failed')
+    return now.getTime() > dueMs ? false : null;
   return null;
 }
 
@@ -469,6 +534,8 @@ function metric(regulation: string, type: string, records: readonly ReportRecord
     withdrawn: count('withdrawn'),
     open: count('open'),
     failed: count('failed'),
+    late: responses.filter((record) => record.on_time === false).length,
+    notice_missing: responses.filter((record) => record.response_date === null).length,
     median_days_to_respond: median(days),
     mean_days_to_respond:
       days.length === 0 ? null : roundDays(days.reduce((sum, day) => sum + day, 0) / days.length),
@@ -545,7 +612,10 @@ export function registerReportCommand(program: Command): void {
       `
 Records (7101): date of request (received_at), nature (type), manner (verification_method), date and
 nature of the response (response_date, response), basis for a denial (denial_basis). No subject
-identifiers appear.
+identifiers appear. The date of a response or denial is its notice's (npx svc-dsr notice): the later
+of the time it claims (notice_given_at) and the time it was recorded (notice_recorded_at), null
+until one is recorded; on_time compares it with notice_due_at, and notice_recorded_late marks a
+notice claimed in time but recorded after its due date. ended_at is when the workflow ended.
 
 Metrics (7102), one row per regulation and type and one per regulation (type "all"); GDPR and CCPA
 never share a row:
@@ -555,7 +625,10 @@ never share a row:
   withdrawn  cancelled at the subject's request
   open       not answered yet
   failed     failed on our side and still owed (npx svc-dsr retry): neither complied with nor denied
-  median_days_to_respond, mean_days_to_respond: days from receipt to the response, complied and denied
+  late       complied with or denied, and not answered by the notice's due date
+  notice_missing  complied with or denied, with no response or denial notice recorded yet
+  median_days_to_respond, mean_days_to_respond: days from receipt to the response notice, complied
+             and denied requests that have one
 Messages rejected at intake as invalid are intake errors, not consumer requests: they are counted
 apart (intake_errors) and in no metric. A request whose dates contradict each other (received after
 the report, or answered before it was received) is flagged in date_problem and left out of the days.

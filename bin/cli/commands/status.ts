@@ -150,7 +150,12 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
     if (given !== undefined) {
       add(
         `${kind} notice`,
-        `given ${given.at} by ${given.channel}${given.reference ? ` (${given.reference})` : ''}`,
+        `given ${given.at} by ${given.channel}${given.reference ? ` (${given.reference})` : ''}` +
+          // A notice counts as given when recorded if that is later (report, on_time).
+          (Date.parse(given.recorded_at) - Date.parse(given.at) > 5 * 60_000
+            ? `, recorded ${given.recorded_at}`
+            : '') +
+          (given.template === undefined ? '' : `, template ${given.template}`),
       );
     }
   }

@@ -4,7 +4,7 @@
  * type and receipt, the archive's and the package's size and SHA-256, how the request ended), they
  * must agree, or the ledger was changed after the record was locked.
  */
-import type { AuditRecord } from '#shared/audit';
+import { type AuditRecord, factDigest } from '#shared/audit';
 import type { LedgerItem, Status } from '#shared/ledger';
 
 /** The status each final action leaves a request in. */
@@ -28,10 +28,31 @@ export function lastRecordOf(chain: readonly AuditRecord[], action: string): Aud
 }
 
 /**
- * Every fact on which the ledger item and its request's chain disagree, one sentence each, naming
- * the ledger's value and the record that locked the other. Empty when they agree.
+ * The record that ends the chain: its last record when that is final, or the final record an
+ * operator's extension of a failed request follows (an extension changes the deadline, not the
+ * status: the request stays failed, still owed an answer). Undefined while the chain is open.
  */
-export function ledgerMismatches(item: LedgerItem, chain: readonly AuditRecord[]): string[] {
+export function closingRecord(chain: readonly AuditRecord[]): AuditRecord | undefined {
+  for (let index = chain.length - 1; index >= 0; index -= 1) {
+    const record = chain[index];
+    if (record === undefined) return undefined;
+    if (record.final) return record;
+    if (record.step !== 'Operator' || record.action !== 'deadline_extended') return undefined;
+  }
+  return undefined;
+}
+
+/**
+ * Every fact on which the ledger item and its request's chains disagree, one sentence each, naming
+ * the ledger's value and the record that locked the other. Empty when they agree. `notices` is the
+ * request's notices chain, when it has one. docs/audit.md lists each ledger field and the record
+ * that locks it.
+ */
+export function ledgerMismatches(
+  item: LedgerItem,
+  chain: readonly AuditRecord[],
+  notices: readonly AuditRecord[] = [],
+): string[] {
   const problems: string[] = [];
   const compare = (what: string, ledger: unknown, record: AuditRecord, locked: unknown) => {
     if (locked === undefined || ledger === locked) return;
@@ -39,11 +60,51 @@ export function ledgerMismatches(item: LedgerItem, chain: readonly AuditRecord[]
       `the ledger's ${what} is ${show(ledger)}; record ${record.seq} (${record.action}) locked ${show(locked)}`,
     );
   };
+  // A time is compared as an instant: the same moment may be written with or without milliseconds.
+  const compareTime = (what: string, ledger: string | undefined, record: AuditRecord, locked: unknown) => {
+    if (typeof locked !== 'string') return;
+    if (ledger !== undefined && Date.parse(ledger) === Date.parse(locked)) return;
+    compare(what, ledger, record, locked);
+  };
 
   const intake = lastRecordOf(chain, 'request_received');
   if (intake !== undefined) {
     for (const field of ['type', 'regulation', 'received_at'] as const)
       compare(field, item[field], intake, intake.facts[field]);
+    compare('verification method', item.verification?.method, intake, intake.facts.verification_method);
+    compareTime('verified_at', item.verification?.verified_at, intake, intake.facts.verified_at);
+    compareTime('confirm_by', item.confirm_by ?? undefined, intake, intake.facts.confirm_by ?? undefined);
+    const reference = intake.facts.reference_sha256;
+    if (reference !== undefined) {
+      const ledger = item.reference === undefined ? null : factDigest(item.reference);
+      if (ledger !== reference)
+        problems.push(`the ledger's reference is not the one record ${intake.seq} (request_received) locked`);
+    }
+  }
+
+  // The due date: the intake record's, or the extension's once the deadline was extended.
+  const extension = lastRecordOf(chain, 'deadline_extended');
+  if (extension !== undefined) {
+    compareTime('due_at', item.due_at, extension, extension.facts.due_at);
+    compare('extended', item.extended, extension, true);
+    compare('extension reason', item.extension_reason, extension, extension.facts.reason ?? undefined);
+    // The extension's notice, unless a later notice of that kind was recorded on the notices chain.
+    if (!notices.some((entry) => entry.action === 'notice_given' && entry.facts.kind === 'extension')) {
+      compareTime('extension notice time', item.notice_extension?.at, extension, extension.facts.notice_at);
+      compare(
+        'extension notice channel',
+        item.notice_extension?.channel,
+        extension,
+        extension.facts.notice_channel,
+      );
+    }
+  } else if (intake !== undefined) {
+    compareTime('due_at', item.due_at, intake, intake.facts.due_at);
+    if (item.extended && intake.facts.due_at !== undefined) {
+      problems.push(
+        'the ledger says the deadline was extended, but no record locked an extension (deadline_extended)',
+      );
+    }
   }
 
   for (const { field, action } of STORED_OBJECTS) {
@@ -58,11 +119,60 @@ export function ledgerMismatches(item: LedgerItem, chain: readonly AuditRecord[]
       compare(`${field} ${fact}`, stored[fact], record, record.facts[fact]);
   }
 
-  const last = chain.at(-1);
-  const ended = last?.final === true ? FINAL_STATUS[last.action] : undefined;
+  const last = closingRecord(chain);
+  const ended = last === undefined ? undefined : FINAL_STATUS[last.action];
   if (last !== undefined && ended !== undefined) {
     compare('status', item.status, last, ended);
     if (last.action === 'request_completed') compare('outcome', item.outcome, last, last.facts.outcome);
+    compareTime('completed_at', item.completed_at, last, last.facts.completed_at);
+    if (last.action === 'request_denied')
+      compare('denial code', item.denial?.code, last, last.facts.reason_code);
+    if (last.action === 'request_failed' && item.status === 'failed')
+      compare('error code', item.error?.code, last, last.facts.code);
+    if (last.action === 'request_cancelled' && last.facts.reason !== undefined)
+      compare('cancel reason', item.cancel_reason, last, last.facts.reason);
+    const errors = last.action === 'request_rejected' ? last.facts.errors_sha256 : undefined;
+    if (errors !== undefined && factDigest(item.rejection_errors ?? []) !== errors)
+      problems.push(
+        `the ledger's rejection errors are not the ones record ${last.seq} (request_rejected) locked`,
+      );
+  }
+
+  for (const kind of ['receipt', 'extension', 'response', 'denial'] as const) {
+    const notice = item[`notice_${kind}`];
+    const record = notices.findLast((entry) => entry.action === 'notice_given' && entry.facts.kind === kind);
+    if (record === undefined) {
+      // An extension's first notice is locked by the extension's own record (above).
+      if (notice !== undefined && notices.length > 0 && kind !== 'extension')
+        problems.push(`the ledger records a ${kind} notice, but no notices record locked one`);
+      continue;
+    }
+    compareTime(`${kind} notice time`, notice?.at, record, record.facts.given_at);
+    compare(`${kind} notice channel`, notice?.channel, record, record.facts.channel);
+  }
+  return problems;
+}
+
+/**
+ * What the records show that the rules forbid, whatever the ledger says: an extension recorded
+ * after the deadline it extended (only an extension before the first deadline is valid), or a
+ * second extension.
+ */
+export function ruleProblems(chain: readonly AuditRecord[]): string[] {
+  const problems: string[] = [];
+  const extensions = chain.filter((record) => record.action === 'deadline_extended');
+  for (const record of extensions) {
+    const previous = record.facts.previous_due_at;
+    if (typeof previous === 'string' && Date.parse(record.at) > Date.parse(previous)) {
+      problems.push(
+        `record ${record.seq} (deadline_extended) was written at ${record.at}, after the deadline ${previous} it extended`,
+      );
+    }
+  }
+  if (extensions.length > 1) {
+    problems.push(
+      `the deadline was extended ${extensions.length} times (records ${extensions.map((record) => record.seq).join(', ')}); only one extension is allowed`,
+    );
   }
   return problems;
 }

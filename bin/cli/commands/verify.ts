@@ -1,4 +1,4 @@
-import { ListObjectVersionsCommand } from '@aws-sdk/client-s3';
+import { ListObjectsV2Command, ListObjectVersionsCommand } from '@aws-sdk/client-s3';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { hashStoredObject } from '#shared/archive';
@@ -11,9 +11,16 @@ import {
   type SideChainKind,
   sideChainOf,
 } from '#shared/audit';
-import { MANIFEST_PREFIX, type Manifest, readManifests } from '#shared/audit-manifest';
+import {
+  LEGACY_MANIFEST_SCHEMA,
+  lockedHeadsOf,
+  MANIFEST_PREFIX,
+  type Manifest,
+  readManifests,
+} from '#shared/audit-manifest';
 import { ConfigurationError, InvalidArchiveError } from '#shared/errors';
 import { type ArchiveFacts, isTerminal, type LedgerItem, SIDE_CHAINS } from '#shared/ledger';
+import { MAX_CLOCK_SKEW_MS } from '#shared/request';
 import {
   type CliIo,
   type CommandResult,
@@ -25,7 +32,7 @@ import {
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
 import { loadRequest } from './common.ts';
-import { lastRecordOf, ledgerMismatches } from './verify-ledger.ts';
+import { closingRecord, lastRecordOf, ledgerMismatches, ruleProblems } from './verify-ledger.ts';
 
 /** Options of `svc-dsr verify`. */
 export interface VerifyOptions {
@@ -94,22 +101,34 @@ export async function runVerify(
   const chain = audit.ok ? audit.chain : [];
   const archive = await checkArchive(context, item, chain);
   const subjectPackage = await checkArchive(context, item, chain, 'subject_package');
+  // The manifests are read as --all reads them: what they locked of this request's chains.
+  const manifests = await readManifests({ s3: context.s3, bucket: context.names.AuditBucketName });
+  const index = manifestIndex(manifests.manifests);
   const [own] = anchoredChains(item);
-  const findings = [
-    ...(own === undefined ? [] : anchorProblems(item, own, audit, [])),
-    ...ledgerMismatches(item, chain).map((detail) => ({ check: 'ledger_mismatch' as const, detail })),
-  ];
   const sideChains: SideChainCheck[] = [];
+  let notices: readonly AuditRecord[] = [];
   for (const anchor of sideChainAnchors(item)) {
     const chain = await trail.verify(anchor.id);
+    if (anchor.side === 'notices' && chain.ok) notices = chain.chain;
     sideChains.push({
       kind: anchor.side,
       chain: anchor.id,
       records: chain.ok ? chain.records : 0,
       head: chain.ok ? chain.head : null,
-      findings: anchorProblems(item, anchor, chain, []),
+      findings: anchorProblems(item, anchor, chain, index),
     });
   }
+  const findings = [
+    ...(manifests.problem === undefined
+      ? []
+      : [{ check: 'manifest_broken' as const, detail: manifests.problem }]),
+    ...(own === undefined ? [] : anchorProblems(item, own, audit, index)),
+    ...ledgerMismatches(item, chain, notices).map((detail) => ({
+      check: 'ledger_mismatch' as const,
+      detail,
+    })),
+    ...ruleProblems(chain).map((detail) => ({ check: 'rule_broken' as const, detail })),
+  ];
   const ok =
     archiveHolds(archive) &&
     archiveHolds(subjectPackage) &&
@@ -293,12 +312,15 @@ export function registerVerifyCommand(program: Command): void {
 The archive is streamed from S3 and its SHA-256 and byte count compared with the ledger; the audit
 records are checked link by link (no key is needed for the chain), and so are the request's side
 chains, its notices (audit/<request_id>.notices/) and package hand-outs (audit/<request_id>.packages/),
-each also against the head the ledger keeps of it.
+each also against the head the ledger keeps of it, against every record the daily manifests locked,
+and against the time S3 stored each record (a record whose own time is more than 5 minutes from it
+was written at another time than it says). Every ledger fact a record locks (deadlines, extension,
+completion, outcome, verification, notices, archive and package) is compared with that record.
 
-With --all every request in the ledger (created in --from/--to) is checked: its chain holds, is as
+With --all every request in the ledger (created in --from/--to) is checked so: its chain holds, is as
 long as the ledger's record count and ends in the ledger's head hash, ends in a final record once the
-request has ended, and contains the head every daily manifest locked for it; so do its side chains
-(no final record); its archive matches;
+request has ended, and holds every record the manifests locked; so do its side chains (no final
+record); its archive matches; without --from/--to, every chain in the bucket has a ledger item;
 no audit record or manifest has more than one version. docs/audit.md explains each check.
 
 An archive gone from the bucket after its retention (the stack's accessArchiveRetentionDays or
@@ -340,9 +362,11 @@ export const VERIFY_ALL_CHECKS = [
   'final_missing',
   'manifest_mismatch',
   'manifest_broken',
+  'record_time',
   'ledger_missing',
   'ledger_mismatch',
   'ledger_broken',
+  'rule_broken',
   'multiple_versions',
   'archive_mismatch',
   'archive_missing',
@@ -426,7 +450,7 @@ export async function runVerifyAll(
   const audit = { s3: context.s3, bucket: context.names.AuditBucketName };
   const { manifests, problem } = await readManifests(audit);
   if (problem !== undefined) findings.push({ request_id: null, check: 'manifest_broken', detail: problem });
-  const locked = lockedHeads(manifests);
+  const index = manifestIndex(manifests);
 
   let requests = 0;
   let unanchored = 0;
@@ -454,14 +478,18 @@ export async function runVerifyAll(
     seen.add(item.request_id);
     if (item.audit_head === undefined) unanchored += 1;
     let own: readonly AuditRecord[] = [];
+    let notices: readonly AuditRecord[] = [];
     for (const anchor of anchoredChains(item)) {
       seen.add(anchor.id);
       const chain = await trail.verify(anchor.id);
-      findings.push(...chainFindings(item, anchor, chain, locked.get(anchor.id) ?? []));
+      findings.push(...chainFindings(item, anchor, chain, index));
       if (anchor.id === item.request_id && chain.ok) own = chain.chain;
+      if (anchor.id === sideChainOf('notices', item.request_id) && chain.ok) notices = chain.chain;
     }
-    for (const detail of ledgerMismatches(item, own))
+    for (const detail of ledgerMismatches(item, own, notices))
       findings.push({ request_id: item.request_id, check: 'ledger_mismatch', detail });
+    for (const detail of ruleProblems(own))
+      findings.push({ request_id: item.request_id, check: 'rule_broken', detail });
     for (const which of ['archive', 'subject_package'] as const) {
       const archive = await checkArchive(context, item, own, which);
       if (archive.status === 'expired' && which === 'archive') expiredArchives += 1;
@@ -477,15 +505,26 @@ export async function runVerifyAll(
       }
     }
   }
-  // A chain a manifest locked, whose request the ledger no longer has (only a full run can tell).
+  // A chain in the bucket, or one a manifest locked, whose request the ledger does not have: a
+  // ledger item deleted, or records made for a request nobody submitted (only a full run can tell).
   if (options.from === undefined && options.to === undefined) {
-    for (const [chainId, heads] of locked) {
+    for (const [chainId, heads] of index.heads) {
       if (seen.has(chainId)) continue;
+      seen.add(chainId);
       const { requestId, side } = parseChainId(chainId);
       findings.push({
         request_id: requestId,
         check: 'ledger_missing',
         detail: `manifest ${heads.at(-1)?.day} locked its ${side === undefined ? 'chain' : `${side} chain`}, but the ledger has no such request`,
+      });
+    }
+    for (const chainId of await bucketChains(context.s3, context.names.AuditBucketName)) {
+      if (seen.has(chainId)) continue;
+      const { requestId, side } = parseChainId(chainId);
+      findings.push({
+        request_id: requestId,
+        check: 'ledger_missing',
+        detail: `the bucket holds ${side === undefined ? 'the chain' : `the ${side} chain`} audit/${chainId}/, but the ledger has no such request`,
       });
     }
   }
@@ -514,20 +553,67 @@ interface LockedHead {
   readonly day: string;
   readonly count: number;
   readonly head: string;
+  /** When S3 stored that record, as the manifest locked it (manifests built from the bucket). */
+  readonly stored_at?: string;
 }
 
-/** Every head the manifests locked, by request. */
-function lockedHeads(manifests: readonly Manifest[]): Map<string, LockedHead[]> {
-  const locked = new Map<string, LockedHead[]>();
-  for (const manifest of manifests) {
-    for (const chain of manifest.chains) {
-      const heads = locked.get(chain.request_id) ?? [];
-      heads.push({ day: manifest.day, count: chain.count, head: chain.head });
-      locked.set(chain.request_id, heads);
-    }
-  }
-  return locked;
+/** What the manifests locked: heads by chain, and per day built from the bucket, every record it lists. */
+interface ManifestIndex {
+  readonly heads: ReadonlyMap<string, readonly LockedHead[]>;
+  /** Days whose manifest was built from the bucket, each with the records it lists (`<chain>/<seq>`). */
+  readonly days: ReadonlyMap<string, ReadonlySet<string>>;
 }
+
+/** Every head the manifests locked, by chain, and the records each day's manifest lists. */
+function manifestIndex(manifests: readonly Manifest[]): ManifestIndex {
+  const heads = new Map<string, LockedHead[]>();
+  const days = new Map<string, Set<string>>();
+  for (const manifest of manifests) {
+    const listed = new Set<string>();
+    for (const locked of lockedHeadsOf(manifest)) {
+      const ofChain = heads.get(locked.chain) ?? [];
+      ofChain.push({
+        day: manifest.day,
+        count: locked.count,
+        head: locked.head,
+        ...(locked.stored_at === undefined ? {} : { stored_at: locked.stored_at }),
+      });
+      heads.set(locked.chain, ofChain);
+      listed.add(`${locked.chain}/${locked.count - 1}`);
+    }
+    if (manifest.schema !== LEGACY_MANIFEST_SCHEMA) days.set(manifest.day, listed);
+  }
+  return { heads, days };
+}
+
+/** The chain ids the audit bucket holds: the folders under `audit/`. */
+async function bucketChains(s3: CliContext['s3'], bucket: string): Promise<string[]> {
+  const chains: string[] = [];
+  let token: string | undefined;
+  do {
+    const page = await s3.send(
+      new ListObjectsV2Command({
+        Bucket: bucket,
+        Prefix: AUDIT_PREFIX,
+        Delimiter: '/',
+        ContinuationToken: token,
+      }),
+    );
+    for (const prefix of page.CommonPrefixes ?? []) {
+      const chainId = prefix.Prefix?.slice(AUDIT_PREFIX.length).replace(/\/$/, '');
+      if (chainId) chains.push(chainId);
+    }
+    token = page.IsTruncated === true ? page.NextContinuationToken : undefined;
+  } while (token !== undefined);
+  return chains;
+}
+
+/**
+ * How far a record's own time (`at`) may lie from the time S3 stored it: the writer's clock and
+ * S3's may differ, and the put follows the clock reading by a moment. Further apart, the record
+ * was written at another time than it says (backdated, or forged later and given an old time).
+ */
+export const RECORD_TIME_TOLERANCE_MS = MAX_CLOCK_SKEW_MS;
 
 /** One chain of a request and what the ledger holds of it. */
 interface AnchoredChain {
@@ -591,22 +677,26 @@ function chainFindings(
   item: LedgerItem,
   anchor: AnchoredChain,
   chain: AuditVerification,
-  locked: readonly LockedHead[],
+  index: ManifestIndex,
 ): VerifyAllFinding[] {
-  return anchorProblems(item, anchor, chain, locked).map(({ check, detail }) => ({
+  return anchorProblems(item, anchor, chain, index).map(({ check, detail }) => ({
     request_id: item.request_id,
     check,
     detail: `${anchor.label}${detail}`,
   }));
 }
 
-/** The problems of one chain against the ledger's head of it and the heads the manifests locked. */
+/**
+ * The problems of one chain against the ledger's head of it, the records the manifests locked, and
+ * the times S3 stored its records.
+ */
 function anchorProblems(
   item: LedgerItem,
   anchor: AnchoredChain,
   chain: AuditVerification,
-  locked: readonly LockedHead[],
+  index: ManifestIndex,
 ): { check: VerifyAllCheck; detail: string }[] {
+  const locked = index.heads.get(anchor.id) ?? [];
   const finding = (check: VerifyAllCheck, detail: string) => ({ check, detail });
   if (!chain.ok) {
     if (chain.problem === 'no audit records for this request') {
@@ -646,12 +736,13 @@ function anchorProblems(
       );
     }
   }
-  if (anchor.mustEnd && !chain.final) {
+  if (anchor.mustEnd && closingRecord(chain.chain) === undefined) {
     findings.push(
       finding('final_missing', `the request is ${item.status} but its chain ends without a final record`),
     );
   }
   for (const head of locked) {
+    const storedAt = chain.stored_at[head.count - 1];
     if (chain.hashes[head.count - 1] !== head.head) {
       findings.push(
         finding(
@@ -659,9 +750,47 @@ function anchorProblems(
           `manifest ${head.day} locked record ${head.count - 1} with hash ${head.head}; the chain has ${chain.hashes[head.count - 1] ?? 'no such record'}`,
         ),
       );
+    } else if (head.stored_at !== undefined && storedAt != null && storedAt !== head.stored_at) {
+      findings.push(
+        finding(
+          'manifest_mismatch',
+          `manifest ${head.day} locked record ${head.count - 1} as stored at ${head.stored_at}; the bucket's copy was stored at ${storedAt} (written again since)`,
+        ),
+      );
+    }
+  }
+  for (const [seq, record] of chain.chain.entries()) {
+    const storedAt = chain.stored_at[seq];
+    if (storedAt == null) continue;
+    const apart = Date.parse(storedAt) - Date.parse(record.at);
+    if (Math.abs(apart) > RECORD_TIME_TOLERANCE_MS) {
+      findings.push(
+        finding(
+          'record_time',
+          `record ${seq} (${record.action}) says it was written at ${record.at}, but S3 stored it at ${storedAt} (${describeGap(apart)} ${apart > 0 ? 'later' : 'earlier'})`,
+        ),
+      );
+    }
+    // A manifest built from the bucket lists every record S3 stored on its day.
+    const listed = index.days.get(storedAt.slice(0, 10));
+    if (listed !== undefined && !listed.has(`${anchor.id}/${seq}`)) {
+      findings.push(
+        finding(
+          'manifest_mismatch',
+          `record ${seq} was stored at ${storedAt}, but manifest ${storedAt.slice(0, 10)} does not list it`,
+        ),
+      );
     }
   }
   return findings;
+}
+
+/** A time span in words: minutes, hours or days. */
+function describeGap(ms: number): string {
+  const minutes = Math.abs(ms) / 60_000;
+  if (minutes < 120) return `${Math.round(minutes)} minutes`;
+  if (minutes < 48 * 60) return `${Math.round(minutes / 60)} hours`;
+  return `${Math.round(minutes / 1440)} days`;
 }
 
 /**

@@ -309,6 +309,7 @@ export class Ledger {
     const input = { reason: change.reason, now: this.clock(), noticeAt: change.notice.at };
     return this.#applyRule(requestId, CAN_EXTEND, input, (item) => ({
       due_at: extensionOf(item, input).due_at,
+      original_due_at: item.due_at,
       extended: true,
       extension_reason: change.reason,
       // An extension is valid only if the subject is told in time: the notice is recorded with it.
@@ -486,6 +487,26 @@ export class Ledger {
    * ones the retention pass minimises.
    */
   async *#endedBefore(cutoff: string, pageSize: number | undefined): AsyncGenerator<{ request_id: string }> {
+    yield* this.#ended('#completed_at < :at', cutoff, pageSize);
+  }
+
+  /**
+   * The request ids of the ended index (completed, cancelled, rejected or denied, not minimised)
+   * that ended at or after `since`, every shard, page by page: the deadline sweep reads their
+   * response and denial notices.
+   */
+  async *endedSince(
+    since: string,
+    options: { readonly pageSize?: number } = {},
+  ): AsyncGenerator<{ request_id: string }> {
+    yield* this.#ended('#completed_at >= :at', since, options.pageSize);
+  }
+
+  async *#ended(
+    timeCondition: string,
+    at: string,
+    pageSize: number | undefined,
+  ): AsyncGenerator<{ request_id: string }> {
     for (let shard = 0; shard < OPEN_INDEX_SHARDS; shard++) {
       let cursor: Record<string, AttributeValue> | undefined;
       do {
@@ -493,9 +514,9 @@ export class Ledger {
           new QueryCommand({
             TableName: this.tableName,
             IndexName: ENDED_INDEX,
-            KeyConditionExpression: '#shard = :shard AND #completed_at < :before',
+            KeyConditionExpression: `#shard = :shard AND ${timeCondition}`,
             ExpressionAttributeNames: { '#shard': ENDED_SHARD_ATTRIBUTE, '#completed_at': 'completed_at' },
-            ExpressionAttributeValues: toAttributes({ ':shard': `ended#${shard}`, ':before': cutoff }),
+            ExpressionAttributeValues: toAttributes({ ':shard': `ended#${shard}`, ':at': at }),
             ...(pageSize === undefined ? {} : { Limit: pageSize }),
             ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
           }),

@@ -3,8 +3,15 @@
  * an operator reads, and the same rule as the DynamoDB condition its write carries.
  */
 import { subjectHash } from '../audit.ts';
-import { decideExtension } from '../deadlines.ts';
-import { type LedgerItem, type LedgerPatch, type NoticeKind, OWED_STATUSES, type Status } from './schema.ts';
+import { computeDeadlines, DEFAULT_TIME_ZONE, decideExtension } from '../deadlines.ts';
+import {
+  type LedgerItem,
+  type LedgerPatch,
+  type Notice,
+  type NoticeKind,
+  OWED_STATUSES,
+  type Status,
+} from './schema.ts';
 
 /** A DynamoDB condition with the attribute names and values it uses. */
 export interface LedgerCondition {
@@ -226,20 +233,93 @@ export function receiptState(
   return Date.parse(item.confirm_by) < now.getTime() ? 'overdue' : 'due';
 }
 
+/** Where the notice that answers a request stands: its kind, its due date, and given, due or overdue. */
+export interface AnswerNoticeState {
+  readonly kind: 'response' | 'denial';
+  readonly due_by: string | null;
+  readonly state: 'given' | 'due' | 'overdue';
+}
+
+/**
+ * Where the response (a completed request) or denial (a denied one) notice stands; undefined for
+ * a request no such notice answers yet (open, failed) or ever (cancelled, rejected).
+ */
+export function answerNoticeState(
+  item: Pick<LedgerItem, 'status' | 'regulation' | 'due_at' | 'extended' | 'received_at'> &
+    Partial<Pick<LedgerItem, 'confirm_by' | 'original_due_at' | 'notice_response' | 'notice_denial'>>,
+  now: Date,
+  timeZone?: string,
+): AnswerNoticeState | undefined {
+  const kind = answerNoticeKind(item.status);
+  if (kind === undefined) return undefined;
+  const dueBy = noticeDueBy({ ...item, confirm_by: item.confirm_by ?? null }, kind, timeZone);
+  const state =
+    item[`notice_${kind}`] !== undefined
+      ? 'given'
+      : dueBy !== null && Date.parse(dueBy) < now.getTime()
+        ? 'overdue'
+        : 'due';
+  return { kind, due_by: dueBy, state };
+}
+
 /** The notices the request calls for and that are not recorded yet. */
-export function noticesDue(item: LedgerItem, now: Date): NoticeDue[] {
+export function noticesDue(item: LedgerItem, now: Date, timeZone?: string): NoticeDue[] {
   const due: NoticeDue[] = [];
-  const add = (kind: NoticeKind, dueBy: string | null | undefined) => {
+  const add = (kind: NoticeKind) => {
     if (item[`notice_${kind}`] !== undefined) return;
-    const by = dueBy ?? null;
+    const by = noticeDueBy(item, kind, timeZone);
     due.push({ kind, due_by: by, overdue: by !== null && Date.parse(by) < now.getTime() });
   };
   if (item.status === 'rejected') return due;
-  if (item.confirm_by !== null && item.confirm_by !== undefined) add('receipt', item.confirm_by);
-  if (item.extended) add('extension', null);
-  if (item.status === 'completed') add('response', item.due_at);
-  if (item.status === 'denied') add('denial', item.due_at);
+  if (item.confirm_by !== null && item.confirm_by !== undefined) add('receipt');
+  if (item.extended) add('extension');
+  if (item.status === 'completed') add('response');
+  if (item.status === 'denied') add('denial');
   return due;
+}
+
+/**
+ * When the notice of `kind` is due, whether or not it was given; null when the law sets no date of
+ * its own (an extension notice is recorded with the extension itself).
+ * - receipt: the CCPA confirm-by date (section 7021, 10 business days).
+ * - response: the due date, extended or not.
+ * - denial: under GDPR one month after receipt, extension or not (Art. 12(4): a controller that
+ *   does not take action says so, with its reasons, within one month of receipt; the extension of
+ *   Art. 12(3) covers taking action, not refusing it). Under CCPA the due date, extended or not
+ *   (section 7021: the response, a denial included, within 45 days, extendable once by 45).
+ * `timeZone` counts the GDPR month of a request extended before `original_due_at` was kept.
+ */
+export function noticeDueBy(
+  item: Pick<
+    LedgerItem,
+    'regulation' | 'confirm_by' | 'due_at' | 'extended' | 'original_due_at' | 'received_at'
+  >,
+  kind: NoticeKind,
+  timeZone: string = DEFAULT_TIME_ZONE,
+): string | null {
+  if (kind === 'receipt') return item.confirm_by ?? null;
+  if (kind === 'extension') return null;
+  if (kind === 'denial' && item.regulation === 'gdpr' && item.extended) {
+    if (item.original_due_at !== undefined) return item.original_due_at;
+    const received = item.received_at === undefined ? Number.NaN : Date.parse(item.received_at);
+    return Number.isNaN(received) ? null : computeDeadlines('gdpr', new Date(received), timeZone).due_at;
+  }
+  return item.due_at ?? null;
+}
+
+/** The notice that answers a request in `status`: the response once completed, the denial once denied. */
+export function answerNoticeKind(status: Status): 'response' | 'denial' | undefined {
+  return status === 'completed' ? 'response' : status === 'denied' ? 'denial' : undefined;
+}
+
+/**
+ * The time a notice counts as given: the later of the time it claims (`at`, the operator's word)
+ * and the time it was recorded (`recorded_at`, fixed by the ledger's clock and locked by its audit
+ * record). A notice recorded after its due date with an earlier time claimed cannot be shown to
+ * have been given in time, so it counts as given when it was recorded (docs/audit.md, "Notices").
+ */
+export function noticeCountsAt(notice: Pick<Notice, 'at' | 'recorded_at'>): string {
+  return Date.parse(notice.recorded_at) > Date.parse(notice.at) ? notice.recorded_at : notice.at;
 }
 
 /** The new due date of an extension, or why there is none (no deadlines, or `decideExtension` refuses). */

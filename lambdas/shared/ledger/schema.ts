@@ -136,6 +136,8 @@ export const noticeSchema = z.object({
   at: z.string(),
   reference: z.string().optional(),
   recorded_at: z.string(),
+  /** The template the notice was written from; its record keeps the values filled in. */
+  template: z.string().optional(),
 });
 export type Notice = z.infer<typeof noticeSchema>;
 
@@ -190,6 +192,8 @@ export const ledgerItemSchema = z.object({
   /** Set when the request was already past its due date when intake received it. */
   overdue_at_intake: z.boolean().optional(),
   extended: z.boolean().default(false),
+  /** The due date before the extension (the extension record's `previous_due_at`): the GDPR denial notice stays due by it. */
+  original_due_at: z.string().optional(),
   extension_reason: z.string().optional(),
   svc_user_id: z.string().optional(),
   export_id: z.string().optional(),

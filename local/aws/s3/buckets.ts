@@ -1,16 +1,46 @@
 /** Bucket operations: create, head, delete, list objects, and the settings S3 accepts. */
-import { readSmallBody } from './bodies.ts';
-import { invalidArgument, malformedXml, notImplemented } from './errors.ts';
+import { header, readSmallBody } from './bodies.ts';
+import { invalidArgument, malformedXml, S3Failure } from './errors.ts';
 import { MAX_LIST_KEYS, XMLNS } from './limits.ts';
 import { allowQuery, type Call, element, sendEmpty, sendXml } from './protocol.ts';
 import type { ObjectMeta } from './records.ts';
 
+/** Creates the bucket; with `x-amz-bucket-object-lock-enabled: true`, versioned and lockable, as S3 makes it. */
 export async function createBucket(call: Call) {
   const { store, req, res, bucket, query } = call;
   allowQuery(query, []);
   await readSmallBody(req);
-  await store.createBucket(bucket);
+  const lockable = header(req, 'x-amz-bucket-object-lock-enabled')?.toLowerCase() === 'true';
+  await store.createBucket(bucket, lockable ? { versioning: 'Enabled', objectLock: {} } : {});
   sendEmpty(res, 200, { location: `/${bucket}` });
+}
+
+/** The owner every bucket here has: one local account. */
+const OWNER = `<Owner>${element('ID', '000000000000')}${element('DisplayName', 'local')}</Owner>`;
+
+export async function listBuckets(call: Omit<Call, 'bucket'>) {
+  const { store, res, query } = call;
+  allowQuery(query, ['max-buckets', 'continuation-token', 'prefix', 'bucket-region']);
+  const prefix = query.get('prefix') ?? '';
+  const buckets = (await store.listBuckets())
+    .filter(({ name }) => name.startsWith(prefix))
+    .map(
+      ({ name, created }) => `<Bucket>${element('Name', name)}${element('CreationDate', created)}</Bucket>`,
+    )
+    .join('');
+  sendXml(
+    res,
+    200,
+    `<ListAllMyBucketsResult xmlns="${XMLNS}">${OWNER}<Buckets>${buckets}</Buckets></ListAllMyBucketsResult>`,
+  );
+}
+
+/** Local mode's region is us-east-1, which S3 answers with an empty LocationConstraint. */
+export async function getBucketLocation(call: Call) {
+  const { store, res, bucket, query } = call;
+  allowQuery(query, ['location']);
+  await store.requireBucket(bucket);
+  sendXml(res, 200, `<LocationConstraint xmlns="${XMLNS}"/>`);
 }
 
 export async function headBucket(call: Call) {
@@ -20,7 +50,7 @@ export async function headBucket(call: Call) {
   sendEmpty(res, 200, { 'x-amz-bucket-region': 'us-east-1' });
 }
 
-/** Accepted so local setup runs unchanged; objects keep no versions (see the module comment). */
+/** Kept as the bucket's state; objects still keep one version each (see listObjectVersions). */
 export async function putBucketVersioning(call: Call) {
   const { store, req, res, bucket, query } = call;
   allowQuery(query, ['versioning']);
@@ -33,39 +63,54 @@ export async function putBucketVersioning(call: Call) {
   ) {
     throw malformedXml();
   }
+  const settings = await store.settings(bucket);
+  if (status === 'Suspended' && settings.objectLock !== undefined) {
+    throw new S3Failure(
+      409,
+      'InvalidBucketState',
+      'An Object Lock configuration is present on this bucket, so the versioning state cannot be changed.',
+    );
+  }
+  if (status === 'Enabled' || status === 'Suspended')
+    await store.changeSettings(bucket, (current) => ({ ...current, versioning: status }));
   sendEmpty(res, 200);
 }
 
 export async function getBucketVersioning(call: Call) {
   const { store, res, bucket, query } = call;
   allowQuery(query, ['versioning']);
-  await store.requireBucket(bucket);
-  sendXml(res, 200, `<VersioningConfiguration xmlns="${XMLNS}"/>`);
+  const { versioning } = await store.settings(bucket);
+  sendXml(
+    res,
+    200,
+    `<VersioningConfiguration xmlns="${XMLNS}">${element('Status', versioning)}</VersioningConfiguration>`,
+  );
 }
 
-export async function listObjectsV2(call: Call) {
-  const { store, res, bucket, query } = call;
-  allowQuery(query, [
-    'list-type',
-    'prefix',
-    'delimiter',
-    'max-keys',
-    'continuation-token',
-    'start-after',
-    'fetch-owner',
-    'encoding-type',
-  ]);
-  await store.requireBucket(bucket);
-  if (query.has('encoding-type')) throw notImplemented('The encoding-type parameter');
-  const prefix = query.get('prefix') ?? '';
-  const delimiter = query.get('delimiter') || undefined;
-  const maxKeys = parseMaxKeys(query);
-  const token = query.get('continuation-token') ?? undefined;
-  const startAfter = query.get('start-after') ?? undefined;
-  const after = token === undefined ? startAfter || undefined : decodeToken(token);
+/** `encoding-type=url`: keys and prefixes percent-encoded in the answer (the CLI always asks for it). */
+function encoderFor(query: URLSearchParams): (text: string) => string {
+  const type = query.get('encoding-type');
+  if (type === null) return (text) => text;
+  if (type !== 'url') throw invalidArgument('Invalid Encoding Method specified in Request');
+  return (text) => encodeURIComponent(text).replaceAll('%2F', '/');
+}
 
+/** One page of a listing: keys in UTF-8 byte order after `after`, rolled up at the delimiter. */
+async function collectListing(
+  call: Call,
+  prefix: string,
+  delimiter: string | undefined,
+  after: string | undefined,
+  maxKeys: number,
+): Promise<{
+  contents: { key: string; meta: ObjectMeta }[];
+  commonPrefixes: string[];
+  truncated: boolean;
+  last: string | undefined;
+}> {
+  const { store, bucket } = call;
   const skip: { prefix?: string } = {};
-  // A token that is a rolled-up prefix resumes after everything under that prefix.
+  // A marker that is a rolled-up prefix resumes after everything under that prefix.
   if (
     after !== undefined &&
     delimiter !== undefined &&
@@ -97,20 +142,74 @@ export async function listObjectsV2(call: Call) {
     contents.push({ key, meta });
     last = key;
   }
+  return { contents, commonPrefixes, truncated, last };
+}
 
-  const items = contents
+function listingItems(
+  listing: Awaited<ReturnType<typeof collectListing>>,
+  encode: (text: string) => string,
+  owner: boolean,
+): string {
+  const items = listing.contents
     .map(
       ({ key, meta }) =>
-        `<Contents>${element('Key', key)}${element('LastModified', meta.lastModified)}${element('ETag', meta.etag)}${element('ChecksumAlgorithm', meta.checksum?.algorithm)}${element('ChecksumType', meta.checksum?.type)}${element('Size', meta.size)}${element('StorageClass', 'STANDARD')}</Contents>`,
+        `<Contents>${element('Key', encode(key))}${element('LastModified', meta.lastModified)}${element('ETag', meta.etag)}${element('ChecksumAlgorithm', meta.checksum?.algorithm)}${element('ChecksumType', meta.checksum?.type)}${element('Size', meta.size)}${owner ? OWNER : ''}${element('StorageClass', 'STANDARD')}</Contents>`,
     )
     .join('');
-  const prefixes = commonPrefixes
-    .map((rolled) => `<CommonPrefixes>${element('Prefix', rolled)}</CommonPrefixes>`)
+  const prefixes = listing.commonPrefixes
+    .map((rolled) => `<CommonPrefixes>${element('Prefix', encode(rolled))}</CommonPrefixes>`)
     .join('');
+  return items + prefixes;
+}
+
+export async function listObjectsV2(call: Call) {
+  const { store, res, bucket, query } = call;
+  allowQuery(query, [
+    'list-type',
+    'prefix',
+    'delimiter',
+    'max-keys',
+    'continuation-token',
+    'start-after',
+    'fetch-owner',
+    'encoding-type',
+  ]);
+  await store.requireBucket(bucket);
+  const encode = encoderFor(query);
+  const prefix = query.get('prefix') ?? '';
+  const delimiter = query.get('delimiter') || undefined;
+  const maxKeys = parseMaxKeys(query);
+  const token = query.get('continuation-token') ?? undefined;
+  const startAfter = query.get('start-after') ?? undefined;
+  const after = token === undefined ? startAfter || undefined : decodeToken(token);
+  const listing = await collectListing(call, prefix, delimiter, after, maxKeys);
+  const { contents, commonPrefixes, truncated, last } = listing;
+  const encoded = (text: string | undefined) => (text === undefined ? undefined : encode(text));
   sendXml(
     res,
     200,
-    `<ListBucketResult xmlns="${XMLNS}">${element('Name', bucket)}${element('Prefix', prefix)}${element('Delimiter', delimiter)}${element('MaxKeys', maxKeys)}${element('KeyCount', contents.length + commonPrefixes.length)}${element('IsTruncated', truncated)}${element('ContinuationToken', token)}${element('NextContinuationToken', truncated && last !== undefined ? encodeToken(last) : undefined)}${element('StartAfter', startAfter)}${items}${prefixes}</ListBucketResult>`,
+    `<ListBucketResult xmlns="${XMLNS}">${element('Name', bucket)}${element('Prefix', encode(prefix))}${element('Delimiter', encoded(delimiter))}${element('MaxKeys', maxKeys)}${element('EncodingType', query.get('encoding-type') ?? undefined)}${element('KeyCount', contents.length + commonPrefixes.length)}${element('IsTruncated', truncated)}${element('ContinuationToken', token)}${element('NextContinuationToken', truncated && last !== undefined ? encodeToken(last) : undefined)}${element('StartAfter', encoded(startAfter))}${listingItems(listing, encode, query.get('fetch-owner') === 'true')}</ListBucketResult>`,
+  );
+}
+
+/** ListObjects (version 1), which `aws s3api list-objects` calls: pages by marker. */
+export async function listObjects(call: Call) {
+  const { store, res, bucket, query } = call;
+  allowQuery(query, ['prefix', 'delimiter', 'max-keys', 'marker', 'encoding-type']);
+  await store.requireBucket(bucket);
+  const encode = encoderFor(query);
+  const prefix = query.get('prefix') ?? '';
+  const delimiter = query.get('delimiter') || undefined;
+  const maxKeys = parseMaxKeys(query);
+  const marker = query.get('marker') ?? '';
+  const listing = await collectListing(call, prefix, delimiter, marker || undefined, maxKeys);
+  const { truncated, last } = listing;
+  // S3 gives NextMarker only with a delimiter; without one the client resumes after the last key.
+  const nextMarker = truncated && delimiter !== undefined && last !== undefined ? encode(last) : undefined;
+  sendXml(
+    res,
+    200,
+    `<ListBucketResult xmlns="${XMLNS}">${element('Name', bucket)}${element('Prefix', encode(prefix))}${element('Marker', encode(marker))}${element('NextMarker', nextMarker)}${element('MaxKeys', maxKeys)}${element('Delimiter', delimiter === undefined ? undefined : encode(delimiter))}${element('EncodingType', query.get('encoding-type') ?? undefined)}${element('IsTruncated', truncated)}${listingItems(listing, encode, true)}</ListBucketResult>`,
   );
 }
 
@@ -124,7 +223,7 @@ export async function listObjectVersions(call: Call) {
   const { store, res, bucket, query } = call;
   allowQuery(query, ['versions', 'prefix', 'max-keys', 'key-marker', 'version-id-marker', 'encoding-type']);
   await store.requireBucket(bucket);
-  if (query.has('encoding-type')) throw notImplemented('The encoding-type parameter');
+  const encode = encoderFor(query);
   const prefix = query.get('prefix') ?? '';
   const maxKeys = parseMaxKeys(query);
   const keyMarker = query.get('key-marker') || undefined;
@@ -151,13 +250,13 @@ export async function listObjectVersions(call: Call) {
   const items = versions
     .map(
       ({ key, meta }) =>
-        `<Version>${element('Key', key)}${element('VersionId', NULL_VERSION)}${element('IsLatest', true)}${element('LastModified', meta.lastModified)}${element('ETag', meta.etag)}${element('Size', meta.size)}${element('StorageClass', 'STANDARD')}</Version>`,
+        `<Version>${element('Key', encode(key))}${element('VersionId', NULL_VERSION)}${element('IsLatest', true)}${element('LastModified', meta.lastModified)}${element('ETag', meta.etag)}${element('Size', meta.size)}${element('StorageClass', 'STANDARD')}${OWNER}</Version>`,
     )
     .join('');
   sendXml(
     res,
     200,
-    `<ListVersionsResult xmlns="${XMLNS}">${element('Name', bucket)}${element('Prefix', prefix)}${element('KeyMarker', keyMarker ?? '')}${element('VersionIdMarker', versionIdMarker ?? '')}${element('NextKeyMarker', last?.key)}${element('NextVersionIdMarker', last === undefined ? undefined : NULL_VERSION)}${element('MaxKeys', maxKeys)}${element('IsTruncated', truncated)}${items}</ListVersionsResult>`,
+    `<ListVersionsResult xmlns="${XMLNS}">${element('Name', bucket)}${element('Prefix', encode(prefix))}${element('KeyMarker', encode(keyMarker ?? ''))}${element('VersionIdMarker', versionIdMarker ?? '')}${element('NextKeyMarker', last === undefined ? undefined : encode(last.key))}${element('NextVersionIdMarker', last === undefined ? undefined : NULL_VERSION)}${element('MaxKeys', maxKeys)}${element('EncodingType', query.get('encoding-type') ?? undefined)}${element('IsTruncated', truncated)}${items}</ListVersionsResult>`,
   );
 }
 

@@ -2,6 +2,8 @@
 export const META_DIR = '.meta';
 export const UPLOADS_DIR = '.uploads';
 export const TMP_DIR = '.tmp';
+/** Each bucket's settings (versioning, Object Lock), a JSON file per bucket. */
+export const BUCKETS_DIR = '.buckets';
 const MiB = 1024 * 1024;
 export const MAX_OBJECT_BYTES = 5 * 1024 * MiB;
 /** A plain (not aws-chunked) body up to this size is received in memory and written in one call. */

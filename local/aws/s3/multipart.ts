@@ -24,6 +24,7 @@ import {
 import { pick, SSE_HEADERS, storedHeaders } from './headers.ts';
 import { normalizeEtag } from './keys.ts';
 import { MAX_PART_NUMBER, MIN_PART_BYTES, XMLNS } from './limits.ts';
+import { lockHeadersFor } from './object-lock.ts';
 import { writeCondition } from './objects.ts';
 import { allowQuery, type Call, element, sendEmpty, sendXml, xmlUnescape } from './protocol.ts';
 import type { ObjectMeta, PartRecord } from './records.ts';
@@ -40,6 +41,7 @@ export async function createMultipartUpload(call: Call, key: string) {
     throw notImplemented(`The ${checksumType} checksum type for multipart uploads`);
   }
   const headers = storedHeaders(req);
+  lockHeadersFor(await store.settings(bucket), headers);
   await readSmallBody(req);
   const uploadId = await store.createUpload({
     format: 1,
@@ -212,8 +214,9 @@ export async function completeMultipartUpload(call: Call, key: string) {
       etag: `"${createHash('md5').update(md5s).digest('hex')}-${parts.length}"`,
       size: settled.size,
       mtimeMs: settled.mtimeMs,
-      lastModified: wholeSeconds(new Date()),
-      headers: upload.headers,
+      lastModified: wholeSeconds(store.clock()),
+      // Retention counts from the object's creation, which is now, as the bucket default's does in S3.
+      headers: { ...upload.headers, ...lockHeadersFor(await store.settings(bucket), upload.headers) },
       parts: parts.length,
       ...(checksum === undefined ? {} : { checksum }),
     };

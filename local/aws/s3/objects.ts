@@ -6,8 +6,9 @@ import { header, parseLength, receiveBody } from './bodies.ts';
 import { invalidArgument, noSuchKey, notImplemented, preconditionFailed, S3Failure } from './errors.ts';
 import { checksumHeaders, pick, SSE_HEADERS, storedHeaders } from './headers.ts';
 import { etagListMatches } from './keys.ts';
-import { BUFFERED_BODY_BYTES } from './limits.ts';
-import { allowQuery, type Call, sendEmpty } from './protocol.ts';
+import { BUFFERED_BODY_BYTES, XMLNS } from './limits.ts';
+import { bypassesGovernance, lockHeadersFor } from './object-lock.ts';
+import { allowQuery, type Call, element, sendEmpty, sendXml } from './protocol.ts';
 import type { ObjectMeta } from './records.ts';
 import { checkWriteCondition, type WriteCondition, wholeSeconds } from './store.ts';
 
@@ -26,8 +27,9 @@ export async function putObject(call: Call, key: string) {
   const { store, req, res, bucket, query } = call;
   allowQuery(query, []);
   await store.requireBucket(bucket);
-  const condition = writeCondition(req);
-  const headers = storedHeaders(req);
+  const condition = { ...writeCondition(req), bypassGovernance: bypassesGovernance(req) };
+  const given = storedHeaders(req);
+  const headers = { ...given, ...lockHeadersFor(await store.settings(bucket), given) };
   // Answer a lost race before a large body is read; the commit checks again in case of a tie.
   const small =
     (parseLength(header(req, 'content-length')) ?? Number.POSITIVE_INFINITY) <= BUFFERED_BODY_BYTES;
@@ -42,7 +44,7 @@ export async function putObject(call: Call, key: string) {
     etag: `"${received.md5.toString('hex')}"`,
     size: received.size,
     mtimeMs: received.mtimeMs,
-    lastModified: wholeSeconds(new Date()),
+    lastModified: wholeSeconds(store.clock()),
     headers,
     ...(checksum === undefined ? {} : { checksum }),
   };
@@ -86,9 +88,16 @@ const RESPONSE_OVERRIDES = [
   'response-content-encoding',
 ];
 
+/** Each object is its one version, "null" (what S3 calls a version written without versioning). */
+export function checkVersionId(query: URLSearchParams): void {
+  const versionId = query.get('versionId');
+  if (versionId !== null && versionId !== 'null') throw invalidArgument('Invalid version id specified');
+}
+
 export async function getObject(call: Call, key: string) {
   const { store, req, res, bucket, query } = call;
-  allowQuery(query, RESPONSE_OVERRIDES);
+  allowQuery(query, [...RESPONSE_OVERRIDES, 'versionId']);
+  checkVersionId(query);
   await store.requireBucket(bucket);
   const opened = await store.open(bucket, key);
   if (opened === undefined) throw noSuchKey();
@@ -141,12 +150,28 @@ export async function getObject(call: Call, key: string) {
   }
 }
 
+/**
+ * Deletes the object's one version. A locked one is refused (AccessDenied), even without a version
+ * id: where S3 would add a delete marker and keep the version, this store would lose it.
+ */
 export async function deleteObject(call: Call, key: string) {
-  const { store, res, bucket, query } = call;
+  const { store, req, res, bucket, query } = call;
   allowQuery(query, ['versionId']);
-  // Each object is its one version, "null" (what S3 calls a version written without versioning).
-  const versionId = query.get('versionId');
-  if (versionId !== null && versionId !== 'null') throw invalidArgument('Invalid version id specified');
-  await store.remove(bucket, key);
+  checkVersionId(query);
+  await store.remove(bucket, key, { bypassGovernance: bypassesGovernance(req) });
   sendEmpty(res, 204);
+}
+
+/** The tags the object was written with (`x-amz-tagging`, a URL query string), as a TagSet. */
+export async function getObjectTagging(call: Call, key: string) {
+  const { store, res, bucket, query } = call;
+  allowQuery(query, ['tagging', 'versionId']);
+  checkVersionId(query);
+  await store.requireBucket(bucket);
+  const meta = await store.describe(bucket, key);
+  if (meta === undefined) throw noSuchKey();
+  const tags = [...new URLSearchParams(meta.headers['x-amz-tagging'] ?? '')]
+    .map(([name, value]) => `<Tag>${element('Key', name)}${element('Value', value)}</Tag>`)
+    .join('');
+  sendXml(res, 200, `<Tagging xmlns="${XMLNS}"><TagSet>${tags}</TagSet></Tagging>`);
 }

@@ -4,8 +4,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { header } from './bodies.ts';
 import {
   createBucket,
+  getBucketLocation,
   getBucketVersioning,
   headBucket,
+  listBuckets,
+  listObjects,
   listObjectsV2,
   listObjectVersions,
   putBucketVersioning,
@@ -18,7 +21,15 @@ import {
   createMultipartUpload,
   uploadPart,
 } from './multipart.ts';
-import { deleteObject, getObject, putObject } from './objects.ts';
+import {
+  getObjectLegalHold,
+  getObjectLockConfiguration,
+  getObjectRetention,
+  putObjectLegalHold,
+  putObjectLockConfiguration,
+  putObjectRetention,
+} from './object-lock.ts';
+import { deleteObject, getObject, getObjectTagging, putObject } from './objects.ts';
 import type { DiskStore } from './store.ts';
 
 interface Target {
@@ -67,6 +78,9 @@ function parseTarget(req: IncomingMessage): Target {
     resource: rawPath,
   };
 }
+
+/** What ListObjects (version 1) takes: a GET on a bucket with nothing else is that listing. */
+const LIST_V1_QUERY = new Set(['prefix', 'delimiter', 'max-keys', 'marker', 'encoding-type', 'x-id']);
 
 /** Query parameters that add nothing to an operation: the SDK's operation tag. */
 const NEUTRAL_QUERY = new Set(['x-id']);
@@ -181,14 +195,26 @@ export async function handle(store: DiskStore, req: IncomingMessage, res: Server
 
 async function dispatch(store: DiskStore, req: IncomingMessage, res: ServerResponse, target: Target) {
   const { bucket, key, method, query } = target;
-  if (bucket === undefined) throw notImplemented('ListBuckets');
+  if (bucket === undefined) {
+    if (method === 'GET') return listBuckets({ store, req, res, query });
+    throw new S3Failure(
+      405,
+      'MethodNotAllowed',
+      'The specified method is not allowed against this resource.',
+    );
+  }
   checkBucketName(bucket);
   const call: Call = { store, req, res, bucket, query };
   if (key === undefined) {
     if (method === 'PUT' && query.has('versioning')) return putBucketVersioning(call);
     if (method === 'GET' && query.has('versioning')) return getBucketVersioning(call);
+    if (method === 'PUT' && query.has('object-lock')) return putObjectLockConfiguration(call);
+    if (method === 'GET' && query.has('object-lock')) return getObjectLockConfiguration(call);
+    if (method === 'GET' && query.has('location')) return getBucketLocation(call);
     if (method === 'GET' && query.get('list-type') === '2') return listObjectsV2(call);
     if (method === 'GET' && query.has('versions')) return listObjectVersions(call);
+    if (method === 'GET' && [...query.keys()].every((name) => LIST_V1_QUERY.has(name)))
+      return listObjects(call);
     if (method === 'PUT') return createBucket(call);
     if (method === 'HEAD') return headBucket(call);
     throw notImplemented(
@@ -198,10 +224,16 @@ async function dispatch(store: DiskStore, req: IncomingMessage, res: ServerRespo
   checkKey(key);
   switch (method) {
     case 'PUT':
+      if (query.has('retention')) return putObjectRetention(call, key);
+      if (query.has('legal-hold')) return putObjectLegalHold(call, key);
       if (header(req, 'x-amz-copy-source') !== undefined) throw notImplemented('CopyObject');
       if (query.has('uploadId') || query.has('partNumber')) return uploadPart(call, key);
       return putObject(call, key);
     case 'GET':
+      if (query.has('retention')) return getObjectRetention(call, key);
+      if (query.has('legal-hold')) return getObjectLegalHold(call, key);
+      if (query.has('tagging')) return getObjectTagging(call, key);
+      return getObject(call, key);
     case 'HEAD':
       return getObject(call, key);
     case 'DELETE':

@@ -42,3 +42,18 @@ export const partRecordSchema = z.object({
   checksum: z.string().optional(),
 });
 export type PartRecord = z.infer<typeof partRecordSchema>;
+
+/** What a bucket was created or configured with: kept in `<root>/.buckets/<bucket>.json`. */
+export const bucketSettingsSchema = z.object({
+  format: z.literal(1),
+  created: z.iso.datetime(),
+  versioning: z.enum(['Enabled', 'Suspended']).optional(),
+  objectLock: z
+    .object({
+      defaultRetention: z
+        .object({ mode: z.enum(['COMPLIANCE', 'GOVERNANCE']), days: z.number().int().positive() })
+        .optional(),
+    })
+    .optional(),
+});
+export type BucketSettings = z.infer<typeof bucketSettingsSchema>;

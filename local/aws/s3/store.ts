@@ -27,8 +27,11 @@ import {
   S3Failure,
 } from './errors.ts';
 import { compareUtf8, errorCode, etagListMatches, isMissing, isUnstorableSegment } from './keys.ts';
-import { DEFAULT_CONTENT_TYPE, META_DIR, TMP_DIR, UPLOAD_ID, UPLOADS_DIR } from './limits.ts';
+import { BUCKETS_DIR, DEFAULT_CONTENT_TYPE, META_DIR, TMP_DIR, UPLOAD_ID, UPLOADS_DIR } from './limits.ts';
+import { refuseIfLocked } from './object-lock.ts';
 import {
+  type BucketSettings,
+  bucketSettingsSchema,
   type ObjectMeta,
   objectMetaSchema,
   type PartRecord,
@@ -53,6 +56,11 @@ export interface WriteCondition {
   readonly ifMatch?: string;
 }
 
+/** How a delete or overwrite meets Object Lock: `x-amz-bypass-governance-retention` lifts GOVERNANCE only. */
+export interface LockOverride {
+  readonly bypassGovernance?: boolean;
+}
+
 export class DiskStore {
   readonly #lock = new Mutex();
   readonly #background = new Set<Promise<unknown>>();
@@ -60,10 +68,17 @@ export class DiskStore {
   readonly #buckets = new Set<string>();
   /** Folders made or seen by a write; forgotten when a delete prunes folders. */
   readonly #folders = new Set<string>();
+  /** Each bucket's settings as last read or written: only this store writes them. */
+  readonly #settings = new Map<string, BucketSettings>();
 
+  /**
+   * `clock` gives the time an object is stored (its LastModified), as S3's own clock does: no
+   * request header sets it. Tests pass a clock they advance; the default is the real time.
+   */
   constructor(
     readonly root: string,
     readonly syncWrites: boolean,
+    readonly clock: () => Date = () => new Date(),
   ) {}
 
   tempPath(): string {
@@ -102,11 +117,65 @@ export class DiskStore {
     if (!(await this.bucketExists(bucket))) throw noSuchBucket();
   }
 
-  async createBucket(bucket: string): Promise<void> {
+  #settingsPath(bucket: string): string {
+    return join(this.root, BUCKETS_DIR, `${bucket}.json`);
+  }
+
+  /**
+   * The bucket's settings. A bucket made by hand (a folder with no settings file) is unversioned,
+   * without Object Lock, created when its folder was.
+   */
+  async settings(bucket: string): Promise<BucketSettings> {
+    const known = this.#settings.get(bucket);
+    if (known !== undefined) return known;
+    await this.requireBucket(bucket);
+    let stored: BucketSettings | undefined;
+    try {
+      stored = parseJson(bucketSettingsSchema, await readFile(this.#settingsPath(bucket), 'utf8'));
+    } catch (error) {
+      if (!isMissing(error)) throw error;
+    }
+    const settings = stored ?? {
+      format: 1 as const,
+      created: wholeSeconds((await stat(this.#bucketDir(bucket))).mtime),
+    };
+    this.#settings.set(bucket, settings);
+    return settings;
+  }
+
+  /** Changes the bucket's settings and writes them, one change at a time. */
+  async changeSettings(bucket: string, change: (current: BucketSettings) => BucketSettings): Promise<void> {
+    const current = await this.settings(bucket);
+    await this.#lock.run(async () => {
+      const next = change(this.#settings.get(bucket) ?? current);
+      this.#writeAtomic(this.#settingsPath(bucket), JSON.stringify(next, null, 2));
+      this.#settings.set(bucket, next);
+    });
+  }
+
+  /** Every bucket, in name order, with its creation date. */
+  async listBuckets(): Promise<{ name: string; created: string }[]> {
+    const entries = await readdir(this.root, { withFileTypes: true });
+    const names = entries
+      .filter((entry) => entry.isDirectory() && !entry.name.startsWith('.'))
+      .map((entry) => entry.name)
+      .sort();
+    const buckets: { name: string; created: string }[] = [];
+    for (const name of names) buckets.push({ name, created: (await this.settings(name)).created });
+    return buckets;
+  }
+
+  async createBucket(
+    bucket: string,
+    settings: Omit<BucketSettings, 'format' | 'created'> = {},
+  ): Promise<void> {
     await this.#lock.run(async () => {
       try {
         await mkdir(this.#bucketDir(bucket));
         this.#buckets.add(bucket);
+        const created: BucketSettings = { format: 1, created: wholeSeconds(new Date()), ...settings };
+        this.#writeAtomic(this.#settingsPath(bucket), JSON.stringify(created, null, 2));
+        this.#settings.set(bucket, created);
       } catch (error) {
         if (errorCode(error) !== 'EEXIST') throw error;
         throw new S3Failure(
@@ -214,12 +283,21 @@ export class DiskStore {
   }
 
   /** Moves a received file into place with its sidecar, after checking the write's conditions. */
-  async commit(bucket: string, key: string, file: string, meta: ObjectMeta, condition: WriteCondition) {
+  async commit(
+    bucket: string,
+    key: string,
+    file: string,
+    meta: ObjectMeta,
+    condition: WriteCondition & LockOverride,
+  ) {
+    const locking = (await this.settings(bucket)).objectLock !== undefined;
     await this.#lock.run(async () => {
       await this.requireBucket(bucket);
-      if (condition.ifNoneMatch !== undefined || condition.ifMatch !== undefined) {
+      if (condition.ifNoneMatch !== undefined || condition.ifMatch !== undefined || locking) {
         const current = await this.describe(bucket, key);
         checkWriteCondition(current, condition);
+        // This store keeps one version per key: an overwrite would destroy a locked version.
+        if (locking) refuseIfLocked(current, condition);
       }
       const dataPath = this.#objectPath(bucket, key);
       const metaPath = this.#metaPath(bucket, key);
@@ -244,9 +322,11 @@ export class DiskStore {
     renameSync(file, dataPath);
   }
 
-  async remove(bucket: string, key: string): Promise<void> {
+  async remove(bucket: string, key: string, override: LockOverride = {}): Promise<void> {
+    const locking = (await this.settings(bucket)).objectLock !== undefined;
     await this.#lock.run(async () => {
       await this.requireBucket(bucket);
+      if (locking) refuseIfLocked(await this.describe(bucket, key), override);
       const dataPath = this.#objectPath(bucket, key);
       const metaPath = this.#metaPath(bucket, key);
       // A key that names a folder of other keys is no object: there is nothing to delete.
@@ -255,6 +335,23 @@ export class DiskStore {
       this.#folders.clear();
       await pruneEmptyFolders(dirname(dataPath), this.#bucketDir(bucket));
       await pruneEmptyFolders(dirname(metaPath), join(this.root, META_DIR));
+    });
+  }
+
+  /**
+   * Rewrites the object's stored headers (its retention or legal hold) without touching its bytes;
+   * `change` sees the current metadata and may refuse by throwing.
+   */
+  async changeHeaders(
+    bucket: string,
+    key: string,
+    change: (meta: ObjectMeta) => Record<string, string>,
+  ): Promise<void> {
+    await this.#lock.run(async () => {
+      const current = await this.describe(bucket, key);
+      if (current === undefined) throw noSuchKey();
+      const next: ObjectMeta = { ...current, headers: change(current) };
+      this.#writeAtomic(this.#metaPath(bucket, key), JSON.stringify(next, null, 2));
     });
   }
 

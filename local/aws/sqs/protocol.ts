@@ -1,5 +1,6 @@
 /**
- * The local SQS's wire: the SQS JSON protocol (AWS JSON 1.0, `X-Amz-Target: AmazonSQS.<Op>`), a
+ * The local SQS's wire: the SQS JSON protocol (AWS JSON 1.0, `X-Amz-Target: AmazonSQS.<Op>`) and
+ * the query protocol (`Action=<Op>`, form in, XML out: `query-protocol.ts`), a
  * request's routing to its operation, the batch rules every `...Batch` operation shares, and the
  * error answers the SDK turns into its named exceptions.
  */
@@ -7,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { readBody } from '../../http.ts';
 import { MAX_BATCH_ENTRIES, MAX_REQUEST_BYTES } from './limits.ts';
+import { parseQueryRequest, replyQuery, replyQueryFailure } from './query-protocol.ts';
 
 /** An SQS error as the wire carries it: a code for `__type` and the query-compatible header. */
 export class SqsFailure extends Error {
@@ -93,12 +95,16 @@ export async function answer(
   response: ServerResponse,
 ): Promise<void> {
   const body = await readBody(request, MAX_REQUEST_BYTES);
-  const target = String(request.headers['x-amz-target'] ?? '');
-  const action = actions[target.replace(/^AmazonSQS\./, '')];
+  const target = request.headers['x-amz-target'];
+  if (target === undefined) {
+    await answerQuery(actions, request, body, response);
+    return;
+  }
+  const action = actions[String(target).replace(/^AmazonSQS\./, '')];
   if (action === undefined) {
     const failure = new SqsFailure(
       'InvalidAction',
-      `The action ${JSON.stringify(target)} is not valid for this endpoint; the local SQS speaks the JSON protocol (X-Amz-Target: AmazonSQS.<Operation>).`,
+      `The action ${JSON.stringify(target)} is not valid for this endpoint; the local SQS speaks the JSON protocol (X-Amz-Target: AmazonSQS.<Operation>) and the query protocol (Action=<Operation>).`,
     );
     replyFailure(response, failure);
     return;
@@ -107,13 +113,54 @@ export async function answer(
     const input: unknown = body.length === 0 ? {} : JSON.parse(body.toString('utf8'));
     reply(response, 200, await action(input));
   } catch (error) {
-    if (error instanceof SqsFailure) replyFailure(response, error);
-    else if (error instanceof z.ZodError || error instanceof SyntaxError) {
-      replyFailure(
-        response,
-        new SqsFailure('InvalidParameterValue', `The request is not valid: ${error.message}`),
-      );
-    } else throw error;
+    const failure = asFailure(error);
+    if (failure === undefined) throw error;
+    replyFailure(response, failure);
+  }
+}
+
+/** A failure of SQS's own, or a request not of the operation's shape; undefined for anything else. */
+function asFailure(error: unknown): SqsFailure | undefined {
+  if (error instanceof SqsFailure) return error;
+  if (error instanceof z.ZodError || error instanceof SyntaxError) {
+    return new SqsFailure(
+      'InvalidParameterValue',
+      `The request is not valid: ${error.message}`,
+      'InvalidParameterValue',
+    );
+  }
+  return undefined;
+}
+
+/** The query protocol: parameters in the form body (or the URL's query), the answer in XML. */
+async function answerQuery(
+  actions: Readonly<Record<string, SqsAction>>,
+  request: IncomingMessage,
+  body: Buffer,
+  response: ServerResponse,
+): Promise<void> {
+  const url = request.url ?? '/';
+  const params = new URLSearchParams(url.includes('?') ? url.slice(url.indexOf('?') + 1) : '');
+  for (const [name, value] of new URLSearchParams(body.toString('utf8'))) params.append(name, value);
+  const { action: name, input } = parseQueryRequest(params);
+  // A queue URL in the path (`/<account>/<queue>`) names the queue, as SQS's query protocol allows.
+  if (input.QueueUrl === undefined && /^\/[^/?]+\/[^/?]+/.test(url)) {
+    input.QueueUrl = `http://${request.headers.host ?? 'localhost'}${url.split('?')[0]}`;
+  }
+  const action = Object.hasOwn(actions, name) ? actions[name] : undefined;
+  if (action === undefined) {
+    replyQueryFailure(
+      response,
+      new SqsFailure('InvalidAction', `The action ${JSON.stringify(name)} is not valid for this endpoint.`),
+    );
+    return;
+  }
+  try {
+    replyQuery(response, name, await action(input));
+  } catch (error) {
+    const failure = asFailure(error);
+    if (failure === undefined) throw error;
+    replyQueryFailure(response, failure);
   }
 }
 

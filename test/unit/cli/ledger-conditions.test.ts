@@ -28,6 +28,7 @@ import { runCancel } from '../../../bin/cli/commands/cancel.ts';
 import { runDeny } from '../../../bin/cli/commands/deny.ts';
 import { runExtend } from '../../../bin/cli/commands/extend.ts';
 import { runNotice } from '../../../bin/cli/commands/notice.ts';
+import { runReport } from '../../../bin/cli/commands/report.ts';
 import { runRetry } from '../../../bin/cli/commands/retry.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { inProcessOperator } from '../../../bin/cli/operator-client.ts';
@@ -323,6 +324,111 @@ describe('notices against DynamoDB', () => {
     expect(noticesDue(await context.ledger.require(item.request_id), NOW)).toEqual([]);
   });
 
+  it('owes the denial of an extended GDPR request one month after receipt, not at the extended due date (Art. 12(4))', async () => {
+    // Prepare: received 2026-11-20, due 2026-12-20, extended to 2027-02-20
+    const item = await stored({ status: 'running', step: 'exporting' });
+    await runExtend(
+      context,
+      { requestId: item.request_id, reason: 'complex', notice: { channel: 'email' } },
+      collectingIo(),
+    );
+    // Act
+    await runDeny(context, { requestId: item.request_id, reasonCode: 'exempt', reason: 'r' }, collectingIo());
+    // Assess
+    const denied = await context.ledger.require(item.request_id);
+    expect(denied).toMatchObject({ due_at: item.extension_limit_at, original_due_at: item.due_at });
+    expect(noticesDue(denied, NOW)).toEqual([{ kind: 'denial', due_by: item.due_at, overdue: false }]);
+    expect(item.due_at).toBe('2026-12-20T23:59:59.999Z');
+  });
+
+  it('owes the denial of an extended CCPA request by its extended due date, as section 7021 allows', async () => {
+    const requestId = randomUUID();
+    await context.ledger.createReceived(
+      {
+        request_id: requestId,
+        type: 'access',
+        regulation: 'ccpa',
+        primary_key: PRIMARY_KEY,
+        received_at: '2026-11-20T09:00:00Z',
+        verification: { method: 'email_link', verified_by: 'pt', verified_at: '2026-11-20T09:00:00Z' },
+      },
+      'fp',
+      computeDeadlines('ccpa', new Date('2026-11-20T09:00:00Z')),
+    );
+    await runExtend(context, { requestId, reason: 'complex', notice: { channel: 'email' } }, collectingIo());
+    await runDeny(context, { requestId, reasonCode: 'exempt', reason: 'r' }, collectingIo());
+    const denied = await context.ledger.require(requestId);
+    expect(noticesDue(denied, NOW)).toContainEqual({
+      kind: 'denial',
+      due_by: '2027-02-18T23:59:59.999Z',
+      overdue: false,
+    });
+  });
+
+  it('keeps what a denial notice said, its template and the values filled in, in its locked record', async () => {
+    // Prepare
+    const item = await stored({ status: 'running', step: 'exporting' });
+    await runDeny(context, { requestId: item.request_id, reasonCode: 'exempt', reason: 'r' }, collectingIo());
+    // Act
+    const { result } = await runNotice(
+      context,
+      {
+        requestId: item.request_id,
+        kind: 'denial',
+        channel: 'letter',
+        template: 'gdpr-denial-v3',
+        values: ['reason_code=exempt', 'complaint_authority=CNIL, 3 place de Fontenoy'],
+      },
+      collectingIo(),
+    );
+    // Assess
+    expect(result.content).toEqual({
+      template: 'gdpr-denial-v3',
+      values: { reason_code: 'exempt', complaint_authority: 'CNIL, 3 place de Fontenoy' },
+    });
+    expect((await context.ledger.require(item.request_id)).notice_denial).toMatchObject({
+      template: 'gdpr-denial-v3',
+    });
+    const put = s3Mock
+      .commandCalls(PutObjectCommand)
+      .find((call) => call.args[0].input.Key?.startsWith(`audit/${item.request_id}.notices/`));
+    expect(JSON.parse(String(put?.args[0].input.Body))).toMatchObject({
+      action: 'notice_given',
+      facts: {
+        kind: 'denial',
+        template: 'gdpr-denial-v3',
+        value_reason_code: 'exempt',
+        value_complaint_authority: 'CNIL, 3 place de Fontenoy',
+      },
+    });
+  });
+
+  it.each([
+    [['email=jane@example.com'], '--value: value "email" would hold an identifier'],
+    [['contact=jane@example.com'], '--value: value "contact" looks like an e-mail address'],
+    [['portal=https://example.com/x'], '--value: value "portal" holds a URL'],
+    [['reason'], '--value: "reason" is not name=value'],
+  ])(
+    'refuses notice values the audit trail must not keep (%s) with exit 2, before writing',
+    async (values, message) => {
+      const item = await stored({ status: 'running', step: 'exporting' });
+      await runDeny(
+        context,
+        { requestId: item.request_id, reasonCode: 'exempt', reason: 'r' },
+        collectingIo(),
+      );
+      s3Mock.resetHistory();
+      const error = await runNotice(
+        context,
+        { requestId: item.request_id, kind: 'denial', channel: 'letter', template: 'gdpr-denial-v3', values },
+        collectingIo(),
+      ).catch((caught: unknown) => caught);
+      expect(error).toMatchObject({ exitCode: 2, message: expect.stringContaining(message) });
+      expect((await context.ledger.require(item.request_id)).notice_denial).toBeUndefined();
+      expect(s3Mock.commandCalls(PutObjectCommand)).toHaveLength(0);
+    },
+  );
+
   it('records in the response to an erased subject what the platform keeps, and tells the operator to say it', async () => {
     // Prepare
     const item = await stored(
@@ -365,6 +471,49 @@ describe('notices against DynamoDB', () => {
         '--at: 2027-01-01T00:00:00Z is in the future; give the time the subject was told (clocks may differ by 5 minutes at most)',
     });
     expect(await context.ledger.require(item.request_id)).toEqual(item);
+  });
+});
+
+describe('report on notices recorded through the command', () => {
+  it('shows a response notice recorded after its due date with an earlier time claimed as late, and one recorded in time as on time', async () => {
+    // Prepare: two GDPR requests received 2026-11-20, due 2026-12-20, completed the next day.
+    const completed = {
+      status: 'completed',
+      step: null,
+      outcome: 'exported',
+      completed_at: NOW.toISOString(),
+    } as const;
+    const backdated = await stored(completed);
+    const honest = await stored(completed);
+    await runNotice(
+      context,
+      { requestId: honest.request_id, kind: 'response', channel: 'email', at: '2026-11-21T10:00:00Z' },
+      collectingIo(),
+    );
+    // Act: on 10 January the operator records a response claiming 15 December.
+    const january = new Date('2027-01-10T09:00:00Z');
+    const late = testContext({ dynamoClient: dynamo.client }, () => january);
+    await runNotice(
+      late,
+      { requestId: backdated.request_id, kind: 'response', channel: 'email', at: '2026-12-15T10:00:00Z' },
+      collectingIo(),
+    );
+    const { result } = await runReport(late, { json: true }, collectingIo());
+    // Assess
+    const byId = new Map(result.records.map((record) => [record.request_id, record]));
+    expect(byId.get(backdated.request_id)).toMatchObject({
+      notice_given_at: '2026-12-15T10:00:00.000Z',
+      notice_recorded_at: january.toISOString(),
+      response_date: january.toISOString(),
+      notice_due_at: backdated.due_at,
+      on_time: false,
+      notice_recorded_late: true,
+    });
+    expect(byId.get(honest.request_id)).toMatchObject({
+      response_date: NOW.toISOString(),
+      on_time: true,
+      notice_recorded_late: false,
+    });
   });
 });
 

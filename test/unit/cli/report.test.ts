@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { denialBasisOf, runReport } from '../../../bin/cli/commands/report.ts';
+import { denialBasisOf, runReport, toRecord } from '../../../bin/cli/commands/report.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { ledgerRecord, PRIMARY_KEY, SVC_USER_ID, testContext } from './helpers.ts';
 
@@ -29,6 +29,7 @@ const ITEMS = [
     outcome: 'exported',
     received_at: '2026-03-01T00:00:00Z',
     completed_at: '2026-03-03T00:00:00Z',
+    notice_response: { channel: 'email', at: '2026-03-03T00:00:00Z', recorded_at: '2026-03-03T00:00:00Z' },
     due_at: '2026-04-15T06:59:59.999Z',
   }),
   ledgerRecord({
@@ -38,6 +39,7 @@ const ITEMS = [
     outcome: 'no_data',
     received_at: '2026-03-01T00:00:00Z',
     completed_at: '2026-03-11T12:00:00Z',
+    notice_response: { channel: 'email', at: '2026-03-11T12:00:00Z', recorded_at: '2026-03-11T12:00:00Z' },
     due_at: '2026-04-15T06:59:59.999Z',
     verification: { method: '=HYPERLINK("x")', verified_by: 'pt', verified_at: '2026-03-01T00:00:00Z' },
   }),
@@ -73,6 +75,7 @@ const ITEMS = [
     outcome: 'exported',
     received_at: '2026-01-01T05:00:00Z',
     completed_at: '2026-01-02T05:00:00Z',
+    notice_response: { channel: 'email', at: '2026-01-02T05:00:00Z', recorded_at: '2026-01-02T05:00:00Z' },
   }),
   ledgerRecord({
     request_id: id(8),
@@ -82,6 +85,7 @@ const ITEMS = [
     outcome: 'erased',
     received_at: '2026-02-01T00:00:00Z',
     completed_at: '2026-02-05T00:00:00Z',
+    notice_response: { channel: 'email', at: '2026-02-05T00:00:00Z', recorded_at: '2026-02-05T00:00:00Z' },
     due_at: '2026-03-18T06:59:59.999Z',
   }),
   ledgerRecord({
@@ -91,6 +95,7 @@ const ITEMS = [
     outcome: 'exported',
     received_at: '2026-08-01T00:00:00Z',
     completed_at: '2026-09-04T12:00:00Z',
+    notice_response: { channel: 'email', at: '2026-09-04T12:00:00Z', recorded_at: '2026-09-04T12:00:00Z' },
     due_at: '2026-09-01T06:59:59.999Z',
   }),
   ledgerRecord({
@@ -100,6 +105,7 @@ const ITEMS = [
     outcome: 'exported',
     received_at: '2030-01-10T00:00:00Z',
     completed_at: '2026-11-20T00:00:00Z',
+    notice_response: { channel: 'email', at: '2026-11-20T00:00:00Z', recorded_at: '2026-11-20T00:00:00Z' },
     due_at: '2030-02-24T07:59:59.999Z',
   }),
   ledgerRecord({
@@ -109,6 +115,7 @@ const ITEMS = [
     outcome: 'exported',
     received_at: '2026-10-01T00:00:00Z',
     completed_at: '2026-09-30T00:00:00Z',
+    notice_response: { channel: 'email', at: '2026-09-30T00:00:00Z', recorded_at: '2026-09-30T00:00:00Z' },
   }),
 ];
 const REJECTED = {
@@ -147,6 +154,8 @@ const row = (fields: Record<string, string | number | null>) => ({
   withdrawn: 0,
   open: 0,
   failed: 0,
+  late: 0,
+  notice_missing: 0,
   median_days_to_respond: null,
   mean_days_to_respond: null,
   date_problems: 0,
@@ -243,6 +252,7 @@ describe('runReport', () => {
         type: 'access',
         received: 1,
         complied: 1,
+        late: 1,
         median_days_to_respond: 34.5,
         mean_days_to_respond: 34.5,
       }),
@@ -253,6 +263,7 @@ describe('runReport', () => {
         received: 2,
         complied: 1,
         withdrawn: 1,
+        late: 1,
         median_days_to_respond: 34.5,
         mean_days_to_respond: 34.5,
       }),
@@ -349,14 +360,14 @@ describe('runReport', () => {
     const csv = await readFile(out, 'utf8');
     const [records, metrics] = csv.split('\r\n\r\n');
     expect(records?.split('\r\n')[0]).toBe(
-      'request_id,regulation,type,received_at,verification_method,status,response,response_category,response_date,days_to_respond,denial_basis,due_at,extended,on_time,date_problem,reference',
+      'request_id,regulation,type,received_at,verification_method,status,response,response_category,response_date,notice_given_at,notice_recorded_at,ended_at,days_to_respond,denial_basis,due_at,notice_due_at,extended,on_time,notice_recorded_late,date_problem,reference',
     );
     expect(records).toContain(`"'=HYPERLINK(""x"")"`);
     expect(metrics?.split('\r\n')[0]).toBe(
-      'regulation,type,received,complied,denied,denied_unverifiable,denied_other,withdrawn,open,failed,median_days_to_respond,mean_days_to_respond,date_problems',
+      'regulation,type,received,complied,denied,denied_unverifiable,denied_other,withdrawn,open,failed,late,notice_missing,median_days_to_respond,mean_days_to_respond,date_problems',
     );
     // Request 10 (received in 2030) is out of this range.
-    expect(metrics).toContain('ccpa,all,6,4,0,0,0,0,1,1,4,5.5,1');
+    expect(metrics).toContain('ccpa,all,6,4,0,0,0,0,1,1,0,0,4,5.5,1');
     expect(csv).not.toContain(PRIMARY_KEY);
     expect(csv).not.toContain(SVC_USER_ID);
     expect(io.stderr()).toContain(`wrote ${out}`);
@@ -369,9 +380,9 @@ describe('runReport', () => {
     // Request 5, received 2026-06-01T00:00Z, was received on 31 May in California.
     await runReport(californian(), { table: 'metrics', from: '2026-05-31', to: '2026-05-31' }, io);
     expect(io.stdout().split('\r\n').filter(Boolean)).toEqual([
-      'regulation,type,received,complied,denied,denied_unverifiable,denied_other,withdrawn,open,failed,median_days_to_respond,mean_days_to_respond,date_problems',
-      'gdpr,erasure,1,0,0,0,0,1,0,0,,,0',
-      'gdpr,all,1,0,0,0,0,1,0,0,,,0',
+      'regulation,type,received,complied,denied,denied_unverifiable,denied_other,withdrawn,open,failed,late,notice_missing,median_days_to_respond,mean_days_to_respond,date_problems',
+      'gdpr,erasure,1,0,0,0,0,1,0,0,0,0,,,0',
+      'gdpr,all,1,0,0,0,0,1,0,0,0,0,,,0',
     ]);
   });
 
@@ -400,5 +411,126 @@ describe('denialBasisOf', () => {
     expect(denialBasisOf('identity_not_verified')).toBe('unverifiable');
     expect(denialBasisOf('manifestly_unfounded')).toBe('other');
     expect(denialBasisOf(undefined)).toBe('other');
+  });
+});
+
+describe('runReport: the answer is the notice', () => {
+  /** Received 2026-01-01, due 2026-02-15; its workflow ended in nine days; the notice claims 10 February and was recorded on 27 October. */
+  const backdated = ledgerRecord({
+    request_id: id(21),
+    regulation: 'ccpa',
+    status: 'completed',
+    outcome: 'exported',
+    received_at: '2026-01-01T00:00:00Z',
+    due_at: '2026-02-15T23:59:59.999Z',
+    completed_at: '2026-01-10T00:00:00Z',
+    notice_response: { channel: 'email', at: '2026-02-10T00:00:00Z', recorded_at: '2026-10-27T00:00:00Z' },
+  });
+  /** Completed in four days and never answered: past its due date with no notice. */
+  const unanswered = ledgerRecord({
+    request_id: id(22),
+    regulation: 'ccpa',
+    status: 'completed',
+    outcome: 'no_data',
+    received_at: '2026-03-01T00:00:00Z',
+    due_at: '2026-04-15T23:59:59.999Z',
+    completed_at: '2026-03-05T00:00:00Z',
+  });
+  /** Answered in ten days, recorded five minutes later. */
+  const answered = ledgerRecord({
+    request_id: id(23),
+    regulation: 'ccpa',
+    status: 'completed',
+    outcome: 'exported',
+    received_at: '2026-06-01T00:00:00Z',
+    due_at: '2026-07-16T23:59:59.999Z',
+    completed_at: '2026-06-10T00:00:00Z',
+    notice_response: { channel: 'email', at: '2026-06-11T00:00:00Z', recorded_at: '2026-06-11T00:05:00Z' },
+  });
+  /** A GDPR request extended to 1 August and denied on 1 July: its denial was due on 1 June. */
+  const extendedDenial = ledgerRecord({
+    request_id: id(24),
+    regulation: 'gdpr',
+    status: 'denied',
+    step: undefined,
+    received_at: '2026-05-01T00:00:00Z',
+    due_at: '2026-08-01T23:59:59.999Z',
+    original_due_at: '2026-06-01T23:59:59.999Z',
+    extended: true,
+    denial: { code: 'exempt', at: '2026-07-01T00:00:00Z' },
+    completed_at: '2026-07-01T00:00:00Z',
+    notice_denial: { channel: 'letter', at: '2026-07-01T10:00:00Z', recorded_at: '2026-07-01T10:00:00Z' },
+  });
+
+  beforeEach(() => {
+    dbMock.reset();
+    dbMock.on(ScanCommand).resolves({ Items: [backdated, unanswered, answered, extendedDenial] });
+  });
+
+  it('dates a response by its notice, as recorded: a backdated notice recorded late is late', async () => {
+    const { result } = await runReport(testContext(), { json: true }, collectingIo());
+    const byId = new Map(result.records.map((record) => [record.request_id, record]));
+    expect(byId.get(id(21))).toMatchObject({
+      ended_at: '2026-01-10T00:00:00Z',
+      notice_given_at: '2026-02-10T00:00:00Z',
+      notice_recorded_at: '2026-10-27T00:00:00Z',
+      response_date: '2026-10-27T00:00:00Z',
+      // 1 January to 27 October.
+      days_to_respond: 299,
+      on_time: false,
+      notice_recorded_late: true,
+    });
+    expect(byId.get(id(22))).toMatchObject({
+      ended_at: '2026-03-05T00:00:00Z',
+      response_date: null,
+      days_to_respond: null,
+      on_time: false,
+      notice_recorded_late: null,
+    });
+    expect(byId.get(id(23))).toMatchObject({
+      response_date: '2026-06-11T00:05:00Z',
+      days_to_respond: 10,
+      on_time: true,
+      notice_recorded_late: false,
+    });
+    expect(byId.get(id(24))).toMatchObject({
+      due_at: '2026-08-01T23:59:59.999Z',
+      notice_due_at: '2026-06-01T23:59:59.999Z',
+      response_date: '2026-07-01T10:00:00Z',
+      on_time: false,
+    });
+    expect(result.metrics).toContainEqual(
+      row({
+        regulation: 'ccpa',
+        type: 'all',
+        received: 3,
+        complied: 3,
+        late: 2,
+        notice_missing: 1,
+        // 299 and 10 days: the unanswered request has no response date.
+        median_days_to_respond: 154.5,
+        mean_days_to_respond: 154.5,
+      }),
+    );
+  });
+});
+
+describe('toRecord', () => {
+  it('dates a response only by the completion time a record locks, never by the last write of the ledger item', () => {
+    // Prepare: answered, but the ledger item holds no completion time; it was written to since.
+    const item = ledgerRecord({
+      status: 'completed',
+      step: undefined,
+      outcome: 'exported',
+      completed_at: undefined,
+      updated_at: '2026-11-21T09:00:00.000Z',
+    });
+
+    // Act
+    const record = toRecord(item, new Date('2026-12-01T00:00:00.000Z'));
+
+    // Assess
+    expect(record.response_date).toBeNull();
+    expect(record.days_to_respond).toBeNull();
   });
 });

@@ -255,6 +255,28 @@ describe('runStatus notices', () => {
     );
     expect(io.stdout()).toMatch(/extension notice\s+given 2026-11-19T10:00:00Z by letter/);
   });
+
+  it('shows when a notice was recorded, if well after the time it claims, and its template', async () => {
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          status: 'denied',
+          step: undefined,
+          notice_denial: {
+            channel: 'letter',
+            at: '2026-11-19T10:00:00Z',
+            recorded_at: '2026-11-21T09:00:00Z',
+            template: 'gdpr-denial-v3',
+          },
+        }),
+      ),
+    });
+    const io = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID }, io);
+    expect(io.stdout()).toMatch(
+      /denial notice\s+given 2026-11-19T10:00:00Z by letter, recorded 2026-11-21T09:00:00Z, template gdpr-denial-v3/,
+    );
+  });
 });
 
 describe('runStatus on hostile ledger text', () => {
@@ -526,7 +548,7 @@ describe('runList', () => {
       ]);
       expect(ledgerMock.commandCalls(GetItemCommand)).toHaveLength(3);
       const lines = io.stdout().split('\n');
-      expect(lines[0]).toMatch(/DUE\s+RECEIPT\s+REFERENCE/);
+      expect(lines[0]).toMatch(/DUE\s+RECEIPT\s+NOTICE\s+REFERENCE/);
       expect(lines.find((line) => line.startsWith(lateReceipt.request_id))).toContain('1 day overdue');
       expect(lines.find((line) => line.startsWith(dueReceipt.request_id))).toContain('due in 4 days');
       expect(lines.find((line) => line.startsWith(givenReceipt.request_id))).toContain('confirmed');
@@ -543,6 +565,84 @@ describe('runList', () => {
         dueReceipt.request_id,
       ]);
       expect(late.result.requests.map((request) => request.request_id)).toEqual([lateReceipt.request_id]);
+    });
+  });
+
+  describe('response and denial notices', () => {
+    // NOW is 2026-11-21T12:00Z.
+    const unanswered = ledgerRecord({
+      request_id: 'cccccccc-0000-4000-8000-000000000001',
+      status: 'completed',
+      step: undefined,
+      outcome: 'exported',
+      due_at: '2026-11-20T23:59:59.999Z',
+      completed_at: '2026-11-10T00:00:00Z',
+    });
+    const answered = ledgerRecord({
+      request_id: 'cccccccc-0000-4000-8000-000000000002',
+      status: 'completed',
+      step: undefined,
+      outcome: 'exported',
+      due_at: '2026-11-20T23:59:59.999Z',
+      completed_at: '2026-11-10T00:00:00Z',
+      notice_response: { channel: 'email', at: '2026-11-10T00:00:00Z', recorded_at: '2026-11-10T00:00:00Z' },
+    });
+    /** GDPR, extended to 2027-01-19 and denied: its denial was due one month after receipt, on 19 November. */
+    const extendedDenial = ledgerRecord({
+      request_id: 'cccccccc-0000-4000-8000-000000000003',
+      status: 'denied',
+      step: undefined,
+      received_at: '2026-10-19T09:00:00Z',
+      due_at: '2027-01-19T23:59:59.999Z',
+      original_due_at: '2026-11-19T23:59:59.999Z',
+      extended: true,
+      completed_at: '2026-11-18T00:00:00Z',
+    });
+    const denialDueSoon = ledgerRecord({
+      request_id: 'cccccccc-0000-4000-8000-000000000004',
+      status: 'denied',
+      step: undefined,
+      due_at: '2026-11-25T23:59:59.999Z',
+      completed_at: '2026-11-18T00:00:00Z',
+    });
+
+    beforeEach(() => {
+      ledgerMock.on(QueryCommand).resolves({ Items: [] });
+      dbMock.on(ScanCommand).resolves({ Items: [unanswered, answered, extendedDenial, denialDueSoon] });
+    });
+
+    it('lists with --notice-overdue the requests whose response or denial notice is late, every status but rejected', async () => {
+      const io = collectingIo();
+
+      const { result } = await runList(testContext(), { noticeOverdue: true }, io);
+
+      expect(result.statuses).toEqual(['received', 'running', 'completed', 'failed', 'cancelled', 'denied']);
+      expect(dbMock).toHaveReceivedCommandWith(ScanCommand, {
+        ExpressionAttributeValues: { ':status0': 'completed', ':status1': 'cancelled', ':status2': 'denied' },
+      });
+      expect(result.requests.map((request) => [request.request_id, request.notice])).toEqual([
+        [unanswered.request_id, { kind: 'response', due_by: '2026-11-20T23:59:59.999Z', state: 'overdue' }],
+        [extendedDenial.request_id, { kind: 'denial', due_by: '2026-11-19T23:59:59.999Z', state: 'overdue' }],
+      ]);
+      const lines = io.stdout().split('\n');
+      expect(lines.find((line) => line.startsWith(unanswered.request_id))).toContain(
+        'response overdue by less than a day',
+      );
+      expect(lines.find((line) => line.startsWith(extendedDenial.request_id))).toContain(
+        'denial 1 day overdue',
+      );
+    });
+
+    it('shows the notice of every completed or denied request in the NOTICE column', async () => {
+      const io = collectingIo();
+
+      await runList(testContext(), { status: 'completed,denied' }, io);
+
+      const lines = io.stdout().split('\n');
+      expect(lines.find((line) => line.startsWith(answered.request_id))).toContain('response given');
+      expect(lines.find((line) => line.startsWith(denialDueSoon.request_id))).toContain(
+        'denial due in 4 days',
+      );
     });
   });
 

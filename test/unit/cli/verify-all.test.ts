@@ -44,6 +44,20 @@ const DAY_ONE = new Date('2026-11-20T10:00:00.000Z');
 const DAY_TWO = new Date('2026-11-21T09:00:00.000Z');
 const DAY_MS = 24 * 3600 * 1000;
 
+/**
+ * The time of the simulated world: the disk S3 stores each object at it (its LastModified), and
+ * each writer's clock sets it when read, so a record is stored when its writer says it was
+ * written. A tamper is stored at whatever time the test has reached.
+ */
+let simulatedNow = DAY_ONE;
+/** A writer's clock fixed at `date`, which moves the simulated time there when read. */
+function clockAt(date: Date): () => Date {
+  return () => {
+    simulatedNow = date;
+    return date;
+  };
+}
+
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
 let disk: DiskS3;
 let root: string;
@@ -53,7 +67,7 @@ let bucketCount = 0;
 beforeAll(async () => {
   dynamo = await startDynamo();
   root = await mkdtemp(join(tmpdir(), 'verify-all-'));
-  disk = await startDiskS3({ root });
+  disk = await startDiskS3({ root, clock: () => simulatedNow });
   s3 = new S3Client({
     endpoint: disk.endpoint,
     region: 'us-east-1',
@@ -82,14 +96,16 @@ async function world() {
   const ledger = new Ledger(dynamo.client, table, () => DAY_ONE);
   const trail = new AuditTrail(
     { s3, bucket: names.AuditBucketName },
-    { hmacKey: () => HMAC_KEY, clock: () => DAY_ONE, heads: ledger },
+    { hmacKey: () => HMAC_KEY, clock: clockAt(DAY_ONE), heads: ledger },
   );
   const requests = [await completedRequest(ledger, trail), await completedRequest(ledger, trail)];
   // The first request's archive was handed out three times: its packages chain.
   await handOut(trail, requests[0] ?? '', 3);
   // The second request's subject was told: its notices chain, after the final record of its own.
   await giveNotices(ledger, trail, requests[1] ?? '');
-  await writeDailyManifests({ s3, bucket: names.AuditBucketName, ledger, clock: () => DAY_TWO });
+  // The next day: the manifest of day one is written, and whatever a test does then is stored then.
+  simulatedNow = DAY_TWO;
+  await writeDailyManifests({ s3, bucket: names.AuditBucketName, clock: () => DAY_TWO });
   const context = testContext({ dynamoClient: dynamo.client, s3, names }, () => DAY_TWO);
   return { names, ledger, trail, requests, context };
 }
@@ -140,7 +156,7 @@ async function archivedRequest(
     await s3.send(new PutObjectCommand({ Bucket: names.ArchiveBucketName, Key: key, Body: body }));
   const trail = new AuditTrail(
     { s3, bucket: names.AuditBucketName },
-    { hmacKey: () => HMAC_KEY, clock: () => new Date(writtenAt), heads: ledger },
+    { hmacKey: () => HMAC_KEY, clock: clockAt(new Date(writtenAt)), heads: ledger },
   );
   const request = {
     request_id: requestId,
@@ -321,11 +337,11 @@ describe('svc-dsr verify --all', () => {
   });
 
   it('counts retention from the locked record: an archive deleted days after it was written is archive_missing, whatever time the ledger says', async () => {
-    // Prepare: verified on day one and deleted since; the ledger's verified_at moved back past the 30 days.
+    // Prepare: verified on day two and deleted since; the ledger's verified_at moved back past the 30 days.
     const { names, ledger } = await world();
     const archives = { ...names, ArchiveBucketName: `${names.AuditBucketName}-archives` };
     await s3.send(new CreateBucketCommand({ Bucket: archives.ArchiveBucketName }));
-    const { requestId, key } = await archivedRequest(ledger, archives, DAY_ONE.toISOString());
+    const { requestId, key } = await archivedRequest(ledger, archives, DAY_TWO.toISOString());
     const item = await ledger.require(requestId);
     if (item.archive === undefined) throw new Error('the request has no archive');
     await ledger.update(
@@ -348,7 +364,7 @@ describe('svc-dsr verify --all', () => {
       {
         request_id: requestId,
         check: 'archive_missing',
-        detail: `${key} is not in the archive bucket, though its retention runs until 2026-12-20T10:00:00.000Z`,
+        detail: `${key} is not in the archive bucket, though its retention runs until 2026-12-21T09:00:00.000Z`,
       },
     ]);
     expect(one.result.archive.status).toBe('missing');
@@ -361,8 +377,8 @@ describe('svc-dsr verify --all', () => {
     const { names, ledger } = await world();
     const archives = { ...names, ArchiveBucketName: `${names.AuditBucketName}-archives` };
     await s3.send(new CreateBucketCommand({ Bucket: archives.ArchiveBucketName }));
-    const alice = await archivedRequest(ledger, archives, DAY_ONE.toISOString(), 'alice export');
-    const chloe = await archivedRequest(ledger, archives, DAY_ONE.toISOString(), 'chloe export, longer');
+    const alice = await archivedRequest(ledger, archives, DAY_TWO.toISOString(), 'alice export');
+    const chloe = await archivedRequest(ledger, archives, DAY_TWO.toISOString(), 'chloe export, longer');
     await s3.send(
       new PutObjectCommand({ Bucket: archives.ArchiveBucketName, Key: chloe.key, Body: 'alice export' }),
     );
@@ -402,8 +418,8 @@ describe('svc-dsr verify --all', () => {
     const { names, ledger } = await world();
     const archives = { ...names, ArchiveBucketName: `${names.AuditBucketName}-archives` };
     await s3.send(new CreateBucketCommand({ Bucket: archives.ArchiveBucketName }));
-    const denied = await archivedRequest(ledger, archives, DAY_ONE.toISOString());
-    const moved = await archivedRequest(ledger, archives, DAY_ONE.toISOString());
+    const denied = await archivedRequest(ledger, archives, DAY_TWO.toISOString());
+    const moved = await archivedRequest(ledger, archives, DAY_TWO.toISOString());
     await ledger.update(denied.requestId, { status: 'denied', outcome: null }, ['completed']);
     await ledger.update(moved.requestId, { received_at: '2026-11-19T09:00:00Z' }, ['completed']);
     const context = testContext({ dynamoClient: dynamo.client, s3, names: archives }, () => DAY_TWO);
@@ -561,7 +577,8 @@ describe('svc-dsr verify --all', () => {
 
     const { checks } = await checksOf(context);
 
-    expect(checks).toEqual(['manifest_mismatch', 'tail_rewritten']);
+    // Rewritten a day after, the records are stored a day after the time they say.
+    expect(checks).toEqual(['manifest_mismatch', 'record_time', 'tail_rewritten']);
   });
 
   it('catches a chain reordered and re-hashed with the ledger head rewritten to match: manifest_mismatch', async () => {
@@ -586,7 +603,7 @@ describe('svc-dsr verify --all', () => {
 
     const { checks } = await checksOf(context);
 
-    expect(checks).toEqual(['manifest_mismatch']);
+    expect(checks).toEqual(['manifest_mismatch', 'record_time']);
   });
 
   it('catches the final record deleted (truncate): chain_truncated and final_missing', async () => {
@@ -599,8 +616,12 @@ describe('svc-dsr verify --all', () => {
     const one = await runVerify(context, { requestId }, io);
 
     expect(checks).toEqual(['chain_truncated', 'final_missing', 'manifest_mismatch']);
-    // One request alone: the same findings but the manifests', which only --all reads.
-    expect(one.result.findings.map((finding) => finding.check)).toEqual(['chain_truncated', 'final_missing']);
+    // One request alone: the same findings, the manifests read as --all reads them.
+    expect(one.result.findings.map((finding) => finding.check)).toEqual([
+      'chain_truncated',
+      'final_missing',
+      'manifest_mismatch',
+    ]);
     expect(one.exitCode).toBe(1);
     expect(io.stdout()).toContain(
       'audit    FAILED final_missing: the request is completed but its chain ends without a final record',
@@ -622,7 +643,7 @@ describe('svc-dsr verify --all', () => {
     const { checks } = await checksOf(context);
 
     // The rewritten final record also says another outcome than the ledger's.
-    expect(checks).toEqual(['ledger_mismatch', 'manifest_mismatch', 'tail_rewritten']);
+    expect(checks).toEqual(['ledger_mismatch', 'manifest_mismatch', 'record_time', 'tail_rewritten']);
   });
 
   it('catches a whole chain deleted (delete a chain): chain_missing', async () => {
@@ -656,7 +677,7 @@ describe('svc-dsr verify --all', () => {
     const { names, ledger, context } = await world();
     const trail = new AuditTrail(
       { s3, bucket: names.AuditBucketName },
-      { hmacKey: () => HMAC_KEY, clock: () => DAY_ONE, heads: ledger },
+      { hmacKey: () => HMAC_KEY, clock: clockAt(DAY_TWO), heads: ledger },
     );
     const requestId = randomUUID();
     await ledger.createRejected(requestId, 'fp', ['type: required']);
@@ -684,10 +705,11 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
 
     expect(item).toMatchObject({ notices_audit_count: 2, notices_audit_head: notices.at(-1)?.hash });
     expect(item.audit_count).toBe(5);
-    expect(manifest.chains).toContainEqual({
-      request_id: noticesChainOf(requestId),
-      count: 2,
-      head: notices.at(-1)?.hash,
+    expect(manifest.schema === 'svc-dsr.manifest/2' && manifest.records).toContainEqual({
+      chain: noticesChainOf(requestId),
+      seq: 1,
+      hash: notices.at(-1)?.hash,
+      stored_at: DAY_ONE.toISOString(),
     });
   });
 
@@ -724,9 +746,13 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
     const chain = noticesChainOf(requests[1] ?? '');
     await deleteRecords(names.AuditBucketName, chain, [1]);
 
-    const { checks } = await checksOf(context);
+    const { checks, findings } = await checksOf(context);
 
-    expect(checks).toEqual(['chain_truncated', 'manifest_mismatch']);
+    // The ledger still records the response notice the deleted record locked.
+    expect(checks).toEqual(['chain_truncated', 'ledger_mismatch', 'manifest_mismatch']);
+    expect(findings.find((finding) => finding.check === 'ledger_mismatch')?.detail).toBe(
+      'the ledger records a response notice, but no notices record locked one',
+    );
   });
 
   it('catches the notices reordered and re-hashed (reorder and re-hash): tail_rewritten and manifest_mismatch', async () => {
@@ -739,7 +765,7 @@ describe('svc-dsr verify --all on the notices chain (audit/<request_id>.notices/
 
     const { checks } = await checksOf(context);
 
-    expect(checks).toEqual(['manifest_mismatch', 'tail_rewritten']);
+    expect(checks).toEqual(['manifest_mismatch', 'record_time', 'tail_rewritten']);
   });
 
   it('catches a deleted notices chain the ledger records (delete a chain): chain_missing', async () => {
@@ -804,16 +830,27 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
       audit_count: 5,
     });
     expect(item.audit_head).not.toBe(item.packages_audit_head);
-    expect(manifest.chains).toContainEqual({ request_id: chain, count: 3, head: records.at(-1)?.hash });
-    expect(manifest.chains).toContainEqual({ request_id: requestId, count: 5, head: item.audit_head });
+    const locked = manifest.schema === 'svc-dsr.manifest/2' ? manifest.records : [];
+    expect(locked).toContainEqual({
+      chain,
+      seq: 2,
+      hash: records.at(-1)?.hash,
+      stored_at: DAY_ONE.toISOString(),
+    });
+    expect(locked).toContainEqual({
+      chain: requestId,
+      seq: 4,
+      hash: item.audit_head,
+      stored_at: DAY_ONE.toISOString(),
+    });
   });
 
-  it('locks each chain on the day it last changed: a later hand-out goes into a later manifest alone', async () => {
+  it('locks each record on the day S3 stored it: a later hand-out goes into a later manifest alone', async () => {
     // Prepare: one more hand-out on day two; the manifest of day two is written on day three.
     const { names, ledger, requestId, chain } = await packagesWorld();
     const dayTwoTrail = new AuditTrail(
       { s3, bucket: names.AuditBucketName },
-      { hmacKey: () => HMAC_KEY, clock: () => DAY_TWO, heads: ledger },
+      { hmacKey: () => HMAC_KEY, clock: clockAt(DAY_TWO), heads: ledger },
     );
     await handOut(dayTwoTrail, requestId, 1, 3);
     const dayThree = new Date(DAY_TWO.getTime() + DAY_MS);
@@ -822,7 +859,6 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
     const written = await writeDailyManifests({
       s3,
       bucket: names.AuditBucketName,
-      ledger,
       clock: () => dayThree,
     });
     const manifest = await readStoredManifest(names.AuditBucketName, '2026-11-21');
@@ -832,8 +868,13 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
 
     // Assess
     expect(written).toEqual(['2026-11-21']);
-    expect(manifest.chains).toEqual([
-      { request_id: chain, count: 4, head: (await ledger.require(requestId)).packages_audit_head },
+    expect(manifest.schema === 'svc-dsr.manifest/2' && manifest.records).toEqual([
+      {
+        chain,
+        seq: 3,
+        hash: (await ledger.require(requestId)).packages_audit_head,
+        stored_at: DAY_TWO.toISOString(),
+      },
     ]);
     expect(checks).toEqual([]);
   });
@@ -894,7 +935,7 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
 
     const { checks } = await checksOf(context);
 
-    expect(checks).toEqual(['manifest_mismatch', 'tail_rewritten']);
+    expect(checks).toEqual(['manifest_mismatch', 'record_time', 'tail_rewritten']);
   });
 
   it('catches the hand-outs reordered and re-hashed with the ledger head rewritten to match: manifest_mismatch', async () => {
@@ -912,8 +953,8 @@ describe('svc-dsr verify --all on the packages chain (audit/<request_id>.package
 
     const { checks, findings } = await checksOf(context);
 
-    expect(checks).toEqual(['manifest_mismatch']);
-    expect(findings[0]?.detail).toMatch(/^packages chain: manifest 2026-11-20 locked record 2/);
+    expect(checks).toEqual(['manifest_mismatch', 'record_time']);
+    expect(findings[0]?.detail).toMatch(/^packages chain: manifest 2026-11-20 locked record 0/);
   });
 
   it('catches a deleted packages chain the ledger records (delete a chain): chain_missing', async () => {
@@ -1017,6 +1058,12 @@ describe('svc-dsr verify <request_id> on its side chains', () => {
     expect(first.result.audit.ok).toBe(true);
     expect(first.result.side_chains[1]?.findings).toEqual([
       { check: 'chain_truncated', detail: 'the chain has 2 record(s); the ledger counted 3' },
+      {
+        check: 'manifest_mismatch',
+        detail: expect.stringMatching(
+          /^manifest 2026-11-20 locked record 2 with hash .*; the chain has no such record$/,
+        ),
+      },
     ]);
     expect(io.stdout()).toContain(
       'packages FAILED chain_truncated: the chain has 2 record(s); the ledger counted 3',

@@ -1,28 +1,35 @@
 import { createHash } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { mockClient } from 'aws-sdk-client-mock';
-import { buildApp } from 'fauxqs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AuditTrail, auditRecordKey } from '#shared/audit';
 import { runVerify } from '../../../bin/cli/commands/verify.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
+import { type DiskS3, startDiskS3 } from '../../../local/aws/s3-disk.ts';
 import { ledgerRecord, storedItem, testContext } from './helpers.ts';
 
-/** S3 is fauxqs on loopback, so hashStoredObject and the audit chain read real objects; the ledger is mocked. */
+/**
+ * S3 is local mode's disk stand-in on loopback, so hashStoredObject and the audit chain read real
+ * objects; the ledger is mocked. The stand-in stores each object at the simulated time, which the
+ * writers' clocks set: a record is stored when it says it was written.
+ */
 /** The ledger reads through a plain DynamoDB client. */
 const ledgerMock = mockClient(DynamoDBClient);
-const app = buildApp({ logger: false });
+let simulatedNow = new Date('2026-11-20T10:00:00.000Z');
+let disk: DiskS3;
+let root: string;
 let s3: S3Client;
 const ZIP = Buffer.from('PK\u0003\u0004 archive bytes for verify');
 
 beforeAll(async () => {
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  const address: AddressInfo | string | null = app.server.address();
-  if (address === null || typeof address === 'string') throw new Error('fauxqs did not bind a TCP port');
+  root = await mkdtemp(join(tmpdir(), 'verify-'));
+  disk = await startDiskS3({ root, clock: () => simulatedNow });
   s3 = new S3Client({
-    endpoint: `http://127.0.0.1:${address.port}`,
+    endpoint: disk.endpoint,
     region: 'us-east-1',
     forcePathStyle: true,
     credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
@@ -32,7 +39,8 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   s3.destroy();
-  await app.close();
+  await disk.close();
+  await rm(root, { recursive: true, force: true });
 });
 beforeEach(() => {
   ledgerMock.reset();
@@ -79,7 +87,16 @@ async function storedRequest(
     await s3.send(new PutObjectCommand({ Bucket: 'archives', Key: packageKey, Body: built }));
   const outcome = archive === null ? 'no_data' : options.type === 'erasure' ? 'erased' : 'exported';
   let now = new Date(archive?.verified_at ?? '2026-11-20T10:00:00.000Z');
-  const trail = new AuditTrail({ s3, bucket: 'audit' }, { hmacKey: () => 'k'.repeat(32), clock: () => now });
+  const trail = new AuditTrail(
+    { s3, bucket: 'audit' },
+    {
+      hmacKey: () => 'k'.repeat(32),
+      clock: () => {
+        simulatedNow = now;
+        return now;
+      },
+    },
+  );
   await trail.append(requestId, { eventId: 'Intake', step: 'Intake', action: 'request_received', facts: {} });
   if (archive !== null) {
     const { key: archiveKey, bytes, sha256 } = archive;

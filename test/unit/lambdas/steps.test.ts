@@ -989,7 +989,13 @@ describe('recordOutcome', () => {
       eventId: 'RecordOutcome',
       step: 'RecordOutcome',
       action: 'request_completed',
-      facts: { outcome: 'exported', due_at: completed.due_at, on_time: true, archive_sha256: 'ab' },
+      facts: {
+        outcome: 'exported',
+        completed_at: completed.completed_at,
+        due_at: completed.due_at,
+        on_time: true,
+        archive_sha256: 'ab',
+      },
       final: true,
     });
     expect((await ledger.require(id)).completed_at).toBe(completed.completed_at);

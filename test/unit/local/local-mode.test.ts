@@ -6,6 +6,7 @@ import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gateSettingsFor, retriedThroughFaults, startLocalMode } from '#local/local-mode';
 import { LOCAL_NAMES } from '#local/runtime/workflow';
+import { DAY_SETTLE_MS } from '#shared/audit-manifest';
 import { LATE_MS } from '#shared/platform-gate';
 
 describe('gateSettingsFor', () => {
@@ -132,7 +133,7 @@ describe('local mode deadline sweep', () => {
       await mode.close();
 
       // Assess: the stack's schedule (deadlineSweepMinutes, 60 by default), and yesterday's manifest.
-      const yesterday = new Date(Date.now() - 24 * 3600 * 1000).toISOString().slice(0, 10);
+      const yesterday = new Date(Date.now() - 24 * 3600 * 1000 - DAY_SETTLE_MS).toISOString().slice(0, 10);
       expect(sweepEveryMs).toBe(60 * 60_000);
       expect((listed.Contents ?? []).map((object) => object.Key)).toEqual([`manifests/${yesterday}.json`]);
     } finally {

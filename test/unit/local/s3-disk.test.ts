@@ -192,6 +192,42 @@ describe('startDiskS3', () => {
   });
 });
 
+describe('LastModified', () => {
+  it("is the stand-in's own time of the write, whatever the writer sends", async () => {
+    // Prepare: the stand-in's clock says day one; the writer claims an older time in every header it can.
+    const folder = await mkdtemp(join(tmpdir(), 'svc-dsr-s3-time-'));
+    const storedAt = new Date('2026-11-20T10:00:00.000Z');
+    const local = await startDiskS3({ root: folder, clock: () => storedAt });
+    const client = clientFor(local.endpoint);
+    await client.send(new CreateBucketCommand({ Bucket: 'times' }));
+    client.middlewareStack.add(
+      (next) => async (args) => {
+        const request = args.request as { headers?: Record<string, string> };
+        if (request.headers) {
+          request.headers['last-modified'] = 'Wed, 01 Jan 2025 00:00:00 GMT';
+          request.headers['x-amz-date'] = '20250101T000000Z';
+        }
+        return next(args);
+      },
+      { step: 'finalizeRequest', name: 'claimOldTime' },
+    );
+
+    // Act
+    await client.send(new PutObjectCommand({ Bucket: 'times', Key: 'record.json', Body: '{}' }));
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: 'times' }));
+    const head = await client.send(new HeadObjectCommand({ Bucket: 'times', Key: 'record.json' }));
+
+    // Assess
+    expect(listed.Contents?.map((object) => object.LastModified?.toISOString())).toEqual([
+      storedAt.toISOString(),
+    ]);
+    expect(head.LastModified?.toISOString()).toBe(storedAt.toISOString());
+    client.destroy();
+    await local.close();
+    await rm(folder, { recursive: true, force: true });
+  });
+});
+
 describe('syncWrites', () => {
   async function datasyncsOfOnePut(syncWrites: boolean | undefined): Promise<number> {
     const folder = await mkdtemp(join(tmpdir(), 'svc-dsr-s3-sync-'));
@@ -207,10 +243,11 @@ describe('syncWrites', () => {
     const client = clientFor(local.endpoint);
     try {
       await client.send(new CreateBucketCommand({ Bucket: 'flushed' }));
+      const beforePut = datasync.mock.calls.length + datasyncSync.mock.calls.length;
       await client.send(new PutObjectCommand({ Bucket: 'flushed', Key: 'a/b.json', Body: '{"a":1}' }));
       const stored = await readFile(join(folder, 'flushed', 'a', 'b.json'), 'utf8');
       expect(stored).toBe('{"a":1}');
-      return datasync.mock.calls.length + datasyncSync.mock.calls.length;
+      return datasync.mock.calls.length + datasyncSync.mock.calls.length - beforePut;
     } finally {
       datasync.mockRestore();
       datasyncSync.mockRestore();
@@ -283,7 +320,7 @@ describe('buckets', () => {
     expect(answer.body).toContain('<Code>InvalidBucketName</Code>');
   });
 
-  it('accepts PutBucketVersioning but keeps no versions: a PUT overwrites the file', async () => {
+  it('keeps the versioning status it is given but no versions: a PUT overwrites the file', async () => {
     // Prepare
     await s3.send(
       new PutBucketVersioningCommand({ Bucket: BUCKET, VersioningConfiguration: { Status: 'Enabled' } }),
@@ -296,7 +333,7 @@ describe('buckets', () => {
 
     // Assess
     expect(first.VersionId).toBeUndefined();
-    expect(versioning.Status).toBeUndefined();
+    expect(versioning.Status).toBe('Enabled');
     expect(await readFile(join(root, BUCKET, 'versioned.txt'), 'utf8')).toBe('v2');
   });
 });

@@ -5,10 +5,13 @@ import {
   DescribeExecutionCommand,
   ExecutionAlreadyExists,
   ExecutionDoesNotExist,
+  GetExecutionHistoryCommand,
   InvalidArn,
   InvalidExecutionInput,
   InvalidName,
   InvalidToken,
+  ListExecutionsCommand,
+  ListStateMachinesCommand,
   SendTaskSuccessCommand,
   SFNClient,
   StartExecutionCommand,
@@ -733,5 +736,121 @@ describe('openExecutions options', () => {
 
     // Assess
     expect(error).toBeInstanceOf(ConfigurationError);
+  });
+});
+
+describe('inspection: ListStateMachines, ListExecutions and GetExecutionHistory', () => {
+  it('lists the one state machine local mode runs', async () => {
+    // Prepare
+    await openShim();
+
+    // Act
+    const { stateMachines } = await sfn.send(new ListStateMachinesCommand({}));
+
+    // Assess
+    expect(stateMachines).toEqual([
+      expect.objectContaining({ stateMachineArn, name: resolved.logicalId, type: 'STANDARD' }),
+    ]);
+  });
+
+  it('lists executions newest first, by status, a page at a time', async () => {
+    // Prepare
+    const running = await openShim({ dataDir });
+    for (const name of ['first', 'second', 'third']) {
+      await start(name);
+      await running.executions.idle();
+    }
+    const gate = gated(noData);
+    behaviour.resolve = gate.handler;
+    await start('waiting');
+    await gate.entered;
+
+    // Act
+    const firstPage = await sfn.send(
+      new ListExecutionsCommand({ stateMachineArn, statusFilter: 'SUCCEEDED', maxResults: 2 }),
+    );
+    const secondPage = await sfn.send(
+      new ListExecutionsCommand({
+        stateMachineArn,
+        statusFilter: 'SUCCEEDED',
+        maxResults: 2,
+        nextToken: firstPage.nextToken,
+      }),
+    );
+    const runningOnes = await sfn.send(
+      new ListExecutionsCommand({ stateMachineArn, statusFilter: 'RUNNING' }),
+    );
+    const wrongToken = await rejection(
+      sfn.send(
+        new ListExecutionsCommand({
+          stateMachineArn,
+          statusFilter: 'FAILED',
+          nextToken: firstPage.nextToken,
+        }),
+      ),
+    );
+    gate.release();
+    await running.executions.idle();
+
+    // Assess
+    expect(firstPage.executions?.map((execution) => execution.name)).toEqual(['third', 'second']);
+    expect(firstPage.executions?.[0]).toMatchObject({
+      executionArn: executionArn('third'),
+      stateMachineArn,
+      status: 'SUCCEEDED',
+    });
+    expect(firstPage.executions?.[0]?.stopDate).toBeInstanceOf(Date);
+    expect(secondPage.executions?.map((execution) => execution.name)).toEqual(['first']);
+    expect(secondPage.nextToken).toBeUndefined();
+    expect(runningOnes.executions?.map((execution) => execution.name)).toEqual(['waiting']);
+    expect(wrongToken).toBeInstanceOf(InvalidToken);
+  });
+
+  it('gives the history of the states the execution went through, in Step Functions event types', async () => {
+    // Prepare
+    const running = await openShim({ dataDir });
+    behaviour.resolve = found;
+    behaviour.startExport = async () => {
+      throw new PlatformUnavailableError('503 from the platform', 503);
+    };
+    await start('history');
+    await running.executions.idle();
+
+    // Act
+    const { events = [] } = await sfn.send(
+      new GetExecutionHistoryCommand({ executionArn: executionArn('history'), maxResults: 1000 }),
+    );
+    const newestFirst = await sfn.send(
+      new GetExecutionHistoryCommand({
+        executionArn: executionArn('history'),
+        reverseOrder: true,
+        maxResults: 1,
+      }),
+    );
+
+    // Assess
+    const logged = eventsOf('history');
+    const entered = events.filter((event) => event.type?.endsWith('StateEntered'));
+    expect(entered.map((event) => event.stateEnteredEventDetails?.name)).toEqual(
+      logged
+        .filter((event) => event.type === 'StateEntered')
+        .map((event) => (event.state as { name: string }).name),
+    );
+    expect(events[0]).toMatchObject({ id: 1, previousEventId: 0, type: 'ExecutionStarted' });
+    expect(JSON.parse(events[0]?.executionStartedEventDetails?.input ?? '')).toEqual({
+      request_id: 'history',
+    });
+    expect(events.map((event) => event.id)).toEqual(events.map((_event, index) => index + 1));
+    expect(events.filter((event) => event.type === 'TaskFailed')).toHaveLength(3);
+    expect(events.find((event) => event.type === 'TaskFailed')?.taskFailedEventDetails?.error).toBe(
+      'PlatformUnavailableError',
+    );
+    expect(events.at(-1)).toMatchObject({
+      type: 'ExecutionFailed',
+      executionFailedEventDetails: { error: 'PlatformUnavailableError' },
+    });
+    expect(events[0]?.timestamp).toBeInstanceOf(Date);
+    expect(newestFirst.events?.map((event) => event.type)).toEqual(['ExecutionFailed']);
+    expect(newestFirst.nextToken).toBeDefined();
   });
 });

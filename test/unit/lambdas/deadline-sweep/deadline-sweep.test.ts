@@ -1,14 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { QueryCommand, type QueryCommandInput } from '@aws-sdk/client-dynamodb';
-import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { AUDIT_SCHEMA, auditRecordKey, recordHash } from '#shared/audit';
 import { parseEnv } from '#shared/config';
 import { computeDeadlines } from '#shared/deadlines';
 import { ConfigurationError } from '#shared/errors';
 import {
+  ENDED_INDEX,
   Ledger,
-  ledgerItemSchema,
   OPEN_INDEX_SHARDS,
   type OpenRequest,
   openRequestSchema,
@@ -80,6 +81,9 @@ function indexed(requestId: string, dueAt: Date, status: Status = 'received'): O
   return openRequestSchema.parse({ request_id: requestId, status, due_at: dueAt.toISOString() });
 }
 
+/** A fake ledger's ended index: nothing ended. */
+async function* noneEnded(): AsyncGenerator<{ request_id: string }> {}
+
 /** The open requests of a fake ledger, as Ledger.openRequests yields them. */
 async function* openOf(items: readonly OpenRequest[]): AsyncGenerator<OpenRequest> {
   yield* items;
@@ -119,6 +123,10 @@ describe('sweepDeadlines', () => {
       // The end of the third business day after Tuesday 1 December.
       receipts_due_before: '2026-12-04T23:59:59.999Z',
       receipts_due_soon_request_ids: [],
+      notices_overdue: 0,
+      notices_overdue_request_ids: [],
+      notices_due_soon: 0,
+      notices_due_soon_request_ids: [],
     });
   });
 
@@ -151,13 +159,17 @@ describe('sweepDeadlines', () => {
     const send = vi.spyOn(dynamo.client, 'send');
 
     const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7, pageSize: 2 });
-    const queries = send.mock.calls
+    let queries = send.mock.calls
       .map(([command]) => command)
       .filter((command) => command instanceof QueryCommand)
       .map((command) => command.input as QueryCommandInput);
     send.mockRestore();
+    const ended = queries.filter((query) => query.IndexName === ENDED_INDEX);
+    queries = queries.filter((query) => query.IndexName !== ENDED_INDEX);
 
     expect(counts.overdue).toBe(40);
+    // The notice pass reads the ended index once per shard (nothing has ended here).
+    expect(ended).toHaveLength(OPEN_INDEX_SHARDS);
     const shardsQueried = new Set(queries.map((query) => query.ExpressionAttributeValues?.[':shard']?.S));
     expect(shardsQueried.size).toBe(3 * OPEN_INDEX_SHARDS);
     for (const shard of Array.from({ length: OPEN_INDEX_SHARDS }, (_, index) => index)) {
@@ -249,6 +261,68 @@ describe('sweepDeadlines', () => {
     });
   });
 
+  it('counts the response and denial notices overdue and due soon of the requests ended within the lookback', async () => {
+    table += 1;
+    const tableName = `ledger-${table}`;
+    await createLedgerTable(dynamo.client, tableName);
+    const ledger = new Ledger(dynamo.client, tableName, clock);
+    /** A GDPR request received `receivedDaysAgo`, ended `endedDaysAgo` with `status`, optionally extended first. */
+    const ended = async (
+      receivedDaysAgo: number,
+      endedDaysAgo: number,
+      status: 'completed' | 'denied' | 'cancelled',
+      extended = false,
+    ) => {
+      const received = daysFromNow(-receivedDaysAgo);
+      const request: DsrRequest = {
+        request_id: randomUUID(),
+        type: 'access',
+        regulation: 'gdpr',
+        primary_key: 'u-1',
+        received_at: received.toISOString(),
+        verification: { method: 'email_link', verified_by: 'privacy', verified_at: received.toISOString() },
+      };
+      await ledger.createReceived(request, 'fp', computeDeadlines('gdpr', received));
+      if (extended) {
+        const atReceipt = new Ledger(dynamo.client, tableName, () => received);
+        await atReceipt.extend(request.request_id, {
+          reason: 'complex',
+          notice: { channel: 'email', at: received.toISOString() },
+        });
+      }
+      await ledger.update(
+        request.request_id,
+        { status, completed_at: daysFromNow(-endedDaysAgo).toISOString() },
+        ['received'],
+      );
+      return request.request_id;
+    };
+    // Now is 1 December. Received 20 October, due 20 November: 11 days overdue.
+    const lateResponse = await ended(42, 30, 'completed');
+    // Received 3 November, due 3 December: due soon.
+    const responseDueSoon = await ended(28, 2, 'completed');
+    // Received 25 November, due 25 December: not soon.
+    await ended(6, 1, 'completed');
+    // Extended to 15 January and denied: its denial was due one month after receipt, 15 November.
+    const lateDenial = await ended(16 + 30, 3, 'denied', true);
+    // Answered.
+    const answered = await ended(28, 2, 'completed');
+    await ledger.recordNotice(answered, 'response', { channel: 'email', at: daysFromNow(-1).toISOString() });
+    // Owes nothing.
+    await ended(28, 2, 'cancelled');
+    // Ended before the lookback: left to list --notice-overdue.
+    await ended(300, 200, 'completed');
+
+    const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 });
+
+    expect(counts).toMatchObject({
+      notices_overdue: 2,
+      notices_overdue_request_ids: [lateDenial, lateResponse],
+      notices_due_soon: 1,
+      notices_due_soon_request_ids: [responseDueSoon],
+    });
+  });
+
   it('reports zeros and no oldest date for an empty ledger', async () => {
     const { ledger } = await ledgerWith([]);
 
@@ -265,6 +339,7 @@ describe('sweepDeadlines', () => {
     const ledger = {
       openRequests: (status: Status) => openOf(status === 'received' ? items : []),
       get: async () => undefined,
+      endedSince: noneEnded,
     };
 
     const counts = await sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 });
@@ -288,6 +363,7 @@ describe('sweepDeadlines', () => {
         throw new Error('ProvisionedThroughputExceededException');
       },
       get: async () => undefined,
+      endedSince: noneEnded,
     };
 
     await expect(sweepDeadlines({ ledger, clock }, { dueSoonDays: 7 })).rejects.toThrow(
@@ -313,6 +389,10 @@ const counts: DeadlineCounts = {
   receipts_due_soon: 1,
   receipts_due_before: daysFromNow(3).toISOString(),
   receipts_due_soon_request_ids: ['e'],
+  notices_overdue: 4,
+  notices_overdue_request_ids: ['f'],
+  notices_due_soon: 6,
+  notices_due_soon_request_ids: ['g'],
 };
 
 /** What `work` wrote to standard output, line by line, where Powertools Metrics writes Embedded Metric Format. */
@@ -334,7 +414,7 @@ function stdoutLines(work: () => void): string[] {
 }
 
 describe('publishDeadlineMetrics', () => {
-  it('writes one Embedded Metric Format document with the four counts and the heartbeat under the stack and service dimensions', () => {
+  it('writes one Embedded Metric Format document with the six counts and the heartbeat under the stack and service dimensions', () => {
     const lines = stdoutLines(() => publishDeadlineMetrics(functionMetrics('svc-dsr', 'SvcDsr'), counts));
 
     expect(lines).toHaveLength(1);
@@ -350,6 +430,8 @@ describe('publishDeadlineMetrics', () => {
               { Name: DEADLINE_METRICS.dueSoon, Unit: 'Count' },
               { Name: DEADLINE_METRICS.receiptsOverdue, Unit: 'Count' },
               { Name: DEADLINE_METRICS.receiptsDueSoon, Unit: 'Count' },
+              { Name: DEADLINE_METRICS.noticesOverdue, Unit: 'Count' },
+              { Name: DEADLINE_METRICS.noticesDueSoon, Unit: 'Count' },
               { Name: HEARTBEAT_METRICS.deadlineSweep, Unit: 'Count' },
             ],
           },
@@ -361,13 +443,15 @@ describe('publishDeadlineMetrics', () => {
       DueSoonRequests: 5,
       ReceiptConfirmationsOverdue: 2,
       ReceiptConfirmationsDueSoon: 1,
+      ResponseNoticesOverdue: 4,
+      ResponseNoticesDueSoon: 6,
       DeadlineSweepHeartbeat: 1,
     });
   });
 });
 
 describe('the deadline sweep handler', () => {
-  function harness(overdue: number, options: { scanFails?: boolean } = {}) {
+  function harness(overdue: number, options: { listFails?: boolean } = {}) {
     const lines: string[] = [];
     const metrics = functionMetrics('svc-dsr', 'SvcDsr');
     const logged: { level: string; message: string; attributes?: Record<string, unknown> }[] = [];
@@ -379,28 +463,42 @@ describe('the deadline sweep handler', () => {
     );
     const s3 = new S3Client({ region: 'eu-west-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } });
     const s3Mock = mockClient(s3);
-    s3Mock.on(ListObjectsV2Command).resolves({ Contents: [] });
-    s3Mock.on(PutObjectCommand).resolves({});
-    const changed = ledgerItemSchema.parse({
+    // One record in the bucket, stored yesterday: the day the manifest locks.
+    const storedAt = daysFromNow(-1);
+    const unsealed = {
+      schema: AUDIT_SCHEMA,
       request_id: randomUUID(),
-      fingerprint: 'fp',
-      status: 'completed',
-      created_at: NOW.toISOString(),
-      updated_at: NOW.toISOString(),
-      audit_head: `sha256:${'a'.repeat(64)}`,
-      audit_count: 3,
-      // Its chain last changed yesterday, the day the manifest locks.
-      audit_at: daysFromNow(-1).toISOString(),
-    });
+      seq: 0,
+      event_id: 'Intake',
+      step: 'Intake',
+      action: 'request_received',
+      at: storedAt.toISOString(),
+      facts: {},
+      final: false,
+      prev_hash: null,
+    };
+    const changed = { ...unsealed, hash: recordHash(unsealed) };
+    const recordKey = auditRecordKey(changed.request_id, 0);
+    s3Mock.on(ListObjectsV2Command, { Prefix: 'manifests/' }).resolves({ Contents: [] });
+    if (options.listFails) {
+      s3Mock
+        .on(ListObjectsV2Command, { Prefix: 'audit/' })
+        .rejects(new Error('Task timed out after 120.00 seconds'));
+    } else {
+      s3Mock
+        .on(ListObjectsV2Command, { Prefix: 'audit/' })
+        .resolves({ Contents: [{ Key: recordKey, LastModified: storedAt }] });
+    }
+    s3Mock.on(GetObjectCommand, { Key: recordKey }).callsFake(() => ({
+      Body: { transformToString: async () => JSON.stringify(changed) },
+    }));
+    s3Mock.on(PutObjectCommand).resolves({});
     const retentionPasses: number[] = [];
     const handler = makeDeadlineSweepHandler(() => ({
       ledger: {
         openRequests: (status: Status) => openOf(status === 'running' ? items : []),
         get: async () => undefined,
-        scan: async function* () {
-          if (options.scanFails) throw new Error('Task timed out after 120.00 seconds');
-          yield changed;
-        },
+        endedSince: noneEnded,
         minimiseDue: async (options: { afterDays: number }) => {
           retentionPasses.push(options.afterDays);
           return { minimised: 0, skipped: 0 };
@@ -427,7 +525,7 @@ describe('the deadline sweep handler', () => {
     expect(retentionPasses).toEqual([730, 730]);
   });
 
-  it("writes yesterday's audit manifest, locking the head of each chain that changed, after publishing", async () => {
+  it("writes yesterday's audit manifest, locking each record the bucket stored that day, after publishing", async () => {
     const { handler, s3Mock, changed } = harness(0);
 
     await handler();
@@ -440,9 +538,16 @@ describe('the deadline sweep handler', () => {
     });
     const body = JSON.parse(String(s3Mock.commandCalls(PutObjectCommand)[0]?.args[0].input.Body));
     expect(body).toMatchObject({
-      schema: 'svc-dsr.manifest/1',
+      schema: 'svc-dsr.manifest/2',
       day: yesterday,
-      chains: [{ request_id: changed.request_id, count: 3, head: changed.audit_head }],
+      records: [
+        {
+          chain: changed.request_id,
+          seq: 0,
+          hash: changed.hash,
+          stored_at: daysFromNow(-1).toISOString(),
+        },
+      ],
       prev_hash: null,
     });
   });
@@ -478,7 +583,7 @@ describe('the deadline sweep handler', () => {
   });
 
   it('publishes the deadline metrics first, so a manifest or retention pass that fails leaves them out', async () => {
-    const { handler, lines } = harness(1, { scanFails: true });
+    const { handler, lines } = harness(1, { listFails: true });
 
     await expect(handler()).rejects.toThrow('Task timed out');
 

@@ -201,6 +201,8 @@ describe('AuditTrail against fauxqs S3', () => {
       final: true,
       hashes: records.map((record) => record.hash),
       chain: records,
+      // When S3 stored each record, from the listing (no writer sets it).
+      stored_at: records.map(() => expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)),
     });
   });
 

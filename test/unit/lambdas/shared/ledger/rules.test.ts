@@ -12,6 +12,7 @@ import {
   isConditionalFailure,
   type LedgerItem,
   type LedgerRule,
+  noticeDueBy,
 } from '#shared/ledger';
 import { createLedgerTable } from '../../../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../../../helpers/dynamo.ts';
@@ -394,6 +395,36 @@ describe('CAN_NOTICE', () => {
     expect(
       CAN_EXTEND.refusal(item, { reason: 'complex', now: NOW, noticeAt: '2026-11-01T00:00:00Z' }),
     ).toContain('is before the request was received');
+  });
+});
+
+describe('noticeDueBy', () => {
+  const extendedGdpr = {
+    regulation: 'gdpr',
+    received_at: '2026-01-31T23:30:00Z',
+    due_at: '2026-05-01T21:59:59.999Z',
+    extended: true,
+    confirm_by: null,
+  } as const;
+
+  it('dates a GDPR denial one month after receipt after an extension, the response at the extended date', () => {
+    const item = { ...extendedGdpr, original_due_at: '2026-03-01T22:59:59.999Z' };
+    expect(noticeDueBy(item, 'denial')).toBe('2026-03-01T22:59:59.999Z');
+    expect(noticeDueBy(item, 'response')).toBe('2026-05-01T21:59:59.999Z');
+  });
+
+  it('counts the month in the time zone for a request extended before the original date was kept', () => {
+    // 2026-01-31T23:30Z is 1 February in Berlin: one month later is the end of 1 March there.
+    expect(noticeDueBy(extendedGdpr, 'denial', 'Europe/Berlin')).toBe('2026-03-01T22:59:59.999Z');
+  });
+
+  it('leaves a CCPA denial at the extended due date', () => {
+    const item = {
+      ...extendedGdpr,
+      regulation: 'ccpa',
+      original_due_at: '2026-03-17T23:59:59.999Z',
+    } as const;
+    expect(noticeDueBy(item, 'denial')).toBe('2026-05-01T21:59:59.999Z');
   });
 });
 
