@@ -48,7 +48,7 @@ export interface DsrFunctionProps {
  * What a function does with the ledger: `steps` read and update their request's item; `intake`
  * also creates items; `sweep` only queries the status index.
  */
-export type LedgerAccess = 'steps' | 'intake' | 'sweep' | 'reconciler';
+export type LedgerAccess = 'steps' | 'intake' | 'sweep' | 'reconciler' | 'operator';
 
 const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: boolean; writes: boolean }>> = {
   steps: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: false, writes: true },
@@ -62,6 +62,8 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
   // lacks confirm_by). No Scan: the daily audit manifest is built from the audit bucket.
   sweep: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
   reconciler: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
+  // The operator function reads a request and applies an operator's ruled change to it.
+  operator: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: false, writes: true },
 };
 /** What a function may do with archive objects. */
 /**
@@ -216,38 +218,50 @@ export class DsrFunction extends Construct {
    */
   bindArchiveBucket(bucket: s3.IBucket, access: ArchiveAccess, prefix = 'exports/'): this {
     this.bindEnvironment('ARCHIVE_BUCKET', bucket.bucketName);
-    this.#bindBucketKey(bucket);
     const objects = bucket.arnForObjects(`${prefix}*`);
+    const ack = () =>
+      acknowledge(
+        this.policy,
+        'AwsSolutions-IAM5',
+        'Archive objects are named exports/<request_id>/attempt-<n>.zip; the grant is limited to that prefix of this bucket',
+        [`Resource::${nagArn(bucket)}/${prefix}*`],
+      );
+    if (access === 'remove') {
+      // Every version found, then deleted by its id (a cancelled or denied request's copies, an
+      // erasure's archive once verified): never a plain delete marker, and nothing read.
+      this.#allow(['s3:DeleteObjectVersion'], [objects]);
+      this.#allow(['s3:ListBucket', 's3:ListBucketVersions'], [bucket.bucketArn]);
+      ack();
+      return this;
+    }
+    this.#bindBucketKey(bucket);
     this.#allow(
       access === 'read'
         ? ['s3:GetObject']
-        : access === 'remove'
-          ? // Every version by its id, in the versioned archive bucket: never a plain delete marker.
-            ['s3:DeleteObjectVersion']
-          : access === 'package'
-            ? [
-                // The archive (its recorded version where the bucket keeps versions), re-hashed as it is read.
-                's3:GetObject',
-                's3:GetObjectVersion',
-                // The package is uploaded in parts as it is written; a failed upload is aborted.
-                's3:PutObject',
-                's3:PutObjectTagging',
-                's3:AbortMultipartUpload',
-                // A package built for a request cancelled meanwhile is deleted with every version.
-                's3:DeleteObject',
-                's3:DeleteObjectVersion',
-              ]
-            : [
-                's3:PutObject',
-                's3:PutObjectTagging',
-                's3:AbortMultipartUpload',
-                's3:GetObject',
-                // The copy is proven with a HEAD of the version it created.
-                's3:GetObjectVersion',
-                's3:DeleteObject',
-                // A copy made for a request cancelled meanwhile is deleted with every version.
-                's3:DeleteObjectVersion',
-              ],
+        : access === 'package'
+          ? [
+              // The archive (its recorded version where the bucket keeps versions), re-hashed as it is read.
+              's3:GetObject',
+              's3:GetObjectVersion',
+              // The package is uploaded in parts as it is written; a failed upload is aborted.
+              's3:PutObject',
+              's3:PutObjectTagging',
+              's3:AbortMultipartUpload',
+              // A package built for a request cancelled meanwhile is deleted with every version.
+              's3:DeleteObject',
+              's3:DeleteObjectVersion',
+            ]
+          : [
+              's3:PutObject',
+              's3:PutObjectTagging',
+              's3:AbortMultipartUpload',
+              's3:GetObject',
+              // The copy is proven with a HEAD of the version it created.
+              's3:GetObjectVersion',
+              's3:DeleteObject',
+              // A copy made for a request cancelled meanwhile is deleted with every version.
+              's3:DeleteObjectVersion',
+            ],
       [objects],
     );
     // Without ListBucket a missing object answers 403 instead of 404, and verification could not
@@ -256,14 +270,11 @@ export class DsrFunction extends Construct {
     this.#allow(access === 'read' ? ['s3:ListBucket'] : ['s3:ListBucket', 's3:ListBucketVersions'], [
       bucket.bucketArn,
     ]);
-    // Deleting reads and writes no object data, so needs no key.
-    if (access !== 'remove') {
-      this.#allowKey(
-        bucket.encryptionKey,
-        access === 'read' ? ['kms:Decrypt'] : ['kms:Decrypt', 'kms:GenerateDataKey'],
-        's3',
-      );
-    }
+    this.#allowKey(
+      bucket.encryptionKey,
+      access === 'read' ? ['kms:Decrypt'] : ['kms:Decrypt', 'kms:GenerateDataKey'],
+      's3',
+    );
     acknowledge(
       this.policy,
       'AwsSolutions-IAM5',
@@ -371,9 +382,13 @@ export class DsrFunction extends Construct {
   }
 
   /** STATE_MACHINE_ARN, with StartExecution on it; `key` is the state machine's own KMS key, if any. */
-  bindStateMachine(stateMachine: sfn.StateMachine, access: 'start' | 'reconcile', key?: kms.IKey): this {
+  bindStateMachine(
+    stateMachine: sfn.StateMachine,
+    access: 'start' | 'reconcile' | 'operator',
+    key?: kms.IKey,
+  ): this {
     this.bindEnvironment('STATE_MACHINE_ARN', stateMachine.stateMachineArn);
-    if (access === 'reconcile') {
+    if (access === 'reconcile' || access === 'operator') {
       // The reconciler reads whether a request's execution still runs, by its name.
       const executions = Stack.of(this).formatArn({
         service: 'states',
@@ -381,7 +396,13 @@ export class DsrFunction extends Construct {
         resourceName: `${stateMachine.stateMachineName}:*`,
         arnFormat: ArnFormat.COLON_RESOURCE_NAME,
       });
-      this.#allow(['states:DescribeExecution'], [executions]);
+      // The operator function also stops a cancelled or denied request's executions.
+      this.#allow(
+        access === 'operator'
+          ? ['states:DescribeExecution', 'states:StopExecution']
+          : ['states:DescribeExecution'],
+        [executions],
+      );
       acknowledge(
         this.policy,
         'AwsSolutions-IAM5',
@@ -391,7 +412,7 @@ export class DsrFunction extends Construct {
         ],
       );
     }
-    if (access === 'start' || access === 'reconcile') {
+    if (access === 'start' || access === 'reconcile' || access === 'operator') {
       this.#allow(['states:StartExecution'], [stateMachine.stateMachineArn]);
       if (key !== undefined) {
         // Step Functions encrypts the execution input under this context.

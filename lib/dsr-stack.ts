@@ -67,7 +67,7 @@ import {
   StackConfigError,
 } from './config.ts';
 import { alarmSourceConditions, DsrAlarms } from './dsr-alarms.ts';
-import { auditTrailStatements, DsrFunction } from './dsr-function.ts';
+import { DsrFunction } from './dsr-function.ts';
 import { DsrWorkflow } from './dsr-workflow.ts';
 import {
   environmentBudgetErrors,
@@ -93,6 +93,15 @@ const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
 export const PACKAGE_SCRATCH_SIZE = Size.gibibytes(4);
 
 /** The S3 object tag that carries the request type, which the archive lifecycle rules expire by. */
+
+/** The object writes the audit bucket refuses to every role but the record writers'. */
+export const AUDIT_OBJECT_WRITES = [
+  's3:PutObject',
+  's3:PutObjectRetention',
+  's3:PutObjectLegalHold',
+  's3:DeleteObject',
+  's3:DeleteObjectVersion',
+] as const;
 
 /** The tags every taggable resource of the stack carries. */
 export const TAG_KEYS = {
@@ -134,8 +143,10 @@ export class DsrStack extends Stack {
   readonly secrets: Readonly<Record<SecretName, secretsmanager.ISecret>>;
   readonly workflow: DsrWorkflow;
   readonly functions: Readonly<
-    Record<StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler' | 'StatusEvents', DsrFunction>
+    Record<StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler' | 'StatusEvents' | 'Operator', DsrFunction>
   >;
+  /** The operator function's URL (AWS_IAM auth): the one way a person changes a request. */
+  readonly operatorUrl: lambda.FunctionUrl;
   /** Where the status events go: the bus the stack created, or the one `eventBusArn` names. */
   readonly eventBus: events.IEventBus;
   readonly alarms: DsrAlarms;
@@ -178,13 +189,18 @@ export class DsrStack extends Stack {
     const reconciler = this.#reconciler(context);
     this.eventBus = this.#eventBus(config);
     const statusEvents = this.#statusEvents(context);
+    const operator = this.#operator(context);
+    this.operatorUrl = operator.url;
     this.functions = {
       ...steps,
       Intake: intake,
       DeadlineSweep: sweep,
       Reconciler: reconciler,
       StatusEvents: statusEvents,
+      Operator: operator.fn,
     };
+    // Only the functions that append records may write the audit bucket, whatever else a role holds.
+    this.#lockAuditWrites([...Object.values(steps), intake, sweep, reconciler, operator.fn]);
 
     this.alarms = this.#alarms(config);
     this.operatorPolicy = this.#operatorPolicy();
@@ -644,6 +660,51 @@ export class DsrStack extends Stack {
     return reconciler;
   }
 
+  /**
+   * The operator function: every change a person makes to a request (cancel, deny, extend, retry,
+   * notice, a package handed out) under the ledger's rules, with the locked record naming the
+   * caller's IAM principal. Reached only through its function URL with AWS_IAM auth, which is how
+   * it learns that principal (docs/security.md).
+   */
+  #operator({ defaults }: FunctionContext): { fn: DsrFunction; url: lambda.FunctionUrl } {
+    const fn = new DsrFunction(this, 'Operator', {
+      ...defaults,
+      entry: `${lambdasDir}operator/handler.ts`,
+      description:
+        "svc-dsr operator: applies an operator's change under the ledger's rules and records who acted",
+      // A ledger write, a record or two, and a few Step Functions or S3 calls.
+      timeout: Duration.minutes(1),
+      memorySize: 256,
+    });
+    fn.bindLedger(this.ledger, 'operator')
+      .bindAuditBucket(this.auditBucket)
+      .bindArchiveBucket(this.archiveBucket, 'remove')
+      .bindStateMachine(this.workflow.stateMachine, 'operator', this.key);
+    const url = fn.function.addFunctionUrl({ authType: lambda.FunctionUrlAuthType.AWS_IAM });
+    return { fn, url };
+  }
+
+  /**
+   * The audit bucket's policy refuses every object write (a record, a retention or legal hold, a
+   * delete marker) to any principal but the roles of the functions that append records: an
+   * administrator's or the privacy team's role cannot add or hide a record, whatever their own
+   * policies allow. CloudFormation and the deploy write no objects there (the bucket is retained,
+   * without auto-delete), so nothing that manages the stack is locked out; bucket settings stay
+   * open to them.
+   */
+  #lockAuditWrites(writers: readonly DsrFunction[]): void {
+    this.auditBucket.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'OnlyRecordWritersWriteObjects',
+        effect: iam.Effect.DENY,
+        principals: [new iam.AnyPrincipal()],
+        actions: [...AUDIT_OBJECT_WRITES],
+        resources: [this.auditBucket.arnForObjects('*')],
+        conditions: { ArnNotEquals: { 'aws:PrincipalArn': writers.map((fn) => fn.role.roleArn) } },
+      }),
+    );
+  }
+
   /** Where the status events go: a bus of the stack's own, or the one the config names. */
   #eventBus(config: StackConfig): events.IEventBus {
     return config.eventBusArn === undefined
@@ -764,6 +825,7 @@ export class DsrStack extends Stack {
           : config.erasureArchiveRetentionDays,
       ),
       EventBusArn: this.eventBus.eventBusArn,
+      OperatorUrl: this.operatorUrl.url,
     };
     for (const [name, value] of Object.entries(outputs)) new CfnOutput(this, name, { value });
   }
@@ -796,25 +858,48 @@ export class DsrStack extends Stack {
 
   /**
    * The operator CLI's permissions, exactly the calls its commands make (the IAM proof checks both
-   * ways): submit to the intake queue; read, list, scan and update the ledger; append to and read
-   * the audit trail; read archives (package, verify); start and stop executions (retry, cancel).
+   * ways): submit to the intake queue; read, list and scan the ledger; read the audit trail and the
+   * manifests; read archives (package, verify); and invoke the operator function through its URL,
+   * which makes every change. No write to the ledger or the audit bucket.
    */
   #operatorPolicy(): iam.ManagedPolicy {
-    const machine = this.workflow.stateMachine;
     const viaService = (service: string) => ({
       StringEquals: { 'kms:ViaService': `${service}.${this.region}.amazonaws.com` },
     });
+    const operatorFunction = this.functions.Operator.function.functionArn;
     const statements = [
       new iam.PolicyStatement({ actions: ['sqs:SendMessage'], resources: [this.intakeQueue.queueArn] }),
+      // Every change goes through the operator function's URL, which authenticates the caller.
       new iam.PolicyStatement({
-        actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:Scan'],
+        actions: ['lambda:InvokeFunctionUrl'],
+        resources: [operatorFunction],
+        conditions: { StringEquals: { 'lambda:FunctionUrlAuthType': 'AWS_IAM' } },
+      }),
+      // Lambda asks for InvokeFunction too on a URL call; a direct Invoke, whose event the caller
+      // writes (a forged principal with it), is refused.
+      new iam.PolicyStatement({
+        actions: ['lambda:InvokeFunction'],
+        resources: [operatorFunction],
+        conditions: { Bool: { 'lambda:InvokedViaFunctionUrl': 'true' } },
+      }),
+      new iam.PolicyStatement({
+        actions: ['dynamodb:GetItem', 'dynamodb:Scan'],
         resources: [this.ledger.tableArn],
       }),
       new iam.PolicyStatement({
         actions: ['dynamodb:Query'],
         resources: [`${this.ledger.tableArn}/index/${OPEN_DUE_INDEX}`],
       }),
-      ...auditTrailStatements(this.auditBucket),
+      // verify: read the records and find the chains.
+      new iam.PolicyStatement({
+        actions: ['s3:GetObject'],
+        resources: [this.auditBucket.arnForObjects(`${AUDIT_PREFIX}*`)],
+      }),
+      new iam.PolicyStatement({
+        actions: ['s3:ListBucket'],
+        resources: [this.auditBucket.bucketArn],
+        conditions: { StringLike: { 's3:prefix': [`${AUDIT_PREFIX}*`] } },
+      }),
       // verify --all: read the daily manifests, and list every version of the records and manifests.
       new iam.PolicyStatement({
         actions: ['s3:GetObject'],
@@ -831,24 +916,17 @@ export class DsrStack extends Stack {
         conditions: { StringLike: { 's3:prefix': [`${AUDIT_PREFIX}*`, `${MANIFEST_PREFIX}*`] } },
       }),
       new iam.PolicyStatement({
-        // Read an archive (package, verify); remove every version of a cancelled request's archive.
-        actions: ['s3:GetObject', 's3:DeleteObject', 's3:DeleteObjectVersion'],
+        // Read an archive (package, verify).
+        actions: ['s3:GetObject'],
         resources: [this.archiveBucket.arnForObjects('exports/*')],
       }),
       new iam.PolicyStatement({
-        actions: ['s3:ListBucket', 's3:ListBucketVersions'],
+        actions: ['s3:ListBucket'],
         resources: [this.archiveBucket.bucketArn],
         conditions: { StringLike: { 's3:prefix': ['exports/*'] } },
       }),
-      new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [machine.stateMachineArn] }),
       new iam.PolicyStatement({
-        actions: ['states:StopExecution'],
-        resources: [
-          `arn:${this.partition}:states:${this.region}:${this.account}:execution:${this.stackName}-workflow:*`,
-        ],
-      }),
-      new iam.PolicyStatement({
-        actions: ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey'],
+        actions: ['kms:Decrypt', 'kms:DescribeKey'],
         resources: [this.key.keyArn],
         conditions: viaService('dynamodb'),
       }),
@@ -859,13 +937,6 @@ export class DsrStack extends Stack {
           StringEquals: { 'kms:ViaService': ['sqs', 's3'].map((s) => `${s}.${this.region}.amazonaws.com`) },
         },
       }),
-      new iam.PolicyStatement({
-        actions: ['kms:GenerateDataKey'],
-        resources: [this.key.keyArn],
-        conditions: {
-          StringEquals: { 'kms:EncryptionContext:aws:states:stateMachineArn': machine.stateMachineArn },
-        },
-      }),
     ];
     const policy = new iam.ManagedPolicy(this, 'OperatorPolicy', {
       description: 'svc-dsr: what the svc-dsr CLI needs; attach it to the privacy team role',
@@ -874,12 +945,11 @@ export class DsrStack extends Stack {
     acknowledge(
       policy,
       'AwsSolutions-IAM5',
-      'Operators read archives and audit records by request id under their prefixes, and stop the executions of this one state machine',
+      'Operators read archives and audit records by request id under their prefixes',
       [
         `Resource::${nagArn(this.archiveBucket)}/exports/*`,
         `Resource::${nagArn(this.auditBucket)}/audit/*`,
         `Resource::${nagArn(this.auditBucket)}/${MANIFEST_PREFIX}*`,
-        `Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:${this.stackName}-workflow:*`,
       ],
     );
     return policy;

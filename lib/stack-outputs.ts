@@ -34,6 +34,8 @@ export const stackOutputsSchema = z.object({
   AccessArchiveRetentionDays: days,
   ErasureArchiveRetentionDays: days,
   EventBusArn: name,
+  /** The operator function's URL (AWS_IAM auth): every change an operator makes goes through it. */
+  OperatorUrl: z.url(),
 });
 
 /** An output's name. */
@@ -59,6 +61,7 @@ export const stackNamesSchema = stackOutputsSchema
         AccessArchiveRetentionDays: true,
         ErasureArchiveRetentionDays: true,
         Region: true,
+        OperatorUrl: true,
       })
       .partial().shape,
   );

@@ -32,6 +32,7 @@ import type { RunningEmulator } from './emulator/server.ts';
 import { type EmulatorState, loadStateFile } from './emulator/state.ts';
 import { writeLocalEndpoints } from './endpoints.ts';
 import { pollWithSchedule, SqsPoller } from './runtime/event-source.ts';
+import { type OperatorEndpoint, startOperatorEndpoint } from './runtime/operator-endpoint.ts';
 import { startLocalStatusEvents } from './runtime/status-events.ts';
 import {
   INTAKE_QUEUE,
@@ -311,7 +312,24 @@ async function assembleLocalMode(
     outcomes.set(message.messageId, result),
   );
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, intake);
-  await publishEndpoints(dataDir, aws, workflow, emulator);
+  // The operator function behind its URL: the CLI's cancel, deny, extend, retry, notice and
+  // package hand-outs reach the same handler as in AWS.
+  const operator = await startOperatorEndpoint(
+    {
+      ledger: workflow.ledger,
+      s3: workflow.s3,
+      sfn,
+      names: {
+        ArchiveBucketName: LOCAL_NAMES.archiveBucket,
+        AuditBucketName: LOCAL_NAMES.auditBucket,
+        StateMachineArn: shim.stateMachineArn,
+      },
+      clock: () => new Date(),
+    },
+    { accessKeyId: aws.credentials.accessKeyId, logger: jsonLogger(options.logSink ?? (() => {})) },
+  );
+  started.push(() => operator.close());
+  await publishEndpoints(dataDir, aws, workflow, emulator, operator);
 
   return {
     dataDir,
@@ -346,6 +364,7 @@ async function assembleLocalMode(
         onError,
       ),
     async close() {
+      await operator.close();
       // The workflow closes its executions, then the shim.
       await workflow.close();
       sfn.destroy();
@@ -391,6 +410,7 @@ async function publishEndpoints(
   aws: AwsStandIns,
   workflow: LocalWorkflow,
   emulator: LocalServices['emulator'],
+  operator: OperatorEndpoint,
 ): Promise<void> {
   await writeLocalEndpoints(dataDir, {
     region: aws.region,
@@ -404,6 +424,7 @@ async function publishEndpoints(
       AuditBucketName: LOCAL_NAMES.auditBucket,
       StateMachineArn: workflow.shim.stateMachineArn,
       TimeZone: workflow.timeZone,
+      OperatorUrl: operator.url,
     },
     pid: process.pid,
     platform: { url: emulator.url, spot_id: emulator.spotId },

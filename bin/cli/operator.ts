@@ -1,19 +1,13 @@
 /**
- * Who runs an operator command, for its audit record: the caller's IAM ARN on AWS (STS
- * GetCallerIdentity, which needs no IAM permission), the OS user locally.
+ * Who runs an operator command, as the CLI sees it: the caller's IAM ARN (STS GetCallerIdentity)
+ * or the OS user. Only the in-process operator function of tests and local-mode code records it;
+ * on a target the operator function takes the caller's principal from IAM (docs/security.md).
  */
 import { userInfo } from 'node:os';
 import { GetCallerIdentityCommand, type STSClient } from '@aws-sdk/client-sts';
-import { identifierProblem } from '#shared/redact';
+import { auditableOperator } from '../../lambdas/operator/identity.ts';
 
-/**
- * The operator's name as an audit fact may hold it: an e-mail address in it (an SSO session
- * name, an OS login) is cut to its local part, since audit facts never hold e-mail addresses.
- */
-export function auditableOperator(name: string): string {
-  const cut = name.replace(/([^\s@/:]+)@[^\s/:]+/g, '$1').slice(0, 256);
-  return identifierProblem(cut) === undefined ? cut : 'unnamed-operator';
-}
+export { auditableOperator };
 
 /** The OS user running a command against local mode: `local-user:<login>`. */
 export function localOperator(): string {

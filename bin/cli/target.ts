@@ -7,7 +7,6 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { STSClient } from '@aws-sdk/client-sts';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { type Command, Option } from 'commander';
 import { z } from 'zod';
@@ -16,7 +15,14 @@ import { Ledger } from '#shared/ledger';
 import { prepareSdkClient } from '#shared/sdk-clients';
 import { type StackNames, stackNamesSchema } from '../../lib/stack-outputs.ts';
 import { CliError, EXIT, parseOption, shellWord } from './io.ts';
-import { awsOperator, localOperator } from './operator.ts';
+import { localOperator } from './operator.ts';
+import {
+  inProcessTransport,
+  type OperatorInvoker,
+  type OperatorTransport,
+  operatorInvoker,
+  signedHttpTransport,
+} from './operator-client.ts';
 
 /** The target flags every operator command takes. */
 export interface TargetFlags {
@@ -54,8 +60,13 @@ export interface CliContext {
   readonly sfn: SFNClient;
   readonly ledger: Ledger;
   readonly clock: () => Date;
-  /** Who runs the command, as its audit records name them: the IAM ARN on AWS, the OS user locally. */
+  /**
+   * Who runs the command, for the in-process operator function of tests and local-mode code. On a
+   * target the function learns it from the caller's IAM principal, never from the CLI.
+   */
   readonly operator: () => Promise<string>;
+  /** Every change an operator makes goes through the operator function, invoked with this. */
+  readonly operatorFunction: OperatorInvoker;
   /** Releases the clients' sockets. */
   close(): void;
 }
@@ -178,40 +189,67 @@ export function openContext(
         throwOnRequestTimeout: true,
       },
     };
+    const sqs = new SQSClient({ ...base, endpoint: endpoints.sqs });
     return contextFromClients(
       {
         target: 'local',
         names: target.names,
-        sqs: new SQSClient({ ...base, endpoint: endpoints.sqs }),
+        sqs,
         // The local S3 cannot serve virtual-hosted bucket names.
         s3: new S3Client({ ...base, endpoint: endpoints.s3, forcePathStyle: true }),
         dynamoClient: new DynamoDBClient({ ...base, endpoint: endpoints.dynamodb }),
         sfn: new SFNClient({ ...base, endpoint: endpoints.sfn }),
+        operatorTransport: functionUrlTransport(target.names, sqs, localAnswerMs, target.kind),
       },
       clock,
     );
   }
   const base = target.region === undefined ? {} : { region: target.region };
-  const sts = prepareSdkClient(new STSClient(base));
-  const context = contextFromClients(
+  const sqs = new SQSClient(base);
+  return contextFromClients(
     {
       target: 'aws',
       names: target.names,
-      sqs: new SQSClient(base),
+      sqs,
       s3: new S3Client(base),
       dynamoClient: new DynamoDBClient(base),
       sfn: new SFNClient(base),
-      operator: awsOperator(sts),
+      operatorTransport: functionUrlTransport(target.names, sqs, OPERATOR_ANSWER_MS, target.kind),
     },
     clock,
   );
-  return {
-    ...context,
-    close() {
-      context.close();
-      sts.destroy();
-    },
-  };
+}
+
+/** How long the operator function may take to answer on AWS: its own timeout, and a margin. */
+const OPERATOR_ANSWER_MS = 70_000;
+
+/**
+ * A signed POST to the operator function's URL, with the credentials and region the SDK clients
+ * resolve (the same chain: AWS_PROFILE, SSO, the environment); a target without the URL (an
+ * outputs file from a stack before the operator function) is refused with the fix.
+ */
+function functionUrlTransport(
+  names: StackNames,
+  sqs: SQSClient,
+  answerMs: number,
+  kind: 'aws' | 'local',
+): OperatorTransport {
+  const url = names.OperatorUrl;
+  if (url === undefined) {
+    return async () => {
+      throw new CliError(
+        kind === 'aws'
+          ? 'the outputs file has no OperatorUrl: the stack predates the operator function; deploy it again and write the outputs file anew (npx cdk deploy --outputs-file FILE)'
+          : 'the serving local mode publishes no operator endpoint: restart npx svc-dsr local --serve',
+        EXIT.failed,
+      );
+    };
+  }
+  return signedHttpTransport(
+    url,
+    { region: sqs.config.region, credentials: sqs.config.credentials },
+    answerMs,
+  );
 }
 
 /** A context over clients the caller built (local-mode code and tests). */
@@ -223,8 +261,10 @@ export function contextFromClients(
     s3: S3Client;
     dynamoClient: DynamoDBClient;
     sfn: SFNClient;
-    /** Who runs the command. @default the OS user */
+    /** Who runs the command, for the in-process operator function. @default the OS user */
     operator?: () => Promise<string>;
+    /** How commands reach the operator function. @default its handler, in this process */
+    operatorTransport?: OperatorTransport;
   },
   clock: () => Date = () => new Date(),
 ): CliContext {
@@ -232,6 +272,11 @@ export function contextFromClients(
   const dynamo = DynamoDBDocumentClient.from(clients.dynamoClient, {
     marshallOptions: { removeUndefinedValues: true },
   });
+  const ledger = new Ledger(clients.dynamoClient, clients.names.LedgerTableName, clock);
+  const operator = clients.operator ?? (async () => localOperator());
+  const transport =
+    clients.operatorTransport ??
+    inProcessTransport({ ledger, s3: clients.s3, sfn: clients.sfn, names: clients.names, clock }, operator);
   return {
     target: clients.target,
     names: clients.names,
@@ -239,9 +284,12 @@ export function contextFromClients(
     s3: clients.s3,
     dynamo,
     sfn: clients.sfn,
-    ledger: new Ledger(clients.dynamoClient, clients.names.LedgerTableName, clock),
+    ledger,
     clock,
-    operator: clients.operator ?? (async () => localOperator()),
+    operator,
+    operatorFunction: operatorInvoker(transport, (requestId) =>
+      unknownRequestError(clients.names.LedgerTableName, clients.target, requestId),
+    ),
     close() {
       clients.sqs.destroy();
       clients.s3.destroy();
@@ -250,6 +298,14 @@ export function contextFromClients(
       clients.sfn.destroy();
     },
   };
+}
+
+/** An unknown request id, with where the CLI looked (the same words as the read commands'). */
+export function unknownRequestError(tableName: string, target: 'aws' | 'local', requestId: string): CliError {
+  return new CliError(
+    `no request ${requestId} in the ledger (${tableName}, target ${target}): check the id, or the --target/--stack-outputs you meant`,
+    EXIT.failed,
+  );
 }
 
 /** Resolves the target, runs `work` with a context, and always releases the clients. */

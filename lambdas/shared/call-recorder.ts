@@ -24,6 +24,7 @@ export type CallResource =
   | { readonly kind: 'states-execution'; readonly arn: string }
   | { readonly kind: 'secret'; readonly id: string }
   | { readonly kind: 'event-bus'; readonly bus: string }
+  | { readonly kind: 'lambda-function'; readonly name: string }
   | { readonly kind: 'any' };
 
 /** One IAM authorisation a call needs. */
@@ -77,6 +78,19 @@ export function setDefaultCaller(caller: string): void {
 /** Runs `work` with every AWS call it makes attributed to `caller` (local mode runs every function in one process). */
 export function runAsCaller<T>(caller: string, work: () => T): T {
   return callerScope.run(caller, work);
+}
+
+/**
+ * Records the authorisations of a call made without an SDK client (a SigV4-signed HTTPS request,
+ * such as a function URL's), attributed like any other call.
+ */
+export function recordAuthorisations(
+  operation: string,
+  authorisations: readonly Omit<RecordedCall, 'caller' | 'operation'>[],
+): void {
+  if (sink === undefined) return;
+  const caller = callerScope.getStore() ?? defaultCaller;
+  for (const [nth, call] of authorisations.entries()) sink({ caller, operation, ...call }, nth);
 }
 
 /** A sink that appends one JSON line per call to `path` (whole lines: concurrent writers do not interleave). */

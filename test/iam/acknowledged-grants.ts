@@ -167,12 +167,19 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
     reason:
       'finds and removes every version of the package it built when it finds the request cancelled meanwhile',
   })),
-  ...['s3:DeleteObject', 's3:DeleteObjectVersion'].map((action) => ({
+  {
     role: 'CLI',
-    action,
+    action: 's3:ListBucket',
+    resource: /archivebucket/,
+    reason:
+      'without it a package whose archive expired answers 403, and the CLI could not say the lifecycle rule removed it',
+  },
+  {
+    role: 'Operator',
+    action: 's3:DeleteObjectVersion',
     resource: /archivebucket.*\/exports\/\*$/,
-    reason: "cancel removes every version of the request's archive when the request already has one",
-  })),
+    reason: "cancel and deny remove every version of the request's archive when the request already has one",
+  },
   {
     role: 'Intake',
     action: 'sqs:ChangeMessageVisibility',

@@ -8,12 +8,14 @@ import type * as iam from 'aws-cdk-lib/aws-iam';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_STATE_MACHINE_ARN, RECONCILER_CALLER } from '#local/local-mode';
+import { OPERATOR_CALLER } from '#local/runtime/operator-endpoint';
 import { EVENTS_DIR, LOCAL_EVENT_BUS, STATUS_EVENTS_CALLER } from '#local/runtime/status-events';
 import { LOCAL_NAMES, LOCAL_SECRET_IDS } from '#local/runtime/workflow';
 import { CALLERS, type RecordedCall } from '#shared/call-recorder';
+import { OPERATOR_FUNCTION_NAME } from '../../bin/cli/operator-client.ts';
 import { STATUS_CHANGED, statusChangedDetailSchema } from '../../lambdas/status-events/status-events.ts';
 import { STEP_DIRECTORIES, type StepName } from '../../lambdas/steps.ts';
-import { DsrStack } from '../../lib/dsr-stack.ts';
+import { AUDIT_OBJECT_WRITES, DsrStack } from '../../lib/dsr-stack.ts';
 import { productionConfig } from '../infra/fixtures.ts';
 import { ACKNOWLEDGED_UNUSED_GRANTS } from './acknowledged-grants.ts';
 import { observeCalls } from './observe.ts';
@@ -21,6 +23,7 @@ import {
   type Authorisation,
   type Deployment,
   denials,
+  evaluate,
   observedAuthorisations,
   unusedGrants,
   withoutGrant,
@@ -34,9 +37,12 @@ const template = Template.fromStack(stack).toJSON();
 const logicalId = (construct: iam.IRole | iam.ManagedPolicy | dynamodb.Table | sqs.Queue) =>
   stack.getLogicalId((construct.node.defaultChild ?? construct) as never);
 
-const roleOf = (name: StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler' | 'StatusEvents') => ({
+const roleOf = (
+  name: StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler' | 'StatusEvents' | 'Operator',
+) => ({
   roleId: logicalId(stack.functions[name].role),
 });
+const operatorFunctionId = stack.getLogicalId(stack.functions.Operator.function.node.defaultChild as never);
 const roles: Deployment['roles'] = {
   ...Object.fromEntries(Object.keys(STEP_DIRECTORIES).map((step) => [step, roleOf(step as StepName)])),
   Intake: roleOf('Intake'),
@@ -44,6 +50,7 @@ const roles: Deployment['roles'] = {
   DeadlineSweep: roleOf('DeadlineSweep'),
   [RECONCILER_CALLER]: roleOf('Reconciler'),
   [STATUS_EVENTS_CALLER]: roleOf('StatusEvents'),
+  [OPERATOR_CALLER]: roleOf('Operator'),
   [CALLERS.cli]: { managedPolicyId: logicalId(stack.operatorPolicy) },
 };
 
@@ -64,6 +71,7 @@ function deploymentOf(templateJson: Record<string, unknown>): Deployment {
     [LOCAL_SECRET_IDS.exportToken, outputs.ExportTokenSecretArn ?? ''],
     [LOCAL_SECRET_IDS.auditHmacKey, outputs.AuditKeySecretArn ?? ''],
     [LOCAL_EVENT_BUS, outputs.EventBusArn?.split(':event-bus/')[1] ?? ''],
+    [OPERATOR_FUNCTION_NAME, model.getAtt(operatorFunctionId, 'Arn')],
   ]);
   return { model, roles, names };
 }
@@ -192,10 +200,16 @@ describe('the IAM proof, proven', () => {
       names: /EventSource.* dynamodb:GetRecords on arn:aws:dynamodb:.*\/stream\//,
     },
     {
-      grant: "the operator's StopExecution",
-      from: (id) => id === logicalId(stack.operatorPolicy),
+      grant: "the operator function's StopExecution",
+      from: (id) => id === policyIdOf(stack.functions.Operator.policy),
       action: 'states:StopExecution',
-      names: /CLI .* states:StopExecution on arn:aws:states:.*:execution:/,
+      names: /Operator .* states:StopExecution on arn:aws:states:.*:execution:/,
+    },
+    {
+      grant: "the operator policy's InvokeFunctionUrl",
+      from: (id) => id === logicalId(stack.operatorPolicy),
+      action: 'lambda:InvokeFunctionUrl',
+      names: /CLI .* lambda:InvokeFunctionUrl on arn:aws:lambda:.*:function:/,
     },
   ];
   for (const { grant, from, action, names } of cases) {
@@ -221,5 +235,115 @@ describe('the IAM proof, proven', () => {
       (denial) => denial.message,
     );
     expect(refused.join('\n')).toMatch(/StepFunctions.* kms:(GenerateDataKey|Decrypt) on arn:aws:kms:/);
+  });
+});
+
+describe('who may change a request', () => {
+  const model = new TemplateModel(template, Stack.of(stack).stackName);
+  const outputs = model.outputs();
+  const ledgerArn = model.arn('dynamodb', `table/${outputs.LedgerTableName ?? ''}`);
+  const auditRecord = `arn:aws:s3:::${outputs.AuditBucketName ?? ''}/audit/0b7f6d0e-0000-4000-8000-000000000002/000000.json`;
+  const operatorFunctionArn = model.getAtt(operatorFunctionId, 'Arn');
+  const person = { managedPolicyId: logicalId(stack.operatorPolicy) } as const;
+  const asPerson = (
+    action: string,
+    resource: string,
+    context: Record<string, string> = {},
+  ): Authorisation => ({
+    caller: CALLERS.cli,
+    principal: person,
+    action,
+    resource,
+    context: { 'aws:SecureTransport': 'true', ...context },
+    reason: 'the privacy team, outside the CLI',
+  });
+
+  it("refuses the privacy team's policy every write to the ledger and the audit bucket, and the workflow's own calls", () => {
+    const writes = [
+      ...['UpdateItem', 'PutItem', 'DeleteItem', 'BatchWriteItem', 'TransactWriteItems'].map((op) =>
+        asPerson(`dynamodb:${op}`, ledgerArn),
+      ),
+      ...AUDIT_OBJECT_WRITES.map((action) => asPerson(action, auditRecord)),
+      asPerson('s3:PutObject', auditRecord, { 's3:if-none-match': '*' }),
+      asPerson('s3:DeleteObject', `arn:aws:s3:::${outputs.ArchiveBucketName ?? ''}/exports/x/attempt-1.zip`),
+      asPerson('states:StartExecution', outputs.StateMachineArn ?? ''),
+      asPerson(
+        'states:StopExecution',
+        `${(outputs.StateMachineArn ?? '').replace(':stateMachine:', ':execution:')}:x`,
+      ),
+    ];
+    for (const write of writes)
+      expect(evaluate(model, write), `${write.action} on ${write.resource}`).not.toBe('Allowed');
+  });
+
+  it('allows the privacy team to reach the operator function through its IAM-authenticated URL only', () => {
+    expect(
+      evaluate(
+        model,
+        asPerson('lambda:InvokeFunctionUrl', operatorFunctionArn, {
+          'lambda:FunctionUrlAuthType': 'AWS_IAM',
+        }),
+      ),
+    ).toBe('Allowed');
+    expect(
+      evaluate(
+        model,
+        asPerson('lambda:InvokeFunction', operatorFunctionArn, { 'lambda:InvokedViaFunctionUrl': 'true' }),
+      ),
+    ).toBe('Allowed');
+    // A direct Invoke carries an event the caller writes, a forged principal with it: refused.
+    expect(evaluate(model, asPerson('lambda:InvokeFunction', operatorFunctionArn))).not.toBe('Allowed');
+    expect(
+      evaluate(
+        model,
+        asPerson('lambda:InvokeFunctionUrl', operatorFunctionArn, { 'lambda:FunctionUrlAuthType': 'NONE' }),
+      ),
+    ).not.toBe('Allowed');
+    // No other function of the stack.
+    const intakeArn = model.getAtt(
+      stack.getLogicalId(stack.functions.Intake.function.node.defaultChild as never),
+      'Arn',
+    );
+    expect(
+      evaluate(
+        model,
+        asPerson('lambda:InvokeFunctionUrl', intakeArn, { 'lambda:FunctionUrlAuthType': 'AWS_IAM' }),
+      ),
+    ).not.toBe('Allowed');
+  });
+
+  it('gives the operator function a URL with AWS_IAM auth, which is how it learns who calls', () => {
+    const urls = model.ofType('AWS::Lambda::Url');
+    expect(urls).toHaveLength(1);
+    expect(model.properties(urls[0] ?? '')).toMatchObject({ AuthType: 'AWS_IAM' });
+  });
+
+  it('refuses audit object writes to a role that allows itself everything, but not to the record writers', () => {
+    // Prepare: the privacy team's policy as an administrator's, allowed every S3 action anywhere.
+    const broadened = structuredClone(template) as {
+      Resources: Record<string, { Properties: { PolicyDocument: { Statement: unknown[] } } }>;
+    };
+    broadened.Resources[logicalId(stack.operatorPolicy)]?.Properties.PolicyDocument.Statement.push({
+      Effect: 'Allow',
+      Action: 's3:*',
+      Resource: '*',
+    });
+    const admin = new TemplateModel(broadened, Stack.of(stack).stackName);
+    // Act + Assess
+    for (const action of AUDIT_OBJECT_WRITES) {
+      expect(evaluate(admin, asPerson(action, auditRecord)), action).toBe('ExplicitlyDenied');
+    }
+    expect(evaluate(admin, asPerson('s3:GetObject', auditRecord))).toBe('Allowed');
+    const writer = (name: 'Operator' | 'RecordOutcome' | 'Intake') => ({
+      caller: name,
+      principal: roleOf(name),
+      action: 's3:PutObject',
+      resource: auditRecord,
+      context: { 'aws:SecureTransport': 'true', 's3:if-none-match': '*' },
+      reason: 'a record writer appends a record',
+    });
+    for (const name of ['Operator', 'RecordOutcome', 'Intake'] as const) {
+      expect(evaluate(model, writer(name)), name).toBe('Allowed');
+    }
   });
 });

@@ -92,7 +92,7 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     faults: { export_outcomes: ['failed', 'failed'], export_ready_after_polls: 1 },
     // Long enough that the cancel and the extension land while their requests wait for the export,
     // even when each CLI process takes seconds to start on a busy machine.
-    waitMs: 6000,
+    waitMs: 10_000,
     env: { EXPORT_MAX_ATTEMPTS: '1' },
   });
   let stop = async () => {};
@@ -135,12 +135,18 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     await cli('retry', ids.failing);
     // Open requests for the operator's cancel and extend, acted on while they wait for the export.
     await submitByCli(ids.cancelled, 'access', 'gdpr', 'u-bruno');
-    await submitByCli(ids.extended, 'erasure', 'ccpa', 'u-chloe');
     await cli('cancel', ids.cancelled, '--reason', 'withdrawn by the subject');
+    await submitByCli(ids.extended, 'erasure', 'ccpa', 'u-chloe');
     await cli('extend', ids.extended, '--reason', 'complex request', '--notice-channel', 'email');
     // A failed request is still owed an answer, so the operator can deny it.
     await cli('deny', ids.denied, '--reason-code', 'identity_not_verified', '--reason', 'ID check failed');
     await submitByCli(ids.erasure, 'erasure', 'gdpr', 'u-dan');
+    // An open request an execution is running: the operator function looks it up and refuses.
+    const running = await runCli(['retry', ids.erasure, '--data-dir', dataDir], {
+      env: { SVC_DSR_RECORD_CALLS: cliCalls },
+    });
+    if (running.code !== 1)
+      throw new Error(`retry of a running request exited ${running.code}: ${running.stderr}`);
     await waitFor(async () => (await cli('status', ids.erasure, '--json')).includes('"completed"'));
     await waitFor(async () => (await cli('status', ids.failing, '--json')).includes('"completed"'));
     await waitFor(async () => (await cli('status', ids.extended, '--json')).includes('"completed"'));

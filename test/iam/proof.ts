@@ -116,6 +116,8 @@ function deployedArn(call: RecordedCall, { names, model }: Deployment): string {
       return deployed(r.id);
     case 'event-bus':
       return r.bus.startsWith('arn:') ? r.bus : model.arn('events', `event-bus/${deployed(r.bus)}`);
+    case 'lambda-function':
+      return deployed(r.name);
     case 'any':
       return '*';
   }

@@ -196,6 +196,8 @@ export class TemplateModel {
         return `arn:${PARTITION}:iam::${ACCOUNT}:policy/${name}`;
       case 'AWS::Lambda::Function.Arn':
         return this.arn('lambda', `function:${name}`);
+      case 'AWS::Lambda::Url.FunctionUrl':
+        return `https://${pseudoRandom(logicalId, 32)}.lambda-url.${REGION}.on.aws/`;
       case 'AWS::Logs::LogGroup.Arn':
         return this.arn('logs', `log-group:${name}:*`);
       case 'AWS::StepFunctions::StateMachine.Arn':

@@ -40,7 +40,7 @@ const archiveBucket = idOf('AWS::S3::Bucket', 'ArchiveBucket');
 const auditBucket = idOf('AWS::S3::Bucket', 'AuditBucket');
 const accessLogBucket = idOf('AWS::S3::Bucket', 'AccessLogBucket');
 const stepNames = Object.keys(STEP_DIRECTORIES);
-const functionNames = [...stepNames, 'Intake', 'DeadlineSweep', 'Reconciler', 'StatusEvents'];
+const functionNames = [...stepNames, 'Intake', 'DeadlineSweep', 'Reconciler', 'StatusEvents', 'Operator'];
 
 /** The statements of a function's role policy (`<name>Role…DefaultPolicy…`). */
 function statementsOf(functionName: string): CfnObject[] {
@@ -1027,6 +1027,7 @@ describe('outputs', () => {
         'AccessArchiveRetentionDays',
         'ErasureArchiveRetentionDays',
         'EventBusArn',
+        'OperatorUrl',
       ].sort(),
     );
     // The one schema the CLI and local mode read them by names every output, and no other.

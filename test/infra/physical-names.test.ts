@@ -37,6 +37,8 @@ const UNNAMED_TYPES = new Set([
   'AWS::SNS::Subscription',
   'AWS::Lambda::EventSourceMapping',
   'AWS::Lambda::Permission',
+  // A function URL's address is chosen by Lambda.
+  'AWS::Lambda::Url',
 ]);
 
 interface Named {

@@ -7,6 +7,7 @@ import { LOCAL_NAMES } from '#local/runtime/workflow';
 import { sideChainOf } from '#shared/audit';
 import { runCancel } from '../../bin/cli/commands/cancel.ts';
 import { collectingIo } from '../../bin/cli/format.ts';
+import { inProcessOperator } from '../../bin/cli/operator-client.ts';
 import { sfnStarter } from '../../lambdas/intake/aws.ts';
 import { sfnLookup } from '../../lambdas/reconciler/aws.ts';
 import { memoryCursor } from '../../lambdas/reconciler/cursor.ts';
@@ -98,19 +99,20 @@ describe('an export left open by a request cancelled mid-export', () => {
     });
     const cancelled = await runCancel(
       {
-        ledger: h.workflow.ledger,
-        sfn: client,
-        s3: h.workflow.s3,
-        names: {
-          IntakeQueueUrl: h.workflow.queueUrls.intake,
-          QuarantineQueueUrl: h.workflow.queueUrls.quarantine,
-          LedgerTableName: LOCAL_NAMES.table,
-          ArchiveBucketName: LOCAL_NAMES.archiveBucket,
-          AuditBucketName: LOCAL_NAMES.auditBucket,
-          StateMachineArn: stateMachineArn,
-        },
-        target: 'local',
-        operator: async () => 'local-user:operator',
+        operatorFunction: inProcessOperator(
+          {
+            ledger: h.workflow.ledger,
+            sfn: client,
+            s3: h.workflow.s3,
+            names: {
+              ArchiveBucketName: LOCAL_NAMES.archiveBucket,
+              AuditBucketName: LOCAL_NAMES.auditBucket,
+              StateMachineArn: stateMachineArn,
+            },
+            clock: () => new Date(),
+          },
+          async () => 'local-user:operator',
+        ),
       },
       { requestId: first.request_id, reason: 'withdrawn by the subject' },
       collectingIo(),

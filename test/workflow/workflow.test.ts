@@ -17,6 +17,7 @@ import { computeDeadlines } from '#shared/deadlines';
 import { dsrRequestSchema } from '#shared/request';
 import { type CancelResult, runCancel } from '../../bin/cli/commands/cancel.ts';
 import { collectingIo } from '../../bin/cli/format.ts';
+import { inProcessOperator } from '../../bin/cli/operator-client.ts';
 import { type Harness, requestFor, startHarness, TEST_EXPORT_TOKEN, TEST_SSO_TOKEN } from './harness.ts';
 import { submitAndSettle } from './submit.ts';
 
@@ -251,7 +252,7 @@ describe('an erasure whose DELETE answer is lost', () => {
 
 /** What the CLI commands work with, over the harness's stand-ins (Step Functions answered by `sfn`). */
 function cliContext(h: Harness, sfn: SFNClient) {
-  return {
+  const context = {
     names: {
       IntakeQueueUrl: h.workflow.queueUrls.intake,
       QuarantineQueueUrl: h.workflow.queueUrls.quarantine,
@@ -267,6 +268,10 @@ function cliContext(h: Harness, sfn: SFNClient) {
     sfn,
     clock: () => new Date(),
     operator: async () => 'local-user:operator',
+  };
+  return {
+    ...context,
+    operatorFunction: inProcessOperator(context, context.operator),
   };
 }
 

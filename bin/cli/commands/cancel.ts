@@ -9,7 +9,7 @@ import {
 } from '../format.ts';
 import { EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { type EndedRuns, endRequestRuns, ledgerChange, printEnded, recordOperatorAction } from './common.ts';
+import { type EndedRuns, printEnded } from './common.ts';
 
 /** Options of `svc-dsr cancel`. */
 export interface CancelOptions {
@@ -28,55 +28,29 @@ export interface CancelResult extends EndedRuns {
 }
 
 /**
- * Cancels a received or running request before erasure has started: the ledger's conditional
- * cancel (CAN_CANCEL, so it cannot race past the delete), then StopExecution of its executions.
- * Refusals are exit 1.
+ * Cancels a received or running request before erasure has started, through the operator function:
+ * the ledger's conditional cancel (CAN_CANCEL, so it cannot race past the delete), the final audit
+ * record naming the caller, then StopExecution of its executions. Refusals are exit 1.
  */
 export async function runCancel(
-  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator'>,
+  context: Pick<CliContext, 'operatorFunction'>,
   options: CancelOptions,
   io: CliIo,
 ): Promise<CommandResult<CancelResult>> {
   const requestId = parseRequestId(options.requestId);
   const reason = parseReason(options.reason);
-  const { before: item, after: updated } = await ledgerChange(context, requestId, () =>
-    context.ledger.cancel(requestId, { reason }),
-  );
-
-  const recorded = await recordOperatorAction(
-    context,
-    requestId,
-    {
-      eventId: `Operator:cancel-${updated.executions}`,
-      action: 'request_cancelled',
-      facts: {
-        previous_status: item.status,
-        step: item.step ?? null,
-        completed_at: updated.completed_at ?? null,
-      },
-      // Cancelled is terminal: this record ends the chain.
-      final: true,
-      reason,
-    },
-    { acceptClosedBy: 'request_cancelled' },
-  );
-  // A cancelled request keeps no copy of the subject's data: whatever a step archived goes.
-  const ended = await endRequestRuns(context, requestId, updated.executions, {
-    error: 'RequestCancelled',
-    cause: 'cancelled by an operator with svc-dsr cancel',
-  });
-
-  const result: CancelResult = {
+  const { recorded, ...answer } = await context.operatorFunction({
+    command: 'cancel',
     request_id: requestId,
-    status: 'cancelled',
-    previous_status: item.status,
-    step: item.step ?? null,
     reason,
-    ...ended,
-  };
+  });
+  const result: CancelResult = answer;
+  const ended: EndedRuns = answer;
   if (options.json === true) writeJson(io, result);
   else {
-    io.out(`cancelled ${requestId} (was ${item.status}${item.step ? `, step ${item.step}` : ''})\n`);
+    io.out(
+      `cancelled ${requestId} (was ${result.previous_status}${result.step ? `, step ${result.step}` : ''})\n`,
+    );
     if (recorded === 'closed')
       io.err('the workflow had already closed the audit trail with its own record of the cancellation\n');
   }

@@ -11,7 +11,7 @@ import {
 } from '../format.ts';
 import { EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { type EndedRuns, endRequestRuns, ledgerChange, printEnded, recordOperatorAction } from './common.ts';
+import { type EndedRuns, printEnded } from './common.ts';
 
 /** Options of `svc-dsr deny`. */
 export interface DenyOptions {
@@ -41,45 +41,27 @@ export function parseReasonCode(value: unknown): DenialCode {
 
 /**
  * Denies a request still owed an answer (received, running or failed) before its erasure has
- * started: the ledger's conditional deny (CAN_DENY), a final audit record, then the archive
+ * started, through the operator function: the ledger's conditional deny (CAN_DENY), a final audit record, then the archive
  * copies are deleted and its executions stopped. Refusals are exit 1.
  */
 export async function runDeny(
-  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator'>,
+  context: Pick<CliContext, 'operatorFunction'>,
   options: DenyOptions,
   io: CliIo,
 ): Promise<CommandResult<DenyResult>> {
   const requestId = parseRequestId(options.requestId);
   const code = parseReasonCode(options.reasonCode);
   const reason = parseReason(options.reason);
-  const { before: item, after: updated } = await ledgerChange(context, requestId, () =>
-    context.ledger.deny(requestId, { code, reason }),
-  );
-  await recordOperatorAction(context, requestId, {
-    eventId: 'Operator:deny',
-    action: 'request_denied',
-    facts: { previous_status: item.status, reason_code: code, completed_at: updated.completed_at ?? null },
-    reason,
-    final: true,
-  });
-  // A denied request is never exported: whatever a step archived goes.
-  const ended = await endRequestRuns(context, requestId, updated.executions, {
-    error: 'RequestDenied',
-    cause: 'denied by an operator with svc-dsr deny',
-  });
-
-  const result: DenyResult = {
+  const result: DenyResult = await context.operatorFunction({
+    command: 'deny',
     request_id: requestId,
-    status: 'denied',
-    previous_status: item.status,
     reason_code: code,
     reason,
-    notice_due: 'denial',
-    ...ended,
-  };
+  });
+  const ended: EndedRuns = result;
   if (options.json === true) writeJson(io, result);
   else {
-    io.out(`denied ${requestId} (${code}; was ${item.status})\n`);
+    io.out(`denied ${requestId} (${code}; was ${result.previous_status})\n`);
     io.err(
       `remember: the subject is owed a notice of the denial and its reason: record it with npx svc-dsr notice ${requestId} --kind denial --channel email\n`,
     );

@@ -9,7 +9,6 @@ import {
 } from '../format.ts';
 import { EXIT } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { ledgerChange, recordOperatorAction } from './common.ts';
 import { type NoticeFlags, parseNoticeFlags } from './notice.ts';
 
 /** Options of `svc-dsr extend`. */
@@ -33,46 +32,25 @@ export interface ExtendResult {
 
 /**
  * Extends an open request's deadline once, with a reason, before the original deadline
- * (DESIGN.md section 6; the ledger's CAN_EXTEND). Refusals are exit 1 with the rule that applied.
+ * (DESIGN.md section 6; the ledger's CAN_EXTEND), through the operator function. Refusals are exit 1 with the rule that applied.
  */
 export async function runExtend(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'operator' | 'clock'>,
+  context: Pick<CliContext, 'operatorFunction' | 'clock'>,
   options: ExtendOptions,
   io: CliIo,
 ): Promise<CommandResult<ExtendResult>> {
   const requestId = parseRequestId(options.requestId);
   const reason = parseReason(options.reason);
   const notice = parseNoticeFlags(options.notice, '--notice-', context.clock());
-  const { before: item, after: updated } = await ledgerChange(context, requestId, () =>
-    context.ledger.extend(requestId, { reason, notice }),
-  );
-  const dueAt = item.due_at ?? '';
-  const newDueAt = updated.due_at ?? '';
-
-  await recordOperatorAction(context, requestId, {
-    eventId: 'Operator:extend',
-    action: 'deadline_extended',
-    facts: {
-      previous_due_at: dueAt,
-      due_at: newDueAt,
-      notice_channel: notice.channel,
-      notice_at: notice.at,
-      notice_reference: notice.reference ?? null,
-    },
-    reason,
-  });
-
-  const result: ExtendResult = {
+  const result: ExtendResult = await context.operatorFunction({
+    command: 'extend',
     request_id: requestId,
-    regulation: item.regulation ?? null,
-    previous_due_at: dueAt,
-    due_at: newDueAt,
     reason,
-    notice: { channel: notice.channel, at: notice.at, reference: notice.reference ?? null },
-  };
+    notice,
+  });
   if (options.json === true) writeJson(io, result);
   else {
-    io.out(`extended ${requestId}: due ${dueAt} -> ${newDueAt}\n`);
+    io.out(`extended ${requestId}: due ${result.previous_due_at} -> ${result.due_at}\n`);
     io.err(`recorded the extension notice to the subject (${notice.channel}, ${notice.at})\n`);
   }
   return { exitCode: EXIT.ok, result };

@@ -1,14 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { noticesChainOf } from '#shared/audit';
-import { PLATFORM_KEEPS, platformKeepsFacts } from '#shared/erasure-scope';
 import { NOTICE_KINDS, type Notice, type NoticeKind } from '#shared/ledger';
-import {
-  type NoticeContent,
-  noticeContentFacts,
-  noticeContentSchema,
-  noticeValuesOf,
-} from '#shared/notice-content';
+import { type NoticeContent, noticeContentSchema, noticeValuesOf } from '#shared/notice-content';
 import { identifierProblem } from '#shared/redact';
 import {
   CONTROL_CHARACTERS_MESSAGE,
@@ -19,7 +12,6 @@ import {
 import { type CliIo, type CommandResult, parseRequestId, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { ledgerChange, recordOperatorAction } from './common.ts';
 
 /** How a notice was given, as the command line says it. */
 export interface NoticeFlags {
@@ -119,10 +111,11 @@ export function parseNoticeContent(
 
 /**
  * Records that the subject was told (a receipt confirmation, an extension, the response, a
- * denial): ledger fields and an audit record naming who recorded it. Refusals are exit 1.
+ * denial), through the operator function: ledger fields and an audit record naming who recorded
+ * it. Refusals are exit 1.
  */
 export async function runNotice(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'operator' | 'clock'>,
+  context: Pick<CliContext, 'operatorFunction' | 'clock'>,
   options: NoticeOptions,
   io: CliIo,
 ): Promise<CommandResult<NoticeResult>> {
@@ -130,47 +123,18 @@ export async function runNotice(
   const kind = parseOption('--kind', kindSchema, options.kind);
   const content = parseNoticeContent(options);
   const notice = parseNoticeFlags(options, '--', context.clock());
-  const { after } = await ledgerChange(context, requestId, () =>
-    context.ledger.recordNotice(requestId, kind, {
-      ...notice,
-      ...(content === undefined ? {} : { template: content.template }),
-    }),
-  );
-  // The response to an erased subject says what the platform keeps: the record holds that it did.
-  const erasedResponse = kind === 'response' && after.outcome === 'erased';
-  // Notices follow the request's end (a response, a denial), after the final record that closes
-  // its own chain: they go to the request's notices chain, `<request_id>.notices`.
-  await recordOperatorAction(
-    context,
-    requestId,
-    {
-      eventId: `Operator:notice-${kind}-${notice.at}`,
-      action: 'notice_given',
-      facts: {
-        kind,
-        channel: notice.channel,
-        given_at: notice.at,
-        reference: notice.reference ?? null,
-        // What the subject was told: the template and the values filled in, not the rendered text.
-        ...(content === undefined ? {} : noticeContentFacts(content)),
-        ...(erasedResponse ? platformKeepsFacts() : {}),
-      },
-    },
-    { chain: noticesChainOf(requestId) },
-  );
-  const result: NoticeResult = {
+  const result: NoticeResult = await context.operatorFunction({
+    command: 'notice',
     request_id: requestId,
     kind,
-    channel: notice.channel,
-    at: notice.at,
-    reference: notice.reference ?? null,
-    content: content ?? null,
-    ...(erasedResponse ? { platform_keeps: PLATFORM_KEEPS.text } : {}),
-  };
+    notice,
+    ...(content === undefined ? {} : { content }),
+  });
   if (options.json === true) writeJson(io, result);
   else {
     io.out(`recorded the ${kind} notice to the subject of ${requestId} (${notice.channel}, ${notice.at})\n`);
-    if (erasedResponse) io.out(`the response must say what the platform keeps: ${PLATFORM_KEEPS.text}\n`);
+    if (result.platform_keeps !== undefined)
+      io.out(`the response must say what the platform keeps: ${result.platform_keeps}\n`);
   }
   return { exitCode: EXIT.ok, result };
 }

@@ -7,7 +7,6 @@ import { GetObjectCommand, type GetObjectCommandOutput, HeadObjectCommand } from
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { sideChainOf } from '#shared/audit';
 import type { ArchiveFacts, LedgerItem } from '#shared/ledger';
 import {
   type CliIo,
@@ -19,7 +18,7 @@ import {
 } from '../format.ts';
 import { CliError, checkOutPath, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { hasName, loadRequest, recordOperatorAction } from './common.ts';
+import { hasName, loadRequest } from './common.ts';
 
 /** Options of `svc-dsr package`. */
 export interface PackageOptions {
@@ -107,40 +106,26 @@ type HandOut =
   | { readonly delivery: 'file'; readonly file_mode: '0600' };
 
 /**
- * Appends the hand-out to the request's packages chain (the request's own chain ends with its
- * final record): who, when (the record's time), how (a link and its expiry, or a file readable
- * only by the operator; never the path, whose name often names the subject), the archive and
- * the reason. Written before the link is printed or the copy put in place: no record, no hand-out.
+ * Records the hand-out, through the operator function, in the request's packages chain (the
+ * request's own chain ends with its final record): who (the caller's principal), when (the
+ * record's time), how (a link and its expiry, or a file readable only by the operator; never the
+ * path, whose name often names the subject), the archive the ledger names, and the reason. Done
+ * before the link is printed or the copy put in place: no record, no hand-out.
  */
 async function recordHandOut(
-  context: Pick<CliContext, 's3' | 'names' | 'ledger' | 'operator' | 'clock'>,
+  context: Pick<CliContext, 'operatorFunction'>,
   item: LedgerItem,
   archive: Handed,
   handOut: HandOut,
   reason: string | undefined,
 ): Promise<void> {
-  await recordOperatorAction(
-    context,
-    item.request_id,
-    {
-      eventId: `Operator:package-${handOut.delivery}-${context.clock().toISOString()}`,
-      action: 'package_handed_out',
-      facts: {
-        type: item.type ?? null,
-        package: archive.kind,
-        ...handOut,
-        key: archive.key,
-        version_id: archive.version_id ?? null,
-        bytes: archive.bytes,
-        sha256: archive.sha256,
-      },
-      ...(reason === undefined ? {} : { reason }),
-    },
-    {
-      chain: sideChainOf('packages', item.request_id),
-      done: `nothing was handed out for ${item.request_id}`,
-    },
-  );
+  await context.operatorFunction({
+    command: 'package_handed_out',
+    request_id: item.request_id,
+    raw: archive.kind === 'platform_archive',
+    hand_out: handOut,
+    ...(reason === undefined ? {} : { reason }),
+  });
 }
 
 /**
@@ -149,7 +134,7 @@ async function recordHandOut(
  * nothing. The link is a bearer credential: it is printed once, never logged.
  */
 export async function runPackageLink(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock' | 'operator'>,
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock' | 'operatorFunction'>,
   options: PackageOptions,
   io: CliIo,
 ): Promise<CommandResult<PackageLinkResult>> {
@@ -217,7 +202,7 @@ export async function runPackageLink(
  * is exit 1.
  */
 export async function runPackage(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock' | 'operator'>,
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock' | 'operatorFunction'>,
   options: PackageOptions,
   io: CliIo,
 ): Promise<CommandResult<PackageResult>> {

@@ -1,9 +1,5 @@
-import { StartExecutionCommand } from '@aws-sdk/client-sfn';
 import type { Command } from 'commander';
-import { isLive, latestExecutionName } from '#shared/executions';
 import type { LedgerItem } from '#shared/ledger';
-import type { RequestType } from '#shared/request';
-import { sfnLookup } from '../../../lambdas/reconciler/aws.ts';
 import {
   type CliIo,
   type CommandResult,
@@ -13,8 +9,8 @@ import {
   writeJson,
 } from '../format.ts';
 import { CliError, EXIT } from '../io.ts';
+import { OperatorRefusedError } from '../operator-client.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { hasName, ledgerChange, recordOperatorAction, retryExecutionName } from './common.ts';
 
 /** Options of `svc-dsr retry`. */
 export interface RetryOptions {
@@ -37,122 +33,34 @@ export interface RetryResult {
 }
 
 /**
- * Redrives a failed request, or an open one that no execution is running: resets it (error
- * cleared, attempt history kept, executions + 1) and starts the execution `<request_id>-retry-<n>`.
- * The steps are idempotent against the ledger, so the new execution resumes where the last one
- * stopped. Anything else is exit 1.
+ * Redrives a failed request, or an open one that no execution is running, through the operator
+ * function: it resets the request (error cleared, attempt history kept, executions + 1), records
+ * who retried, and starts the execution `<request_id>-retry-<n>`. The steps are idempotent against
+ * the ledger, so the new execution resumes where the last one stopped. Anything else is exit 1.
  */
 export async function runRetry(
-  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator' | 'clock'>,
+  context: Pick<CliContext, 'operatorFunction'>,
   options: RetryOptions,
   io: CliIo,
 ): Promise<CommandResult<RetryResult>> {
   const requestId = parseRequestId(options.requestId);
-  const retried = await ledgerChange(context, requestId, () =>
-    context.ledger.retry(requestId, { liveExecution: (item) => liveExecution(context, item) }),
-  );
-  const { before: item, status, freshExport } = retried;
-  const { type, regulation } = runnable(retried.after);
-  const n = retried.execution;
-  const name = retryExecutionName(requestId, n);
-
-  await recordOperatorAction(context, requestId, {
-    eventId: `Operator:retry-${n}`,
-    action: 'request_retried',
-    facts: { execution: name, previous_error: item.error?.code ?? null, fresh_export: freshExport },
+  const result: RetryResult = await context.operatorFunction({
+    command: 'retry',
+    request_id: requestId,
     ...(options.reason === undefined ? {} : { reason: parseReason(options.reason) }),
   });
-
-  let started = true;
-  let arn: string | null = null;
-  try {
-    const answer = await context.sfn.send(
-      new StartExecutionCommand({
-        stateMachineArn: context.names.StateMachineArn,
-        name,
-        input: JSON.stringify({ request_id: requestId, type, regulation }),
-      }),
-    );
-    arn = answer.executionArn ?? null;
-  } catch (error) {
-    if (hasName(error, 'ExecutionAlreadyExists')) started = false;
-    else {
-      const restored = await context.ledger.undoRetry(item, retried).then(
-        (undone) => undone !== undefined,
-        () => false,
-      );
-      // The retry record opened a new segment of the chain; failed again, the request closes it.
-      if (restored) {
-        await recordOperatorAction(context, requestId, {
-          eventId: `Operator:retry-${n}-not-started`,
-          action: 'request_failed',
-          facts: { code: item.error?.code ?? 'retry_not_started', execution: name },
-          final: true,
-        });
-      }
-      const detail = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-      throw new CliError(
-        restored
-          ? `could not start execution ${name} (${detail}); request ${requestId} is failed again, so the retry can be repeated`
-          : `could not start execution ${name} (${detail}), nor set request ${requestId} back to failed: the ledger shows ${status} with no execution; check npx svc-dsr status ${requestId}`,
-        EXIT.failed,
-      );
-    }
-  }
-
-  const result: RetryResult = {
-    request_id: requestId,
-    execution: name,
-    execution_arn: arn,
-    status,
-    previous_error: item.error ?? null,
-    started,
-  };
   if (options.json === true) writeJson(io, result);
   else {
     io.out(
-      `retrying ${requestId}: execution ${name} ${started ? 'started' : 'was already started'} (status ${status})\n`,
+      `retrying ${requestId}: execution ${result.execution} ${result.started ? 'started' : 'was already started'} (status ${result.status})\n`,
     );
-    if (item.error) io.err(`it had failed with ${item.error.code}: ${item.error.message}\n`);
+    if (result.previous_error)
+      io.err(`it had failed with ${result.previous_error.code}: ${result.previous_error.message}\n`);
   }
   return { exitCode: EXIT.ok, result };
 }
 
-/**
- * How long after a run is claimed (by intake, a retry or the reconciler's resume) its execution may
- * still be on its way: the claim is written first and the execution started just after, so within
- * this time a missing execution is one being started, not one that never will be.
- */
-export const RUN_START_GRACE_MS = 2 * 60_000;
-
-/**
- * Why an open request needs no retry: its latest execution is running, or its run was claimed a
- * moment ago and the execution is being started (by intake, another operator's retry or the
- * reconciler). Undefined when it ended, timed out, was aborted or was never started in time.
- */
-async function liveExecution(
-  context: Pick<CliContext, 'sfn' | 'names' | 'clock'>,
-  item: LedgerItem,
-): Promise<string | undefined> {
-  if (item.status !== 'received' && item.status !== 'running') return undefined;
-  const latest = latestExecutionName(item.request_id, item.executions);
-  const execution = await sfnLookup(context.sfn, context.names.StateMachineArn)(latest);
-  if (execution === 'MISSING') {
-    const sinceClaim = context.clock().getTime() - Date.parse(item.updated_at);
-    if (sinceClaim >= RUN_START_GRACE_MS) return undefined;
-    return `request ${item.request_id} is ${item.status} and its execution ${latest} is being started (the run was claimed at ${item.updated_at}, by intake, another retry or the reconciler); it needs no retry: follow it with npx svc-dsr status ${item.request_id}, and retry only if it has not started ${RUN_START_GRACE_MS / 60_000} minutes after the claim`;
-  }
-  if (!isLive(execution)) return undefined;
-  return `request ${item.request_id} is ${item.status} and its execution ${latest} is running; it needs no retry: the execution goes on by itself (follow it with npx svc-dsr status ${item.request_id}), and cancel would end the request for good, recorded as withdrawn`;
-}
-
-/** The execution input's type and regulation (CAN_RETRY has checked they are there). */
-function runnable(item: LedgerItem): { type: RequestType; regulation: 'gdpr' | 'ccpa' } {
-  if (item.type === undefined || item.regulation === undefined) {
-    throw new CliError(`request ${item.request_id} has no type or regulation in the ledger`, EXIT.failed);
-  }
-  return { type: item.type, regulation: item.regulation };
-}
+export { RUN_START_GRACE_MS } from '../../../lambdas/operator/operator.ts';
 
 /** Options of `svc-dsr retry --status S [--code C] [--dry-run]`. */
 export interface BulkRetryOptions {
@@ -183,10 +91,11 @@ const BULK_STATUSES = ['failed', 'received', 'running'] as const;
 
 /**
  * Retries every request with `status` (and error `code`): failed ones, or open ones no execution
- * is running. With `dryRun` it only lists them. Exit 1 when any retry could not start.
+ * is running (the operator function refuses those, and they are counted apart). With `dryRun` it
+ * only lists them, running or not. Exit 1 when any retry could not start.
  */
 export async function runBulkRetry(
-  context: Pick<CliContext, 'ledger' | 'sfn' | 's3' | 'names' | 'target' | 'operator' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 'operatorFunction'>,
   options: BulkRetryOptions,
   io: CliIo,
 ): Promise<CommandResult<BulkRetryResult>> {
@@ -196,10 +105,6 @@ export async function runBulkRetry(
     const item = await context.ledger.get(entry.request_id);
     if (item === undefined || item.status !== options.status) continue;
     if (options.code !== undefined && item.error?.code !== options.code) continue;
-    if ((await liveExecution(context, item)) !== undefined) {
-      running += 1;
-      continue;
-    }
     candidates.push(item);
   }
   const requests: BulkRetryResult['requests'][number][] = [];
@@ -226,6 +131,11 @@ export async function runBulkRetry(
       if (options.json !== true) io.out(`retrying ${item.request_id}: execution ${result.execution}\n`);
     } catch (error) {
       if (!(error instanceof CliError)) throw error;
+      // The function found an execution running it: left alone, not a failure.
+      if (error instanceof OperatorRefusedError && error.code === 'running') {
+        running += 1;
+        continue;
+      }
       exitCode = EXIT.failed;
       requests.push({ request_id: item.request_id, code, error: error.message });
       io.err(`could not retry ${item.request_id}: ${error.message}\n`);

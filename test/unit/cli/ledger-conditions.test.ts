@@ -31,6 +31,7 @@ import { runNotice } from '../../../bin/cli/commands/notice.ts';
 import { runReport } from '../../../bin/cli/commands/report.ts';
 import { runRetry } from '../../../bin/cli/commands/retry.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
+import { inProcessOperator } from '../../../bin/cli/operator-client.ts';
 import type { CliContext } from '../../../bin/cli/target.ts';
 import { createLedgerTable } from '../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../helpers/dynamo.ts';
@@ -55,6 +56,16 @@ class StaleOnce extends Ledger {
     this.#stale = undefined;
     return stale ?? super.get(requestId);
   }
+}
+
+/** The context with the operator function reading through a StaleOnce ledger (another writer went first). */
+function staleContext(stale: LedgerItem): CliContext {
+  const ledger = new StaleOnce(dynamo.client, stale);
+  return {
+    ...context,
+    ledger,
+    operatorFunction: inProcessOperator({ ...context, ledger }, context.operator),
+  };
 }
 
 beforeAll(async () => {
@@ -114,7 +125,7 @@ describe('cancel against DynamoDB', () => {
     const stale = { ...now, step: 'exporting' as const };
     // Act
     const error = await runCancel(
-      { ...context, ledger: new StaleOnce(dynamo.client, stale) },
+      staleContext(stale),
       { requestId: now.request_id, reason: 'r' },
       collectingIo(),
     ).catch((caught: unknown) => caught);
@@ -205,7 +216,7 @@ describe('extend against DynamoDB', () => {
       collectingIo(),
     );
     const second = await runExtend(
-      { ...context, ledger: new StaleOnce(dynamo.client, item) },
+      staleContext(item),
       { requestId: item.request_id, reason: 'again', notice: { channel: 'letter' } },
       collectingIo(),
     ).catch((caught: unknown) => caught);
@@ -520,7 +531,7 @@ describe('retry against DynamoDB', () => {
     // Act
     const first = await runRetry(context, { requestId: failedItem.request_id }, collectingIo());
     const second = await runRetry(
-      { ...context, ledger: new StaleOnce(dynamo.client, failedItem) },
+      staleContext(failedItem),
       { requestId: failedItem.request_id },
       collectingIo(),
     ).catch((caught: unknown) => caught);

@@ -1,0 +1,144 @@
+/**
+ * What the operator function is asked to do, and what it answers: the contract between the CLI and
+ * the function, checked with zod on both sides. A command names no operator: who acts is the
+ * caller's IAM principal, which the function reads from its invocation (docs/security.md).
+ */
+import { z } from 'zod';
+import { DENIAL_CODES, NOTICE_KINDS } from '#shared/ledger';
+import { noticeContentSchema } from '#shared/notice-content';
+import { identifierProblem } from '#shared/redact';
+import { CONTROL_CHARACTERS_MESSAGE, hasControlCharacters, rfc3339Instant } from '#shared/request';
+
+/** Text kept in an audit record: short, no control characters, no e-mail address or link. */
+export const auditTextSchema = (max: number) =>
+  z
+    .string({ message: 'is required' })
+    .trim()
+    .min(1, 'must not be empty')
+    .max(max, `must be at most ${max} characters`)
+    .refine((value) => !hasControlCharacters(value), CONTROL_CHARACTERS_MESSAGE)
+    .refine((value) => identifierProblem(value) === undefined, {
+      message: 'must not hold an e-mail address or a link: it is kept in the audit record',
+    });
+
+const requestId = z.uuid({ message: 'must be a UUID' });
+const reason = auditTextSchema(256);
+const instant = z.string().refine((value) => rfc3339Instant(value) !== undefined, {
+  message: 'must be an RFC 3339 date-time',
+});
+const notice = z.object({
+  channel: auditTextSchema(64),
+  at: instant,
+  reference: auditTextSchema(128).optional(),
+});
+
+/**
+ * One operator command. Objects are not strict on purpose: a field the contract does not name (an
+ * `operator` the caller would like recorded, say) is dropped here and never read.
+ */
+export const operatorCommandSchema = z.discriminatedUnion('command', [
+  z.object({ command: z.literal('cancel'), request_id: requestId, reason }),
+  z.object({
+    command: z.literal('deny'),
+    request_id: requestId,
+    reason_code: z.enum(DENIAL_CODES),
+    reason,
+  }),
+  z.object({ command: z.literal('extend'), request_id: requestId, reason, notice }),
+  z.object({ command: z.literal('retry'), request_id: requestId, reason: reason.optional() }),
+  z.object({
+    command: z.literal('notice'),
+    request_id: requestId,
+    kind: z.enum(NOTICE_KINDS),
+    notice,
+    /** What the notice said: the template and the values filled in. */
+    content: noticeContentSchema.optional(),
+  }),
+  z.object({
+    command: z.literal('package_handed_out'),
+    request_id: requestId,
+    raw: z.boolean(),
+    hand_out: z.discriminatedUnion('delivery', [
+      z.object({ delivery: z.literal('link'), link_expires_at: instant }),
+      z.object({ delivery: z.literal('file'), file_mode: z.literal('0600') }),
+    ]),
+    reason: reason.optional(),
+  }),
+]);
+export type OperatorCommand = z.infer<typeof operatorCommandSchema>;
+export type OperatorCommandName = OperatorCommand['command'];
+
+const endedRuns = {
+  stopped: z.array(z.string()),
+  stop_errors: z.array(z.object({ execution: z.string(), error: z.string() })),
+  archive_versions_removed: z.number().int(),
+};
+
+/** What each command answers. */
+export const operatorResultSchemas = {
+  cancel: z.object({
+    request_id: z.string(),
+    status: z.literal('cancelled'),
+    previous_status: z.string(),
+    step: z.string().nullable(),
+    reason: z.string(),
+    /** `closed` when the workflow had already closed the chain with its own record of the cancel. */
+    recorded: z.enum(['appended', 'closed']),
+    ...endedRuns,
+  }),
+  deny: z.object({
+    request_id: z.string(),
+    status: z.literal('denied'),
+    previous_status: z.string(),
+    reason_code: z.enum(DENIAL_CODES),
+    reason: z.string(),
+    notice_due: z.literal('denial'),
+    ...endedRuns,
+  }),
+  extend: z.object({
+    request_id: z.string(),
+    regulation: z.string().nullable(),
+    previous_due_at: z.string(),
+    due_at: z.string(),
+    reason: z.string(),
+    notice: z.object({ channel: z.string(), at: z.string(), reference: z.string().nullable() }),
+  }),
+  retry: z.object({
+    request_id: z.string(),
+    execution: z.string(),
+    execution_arn: z.string().nullable(),
+    status: z.enum(['received', 'running']),
+    previous_error: z.object({ code: z.string(), message: z.string() }).nullable(),
+    started: z.boolean(),
+  }),
+  notice: z.object({
+    request_id: z.string(),
+    kind: z.enum(NOTICE_KINDS),
+    channel: z.string(),
+    at: z.string(),
+    reference: z.string().nullable(),
+    content: noticeContentSchema.nullable(),
+    platform_keeps: z.string().optional(),
+  }),
+  package_handed_out: z.object({ request_id: z.string(), recorded: z.literal(true) }),
+} as const satisfies Record<OperatorCommandName, z.ZodType>;
+export type OperatorResult<C extends OperatorCommandName> = z.infer<(typeof operatorResultSchemas)[C]>;
+
+/**
+ * Why the function refused: `unknown_request` (no such request), `refused` (a ledger rule),
+ * `running` (retry of a request an execution runs), `unrecorded` (the change stands, its audit
+ * record is missing), `not_started` (a retry whose execution could not start).
+ */
+export const REFUSAL_CODES = ['unknown_request', 'refused', 'running', 'unrecorded', 'not_started'] as const;
+export type RefusalCode = (typeof REFUSAL_CODES)[number];
+
+/** The function's answer, as the body of its HTTP response. */
+export const operatorAnswerSchema = z.discriminatedUnion('ok', [
+  z.object({ ok: z.literal(true), result: z.unknown() }),
+  z.object({
+    ok: z.literal(false),
+    code: z.enum([...REFUSAL_CODES, 'invalid', 'forbidden', 'internal']),
+    message: z.string(),
+  }),
+]);
+export type OperatorAnswer = z.infer<typeof operatorAnswerSchema>;
