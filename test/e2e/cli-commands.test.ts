@@ -74,7 +74,7 @@ describe('svc-dsr operator commands, run as a process', () => {
     expect(result.code).toBe(2);
     expect(result.stdout).toBe('dry run: 1 valid, 3 bad lines of 4; nothing was sent\n');
     expect(result.stderr).toContain(
-      'line 3 (request 8d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f): type: must be "access" or "erasure"',
+      'line 3 (request 8d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f): type: must be "access", "erasure" or "correction"',
     );
     expect(result.stderr).toContain('line 4: is not valid JSON');
     expect(result.stderr).toContain(

@@ -564,7 +564,10 @@ describe('intake', () => {
     const rejected = await h.workflow.ledger.require(invalid.request_id);
     expect(rejected.status).toBe('rejected');
     expect(rejected.rejection_errors).toEqual(
-      expect.arrayContaining(['type: must be "access" or "erasure"', expect.stringContaining('"regulaton"')]),
+      expect.arrayContaining([
+        'type: must be "access", "erasure" or "correction"',
+        expect.stringContaining('"regulaton"'),
+      ]),
     );
     expect(results.has(invalid.request_id)).toBe(false);
     const held = await quarantined(h);
