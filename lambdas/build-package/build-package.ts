@@ -1,16 +1,10 @@
-import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
-import {
-  AuditChainClosedError,
-  LedgerStateError,
-  RequestCancelledError,
-  StorageAnswerInvalidError,
-} from '#shared/errors';
+import { AuditChainClosedError, LedgerStateError, RequestCancelledError } from '#shared/errors';
 import type { SubjectPackageFacts } from '#shared/ledger';
 import { rfc3339Instant } from '#shared/request';
 import type { StepDeps } from '#shared/step-deps';
@@ -29,6 +23,7 @@ import { type PackageSource, packageFileName, packageZipStream } from './package
 import type { PackageHead } from './render.ts';
 import { PACKAGE_PLACEHOLDERS } from './settings.ts';
 import { openZip, streamedExport } from './streamed-export.ts';
+import { measured } from './streams.ts';
 
 /** The subject package's object key: beside the archive, built from request_id only. */
 export function packageKey(requestId: string): string {
@@ -99,9 +94,9 @@ export async function buildSubjectPackage(
     return archivePath;
   };
   const store = async (source: PackageSource, fileName: string) => {
-    const measured = measure(packageZipStream(source));
-    const { versionId } = await deps.archive.storePackage(key, measured.body, fileName);
-    return { versionId, ...measured.result() };
+    const measuredZip = measured(packageZipStream(source), 'package');
+    const { versionId } = await deps.archive.storePackage(key, measuredZip.body, fileName);
+    return { versionId, ...measuredZip.result() };
   };
 
   if (input.continuation !== undefined) {
@@ -339,32 +334,6 @@ async function withScratchDir<T>(work: (dir: string) => Promise<T>): Promise<T> 
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
-}
-
-/** The zip's bytes on their way to S3, counted and hashed. */
-function measure(zip: AsyncIterable<Uint8Array>): {
-  body: AsyncIterable<Uint8Array>;
-  result(): { bytes: number; sha256: string };
-} {
-  const hash = createHash('sha256');
-  let bytes = 0;
-  let done = false;
-  return {
-    body: (async function* () {
-      for await (const chunk of zip) {
-        hash.update(chunk);
-        bytes += chunk.byteLength;
-        yield chunk;
-      }
-      done = true;
-    })(),
-    result() {
-      // A store that answered before reading the whole body would record a wrong SHA-256.
-      if (!done)
-        throw new StorageAnswerInvalidError('the package store returned before it read the whole package');
-      return { bytes, sha256: hash.digest('hex') };
-    },
-  };
 }
 
 /** The BuildPackage step: contract and domain function. */

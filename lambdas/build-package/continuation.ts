@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
-import { InvalidArchiveError, StorageAnswerInvalidError } from '#shared/errors';
+import { InvalidArchiveError } from '#shared/errors';
 import type { ArchiveStore } from '#shared/step-deps';
 import { packageCommentSchema, packageVoteSchema, subjectPackageDataSchema } from './package-schema.ts';
 import type { PackageSource } from './package-zip.ts';
 import type { CommentEntry, PackageHead } from './render.ts';
+import { measured, readLines } from './streams.ts';
 
 /**
  * A package build continued across invocations (docs/cost.md, "Past one invocation"): when the
@@ -113,7 +114,7 @@ export async function saveWork(
   };
   const files: Partial<Record<WorkFile, z.infer<typeof storedFileSchema>>> = {};
   for (const name of WORK_FILES) {
-    const counted = measured(batchedLines(lines[name]()));
+    const counted = measured(batchedLines(lines[name]()), 'package work');
     await archive.storePackage(`${prefix}${name}.ndjson`, counted.body, `${name}.ndjson`);
     files[name] = counted.result();
   }
@@ -177,7 +178,7 @@ export async function loadWork(
       createWriteStream(join(scratchDir, `work-${name}.ndjson`)),
     );
   }
-  const read = (name: WorkFile) => readLines(join(scratchDir, `work-${name}.ndjson`));
+  const read = (name: WorkFile) => readLines(join(scratchDir, `work-${name}.ndjson`), 64 * 1024);
   return {
     manifest: { ...parsed.data, head: head.data },
     async *comments() {
@@ -234,45 +235,4 @@ async function* batchedLines(lines: AsyncIterable<string>): AsyncGenerator<Uint8
     }
   }
   if (pending !== '') yield Buffer.from(pending);
-}
-
-/** Bytes on their way to the store, counted and hashed. */
-function measured(body: AsyncIterable<Uint8Array>): {
-  body: AsyncIterable<Uint8Array>;
-  result(): z.infer<typeof storedFileSchema>;
-} {
-  const hash = createHash('sha256');
-  let bytes = 0;
-  let done = false;
-  return {
-    body: (async function* () {
-      for await (const chunk of body) {
-        hash.update(chunk);
-        bytes += chunk.byteLength;
-        yield chunk;
-      }
-      done = true;
-    })(),
-    result() {
-      if (!done)
-        throw new StorageAnswerInvalidError('the store returned before it read the whole package work');
-      return { bytes, sha256: hash.digest('hex') };
-    },
-  };
-}
-
-/** The lines of an NDJSON file on local disk. */
-async function* readLines(file: string): AsyncGenerator<string> {
-  const stream = createReadStream(file, { encoding: 'utf8', highWaterMark: 64 * 1024 });
-  let carry = '';
-  for await (const chunk of stream as AsyncIterable<string>) {
-    const text = carry + chunk;
-    let start = 0;
-    for (let end = text.indexOf('\n'); end >= 0; end = text.indexOf('\n', start)) {
-      yield text.slice(start, end);
-      start = end + 1;
-    }
-    carry = text.slice(start);
-  }
-  if (carry !== '') yield carry;
 }

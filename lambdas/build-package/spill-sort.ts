@@ -1,6 +1,6 @@
-import { createReadStream } from 'node:fs';
 import { open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { readLines } from './streams.ts';
 
 /**
  * An external merge sort over local disk (Lambda's /tmp): records are held in memory up to
@@ -169,7 +169,7 @@ export class SpillSort<T, K = T> {
 
   /** A k-way merge over a small binary heap; ties keep the runs' order, so the sort is stable. */
   async *#merge(files: readonly string[]): AsyncGenerator<T> {
-    const readers = files.map((file) => readLines(file)[Symbol.asyncIterator]());
+    const readers = files.map((file) => readLines(file, RUN_READ_BYTES)[Symbol.asyncIterator]());
     const heap: HeapEntry<T, K>[] = [];
     const less = (a: HeapEntry<T, K>, b: HeapEntry<T, K>) => {
       const order = this.#compare(a.key, b.key);
@@ -243,19 +243,5 @@ const WRITE_BYTES = 64 * 1024;
 
 const NEWLINE = 0x0a;
 
-/** The lines of a run file; a record never holds a raw newline (JSON escapes it). */
-async function* readLines(file: string): AsyncGenerator<string> {
-  // 16 KiB a run: 256 runs merged at once read through 4 MiB.
-  const stream = createReadStream(file, { encoding: 'utf8', highWaterMark: 16 * 1024 });
-  let carry = '';
-  for await (const chunk of stream as AsyncIterable<string>) {
-    const text = carry + chunk;
-    let start = 0;
-    for (let end = text.indexOf('\n'); end >= 0; end = text.indexOf('\n', start)) {
-      yield text.slice(start, end);
-      start = end + 1;
-    }
-    carry = text.slice(start);
-  }
-  if (carry !== '') yield carry;
-}
+/** Bytes read at a time from a run file: 256 runs merged at once read through 4 MiB. */
+const RUN_READ_BYTES = 16 * 1024;
