@@ -31,13 +31,15 @@ const env = () => ({
 const target = () => ['--target', 'aws', '--config', config];
 
 const OPERATOR_ARN = 'arn:aws:iam::123456789012:user/privacy-operator';
-/** Whether a request is the hand-out's audit record being written. */
-const isAuditPut = (request: SeenRequest) =>
-  request.method === 'PUT' && request.url.startsWith(`/${NAMES.AuditBucketName}/`);
+/** The operator function's URL path on the stub: the hand-out is recorded through the function. */
+const OPERATOR_PATH = '/operator/';
+/** Whether a request is the hand-out sent to the operator function, which writes its record. */
+const isHandOut = (request: SeenRequest) =>
+  request.method === 'POST' && request.url.startsWith(OPERATOR_PATH);
 
 /**
- * The ledger answers the completed request; STS names the operator; the audit bucket takes the
- * hand-out's record (an empty chain before it); S3 answers the archive's GetObject with `body`.
+ * The ledger answers the completed request; STS names the caller; the operator function takes the
+ * hand-out (and would write its record); S3 answers the archive's GetObject with `body`.
  */
 function serve(body: (response: import('node:http').ServerResponse) => void): void {
   stub.handle((request, response) => {
@@ -59,8 +61,10 @@ function serve(body: (response: import('node:http').ServerResponse) => void): vo
       );
       return;
     }
-    if (isAuditPut(request)) {
-      response.writeHead(200, { etag: '"1"' }).end();
+    if (isHandOut(request)) {
+      const command = JSON.parse(request.body) as { request_id: string };
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ ok: true, result: { request_id: command.request_id, recorded: true } }));
       return;
     }
     if (request.headers['x-amz-target'] === 'DynamoDB_20120810.GetItem') {
@@ -95,8 +99,8 @@ async function filesIn(dir: string): Promise<string[]> {
 beforeAll(async () => {
   workdir = await mkdtemp(join(tmpdir(), 'svc-dsr-package-out-'));
   config = join(workdir, 'config.json');
-  await writeFile(config, JSON.stringify(NAMES));
   stub = await startStubServer();
+  await writeFile(config, JSON.stringify({ ...NAMES, OperatorUrl: new URL(OPERATOR_PATH, stub.url).href }));
 });
 
 afterAll(async () => {
@@ -118,10 +122,18 @@ describe('svc-dsr package', () => {
     expect(new URL(result.stdout.trim()).searchParams.get('X-Amz-Expires')).toBe('3600');
     expect(result.stderr).toContain('valid until');
     expect(result.stderr).toContain(SHA256);
-    // The hand-out is on record, with who handed it out.
-    const record = stub.requests.filter(isAuditPut).at(-1);
-    expect(record?.url).toContain(`${REQUEST_ID}.packages/`);
-    expect(record?.body).toContain(OPERATOR_ARN);
+    // The hand-out goes to the operator function, signed so that it learns who handed it out from
+    // the caller's principal; the body names no operator and never holds the link.
+    const handOut = stub.requests.filter(isHandOut).at(-1);
+    expect(handOut?.headers.authorization).toMatch(/^AWS4-HMAC-SHA256 Credential=test\//);
+    expect(JSON.parse(handOut?.body ?? '{}')).toMatchObject({
+      command: 'package_handed_out',
+      request_id: REQUEST_ID,
+      raw: true,
+      hand_out: { delivery: 'link' },
+    });
+    expect(handOut?.body).not.toContain(OPERATOR_ARN);
+    expect(handOut?.body).not.toContain(result.stdout.trim());
   });
 
   it('refuses an --out that is a directory, or in a missing directory, with exit 2 before any call', async () => {
@@ -153,7 +165,10 @@ describe('svc-dsr package', () => {
     const result = await runCli(['package', REQUEST_ID, '--raw', '--out', out, ...target()], { env: env() });
     expect(result.code, result.stderr).toBe(0);
     expect(await filesIn(outDir)).toEqual(['alice.zip']);
-    expect(stub.requests.filter(isAuditPut).at(-1)?.body).toContain('package_handed_out');
+    expect(JSON.parse(stub.requests.filter(isHandOut).at(-1)?.body ?? '{}')).toMatchObject({
+      command: 'package_handed_out',
+      hand_out: { delivery: 'file', file_mode: '0600' },
+    });
   });
 
   it('leaves no .partial file when the download is cut short', async () => {
