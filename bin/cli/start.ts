@@ -54,7 +54,7 @@ export function registerStartCommand(program: Command): void {
         write(`platform emulator: ${mode.emulator.url} (sample state: 4 users, comments, votes)\n`);
         const lines = sampleRequests();
         write(
-          `submitting ${lines.length} requests: an access, an erasure, an unknown user, an invalid message\n`,
+          `submitting ${lines.length} requests: an access, an erasure, an unknown user, a correction, an invalid message\n`,
         );
         const seen = new Map<string, string>();
         const watch = setInterval(() => {
