@@ -20,16 +20,14 @@
  * A step runs to its end before the next event: a sleep for a rate slot inside a step moves that
  * step's clock, not the queue's.
  */
-import type { AddressInfo } from 'node:net';
 import {
   BatchWriteItemCommand,
-  DynamoDBClient,
+  type DynamoDBClient,
   UpdateItemCommand,
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
-import { createDynalite } from '#local/aws/dynalite-index';
 import { createGateTable, createLedgerTable } from '#local/aws/ledger-table';
 import { PlatformLimits } from '#local/emulator/limits';
 import { createRandom } from '#local/emulator/prng';
@@ -44,6 +42,7 @@ import { sweepDeadlines } from '../lambdas/deadline-sweep/deadline-sweep.ts';
 import { memoryCursor } from '../lambdas/reconciler/cursor.ts';
 import { reconcile } from '../lambdas/reconciler/reconciler.ts';
 import { EVENTS_PER, HISTORY_EVENT_LIMIT } from '../lib/history-budget.ts';
+import { startDynamo } from '../test/helpers/dynamo.ts';
 
 const silent = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} };
 const MINUTE = 60_000;
@@ -203,15 +202,8 @@ type Answer = z.infer<typeof answerSchema>;
 
 /** Runs one regime against a fresh dynalite in this process. */
 export async function simulateGate(options: GateSimulationOptions): Promise<GateSimulationResult> {
-  const { server } = createDynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = server.address() as AddressInfo;
-  const client = new DynamoDBClient({
-    region: 'us-east-1',
-    endpoint: `http://127.0.0.1:${port}`,
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-    maxAttempts: 10,
-  });
+  const dynamo = await startDynamo({ maxAttempts: 10 });
+  const { client } = dynamo;
   let dynamoCalls = 0;
   client.middlewareStack.add(
     (next) => async (args) => {
@@ -223,8 +215,7 @@ export async function simulateGate(options: GateSimulationOptions): Promise<Gate
   try {
     return { ...(await run(client, options)), dynamoCalls };
   } finally {
-    client.destroy();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await dynamo.close();
   }
 }
 

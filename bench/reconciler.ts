@@ -1,7 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import { BatchWriteItemCommand, DynamoDBClient, type WriteRequest } from '@aws-sdk/client-dynamodb';
-import { createDynalite } from '#local/aws/dynalite-index';
+import { BatchWriteItemCommand, type DynamoDBClient, type WriteRequest } from '@aws-sdk/client-dynamodb';
 import { createGateTable, createLedgerTable } from '#local/aws/ledger-table';
 import { type ExecutionStatus, isLive, latestExecutionName } from '#shared/executions';
 import { Ledger, OPEN_SHARD_ATTRIBUTE, openShardKey } from '#shared/ledger';
@@ -9,6 +7,7 @@ import { PlatformGate } from '#shared/platform-gate';
 import { memoryCursor } from '../lambdas/reconciler/cursor.ts';
 import { PASS_MARGIN_MS } from '../lambdas/reconciler/handler.ts';
 import { type ReconcileMetrics, type ReconcileSummary, reconcile } from '../lambdas/reconciler/reconciler.ts';
+import { startDynamo } from '../test/helpers/dynamo.ts';
 
 const silent = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} };
 
@@ -29,15 +28,8 @@ export async function reconcilerBench(): Promise<void> {
   const baselineCount = Math.min(count, Number(process.env.BENCH_RECONCILE_BASELINE ?? 2_000));
   const describeMs = Number(process.env.BENCH_DESCRIBE_MS ?? 20);
   const budgetMs = Number(process.env.BENCH_RECONCILE_BUDGET_S ?? (300_000 - PASS_MARGIN_MS) / 1000) * 1000;
-  const { server } = createDynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = server.address() as AddressInfo;
-  const client = new DynamoDBClient({
-    region: 'us-east-1',
-    endpoint: `http://127.0.0.1:${port}`,
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-    maxAttempts: 10,
-  });
+  const dynamo = await startDynamo({ maxAttempts: 10 });
+  const { client } = dynamo;
   try {
     await createLedgerTable(client, 'ledger');
     await createGateTable(client, 'gate');
@@ -149,8 +141,7 @@ export async function reconcilerBench(): Promise<void> {
     );
     console.log(`Resumed (1 in 50 had an ended execution): ${started.length.toLocaleString('en')}`);
   } finally {
-    client.destroy();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await dynamo.close();
   }
 }
 

@@ -5,7 +5,7 @@ import {
   ProfileChangedConcurrentlyError,
   SubjectNotFoundError,
 } from '#shared/errors';
-import type { ProfileUpdate } from '#shared/platform-client';
+import { type ProfileUpdate, UPDATE_QUERY_FIELDS } from '#shared/platform-client';
 import type { RetrievedUser } from '#shared/platform-schemas';
 import { type CorrectableField, type Corrections, correctionFields } from '#shared/profile-fields';
 import type { StepDeps } from '#shared/step-deps';
@@ -74,20 +74,8 @@ async function readProfile(primaryKey: string, deps: StepDeps): Promise<Retrieve
   return read.user;
 }
 
-/** The profile fields update-user takes in its query, and whether the retrieval documents each. */
-const PROFILE_FIELDS = [
-  'user_name',
-  'display_name',
-  'email',
-  'email_verified',
-  'image_url',
-  'location',
-  'private_profile',
-  'user_metadata',
-  'bio',
-  'role',
-  'settings',
-] as const;
+/** The profile fields update-user takes (query and body): each must be read to be sent back. */
+const PROFILE_FIELDS = [...UPDATE_QUERY_FIELDS, 'bio', 'role', 'settings'] as const;
 
 /**
  * The full user data for update-user: every field as read, with the corrections applied. A field

@@ -79,6 +79,18 @@ export type DeleteResult = { readonly outcome: 'deleted' | 'already_absent'; rea
  * The full user data update-user (endpoint 4) expects: the profile fields in the query, bio, role
  * and settings in the body. A field left out is wiped by the platform.
  */
+/** The profile fields update-user takes in its query string; `bio`, `role` and `settings` go in its body. */
+export const UPDATE_QUERY_FIELDS = [
+  'user_name',
+  'display_name',
+  'email',
+  'email_verified',
+  'image_url',
+  'location',
+  'private_profile',
+  'user_metadata',
+] as const;
+
 export interface ProfileUpdate {
   readonly user_name: string;
   readonly display_name: string;
@@ -176,16 +188,7 @@ export class PlatformClient {
     return this.#withToken('ssoAccessToken', async (ssoAccessToken) => {
       const url = this.#url(this.config.baseUrl, 'sso/v1/update-user');
       url.searchParams.set('primary_key', primaryKey);
-      for (const field of [
-        'user_name',
-        'display_name',
-        'email',
-        'email_verified',
-        'image_url',
-        'location',
-        'private_profile',
-        'user_metadata',
-      ] as const) {
+      for (const field of UPDATE_QUERY_FIELDS) {
         const value = profile[field];
         if (value !== undefined) url.searchParams.set(field, String(value));
       }

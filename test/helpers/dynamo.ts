@@ -11,8 +11,11 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { createDynalite } from '#local/aws/dynalite-index';
 import { openShardOf } from '#shared/ledger';
 
-/** An in-memory DynamoDB (dynalite, with local mode's whole index keys) on a free loopback port, with SDK clients pointed at it. */
-export async function startDynamo(): Promise<{
+/**
+ * An in-memory DynamoDB (dynalite, with local mode's whole index keys) on a free loopback port, with
+ * SDK clients pointed at it; `settings` adds to the client's config (a bench's `maxAttempts`).
+ */
+export async function startDynamo(settings: Omit<DynamoDBClientConfig, 'endpoint'> = {}): Promise<{
   client: DynamoDBClient;
   doc: DynamoDBDocumentClient;
   /** The config `client` was built with, for tests that need a client of their own. */
@@ -29,6 +32,7 @@ export async function startDynamo(): Promise<{
     region: 'us-east-1',
     endpoint: `http://127.0.0.1:${port}`,
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    ...settings,
   };
   const client = new DynamoDBClient(config);
   const doc = DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
