@@ -234,6 +234,7 @@ async function run(
     initialSeconds: DEFAULTS.pollInitialSeconds,
     maxSeconds: DEFAULTS.pollMaxSeconds,
     budgetSeconds: DEFAULTS.pollBudgetSeconds,
+    growthPercent: DEFAULTS.pollGrowthPercent,
   };
   const executionTimeoutMs =
     (options.executionTimeoutSeconds ?? workflowExecutionTimeoutSeconds(schedule.budgetSeconds)) * 1000;

@@ -76,6 +76,8 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   pollMaxSeconds:
     'a whole number of seconds from 1 to 86400, between pollInitialSeconds and pollBudgetSeconds',
   pollBudgetSeconds: 'a whole number of seconds from 60 to 2592000 (30 days), at least pollMaxSeconds',
+  pollGrowthPercent:
+    'a whole number from 1 to 100: each poll wait as a share of the time waited so far (15, the default, notices a ready export within about 15% of its preparation time; 100 doubles each wait)',
   exportMaxAttempts: 'a whole number from 1 to 10',
   archiveMaxExpandedBytes:
     'a whole number of bytes from 1048576 (1 MiB) to 1099511627776 (1 TiB): the most an export archive may expand to before ArchiveExport refuses it with ArchiveTooLargeError (default 4294967296, 4 GiB); docs/cost.md says what one invocation can copy in 15 minutes',
@@ -171,6 +173,7 @@ const baseSchema = z.strictObject({
   pollInitialSeconds: wholeNumber(1, 3600).default(DEFAULTS.pollInitialSeconds),
   pollMaxSeconds: wholeNumber(1, 86_400).default(DEFAULTS.pollMaxSeconds),
   pollBudgetSeconds: wholeNumber(60, 30 * 86_400).default(DEFAULTS.pollBudgetSeconds),
+  pollGrowthPercent: wholeNumber(1, 100).default(DEFAULTS.pollGrowthPercent),
   exportMaxAttempts: wholeNumber(1, 10).default(DEFAULTS.exportMaxAttempts),
   archiveMaxExpandedBytes: wholeNumber(
     ARCHIVE_MAX_EXPANDED_BYTES.min,

@@ -470,6 +470,7 @@ export class DsrStack extends Stack {
       POLL_INITIAL_SECONDS: String(config.pollInitialSeconds),
       POLL_MAX_SECONDS: String(config.pollMaxSeconds),
       POLL_BUDGET_SECONDS: String(config.pollBudgetSeconds),
+      POLL_GROWTH_PERCENT: String(config.pollGrowthPercent),
       EXPORT_MAX_ATTEMPTS: String(config.exportMaxAttempts),
       ...gateSettings,
     };
@@ -991,6 +992,7 @@ export class DsrStack extends Stack {
         initialSeconds: config.pollInitialSeconds,
         maxSeconds: config.pollMaxSeconds,
         budgetSeconds: config.pollBudgetSeconds,
+        growthPercent: config.pollGrowthPercent,
       },
       exportMaxAttempts: config.exportMaxAttempts,
       states: statesOfDefinition(this.resolve(definition.definitionString)),
@@ -1004,8 +1006,8 @@ export class DsrStack extends Stack {
       throw new StackConfigError([
         `svc-dsr config: the poll schedule allows up to ${events} history events per execution (${budget.polls} export polls), ` +
           `more than ${SAFE_HISTORY_FRACTION * 100}% of the ${limit} Step Functions allows (received pollInitialSeconds ${config.pollInitialSeconds}, ` +
-          `pollMaxSeconds ${config.pollMaxSeconds}, pollBudgetSeconds ${config.pollBudgetSeconds}, exportMaxAttempts ${config.exportMaxAttempts}, retryHorizonHours ${config.retryHorizonHours}). ` +
-          `Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours", in cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }.`,
+          `pollMaxSeconds ${config.pollMaxSeconds}, pollBudgetSeconds ${config.pollBudgetSeconds}, pollGrowthPercent ${config.pollGrowthPercent}, exportMaxAttempts ${config.exportMaxAttempts}, retryHorizonHours ${config.retryHorizonHours}). ` +
+          `Fix: raise "pollMaxSeconds", "pollInitialSeconds" or "pollGrowthPercent", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours", in cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }.`,
       ]);
     }
   }

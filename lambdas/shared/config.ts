@@ -85,6 +85,7 @@ export const stepEnvSchema = z.object({
   POLL_INITIAL_SECONDS: seconds(DEFAULTS.pollInitialSeconds),
   POLL_MAX_SECONDS: seconds(DEFAULTS.pollMaxSeconds),
   POLL_BUDGET_SECONDS: seconds(DEFAULTS.pollBudgetSeconds),
+  POLL_GROWTH_PERCENT: z.coerce.number().int().min(1).max(100).default(DEFAULTS.pollGrowthPercent),
   EXPORT_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(DEFAULTS.exportMaxAttempts),
   /** Set for ArchiveExport: the archive's expansion cap in bytes. */
   ARCHIVE_MAX_EXPANDED_BYTES: z.coerce
@@ -147,17 +148,32 @@ export function parseEnv<T extends z.ZodType>(
   );
 }
 
-/** The export poll schedule: doubling waits from `initial`, capped at `max`, within `budget` in total. */
+/**
+ * The export poll schedule: waits from `initial` that grow by `growthPercent` of the time waited so
+ * far (plus the first wait), capped at `max`, within `budget` in total. A ready export is noticed
+ * within about `growthPercent` of the time it took, and the export slot it holds is free that much
+ * sooner; 100 doubles each wait.
+ */
 export interface PollSchedule {
   readonly initialSeconds: number;
   readonly maxSeconds: number;
   readonly budgetSeconds: number;
+  readonly growthPercent: number;
 }
 
-/** Seconds to wait before poll number `polls + 1`. */
+/** Seconds to wait before poll number `polls + 1` (the jitter aside). */
 export function nextWaitSeconds(schedule: PollSchedule, polls: number): number {
-  const doubled = schedule.initialSeconds * 2 ** Math.min(polls, 30);
-  return Math.min(doubled, schedule.maxSeconds);
+  const { initialSeconds, maxSeconds, growthPercent } = schedule;
+  let waited = 0;
+  let wait = Math.min(initialSeconds, maxSeconds);
+  for (let poll = 0; poll <= polls && wait < maxSeconds; poll++) {
+    wait = Math.min(
+      maxSeconds,
+      Math.max(initialSeconds, Math.round(((waited + initialSeconds) * growthPercent) / 100)),
+    );
+    waited += wait;
+  }
+  return wait;
 }
 
 /** How much longer than the schedule a poll wait may be, at most: a fifth. */

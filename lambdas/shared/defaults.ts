@@ -8,10 +8,15 @@ export const DEFAULTS = {
   ssoTokenHeader: 'x-svc-sso-access-token',
   /** The field of the platform's user that holds its id. */
   userIdField: 'svc_user_id',
-  /** The export poll schedule: the first wait, the longest, and the total. */
+  /**
+   * The export poll schedule: the first wait, the longest, the total, and how fast the waits grow
+   * (each a share of the time waited so far, so a ready export is noticed within about that share
+   * of its preparation time; 100 doubles each wait).
+   */
   pollInitialSeconds: 30,
-  pollMaxSeconds: 1800,
+  pollMaxSeconds: 7200,
   pollBudgetSeconds: 72 * 3600,
+  pollGrowthPercent: 15,
   /** Export attempts per request. */
   exportMaxAttempts: 3,
   /** How long a request waits out transient errors and a platform outage before it fails. */

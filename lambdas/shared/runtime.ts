@@ -183,6 +183,7 @@ export function buildStepDeps(
       initialSeconds: env.POLL_INITIAL_SECONDS,
       maxSeconds: env.POLL_MAX_SECONDS,
       budgetSeconds: env.POLL_BUDGET_SECONDS,
+      growthPercent: env.POLL_GROWTH_PERCENT,
     },
     exportMaxAttempts: env.EXPORT_MAX_ATTEMPTS,
     ...(env.ERASURE_ARCHIVE_KEEP_DAYS === undefined

@@ -49,24 +49,28 @@ describe('worstCasePolls', () => {
   it('spends the budget on the shortest waits of every attempt', () => {
     // Waits per attempt: 10, 20, 40, 40, ... Taken cheapest first across two attempts:
     // 10 10 20 20 40 40 40 (= 180 s, short of 200) and one more 40 cut to the budget: 8 polls.
-    expect(worstCasePolls({ initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 }, 2)).toBe(8);
+    expect(
+      worstCasePolls({ initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 }, 2),
+    ).toBe(8);
     // One attempt: 10 20 40 40 40 40 (= 190) and one more: 7 polls.
-    expect(worstCasePolls({ initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 }, 1)).toBe(7);
+    expect(
+      worstCasePolls({ initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 }, 1),
+    ).toBe(7);
   });
 
   it('counts the default schedule: 30 s doubling to 30 min within 72 h over three attempts', () => {
     // Each attempt: 30+60+120+240+480+960 = 1890 s in 6 polls; three attempts spend 5670 s in 18,
     // and the remaining 253,530 s go in 1800 s waits: 141 (the last one cut short).
-    expect(worstCasePolls({ initialSeconds: 30, maxSeconds: 1800, budgetSeconds: 259_200 }, 3)).toBe(
-      18 + 141,
-    );
+    expect(
+      worstCasePolls({ initialSeconds: 30, maxSeconds: 1800, budgetSeconds: 259_200, growthPercent: 100 }, 3),
+    ).toBe(18 + 141);
   });
 });
 
 describe('worstCaseHistory', () => {
   it('matches a hand count of a small schedule with no retries', () => {
     const budget = worstCaseHistory({
-      schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
+      schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 },
       exportMaxAttempts: 2,
       states: bareStates,
     });
@@ -87,7 +91,7 @@ describe('worstCaseHistory', () => {
   });
 
   it('counts the erasure tail when its retries make it the longer one', () => {
-    const small = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 };
+    const small = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 };
     const bare = worstCaseHistory({ schedule: small, exportMaxAttempts: 2, states: bareStates });
     const verifyRetried = worstCaseHistory({
       schedule: small,
@@ -101,12 +105,12 @@ describe('worstCaseHistory', () => {
 
   it('counts every retry each Retry rule allows, three for a rule that names no MaxAttempts', () => {
     const base = worstCaseHistory({
-      schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
+      schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 },
       exportMaxAttempts: 2,
       states: bareStates,
     });
     const retried = worstCaseHistory({
-      schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
+      schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 },
       exportMaxAttempts: 2,
       states: { ...bareStates, CheckExport: { Type: 'Task', Retry: [{ MaxAttempts: 6 }, {}] } },
     });
@@ -117,7 +121,7 @@ describe('worstCaseHistory', () => {
   });
 
   it('counts the correction path, and takes it when it is the longer one', () => {
-    const schedule = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 };
+    const schedule = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 };
     const base = worstCaseHistory({ schedule, exportMaxAttempts: 2, states: bareStates });
     // A CorrectSubject retried far more than any export path visit: its path is now the longest.
     const retried = worstCaseHistory({
@@ -139,7 +143,7 @@ describe('worstCaseHistory', () => {
 
     expect(() =>
       worstCaseHistory({
-        schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
+        schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 },
         exportMaxAttempts: 1,
         states,
       }),
@@ -156,13 +160,13 @@ describe('worstCaseHistory', () => {
     // One transient retry of 12 attempts (a 6 h horizon), which covers Lambda's service errors too.
     expect(
       worstCaseHistory({
-        schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
+        schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 },
         exportMaxAttempts: 1,
         states,
       }).events,
     ).toBeGreaterThan(
       worstCaseHistory({
-        schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200 },
+        schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 },
         exportMaxAttempts: 1,
         states: bareStates,
       }).events,
@@ -186,7 +190,7 @@ describe('the stack', () => {
     Annotations.fromStack(synthesized).hasInfo(
       '/Test',
       Match.stringLikeRegexp(
-        '^svc-dsr: worst case [0-9,]+ events per execution of 25,000 \\(159 export polls\\)$',
+        '^svc-dsr: worst case [0-9,]+ events per execution of 25,000 \\(151 export polls\\)$',
       ),
     );
   });
@@ -198,7 +202,7 @@ describe('the stack', () => {
 
   it('refuses a schedule whose worst case passes half the history limit, naming the settings to change', () => {
     expect(() => stack({ pollMaxSeconds: 600 })).toThrow(
-      /history events per execution \(\d+ export polls\), more than 50% of the 25,000 Step Functions allows \(received pollInitialSeconds 30, pollMaxSeconds 600, pollBudgetSeconds 259200, exportMaxAttempts 3, retryHorizonHours 6\)\. Fix: raise "pollMaxSeconds" or "pollInitialSeconds", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours"/,
+      /history events per execution \(\d+ export polls\), more than 50% of the 25,000 Step Functions allows \(received pollInitialSeconds 30, pollMaxSeconds 600, pollBudgetSeconds 259200, pollGrowthPercent 15, exportMaxAttempts 3, retryHorizonHours 6\)\. Fix: raise "pollMaxSeconds", "pollInitialSeconds" or "pollGrowthPercent", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours"/,
     );
   });
 });

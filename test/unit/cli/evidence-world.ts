@@ -89,7 +89,7 @@ export async function startEvidenceWorld(start: Date) {
     },
     gate: { admit: unused, report: unused, acquireExport: unused, releaseExport: async () => {} },
     archive: { copy: unused, verify: unused, remove: unused, read: unused, storePackage: unused },
-    schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600 },
+    schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600, growthPercent: 100 },
     exportMaxAttempts: 2,
     retryAfterCapSeconds: 5,
     clock: () => new Date(),

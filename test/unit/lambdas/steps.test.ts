@@ -101,7 +101,7 @@ beforeEach(async () => {
       read: vi.fn(async () => Readable.from([Buffer.alloc(0)])),
       storePackage: vi.fn(async () => ({})),
     },
-    schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600 },
+    schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600, growthPercent: 100 },
     exportMaxAttempts: 2,
     retryAfterCapSeconds: 5,
     clock: () => new Date('2026-11-21T12:00:00Z'),

@@ -137,7 +137,7 @@ async function archivedRequest(requestId: string, archive: Buffer) {
       releaseExport: async () => undefined,
     } as unknown as StepDeps['gate'],
     archive: store,
-    schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600 },
+    schedule: { initialSeconds: 30, maxSeconds: 120, budgetSeconds: 600, growthPercent: 100 },
     exportMaxAttempts: 2,
     retryAfterCapSeconds: 5,
     clock: () => new Date('2026-11-21T12:00:00Z'),

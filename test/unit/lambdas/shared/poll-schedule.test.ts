@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import { jitteredSeconds, nextWaitSeconds, type PollSchedule } from '#shared/config';
+import { DEFAULTS } from '#shared/defaults';
+
+const stackDefault: PollSchedule = {
+  initialSeconds: DEFAULTS.pollInitialSeconds,
+  maxSeconds: DEFAULTS.pollMaxSeconds,
+  budgetSeconds: DEFAULTS.pollBudgetSeconds,
+  growthPercent: DEFAULTS.pollGrowthPercent,
+};
+
+/** The times, from the export's start, at which the schedule polls, without jitter. */
+function pollTimes(schedule: PollSchedule, until: number): number[] {
+  const times: number[] = [];
+  let at = 0;
+  for (let polls = 0; at < until; polls++) {
+    at += nextWaitSeconds(schedule, polls);
+    times.push(at);
+  }
+  return times;
+}
+
+describe('nextWaitSeconds', () => {
+  it('doubles each wait from the first up to the cap at 100% growth', () => {
+    // Arrange
+    const schedule = { initialSeconds: 30, maxSeconds: 600, budgetSeconds: 3600, growthPercent: 100 };
+
+    // Act
+    const waits = Array.from({ length: 8 }, (_, polls) => nextWaitSeconds(schedule, polls));
+
+    // Assert
+    expect(waits).toEqual([30, 60, 120, 240, 480, 600, 600, 600]);
+  });
+
+  it('notices an export ready at any time from 3 minutes to 13 hours within 15% of that time, by default', () => {
+    // Arrange
+    const times = pollTimes(stackDefault, 13 * 3600 + DEFAULTS.pollMaxSeconds);
+
+    // Act: for each moment an export may become ready, the first poll at or after it.
+    const worst = { lateness: 0, readyAt: 0 };
+    for (let readyAt = 180; readyAt <= 13 * 3600; readyAt += 7) {
+      const noticed = times.find((at) => at >= readyAt) ?? Number.POSITIVE_INFINITY;
+      const lateness = (noticed - readyAt) / readyAt;
+      if (lateness > worst.lateness) Object.assign(worst, { lateness, readyAt });
+    }
+
+    // Assert
+    expect(worst.lateness).toBeLessThanOrEqual(0.15 + 30 / 180);
+    expect(worst.lateness).toBeGreaterThan(0);
+    // Past the first minutes the 30-second floor no longer counts: 15% and rounding.
+    const late = times.filter((at) => at > 600);
+    for (let index = 1; index < late.length; index++) {
+      const previous = late[index - 1] ?? 0;
+      const current = late[index] ?? 0;
+      if (current - previous < DEFAULTS.pollMaxSeconds) {
+        expect((current - previous) / previous).toBeLessThanOrEqual(0.16);
+      }
+    }
+  });
+
+  it('never waits less than the first wait nor more than the cap, whatever the growth', () => {
+    for (const growthPercent of [1, 5, 15, 50, 100]) {
+      // Arrange
+      const schedule = { initialSeconds: 45, maxSeconds: 3600, budgetSeconds: 86_400, growthPercent };
+
+      // Act
+      const waits = Array.from({ length: 400 }, (_, polls) => nextWaitSeconds(schedule, polls));
+
+      // Assert
+      expect(Math.min(...waits)).toBe(45);
+      expect(Math.max(...waits)).toBeLessThanOrEqual(3600);
+      for (let index = 1; index < waits.length; index++) {
+        expect(waits[index]).toBeGreaterThanOrEqual(waits[index - 1] ?? 0);
+      }
+    }
+  });
+
+  it('polls a 15-minute export 17 times by default where doubling waits polled it 5 times', () => {
+    // Arrange
+    const doubling = { ...stackDefault, maxSeconds: 1800, growthPercent: 100 };
+
+    // Act
+    const polled = (schedule: PollSchedule) => pollTimes(schedule, 900).length;
+
+    // Assert: the price of noticing a ready export sooner (docs/cost.md).
+    expect([polled(stackDefault), polled(doubling)]).toEqual([17, 5]);
+  });
+
+  it('keeps the jitter above the schedule, so the worst case of polls still holds', () => {
+    // Arrange
+    const wait = nextWaitSeconds(stackDefault, 20);
+
+    // Act
+    const jittered = [0, 0.5, 1].map((draw) => jitteredSeconds(wait, () => draw));
+
+    // Assert
+    expect(jittered[0]).toBe(wait);
+    expect(jittered[2]).toBe(Math.round(wait * 1.2));
+  });
+});
