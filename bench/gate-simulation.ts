@@ -129,6 +129,8 @@ interface Execution {
   startedAt: number;
   executions: number;
   polls: number;
+  /** Seconds waited between polls in all (the ledger's export_waited_seconds), which the schedule runs on. */
+  waited: number;
   events: number;
   transitions: number;
   firstWaitAt?: number;
@@ -371,14 +373,14 @@ async function run(
     ready.set(requestId, clock + (prepLow + (prepHigh - prepLow) * preparation.next()) * MINUTE);
     return { wait_seconds: jitteredSeconds(schedule.initialSeconds, () => random.next()) };
   });
-  const checkExport = (polls: number) =>
+  const checkExport = (waited: number) =>
     step('CheckExport', async (requestId) => {
       await stepGate.admit();
       platformCall();
       const isReady = (ready.get(requestId) ?? Number.POSITIVE_INFINITY) <= clock;
       return {
         ready: isReady,
-        wait_seconds: jitteredSeconds(nextWaitSeconds(schedule, polls), () => random.next()),
+        wait_seconds: jitteredSeconds(nextWaitSeconds(schedule, waited), () => random.next()),
       };
     });
   const archiveExport = step('ArchiveExport', async (requestId) => {
@@ -426,7 +428,7 @@ async function run(
         : execution.phase === 'start'
           ? startExport
           : execution.phase === 'poll'
-            ? checkExport(execution.polls)
+            ? checkExport(execution.waited)
             : archiveExport;
     const answer = answerSchema.parse(await handler({ request_id: id, execution: 'run' }));
     visit(execution);
@@ -480,6 +482,7 @@ async function run(
     } else if (execution.phase === 'start') {
       execution.phase = 'poll';
       waitState(execution);
+      execution.waited += answer.wait_seconds ?? 0;
       schedule_(execution, clock + (answer.wait_seconds ?? 0) * 1000);
     } else if (execution.phase === 'poll') {
       execution.polls += 1;
@@ -488,6 +491,7 @@ async function run(
         schedule_(execution, clock);
       } else {
         waitState(execution);
+        execution.waited += answer.wait_seconds ?? 0;
         schedule_(execution, clock + (answer.wait_seconds ?? 0) * 1000);
       }
     } else {
@@ -510,6 +514,7 @@ async function run(
       startedAt,
       executions: 1,
       polls: 0,
+      waited: 0,
       events: EVENTS_PER.execution,
       transitions: 0,
     };

@@ -77,7 +77,7 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
     'a whole number of seconds from 1 to 86400, between pollInitialSeconds and pollBudgetSeconds',
   pollBudgetSeconds: 'a whole number of seconds from 60 to 2592000 (30 days), at least pollMaxSeconds',
   pollGrowthPercent:
-    'a whole number from 1 to 100: each poll wait as a share of the time waited so far (15, the default, notices a ready export within about 15% of its preparation time; 100 doubles each wait)',
+    'a whole number from 1 to 100: each poll wait as a share of the time waited so far (5, the default, notices a ready export within about 5% of its preparation time; 100 doubles each wait)',
   exportMaxAttempts: 'a whole number from 1 to 10',
   archiveMaxExpandedBytes:
     'a whole number of bytes from 1048576 (1 MiB) to 1099511627776 (1 TiB): the most an export archive may expand to before ArchiveExport refuses it with ArchiveTooLargeError (default 4294967296, 4 GiB); docs/cost.md says what one invocation can copy in 15 minutes',

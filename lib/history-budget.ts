@@ -120,13 +120,11 @@ export interface HistoryBudget {
 }
 
 /**
- * Worst-case history events of one execution. Each export attempt restarts the doubling from
- * `initialSeconds`, and the waits of all attempts share one budget, so the most polls come from
- * spending the budget on the shortest waits of every attempt; every Task visit may spend every
- * retry its Retry rules allow.
+ * Worst-case history events of one execution: the most polls the schedule allows (worstCasePolls),
+ * every export attempt, and every Task visit spending every retry its Retry rules allow.
  */
 export function worstCaseHistory(input: HistoryBudgetInput): HistoryBudget {
-  const polls = worstCasePolls(input.schedule, input.exportMaxAttempts);
+  const polls = worstCasePolls(input.schedule);
   const visit = (names: readonly string[]) =>
     names.reduce((sum, name) => sum + stateEvents(input.states, name), 0);
   const waits = platformWaitsBudgeted() * PLATFORM_WAIT_EVENTS;
@@ -140,26 +138,20 @@ export function worstCaseHistory(input: HistoryBudgetInput): HistoryBudget {
 }
 
 /**
- * The most polls the schedule allows in one execution: add the cheapest next wait of any attempt
- * while the waits so far are short of the budget (the last wait is cut to the budget, and the poll
- * after it times out).
+ * The most polls the schedule allows in one execution: every wait as short as the schedule allows
+ * (no jitter, no Retry-After) until the waits reach the budget (the last wait is cut to the budget,
+ * and the poll after it times out). The export attempts share one schedule as they share the
+ * budget, so their number does not change this count.
  */
-export function worstCasePolls(schedule: PollSchedule, exportMaxAttempts: number): number {
-  const pollsOf = Array.from({ length: exportMaxAttempts }, () => 0);
+export function worstCasePolls(schedule: PollSchedule): number {
   let waited = 0;
   let polls = 0;
   while (waited < schedule.budgetSeconds) {
-    let cheapest = 0;
-    for (let attempt = 1; attempt < pollsOf.length; attempt++) {
-      if ((pollsOf[attempt] ?? 0) < (pollsOf[cheapest] ?? 0)) cheapest = attempt;
-    }
-    const wait = nextWaitSeconds(schedule, pollsOf[cheapest] ?? 0);
+    const wait = nextWaitSeconds(schedule, waited);
     if (wait >= schedule.maxSeconds) {
-      // Every attempt now waits the cap: the rest of the budget goes in waits of that length.
-      polls += Math.ceil((schedule.budgetSeconds - waited) / schedule.maxSeconds);
-      break;
+      // Every wait from here is the cap: the rest of the budget goes in waits of that length.
+      return polls + Math.ceil((schedule.budgetSeconds - waited) / schedule.maxSeconds);
     }
-    pollsOf[cheapest] = (pollsOf[cheapest] ?? 0) + 1;
     waited += wait;
     polls += 1;
   }

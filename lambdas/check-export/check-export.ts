@@ -22,8 +22,8 @@ export const checkExportInputSchema = stepInputSchema.extend({
 export type CheckExportInput = z.infer<typeof checkExportInputSchema>;
 
 /**
- * Polls the export once. Pending answers schedule the next wait (doubling, capped, and never
- * shorter than a Retry-After the platform sent); past the total budget the export has timed out.
+ * Polls the export once. Pending answers schedule the next wait (a share of the time waited so far,
+ * capped, and never shorter than a Retry-After the platform sent); past the total budget the export has timed out.
  * The poll is counted in one conditional write that holds only while the request is running with
  * this export pending; when it does not hold, the ledger is read to see what changed.
  */
@@ -94,7 +94,7 @@ export async function checkExport(input: CheckExportInput, deps: StepDeps): Prom
     );
   }
   const wait = Math.min(
-    Math.max(jitteredSeconds(nextWaitSeconds(deps.schedule, polls), deps.random), retryAfter),
+    Math.max(jitteredSeconds(nextWaitSeconds(deps.schedule, waited), deps.random), retryAfter),
     remaining,
   );
   deps.logger.debug('export pending', {

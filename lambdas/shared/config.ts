@@ -149,10 +149,12 @@ export function parseEnv<T extends z.ZodType>(
 }
 
 /**
- * The export poll schedule: waits from `initial` that grow by `growthPercent` of the time waited so
- * far (plus the first wait), capped at `max`, within `budget` in total. A ready export is noticed
- * within about `growthPercent` of the time it took, and the export slot it holds is free that much
- * sooner; 100 doubles each wait.
+ * The export poll schedule: each wait `growthPercent` of the time the request has waited for its
+ * exports so far plus the first wait, at least `initial`, at most `max`, within `budget` in total.
+ * A ready export is noticed within about `growthPercent` of the time it took, so the export slot it
+ * holds is free that much sooner (100 doubles each wait). The schedule runs on the time waited over
+ * every export attempt, as the budget does: an attempt after a failed export does not start again
+ * from the shortest waits, so the attempts together poll no more than one schedule.
  */
 export interface PollSchedule {
   readonly initialSeconds: number;
@@ -161,19 +163,11 @@ export interface PollSchedule {
   readonly growthPercent: number;
 }
 
-/** Seconds to wait before poll number `polls + 1` (the jitter aside). */
-export function nextWaitSeconds(schedule: PollSchedule, polls: number): number {
+/** Seconds to wait before the next poll, once `waitedSeconds` have been waited in all (the jitter aside). */
+export function nextWaitSeconds(schedule: PollSchedule, waitedSeconds: number): number {
   const { initialSeconds, maxSeconds, growthPercent } = schedule;
-  let waited = 0;
-  let wait = Math.min(initialSeconds, maxSeconds);
-  for (let poll = 0; poll <= polls && wait < maxSeconds; poll++) {
-    wait = Math.min(
-      maxSeconds,
-      Math.max(initialSeconds, Math.round(((waited + initialSeconds) * growthPercent) / 100)),
-    );
-    waited += wait;
-  }
-  return wait;
+  const grown = Math.round(((waitedSeconds + initialSeconds) * growthPercent) / 100);
+  return Math.min(maxSeconds, Math.max(initialSeconds, grown));
 }
 
 /** How much longer than the schedule a poll wait may be, at most: a fifth. */

@@ -16,7 +16,7 @@ export const DEFAULTS = {
   pollInitialSeconds: 30,
   pollMaxSeconds: 7200,
   pollBudgetSeconds: 72 * 3600,
-  pollGrowthPercent: 15,
+  pollGrowthPercent: 5,
   /** Export attempts per request. */
   exportMaxAttempts: 3,
   /** How long a request waits out transient errors and a platform outage before it fails. */

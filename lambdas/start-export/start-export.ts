@@ -1,4 +1,4 @@
-import { jitteredSeconds } from '#shared/config';
+import { jitteredSeconds, nextWaitSeconds } from '#shared/config';
 import {
   DsrError,
   exportAttemptsSpentError,
@@ -132,7 +132,7 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
     attempt,
     status: 'pending',
     polls: 0,
-    wait_seconds: jitteredSeconds(deps.schedule.initialSeconds, deps.random),
+    wait_seconds: jitteredSeconds(nextWaitSeconds(deps.schedule, item.export_waited_seconds), deps.random),
     waited_seconds: item.export_waited_seconds,
   };
 }

@@ -40,7 +40,7 @@ describe('parseStackConfig', () => {
       pollInitialSeconds: 30,
       pollMaxSeconds: 7200,
       pollBudgetSeconds: 259_200,
-      pollGrowthPercent: 15,
+      pollGrowthPercent: 5,
       exportMaxAttempts: 3,
       archiveMaxExpandedBytes: 4 * 1024 ** 3,
       accessArchiveRetentionDays: 90,

@@ -1,6 +1,7 @@
 import { App } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
+import { nextWaitSeconds } from '#shared/config';
 import { platformWaitsBudgeted } from '#shared/step-handler';
 import { DsrStack } from '../../lib/dsr-stack.ts';
 import { statesOfDefinition, worstCaseHistory, worstCasePolls } from '../../lib/history-budget.ts';
@@ -46,24 +47,34 @@ const bareStates = {
 };
 
 describe('worstCasePolls', () => {
-  it('spends the budget on the shortest waits of every attempt', () => {
-    // Waits per attempt: 10, 20, 40, 40, ... Taken cheapest first across two attempts:
-    // 10 10 20 20 40 40 40 (= 180 s, short of 200) and one more 40 cut to the budget: 8 polls.
-    expect(
-      worstCasePolls({ initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 }, 2),
-    ).toBe(8);
-    // One attempt: 10 20 40 40 40 40 (= 190) and one more: 7 polls.
-    expect(
-      worstCasePolls({ initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 }, 1),
-    ).toBe(7);
+  it('spends the budget on the shortest waits the schedule allows, one schedule for every attempt', () => {
+    // Arrange: doubling waits 10, 20, 40, 40, ... capped at 40.
+    const schedule = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 };
+
+    // Act
+    const polls = worstCasePolls(schedule);
+
+    // Assert: 10 20 40 40 40 40 (= 190 s, short of 200) and one more cut to the budget: 7 polls.
+    expect(polls).toBe(7);
   });
 
-  it('counts the default schedule: 30 s doubling to 30 min within 72 h over three attempts', () => {
-    // Each attempt: 30+60+120+240+480+960 = 1890 s in 6 polls; three attempts spend 5670 s in 18,
-    // and the remaining 253,530 s go in 1800 s waits: 141 (the last one cut short).
-    expect(
-      worstCasePolls({ initialSeconds: 30, maxSeconds: 1800, budgetSeconds: 259_200, growthPercent: 100 }, 3),
-    ).toBe(18 + 141);
+  it('counts the default schedule: 30 s, then 5% of the time waited, capped at 2 h, within 72 h', () => {
+    // Arrange
+    const schedule = { initialSeconds: 30, maxSeconds: 7200, budgetSeconds: 259_200, growthPercent: 5 };
+    let waited = 0;
+    let belowCap = 0;
+    while (nextWaitSeconds(schedule, waited) < schedule.maxSeconds) {
+      waited += nextWaitSeconds(schedule, waited);
+      belowCap += 1;
+    }
+
+    // Act
+    const polls = worstCasePolls(schedule);
+
+    // Assert: the growing waits reach the cap after about 40 h; the rest goes in 2-hour waits.
+    expect(waited).toBeGreaterThan(39 * 3600);
+    expect(polls).toBe(belowCap + Math.ceil((schedule.budgetSeconds - waited) / schedule.maxSeconds));
+    expect(polls).toBeLessThan(151);
   });
 });
 
@@ -76,7 +87,7 @@ describe('worstCaseHistory', () => {
     });
 
     // execution 2, ResolveSubject 5, AlreadyCompleted? 2, two (StartExport 5 + its Choice 2) 14,
-    // 8 polls of (Wait 3 + CheckExport 5 + ExportReady? 2) = 80,
+    // 7 polls of (Wait 3 + CheckExport 5 + ExportReady? 2) = 70,
     // the longer tail, with no retries the access one: ArchiveExport 5, RequestType? 2,
     // BuildPackage 5 + Choice 2, one more pass (PackageContinues? 2, ContinuePackage 5, Choice 2),
     // RecordExported 5, OutcomeNotRecorded 2, RecordFailure 5, RecordFailedInLedger 5 = 40
@@ -86,8 +97,8 @@ describe('worstCaseHistory', () => {
     // whose message could not be sent: (attempt 5 + Choice 2 + the failed Task 5 + Wait 3) x 300 =
     // 4,500, and the final Fail 2.
     expect(platformWaitsBudgeted()).toBe(46 + 174 + 80);
-    const events = 2 + 5 + 2 + 14 + 80 + 40 + 4_500 + 2;
-    expect(budget).toEqual({ events, polls: 8, fraction: events / 25_000 });
+    const events = 2 + 5 + 2 + 14 + 70 + 40 + 4_500 + 2;
+    expect(budget).toEqual({ events, polls: 7, fraction: events / 25_000 });
   });
 
   it('counts the erasure tail when its retries make it the longer one', () => {
@@ -115,9 +126,9 @@ describe('worstCaseHistory', () => {
       states: { ...bareStates, CheckExport: { Type: 'Task', Retry: [{ MaxAttempts: 6 }, {}] } },
     });
 
-    // Each of the 8 CheckExport visits may make 6 + 3 retries of 3 events each (TaskScheduled,
+    // Each of the 7 CheckExport visits may make 6 + 3 retries of 3 events each (TaskScheduled,
     // TaskStarted, TaskFailed or TaskSucceeded; the state is entered and exited once).
-    expect(retried.events - base.events).toBe(8 * 3 * 9);
+    expect(retried.events - base.events).toBe(7 * 3 * 9);
   });
 
   it('counts the correction path, and takes it when it is the longer one', () => {
@@ -132,9 +143,9 @@ describe('worstCaseHistory', () => {
 
     // Correction path: ResolveSubject 5, AlreadyCompleted? 2, CorrectSubject 5 + 100 retries x 3,
     // its two Choices 4, RecordCorrectedWithChanges 5, OutcomeNotRecorded 2, RecordFailure 5,
-    // RecordFailedInLedger 5 = 333, against the export path's 5 + 2 + 14 + 80 + 40 = 141 (its longest
+    // RecordFailedInLedger 5 = 333, against the export path's 5 + 2 + 14 + 70 + 40 = 131 (its longest
     // tail, the package built in two passes).
-    expect(base.events).toBe(2 + 5 + 2 + 14 + 80 + 40 + 4_500 + 2);
+    expect(base.events).toBe(2 + 5 + 2 + 14 + 70 + 40 + 4_500 + 2);
     expect(retried.events).toBe(2 + 333 + 4_500 + 2);
   });
 
@@ -190,7 +201,7 @@ describe('the stack', () => {
     Annotations.fromStack(synthesized).hasInfo(
       '/Test',
       Match.stringLikeRegexp(
-        '^svc-dsr: worst case [0-9,]+ events per execution of 25,000 \\(151 export polls\\)$',
+        '^svc-dsr: worst case [0-9,]+ events per execution of 25,000 \\(148 export polls\\)$',
       ),
     );
   });
@@ -202,7 +213,7 @@ describe('the stack', () => {
 
   it('refuses a schedule whose worst case passes half the history limit, naming the settings to change', () => {
     expect(() => stack({ pollMaxSeconds: 600 })).toThrow(
-      /history events per execution \(\d+ export polls\), more than 50% of the 25,000 Step Functions allows \(received pollInitialSeconds 30, pollMaxSeconds 600, pollBudgetSeconds 259200, pollGrowthPercent 15, exportMaxAttempts 3, retryHorizonHours 6\)\. Fix: raise "pollMaxSeconds", "pollInitialSeconds" or "pollGrowthPercent", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours"/,
+      /history events per execution \(\d+ export polls\), more than 50% of the 25,000 Step Functions allows \(received pollInitialSeconds 30, pollMaxSeconds 600, pollBudgetSeconds 259200, pollGrowthPercent 5, exportMaxAttempts 3, retryHorizonHours 6\)\. Fix: raise "pollMaxSeconds", "pollInitialSeconds" or "pollGrowthPercent", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours"/,
     );
   });
 });

@@ -48,16 +48,24 @@ beforeAll(async () => {
 });
 
 /** A gate of its own for each test, on the shared table under a fresh name, with room for every call. */
-async function freshGate(settings: Partial<ConstructorParameters<typeof PlatformGate>[2]> = {}) {
+async function freshGate(
+  settings: Partial<ConstructorParameters<typeof PlatformGate>[2]> = {},
+  options: ConstructorParameters<typeof PlatformGate>[3] = {},
+) {
   const table = `gate-${randomUUID()}`;
   await createGateTable(dynamo.client, table);
-  return new PlatformGate(dynamo.client, table, {
-    requestsPerSecond: 1_000,
-    burst: 1_000,
-    maxOpenExports: 100,
-    outageHorizonSeconds: 3_600,
-    ...settings,
-  });
+  return new PlatformGate(
+    dynamo.client,
+    table,
+    {
+      requestsPerSecond: 1_000,
+      burst: 1_000,
+      maxOpenExports: 100,
+      outageHorizonSeconds: 3_600,
+      ...settings,
+    },
+    options,
+  );
 }
 afterAll(async () => {
   await dynamo.close();
@@ -372,7 +380,9 @@ describe('startExport', () => {
 
   it('waits out an open circuit for what the gate asks, stretched at random so the held executions spread', async () => {
     const id = await requestIn({ svc_user_id: 'svc-1' });
-    const gate = await freshGate();
+    // The gate's clock stands still: the circuit stays open however slowly the machine runs.
+    const stoppedAt = Date.now();
+    const gate = await freshGate({}, { now: () => stoppedAt });
     // Five failures in a row from any function open the circuit for its first cool-down, 1 s.
     for (let failure = 0; failure < 5; failure++) await gate.report('down');
     const answerWith = (random: number) =>
@@ -570,11 +580,14 @@ describe('checkExport', () => {
     expect(state).toMatchObject({ status: 'pending', wait_seconds: 90, polls: 1, waited_seconds: 30 });
   });
 
-  it('doubles the wait up to the cap', async () => {
+  it('grows the wait with the time waited in all (doubling at 100%) up to the cap', async () => {
     const id = await requestIn(EXPORT_PENDING);
     const waits = [];
-    for (let poll = 0; poll < 4; poll += 1)
-      waits.push((await checkExport({ request_id: id, waited: 10 }, deps)).wait_seconds);
+    let waited = 30;
+    for (let poll = 0; poll < 4; poll += 1) {
+      waited = (await checkExport({ request_id: id, waited }, deps)).wait_seconds;
+      waits.push(waited);
+    }
     expect(waits).toEqual([60, 120, 120, 120]);
   });
 
@@ -583,7 +596,7 @@ describe('checkExport', () => {
     for (const random of [0, 0.5, 0.999]) {
       const id = await requestIn(EXPORT_PENDING);
       waits.push(
-        (await checkExport({ request_id: id, waited: 10 }, { ...deps, random: () => random })).wait_seconds,
+        (await checkExport({ request_id: id, waited: 30 }, { ...deps, random: () => random })).wait_seconds,
       );
     }
     expect(waits).toEqual([60, 66, 72]);
