@@ -63,9 +63,9 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
     '"COMPLIANCE" (the default), or "GOVERNANCE" only on a test stage that sets "production": false',
   spotId: 'the spot id the platform issued for your site, e.g. "sp_AbC123"',
   platformBaseUrl:
-    'the https base URL of the platform API (svc-api.md {base_url}), e.g. "https://api.example.com/api"',
-  platformExportUrl: 'the https URL of the export service (svc-api.md {export_url})',
-  platformActivityUrl: 'the https URL of the activity service (svc-api.md {activity_url})',
+    'the https base URL of the platform API (docs/platform-api.md {base_url}), e.g. "https://api.example.com/api"',
+  platformExportUrl: 'the https URL of the export service (docs/platform-api.md {export_url})',
+  platformActivityUrl: 'the https URL of the activity service (docs/platform-api.md {activity_url})',
   downloadAllowedHosts:
     'a list of hosts export downloads may come from: "host", "host:port" or "*.example.com" (at least two labels after "*.")',
   existingSecrets:

@@ -112,7 +112,7 @@ export const UNRECORDED_FAILURE_CODE = 'record_failure_failed';
 const REQUEST_ID = { 'request_id.$': '$.request_id', 'execution.$': '$$.Execution.Name' };
 
 /**
- * The data-subject request workflow (DESIGN.md section 4), Standard type, JSONPath. State carries
+ * The data-subject request workflow (docs/design.md, "The workflow"), Standard type, JSONPath. State carries
  * request and step facts only; identifiers stay in the ledger.
  */
 export class DsrWorkflow extends Construct {

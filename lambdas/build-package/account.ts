@@ -4,7 +4,7 @@ import type { RetrievedUser } from '#shared/platform-schemas';
 
 /** The account settings the export leaves out, as retrieve-user (endpoint 3) answers them. */
 export interface AccountSettings {
-  /** Per channel, each notification kind given; a kind not given is sent immediately (svc-api.md). */
+  /** Per channel, each notification kind given; a kind not given is sent immediately (docs/platform-api.md, "The user"). */
   readonly notifications: { readonly email: Record<string, string>; readonly in_app: Record<string, string> };
   readonly privateProfile: boolean | null;
   readonly subscriber: boolean | null;

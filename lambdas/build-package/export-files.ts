@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { InvalidArchiveError } from '#shared/errors';
 
 /**
- * The four files of the platform's export (svc-api.md, "Export archive (.zip) contents"), as the
+ * The four files of the platform's export (docs/platform-api.md, "The export archive"), as the
  * subject package reads them. Only what the package shows is required; everything else passes
  * through, so a field the platform adds later does not break a package (the original files travel
  * untouched in `platform/` anyway).

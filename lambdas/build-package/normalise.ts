@@ -131,7 +131,7 @@ function normaliseProfile(
   };
 }
 
-/** The notification kinds svc-api.md documents; one not set is sent immediately. */
+/** The notification kinds docs/platform-api.md documents; one not set is sent immediately. */
 export const NOTIFICATION_KINDS = [
   'liked_your_message',
   'message_approved',

@@ -45,7 +45,7 @@ export type IntakeResult =
   | { readonly kind: 'quarantined'; readonly reason: string };
 
 /**
- * Judges one intake message (DESIGN.md section 2). Never throws because of what the message holds:
+ * Judges one intake message (docs/design.md, "The request"). Never throws because of what the message holds:
  * every judgement about it is a result, and an unexpected failure quarantines it with the reason.
  * It throws only when an AWS service or the network failed, so the message returns to the queue.
  */

@@ -1,5 +1,5 @@
 /**
- * What an erasure leaves on the platform. Deleting an SSO user (svc-api.md, endpoint 5) deletes the
+ * What an erasure leaves on the platform. Deleting an SSO user (docs/platform-api.md, endpoint 5) deletes the
  * account, its profile and settings; the user's comments remain, linked to a random guest user.
  * "Erased" therefore means the account and what identifies the subject through it, not their words:
  * the erasure's audit record, the completion record, the response notice and `svc-dsr status`

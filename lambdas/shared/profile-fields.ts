@@ -1,6 +1,6 @@
 /**
  * The profile fields a correction request may change, and the platform's own rules for each
- * (svc-api.md, "SSO user"), checked at intake so the platform is never sent a value it would refuse
+ * (docs/platform-api.md, "The user"), checked at intake so the platform is never sent a value it would refuse
  * or silently alter. The rules are written out here rather than shared with the emulator, which is
  * an independent double of the platform.
  */

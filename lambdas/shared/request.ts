@@ -181,7 +181,7 @@ export const REQUEST_CHANNELS = [
 ] as const;
 export type RequestChannel = (typeof REQUEST_CHANNELS)[number];
 
-/** The data-subject request as it arrives on the intake queue (DESIGN.md section 2). */
+/** The data-subject request as it arrives on the intake queue (docs/design.md, "The request"). */
 const requestShapeSchema = z.strictObject({
   request_id: submittedRequestIdSchema,
   type: z.enum(REQUEST_TYPES, { message: 'must be "access", "erasure" or "correction"' }),
@@ -234,7 +234,7 @@ function hasCorrections(payload: { value: unknown }): boolean {
   );
 }
 
-/** The data-subject request as it arrives on the intake queue (DESIGN.md section 2). */
+/** The data-subject request as it arrives on the intake queue (docs/design.md, "The request"). */
 export const dsrRequestSchema = requestShapeSchema
   .refine((request) => request.type !== 'correction' || request.corrections !== undefined, {
     message: 'is required for a correction request: the profile fields to change and their new values',

@@ -3,7 +3,7 @@ import { REQUEST_TYPES, requestIdSchema } from './request.ts';
 
 /**
  * Workflow state: what the execution input and every step's output may carry. Only request facts
- * and step facts: no primary_key, svc_user_id, names, tokens or links (DESIGN.md section 4).
+ * and step facts: no primary_key, svc_user_id, names, tokens or links (docs/design.md, "The parts").
  */
 export const executionInputSchema = z.strictObject({
   request_id: requestIdSchema,

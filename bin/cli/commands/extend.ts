@@ -32,7 +32,7 @@ export interface ExtendResult {
 
 /**
  * Extends an open request's deadline once, with a reason, before the original deadline
- * (DESIGN.md section 6; the ledger's CAN_EXTEND), through the operator function. Refusals are exit 1 with the rule that applied.
+ * (docs/design.md, "Statuses"; the ledger's CAN_EXTEND), through the operator function. Refusals are exit 1 with the rule that applied.
  */
 export async function runExtend(
   context: Pick<CliContext, 'operatorFunction' | 'clock'>,

@@ -72,7 +72,7 @@ export interface VerifyOptions {
   readonly maxEntries?: number;
 }
 
-/** The files svc-api.md documents in every export. */
+/** The files docs/platform-api.md documents in every export. */
 export const REQUIRED_ENTRIES = ['dislikes.json', 'likes.json', 'messages.json', 'profile.json'] as const;
 
 export const copyOptionsSchema = z.object({
