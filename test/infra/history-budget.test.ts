@@ -47,6 +47,7 @@ const bareStates = {
 
 describe('worstCasePolls', () => {
   it('spends the budget on the shortest waits of every attempt', () => {
+    // Act / Assess
     // Waits per attempt: 10, 20, 40, 40, ... Taken cheapest first across two attempts:
     // 10 10 20 20 40 40 40 (= 180 s, short of 200) and one more 40 cut to the budget: 8 polls.
     expect(
@@ -59,6 +60,7 @@ describe('worstCasePolls', () => {
   });
 
   it('counts the default schedule: 30 s doubling to 30 min within 72 h over three attempts', () => {
+    // Act / Assess
     // Each attempt: 30+60+120+240+480+960 = 1890 s in 6 polls; three attempts spend 5670 s in 18,
     // and the remaining 253,530 s go in 1800 s waits: 141 (the last one cut short).
     expect(
@@ -69,12 +71,14 @@ describe('worstCasePolls', () => {
 
 describe('worstCaseHistory', () => {
   it('matches a hand count of a small schedule with no retries', () => {
+    // Act
     const budget = worstCaseHistory({
       schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 },
       exportMaxAttempts: 2,
       states: bareStates,
     });
 
+    // Assess
     // execution 2, ResolveSubject 5, AlreadyCompleted? 2, two (StartExport 5 + its Choice 2) 14,
     // 8 polls of (Wait 3 + CheckExport 5 + ExportReady? 2) = 80,
     // the longer tail, with no retries the access one: ArchiveExport 5, RequestType? 2,
@@ -91,7 +95,10 @@ describe('worstCaseHistory', () => {
   });
 
   it('counts the erasure tail when its retries make it the longer one', () => {
+    // Prepare
     const small = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 };
+
+    // Act
     const bare = worstCaseHistory({ schedule: small, exportMaxAttempts: 2, states: bareStates });
     const verifyRetried = worstCaseHistory({
       schedule: small,
@@ -99,11 +106,13 @@ describe('worstCaseHistory', () => {
       states: { ...bareStates, VerifyErasure: task([3]) },
     });
 
+    // Assess
     // The erasure tail grows from 38 to 38 + 9 = 47, past the access tail's 40.
     expect(verifyRetried.events - bare.events).toBe(47 - 40);
   });
 
   it('counts every retry each Retry rule allows, three for a rule that names no MaxAttempts', () => {
+    // Act
     const base = worstCaseHistory({
       schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 },
       exportMaxAttempts: 2,
@@ -115,13 +124,17 @@ describe('worstCaseHistory', () => {
       states: { ...bareStates, CheckExport: { Type: 'Task', Retry: [{ MaxAttempts: 6 }, {}] } },
     });
 
+    // Assess
     // Each of the 8 CheckExport visits may make 6 + 3 retries of 3 events each (TaskScheduled,
     // TaskStarted, TaskFailed or TaskSucceeded; the state is entered and exited once).
     expect(retried.events - base.events).toBe(8 * 3 * 9);
   });
 
   it('counts the correction path, and takes it when it is the longer one', () => {
+    // Prepare
     const schedule = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 };
+
+    // Act
     const base = worstCaseHistory({ schedule, exportMaxAttempts: 2, states: bareStates });
     // A CorrectSubject retried far more than any export path visit: its path is now the longest.
     const retried = worstCaseHistory({
@@ -130,6 +143,7 @@ describe('worstCaseHistory', () => {
       states: { ...bareStates, CorrectSubject: task([100]) },
     });
 
+    // Assess
     // Correction path: ResolveSubject 5, AlreadyCompleted? 2, CorrectSubject 5 + 100 retries x 3,
     // its two Choices 4, RecordCorrectedWithChanges 5, OutcomeNotRecorded 2, RecordFailure 5,
     // RecordFailedInLedger 5 = 333, against the export path's 5 + 2 + 14 + 80 + 40 = 141 (its longest
@@ -139,8 +153,10 @@ describe('worstCaseHistory', () => {
   });
 
   it('refuses a workflow that lacks a state it counts', () => {
+    // Prepare
     const { CheckExport: _gone, ...states } = bareStates;
 
+    // Act / Assess
     expect(() =>
       worstCaseHistory({
         schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 },
@@ -151,7 +167,10 @@ describe('worstCaseHistory', () => {
   });
 
   it('reads the retries of the synthesized workflow', () => {
+    // Act
     const template = Template.fromStack(stack()).toJSON();
+
+    // Assess
     const [machine] = Object.values(
       template.Resources as Record<string, { Type: string; Properties: { DefinitionString: unknown } }>,
     ).filter((resource) => resource.Type === 'AWS::StepFunctions::StateMachine');
@@ -185,8 +204,10 @@ describe('worstCaseHistory', () => {
 
 describe('the stack', () => {
   it('prints the worst case of the default schedule at synth', () => {
+    // Act
     const synthesized = stack();
 
+    // Assess
     Annotations.fromStack(synthesized).hasInfo(
       '/Test',
       Match.stringLikeRegexp(
@@ -196,11 +217,13 @@ describe('the stack', () => {
   });
 
   it('counts a longer retry horizon, and refuses one the history cannot hold', () => {
+    // Act / Assess
     expect(() => stack({ retryHorizonHours: 6 })).not.toThrow();
     expect(() => stack({ retryHorizonHours: 48 })).toThrow(/retryHorizonHours 48\)/);
   });
 
   it('refuses a schedule whose worst case passes half the history limit, naming the settings to change', () => {
+    // Act / Assess
     expect(() => stack({ pollMaxSeconds: 600 })).toThrow(
       /history events per execution \(\d+ export polls\), more than 50% of the 25,000 Step Functions allows \(received pollInitialSeconds 30, pollMaxSeconds 600, pollBudgetSeconds 259200, pollGrowthPercent 15, exportMaxAttempts 3, retryHorizonHours 6\)\. Fix: raise "pollMaxSeconds", "pollInitialSeconds" or "pollGrowthPercent", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours"/,
     );

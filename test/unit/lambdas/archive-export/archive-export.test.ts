@@ -7,6 +7,7 @@ useStepWorld();
 
 describe('archiveExport', () => {
   it('copies, verifies and records the archive in one ledger write', async () => {
+    // Prepare
     const id = await requestIn({
       svc_user_id: 'svc-1',
       export_id: 'exp-1',
@@ -19,6 +20,8 @@ describe('archiveExport', () => {
       link: new URL('https://cdn.example.com/x.zip'),
     } as never);
     const writes = vi.spyOn(ledger, 'update');
+
+    // Act / Assess
     try {
       await expect(archiveExport({ request_id: id }, deps)).resolves.toEqual({
         key: archiveKey(id, 1),
@@ -38,6 +41,7 @@ describe('archiveExport', () => {
   });
 
   it('records nothing when the stored zip fails verification', async () => {
+    // Prepare
     const id = await requestIn({
       svc_user_id: 'svc-1',
       export_id: 'exp-1',
@@ -49,18 +53,26 @@ describe('archiveExport', () => {
       link: new URL('https://cdn.example.com/x.zip'),
     } as never);
     vi.mocked(deps.archive.verify).mockRejectedValueOnce(new InvalidArchiveError('profile.json is missing'));
+
+    // Act / Assess
     await expect(archiveExport({ request_id: id }, deps)).rejects.toBeInstanceOf(InvalidArchiveError);
     expect((await ledger.require(id)).archive).toBeUndefined();
   });
 
   it('refuses to archive an export that has not completed', async () => {
+    // Prepare
     const id = await requestIn(EXPORT_PENDING);
+
+    // Act / Assess
     await expect(archiveExport({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
     expect(deps.archive.copy).not.toHaveBeenCalled();
   });
 
   it('returns the recorded archive without downloading again', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived });
+
+    // Act / Assess
     await expect(archiveExport({ request_id: id }, deps)).resolves.toEqual({
       key: 'k',
       bytes: 10,

@@ -41,6 +41,7 @@ describe('buildSubjectPackage', () => {
   }
 
   it('builds from the verified archive, stores the package and records it once, with a leap-second receipt time', async () => {
+    // Prepare
     const id = await archivedAccess({ received_at: '2016-12-31t23:59:60z' });
     vi.mocked(deps.archive.read).mockResolvedValue(Readable.from([await exportZip()]));
     const stored: Buffer[] = [];
@@ -51,8 +52,10 @@ describe('buildSubjectPackage', () => {
       return { versionId: 'v-1' };
     });
 
+    // Act
     const output = await buildSubjectPackage({ request_id: id }, deps);
 
+    // Assess
     expect(deps.archive.read).toHaveBeenCalledWith('k', { bytes: 10, sha256: 'ab' });
     expect(stored).toHaveLength(1);
     expect(output).toEqual({
@@ -81,15 +84,20 @@ describe('buildSubjectPackage', () => {
   });
 
   it('refuses an erasure request: it gets no subject package', async () => {
+    // Prepare
     const id = await requestIn({ ...EXPORT_PENDING, archive: archived }, 'erasure');
+
+    // Act / Assess
     await expect(buildSubjectPackage({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
     expect(deps.archive.read).not.toHaveBeenCalled();
   });
 
   it('stores nothing when the archive no longer matches the ledger', async () => {
+    // Prepare
     const id = await archivedAccess();
     vi.mocked(deps.archive.read).mockRejectedValue(new InvalidArchiveError('no longer matches the ledger'));
 
+    // Act / Assess
     await expect(buildSubjectPackage({ request_id: id }, deps)).rejects.toBeInstanceOf(InvalidArchiveError);
 
     expect(deps.archive.storePackage).not.toHaveBeenCalled();
@@ -97,6 +105,7 @@ describe('buildSubjectPackage', () => {
   });
 
   it('removes the package it stored when the request was cancelled meanwhile', async () => {
+    // Prepare
     const id = await archivedAccess();
     vi.mocked(deps.archive.read).mockResolvedValue(Readable.from([await exportZip()]));
     vi.mocked(deps.archive.storePackage).mockImplementation(async (_key, body) => {
@@ -107,6 +116,7 @@ describe('buildSubjectPackage', () => {
       return {};
     });
 
+    // Act / Assess
     await expect(buildSubjectPackage({ request_id: id }, deps)).rejects.toBeInstanceOf(RequestCancelledError);
 
     expect(deps.archive.remove).toHaveBeenCalledWith(packageKey(id));

@@ -7,12 +7,16 @@ useStepWorld();
 
 describe('eraseSubject', () => {
   it('refuses to delete before a verified archive exists', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1' }, 'erasure');
+
+    // Act / Assess
     await expect(eraseSubject({ request_id: id }, deps)).rejects.toThrow('no verified archive');
     expect(platform.deleteUser).not.toHaveBeenCalled();
   });
 
   it('never deletes twice', async () => {
+    // Prepare
     const id = await requestIn(
       {
         svc_user_id: 'svc-1',
@@ -21,15 +25,19 @@ describe('eraseSubject', () => {
       },
       'erasure',
     );
+
+    // Act / Assess
     await expect(eraseSubject({ request_id: id }, deps)).resolves.toEqual({ outcome: 'deleted' });
     expect(platform.deleteUser).not.toHaveBeenCalled();
   });
 
   it('records a resumed erasure whose subject is gone as deleted by its own DELETE, without deleting again', async () => {
+    // Prepare
     // A first attempt marked the step `erasing`, sent the DELETE, and stopped before recording it.
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived, step: 'erasing' }, 'erasure');
     platform.retrieveUser.mockResolvedValueOnce({ found: false } as never);
 
+    // Act / Assess
     await expect(eraseSubject({ request_id: id }, deps)).resolves.toEqual({ outcome: 'deleted' });
 
     expect(platform.deleteUser).not.toHaveBeenCalled();
@@ -52,8 +60,10 @@ describe('eraseSubject', () => {
   });
 
   it('deletes on a resumed erasure whose subject is still there', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived, step: 'erasing' }, 'erasure');
 
+    // Act / Assess
     await expect(eraseSubject({ request_id: id }, deps)).resolves.toEqual({ outcome: 'deleted' });
 
     expect(platform.retrieveUser).toHaveBeenCalledTimes(1);
@@ -61,8 +71,10 @@ describe('eraseSubject', () => {
   });
 
   it('deletes without a look first on a first attempt', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived }, 'erasure');
 
+    // Act / Assess
     await expect(eraseSubject({ request_id: id }, deps)).resolves.toEqual({ outcome: 'deleted' });
 
     expect(platform.retrieveUser).not.toHaveBeenCalled();
@@ -70,14 +82,17 @@ describe('eraseSubject', () => {
   });
 
   it('marks erasing before the DELETE and records the deletion with the verifying step', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived, step: 'archiving' }, 'erasure');
     platform.deleteUser.mockImplementationOnce(async () => {
       expect((await ledger.require(id)).step).toBe('erasing');
       return { outcome: 'deleted' as const, status: 200 };
     });
 
+    // Act
     await eraseSubject({ request_id: id }, deps);
 
+    // Assess
     expect(platform.deleteUser).toHaveBeenCalledTimes(1);
     expect(await ledger.require(id)).toMatchObject({
       step: 'verifying',
@@ -106,7 +121,10 @@ describe('eraseSubject', () => {
   });
 
   it('deletes from the current run', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived, executions: 2 }, 'erasure');
+
+    // Act / Assess
     await expect(eraseSubject({ request_id: id, execution: `${id}-retry-2` }, deps)).resolves.toEqual({
       outcome: 'deleted',
     });
@@ -114,7 +132,10 @@ describe('eraseSubject', () => {
   });
 
   it('refuses to erase for an access request', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived }, 'access');
+
+    // Act / Assess
     await expect(eraseSubject({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
   });
 });

@@ -7,11 +7,13 @@ useStepWorld();
 
 describe('recordFailure', () => {
   it('keeps the slot of an export still open on the platform, and gives back one whose export never began', async () => {
+    // Prepare
     const open = await requestIn(EXPORT_PENDING);
     const none = await requestIn({ svc_user_id: 'svc-2' });
     const gate = await freshGate();
     for (const id of [open, none]) await gate.acquireExport(id);
 
+    // Act
     for (const id of [open, none]) {
       await recordFailure(
         { request_id: id, error: { Error: 'ExportTimeoutError', Cause: 'slow' } },
@@ -19,17 +21,23 @@ describe('recordFailure', () => {
       );
     }
 
+    // Assess
     // The platform counts the pending export until it ends: the reconciler drains it, then frees the slot.
     expect(Object.keys(await gate.exportHolders())).toEqual([open]);
   });
 
   it('records the code and a message scrubbed of identifiers', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1-long' });
     const cause = JSON.stringify({
       errorType: 'X',
       errorMessage: 'lookup of subject-pk-77 / svc-1-long failed at https://x.test/a?access_token=zzz',
     });
+
+    // Act
     await recordFailure({ request_id: id, error: { Error: 'PlatformRejectedError', Cause: cause } }, deps);
+
+    // Assess
     const item = await ledger.require(id);
     expect(item.status).toBe('failed');
     expect(item.error?.code).toBe('platform_rejected');
@@ -37,8 +45,13 @@ describe('recordFailure', () => {
   });
 
   it('ends the chain with a final record of the failure, and takes a chain already closed as recorded', async () => {
+    // Prepare
     const id = await requestIn();
+
+    // Act
     await recordFailure({ request_id: id, error: { Error: 'ExportFailedError', Cause: 'failed' } }, deps);
+
+    // Assess
     expect(deps.audit.append).toHaveBeenLastCalledWith(
       id,
       expect.objectContaining({ action: 'request_failed', final: true }),
@@ -50,15 +63,20 @@ describe('recordFailure', () => {
   });
 
   it('keeps the first failure when a redriven execution fails again, and lists the later one', async () => {
+    // Prepare
     const id = await requestIn();
     await recordFailure(
       { request_id: id, error: { Error: 'ExportTimedOutError', Cause: 'waited too long' } },
       deps,
     );
+
+    // Act
     await recordFailure(
       { request_id: id, error: { Error: 'States.Timeout', Cause: 'the execution timed out' } },
       deps,
     );
+
+    // Assess
     const item = await ledger.require(id);
     expect(item.status).toBe('failed');
     expect(item.error).toEqual({ code: 'export_timed_out', message: 'waited too long' });
@@ -68,8 +86,11 @@ describe('recordFailure', () => {
   });
 
   it('leaves a request denied while it ran denied, and ends the execution as ended meanwhile', async () => {
+    // Prepare
     const id = await requestIn();
     await ledger.deny(id, { code: 'identity_not_verified', reason: 'no ID' });
+
+    // Act / Assess
     await expect(
       recordFailure(
         { request_id: id, error: { Error: 'LedgerStateError', Cause: 'the request was denied' } },
@@ -98,8 +119,11 @@ describe('recordFailure', () => {
   });
 
   it('confirms a cancellation instead of recording a failure', async () => {
+    // Prepare
     const id = await requestIn();
     await ledger.update(id, { status: 'cancelled' }, ['running']);
+
+    // Act / Assess
     await expect(
       recordFailure({ request_id: id, error: { Error: 'RequestCancelledError', Cause: '' } }, deps),
     ).resolves.toEqual({ status: 'cancelled', code: 'request_cancelled' });

@@ -7,7 +7,10 @@ useStepWorld();
 
 describe('recordOutcome', () => {
   it('refuses to record an erasure that was not verified', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived }, 'erasure');
+
+    // Act / Assess
     await expect(recordOutcome({ request_id: id, outcome: 'erased' }, deps)).rejects.toBeInstanceOf(
       LedgerStateError,
     );
@@ -15,6 +18,7 @@ describe('recordOutcome', () => {
   });
 
   it("closes an erased request's chain saying what the platform keeps", async () => {
+    // Prepare
     const id = await requestIn(
       {
         svc_user_id: 'svc-1',
@@ -24,7 +28,11 @@ describe('recordOutcome', () => {
       },
       'erasure',
     );
+
+    // Act
     await recordOutcome({ request_id: id, outcome: 'erased' }, deps);
+
+    // Assess
     expect(deps.audit.append).toHaveBeenLastCalledWith(
       id,
       expect.objectContaining({
@@ -40,8 +48,11 @@ describe('recordOutcome', () => {
   });
 
   it('reports a cancellation rather than the missing evidence', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1' }, 'erasure');
     await ledger.update(id, { status: 'cancelled' }, ['running']);
+
+    // Act / Assess
     await expect(recordOutcome({ request_id: id, outcome: 'erased' }, deps)).rejects.toBeInstanceOf(
       RequestCancelledError,
     );
@@ -49,9 +60,14 @@ describe('recordOutcome', () => {
   });
 
   it('writes the final audit record with the on-time fact, reading the ledger only through its write', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived });
     const reads = vi.spyOn(ledger, 'get');
+
+    // Act
     await recordOutcome({ request_id: id, outcome: 'exported' }, deps);
+
+    // Assess
     expect(reads).not.toHaveBeenCalled();
     reads.mockRestore();
     expect(await ledger.require(id)).toMatchObject({ status: 'completed', outcome: 'exported' });
@@ -62,13 +78,14 @@ describe('recordOutcome', () => {
   });
 
   it('writes the final audit record on a re-run after the ledger write, with the facts it kept', async () => {
-    // A first run completed the request in the ledger, then its audit append failed.
+    // Prepare: a first run completed the request in the ledger, then its audit append failed.
     const id = await requestIn({ svc_user_id: 'svc-1', archive: archived });
     vi.mocked(deps.audit.append).mockRejectedValueOnce(new Error('S3 is not answering'));
     await expect(recordOutcome({ request_id: id, outcome: 'exported' }, deps)).rejects.toThrow('S3');
     const completed = await ledger.require(id);
     expect(completed).toMatchObject({ status: 'completed', outcome: 'exported' });
 
+    // Act / Assess: the re-run, months later.
     const later = { ...deps, clock: () => new Date('2027-06-01T00:00:00Z') };
     await expect(recordOutcome({ request_id: id, outcome: 'exported' }, later)).resolves.toEqual({
       status: 'completed',

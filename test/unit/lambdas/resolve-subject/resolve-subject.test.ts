@@ -9,21 +9,30 @@ useStepWorld();
 
 describe('resolveSubject', () => {
   it('stops a cancelled request without calling the platform', async () => {
+    // Prepare
     const id = await requestIn();
     await ledger.update(id, { status: 'cancelled' }, ['running']);
+
+    // Act / Assess
     await expect(resolveSubject({ request_id: id }, deps)).rejects.toBeInstanceOf(RequestCancelledError);
     expect(platform.retrieveUser).not.toHaveBeenCalled();
   });
 
   it('stops a denied request without calling the platform: it is never exported or erased', async () => {
+    // Prepare
     const id = await requestIn();
     await ledger.deny(id, { code: 'identity_not_verified', reason: 'no ID' });
+
+    // Act / Assess
     await expect(resolveSubject({ request_id: id }, deps)).rejects.toThrow('the request was denied');
     expect(platform.retrieveUser).not.toHaveBeenCalled();
   });
 
   it('does not look the subject up again once resolved (after an erasure it would be gone)', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1' });
+
+    // Act / Assess
     await expect(resolveSubject({ request_id: id }, deps)).resolves.toEqual({
       found: true,
       already_completed: false,
@@ -32,8 +41,13 @@ describe('resolveSubject', () => {
   });
 
   it('hashes the subject in the audit record and keeps svc_user_id in the ledger only', async () => {
+    // Prepare
     const id = await requestIn();
+
+    // Act
     await resolveSubject({ request_id: id }, deps);
+
+    // Assess
     expect(deps.audit.append).toHaveBeenCalledWith(
       id,
       expect.objectContaining({
@@ -45,8 +59,11 @@ describe('resolveSubject', () => {
   });
 
   it('moves a received request to running with the subject in one ledger write', async () => {
+    // Prepare
     const id = await requestIn({ status: 'received' });
     const writes = vi.spyOn(ledger, 'update');
+
+    // Act / Assess
     try {
       await resolveSubject({ request_id: id }, deps);
       expect(writes).toHaveBeenCalledTimes(1);
@@ -61,8 +78,11 @@ describe('resolveSubject', () => {
   });
 
   it('records a subject the platform does not know as running, with no id', async () => {
+    // Prepare
     const id = await requestIn({ status: 'received' });
     platform.retrieveUser.mockResolvedValueOnce({ found: false } as never);
+
+    // Act / Assess
     await expect(resolveSubject({ request_id: id }, deps)).resolves.toEqual({
       found: false,
       already_completed: false,
@@ -111,8 +131,11 @@ describe('resolveSubject', () => {
   );
 
   it('looks an ASCII key up once: it has no other spelling', async () => {
+    // Prepare
     const id = await requestIn({ status: 'received' });
     platform.retrieveUser.mockResolvedValue({ found: false } as never);
+
+    // Act / Assess
     await expect(resolveSubject({ request_id: id }, deps)).resolves.toMatchObject({ found: false });
     expect(platform.retrieveUser).toHaveBeenCalledTimes(1);
   });
@@ -129,11 +152,14 @@ describe('resolveSubject', () => {
   });
 
   it('stops when the request is cancelled while the platform answers, and keeps no subject id', async () => {
+    // Prepare
     const id = await requestIn({ status: 'received' });
     platform.retrieveUser.mockImplementationOnce(async () => {
       await ledger.update(id, { status: 'cancelled' }, ['received']);
       return { found: true as const, svcUserId: 'svc-1', user: {} };
     });
+
+    // Act / Assess
     await expect(resolveSubject({ request_id: id }, deps)).rejects.toBeInstanceOf(RequestCancelledError);
     const item = await ledger.require(id);
     expect(item.status).toBe('cancelled');

@@ -19,24 +19,31 @@ useStepWorld();
 
 describe('startExport', () => {
   it('waits for a free export slot without counting an attempt or calling the platform', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1' });
     const gate = await freshGate({ maxOpenExports: 1 });
     await gate.acquireExport('another-request');
     const handler = makeStepHandler(startExportStep, () => ({ ...deps, gate, random: () => 1 }));
 
+    // Act
     const answer = await handler({ request_id: id });
 
+    // Assess
     // The first wait for a slot: 2 s grown by half, 3 s with the jitter at its top; a Step Functions Wait.
     expect(answer).toEqual({ platform_wait: { reason: 'exports', seconds: 3, slot: true } });
     expect(platform.startExport).not.toHaveBeenCalled();
     expect(await ledger.require(id)).toMatchObject({ export_attempts: 0, platform_waits: 1 });
 
+    // Prepare: the other request gives its slot back.
     await gate.releaseExport('another-request');
+
+    // Act / Assess
     expect(await handler({ request_id: id })).toMatchObject({ status: 'pending', attempt: 1 });
     expect(Object.keys(await gate.exportHolders())).toEqual([id]);
   });
 
   it('grows the wait for an export slot from the waits for a slot alone, not from the waits for rate before them', async () => {
+    // Prepare
     // Ten waits for rate slots on the way here: counted all together, the first wait for an export
     // slot would last 2 s x 1.25^11, about 23 s, and sleep through the slots freed meanwhile.
     const id = await requestIn({ svc_user_id: 'svc-1', platform_waits: 10 });
@@ -44,6 +51,7 @@ describe('startExport', () => {
     await gate.acquireExport('another-request');
     const handler = makeStepHandler(startExportStep, () => ({ ...deps, gate, random: () => 1 }));
 
+    // Act / Assess
     expect(await handler({ request_id: id })).toEqual({
       platform_wait: { reason: 'exports', seconds: 3, slot: true },
     });
@@ -54,7 +62,10 @@ describe('startExport', () => {
   });
 
   it('grows the wait for an export slot by a quarter each time, with jitter, up to sixteen hours', () => {
+    // Act
     const waits = Array.from({ length: 60 }, (_, index) => exportSlotWaitSeconds(index + 1, () => 1));
+
+    // Assess
     expect(waits.slice(0, 6)).toEqual([3, 4, 4, 5, 7, 8]);
     // A quarter, not a half: the last requests of a drain sleep past a freed slot by a quarter of
     // their wait so far, not half of it (the mass-drop bench's tail, 127 s with halves, 20 s now).
@@ -70,6 +81,7 @@ describe('startExport', () => {
   });
 
   it("logs through a child of the function's logger that carries the request id and the step", async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1' });
     const gate = await freshGate({ maxOpenExports: 1 });
     await gate.acquireExport('another-request');
@@ -77,14 +89,17 @@ describe('startExport', () => {
     const logger = jsonLogger((line) => lines.push(line));
     const handler = makeStepHandler(startExportStep, () => ({ ...deps, gate, logger }));
 
+    // Act
     await handler({ request_id: id });
 
+    // Assess
     expect(lines.map((line) => JSON.parse(line))).toContainEqual(
       expect.objectContaining({ message: 'platform call waits', request_id: id, step: 'StartExport' }),
     );
   });
 
   it('waits out an open circuit for what the gate asks, stretched at random so the held executions spread', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1' });
     const gate = await freshGate();
     // Five failures in a row from any function open the circuit for its first cool-down, 1 s.
@@ -92,6 +107,7 @@ describe('startExport', () => {
     const answerWith = (random: number) =>
       makeStepHandler(startExportStep, () => ({ ...deps, gate, random: () => random }))({ request_id: id });
 
+    // Act / Assess
     expect(await answerWith(0)).toEqual({ platform_wait: { reason: 'outage', seconds: 1 } });
     expect(await answerWith(1)).toEqual({ platform_wait: { reason: 'outage', seconds: 2 } });
     expect(platform.startExport).not.toHaveBeenCalled();
@@ -115,26 +131,37 @@ describe('startExport', () => {
   });
 
   it('refuses an attempt past the limit without calling the platform', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1', export_attempts: 2, export_status: 'failed' });
+
+    // Act / Assess
     await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(ExportFailedError);
     expect(platform.startExport).not.toHaveBeenCalled();
   });
 
   it('resumes the export under way instead of starting a second one', async () => {
+    // Prepare
     const id = await requestIn({
       svc_user_id: 'svc-1',
       export_attempts: 1,
       export_id: 'exp-9',
       export_status: 'pending',
     });
+
+    // Act
     const state = await startExport({ request_id: id }, deps);
+
+    // Assess
     expect(state).toMatchObject({ export_id: 'exp-9', attempt: 1, status: 'pending' });
     expect(platform.startExport).not.toHaveBeenCalled();
   });
 
   it('counts an uncertain start as a spent attempt and rethrows', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1' });
     platform.startExport.mockRejectedValueOnce(new ExportStartUncertainError('answered 503'));
+
+    // Act / Assess
     await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(ExportStartUncertainError);
     expect(await ledger.require(id)).toMatchObject({ export_attempts: 1, export_status: 'failed' });
     expect(deps.audit.append).toHaveBeenCalledWith(
@@ -167,12 +194,18 @@ describe('startExport', () => {
   });
 
   it('refuses to start before the subject is resolved', async () => {
+    // Prepare
     const id = await requestIn();
+
+    // Act / Assess
     await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(LedgerStateError);
   });
 
   it('does not count a start that never reached the platform or was turned away', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1' });
+
+    // Act / Assess
     for (const refusal of [
       new PlatformUnavailableError('connection refused', undefined),
       new PlatformThrottledError('429', 2),
@@ -198,13 +231,18 @@ describe('startExport', () => {
   });
 
   it('marks the start in flight before the POST', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1' });
     let during: unknown;
     platform.startExport.mockImplementationOnce(async () => {
       during = await ledger.require(id);
       return { exportId: 'exp-9' };
     });
+
+    // Act
     await startExport({ request_id: id }, deps);
+
+    // Assess
     expect(during).toMatchObject({
       export_attempts: 1,
       export_status: 'starting',
@@ -213,6 +251,7 @@ describe('startExport', () => {
   });
 
   it('records a start interrupted in flight as an uncertain, counted attempt before the next one', async () => {
+    // Prepare
     // A process killed with the POST out left the start in flight.
     const id = await requestIn({
       svc_user_id: 'svc-1',
@@ -220,6 +259,8 @@ describe('startExport', () => {
       export_status: 'starting',
       export_start: 'in_flight',
     });
+
+    // Act / Assess
     await expect(startExport({ request_id: id }, deps)).resolves.toMatchObject({ attempt: 2 });
     expect(deps.audit.append).toHaveBeenCalledWith(
       id,
@@ -233,13 +274,18 @@ describe('startExport', () => {
   });
 
   it('says how the attempts went when the limit is reached after an interrupted start', async () => {
+    // Prepare
     const id = await requestIn({
       svc_user_id: 'svc-1',
       export_attempts: 2,
       export_status: 'starting',
       export_start: 'in_flight',
     });
+
+    // Act
     const error = await startExport({ request_id: id }, deps).catch((caught: unknown) => caught);
+
+    // Assess
     expect(error).toBeInstanceOf(ExportStartUnconfirmedError);
     expect(String(error)).toContain(
       '2 start(s) may have reached the platform and the last start was interrupted before the platform answered',
@@ -249,9 +295,12 @@ describe('startExport', () => {
   });
 
   it('ends as no data when the export start finds the subject erased since it was resolved', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1' });
     platform.startExport.mockRejectedValueOnce(new PlatformNotFoundError('startExport: unknown user'));
     platform.retrieveUser.mockResolvedValueOnce({ found: false } as never);
+
+    // Act / Assess
     await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(SubjectNotFoundError);
     expect(await ledger.require(id)).toMatchObject({ export_attempts: 0, export_start: 'refused' });
     expect(deps.audit.append).toHaveBeenCalledWith(
@@ -261,8 +310,11 @@ describe('startExport', () => {
   });
 
   it('keeps a not-found start an error when the subject is still there', async () => {
+    // Prepare
     const id = await requestIn({ svc_user_id: 'svc-1' });
     platform.startExport.mockRejectedValueOnce(new PlatformNotFoundError('startExport: unknown user'));
+
+    // Act / Assess
     await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(PlatformNotFoundError);
   });
 });

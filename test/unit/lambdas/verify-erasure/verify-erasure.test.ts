@@ -7,6 +7,7 @@ useStepWorld();
 
 describe('verifyErasure', () => {
   it('keeps the not-found answer as evidence in one ledger write', async () => {
+    // Prepare
     const id = await requestIn(
       {
         svc_user_id: 'svc-1',
@@ -18,6 +19,8 @@ describe('verifyErasure', () => {
     );
     platform.retrieveUser.mockResolvedValueOnce({ found: false } as never);
     const writes = vi.spyOn(ledger, 'update');
+
+    // Act / Assess
     try {
       await expect(verifyErasure({ request_id: id }, deps)).resolves.toEqual({ verified: true });
       expect(writes).toHaveBeenCalledTimes(1);
@@ -31,6 +34,7 @@ describe('verifyErasure', () => {
   });
 
   it('fails when the platform still knows the subject', async () => {
+    // Prepare
     const id = await requestIn(
       {
         svc_user_id: 'svc-1',
@@ -39,6 +43,8 @@ describe('verifyErasure', () => {
       },
       'erasure',
     );
+
+    // Act / Assess
     await expect(verifyErasure({ request_id: id }, deps)).rejects.toBeInstanceOf(ErasureNotVerifiedError);
     expect((await ledger.require(id)).erasure_verification).toBeUndefined();
     expect(deps.archive.remove).not.toHaveBeenCalled();
