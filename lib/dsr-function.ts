@@ -65,11 +65,11 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
   // The operator function reads a request and applies an operator's ruled change to it.
   operator: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: false, writes: true },
 };
-/** What a function may do with archive objects. */
 /**
- * read: get objects; write: copy exports in (ArchiveExport); package: read the archive's recorded
- * version and put the subject package beside it (BuildPackage); remove: delete an archive with every
- * version (VerifyErasure, once the erasure is verified).
+ * What a function may do with archive objects. read: get objects; write: copy exports in
+ * (ArchiveExport); package: read the archive's recorded version and put the subject package beside
+ * it (BuildPackage); remove: delete an archive with every version (VerifyErasure, once the erasure
+ * is verified).
  */
 export type ArchiveAccess = 'read' | 'write' | 'package' | 'remove';
 

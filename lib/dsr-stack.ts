@@ -92,8 +92,6 @@ const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
  */
 export const PACKAGE_SCRATCH_SIZE = Size.gibibytes(4);
 
-/** The S3 object tag that carries the request type, which the archive lifecycle rules expire by. */
-
 /** The object writes the audit bucket refuses to every role but the record writers'. */
 export const AUDIT_OBJECT_WRITES = [
   's3:PutObject',

@@ -32,6 +32,7 @@ const idOf = (type: string, prefix: string) => {
 
 describe('alarms that speak when things go quiet', () => {
   it('watches the heartbeat of every scheduled function, silence included', () => {
+    // Assess
     const scheduled = ofType('AWS::Events::Rule')
       .filter(([, rule]) => rule.Properties.ScheduleExpression !== undefined)
       .flatMap(([, rule]) => rule.Properties.Targets.map((target: CfnObject) => target.Arn['Fn::GetAtt'][0]))
@@ -60,6 +61,7 @@ describe('alarms that speak when things go quiet', () => {
   });
 
   it('chooses what missing data means for every alarm: only heartbeats breach, pass counts keep their state', () => {
+    // Assess
     for (const alarm of alarms) {
       const expected = alarm.name.endsWith('Silent')
         ? 'breaching'
@@ -83,6 +85,7 @@ describe('alarms that speak when things go quiet', () => {
   });
 
   it('warns of a CCPA receipt confirmation before its date, from the sweep', () => {
+    // Assess
     expect(alarms.find((alarm) => alarm.name === 'ReceiptConfirmationsDueSoon')).toMatchObject({
       MetricName: DEADLINE_METRICS.receiptsDueSoon,
       Namespace: 'svc-dsr',
@@ -97,6 +100,7 @@ describe('alarms that speak when things go quiet', () => {
   });
 
   it('warns of a response or denial notice before its date, and alarms once one is overdue, from the sweep', () => {
+    // Assess
     const sweepCount = (metricName: string) => ({
       MetricName: metricName,
       Namespace: 'svc-dsr',
@@ -119,6 +123,7 @@ describe('alarms that speak when things go quiet', () => {
   });
 
   it('gives the status events a KMS-encrypted failure queue, alarmed on its first message', () => {
+    // Assess
     const queue = idOf('AWS::SQS::Queue', 'StatusEventsFailureQueue');
     expect(resources[queue]?.Properties).toMatchObject({
       KmsMasterKeyId: { 'Fn::GetAtt': [idOf('AWS::KMS::Key', 'DataKey'), 'Arn'] },
@@ -140,6 +145,7 @@ describe('alarms that speak when things go quiet', () => {
   });
 
   it('alarms on the age of the status events not yet published, hours before the source gives them up', () => {
+    // Assess
     const alarm = alarms.find((candidate) => candidate.name === 'StatusEventsIteratorAge');
     expect(alarm).toMatchObject({
       Namespace: 'AWS/Lambda',
@@ -167,11 +173,13 @@ describe('the alarms table of docs/deploy.md', () => {
   };
 
   it('lists every alarm of the stack with the missing-data choice it has, and no other', () => {
+    // Assess
     const synthesized = new Map(alarms.map((alarm) => [documentedName(alarm.name), alarm.TreatMissingData]));
     expect(Object.fromEntries(rows)).toEqual(Object.fromEntries(synthesized));
   });
 
   it('counts the alarms the deploy creates', () => {
+    // Assess
     expect(deploy).toContain(`the alarm topic and ${alarms.length} alarms`);
     expect(deploy).toContain(`each of the ${functionNames.length} functions`);
   });

@@ -30,8 +30,10 @@ function problemsOf(raw: unknown): string[] {
 
 describe('parseStackConfig', () => {
   it('accepts no configuration at all, with placeholder platform settings and documented defaults', () => {
+    // Act
     const config = parseStackConfig(undefined);
 
+    // Assess
     expect(config).toMatchObject({
       spotId: PLACEHOLDERS.spotId,
       platformBaseUrl: PLACEHOLDERS.platformBaseUrl,
@@ -78,8 +80,10 @@ describe('parseStackConfig', () => {
   });
 
   it('accepts the JSON string that `cdk -c svc-dsr=...` passes', () => {
+    // Act
     const config = parseStackConfig(JSON.stringify({ spotId: 'sp_live', exportMaxAttempts: 5 }));
 
+    // Assess
     expect(config.spotId).toBe('sp_live');
     expect(config.exportMaxAttempts).toBe(5);
   });
@@ -140,13 +144,16 @@ describe('parseStackConfig', () => {
   };
 
   it('has a refusal case for every configuration key', () => {
+    // Assess
     expect(Object.keys(invalid).sort()).toEqual([...CONFIG_KEYS].sort());
   });
 
   for (const [key, { value, fix }] of Object.entries(invalid)) {
     it(`refuses an invalid ${key}, naming the key, the value received and the fix`, () => {
+      // Act
       const problems = problemsOf({ [key]: value });
 
+      // Assess
       expect(problems).toHaveLength(1);
       const [problem] = problems;
       expect(problem).toContain(`svc-dsr config "${key}`);
@@ -157,21 +164,26 @@ describe('parseStackConfig', () => {
   }
 
   it('names the entry of a list that is wrong', () => {
+    // Act
     const problems = problemsOf({
       downloadAllowedHosts: ['downloads.example.com', 'https://cdn.example.com/x'],
     });
 
+    // Assess
     expect(problems).toEqual([expect.stringContaining('"downloadAllowedHosts.1"')]);
     expect(problems[0]).toContain('(received "https://cdn.example.com/x")');
   });
 
   it('refuses a wildcard that would allow downloads from a whole top-level domain', () => {
+    // Act
     const problems = problemsOf({ downloadAllowedHosts: ['*.com'] });
 
+    // Assess
     expect(problems[0]).toContain('a wildcard must cover a domain of at least two labels');
   });
 
   it('refuses a poll schedule whose cap is below its first wait or above its budget', () => {
+    // Act / Assess
     expect(problemsOf({ pollInitialSeconds: 600, pollMaxSeconds: 300 })).toEqual([
       expect.stringContaining('"pollMaxSeconds": must be at least pollInitialSeconds (600) (received 300)'),
     ]);
@@ -181,6 +193,7 @@ describe('parseStackConfig', () => {
   });
 
   it('refuses a deadline margin no longer than the outage horizon', () => {
+    // Act / Assess
     expect(problemsOf({ retryHorizonHours: 24, deadlineDueSoonDays: 1 })).toEqual([
       expect.stringContaining('"deadlineDueSoonDays": must be longer than retryHorizonHours (24 h)'),
     ]);
@@ -188,6 +201,7 @@ describe('parseStackConfig', () => {
   });
 
   it('refuses a stage name that is too long, upper-case or ends with a hyphen', () => {
+    // Act / Assess
     for (const stage of ['a-very-long-stage-name', 'Dev', 'dev-', '1dev', '']) {
       expect(problemsOf({ stage })).toEqual([
         expect.stringContaining(`"stage": expected 1-16 lower-case letters`),
@@ -197,6 +211,7 @@ describe('parseStackConfig', () => {
   });
 
   it('refuses GOVERNANCE audit locks in production, naming the value and the fix', () => {
+    // Act / Assess
     expect(problemsOf({ auditLockMode: 'GOVERNANCE' })).toEqual([
       'svc-dsr config "auditLockMode": GOVERNANCE lets anyone allowed s3:BypassGovernanceRetention delete audit records, which production must not allow' +
         ' (stage "dev" is production: "production" is true) (received "GOVERNANCE").' +
@@ -208,6 +223,7 @@ describe('parseStackConfig', () => {
   });
 
   it('treats a stage named prod or production as production whatever the production setting says', () => {
+    // Act / Assess
     for (const stage of ['prod', 'production']) {
       expect(problemsOf({ stage, production: false, auditLockMode: 'GOVERNANCE' })).toEqual([
         expect.stringContaining(
@@ -218,17 +234,21 @@ describe('parseStackConfig', () => {
   });
 
   it('refuses existing secrets that do not name all three', () => {
+    // Act
     const problems = problemsOf({
       existingSecrets: { ssoAccessToken: 'svc-dsr/sso', exportToken: 'svc-dsr/export' },
     });
 
+    // Assess
     expect(problems[0]).toContain('"existingSecrets');
     expect(problems[0]).toMatch(/names of three existing Secrets Manager secrets/);
   });
 
   it('refuses an unknown key and suggests the one a typo meant', () => {
+    // Act
     const problems = problemsOf({ pollMaxSecond: 600, colour: 'blue' });
 
+    // Assess
     expect(problems).toEqual([
       expect.stringContaining(
         '"pollMaxSecond": not a configuration key (received 600). Fix: rename it to "pollMaxSeconds"',
@@ -238,6 +258,7 @@ describe('parseStackConfig', () => {
   });
 
   it('refuses a configuration that is not an object', () => {
+    // Act / Assess
     expect(problemsOf('not json')).toEqual([
       expect.stringContaining('svc-dsr config: expected an object of settings (received "not json")'),
     ]);
@@ -245,6 +266,7 @@ describe('parseStackConfig', () => {
   });
 
   it('refuses a verification list that names "*", a spelling of not verified or a look-alike, saying which and how to fix it', () => {
+    // Act
     const problems = problemsOf({
       verification: {
         methods: {
@@ -257,6 +279,7 @@ describe('parseStackConfig', () => {
       },
     });
 
+    // Assess
     expect(problems).toEqual([
       expect.stringContaining(
         'svc-dsr config "verification.methods.*": "*" is not a method: name each method the stack accepts, e.g. "email_link" (received {"acceptedFor":["access","erasure"]}). Fix: set "verification" in cdk.json',
@@ -275,6 +298,7 @@ describe('parseStackConfig', () => {
   });
 
   it('refuses a verification list that accepts nothing, and two spellings of one method', () => {
+    // Act / Assess
     expect(problemsOf({ verification: { methods: { pending: { acceptedFor: [] } } } })).toEqual([
       expect.stringContaining('"verification.methods": accepts no method for any request type'),
     ]);
@@ -288,6 +312,7 @@ describe('parseStackConfig', () => {
   });
 
   it('keeps a verification list with a method accepted for no type, in canonical spelling', () => {
+    // Act
     const config = parseStackConfig({
       verification: {
         methods: { 'Email-Link': { acceptedFor: ['access', 'erasure'] }, pending: { acceptedFor: [] } },
@@ -295,6 +320,7 @@ describe('parseStackConfig', () => {
       },
     });
 
+    // Assess
     expect(config.verification).toEqual({
       methods: { email_link: { acceptedFor: ['access', 'erasure'] }, pending: { acceptedFor: [] } },
       maxAgeDays: 14,
@@ -302,6 +328,7 @@ describe('parseStackConfig', () => {
   });
 
   it('refuses the replaced acceptedVerificationMethods key, pointing to verification', () => {
+    // Act / Assess
     expect(problemsOf({ acceptedVerificationMethods: { access: ['*'], erasure: ['*'] } })).toEqual([
       'svc-dsr config "acceptedVerificationMethods": replaced by "verification" (received {"access":["*"],"erasure":["*"]}).' +
         ' Fix: remove it and set "verification" in cdk.json "context": { "svc-dsr": { ... } }: list each method by name' +
@@ -310,13 +337,17 @@ describe('parseStackConfig', () => {
   });
 
   it('lists every problem at once', () => {
+    // Act / Assess
     expect(problemsOf({ spotId: '', exportMaxAttempts: 0, alarmEmail: 'x' })).toHaveLength(3);
   });
 });
 
 describe('defaults', () => {
   it('fills an empty stack config and an unset Lambda environment with the same values', () => {
+    // Act
     const config = parseStackConfig(undefined);
+
+    // Assess
     const env = stepEnvSchema.parse({
       TABLE_NAME: 't',
       ARCHIVE_BUCKET: 'a',
@@ -361,6 +392,7 @@ describe('defaults', () => {
 
 describe('placeholderKeys', () => {
   it('lists every platform setting still on its placeholder', () => {
+    // Act / Assess
     expect(placeholderKeys(parseStackConfig({}))).toEqual([
       'spotId',
       'platformBaseUrl',
@@ -377,17 +409,23 @@ describe('placeholderKeys', () => {
     ['gdpr', 'transfers'],
     ['ccpa', 'sources'],
   ] as const)('reports accessNotice while its %s.%s text is still the placeholder', (law, item) => {
+    // Prepare
     const { accessNotice, ...rest } = productionConfig;
     const placeholder = (PACKAGE_PLACEHOLDERS.information[law] as Record<string, string>)[item];
+
+    // Act
     const config = parseStackConfig({
       ...rest,
       accessNotice: { ...accessNotice, [law]: { ...accessNotice[law], [item]: placeholder } },
     });
+
+    // Assess
     expect(placeholderKeys(config)).toEqual(['accessNotice']);
     expect(placeholderNoticeItems(config.accessNotice)).toEqual([`${law}.${item}`]);
   });
 
   it('takes 2,000 characters for each of the 13 texts and refuses one more, naming the item', () => {
+    // Assess
     const long = 'é'.repeat(2000);
     const fill = (notice: Record<string, string>) =>
       Object.fromEntries(Object.keys(notice).map((key) => [key, long]));
@@ -405,7 +443,10 @@ describe('placeholderKeys', () => {
   });
 
   it('refuses the GDPR-only shape of earlier versions, showing the shape by law', () => {
+    // Act
     const problems = problemsOf({ ...productionConfig, accessNotice: productionConfig.accessNotice.gdpr });
+
+    // Assess
     expect(problems.join('\n')).toMatch(/"accessNotice".*"gdpr": \{.*"ccpa": \{/);
   });
 
@@ -420,19 +461,23 @@ describe('placeholderKeys', () => {
     'accessNotice',
   ] as const) {
     it(`reports ${key} alone when only it is missing`, () => {
+      // Prepare
       const { [key]: _missing, ...rest } = productionConfig;
 
+      // Act / Assess
       expect(placeholderKeys(parseStackConfig(rest))).toEqual([key]);
     });
   }
 
   it('is empty for a complete configuration', () => {
+    // Act / Assess
     expect(placeholderKeys(parseStackConfig(productionConfig))).toEqual([]);
   });
 });
 
 describe('retentionDaysForMonths', () => {
   it('covers the longest run of that many calendar months', () => {
+    // Act / Assess
     expect(retentionDaysForMonths(1)).toBe(31);
     expect(retentionDaysForMonths(12)).toBe(366);
     expect(retentionDaysForMonths(24)).toBe(731);
@@ -442,29 +487,39 @@ describe('retentionDaysForMonths', () => {
 
 describe('the stack and its configuration', () => {
   it('fails synth with the message when cdk.json context is invalid', () => {
+    // Prepare
     const app = new App({
       context: { 'aws:cdk:bundling-stacks': [], 'svc-dsr': { ...productionConfig, auditRetentionMonths: 6 } },
     });
 
+    // Act / Assess
     expect(() => new DsrStack(app, 'Test')).toThrow(
       /svc-dsr config "auditRetentionMonths": .*\(received 6\)\. Fix: set "auditRetentionMonths"/,
     );
   });
 
   it('fails synth on a verification list with "*", and gives intake the configured list', () => {
+    // Prepare
     const refused = new App({
       context: {
         'aws:cdk:bundling-stacks': [],
         'svc-dsr': { ...productionConfig, verification: { methods: { '*': { acceptedFor: ['access'] } } } },
       },
     });
+
+    // Act / Assess
     expect(() => new DsrStack(refused, 'Test')).toThrow(
       /svc-dsr config "verification\.methods\.\*": "\*" is not a method/,
     );
 
+    // Prepare
     const verification = { methods: { id_document: { acceptedFor: ['erasure'] } }, maxAgeDays: 7 };
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+
+    // Act
     const stack = new DsrStack(app, 'Test', { config: { ...productionConfig, verification } });
+
+    // Assess
     Template.fromStack(stack).hasResourceProperties('AWS::Lambda::Function', {
       Environment: { Variables: Match.objectLike({ VERIFICATION_POLICY: JSON.stringify(verification) }) },
     });
@@ -475,17 +530,24 @@ describe('the stack and its configuration', () => {
   });
 
   it('prefers configuration passed as props over context', () => {
+    // Prepare
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [], 'svc-dsr': { spotId: 'sp_context' } } });
 
+    // Act
     const stack = new DsrStack(app, 'Test', { config: productionConfig });
 
+    // Assess
     expect(stack.config.spotId).toBe(productionConfig.spotId);
   });
 
   it('synthesizes with placeholders but warns and adds a rule that makes CloudFormation refuse the deploy', () => {
+    // Prepare
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+
+    // Act
     const stack = new DsrStack(app, 'Test', { config: { ...productionConfig, spotId: undefined } });
 
+    // Assess
     const template = Template.fromStack(stack).toJSON();
     const rule = template.Rules?.RequireDeploymentConfig;
     expect(rule?.Assertions).toEqual([
@@ -500,11 +562,15 @@ describe('the stack and its configuration', () => {
   });
 
   it('locks audit records in GOVERNANCE mode on a test stage and warns at synth that they are not evidence', () => {
+    // Prepare
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+
+    // Act
     const stack = new DsrStack(app, 'Test', {
       config: { ...productionConfig, stage: 'test', production: false, auditLockMode: 'GOVERNANCE' },
     });
 
+    // Assess
     Template.fromStack(stack).hasResourceProperties('AWS::S3::Bucket', {
       ObjectLockConfiguration: { Rule: { DefaultRetention: { Mode: 'GOVERNANCE', Days: 731 } } },
     });
@@ -515,24 +581,34 @@ describe('the stack and its configuration', () => {
   });
 
   it('refuses to synthesize a production stack with GOVERNANCE audit locks', () => {
+    // Prepare
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
 
+    // Act / Assess
     expect(
       () => new DsrStack(app, 'Test', { config: { ...productionConfig, auditLockMode: 'GOVERNANCE' } }),
     ).toThrow(/"auditLockMode": GOVERNANCE .*\(received "GOVERNANCE"\)\. Fix: set "auditLockMode"/);
   });
 
   it('adds no GOVERNANCE warning to a COMPLIANCE stack', () => {
+    // Prepare
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+
+    // Act
     const stack = new DsrStack(app, 'Test', { config: productionConfig });
 
+    // Assess
     Annotations.fromStack(stack).hasNoWarning('/Test', Match.stringLikeRegexp('GOVERNANCE'));
   });
 
   it('adds no such rule once every platform setting is configured', () => {
+    // Prepare
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+
+    // Act
     const stack = new DsrStack(app, 'Test', { config: productionConfig });
 
+    // Assess
     expect(Template.fromStack(stack).toJSON().Rules?.RequireDeploymentConfig).toBeUndefined();
   });
 });
@@ -541,7 +617,10 @@ describe('docs/deploy.md', () => {
   const deployDoc = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
 
   it('documents every configuration key with its default', () => {
+    // Act
     const defaults = parseStackConfig({});
+
+    // Assess
     for (const key of CONFIG_KEYS) {
       const row = deployDoc.split('\n').find((line) => line.startsWith(`| \`${key}\``));
       expect({ key, documented: row !== undefined }).toEqual({ key, documented: true });

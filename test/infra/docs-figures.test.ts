@@ -34,19 +34,27 @@ describe('docs/deploy.md: the history budget as synth prints it', () => {
   const deploy = unwrapped('deploy.md');
 
   it('quotes the line synth prints with the defaults', () => {
+    // Act
     const defaults = historyBudget({});
+
+    // Assess
     expect(defaults.accepted).toBe(true);
     expect(deploy).toContain(`\`${defaults.text}\` with the defaults`);
   });
 
   it('names the longest accepted retry horizon and the first refused, with their figures', () => {
+    // Prepare
     const [, , longest = '', next = ''] =
       /with the default schedule (\d+) h is the longest accepted \(([\d,]+) events; (?:\d+) h comes to ([\d,]+) and is refused\)/.exec(
         deploy,
       ) ?? [];
     const hours = Number(/with the default schedule (\d+) h is the longest/.exec(deploy)?.[1]);
+
+    // Act
     const accepted = historyBudget({ retryHorizonHours: hours });
     const refused = historyBudget({ retryHorizonHours: hours + 1 });
+
+    // Assess
     expect(accepted).toMatchObject({ accepted: true });
     expect(refused).toMatchObject({ accepted: false });
     expect(deploy).toContain(`${hours + 1} h comes to`);
@@ -54,13 +62,18 @@ describe('docs/deploy.md: the history budget as synth prints it', () => {
   });
 
   it('gives the 7-day budget figures with the default schedule and with a 4-hour cap and 10% growth', () => {
+    // Prepare
     const week = 7 * 24 * 3600;
+
+    // Act
     const refused = historyBudget({ pollBudgetSeconds: week });
     const accepted = historyBudget({
       pollBudgetSeconds: week,
       pollMaxSeconds: 14_400,
       pollGrowthPercent: 10,
     });
+
+    // Assess
     expect(refused.accepted).toBe(false);
     expect(accepted.accepted).toBe(true);
     expect(deploy).toContain(
@@ -113,6 +126,7 @@ describe('docs/cost.md', () => {
     };
 
     it.each([1, 10, 28, 42, 56, 121, 148])('matches the formulas for %i checks, and the table', (checks) => {
+      // Act / Assess
       expect(run('access', checks)).toBe(formula('access')(checks));
       expect(run('erasure', checks)).toBe(formula('erasure')(checks));
       expect(cost).toMatch(
@@ -121,6 +135,7 @@ describe('docs/cost.md', () => {
     });
 
     it('matches the measured rows (three pending answers: four checks) and the no_data path', () => {
+      // Assess
       expect(cost).toContain(`| access, export ready after 3 polls | ${run('access', 4)} |`);
       expect(cost).toContain(`| erasure, export ready after 3 polls | ${run('erasure', 4)} |`);
       const noData = transitions((choice) => (choice === 'AlreadyCompleted?' ? 'RecordNoData' : undefined));
@@ -147,6 +162,7 @@ describe('docs/cost.md', () => {
       }));
 
     it('counts the keys, alarms, custom metrics and secrets of the synthesized stack', () => {
+      // Assess
       expect(table).toContain(`| ${count('AWS::KMS::Key') === 2 ? 'two' : count('AWS::KMS::Key')} KMS keys`);
       expect(table).toContain(`| ${count('AWS::CloudWatch::Alarm')} alarms`);
       expect(table).toContain(`| ${count('AWS::CloudWatch::Alarm')} x $0.10 |`);
@@ -165,6 +181,7 @@ describe('docs/cost.md', () => {
     });
 
     it('adds up its rows to its total, each row from its arithmetic', () => {
+      // Assess
       const total = rows.find((row) => row.item.includes('total'));
       const items = rows.filter((row) => !row.item.includes('total'));
       expect(items.length).toBeGreaterThanOrEqual(5);

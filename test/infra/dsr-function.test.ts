@@ -24,8 +24,10 @@ const actions = (list: CfnObject[]) => list.flatMap((statement) => [statement.Ac
 
 describe('DsrFunction', () => {
   it('has only its log stream, X-Ray and nothing else before anything is bound', () => {
+    // Act
     const { stack } = withFunction();
 
+    // Assess
     expect(actions(statements(stack)).sort()).toEqual(
       [
         'logs:CreateLogStream',
@@ -38,9 +40,11 @@ describe('DsrFunction', () => {
   });
 
   it('refuses a second, different value for the same variable', () => {
+    // Prepare
     const { fn } = withFunction();
     fn.bindEnvironment('TABLE_NAME', 'one');
 
+    // Act / Assess
     expect(() => fn.bindEnvironment('TABLE_NAME', 'two')).toThrow(
       'TABLE_NAME is already set to a different value',
     );
@@ -48,8 +52,11 @@ describe('DsrFunction', () => {
   });
 
   it('binds a queue for sending with the key use SQS needs, and none for an unencrypted queue', () => {
+    // Prepare
     const { stack, fn } = withFunction();
     const key = new kms.Key(stack, 'Key');
+
+    // Act
     fn.bindQueue(new sqs.Queue(stack, 'Encrypted', { encryptionMasterKey: key }), 'send', 'OUT_QUEUE_URL');
     fn.bindQueue(
       new sqs.Queue(stack, 'Plain', { encryption: sqs.QueueEncryption.SQS_MANAGED }),
@@ -57,6 +64,7 @@ describe('DsrFunction', () => {
       'OTHER_QUEUE_URL',
     );
 
+    // Assess
     const all = statements(stack);
     expect(actions(all).filter((action) => action === 'sqs:SendMessage')).toHaveLength(2);
     const keyUse = all.filter((statement) =>
@@ -70,10 +78,14 @@ describe('DsrFunction', () => {
   });
 
   it('binds an archive bucket for reading with GetObject and ListBucket only', () => {
+    // Prepare
     const { stack, fn } = withFunction();
     const key = new kms.Key(stack, 'Key');
+
+    // Act
     fn.bindArchiveBucket(new s3.Bucket(stack, 'Bucket', { encryptionKey: key }), 'read');
 
+    // Assess
     const granted = actions(statements(stack)).filter((action) => /^(s3|kms):/.test(action));
     expect(granted.sort()).toEqual(['kms:Decrypt', 's3:GetObject', 's3:ListBucket']);
   });

@@ -51,6 +51,7 @@ const actionsOf = (statement: CfnObject): string[] => [statement.Action].flat();
 
 describe('encryption', () => {
   it('rotates both customer-managed keys and keeps them on stack deletion', () => {
+    // Assess
     const keys = template.findResources('AWS::KMS::Key');
     expect(Object.keys(keys).sort()).toEqual([dataKey, operationsKey].sort());
     for (const key of Object.values(keys)) {
@@ -60,6 +61,7 @@ describe('encryption', () => {
   });
 
   it('encrypts every queue with the data key', () => {
+    // Assess
     const queues = ofType('AWS::SQS::Queue');
     // Intake, its dead-letter queue, quarantine and the status events' failures.
     expect(queues).toHaveLength(4);
@@ -67,12 +69,14 @@ describe('encryption', () => {
   });
 
   it('encrypts the ledger with the data key', () => {
+    // Assess
     template.hasResourceProperties('AWS::DynamoDB::Table', {
       SSESpecification: { SSEEnabled: true, SSEType: 'KMS', KMSMasterKeyId: getAtt(dataKey) },
     });
   });
 
   it('encrypts archives and audit records with the data key (bucket keys on) and access logs with S3 keys', () => {
+    // Assess
     for (const bucket of [archiveBucket, auditBucket]) {
       expect(resources[bucket]?.Properties.BucketEncryption.ServerSideEncryptionConfiguration).toEqual([
         {
@@ -88,6 +92,7 @@ describe('encryption', () => {
   });
 
   it('encrypts the platform secret, execution history, every log group and the alarm topic', () => {
+    // Assess
     template.hasResourceProperties('AWS::SecretsManager::Secret', { KmsKeyId: getAtt(dataKey) });
     template.hasResourceProperties('AWS::StepFunctions::StateMachine', {
       EncryptionConfiguration: { Type: 'CUSTOMER_MANAGED_KMS_KEY', KmsKeyId: getAtt(dataKey) },
@@ -99,6 +104,7 @@ describe('encryption', () => {
   });
 
   it('lets CloudWatch Logs use the operations key only for log groups of this account and region', () => {
+    // Assess
     const policy = resources[operationsKey]?.Properties.KeyPolicy.Statement;
     const logsStatement = policy.find((statement: CfnObject) =>
       JSON.stringify(statement.Principal).includes('logs.'),
@@ -116,6 +122,7 @@ describe('TLS only', () => {
     );
 
   it('refuses non-TLS access to every queue, bucket and the topic', () => {
+    // Assess
     const policies = [
       ...ofType('AWS::SQS::QueuePolicy'),
       ...ofType('AWS::S3::BucketPolicy'),
@@ -133,6 +140,7 @@ describe('TLS only', () => {
 
 describe('queues', () => {
   it('sends intake messages to the dead-letter queue after five receives', () => {
+    // Assess
     template.hasResourceProperties('AWS::SQS::Queue', {
       RedrivePolicy: {
         deadLetterTargetArn: getAtt(idOf('AWS::SQS::Queue', 'IntakeDeadLetterQueue')),
@@ -142,6 +150,7 @@ describe('queues', () => {
   });
 
   it('keeps dead letters and quarantined messages for 14 days', () => {
+    // Assess
     for (const prefix of ['IntakeDeadLetterQueue', 'QuarantineQueue']) {
       expect(resources[idOf('AWS::SQS::Queue', prefix)]?.Properties.MessageRetentionPeriod).toBe(
         14 * 24 * 3600,
@@ -150,6 +159,7 @@ describe('queues', () => {
   });
 
   it('feeds intake from the queue with partial batch responses', () => {
+    // Assess
     template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
       EventSourceArn: getAtt(idOf('AWS::SQS::Queue', 'IntakeQueue')),
       FunctionResponseTypes: ['ReportBatchItemFailures'],
@@ -160,6 +170,7 @@ describe('queues', () => {
 
 describe('ledger', () => {
   it('has point-in-time recovery, deletion protection, the sharded open index carrying only what listing reads, and the ended index of keys', () => {
+    // Assess
     const ledger = template.findResources('AWS::DynamoDB::Table');
     const [table] = Object.values(ledger);
     expect(table?.DeletionPolicy).toBe('Retain');
@@ -192,7 +203,10 @@ describe('ledger', () => {
   });
 
   it('keeps the index of older ledgers beside the open index only while ledgerLegacyStatusIndex is set', () => {
+    // Act
     const migrating = synth({ ...productionConfig, ledgerLegacyStatusIndex: true });
+
+    // Assess
     const [table] = Object.values(migrating.findResources('AWS::DynamoDB::Table'));
 
     expect(table?.Properties.GlobalSecondaryIndexes.map((index: CfnObject) => index.IndexName)).toEqual([
@@ -206,6 +220,7 @@ describe('ledger', () => {
   });
 
   it('lets the functions query the open index, the sweep the ended index too, the wakers the waiters index, and nothing else', () => {
+    // Assess
     const indexArn = (index: string) => ({
       'Fn::Join': ['', [getAtt(idOf('AWS::DynamoDB::Table', 'Ledger')), `/index/${index}`]],
     });
@@ -231,6 +246,7 @@ describe('ledger', () => {
   });
 
   it('lets only the functions that give export slots back read the waiters, oldest first, from the gate table', () => {
+    // Assess
     template.hasResourceProperties('AWS::DynamoDB::Table', {
       KeySchema: [{ AttributeName: GATE_KEY, KeyType: 'HASH' }],
       GlobalSecondaryIndexes: [
@@ -262,6 +278,7 @@ describe('ledger', () => {
 
 describe('buckets', () => {
   it('blocks public access on every bucket and keeps them on stack deletion', () => {
+    // Assess
     const buckets = template.findResources('AWS::S3::Bucket');
     expect(Object.keys(buckets)).toHaveLength(3);
     for (const bucket of Object.values(buckets)) {
@@ -279,6 +296,7 @@ describe('buckets', () => {
   });
 
   it('versions archives and audit records and logs access to both into the log bucket', () => {
+    // Assess
     for (const [bucket, prefix] of [
       [archiveBucket, 'archive/'],
       [auditBucket, 'audit/'],
@@ -291,6 +309,7 @@ describe('buckets', () => {
   });
 
   it('locks audit records in compliance mode for at least 24 months by default', () => {
+    // Assess
     expect(resources[auditBucket]?.Properties).toMatchObject({
       ObjectLockEnabled: true,
       ObjectLockConfiguration: {
@@ -301,14 +320,17 @@ describe('buckets', () => {
   });
 
   it('locks audit records for the configured number of months', () => {
+    // Act
     const longer = synth({ ...productionConfig, auditRetentionMonths: 84 });
 
+    // Assess
     longer.hasResourceProperties('AWS::S3::Bucket', {
       ObjectLockConfiguration: { Rule: { DefaultRetention: { Mode: 'COMPLIANCE', Days: 2557 } } },
     });
   });
 
   it('expires archives by their request-type tag, untagged ones at the longest retention, and purges leftovers', () => {
+    // Assess
     const rules = resources[archiveBucket]?.Properties.LifecycleConfiguration.Rules;
 
     expect(rules).toEqual([
@@ -336,11 +358,14 @@ describe('buckets', () => {
   });
 
   it('follows the configured archive retention per request type', () => {
+    // Act
     const custom = synth({
       ...productionConfig,
       accessArchiveRetentionDays: 45,
       erasureArchiveRetentionDays: 200,
     });
+
+    // Assess
     const bucket = Object.entries(custom.findResources('AWS::S3::Bucket')).find(([id]) =>
       id.startsWith('ArchiveBucket'),
     )?.[1];
@@ -359,6 +384,7 @@ describe('buckets', () => {
   });
 
   it("lets VerifyErasure delete an erasure's archive by default, and not when the stack keeps it, which the lifecycle then expires", () => {
+    // Assess
     const deletes = (statements: CfnObject[]) =>
       statements.filter((statement) => actionsOf(statement).some((action) => action.startsWith('s3:Delete')));
     expect(deletes(statementsOf('VerifyErasure'))).toEqual([
@@ -384,6 +410,7 @@ describe('buckets', () => {
   });
 
   it('keeps access logs as long as the audit records and lets only the logging service write them', () => {
+    // Assess
     expect(resources[accessLogBucket]?.Properties.LifecycleConfiguration.Rules).toContainEqual(
       expect.objectContaining({ Id: 'expire-access-logs', ExpirationInDays: 731 }),
     );
@@ -408,6 +435,7 @@ describe('functions', () => {
   const functions = ofType('AWS::Lambda::Function');
 
   it('runs every function on Node.js 24 arm64, traced, logging JSON to its own log group', () => {
+    // Assess
     expect(functions).toHaveLength(functionNames.length);
     for (const [id, fn] of functions) {
       expect({ id, fn }).toMatchObject({
@@ -424,12 +452,16 @@ describe('functions', () => {
   });
 
   it('keeps function logs for the configured retention', () => {
+    // Act
     const retained = synth({ ...productionConfig, logRetentionDays: 90 });
+
+    // Assess
     const groups = Object.values(retained.findResources('AWS::Logs::LogGroup'));
     expect(groups.map((group) => group.Properties.RetentionInDays)).toEqual(groups.map(() => 90));
   });
 
   it('marks each step Lambda with its DSR_STEP and gives it exactly the step environment', () => {
+    // Assess
     const stepEnv = [
       'ARCHIVE_BUCKET',
       'AUDIT_BUCKET',
@@ -483,6 +515,7 @@ describe('functions', () => {
   });
 
   it("keeps the package settings, every law's texts, on BuildPackage alone as template metadata", () => {
+    // Assess
     const withSettings = Object.values(template.findResources('AWS::Lambda::Function')).filter(
       (fn) => fn.Metadata?.[PACKAGE_SETTINGS_METADATA] !== undefined,
     );
@@ -493,7 +526,10 @@ describe('functions', () => {
   });
 
   it('passes the archive expansion cap to ArchiveExport alone', () => {
+    // Act
     const capped = synth({ ...productionConfig, archiveMaxExpandedBytes: 8 * 1024 ** 3 });
+
+    // Assess
     const archiveExport = Object.values(capped.findResources('AWS::Lambda::Function')).find(
       (fn) => fn.Properties.Environment?.Variables?.DSR_STEP === 'ArchiveExport',
     );
@@ -503,6 +539,7 @@ describe('functions', () => {
   });
 
   it('gives each function only the secrets its calls need', () => {
+    // Assess
     const secretIds = (name: string) => {
       const [, fn] = functions.find(([id]) => id.startsWith(`${name}Function`)) ?? [];
       return Object.keys(fn?.Environment.Variables ?? {})
@@ -525,8 +562,10 @@ describe('functions', () => {
   });
 
   it('passes the platform settings and brand-name overrides through to the steps', () => {
+    // Act
     const renamed = synth({ ...productionConfig, ssoTokenHeader: 'x-acme-sso', userIdField: 'acme_user_id' });
 
+    // Assess
     renamed.hasResourceProperties('AWS::Lambda::Function', {
       Environment: {
         Variables: Match.objectLike({
@@ -542,6 +581,7 @@ describe('functions', () => {
   });
 
   it('gives ArchiveExport and BuildPackage 15 minutes and 1 GiB, and the other steps their worst chain (step-timeouts.test.ts)', () => {
+    // Assess
     for (const [, fn] of functions) {
       const step = fn.Environment.Variables.DSR_STEP;
       if (step === 'ArchiveExport' || step === 'BuildPackage')
@@ -551,6 +591,7 @@ describe('functions', () => {
   });
 
   it('gives BuildPackage 4 GiB of local disk for its sorts, and no other function more than the default', () => {
+    // Assess
     for (const [, fn] of functions) {
       if (fn.Environment?.Variables?.DSR_STEP === 'BuildPackage') {
         expect(fn.EphemeralStorage).toEqual({ Size: 4096 });
@@ -566,6 +607,7 @@ describe('IAM', () => {
   );
 
   it('never grants a wildcard action', () => {
+    // Assess
     for (const { id, statement } of allStatements) {
       const wild = actionsOf(statement).filter((action) => action.includes('*'));
       expect({ id, wild }).toEqual({ id, wild: [] });
@@ -573,11 +615,13 @@ describe('IAM', () => {
   });
 
   it('uses no managed policies', () => {
+    // Assess
     for (const [id, role] of ofType('AWS::IAM::Role'))
       expect({ id, managed: role.ManagedPolicyArns }).toEqual({ id, managed: undefined });
   });
 
   it('grants Resource "*" only for X-Ray, log delivery, listing streams and answering task tokens, which have no resource-level permissions', () => {
+    // Assess
     const unscoped = allStatements
       .filter(({ statement }) => [statement.Resource].flat().includes('*'))
       .flatMap(({ statement }) => actionsOf(statement));
@@ -600,6 +644,7 @@ describe('IAM', () => {
   });
 
   it('lets only ArchiveExport and BuildPackage write archive objects, and only under exports/', () => {
+    // Assess
     const archiveArn = JSON.stringify(getAtt(archiveBucket));
     const archiveWriters = allStatements.filter(
       ({ statement }) =>
@@ -639,6 +684,7 @@ describe('IAM', () => {
   });
 
   it('lets the audit writers put and read records under audit/ but never change retention or delete', () => {
+    // Assess
     const auditArn = JSON.stringify(getAtt(auditBucket));
     for (const name of [...stepNames, 'Intake']) {
       const onAudit = statementsOf(name).filter((statement) =>
@@ -651,6 +697,7 @@ describe('IAM', () => {
   });
 
   it('uses the data key only through the service that stores the data', () => {
+    // Assess
     for (const name of functionNames) {
       const keyStatements = statementsOf(name).filter(
         (statement) =>
@@ -668,6 +715,7 @@ describe('IAM', () => {
   });
 
   it('lets the deadline sweep query the ledger, minimise items, read the audit records and write only the daily manifests of the audit bucket', () => {
+    // Assess
     const statements = statementsOf('DeadlineSweep');
     const actions = statements.flatMap(actionsOf);
     expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual([
@@ -697,6 +745,7 @@ describe('IAM', () => {
   });
 
   it('lets intake start the state machine and send to quarantine, nothing more on SQS and Step Functions', () => {
+    // Assess
     const actions = statementsOf('Intake').flatMap(actionsOf);
     expect(actions.filter((action) => action.startsWith('states:'))).toEqual(['states:StartExecution']);
     expect(actions.filter((action) => action === 'sqs:SendMessage')).toHaveLength(1);
@@ -705,6 +754,7 @@ describe('IAM', () => {
 
 describe('secrets', () => {
   it('creates the platform secret without putting any value in the template', () => {
+    // Assess
     const [[, secret]] = ofType('AWS::SecretsManager::Secret') as [[string, CfnObject]];
     expect(secret.SecretString).toBeUndefined();
     expect(secret.GenerateSecretString?.SecretStringTemplate).toBeUndefined();
@@ -719,6 +769,7 @@ describe('secrets', () => {
   });
 
   it('references existing secrets by name and grants only those secrets and their key', () => {
+    // Act
     const existing = synth({
       ...productionConfig,
       existingSecrets: {
@@ -729,6 +780,7 @@ describe('secrets', () => {
       },
     });
 
+    // Assess
     existing.resourceCountIs('AWS::SecretsManager::Secret', 0);
     existing.hasResourceProperties('AWS::Lambda::Function', {
       Environment: {
@@ -747,6 +799,7 @@ describe('secrets', () => {
 
 describe('state machine', () => {
   it('logs all events without execution data and is traced', () => {
+    // Assess
     template.hasResourceProperties('AWS::StepFunctions::StateMachine', {
       LoggingConfiguration: {
         Level: 'ALL',
@@ -761,6 +814,7 @@ describe('state machine', () => {
   });
 
   it('times out an execution no sooner than the longest a request stays open, with the export budget', () => {
+    // Assess
     // A request may queue for an export slot until its deadline (92 days at the longest); an
     // execution that timed out sooner would be resumed a few times, then stranded.
     const definition = JSON.stringify(ofType('AWS::StepFunctions::StateMachine')[0]?.[1].DefinitionString);
@@ -772,7 +826,10 @@ describe('deadline sweep', () => {
   const sweep = ofType('AWS::Lambda::Function').find(([id]) => id.startsWith('DeadlineSweep'));
 
   it('runs on the configured schedule', () => {
+    // Act
     const every15 = synth({ ...productionConfig, deadlineSweepMinutes: 15 });
+
+    // Assess
     every15.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(15 minutes)' });
     template.hasResourceProperties('AWS::Events::Rule', {
       ScheduleExpression: 'rate(1 hour)',
@@ -781,6 +838,7 @@ describe('deadline sweep', () => {
   });
 
   it('publishes to the metric the overdue alarm watches', () => {
+    // Assess
     const env = sweep?.[1].Environment.Variables;
     expect(env).toMatchObject({ DUE_SOON_DAYS: '7', METRICS_NAMESPACE: 'svc-dsr', METRICS_STACK: 'Test' });
     template.hasResourceProperties('AWS::CloudWatch::Alarm', {
@@ -802,6 +860,7 @@ describe('reconciler', () => {
   const reconciler = ofType('AWS::Lambda::Function').find(([id]) => id.startsWith('Reconciler'));
 
   it('runs on the configured schedule with the configured resume limit', () => {
+    // Assess
     template.hasResourceProperties('AWS::Events::Rule', {
       ScheduleExpression: 'rate(15 minutes)',
       Targets: [Match.objectLike({ Arn: getAtt(reconciler?.[0] ?? '') })],
@@ -815,6 +874,7 @@ describe('reconciler', () => {
   });
 
   it('may read executions, start them, answer export-slot waiters, read and write the ledger and the export slots, append audit records and read the export token, nothing else on those services', () => {
+    // Assess
     const actions = [...new Set(statementsOf('Reconciler').flatMap(actionsOf))];
     expect(actions.filter((action) => action.startsWith('states:')).sort()).toEqual([
       'states:DescribeExecution',
@@ -846,6 +906,7 @@ describe('alarms', () => {
   const topic = idOf('AWS::SNS::Topic', 'AlarmsTopic');
 
   it('sends every alarm and its recovery to the alarm topic', () => {
+    // Assess
     for (const [id, alarm] of alarms) {
       expect({ id, actions: alarm.AlarmActions, ok: alarm.OKActions }).toEqual({
         id,
@@ -856,12 +917,14 @@ describe('alarms', () => {
   });
 
   it('watches the reconciler: stuck requests at once, a platform down for 15 minutes', () => {
+    // Assess
     const byMetric = (name: string) => alarms.find(([, alarm]) => alarm.MetricName === name)?.[1];
     expect(byMetric('StuckRequests')).toMatchObject({ Threshold: 1, Namespace: 'svc-dsr' });
     expect(byMetric('PlatformDownSeconds')).toMatchObject({ Threshold: 900, Namespace: 'svc-dsr' });
   });
 
   it('watches the dead-letter and quarantine queues, failed and timed-out executions', () => {
+    // Assess
     const watched = alarms.map(([, alarm]) => alarm.MetricName);
     expect(watched.filter((name) => name === 'ApproximateNumberOfMessagesVisible')).toHaveLength(3);
     expect(watched).toContain('ExecutionsFailed');
@@ -875,6 +938,7 @@ describe('alarms', () => {
   });
 
   it('warns before it is too late: due-soon requests, a stalled intake queue, throttled or aborted executions, growing queues', () => {
+    // Assess
     const watched = alarms.map(([, alarm]) => alarm.MetricName);
     expect(watched).toEqual(
       expect.arrayContaining(['DueSoonRequests', 'ExecutionThrottled', 'ExecutionsAborted']),
@@ -893,6 +957,7 @@ describe('alarms', () => {
   });
 
   it('alarms at once when a CCPA receipt confirmation is past its confirm-by date, from the sweep', () => {
+    // Assess
     template.hasResourceProperties('AWS::CloudWatch::Alarm', {
       MetricName: 'ReceiptConfirmationsOverdue',
       Namespace: 'svc-dsr',
@@ -908,6 +973,7 @@ describe('alarms', () => {
   });
 
   it('alarms at once on a request that arrived already overdue, and counts deadlines in the configured zone', () => {
+    // Assess
     template.hasResourceProperties('AWS::CloudWatch::Alarm', {
       MetricName: 'OverdueAtIntake',
       Namespace: 'svc-dsr',
@@ -929,6 +995,7 @@ describe('alarms', () => {
   });
 
   it('takes a mass drop in at a steady pace: the intake event source has a maximum concurrency', () => {
+    // Assess
     template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
       ScalingConfig: { MaximumConcurrency: 5 },
       FunctionResponseTypes: ['ReportBatchItemFailures'],
@@ -940,6 +1007,7 @@ describe('alarms', () => {
   });
 
   it('watches errors and throttles of every function', () => {
+    // Assess
     for (const metric of ['Errors', 'Throttles']) {
       const watchedFunctions = alarms
         .filter(([, alarm]) => alarm.MetricName === metric && alarm.Namespace === 'AWS/Lambda')
@@ -953,6 +1021,7 @@ describe('alarms', () => {
   });
 
   it('subscribes the configured e-mail address, and nobody without one', () => {
+    // Assess
     template.hasResourceProperties('AWS::SNS::Subscription', {
       Protocol: 'email',
       Endpoint: productionConfig.alarmEmail,
@@ -965,6 +1034,7 @@ describe('alarms', () => {
 
 describe('status events', () => {
   it('publishes every status change of the ledger, read from its stream, on a bus the stack creates', () => {
+    // Assess
     template.hasResourceProperties('AWS::DynamoDB::Table', {
       StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },
     });
@@ -988,10 +1058,13 @@ describe('status events', () => {
   });
 
   it('publishes on the bus it is given instead, and creates none', () => {
+    // Act
     const given = synth({
       ...productionConfig,
       eventBusArn: 'arn:aws:events:eu-west-1:111122223333:event-bus/privacy',
     });
+
+    // Assess
     given.resourceCountIs('AWS::Events::EventBus', 0);
     given.hasResourceProperties('AWS::IAM::Policy', {
       PolicyDocument: {
@@ -1008,6 +1081,7 @@ describe('status events', () => {
 
 describe('outputs', () => {
   it('exports everything the CLI needs', () => {
+    // Assess
     const outputs = template.toJSON().Outputs as Record<string, { Value: unknown }>;
     expect(Object.keys(outputs).sort()).toEqual(
       [

@@ -43,6 +43,7 @@ describe('function environments at their longest', () => {
   }));
 
   it('fills the package texts to their cap for this check, and none of them reaches an environment', () => {
+    // Assess
     const texts = [
       ...Object.values(stack.config.accessNotice.gdpr),
       ...Object.values(stack.config.accessNotice.ccpa),
@@ -54,14 +55,17 @@ describe('function environments at their longest', () => {
   });
 
   it('measures every function of the stack', () => {
+    // Assess
     expect(budgets.map((budget) => budget.name).sort()).toEqual(Object.keys(stack.functions).sort());
   });
 
   it.each(budgets)('keeps $name within 4,096 bytes: $bytes at most', ({ bytes }) => {
+    // Assess
     expect(bytes).toBeLessThanOrEqual(LAMBDA_ENVIRONMENT_LIMIT_BYTES);
   });
 
   it("quotes BuildPackage's figure in docs/deploy.md", () => {
+    // Assess
     const deploy = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8').replace(
       /\s*\n\s*/g,
       ' ',
@@ -71,6 +75,7 @@ describe('function environments at their longest', () => {
   });
 
   it('counts a queue URL with the longest region, DNS suffix, account and generated name', () => {
+    // Assess
     const intake = budgets.find((budget) => budget.name === 'Intake');
     const queueUrl = intake?.largest.find((entry) => entry.name === 'QUARANTINE_QUEUE_URL');
     // "QUARANTINE_QUEUE_URL":"https://sqs.<region>.<suffix>/<account>/<stack>-<logical id>-<random>"
@@ -86,6 +91,7 @@ describe('function environments at their longest', () => {
 
 describe('the synth check', () => {
   it('fails synth for a function whose environment passes the limit, naming it, its size, the limit and the fix', () => {
+    // Prepare
     const stack = stackOf(productionConfig, 'Test');
     const before = environmentBudgets(stack).find(
       (budget) => budget.path === 'Test/Reconciler/Function/Resource',
@@ -94,12 +100,14 @@ describe('the synth check', () => {
     // A value with quotes: Lambda measures the JSON, where each one takes two bytes.
     stack.functions.Reconciler.bindEnvironment('EXTRA', '"'.repeat(padding / 2));
 
+    // Act / Assess
     expect(() => Template.fromStack(stack)).toThrow(
       /Test\/Reconciler\/Function\/Resource may take 4,1\d\d bytes .* above the 4,096 bytes Lambda allows \(largest: EXTRA \d+.*Fix: /,
     );
   });
 
   it('finds nothing to refuse in a stack whose environments fit', () => {
+    // Act / Assess
     expect(environmentBudgetErrors(stackOf(longestConfig()))).toEqual([]);
   });
 });

@@ -48,18 +48,18 @@ const bareStates = {
 
 describe('worstCasePolls', () => {
   it('spends the budget on the shortest waits the schedule allows, one schedule for every attempt', () => {
-    // Arrange: doubling waits 10, 20, 40, 40, ... capped at 40.
+    // Prepare: doubling waits 10, 20, 40, 40, ... capped at 40.
     const schedule = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 };
 
     // Act
     const polls = worstCasePolls(schedule);
 
-    // Assert: 10 20 40 40 40 40 (= 190 s, short of 200) and one more cut to the budget: 7 polls.
+    // Assess: 10 20 40 40 40 40 (= 190 s, short of 200) and one more cut to the budget: 7 polls.
     expect(polls).toBe(7);
   });
 
   it('counts the default schedule: 30 s, then 5% of the time waited, capped at 2 h, within 72 h', () => {
-    // Arrange
+    // Prepare
     const schedule = { initialSeconds: 30, maxSeconds: 7200, budgetSeconds: 259_200, growthPercent: 5 };
     let waited = 0;
     let belowCap = 0;
@@ -71,7 +71,7 @@ describe('worstCasePolls', () => {
     // Act
     const polls = worstCasePolls(schedule);
 
-    // Assert: the growing waits reach the cap after about 40 h; the rest goes in 2-hour waits.
+    // Assess: the growing waits reach the cap after about 40 h; the rest goes in 2-hour waits.
     expect(waited).toBeGreaterThan(39 * 3600);
     expect(polls).toBe(belowCap + Math.ceil((schedule.budgetSeconds - waited) / schedule.maxSeconds));
     expect(polls).toBeLessThan(151);
@@ -80,12 +80,14 @@ describe('worstCasePolls', () => {
 
 describe('worstCaseHistory', () => {
   it('matches a hand count of a small schedule with no retries', () => {
+    // Act
     const budget = worstCaseHistory({
       schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 },
       exportMaxAttempts: 2,
       states: bareStates,
     });
 
+    // Assess
     // execution 2, ResolveSubject 5, AlreadyCompleted? 2, two (StartExport 5 + its Choice 2) 14,
     // 7 polls of (Wait 3 + CheckExport 5 + ExportReady? 2) = 70,
     // the longer tail, with no retries the access one: ArchiveExport 5, RequestType? 2,
@@ -102,7 +104,10 @@ describe('worstCaseHistory', () => {
   });
 
   it('counts the erasure tail when its retries make it the longer one', () => {
+    // Prepare
     const small = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 };
+
+    // Act
     const bare = worstCaseHistory({ schedule: small, exportMaxAttempts: 2, states: bareStates });
     const verifyRetried = worstCaseHistory({
       schedule: small,
@@ -110,11 +115,13 @@ describe('worstCaseHistory', () => {
       states: { ...bareStates, VerifyErasure: task([3]) },
     });
 
+    // Assess
     // The erasure tail grows from 38 to 38 + 9 = 47, past the access tail's 40.
     expect(verifyRetried.events - bare.events).toBe(47 - 40);
   });
 
   it('counts every retry each Retry rule allows, three for a rule that names no MaxAttempts', () => {
+    // Act
     const base = worstCaseHistory({
       schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 },
       exportMaxAttempts: 2,
@@ -127,12 +134,16 @@ describe('worstCaseHistory', () => {
     });
 
     // Each of the 7 CheckExport visits may make 6 + 3 retries of 3 events each (TaskScheduled,
+    // Assess
     // TaskStarted, TaskFailed or TaskSucceeded; the state is entered and exited once).
     expect(retried.events - base.events).toBe(7 * 3 * 9);
   });
 
   it('counts the correction path, and takes it when it is the longer one', () => {
+    // Prepare
     const schedule = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 };
+
+    // Act
     const base = worstCaseHistory({ schedule, exportMaxAttempts: 2, states: bareStates });
     // A CorrectSubject retried far more than any export path visit: its path is now the longest.
     const retried = worstCaseHistory({
@@ -141,6 +152,7 @@ describe('worstCaseHistory', () => {
       states: { ...bareStates, CorrectSubject: task([100]) },
     });
 
+    // Assess
     // Correction path: ResolveSubject 5, AlreadyCompleted? 2, CorrectSubject 5 + 100 retries x 3,
     // its two Choices 4, RecordCorrectedWithChanges 5, OutcomeNotRecorded 2, RecordFailure 5,
     // RecordFailedInLedger 5 = 333, against the export path's 5 + 2 + 14 + 70 + 40 = 131 (its longest
@@ -150,8 +162,10 @@ describe('worstCaseHistory', () => {
   });
 
   it('refuses a workflow that lacks a state it counts', () => {
+    // Prepare
     const { CheckExport: _gone, ...states } = bareStates;
 
+    // Act / Assess
     expect(() =>
       worstCaseHistory({
         schedule: { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 },
@@ -162,7 +176,10 @@ describe('worstCaseHistory', () => {
   });
 
   it('reads the retries of the synthesized workflow', () => {
+    // Act
     const template = Template.fromStack(stack()).toJSON();
+
+    // Assess
     const [machine] = Object.values(
       template.Resources as Record<string, { Type: string; Properties: { DefinitionString: unknown } }>,
     ).filter((resource) => resource.Type === 'AWS::StepFunctions::StateMachine');
@@ -196,8 +213,10 @@ describe('worstCaseHistory', () => {
 
 describe('the stack', () => {
   it('prints the worst case of the default schedule at synth', () => {
+    // Act
     const synthesized = stack();
 
+    // Assess
     Annotations.fromStack(synthesized).hasInfo(
       '/Test',
       Match.stringLikeRegexp(
@@ -207,11 +226,13 @@ describe('the stack', () => {
   });
 
   it('counts a longer retry horizon, and refuses one the history cannot hold', () => {
+    // Act / Assess
     expect(() => stack({ retryHorizonHours: 6 })).not.toThrow();
     expect(() => stack({ retryHorizonHours: 48 })).toThrow(/retryHorizonHours 48\)/);
   });
 
   it('refuses a schedule whose worst case passes half the history limit, naming the settings to change', () => {
+    // Act / Assess
     expect(() => stack({ pollMaxSeconds: 600 })).toThrow(
       /history events per execution \(\d+ export polls\), more than 50% of the 25,000 Step Functions allows \(received pollInitialSeconds 30, pollMaxSeconds 600, pollBudgetSeconds 259200, pollGrowthPercent 5, exportMaxAttempts 3, retryHorizonHours 6\)\. Fix: raise "pollMaxSeconds", "pollInitialSeconds" or "pollGrowthPercent", or lower "pollBudgetSeconds", "exportMaxAttempts" or "retryHorizonHours"/,
     );

@@ -28,7 +28,10 @@ function logicalIds(config: unknown): Record<string, string> {
 
 describe('logical IDs', () => {
   it('keeps every resource of the production stack under the logical ID it was deployed with', () => {
+    // Prepare
     const pinned = JSON.parse(readFileSync(PINNED, 'utf8')) as Record<string, string>;
+
+    // Act / Assess
     expect(logicalIds(productionConfig)).toEqual(pinned);
   });
 });

@@ -21,11 +21,13 @@ const annotations = Annotations.fromStack(stack);
 
 describe('cdk-nag AwsSolutions', () => {
   it('leaves no error unacknowledged', () => {
+    // Assess
     const errors = annotations.findError('*', AWS_SOLUTIONS);
     expect(errors.map((error) => `${error.id}: ${String(error.entry.data).split('\n')[0]}`)).toEqual([]);
   });
 
   it('leaves no warning unacknowledged', () => {
+    // Assess
     const warnings = annotations.findWarning('*', AWS_SOLUTIONS);
     expect(warnings.map((warning) => `${warning.id}: ${String(warning.entry.data).split('\n')[0]}`)).toEqual(
       [],
@@ -33,6 +35,7 @@ describe('cdk-nag AwsSolutions', () => {
   });
 
   it('acknowledges findings only on single resources, each with a reason and wildcards listed one by one', () => {
+    // Assess
     const template = Template.fromStack(stack).toJSON();
     expect(template.Metadata?.cdk_nag).toBeUndefined();
     const acknowledgements = Object.entries(template.Resources as Record<string, CfnObject>).flatMap(
@@ -50,6 +53,7 @@ describe('cdk-nag AwsSolutions', () => {
   });
 
   it('acknowledges only the findings reviewed in docs/security.md', () => {
+    // Assess
     const template = Template.fromStack(stack).toJSON();
     const ruleIds = new Set(
       Object.values(template.Resources as Record<string, CfnObject>).flatMap((resource) =>
@@ -67,12 +71,14 @@ describe('cdk-nag AwsSolutions', () => {
   });
 
   it('does report a finding it has not been told about (the check is live)', () => {
+    // Act
     const careless = checked((app) => {
       const bare = new Stack(app, 'Careless');
       new sqs.Queue(bare, 'Plain', { encryption: sqs.QueueEncryption.UNENCRYPTED });
       return bare;
     });
 
+    // Assess
     const errors = Annotations.fromStack(careless).findError('*', AWS_SOLUTIONS);
     expect(errors.map((error) => String(error.entry.data))).toContainEqual(
       expect.stringContaining('AwsSolutions-SQS4'),

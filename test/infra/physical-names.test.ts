@@ -97,12 +97,14 @@ describe('physical names', () => {
   const [dev, prod] = synthStages('dev', 'prod') as [CfnObject, CfnObject];
 
   it('gives no retained resource a name that a stack created again after cdk destroy would collide with', () => {
+    // Assess
     const fixed = namesOf(dev).filter((name) => name.retained && !uniquePerCreation(name.value));
 
     expect(fixed).toEqual([]);
   });
 
   it('names the workflow log group under /aws/vendedlogs/states/ with the stack name and its creation GUID', () => {
+    // Assess
     const logGroups = namesOf(dev).filter((name) => name.type === 'AWS::Logs::LogGroup');
 
     expect(logGroups.map((name) => render(name.value))).toEqual([
@@ -113,12 +115,14 @@ describe('physical names', () => {
   });
 
   it('catches a retained resource with a literal name', () => {
+    // Prepare
     const retainedLiteral: CfnObject = {
       Resources: {
         Kept: { Type: 'AWS::SQS::Queue', DeletionPolicy: 'Retain', Properties: { QueueName: 'fixed' } },
       },
     };
 
+    // Act / Assess
     expect(
       namesOf(retainedLiteral).filter((name) => name.retained && !uniquePerCreation(name.value)),
     ).toEqual([
@@ -127,6 +131,7 @@ describe('physical names', () => {
   });
 
   it('shares no physical name between two stages synthesized in one app, and derives every name from the stack name', () => {
+    // Assess
     const devNames = namesOf(dev).map((name) => render(name.value));
     const prodNames = namesOf(prod).map((name) => render(name.value));
 
@@ -138,6 +143,7 @@ describe('physical names', () => {
 
 describe('stackNameForStage', () => {
   it('names the stack svc-dsr-<stage>', () => {
+    // Act / Assess
     expect(stackNameForStage('dev')).toBe('svc-dsr-dev');
     expect(stackNameForStage('prod-eu')).toBe('svc-dsr-prod-eu');
   });

@@ -6,6 +6,7 @@ const resources = synthesizeTemplate().Resources as Record<string, { Type: strin
 
 describe('the secrets the stack creates', () => {
   it('are generated with Secrets Manager defaults, the shape the functions refuse as a placeholder', () => {
+    // Assess
     // isGeneratedPlaceholder (lambdas/shared/secrets.ts) recognises the default: 32 characters
     // of every kind. Other generation settings would need another check, and changing them on a
     // deployed stack would make CloudFormation generate a new value over the key an operator set.

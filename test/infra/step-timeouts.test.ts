@@ -32,6 +32,7 @@ function functionOf(step: StepName): { id: string; timeout: number } {
 
 describe('step timeouts', () => {
   it.each(steps)('gives %s a Lambda timeout of at least its worst chain plus the margin', (step) => {
+    // Assess
     const chain = stepChain(step);
     const { timeout } = functionOf(step);
 
@@ -41,6 +42,7 @@ describe('step timeouts', () => {
   });
 
   it.each(steps)('lets every Task of %s run longer than its Lambda may', (step) => {
+    // Assess
     const { id, timeout } = functionOf(step);
     const arn = localFunctionArn(id);
     const tasks = states.filter((state) => state.Type === 'Task' && JSON.stringify(state).includes(arn));
@@ -49,6 +51,7 @@ describe('step timeouts', () => {
   });
 
   it('gives EraseSubject room for two throttled calls, each retried, waited out and sent twice', () => {
+    // Act / Assess
     // A send: up to 3 s for a rate slot and 10 s before it is abandoned; a call: two sends (a
     // token read afresh); an attempt: two calls; a run: two attempts and a 20 s Retry-After; an
     // invocation: two runs. 2 x (2 x 2 x 2 x 13 + 20) = 248 s.
@@ -57,12 +60,18 @@ describe('step timeouts', () => {
   });
 
   it('grows with the platform call timeout', () => {
+    // Act
     const longer = stepChain('ResolveSubject', { ...DEFAULT_PLATFORM_TIMING, callTimeoutMs: 30_000 });
+
+    // Assess
     expect(longer.timeoutSeconds).toBeGreaterThan(stepChain('ResolveSubject').timeoutSeconds);
   });
 
   it('refuses at synth a chain that Lambda cannot hold, saying which step and the fix', () => {
+    // Prepare
     const slow = { ...DEFAULT_PLATFORM_TIMING, callTimeoutMs: 60_000 };
+
+    // Act / Assess
     expect(() => stepTimeout('EraseSubject', slow)).toThrow(StepTimeoutError);
     expect(() => stepTimeout('EraseSubject', slow)).toThrow(
       /EraseSubject step may need \d+ s .* more than Lambda's 900 s .* Fix: /,

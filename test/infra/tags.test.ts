@@ -32,6 +32,7 @@ function idsOf(type: string, prefix = ''): string[] {
 
 describe('tags', () => {
   it('finds the taggable resources of every kind the stack has', () => {
+    // Assess
     const types = new Set(taggable.map((id) => resources[id]?.Type));
 
     expect(taggable.length).toBeGreaterThan(40);
@@ -53,6 +54,7 @@ describe('tags', () => {
   });
 
   it('tags every taggable resource with the project, the stage and a data classification', () => {
+    // Assess
     const missing = taggable.filter((id) => {
       const tags = tagsOf(id);
       return (
@@ -66,6 +68,7 @@ describe('tags', () => {
   });
 
   it('classifies the queues, the ledger, the archive and audit buckets, the data key and the secrets as personal, the rest as operational', () => {
+    // Assess
     const personal = [
       ...idsOf('AWS::SQS::Queue').filter((id) => !id.startsWith('StatusEventsFailureQueue')),
       ...idsOf('AWS::DynamoDB::Table', 'Ledger'),

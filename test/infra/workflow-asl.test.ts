@@ -44,6 +44,7 @@ const RECORD_OUTCOMES = new Set([
 
 describe('the synthesized state machine', () => {
   it('waits for an export slot by writing its task token into the request waiter item of the gate table', () => {
+    // Assess
     const slotWait = states.StartExportWaitsForSlot as State & { TimeoutSecondsPath?: string };
     const gateTable = Object.entries(template.Resources as Record<string, { Type: string }>).find(
       ([id, resource]) => resource.Type === 'AWS::DynamoDB::Table' && id.startsWith('PlatformGate'),
@@ -71,6 +72,7 @@ describe('the synthesized state machine', () => {
   });
 
   it('sends a found correction to CorrectSubject, never to an export, and records the outcome it answers', () => {
+    // Assess
     expect(states['AlreadyCompleted?']).toMatchObject({
       Choices: expect.arrayContaining([
         { Variable: '$.type', StringEquals: 'correction', Next: 'CorrectSubject' },
@@ -100,6 +102,7 @@ describe('the synthesized state machine', () => {
   });
 
   it('has one task per workflow step invocation', () => {
+    // Assess
     expect(tasks.map(([name]) => name).sort()).toEqual(
       [
         'ArchiveExport',
@@ -122,6 +125,7 @@ describe('the synthesized state machine', () => {
   });
 
   it('retries the retryable names, AWS throttles and Lambda service errors for 6 h with backoff and full jitter, on every task', () => {
+    // Assess
     expect(RETRYABLE_ERRORS).toContain('AwsTransientError');
     for (const [name, state] of tasks) {
       const rules = state.Retry?.filter((rule) => rule.ErrorEquals.includes('PlatformThrottledError')) ?? [];
@@ -150,12 +154,14 @@ describe('the synthesized state machine', () => {
   });
 
   it('never retries on States.ALL', () => {
+    // Assess
     for (const [, state] of tasks) {
       for (const rule of state.Retry ?? []) expect(rule.ErrorEquals).not.toContain('States.ALL');
     }
   });
 
   it('sends every failure of every task except RecordFailure to RecordFailure', () => {
+    // Assess
     const subjectGone = { ErrorEquals: [...NO_DATA_ERRORS], Next: 'RecordNoData', ResultPath: '$.error' };
     // The steps that act on a resolved subject: one gone meanwhile is a no_data answer.
     const exportTasks = new Set(['StartExport', 'CheckExport', 'ArchiveExport', 'CorrectSubject']);
@@ -177,6 +183,7 @@ describe('the synthesized state machine', () => {
   });
 
   it('never retries the archive errors and sends them from ArchiveExport to RecordFailure', () => {
+    // Assess
     const archive = states.ArchiveExport;
     for (const name of ['InvalidArchiveError', 'ArchiveTooLargeError']) {
       expect(TERMINAL_ERRORS).toContain(name);
@@ -189,6 +196,7 @@ describe('the synthesized state machine', () => {
   });
 
   it('records the failure in the ledger itself when RecordFailure cannot run, only while the request is open', () => {
+    // Assess
     expect(states.RecordFailure?.Catch).toEqual([
       { ErrorEquals: ['States.ALL'], Next: 'RecordFailedInLedger', ResultPath: '$.record_failure_error' },
     ]);
@@ -209,6 +217,7 @@ describe('the synthesized state machine', () => {
   });
 
   it('restarts an uncertain export start as a new counted attempt', () => {
+    // Assess
     expect(EXPORT_RESTART_ERRORS).toEqual(['ExportStartUncertainError']);
     const restart = states.StartExport?.Retry?.find((rule) =>
       rule.ErrorEquals.includes('ExportStartUncertainError'),
@@ -217,6 +226,7 @@ describe('the synthesized state machine', () => {
   });
 
   it('waits between polls for the seconds CheckExport chose', () => {
+    // Assess
     expect(states.WaitForExport).toMatchObject({
       Type: 'Wait',
       SecondsPath: '$.export.wait_seconds',
@@ -225,6 +235,7 @@ describe('the synthesized state machine', () => {
   });
 
   it('gives CheckExport the wait it chose and the export StartExport answered', () => {
+    // Assess
     expect(states.CheckExport?.Parameters).toEqual({
       'request_id.$': '$.request_id',
       'execution.$': '$$.Execution.Name',
@@ -234,6 +245,7 @@ describe('the synthesized state machine', () => {
   });
 
   it('gives every step Lambda the name of the execution, so a superseded run can stop itself', () => {
+    // Assess
     for (const [name, state] of tasks) {
       const payload = (state.Parameters?.Payload ?? state.Parameters ?? {}) as Record<string, unknown>;
       if (!('request_id.$' in payload)) continue;
@@ -242,6 +254,7 @@ describe('the synthesized state machine', () => {
   });
 
   it('passes only the request id (and step facts) to the Lambdas', () => {
+    // Assess
     for (const [name, state] of tasks) {
       const payload = JSON.stringify(state.Parameters?.Payload ?? state.Parameters ?? {});
       expect({ name, leaks: /primary_key|svc_user_id|link|token/.test(payload) }).toEqual({
@@ -253,6 +266,7 @@ describe('the synthesized state machine', () => {
   });
 
   it('runs BuildPackage again with the continuation it answered, at most PACKAGE_MAX_PASSES passes, then fails', () => {
+    // Assess
     type ChoiceState = State & {
       Choices?: Record<string, unknown>[];
       Default?: string;

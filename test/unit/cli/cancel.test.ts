@@ -1,24 +1,15 @@
-import {
-  ConditionalCheckFailedException,
-  DynamoDBClient,
-  GetItemCommand,
-  UpdateItemCommand,
-} from '@aws-sdk/client-dynamodb';
-import {
-  ListObjectsV2Command,
-  ListObjectVersionsCommand,
-  PutObjectCommand,
-  S3Client,
-} from '@aws-sdk/client-s3';
-import { ExecutionDoesNotExist, SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
-import { mockClient } from 'aws-sdk-client-mock';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { ExecutionDoesNotExist, StopExecutionCommand } from '@aws-sdk/client-sfn';
+import { describe, expect, it } from 'vitest';
 import { runCancel } from '../../../bin/cli/commands/cancel.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { CliError } from '../../../bin/cli/io.ts';
 import {
+  conditionalFailure,
   ledgerRecord,
   ledgerWrites,
+  mockOperatorClients,
   NOW,
   OPERATOR,
   REQUEST_ID,
@@ -27,26 +18,9 @@ import {
   written,
 } from './helpers.ts';
 
-/** The ledger reads and writes through a plain DynamoDB client; its rules are tested in ledger/rules.test.ts. */
-const ledgerMock = mockClient(DynamoDBClient);
-// Operator actions are appended to the audit chain; an empty chain takes seq 0.
-const s3Mock = mockClient(S3Client);
-const sfnMock = mockClient(SFNClient);
-
-beforeEach(() => {
-  s3Mock.reset();
-  s3Mock.on(ListObjectsV2Command).resolves({});
-  s3Mock.on(PutObjectCommand).resolves({});
-  s3Mock.on(ListObjectVersionsCommand).resolves({});
-  ledgerMock.reset();
-  sfnMock.reset();
-});
+const { ledgerMock, s3Mock, sfnMock } = mockOperatorClients();
 
 const EXECUTION_PREFIX = 'arn:aws:states:eu-west-1:111122223333:execution:dsr:';
-
-function conditionalFailure(): ConditionalCheckFailedException {
-  return new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
-}
 
 async function failure(promise: Promise<unknown>): Promise<CliError> {
   const caught = await promise.then(

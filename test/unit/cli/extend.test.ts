@@ -1,17 +1,13 @@
-import {
-  ConditionalCheckFailedException,
-  DynamoDBClient,
-  GetItemCommand,
-  UpdateItemCommand,
-} from '@aws-sdk/client-dynamodb';
-import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { mockClient } from 'aws-sdk-client-mock';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { describe, expect, it } from 'vitest';
 import { runExtend } from '../../../bin/cli/commands/extend.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import {
+  conditionalFailure,
   ledgerRecord,
   ledgerWrites,
+  mockOperatorClients,
   NOW,
   OPERATOR,
   REQUEST_ID,
@@ -20,17 +16,7 @@ import {
   written,
 } from './helpers.ts';
 
-/** The ledger reads and writes through a plain DynamoDB client; its rules are tested in ledger/rules.test.ts. */
-const ledgerMock = mockClient(DynamoDBClient);
-// Operator actions are appended to the audit chain; an empty chain takes seq 0.
-const s3Mock = mockClient(S3Client);
-
-beforeEach(() => {
-  s3Mock.reset();
-  s3Mock.on(ListObjectsV2Command).resolves({});
-  s3Mock.on(PutObjectCommand).resolves({});
-  ledgerMock.reset();
-});
+const { ledgerMock, s3Mock } = mockOperatorClients();
 
 /** How the subject was told of the extension. */
 const NOTICE = { channel: 'email', at: '2026-11-21T11:00:00Z', reference: 'DSR-1042' };
@@ -134,11 +120,7 @@ describe('runExtend', () => {
       .on(GetItemCommand)
       .resolvesOnce({ Item: storedItem(ledgerRecord()) })
       .resolves({ Item: storedItem(ledgerRecord({ extended: true })) });
-    ledgerMock
-      .on(UpdateItemCommand)
-      .rejects(
-        new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }),
-      );
+    ledgerMock.on(UpdateItemCommand).rejects(conditionalFailure());
     await expect(
       runExtend(testContext(), { requestId: REQUEST_ID, notice: NOTICE, reason: 'r' }, collectingIo()),
     ).rejects.toMatchObject({

@@ -1,10 +1,21 @@
 import { Readable } from 'node:stream';
-import { type AttributeValue, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { S3Client } from '@aws-sdk/client-s3';
+import {
+  type AttributeValue,
+  ConditionalCheckFailedException,
+  DynamoDBClient,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import {
+  ListObjectsV2Command,
+  ListObjectVersionsCommand,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import type { AwsClientStub } from 'aws-sdk-client-mock';
+import { type AwsClientStub, mockClient } from 'aws-sdk-client-mock';
+import { beforeEach } from 'vitest';
 import type { LedgerItem } from '#shared/ledger';
 import { type CliContext, contextFromClients } from '../../../bin/cli/target.ts';
 import type { StackNames } from '../../../lib/stack-outputs.ts';
@@ -114,4 +125,33 @@ export function ledgerWrites(
       // The audit trail's own write of the chain head follows every record: not the command's change.
       .filter((write) => !write.update.includes('#head = :head'))
   );
+}
+
+/**
+ * Mocks of the clients an operator command (cancel, retry, extend) writes through, reset before each
+ * test: the ledger's DynamoDB client (its rules are tested in ledger/rules.test.ts), S3 holding an
+ * empty audit chain (an operator action is appended to it and takes seq 0), and Step Functions.
+ */
+export function mockOperatorClients(): {
+  ledgerMock: AwsClientStub<DynamoDBClient>;
+  s3Mock: AwsClientStub<S3Client>;
+  sfnMock: AwsClientStub<SFNClient>;
+} {
+  const ledgerMock = mockClient(DynamoDBClient);
+  const s3Mock = mockClient(S3Client);
+  const sfnMock = mockClient(SFNClient);
+  beforeEach(() => {
+    s3Mock.reset();
+    s3Mock.on(ListObjectsV2Command).resolves({});
+    s3Mock.on(PutObjectCommand).resolves({});
+    s3Mock.on(ListObjectVersionsCommand).resolves({});
+    ledgerMock.reset();
+    sfnMock.reset();
+  });
+  return { ledgerMock, s3Mock, sfnMock };
+}
+
+/** What DynamoDB throws when a conditional write's condition does not hold. */
+export function conditionalFailure(): ConditionalCheckFailedException {
+  return new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
 }

@@ -1,24 +1,15 @@
-import {
-  ConditionalCheckFailedException,
-  DynamoDBClient,
-  GetItemCommand,
-  UpdateItemCommand,
-} from '@aws-sdk/client-dynamodb';
-import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import {
-  DescribeExecutionCommand,
-  ExecutionAlreadyExists,
-  SFNClient,
-  StartExecutionCommand,
-} from '@aws-sdk/client-sfn';
-import { mockClient } from 'aws-sdk-client-mock';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { DescribeExecutionCommand, ExecutionAlreadyExists, StartExecutionCommand } from '@aws-sdk/client-sfn';
+import { describe, expect, it } from 'vitest';
 import { openShardKey } from '#shared/ledger';
 import { runRetry } from '../../../bin/cli/commands/retry.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import {
+  conditionalFailure,
   ledgerRecord,
   ledgerWrites,
+  mockOperatorClients,
   NAMES,
   NOW,
   OPERATOR,
@@ -28,19 +19,7 @@ import {
   written,
 } from './helpers.ts';
 
-/** The ledger reads and writes through a plain DynamoDB client; its rules are tested in ledger/rules.test.ts. */
-const ledgerMock = mockClient(DynamoDBClient);
-// Operator actions are appended to the audit chain; an empty chain takes seq 0.
-const s3Mock = mockClient(S3Client);
-const sfnMock = mockClient(SFNClient);
-
-beforeEach(() => {
-  s3Mock.reset();
-  s3Mock.on(ListObjectsV2Command).resolves({});
-  s3Mock.on(PutObjectCommand).resolves({});
-  ledgerMock.reset();
-  sfnMock.reset();
-});
+const { ledgerMock, s3Mock, sfnMock } = mockOperatorClients();
 
 const failed = (overrides = {}) =>
   ledgerRecord({
@@ -197,11 +176,7 @@ describe('runRetry', () => {
       .on(GetItemCommand)
       .resolvesOnce({ Item: storedItem(failed()) })
       .resolves({ Item: storedItem(failed({ status: 'running', executions: 2 })) });
-    ledgerMock
-      .on(UpdateItemCommand)
-      .rejects(
-        new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }),
-      );
+    ledgerMock.on(UpdateItemCommand).rejects(conditionalFailure());
     sfnMock.on(DescribeExecutionCommand).resolves({ status: 'RUNNING' });
     await expect(runRetry(testContext(), { requestId: REQUEST_ID }, collectingIo())).rejects.toThrow(
       `its execution ${REQUEST_ID}-retry-2 is running; it needs no retry`,

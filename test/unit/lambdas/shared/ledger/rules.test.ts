@@ -273,53 +273,6 @@ describe('CAN_DENY', () => {
   ]);
 });
 
-describe('CAN_DENY', () => {
-  checkRule(CAN_DENY, undefined, [
-    {
-      name: 'allows a received request',
-      item: { status: 'received', step: undefined },
-      refusal: undefined,
-      holds: true,
-    },
-    {
-      name: 'allows a running export',
-      item: { status: 'running', step: 'exporting' },
-      refusal: undefined,
-      holds: true,
-    },
-    {
-      name: 'allows a failed request, still owed an answer',
-      item: { status: 'failed' },
-      refusal: undefined,
-      holds: true,
-    },
-    {
-      name: 'refuses once the erasure step is reached',
-      item: erasing,
-      refusal: 'cannot be denied: its erasure has started',
-      holds: false,
-    },
-    {
-      name: 'refuses when an erasure is recorded, whatever the step',
-      item: erased,
-      refusal: 'its erasure has started',
-      holds: false,
-    },
-    {
-      name: 'refuses a completed request',
-      item: { status: 'completed' },
-      refusal: 'is completed; only received, running or failed',
-      holds: false,
-    },
-    {
-      name: 'refuses a request already denied',
-      item: { status: 'denied' },
-      refusal: 'is denied; only',
-      holds: false,
-    },
-  ]);
-});
-
 describe('CAN_NOTICE', () => {
   const at = '2026-11-21T10:00:00Z';
   describe('receipt', () => {
