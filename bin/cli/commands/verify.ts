@@ -21,6 +21,7 @@ import {
 import { ConfigurationError, InvalidArchiveError } from '#shared/errors';
 import { type ArchiveFacts, isTerminal, type LedgerItem, SIDE_CHAINS } from '#shared/ledger';
 import { MAX_CLOCK_SKEW_MS } from '#shared/request';
+import { closingRecord, lastRecordOf, ledgerMismatches, ruleProblems } from '../evidence/ledger-facts.ts';
 import {
   type CliIo,
   type CommandResult,
@@ -32,7 +33,6 @@ import {
 import { CliError, EXIT, parseOption } from '../io.ts';
 import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
 import { loadRequest } from './common.ts';
-import { closingRecord, lastRecordOf, ledgerMismatches, ruleProblems } from './verify-ledger.ts';
 
 /** Options of `svc-dsr verify`. */
 export interface VerifyOptions {
