@@ -8,7 +8,6 @@ import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { type Command, Option } from 'commander';
 import { z } from 'zod';
 import { type LocalEndpoints, readLocalEndpoints } from '#local/endpoints';
 import { Ledger } from '#shared/ledger';
@@ -23,15 +22,9 @@ import {
   operatorInvoker,
   signedHttpTransport,
 } from './operator-client.ts';
+import { DEFAULT_DATA_DIR, type TargetFlags } from './target-flags.ts';
 
-/** The target flags every operator command takes. */
-export interface TargetFlags {
-  readonly target?: string;
-  readonly stackOutputs?: string;
-  readonly stack?: string;
-  readonly config?: string;
-  readonly dataDir?: string;
-}
+export { addTargetOptions, DEFAULT_DATA_DIR, type TargetFlags, targetArgs } from './target-flags.ts';
 
 /** Where to connect, as resolved from the flags and files. */
 export type ResolvedTarget =
@@ -71,65 +64,12 @@ export interface CliContext {
   close(): void;
 }
 
-/** The default folder of a local mode's data. */
-export const DEFAULT_DATA_DIR = '.svc-dsr';
-
 const targetSchema = z.enum(['aws', 'local'], { message: 'must be "aws" or "local"' });
 const jsonObject = z.record(z.string(), z.unknown());
-
-/**
- * Adds `--target`, `--stack-outputs`, `--stack`, `--config` and `--data-dir` to a command; each may
- * instead come from its environment variable (SVC_DSR_TARGET, ...), a flag winning over it.
- */
-export function addTargetOptions(command: Command): Command {
-  return command
-    .addOption(
-      new Option(
-        '--target <target>',
-        'aws or local (default: aws with --stack-outputs/--config, else local)',
-      ).env('SVC_DSR_TARGET'),
-    )
-    .addOption(
-      new Option(
-        '--stack-outputs <file>',
-        'AWS: the JSON written by `npx cdk deploy --outputs-file <file>`',
-      ).env('SVC_DSR_STACK_OUTPUTS'),
-    )
-    .addOption(
-      new Option('--stack <name>', 'AWS: which stack of the outputs file (default: the only one)').env(
-        'SVC_DSR_STACK',
-      ),
-    )
-    .addOption(
-      new Option('--config <file>', 'AWS: a JSON file with the output keys at the top level').env(
-        'SVC_DSR_CONFIG',
-      ),
-    )
-    .addOption(
-      new Option('--data-dir <dir>', 'local: the folder of the serving local mode')
-        .env('SVC_DSR_DATA_DIR')
-        .default(DEFAULT_DATA_DIR),
-    );
-}
 
 /** The region in a stack ARN (`arn:aws:states:eu-west-1:...`), for outputs files without a Region key. */
 function regionOf(names: StackNames): string | undefined {
   return /^arn:[^:]+:states:([a-z0-9-]+):/.exec(names.StateMachineArn)?.[1];
-}
-
-/**
- * The target flags as given (the default data dir left out), for hints that must work when pasted:
- * `npx svc-dsr retry <id>` plus these reaches the same ledger.
- */
-export function targetArgs(flags: TargetFlags): string {
-  const args: string[] = [];
-  if (flags.target !== undefined) args.push('--target', flags.target);
-  if (flags.stackOutputs !== undefined) args.push('--stack-outputs', flags.stackOutputs);
-  if (flags.stack !== undefined) args.push('--stack', flags.stack);
-  if (flags.config !== undefined) args.push('--config', flags.config);
-  if (flags.dataDir !== undefined && flags.dataDir !== DEFAULT_DATA_DIR)
-    args.push('--data-dir', flags.dataDir);
-  return args.map((arg) => ` ${shellWord(arg)}`).join('');
 }
 
 /** Reads and validates whatever the flags point at; every problem is a CliError that says the fix. */
