@@ -15,7 +15,9 @@ import {
 import { REQUEST_TYPES, type RequestType } from '#shared/request';
 import { type CliIo, type CommandResult, describeDue, formatTable, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
-import { type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { withLedger } from '../ledger-context.ts';
+import type { CliContext } from '../target.ts';
+import type { TargetFlags } from '../target-flags.ts';
 
 /** Options of `svc-dsr list`. */
 export interface ListOptions {
@@ -351,6 +353,6 @@ export async function listAction(flags: ListFlags): Promise<void> {
     json: flags.json === true,
   };
   parseListOptions(options);
-  const { exitCode } = await withTarget(flags, (context) => runList(context, options, processIo));
+  const { exitCode } = await withLedger(flags, (context) => runList(context, options, processIo));
   process.exitCode = exitCode;
 }

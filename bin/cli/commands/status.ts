@@ -10,7 +10,9 @@ import {
   writeJson,
 } from '../format.ts';
 import { EXIT } from '../io.ts';
-import { type CliContext, type TargetFlags, targetArgs, withTarget } from '../target.ts';
+import { withLedger } from '../ledger-context.ts';
+import type { CliContext } from '../target.ts';
+import { type TargetFlags, targetArgs } from '../target-flags.ts';
 import { loadRequest } from './common.ts';
 
 /** Options of `svc-dsr status`. */
@@ -211,7 +213,7 @@ export async function statusAction(requestId: string, flags: StatusFlags): Promi
     showSubject: flags.showSubject === true,
     targetArgs: targetArgs(flags),
   };
-  const { exitCode } = await withTarget(flags, (context) => runStatus(context, options, processIo));
+  const { exitCode } = await withLedger(flags, (context) => runStatus(context, options, processIo));
   process.exitCode = exitCode;
 }
 
