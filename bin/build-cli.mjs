@@ -52,6 +52,8 @@ export async function buildCli(root = new URL('..', import.meta.url)) {
   const inputs = [...new Set([...sources, 'package.json', 'package-lock.json'])].map((input) =>
     relative(rootPath, fileURLToPath(new URL(input, root))),
   );
+  // Which modules each output holds and loads, for the test that keeps --version and --help light.
+  await writeFile(new URL('meta.json', staging), JSON.stringify(result.metafile));
   await writeFile(
     new URL('inputs.json', staging),
     `${JSON.stringify({ started_ms: startedMs, inputs }, null, 2)}\n`,

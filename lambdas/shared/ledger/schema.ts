@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import type { SideChainKind } from '../audit.ts';
+import type { SideChainKind } from '../audit-chains.ts';
 import { CORRECTABLE_FIELDS } from '../profile-fields.ts';
 import { REQUEST_TYPES } from '../request.ts';
 import { DENIAL_CODES, NOTICE_KINDS, STATUSES } from '../vocabulary.ts';
