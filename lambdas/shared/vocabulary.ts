@@ -17,6 +17,8 @@ export const REQUEST_CHANNELS = [
   'authorized_agent',
   'other',
 ] as const;
+
+/** The statuses a request moves through in the ledger. */
 export const STATUSES = [
   'received',
   'running',
@@ -26,6 +28,7 @@ export const STATUSES = [
   'rejected',
   'denied',
 ] as const;
+
 /**
  * Why a valid request is denied, as the CCPA §7102 denial categories word them (not verifiable,
  * not made by a consumer, exempt, other), plus GDPR Art. 12(5)'s manifestly unfounded or excessive.
@@ -37,6 +40,7 @@ export const DENIAL_CODES = [
   'manifestly_unfounded_or_excessive',
   'other',
 ] as const;
+
 /**
  * What the subject is told, and recorded: the receipt confirmation (CCPA §7021, by `confirm_by`),
  * the extension with its reason (before the original deadline), the response, or the denial.
