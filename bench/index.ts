@@ -27,6 +27,9 @@
  *    1-30 min, and in 1-4 h; GATE_SIM_REGIMES=1 or 2 runs one): calls above the rate, exports
  *    above the cap, unmetered calls, the share exported before the deadline margin and alarmed at
  *    it, slot attempts, transitions and the longest history (bench/gate-simulation.ts).
+ * 11. `cli`: the operator CLI's CPU per run, `svc-dsr --version` and `--help` beside `node -e 0`,
+ *    `svc-dsr status` and `list` on a served local mode beside `aws dynamodb get-item`
+ *    (bench/cli.ts).
  *
  * BENCH_AWS_FAULTS=FILE throttles a seeded share of the local AWS calls in 2 and 3, as
  * `svc-dsr local --aws-faults FILE` does (format: docs/emulator.md, "AWS faults in local mode").
@@ -58,6 +61,7 @@ import { emulatorControl, startEmulator } from '#local/emulator/server';
 import { SqsPoller } from '#local/runtime/event-source';
 import { synthesizeTemplate } from '#local/runtime/template';
 import { startLocalWorkflow } from '#local/runtime/workflow';
+import { cliBench } from './cli.ts';
 import { gateSimulationBench } from './gate-simulation.ts';
 import { localMemory, localThroughput } from './local-throughput.ts';
 import { packageBench } from './package.ts';
@@ -770,7 +774,7 @@ async function localPackage() {
 const only = new Set(
   (
     process.env.BENCH_ONLY ??
-    'copy,transitions,local,burst,memory,package,package-memory,local-package,reconciler,gate-simulation'
+    'copy,transitions,local,burst,memory,package,package-memory,local-package,reconciler,gate-simulation,cli'
   ).split(','),
 );
 if (only.has('copy')) {
@@ -790,3 +794,4 @@ if (only.has('package-memory')) await packageMemory();
 if (only.has('local-package')) await localPackage();
 if (only.has('reconciler')) await reconcilerBench();
 if (only.has('gate-simulation')) await gateSimulationBench();
+if (only.has('cli')) await cliBench();

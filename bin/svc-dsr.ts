@@ -1,30 +1,37 @@
+/**
+ * The operator CLI's entry: registers every command (their options and help only) and runs the one
+ * asked for. A command's module loads when its action runs, so `--version`, `--help` and each
+ * command load only what they use. bin/svc-dsr.mjs runs this compiled (dist/cli/, `npm run
+ * build:cli`), or through tsx where it has not been compiled.
+ */
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
-import { registerCancelCommand } from './cli/commands/cancel.ts';
-import { registerDenyCommand } from './cli/commands/deny.ts';
-import { registerExtendCommand } from './cli/commands/extend.ts';
-import { registerListCommand } from './cli/commands/list.ts';
-import { registerNoticeCommand } from './cli/commands/notice.ts';
-import { registerPackageCommand } from './cli/commands/package.ts';
-import { registerReportCommand } from './cli/commands/report.ts';
-import { registerRetryCommand } from './cli/commands/retry.ts';
-import { registerStatusCommand } from './cli/commands/status.ts';
-import { registerSubmitCommand } from './cli/commands/submit.ts';
-import { registerVerifyCommand } from './cli/commands/verify.ts';
 import { addOutputAlias, registerCompletionCommand } from './cli/conventions.ts';
 import { applyDefaultsFile } from './cli/defaults-file.ts';
-import { registerEmulatorCommand } from './cli/emulator.ts';
-import { CliError, EXIT, writeQuietlyToClosedPipes } from './cli/io.ts';
-import { registerLocalCommand } from './cli/local.ts';
-import { registerStartCommand } from './cli/start.ts';
+import { EXIT, isCliError, writeQuietlyToClosedPipes } from './cli/exit.ts';
+import { registerCancelCommand } from './cli/register/cancel.ts';
+import { registerDenyCommand } from './cli/register/deny.ts';
+import { registerEmulatorCommand } from './cli/register/emulator.ts';
+import { registerExtendCommand } from './cli/register/extend.ts';
+import { registerListCommand } from './cli/register/list.ts';
+import { registerLocalCommand } from './cli/register/local.ts';
+import { registerNoticeCommand } from './cli/register/notice.ts';
+import { registerPackageCommand } from './cli/register/package.ts';
+import { registerReportCommand } from './cli/register/report.ts';
+import { registerRetryCommand } from './cli/register/retry.ts';
+import { registerStartCommand } from './cli/register/start.ts';
+import { registerStatusCommand } from './cli/register/status.ts';
+import { registerSubmitCommand } from './cli/register/submit.ts';
+import { registerVerifyCommand } from './cli/register/verify.ts';
+import { PACKAGE_ROOT } from './cli/typescript.ts';
 
 // Every AWS call this process makes is the operator's, but for local mode's (bin/cli/local.ts).
 setDefaultCaller(CALLERS.cli);
 // `svc-dsr list | head -2`: when the reader goes away, go on quietly rather than with a stack trace.
 writeQuietlyToClosedPipes();
 
-const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+const { version } = JSON.parse(readFileSync(new URL('package.json', PACKAGE_ROOT), 'utf8')) as {
   version: string;
 };
 
@@ -73,13 +80,13 @@ registerCompletionCommand(program);
 
 try {
   // The defaults file stands in for the environment variables the options read: before parsing.
-  applyDefaultsFile();
+  await applyDefaultsFile();
   await program.parseAsync(process.argv);
 } catch (error) {
   if (error instanceof CommanderError) {
     // Commander has already printed its message; help and version are successes.
     process.exitCode = error.exitCode === 0 ? EXIT.ok : EXIT.usage;
-  } else if (error instanceof CliError) {
+  } else if (isCliError(error)) {
     process.stderr.write(`svc-dsr: ${error.message}\n`);
     process.exitCode = error.exitCode;
   } else {

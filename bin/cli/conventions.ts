@@ -4,8 +4,7 @@
  * commands and options as registered.
  */
 import type { Command } from 'commander';
-import { z } from 'zod';
-import { CliError } from './io.ts';
+import { CliError } from './exit.ts';
 
 /** Commands whose `--format` is their output's (`submit --format` names its input's). */
 const FORMAT_IS_OUTPUT = new Set(['report']);
@@ -30,10 +29,12 @@ export function addOutputAlias(program: Command): void {
       `${formats.join(' or ')} (the same as ${formats.includes('csv') ? '--format' : '--json'})`,
     );
   }
-  program.hook('preAction', (_program, action) => {
+  program.hook('preAction', async (_program, action) => {
     const output: unknown = action.opts().output;
     if (output === undefined) return;
     const formats = outputFormats(action);
+    // Loaded when -o is given: a command starts without zod.
+    const { z } = await import('zod');
     const parsed = z.enum(formats as [string, ...string[]]).safeParse(output);
     if (!parsed.success) {
       throw new CliError(
@@ -129,8 +130,6 @@ if [[ "$(whence -w compdef)" == *function* ]]; then compdef _svc_dsr svc-dsr; fi
 `;
 }
 
-const shellSchema = z.enum(['bash', 'zsh'], { message: 'must be bash or zsh' });
-
 /** Registers `svc-dsr completion bash|zsh`; call it after every other command is registered. */
 export function registerCompletionCommand(program: Command): void {
   program
@@ -144,8 +143,9 @@ Examples:
   $ source <(npx svc-dsr completion bash)     # in ~/.bashrc
   $ source <(npx svc-dsr completion zsh)      # in ~/.zshrc, after compinit`,
     )
-    .action((shell: string) => {
-      const parsed = shellSchema.safeParse(shell);
+    .action(async (shell: string) => {
+      const { z } = await import('zod');
+      const parsed = z.enum(['bash', 'zsh'], { message: 'must be bash or zsh' }).safeParse(shell);
       if (!parsed.success)
         throw new CliError(`<shell>: must be bash or zsh (received ${JSON.stringify(shell)})`);
       process.stdout.write(parsed.data === 'bash' ? bashCompletion(program) : zshCompletion(program));

@@ -9,17 +9,21 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { z } from 'zod';
-import { CliError } from './io.ts';
+import type { z } from 'zod';
+import { CliError } from './exit.ts';
 
-const defaultsSchema = z.strictObject({
-  target: z.enum(['aws', 'local'], { message: 'must be "aws" or "local"' }).optional(),
-  data_dir: z.string().min(1).optional(),
-  stack_outputs: z.string().min(1).optional(),
-  stack: z.string().min(1).optional(),
-  config: z.string().min(1).optional(),
-});
-type Defaults = z.infer<typeof defaultsSchema>;
+/** The file's schema, built when there is a file: every command starts without loading zod. */
+async function defaultsSchema() {
+  const { z } = await import('zod');
+  return z.strictObject({
+    target: z.enum(['aws', 'local'], { message: 'must be "aws" or "local"' }).optional(),
+    data_dir: z.string().min(1).optional(),
+    stack_outputs: z.string().min(1).optional(),
+    stack: z.string().min(1).optional(),
+    config: z.string().min(1).optional(),
+  });
+}
+type Defaults = z.infer<Awaited<ReturnType<typeof defaultsSchema>>>;
 
 /** Each key, the variable it stands in for, and whether it names a file (read relative to the defaults file). */
 const STANDS_IN_FOR: Record<keyof Defaults, { env: string; path: boolean }> = {
@@ -48,7 +52,10 @@ export function defaultsFilePath(
  * Returns its path. A file that cannot be read, is not JSON or holds an unknown key or a bad
  * value is a CliError naming the file and the key.
  */
-export function applyDefaultsFile(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()) {
+export async function applyDefaultsFile(
+  env: NodeJS.ProcessEnv = process.env,
+  cwd: string = process.cwd(),
+): Promise<string | undefined> {
   const path = defaultsFilePath(env, cwd);
   if (path === undefined) return undefined;
   let value: unknown;
@@ -59,7 +66,7 @@ export function applyDefaultsFile(env: NodeJS.ProcessEnv = process.env, cwd: str
       `the defaults file ${path} cannot be read as JSON (${error instanceof Error ? error.message : String(error)}); fix it, or point SVC_DSR_CLI_CONFIG at another file`,
     );
   }
-  const parsed = defaultsSchema.safeParse(value);
+  const parsed = (await defaultsSchema()).safeParse(value);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) =>
       issue.code === 'unrecognized_keys'

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import type { Command } from 'commander';
 import { acquireDataDirLock, emptyDataDir } from '#local/data-dir-lock';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import { commandLine, ownDataDir, printSummary, summarize } from './local.ts';
@@ -28,57 +27,49 @@ export function sampleRequests(now = new Date()): string[] {
 }
 
 /** `npm start`: the whole workflow on this machine with sample data, shown as it runs. */
-export function registerStartCommand(program: Command): void {
-  program
-    .command('start')
-    .description(
-      'run a demonstration: sample requests through the whole workflow, locally, with no AWS account',
-    )
-    .option('--data-dir <dir>', 'where to keep the demonstration (emptied first)', '.svc-dsr/demo')
-    .action(async (flags: { dataDir: string }) => {
-      const write = (text: string) => process.stdout.write(text);
-      // The dir is emptied only once this process owns it: never while another one uses it.
-      const lock = await ownDataDir(async () => {
-        const held = await acquireDataDirLock(flags.dataDir, commandLine());
-        await emptyDataDir(held).catch(async (error: unknown) => {
-          await held.release();
-          throw error;
-        });
-        return held;
-      });
-      write('svc-dsr: starting the platform emulator, local AWS stand-ins and the state machine...\n');
-      const { startLocalMode } = await import('#local/local-mode');
-      setDefaultCaller(CALLERS.localRuntime);
-      const mode = await startLocalMode({ dataDir: flags.dataDir, lock });
-      try {
-        write(`platform emulator: ${mode.emulator.url} (sample state: 4 users, comments, votes)\n`);
-        const lines = sampleRequests();
-        write(
-          `submitting ${lines.length} requests: an access, an erasure, an unknown user, a correction, an invalid message\n`,
-        );
-        const seen = new Map<string, string>();
-        const watch = setInterval(() => {
-          void (async () => {
-            for (const id of seen.keys()) {
-              const item = await mode.workflow.ledger.get(id);
-              const state = item
-                ? `${item.status}${item.step ? ` (${item.step})` : ''}${item.outcome ? `: ${item.outcome}` : ''}`
-                : '';
-              if (state !== '' && seen.get(id) !== state) {
-                seen.set(id, state);
-                write(`  ${id}  ${state}\n`);
-              }
-            }
-          })();
-        }, 50);
-        const outcomes = await mode.submit(lines);
-        for (const outcome of outcomes) if (outcome.kind === 'accepted') seen.set(outcome.requestId, '');
-        await mode.idle();
-        clearInterval(watch);
-        printSummary(mode, await summarize(mode, outcomes), write);
-        write('\nNext: `npx svc-dsr local --help`, `npx svc-dsr emulator --help`, and README.md.\n');
-      } finally {
-        await mode.close();
-      }
+export async function runStart(flags: { dataDir: string }): Promise<void> {
+  const write = (text: string) => process.stdout.write(text);
+  // The dir is emptied only once this process owns it: never while another one uses it.
+  const lock = await ownDataDir(async () => {
+    const held = await acquireDataDirLock(flags.dataDir, commandLine());
+    await emptyDataDir(held).catch(async (error: unknown) => {
+      await held.release();
+      throw error;
     });
+    return held;
+  });
+  write('svc-dsr: starting the platform emulator, local AWS stand-ins and the state machine...\n');
+  const { startLocalMode } = await import('#local/local-mode');
+  setDefaultCaller(CALLERS.localRuntime);
+  const mode = await startLocalMode({ dataDir: flags.dataDir, lock });
+  try {
+    write(`platform emulator: ${mode.emulator.url} (sample state: 4 users, comments, votes)\n`);
+    const lines = sampleRequests();
+    write(
+      `submitting ${lines.length} requests: an access, an erasure, an unknown user, a correction, an invalid message\n`,
+    );
+    const seen = new Map<string, string>();
+    const watch = setInterval(() => {
+      void (async () => {
+        for (const id of seen.keys()) {
+          const item = await mode.workflow.ledger.get(id);
+          const state = item
+            ? `${item.status}${item.step ? ` (${item.step})` : ''}${item.outcome ? `: ${item.outcome}` : ''}`
+            : '';
+          if (state !== '' && seen.get(id) !== state) {
+            seen.set(id, state);
+            write(`  ${id}  ${state}\n`);
+          }
+        }
+      })();
+    }, 50);
+    const outcomes = await mode.submit(lines);
+    for (const outcome of outcomes) if (outcome.kind === 'accepted') seen.set(outcome.requestId, '');
+    await mode.idle();
+    clearInterval(watch);
+    printSummary(mode, await summarize(mode, outcomes), write);
+    write('\nNext: `npx svc-dsr local --help`, `npx svc-dsr emulator --help`, and README.md.\n');
+  } finally {
+    await mode.close();
+  }
 }

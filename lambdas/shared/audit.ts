@@ -4,9 +4,10 @@
  * removed or inserted. Subject identifiers appear only as a keyed hash (HMAC): the locked records
  * never hold personal data that an erasure would have to remove.
  */
-import { createHash, createHmac } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';
+import { subjectHash } from './audit-chains.ts';
 import {
   AuditChainClosedError,
   AuditEventRefusedError,
@@ -16,39 +17,21 @@ import {
 } from './errors.ts';
 import { identifierProblem } from './redact.ts';
 
+export {
+  type HashedKind,
+  noticesChainOf,
+  parseChainId,
+  SIDE_CHAIN_KINDS,
+  type SideChainKind,
+  sideChainOf,
+  subjectHash,
+} from './audit-chains.ts';
+
 /** The value of every record's `schema` field; a new layout gets a new version. */
 export const AUDIT_SCHEMA = 'svc-dsr.audit/1';
 
 /** Folder of all audit records; a request's records live under `audit/<request_id>/`. */
 export const AUDIT_PREFIX = 'audit/';
-
-/**
- * The side chains of a request, `audit/<request_id>.<kind>/`: records that may follow the final
- * record of the request's own chain, so they have chains of their own. `notices`: the notices
- * given to the subject (a response, a denial); `packages`: every hand-out of its archive;
- * `effects`: a platform side effect (an export started, a DELETE) that an execution made after the
- * request had ended meanwhile, so that no call to the platform goes unrecorded.
- */
-export const SIDE_CHAIN_KINDS = ['notices', 'packages', 'effects'] as const;
-export type SideChainKind = (typeof SIDE_CHAIN_KINDS)[number];
-
-/** The chain id of one of a request's side chains: `<request_id>.<kind>`. */
-export function sideChainOf(kind: SideChainKind, requestId: string): string {
-  return `${requestId}.${kind}`;
-}
-
-/** The chain id of a request's notices to the subject. */
-export function noticesChainOf(requestId: string): string {
-  return sideChainOf('notices', requestId);
-}
-
-/** The request a chain id belongs to, and which side chain it is (none for the request's own). */
-export function parseChainId(chainId: string): { requestId: string; side?: SideChainKind } {
-  for (const kind of SIDE_CHAIN_KINDS) {
-    if (chainId.endsWith(`.${kind}`)) return { requestId: chainId.slice(0, -(kind.length + 1)), side: kind };
-  }
-  return { requestId: chainId };
-}
 
 /**
  * The records that may follow a final record: an operator's action on a failed request, which is
@@ -235,15 +218,6 @@ export type AuditVerification =
       readonly stored_at: readonly (string | null)[];
     }
   | { readonly ok: false; readonly problem: string; readonly at: number };
-
-type SubjectKind = 'primary_key' | 'svc_user_id';
-/** What a keyed hash stands for: a subject identifier, or another field of the ledger that names a person. */
-export type HashedKind = SubjectKind | 'verified_by' | 'submitted_by' | 'fingerprint' | 'profile_value';
-
-/** `'hmac-sha256:' + hex(HMAC-SHA256(key, kind + ':' + value))`: the only form an identifier is stored in. */
-export function subjectHash(hmacKey: string, kind: HashedKind, value: string): string {
-  return `hmac-sha256:${createHmac('sha256', hmacKey).update(`${kind}:${value}`, 'utf8').digest('hex')}`;
-}
 
 /** The HMAC of each identifier the subject carries, under its field name. */
 function hashSubject(hmacKey: string, subject: AuditSubject): NonNullable<AuditRecord['subject_hashes']> {

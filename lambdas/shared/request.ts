@@ -3,6 +3,9 @@ import { z } from 'zod';
 import { correctionsSchema } from './profile-fields.ts';
 import { identifierProblem } from './redact.ts';
 import { parseStrictJson } from './strict-json.ts';
+import { REQUEST_CHANNELS, REQUEST_TYPES } from './vocabulary.ts';
+
+export { REQUEST_CHANNELS, REQUEST_TYPES };
 
 /** Largest accepted SQS message body, in bytes. */
 export const MAX_REQUEST_BYTES = 16 * 1024;
@@ -166,19 +169,6 @@ function plainText(schema: z.ZodString) {
   return schema.refine((value) => !hasControlCharacters(value), CONTROL_CHARACTERS_MESSAGE);
 }
 
-/** The request types: the rights of access, erasure and correction. */
-export const REQUEST_TYPES = ['access', 'erasure', 'correction'] as const;
-
-/** How a request reached the business: CCPA regulations §7101(a) "manner in which the request was made". */
-export const REQUEST_CHANNELS = [
-  'web_form',
-  'email',
-  'phone',
-  'postal_mail',
-  'in_person',
-  'authorized_agent',
-  'other',
-] as const;
 export type RequestChannel = (typeof REQUEST_CHANNELS)[number];
 
 /** The data-subject request as it arrives on the intake queue (docs/design.md, "The request"). */

@@ -1,4 +1,3 @@
-import type { Command } from 'commander';
 import {
   type CliIo,
   type CommandResult,
@@ -8,7 +7,7 @@ import {
   writeJson,
 } from '../format.ts';
 import { EXIT } from '../io.ts';
-import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { type CliContext, type TargetFlags, withTarget } from '../target.ts';
 import { type EndedRuns, printEnded } from './common.ts';
 
 /** Options of `svc-dsr cancel`. */
@@ -58,38 +57,18 @@ export async function runCancel(
   return { exitCode: EXIT.ok, result };
 }
 
-interface CancelFlags extends TargetFlags {
+export interface CancelFlags extends TargetFlags {
   readonly reason?: string;
   readonly json?: boolean;
 }
 
-/** Registers `svc-dsr cancel`. */
-export function registerCancelCommand(program: Command): void {
-  const command = program
-    .command('cancel')
-    .description('cancel a received or running request (refused once its erasure has started)')
-    .argument('<request_id>', 'the request id')
-    .requiredOption('--reason <reason>', 'why (kept in the ledger)')
-    .option('--json', 'print the result as JSON');
-  addTargetOptions(command)
-    .addHelpText(
-      'after',
-      `
-The ledger is updated first, conditionally, so a request whose erasure starts at the same moment is
-refused rather than half-cancelled; then its executions are stopped.
-
-Exit codes: 0 cancelled, 1 no such request or not cancellable (the message says why), 2 invalid flags.
-
-Example:
-  $ npx svc-dsr cancel 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --reason "subject withdrew the request"`,
-    )
-    .action(async (requestId: string, flags: CancelFlags) => {
-      const options = {
-        requestId: parseRequestId(requestId),
-        reason: parseReason(flags.reason),
-        json: flags.json === true,
-      };
-      const { exitCode } = await withTarget(flags, (context) => runCancel(context, options, processIo));
-      process.exitCode = exitCode;
-    });
+/** `svc-dsr cancel` run with its parsed arguments and flags (registered in ../register/cancel.ts). */
+export async function cancelAction(requestId: string, flags: CancelFlags): Promise<void> {
+  const options = {
+    requestId: parseRequestId(requestId),
+    reason: parseReason(flags.reason),
+    json: flags.json === true,
+  };
+  const { exitCode } = await withTarget(flags, (context) => runCancel(context, options, processIo));
+  process.exitCode = exitCode;
 }

@@ -1,6 +1,7 @@
 import type { LedgerItem } from '#shared/ledger';
 import type { CliIo } from '../format.ts';
-import { type CliContext, unknownRequestError } from '../target.ts';
+import { unknownRequestError } from '../resolve-target.ts';
+import type { CliContext } from '../target.ts';
 
 /** The ledger item, or exit 1 naming where it looked. */
 export async function loadRequest(

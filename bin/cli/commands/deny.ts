@@ -1,4 +1,3 @@
-import type { Command } from 'commander';
 import { z } from 'zod';
 import { DENIAL_CODES, type DenialCode } from '#shared/ledger';
 import {
@@ -10,7 +9,7 @@ import {
   writeJson,
 } from '../format.ts';
 import { EXIT, parseOption } from '../io.ts';
-import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { type CliContext, type TargetFlags, withTarget } from '../target.ts';
 import { type EndedRuns, printEnded } from './common.ts';
 
 /** Options of `svc-dsr deny`. */
@@ -70,42 +69,20 @@ export async function runDeny(
   return { exitCode: EXIT.ok, result };
 }
 
-interface DenyFlags extends TargetFlags {
+export interface DenyFlags extends TargetFlags {
   readonly reasonCode?: string;
   readonly reason?: string;
   readonly json?: boolean;
 }
 
-/** Registers `svc-dsr deny`. */
-export function registerDenyCommand(program: Command): void {
-  const command = program
-    .command('deny')
-    .description('deny a request still owed an answer, before its erasure starts, with a reason code')
-    .argument('<request_id>', 'the request id')
-    .requiredOption('--reason-code <code>', `why: ${DENIAL_CODES.join(', ')}`)
-    .requiredOption('--reason <reason>', 'the reason in words (kept in the ledger)')
-    .option('--json', 'print the result as JSON');
-  addTargetOptions(command)
-    .addHelpText(
-      'after',
-      `
-A denied request is never exported or erased: the ledger is updated first, conditionally, so a
-request whose erasure starts at the same moment is refused; then its archive copies are deleted and
-its executions stopped. The subject is owed a notice of the denial.
-
-Exit codes: 0 denied, 1 no such request or not deniable (the message says why), 2 invalid flags.
-
-Example:
-  $ npx svc-dsr deny 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --reason-code identity_not_verified --reason "ID check failed twice"`,
-    )
-    .action(async (requestId: string, flags: DenyFlags) => {
-      const options = {
-        requestId: parseRequestId(requestId),
-        reasonCode: parseReasonCode(flags.reasonCode),
-        reason: parseReason(flags.reason),
-        json: flags.json === true,
-      };
-      const { exitCode } = await withTarget(flags, (context) => runDeny(context, options, processIo));
-      process.exitCode = exitCode;
-    });
+/** `svc-dsr deny` run with its parsed arguments and flags (registered in ../register/deny.ts). */
+export async function denyAction(requestId: string, flags: DenyFlags): Promise<void> {
+  const options = {
+    requestId: parseRequestId(requestId),
+    reasonCode: parseReasonCode(flags.reasonCode),
+    reason: parseReason(flags.reason),
+    json: flags.json === true,
+  };
+  const { exitCode } = await withTarget(flags, (context) => runDeny(context, options, processIo));
+  process.exitCode = exitCode;
 }

@@ -1,5 +1,4 @@
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
-import type { Command } from 'commander';
 import { z } from 'zod';
 import {
   type AnswerNoticeState,
@@ -16,7 +15,9 @@ import {
 import { REQUEST_TYPES, type RequestType } from '#shared/request';
 import { type CliIo, type CommandResult, describeDue, formatTable, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT, parseOption } from '../io.ts';
-import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { withLedger } from '../ledger-context.ts';
+import type { CliContext } from '../target.ts';
+import type { TargetFlags } from '../target-flags.ts';
 
 /** Options of `svc-dsr list`. */
 export interface ListOptions {
@@ -328,7 +329,7 @@ function listed(item: ListableRequest, now: Date, timeZone: string | undefined):
   };
 }
 
-interface ListFlags extends TargetFlags {
+export interface ListFlags extends TargetFlags {
   readonly status?: string;
   readonly dueWithin?: string;
   readonly overdue?: boolean;
@@ -339,58 +340,19 @@ interface ListFlags extends TargetFlags {
   readonly json?: boolean;
 }
 
-/** Registers `svc-dsr list`. */
-export function registerListCommand(program: Command): void {
-  const command = program
-    .command('list')
-    .description(
-      'list requests by status, earliest due date first (default: every one still owed an answer: received, running and failed)',
-    )
-    .option('--status <statuses>', `comma-separated: ${STATUSES.join(', ')}`)
-    .option('--due-within <days>', 'only requests due within this many days (overdue ones included)')
-    .option('--overdue', 'only requests past their due date')
-    .option('--receipt-due', 'only CCPA requests whose receipt confirmation is not recorded yet')
-    .option('--receipt-overdue', 'only CCPA requests past their receipt confirm-by date with none recorded')
-    .option(
-      '--notice-overdue',
-      'only requests owed a receipt, response or denial notice past its due date (every status but rejected, unless --status)',
-    )
-    .option('--type <types>', `only these request types, comma-separated: ${REQUEST_TYPES.join(', ')}`)
-    .option('--json', 'print JSON');
-  addTargetOptions(command)
-    .addHelpText(
-      'after',
-      `
-The RECEIPT column follows each CCPA request's receipt confirmation (section 7021, due within 10
-business days, by its confirm-by date): confirmed, due, or overdue until svc-dsr notice --kind
-receipt records it. The NOTICE column follows the response (completed) or denial (denied) notice:
-given, due, or overdue until svc-dsr notice --kind response or --kind denial records it. A GDPR
-denial is due one month after receipt, even after an extension (Art. 12(4)).
-
-Exit codes: 0 listed (even when nothing matched), 2 invalid flags.
-
-Examples:
-  $ npx svc-dsr list
-  $ npx svc-dsr list --overdue
-  $ npx svc-dsr list --receipt-overdue
-  $ npx svc-dsr list --notice-overdue
-  $ npx svc-dsr list --status failed,cancelled --json
-  $ npx svc-dsr list --type correction
-  $ npx svc-dsr list --due-within 7 --target aws --stack-outputs outputs.json`,
-    )
-    .action(async (flags: ListFlags) => {
-      const options: ListOptions = {
-        ...(flags.status === undefined ? {} : { status: flags.status }),
-        ...(flags.dueWithin === undefined ? {} : { dueWithin: flags.dueWithin }),
-        ...(flags.type === undefined ? {} : { type: flags.type }),
-        overdue: flags.overdue === true,
-        receiptDue: flags.receiptDue === true,
-        receiptOverdue: flags.receiptOverdue === true,
-        noticeOverdue: flags.noticeOverdue === true,
-        json: flags.json === true,
-      };
-      parseListOptions(options);
-      const { exitCode } = await withTarget(flags, (context) => runList(context, options, processIo));
-      process.exitCode = exitCode;
-    });
+/** `svc-dsr list` run with its parsed arguments and flags (registered in ../register/list.ts). */
+export async function listAction(flags: ListFlags): Promise<void> {
+  const options: ListOptions = {
+    ...(flags.status === undefined ? {} : { status: flags.status }),
+    ...(flags.dueWithin === undefined ? {} : { dueWithin: flags.dueWithin }),
+    ...(flags.type === undefined ? {} : { type: flags.type }),
+    overdue: flags.overdue === true,
+    receiptDue: flags.receiptDue === true,
+    receiptOverdue: flags.receiptOverdue === true,
+    noticeOverdue: flags.noticeOverdue === true,
+    json: flags.json === true,
+  };
+  parseListOptions(options);
+  const { exitCode } = await withLedger(flags, (context) => runList(context, options, processIo));
+  process.exitCode = exitCode;
 }

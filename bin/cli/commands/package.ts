@@ -5,7 +5,6 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, type GetObjectCommandOutput, HeadObjectCommand } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import type { Command } from 'commander';
 import { z } from 'zod';
 import type { ArchiveFacts, LedgerItem } from '#shared/ledger';
 import {
@@ -17,7 +16,7 @@ import {
   writeJson,
 } from '../format.ts';
 import { CliError, checkOutPath, EXIT, parseOption } from '../io.ts';
-import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { type CliContext, type TargetFlags, withTarget } from '../target.ts';
 import { hasName, loadRequest } from './common.ts';
 
 /** Options of `svc-dsr package`. */
@@ -393,7 +392,7 @@ function archiveFacts(archive: ArchiveFacts): Omit<Handed, 'kind'> {
   };
 }
 
-interface PackageFlags extends TargetFlags {
+export interface PackageFlags extends TargetFlags {
   readonly raw?: boolean;
   readonly out?: string;
   readonly expiresIn?: string;
@@ -402,74 +401,25 @@ interface PackageFlags extends TargetFlags {
   readonly reason?: string;
 }
 
-/** Registers `svc-dsr package`. */
-export function registerPackageCommand(program: Command): void {
-  const command = program
-    .command('package')
-    .description(
-      "hand over a completed access request's package for the subject (or, with --raw, the platform's export zip): a short-lived download link, or a verified local copy",
-    )
-    .argument('<request_id>', 'the request id')
-    .option(
-      '--raw',
-      "the platform's original export zip (portability, evidence) instead of the subject package",
-    )
-    .option('--out <file>', 'download the package to this file (checked against the ledger SHA-256)')
-    .option('--expires-in <seconds>', 'lifetime of a presigned link, at most 604800 (7 days)', '3600')
-    .option('--force', 'replace --out if it exists')
-    .option(
-      '--reason <reason>',
-      "why it is handed out (kept in the audit record); required for an erasure's archive",
-    )
-    .option('--json', 'print the result as JSON');
-  addTargetOptions(command)
-    .addHelpText(
-      'after',
-      `
-By default the command hands out the subject package: your-data-<date>.zip, holding index.html (a
-page the subject can read offline: who answers, the Art. 15(1) information, the profile, every
-comment by conversation, likes, roles, a glossary), data.json (the same, for portability),
-README.txt and platform/ (the platform's four files, untouched, with their SHA-256). --raw hands out
-the platform's export zip as it was archived.
-
-The copy is streamed to a temporary file (readable only by you), its size and SHA-256 are checked
-against the ledger, and only then renamed to --out. Without --out the command prints a presigned link
-to the recorded version that expires after --expires-in seconds (default one hour).
-
-Every hand-out is an audit record (audit/<request_id>.packages/): who, when, the link's expiry or
-a file (mode 0600; its path is not kept), which package, and the reason. An erasure request has no
-subject package; its archive (the subject's data taken before erasure) is handed out only with
---raw and --reason.
-
-Exit codes: 0 link printed, or copy written and verified; 1 no such request, no package, an
-erasure's archive without --reason, the copy does not match, or its audit record could not be
-written; 2 invalid flags.
-
-Examples:
-  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --expires-in 86400
-  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --out your-data.zip
-  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --raw --out alice-export.zip
-  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --raw --reason "restore after a wrongful erasure, ticket DSR-77"`,
-    )
-    .action(async (requestId: string, flags: PackageFlags) => {
-      const options: PackageOptions = {
-        requestId: parseRequestId(requestId),
-        raw: flags.raw === true,
-        ...(flags.out === undefined ? {} : { out: flags.out }),
-        ...(flags.expiresIn === undefined ? {} : { expiresIn: flags.expiresIn }),
-        force: flags.force === true,
-        json: flags.json === true,
-        ...(flags.reason === undefined ? {} : { reason: flags.reason }),
-      };
-      checkPackageOptions(options);
-      if (options.out !== undefined) await checkOutPath(options.out, options.force === true);
-      const { exitCode } = await withTarget(
-        flags,
-        async (context): Promise<{ exitCode: number }> =>
-          options.out === undefined
-            ? runPackageLink(context, options, processIo)
-            : runPackage(context, options, processIo),
-      );
-      process.exitCode = exitCode;
-    });
+/** `svc-dsr package` run with its parsed arguments and flags (registered in ../register/package.ts). */
+export async function packageAction(requestId: string, flags: PackageFlags): Promise<void> {
+  const options: PackageOptions = {
+    requestId: parseRequestId(requestId),
+    raw: flags.raw === true,
+    ...(flags.out === undefined ? {} : { out: flags.out }),
+    ...(flags.expiresIn === undefined ? {} : { expiresIn: flags.expiresIn }),
+    force: flags.force === true,
+    json: flags.json === true,
+    ...(flags.reason === undefined ? {} : { reason: flags.reason }),
+  };
+  checkPackageOptions(options);
+  if (options.out !== undefined) await checkOutPath(options.out, options.force === true);
+  const { exitCode } = await withTarget(
+    flags,
+    async (context): Promise<{ exitCode: number }> =>
+      options.out === undefined
+        ? runPackageLink(context, options, processIo)
+        : runPackage(context, options, processIo),
+  );
+  process.exitCode = exitCode;
 }

@@ -23,7 +23,7 @@ import {
 import { rfc3339Instant } from '#shared/request';
 import { type CliIo, type CommandResult, csvRow, jsonText, processIo } from '../format.ts';
 import { CliError, checkOutPath, EXIT, parseOption } from '../io.ts';
-import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { type CliContext, type TargetFlags, withTarget } from '../target.ts';
 
 /** Options of `svc-dsr report`. */
 export interface ReportOptions {
@@ -577,7 +577,7 @@ function toCsv(result: ReportResult, table: 'records' | 'metrics' | 'both'): str
   return parts.join('\r\n');
 }
 
-interface ReportFlags extends TargetFlags {
+export interface ReportFlags extends TargetFlags {
   readonly format?: string;
   readonly json?: boolean;
   readonly from?: string;
@@ -588,77 +588,20 @@ interface ReportFlags extends TargetFlags {
   readonly table?: string;
 }
 
-/** Registers `svc-dsr report`. */
-export function registerReportCommand(program: Command): void {
-  const command = program
-    .command('report')
-    .description('CCPA record keeping: the section 7101 record of every request and the section 7102 metrics')
-    .option('--format <format>', 'csv or json', 'csv')
-    .option('--json', 'same as --format json')
-    .option(
-      '--from <date>',
-      'requests received on or after this local date (YYYY-MM-DD, in the time zone) or instant',
-    )
-    .option('--to <date>', 'requests received on or before this local date (the whole day) or instant')
-    .option('--regulation <regulation>', 'only gdpr or only ccpa requests')
-    .option(
-      '--time-zone <zone>',
-      "the IANA time zone dates are cut in (default: the stack's TimeZone output, else UTC)",
-    )
-    .option('--table <table>', 'CSV only: records, metrics or both (two tables, a blank line between)')
-    .option(
-      '--out <file>',
-      'write the report to this file (replaced if it exists) instead of stdout; - is stdout',
-    );
-  addTargetOptions(command)
-    .addHelpText(
-      'after',
-      `
-Records (7101): date of request (received_at), nature (type), manner (channel), date and
-nature of the response (response_date, response), basis for a denial (denial_basis). No subject
-identifiers appear. The date of a response or denial is its notice's (npx svc-dsr notice): the later
-of the time it claims (notice_given_at) and the time it was recorded (notice_recorded_at), null
-until one is recorded; on_time compares it with notice_due_at, and notice_recorded_late marks a
-notice claimed in time but recorded after its due date. ended_at is when the workflow ended.
-
-Metrics (7102), one row per regulation and type and one per regulation (type "all"); GDPR and CCPA
-never share a row:
-  received   consumer requests received (every category below)
-  complied   complied with in whole or in part: completed (exported, erased, corrected, or no data held)
-  denied     denied by the controller, split by basis: unverifiable (identity not verified), other
-  withdrawn  cancelled at the subject's request
-  open       not answered yet
-  failed     failed on our side and still owed (npx svc-dsr retry): neither complied with nor denied
-  late       complied with or denied, and not answered by the notice's due date
-  notice_missing  complied with or denied, with no response or denial notice recorded yet
-  median_days_to_respond, mean_days_to_respond: days from receipt to the response notice, complied
-             and denied requests that have one
-Messages rejected at intake as invalid are intake errors, not consumer requests: they are counted
-apart (intake_errors) and in no metric. A request whose dates contradict each other (received after
-the report, or answered before it was received) is flagged in date_problem and left out of the days.
-
-Exit codes: 0 written, 1 the ledger or some of its items could not be read (what could be read
-is written; skipped counts the rest), 2 invalid flags.
-
-Examples:
-  $ npx svc-dsr report --from 2026-01-01 --to 2026-12-31 --regulation ccpa --out ccpa-2026.csv
-  $ npx svc-dsr report --json --target aws --stack-outputs outputs.json
-  $ npx svc-dsr report --table metrics --time-zone America/Los_Angeles`,
-    )
-    .action(async (flags: ReportFlags, cmd: Command) => {
-      const formatGiven = cmd.getOptionValueSource('format') === 'cli';
-      const options: ReportOptions = {
-        ...(formatGiven && flags.format !== undefined ? { format: flags.format } : {}),
-        json: flags.json === true,
-        ...(flags.from === undefined ? {} : { from: flags.from }),
-        ...(flags.to === undefined ? {} : { to: flags.to }),
-        ...(flags.regulation === undefined ? {} : { regulation: flags.regulation }),
-        ...(flags.timeZone === undefined ? {} : { timeZone: flags.timeZone }),
-        ...(flags.out === undefined ? {} : { out: flags.out }),
-        ...(flags.table === undefined ? {} : { table: flags.table }),
-      };
-      parseReportOptions(options);
-      const { exitCode } = await withTarget(flags, (context) => runReport(context, options, processIo));
-      process.exitCode = exitCode;
-    });
+/** `svc-dsr report` run with its parsed arguments and flags (registered in ../register/report.ts). */
+export async function reportAction(flags: ReportFlags, cmd: Command): Promise<void> {
+  const formatGiven = cmd.getOptionValueSource('format') === 'cli';
+  const options: ReportOptions = {
+    ...(formatGiven && flags.format !== undefined ? { format: flags.format } : {}),
+    json: flags.json === true,
+    ...(flags.from === undefined ? {} : { from: flags.from }),
+    ...(flags.to === undefined ? {} : { to: flags.to }),
+    ...(flags.regulation === undefined ? {} : { regulation: flags.regulation }),
+    ...(flags.timeZone === undefined ? {} : { timeZone: flags.timeZone }),
+    ...(flags.out === undefined ? {} : { out: flags.out }),
+    ...(flags.table === undefined ? {} : { table: flags.table }),
+  };
+  parseReportOptions(options);
+  const { exitCode } = await withTarget(flags, (context) => runReport(context, options, processIo));
+  process.exitCode = exitCode;
 }

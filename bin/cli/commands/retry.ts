@@ -1,4 +1,3 @@
-import type { Command } from 'commander';
 import type { LedgerItem } from '#shared/ledger';
 import {
   type CliIo,
@@ -10,7 +9,8 @@ import {
 } from '../format.ts';
 import { CliError, EXIT } from '../io.ts';
 import { OperatorRefusedError } from '../operator-client.ts';
-import { addTargetOptions, type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { BULK_STATUSES } from '../register/retry.ts';
+import { type CliContext, type TargetFlags, withTarget } from '../target.ts';
 
 /** Options of `svc-dsr retry`. */
 export interface RetryOptions {
@@ -87,8 +87,6 @@ export interface BulkRetryResult {
   readonly running: number;
 }
 
-const BULK_STATUSES = ['failed', 'received', 'running'] as const;
-
 /**
  * Retries every request with `status` (and error `code`): failed ones, or open ones no execution
  * is running (the operator function refuses those, and they are counted apart). With `dryRun` it
@@ -157,7 +155,7 @@ function quietIo(io: CliIo): CliIo {
   return { ...io, out: () => {}, err: () => {} };
 }
 
-interface RetryFlags extends TargetFlags {
+export interface RetryFlags extends TargetFlags {
   readonly reason?: string;
   readonly json?: boolean;
   readonly status?: string;
@@ -165,50 +163,22 @@ interface RetryFlags extends TargetFlags {
   readonly dryRun?: boolean;
 }
 
-/** Registers `svc-dsr retry`. */
-export function registerRetryCommand(program: Command): void {
-  const command = program
-    .command('retry')
-    .description(
-      'redrive a failed request, or an open one no execution is running: reset it and start a new execution that resumes where it stopped',
-    )
-    .argument('[request_id]', 'the request id (or use --status for many)')
-    .option('--status <status>', `retry every request with this status: ${BULK_STATUSES.join(', ')}`)
-    .option('--code <code>', 'with --status: only requests whose error has this code, e.g. export_failed')
-    .option('--dry-run', 'with --status: print what would be retried and change nothing')
-    .option('--reason <reason>', 'why (kept in the audit record with who retried)')
-    .option('--json', 'print the result as JSON');
-  addTargetOptions(command)
-    .addHelpText(
-      'after',
-      `
-The new execution is named <request_id>-retry-<n>. Every step is idempotent against the ledger, so
-an export already under way, a copy already made or a deletion already done is not repeated.
-
-Exit codes: 0 started (or a dry run), 1 no such request, not retryable, or an execution could not
-start, 2 invalid flags.
-
-Examples:
-  $ npx svc-dsr retry 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f
-  $ npx svc-dsr retry --status failed --code export_failed --dry-run
-  $ npx svc-dsr retry --status running     # open requests left without a running execution`,
-    )
-    .action(async (requestId: string | undefined, flags: RetryFlags) => {
-      const bulk = bulkOptions(requestId, flags);
-      const reason = flags.reason === undefined ? {} : { reason: parseReason(flags.reason) };
-      const { exitCode } = await withTarget(
-        flags,
-        (context): Promise<CommandResult<RetryResult | BulkRetryResult>> =>
-          bulk === undefined
-            ? runRetry(
-                context,
-                { requestId: parseRequestId(requestId), ...reason, json: flags.json === true },
-                processIo,
-              )
-            : runBulkRetry(context, { ...bulk, ...reason }, processIo),
-      );
-      process.exitCode = exitCode;
-    });
+/** `svc-dsr retry` run with its parsed arguments and flags (registered in ../register/retry.ts). */
+export async function retryAction(requestId: string | undefined, flags: RetryFlags): Promise<void> {
+  const bulk = bulkOptions(requestId, flags);
+  const reason = flags.reason === undefined ? {} : { reason: parseReason(flags.reason) };
+  const { exitCode } = await withTarget(
+    flags,
+    (context): Promise<CommandResult<RetryResult | BulkRetryResult>> =>
+      bulk === undefined
+        ? runRetry(
+            context,
+            { requestId: parseRequestId(requestId), ...reason, json: flags.json === true },
+            processIo,
+          )
+        : runBulkRetry(context, { ...bulk, ...reason }, processIo),
+  );
+  process.exitCode = exitCode;
 }
 
 /** The bulk options, or undefined for a single retry; refuses a mix of the two. */

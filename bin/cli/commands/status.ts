@@ -1,4 +1,3 @@
-import type { Command } from 'commander';
 import { PLATFORM_KEEPS } from '#shared/erasure-scope';
 import { isOwed, type LedgerItem, NOTICE_KINDS, noticesDue } from '#shared/ledger';
 import {
@@ -11,7 +10,9 @@ import {
   writeJson,
 } from '../format.ts';
 import { EXIT } from '../io.ts';
-import { addTargetOptions, type CliContext, type TargetFlags, targetArgs, withTarget } from '../target.ts';
+import { withLedger } from '../ledger-context.ts';
+import type { CliContext } from '../target.ts';
+import { type TargetFlags, targetArgs } from '../target-flags.ts';
 import { loadRequest } from './common.ts';
 
 /** Options of `svc-dsr status`. */
@@ -199,39 +200,21 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
   return `${rows.map(([label, value]) => `${label.padEnd(width)}  ${value}`).join('\n')}\n`;
 }
 
-interface StatusFlags extends TargetFlags {
+export interface StatusFlags extends TargetFlags {
   readonly json?: boolean;
   readonly showSubject?: boolean;
 }
 
-/** Registers `svc-dsr status`. */
-export function registerStatusCommand(program: Command): void {
-  const command = program
-    .command('status')
-    .description("show a request's ledger record: status, step, deadlines, export, archive, erasure, errors")
-    .argument('<request_id>', 'the request id')
-    .option('--json', 'print the ledger item as JSON, with the notices still due (notices_due)')
-    .option('--show-subject', "also show the subject's primary_key and svc_user_id");
-  addTargetOptions(command)
-    .addHelpText(
-      'after',
-      `
-Exit codes: 0 shown, 1 no such request, 2 invalid request id or flags.
-
-Examples:
-  $ npx svc-dsr status 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f
-  $ npx svc-dsr status 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --json --target aws --stack-outputs outputs.json`,
-    )
-    .action(async (requestId: string, flags: StatusFlags) => {
-      const options = {
-        requestId: parseRequestId(requestId),
-        json: flags.json === true,
-        showSubject: flags.showSubject === true,
-        targetArgs: targetArgs(flags),
-      };
-      const { exitCode } = await withTarget(flags, (context) => runStatus(context, options, processIo));
-      process.exitCode = exitCode;
-    });
+/** `svc-dsr status` run with its parsed arguments and flags (registered in ../register/status.ts). */
+export async function statusAction(requestId: string, flags: StatusFlags): Promise<void> {
+  const options = {
+    requestId: parseRequestId(requestId),
+    json: flags.json === true,
+    showSubject: flags.showSubject === true,
+    targetArgs: targetArgs(flags),
+  };
+  const { exitCode } = await withLedger(flags, (context) => runStatus(context, options, processIo));
+  process.exitCode = exitCode;
 }
 
 /**

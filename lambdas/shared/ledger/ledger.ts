@@ -13,7 +13,8 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
-import { type AuditHead, parseChainId } from '../audit.ts';
+import type { AuditHead } from '../audit.ts';
+import { parseChainId } from '../audit-chains.ts';
 import type { Deadlines } from '../deadlines.ts';
 import {
   LedgerRuleError,

@@ -2,7 +2,7 @@
  * The operator changes (cancel, deny, notice, extend, retry, minimise), each written once: the refusal
  * an operator reads, and the same rule as the DynamoDB condition its write carries.
  */
-import { subjectHash } from '../audit.ts';
+import { subjectHash } from '../audit-chains.ts';
 import { computeDeadlines, DEFAULT_TIME_ZONE, decideExtension } from '../deadlines.ts';
 import {
   type LedgerItem,

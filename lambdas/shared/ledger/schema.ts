@@ -4,36 +4,14 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import type { SideChainKind } from '../audit.ts';
+import type { SideChainKind } from '../audit-chains.ts';
 import { CORRECTABLE_FIELDS } from '../profile-fields.ts';
 import { REQUEST_TYPES } from '../request.ts';
+import { DENIAL_CODES, NOTICE_KINDS, STATUSES } from '../vocabulary.ts';
 
-export const STATUSES = [
-  'received',
-  'running',
-  'completed',
-  'failed',
-  'cancelled',
-  'rejected',
-  'denied',
-] as const;
-/**
- * Why a valid request is denied, as the CCPA §7102 denial categories word them (not verifiable,
- * not made by a consumer, exempt, other), plus GDPR Art. 12(5)'s manifestly unfounded or excessive.
- */
-export const DENIAL_CODES = [
-  'identity_not_verified',
-  'not_a_consumer',
-  'exempt',
-  'manifestly_unfounded_or_excessive',
-  'other',
-] as const;
+export { DENIAL_CODES, NOTICE_KINDS, STATUSES };
+
 export type DenialCode = (typeof DENIAL_CODES)[number];
-/**
- * What the subject is told, and recorded: the receipt confirmation (CCPA §7021, by `confirm_by`),
- * the extension with its reason (before the original deadline), the response, or the denial.
- */
-export const NOTICE_KINDS = ['receipt', 'extension', 'response', 'denial'] as const;
 export type NoticeKind = (typeof NOTICE_KINDS)[number];
 export const STEPS = ['resolving', 'exporting', 'archiving', 'erasing', 'verifying', 'correcting'] as const;
 export const OUTCOMES = ['exported', 'erased', 'corrected', 'corrected_with_changes', 'no_data'] as const;

@@ -1,0 +1,77 @@
+/**
+ * Compiles the operator CLI (bin/svc-dsr.ts) into dist/cli/ with esbuild: ES modules for Node 20,
+ * its dependencies bundled, split so that each command is a chunk of its own, loaded when that
+ * command runs. `npm run build:cli`; npm runs it as `prepare` after `npm ci` and `npm install`.
+ * The sources it read are listed in dist/cli/inputs.json, which the launcher compares with them.
+ * Without esbuild (an install without devDependencies) it builds nothing and the CLI runs from the
+ * sources through tsx.
+ */
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { INPUTS_FILE } from './compiled-cli.mjs';
+
+/** Builds dist/cli/ under `root`; returns how many files it wrote, or undefined without esbuild. */
+export async function buildCli(root = new URL('..', import.meta.url)) {
+  let esbuild;
+  try {
+    esbuild = await import('esbuild');
+  } catch {
+    return undefined;
+  }
+  const rootPath = fileURLToPath(root);
+  const startedMs = Date.now();
+  const staging = new URL(`dist/cli.${process.pid}.tmp/`, root);
+  await rm(staging, { recursive: true, force: true });
+  const result = await esbuild.build({
+    absWorkingDir: rootPath,
+    entryPoints: { 'svc-dsr': 'bin/svc-dsr.ts' },
+    outdir: fileURLToPath(staging),
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    // The SDK's ES module builds, which leave out what a command does not use.
+    mainFields: ['module', 'main'],
+    // Loaded only by local, emulator and start, which run TypeScript (bin/cli/typescript.ts).
+    external: ['tsx', 'tsx/*'],
+    // Bundled CommonJS packages (commander, parts of the SDK) require Node's own modules.
+    banner: {
+      js: "import { createRequire as __svcDsrRequire } from 'node:module'; const require = __svcDsrRequire(import.meta.url);",
+    },
+    chunkNames: 'chunk-[hash]',
+    metafile: true,
+    logLevel: 'warning',
+    // Smaller chunks parse faster; names kept, so an error's class name reads as written.
+    minify: true,
+    keepNames: true,
+  });
+  // The package's own sources it read, and what stands for the dependencies it bundled.
+  const sources = Object.keys(result.metafile.inputs).filter((input) => !input.includes('node_modules/'));
+  const inputs = [...new Set([...sources, 'package.json', 'package-lock.json'])].map((input) =>
+    relative(rootPath, fileURLToPath(new URL(input, root))),
+  );
+  // Which modules each output holds and loads, for the test that keeps --version and --help light.
+  await writeFile(new URL('meta.json', staging), JSON.stringify(result.metafile));
+  await writeFile(
+    new URL('inputs.json', staging),
+    `${JSON.stringify({ started_ms: startedMs, inputs }, null, 2)}\n`,
+  );
+  const target = new URL('dist/cli/', root);
+  const old = new URL(`dist/cli.${process.pid}.old/`, root);
+  await mkdir(new URL('dist/', root), { recursive: true });
+  await rename(target, old).catch(() => {});
+  await rename(staging, target);
+  await rm(old, { recursive: true, force: true });
+  return Object.keys(result.metafile.outputs).length;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const written = await buildCli();
+  process.stderr.write(
+    written === undefined
+      ? 'svc-dsr: esbuild is not installed, so the CLI is not compiled; it runs from the TypeScript sources\n'
+      : `svc-dsr: compiled the CLI into ${INPUTS_FILE.replace('/inputs.json', '/')} (${written} files)\n`,
+  );
+}

@@ -1,0 +1,38 @@
+/**
+ * Whether dist/cli/ holds a compiled CLI as new as every source it was built from (the list
+ * bin/build-cli.mjs writes there). Plain JavaScript with no dependency: the launcher asks it
+ * before it loads anything else.
+ */
+import { readFileSync, statSync } from 'node:fs';
+
+/** The list of sources the compiled CLI was built from, written beside it. */
+export const INPUTS_FILE = 'dist/cli/inputs.json';
+
+/**
+ * `{ current: true, entry }` (the compiled entry's URL) when dist/cli/ is there and no source is
+ * newer than its build; otherwise `{ current: false, reason }`, the reason in words.
+ */
+export function compiledCli(root = new URL('..', import.meta.url)) {
+  let manifest;
+  try {
+    manifest = JSON.parse(readFileSync(new URL(INPUTS_FILE, root), 'utf8'));
+  } catch {
+    return { current: false, reason: 'the CLI is not compiled (no dist/cli/)' };
+  }
+  const { started_ms: startedMs, inputs } = manifest ?? {};
+  if (typeof startedMs !== 'number' || !Array.isArray(inputs)) {
+    return { current: false, reason: `${INPUTS_FILE} is not one bin/build-cli.mjs wrote` };
+  }
+  for (const input of inputs) {
+    let changedMs;
+    try {
+      changedMs = statSync(new URL(String(input), root)).mtimeMs;
+    } catch {
+      return { current: false, reason: `${input}, compiled into dist/cli/, is gone` };
+    }
+    // Compared with when the build started: a source saved during the build makes it stale.
+    if (changedMs > startedMs)
+      return { current: false, reason: `${input} changed since the CLI was compiled` };
+  }
+  return { current: true, entry: new URL('dist/cli/svc-dsr.js', root).href };
+}

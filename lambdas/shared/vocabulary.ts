@@ -1,0 +1,48 @@
+/**
+ * The workflow's words as plain lists, with no schema around them: request types and channels,
+ * statuses, denial codes, notice kinds. The schemas (request.ts, ledger/schema.ts) are built from
+ * them and re-export them; the CLI names them in its help without loading the schemas.
+ */
+
+/** The request types: the rights of access, erasure and correction. */
+export const REQUEST_TYPES = ['access', 'erasure', 'correction'] as const;
+
+/** How a request reached the business: CCPA regulations §7101(a) "manner in which the request was made". */
+export const REQUEST_CHANNELS = [
+  'web_form',
+  'email',
+  'phone',
+  'postal_mail',
+  'in_person',
+  'authorized_agent',
+  'other',
+] as const;
+
+/** The statuses a request moves through in the ledger. */
+export const STATUSES = [
+  'received',
+  'running',
+  'completed',
+  'failed',
+  'cancelled',
+  'rejected',
+  'denied',
+] as const;
+
+/**
+ * Why a valid request is denied, as the CCPA §7102 denial categories word them (not verifiable,
+ * not made by a consumer, exempt, other), plus GDPR Art. 12(5)'s manifestly unfounded or excessive.
+ */
+export const DENIAL_CODES = [
+  'identity_not_verified',
+  'not_a_consumer',
+  'exempt',
+  'manifestly_unfounded_or_excessive',
+  'other',
+] as const;
+
+/**
+ * What the subject is told, and recorded: the receipt confirmation (CCPA §7021, by `confirm_by`),
+ * the extension with its reason (before the original deadline), the response, or the denial.
+ */
+export const NOTICE_KINDS = ['receipt', 'extension', 'response', 'denial'] as const;
