@@ -73,6 +73,7 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
   );
   add('type', [item.type, item.regulation].filter(Boolean).join(', '));
   add('reference', item.reference);
+  add('channel', item.channel);
   add('submitted by', item.submitted_by);
   add('received', item.received_at);
   if (item.verification) {

@@ -97,6 +97,24 @@ describe('runStatus', () => {
     );
   });
 
+  it('shows how the request was made (its channel), when the ledger has one', async () => {
+    // Prepare
+    ledgerMock
+      .on(GetItemCommand)
+      .resolvesOnce({ Item: storedItem(ledgerRecord({ channel: 'web_form' })) })
+      .resolvesOnce({ Item: storedItem(ledgerRecord({})) });
+
+    // Act
+    const withChannel = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID }, withChannel);
+    const without = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID }, without);
+
+    // Assess
+    expect(withChannel.stdout()).toMatch(/channel\s+web_form/);
+    expect(without.stdout()).not.toContain('channel');
+  });
+
   it('says a request was overdue at intake, in the text as in --json', async () => {
     ledgerMock.on(GetItemCommand).resolves({
       Item: storedItem(ledgerRecord({ received_at: '2020-01-01T00:00:00Z', overdue_at_intake: true })),
