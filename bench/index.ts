@@ -31,6 +31,9 @@
  *    `svc-dsr status` and `list` on a served local mode beside `aws dynamodb get-item`
  *    (bench/cli.ts).
  *
+ * Each section's printed table also goes into bench/RESULTS.md (BENCH_RESULTS names another file),
+ * under the date and the machine it ran on; a run replaces the sections it ran (bench/results.ts).
+ *
  * BENCH_AWS_FAULTS=FILE throttles a seeded share of the local AWS calls in 2 and 3, as
  * `svc-dsr local --aws-faults FILE` does (format: docs/emulator.md, "AWS faults in local mode").
  *
@@ -67,6 +70,7 @@ import { localMemory, localThroughput } from './local-throughput.ts';
 import { packageBench } from './package.ts';
 import { writeHeavyArchive } from './package-archive.ts';
 import { reconcilerBench } from './reconciler.ts';
+import { section } from './results.ts';
 
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -778,20 +782,22 @@ const only = new Set(
   ).split(','),
 );
 if (only.has('copy')) {
-  const bundles = await bundle();
-  try {
-    await archiveCopy(bundles);
-  } finally {
-    await bundles.dispose();
-  }
+  await section('copy', async () => {
+    const bundles = await bundle();
+    try {
+      await archiveCopy(bundles);
+    } finally {
+      await bundles.dispose();
+    }
+  });
 }
-if (only.has('transitions')) await transitions();
-if (only.has('local')) await throughput();
-if (only.has('burst')) await burst();
-if (only.has('memory')) await memory();
-if (only.has('package')) await subjectPackage();
-if (only.has('package-memory')) await packageMemory();
-if (only.has('local-package')) await localPackage();
-if (only.has('reconciler')) await reconcilerBench();
-if (only.has('gate-simulation')) await gateSimulationBench();
-if (only.has('cli')) await cliBench();
+if (only.has('transitions')) await section('transitions', transitions);
+if (only.has('local')) await section('local', throughput);
+if (only.has('burst')) await section('burst', burst);
+if (only.has('memory')) await section('memory', memory);
+if (only.has('package')) await section('package', subjectPackage);
+if (only.has('package-memory')) await section('package-memory', packageMemory);
+if (only.has('local-package')) await section('local-package', localPackage);
+if (only.has('reconciler')) await section('reconciler', reconcilerBench);
+if (only.has('gate-simulation')) await section('gate-simulation', gateSimulationBench);
+if (only.has('cli')) await section('cli', cliBench);
