@@ -28,13 +28,13 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
-import { createGateTable, createLedgerTable } from '#local/aws/ledger-table';
 import { PlatformLimits } from '#local/emulator/limits';
 import { createRandom } from '#local/emulator/prng';
 import { jitteredSeconds, nextWaitSeconds, type PollSchedule } from '#shared/config';
 import { DEFAULTS } from '#shared/defaults';
 import { ExportWaiters, waiterKey } from '#shared/export-waiters';
 import { Ledger, OPEN_SHARD_ATTRIBUTE, openShardKey } from '#shared/ledger';
+import { createGateTable, createLedgerTable } from '#shared/ledger/table';
 import { GATE_KEY, PlatformGate } from '#shared/platform-gate';
 import type { StepDeps } from '#shared/step-deps';
 import { makeStepHandler, type StepDefinition, workflowExecutionTimeoutSeconds } from '#shared/step-handler';

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { BatchWriteItemCommand, type DynamoDBClient, type WriteRequest } from '@aws-sdk/client-dynamodb';
-import { createGateTable, createLedgerTable } from '#local/aws/ledger-table';
 import { type ExecutionStatus, isLive, latestExecutionName } from '#shared/executions';
 import { Ledger, OPEN_SHARD_ATTRIBUTE, openShardKey } from '#shared/ledger';
+import { createGateTable, createLedgerTable } from '#shared/ledger/table';
 import { PlatformGate } from '#shared/platform-gate';
 import { memoryCursor } from '../lambdas/reconciler/cursor.ts';
 import { PASS_MARGIN_MS } from '../lambdas/reconciler/handler.ts';

@@ -15,6 +15,7 @@ import { CALLERS, runAsCaller } from '#shared/call-recorder';
 import { stepEnvSchema } from '#shared/config';
 import { ExportWaiters } from '#shared/export-waiters';
 import type { Ledger } from '#shared/ledger';
+import { createGateTable, createLedgerTable } from '#shared/ledger/table';
 import { type ExportDrain, platformExportDrain } from '#shared/open-exports';
 import type { PlatformGate } from '#shared/platform-gate';
 import { buildStepDeps, platformClient, sfnTaskSuccess } from '#shared/runtime';
@@ -37,7 +38,6 @@ import { RECONCILER_TOKENS, STEP_TOKENS, STEPS, type StepName } from '../../lamb
 import { retentionDaysForMonths } from '../../lib/config.ts';
 import type { AwsFaults } from '../aws/aws-faults.ts';
 import type { AwsStandIns } from '../aws/aws-standins.ts';
-import { createGateTable, createLedgerTable } from '../aws/ledger-table.ts';
 import { startSecretsStandIn } from '../aws/secrets-standin.ts';
 import { type SfnShim, startSfnShim } from '../aws/sfn-shim.ts';
 import { resolveStateMachine } from './asl.ts';

@@ -2,7 +2,6 @@ import { createHash, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import yazl from 'yazl';
-import { createGateTable, createLedgerTable } from '#local/aws/ledger-table';
 import { computeDeadlines } from '#shared/deadlines';
 import {
   AuditChainClosedError,
@@ -22,6 +21,7 @@ import {
   SupersededRunError,
 } from '#shared/errors';
 import { Ledger, type LedgerPatch } from '#shared/ledger';
+import { createGateTable, createLedgerTable } from '#shared/ledger/table';
 import { PlatformGate } from '#shared/platform-gate';
 import type { StepDeps } from '#shared/step-deps';
 import { exportSlotWaitSeconds, makeStepHandler, outageWaitSeconds } from '#shared/step-handler';

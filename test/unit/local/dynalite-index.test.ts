@@ -12,8 +12,8 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsStandIns, startAwsStandIns } from '#local/aws/aws-standins';
-import { createLedgerTable } from '#local/aws/ledger-table';
 import { OPEN_DUE_INDEX, OPEN_SHARD_ATTRIBUTE, type OwedStatus, openShardKey } from '#shared/ledger';
+import { createLedgerTable } from '#shared/ledger/table';
 import { collidingRequestIds, legacyLedgerTable } from '../../helpers/dynamo.ts';
 
 const TABLE = 'svc-dsr-ledger';

@@ -1,9 +1,9 @@
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGateTable } from '#local/aws/ledger-table';
 import { sdkDynamoUpdateItem } from '#local/runtime/integrations';
 import { recordWaiter } from '#shared/export-waiters';
+import { createGateTable } from '#shared/ledger/table';
 import { GATE_KEY } from '#shared/platform-gate';
 import { startDynamo } from '../../helpers/dynamo.ts';
 

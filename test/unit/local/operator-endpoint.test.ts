@@ -10,8 +10,8 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger } from '#shared/ledger';
+import { createLedgerTable } from '#shared/ledger/table';
 import { operatorInvoker, signedHttpTransport } from '../../../bin/cli/operator-client.ts';
-import { createLedgerTable } from '../../../local/aws/ledger-table.ts';
 import { type OperatorEndpoint, startOperatorEndpoint } from '../../../local/runtime/operator-endpoint.ts';
 import { startDynamo } from '../../helpers/dynamo.ts';
 

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DynamoDBClient, ListTablesCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createLedgerTable } from '#local/aws/ledger-table';
 import { EmulatorConfigError } from '#local/emulator/server';
 import { startLocalServices } from '#local/threads/services-thread';
+import { createLedgerTable } from '#shared/ledger/table';
 
 const STATE = {
   spot_id: 'sp_thread',

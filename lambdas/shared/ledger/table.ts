@@ -1,6 +1,12 @@
+/**
+ * The ledger's and the platform gate's DynamoDB tables as the stack defines them (lib/dsr-stack.ts):
+ * their keys and indexes as data, and the functions that create them where no stack does (local mode
+ * and the tests).
+ */
 import {
   type AttributeValue,
   CreateTableCommand,
+  type CreateTableCommandInput,
   DeleteTableCommand,
   DescribeTableCommand,
   type DynamoDBClient,
@@ -11,7 +17,8 @@ import {
   waitUntilTableNotExists,
 } from '@aws-sdk/client-dynamodb';
 import { z } from 'zod';
-import { WAITERS_INDEX, WAITERS_QUEUE_ATTRIBUTE, WAITERS_SINCE_ATTRIBUTE } from '#shared/export-waiters';
+import { WAITERS_INDEX, WAITERS_QUEUE_ATTRIBUTE, WAITERS_SINCE_ATTRIBUTE } from '../export-waiters.ts';
+import { GATE_KEY } from '../platform-gate.ts';
 import {
   ENDED_INDEX,
   ENDED_SHARD_ATTRIBUTE,
@@ -21,8 +28,62 @@ import {
   OPEN_SHARD_ATTRIBUTE,
   openShardKey,
   STATUSES,
-} from '#shared/ledger';
-import { GATE_KEY } from '#shared/platform-gate';
+} from './schema.ts';
+
+/** A table's keys and indexes, without its name. */
+export type TableDefinition = Omit<CreateTableCommandInput, 'TableName'>;
+
+/** The ledger: one item per request; the sharded open-by-due index and the ended index of keys. */
+export const LEDGER_TABLE: TableDefinition = {
+  BillingMode: 'PAY_PER_REQUEST',
+  AttributeDefinitions: [
+    { AttributeName: 'request_id', AttributeType: 'S' },
+    { AttributeName: OPEN_SHARD_ATTRIBUTE, AttributeType: 'S' },
+    { AttributeName: 'due_at', AttributeType: 'S' },
+    { AttributeName: ENDED_SHARD_ATTRIBUTE, AttributeType: 'S' },
+    { AttributeName: 'completed_at', AttributeType: 'S' },
+  ],
+  KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
+  GlobalSecondaryIndexes: [
+    {
+      IndexName: OPEN_DUE_INDEX,
+      KeySchema: [
+        { AttributeName: OPEN_SHARD_ATTRIBUTE, KeyType: 'HASH' },
+        { AttributeName: 'due_at', KeyType: 'RANGE' },
+      ],
+      Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...OPEN_INDEX_ATTRIBUTES] },
+    },
+    {
+      IndexName: ENDED_INDEX,
+      KeySchema: [
+        { AttributeName: ENDED_SHARD_ATTRIBUTE, KeyType: 'HASH' },
+        { AttributeName: 'completed_at', KeyType: 'RANGE' },
+      ],
+      Projection: { ProjectionType: 'KEYS_ONLY' },
+    },
+  ],
+};
+
+/** The platform gate: one string key, and the index of export-slot waiters, oldest first. */
+export const GATE_TABLE: TableDefinition = {
+  BillingMode: 'PAY_PER_REQUEST',
+  AttributeDefinitions: [
+    { AttributeName: GATE_KEY, AttributeType: 'S' },
+    { AttributeName: WAITERS_QUEUE_ATTRIBUTE, AttributeType: 'S' },
+    { AttributeName: WAITERS_SINCE_ATTRIBUTE, AttributeType: 'N' },
+  ],
+  KeySchema: [{ AttributeName: GATE_KEY, KeyType: 'HASH' }],
+  GlobalSecondaryIndexes: [
+    {
+      IndexName: WAITERS_INDEX,
+      KeySchema: [
+        { AttributeName: WAITERS_QUEUE_ATTRIBUTE, KeyType: 'HASH' },
+        { AttributeName: WAITERS_SINCE_ATTRIBUTE, KeyType: 'RANGE' },
+      ],
+      Projection: { ProjectionType: 'ALL' },
+    },
+  ],
+};
 
 /**
  * Creates the ledger table with the same keys and indexes as the CDK stack (for local mode and
@@ -57,38 +118,7 @@ export async function createLedgerTable(client: DynamoDBClient, tableName: strin
 
 async function createTable(client: DynamoDBClient, tableName: string): Promise<void> {
   try {
-    await client.send(
-      new CreateTableCommand({
-        TableName: tableName,
-        BillingMode: 'PAY_PER_REQUEST',
-        AttributeDefinitions: [
-          { AttributeName: 'request_id', AttributeType: 'S' },
-          { AttributeName: OPEN_SHARD_ATTRIBUTE, AttributeType: 'S' },
-          { AttributeName: 'due_at', AttributeType: 'S' },
-          { AttributeName: ENDED_SHARD_ATTRIBUTE, AttributeType: 'S' },
-          { AttributeName: 'completed_at', AttributeType: 'S' },
-        ],
-        KeySchema: [{ AttributeName: 'request_id', KeyType: 'HASH' }],
-        GlobalSecondaryIndexes: [
-          {
-            IndexName: OPEN_DUE_INDEX,
-            KeySchema: [
-              { AttributeName: OPEN_SHARD_ATTRIBUTE, KeyType: 'HASH' },
-              { AttributeName: 'due_at', KeyType: 'RANGE' },
-            ],
-            Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...OPEN_INDEX_ATTRIBUTES] },
-          },
-          {
-            IndexName: ENDED_INDEX,
-            KeySchema: [
-              { AttributeName: ENDED_SHARD_ATTRIBUTE, KeyType: 'HASH' },
-              { AttributeName: 'completed_at', KeyType: 'RANGE' },
-            ],
-            Projection: { ProjectionType: 'KEYS_ONLY' },
-          },
-        ],
-      }),
-    );
+    await client.send(new CreateTableCommand({ TableName: tableName, ...LEDGER_TABLE }));
   } catch (error) {
     if (!(error instanceof Error && error.name === 'ResourceInUseException')) throw error;
   }
@@ -167,28 +197,7 @@ export async function createGateTable(client: DynamoDBClient, tableName: string)
     );
   }
   try {
-    await client.send(
-      new CreateTableCommand({
-        TableName: tableName,
-        BillingMode: 'PAY_PER_REQUEST',
-        AttributeDefinitions: [
-          { AttributeName: GATE_KEY, AttributeType: 'S' },
-          { AttributeName: WAITERS_QUEUE_ATTRIBUTE, AttributeType: 'S' },
-          { AttributeName: WAITERS_SINCE_ATTRIBUTE, AttributeType: 'N' },
-        ],
-        KeySchema: [{ AttributeName: GATE_KEY, KeyType: 'HASH' }],
-        GlobalSecondaryIndexes: [
-          {
-            IndexName: WAITERS_INDEX,
-            KeySchema: [
-              { AttributeName: WAITERS_QUEUE_ATTRIBUTE, KeyType: 'HASH' },
-              { AttributeName: WAITERS_SINCE_ATTRIBUTE, KeyType: 'RANGE' },
-            ],
-            Projection: { ProjectionType: 'ALL' },
-          },
-        ],
-      }),
-    );
+    await client.send(new CreateTableCommand({ TableName: tableName, ...GATE_TABLE }));
   } catch (error) {
     if (!(error instanceof Error && error.name === 'ResourceInUseException')) throw error;
   }
