@@ -12,11 +12,12 @@
  * dir), it is put back at once, so a second local mode is still refused.
  */
 import { randomBytes } from 'node:crypto';
-import { type FSWatcher, readFileSync, watch } from 'node:fs';
+import { type FSWatcher, watch } from 'node:fs';
 import { link, mkdir, readdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { DataDirInUseError } from '#shared/errors';
+import { processAlive } from '../bin/cli/local-endpoints.ts';
+import { DataDirInUseError } from '../lambdas/shared/errors.ts';
 
 /** The lock's file name in a data dir. */
 export const LOCK_FILE = 'owner.lock';
@@ -209,29 +210,6 @@ function parseOwner(text: string): DataDirOwner | undefined {
     return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;
-  }
-}
-
-/**
- * True while a process with this id runs (one of another user's counts). A zombie, killed and not yet
- * reaped by its parent, still answers a signal but holds nothing: on Linux its state in /proc says so.
- */
-export function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (error) {
-    return hasCode(error, 'EPERM');
-  }
-  return !isZombie(pid);
-}
-
-function isZombie(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The state follows the command name, which is in parentheses and may itself hold spaces.
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z';
-  } catch {
-    return false;
   }
 }
 

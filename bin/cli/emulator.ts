@@ -1,7 +1,7 @@
+import { type RunningEmulator, startEmulator } from '@svc-dsr/local/emulator';
+import { loadFaultsFile } from '@svc-dsr/local/emulator/faults';
+import { loadStateFile } from '@svc-dsr/local/emulator/state';
 import type { Command } from 'commander';
-import { loadFaultsFile } from '#local/emulator/faults';
-import { type RunningEmulator, startEmulator } from '#local/emulator/server';
-import { loadStateFile } from '#local/emulator/state';
 import { CliError, EXIT, hostSchema, parseOption, portSchema } from './io.ts';
 
 interface EmulatorFlags {

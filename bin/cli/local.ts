@@ -1,11 +1,9 @@
 import { resolve } from 'node:path';
+import { loadAwsFaultsFile } from '@svc-dsr/local/aws/aws-faults';
+import { loadFaultsFile } from '@svc-dsr/local/emulator/faults';
+import { loadStateFile } from '@svc-dsr/local/emulator/state';
 import { type Command, Option } from 'commander';
 import { z } from 'zod';
-import { loadAwsFaultsFile } from '#local/aws/aws-faults';
-import type { LocalEvent } from '#local/aws/events-standin';
-import { loadFaultsFile } from '#local/emulator/faults';
-import { loadStateFile } from '#local/emulator/state';
-import { type LineOutcome, type LocalMode, retriedThroughFaults } from '#local/local-mode';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
 import { timeZoneSchema } from '#shared/config';
 import { DataDirInUseError } from '#shared/errors';
@@ -14,6 +12,8 @@ import {
   type StatusChangedDetail,
   statusChangedDetailSchema,
 } from '../../lambdas/status-events/status-events.ts';
+import type { LocalEvent } from '../../local/aws/events-standin.ts';
+import { type LineOutcome, type LocalMode, retriedThroughFaults } from '../../local/local-mode.ts';
 import { requestLines } from './commands/submit.ts';
 import { untilStopped } from './emulator.ts';
 import { CliError, EXIT, parseOption, readRequestsText, shellWord } from './io.ts';
@@ -195,7 +195,7 @@ export async function runLocal(
     else changes.line(`svc-dsr local: ${stateChangeLine(change.data)}\n`);
   };
   // Loaded on use: it synthesizes the stack, which every other command can do without.
-  const { startLocalMode } = await import('#local/local-mode');
+  const { startLocalMode } = await import('../../local/local-mode.ts');
   const stack = await localStackConfig(flags.config);
   // Which settings ran is part of what a run shows, --json or not (stdout stays the summary).
   people(

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Command } from 'commander';
-import { acquireDataDirLock, emptyDataDir } from '#local/data-dir-lock';
 import { CALLERS, setDefaultCaller } from '#shared/call-recorder';
+import { acquireDataDirLock, emptyDataDir } from '../../local/data-dir-lock.ts';
 import { commandLine, ownDataDir, printSummary, summarize } from './local.ts';
 
 /** The sample requests `npm start` submits: one of each path through the workflow. */
@@ -47,7 +47,7 @@ export function registerStartCommand(program: Command): void {
         return held;
       });
       write('svc-dsr: starting the platform emulator, local AWS stand-ins and the state machine...\n');
-      const { startLocalMode } = await import('#local/local-mode');
+      const { startLocalMode } = await import('../../local/local-mode.ts');
       setDefaultCaller(CALLERS.localRuntime);
       const mode = await startLocalMode({ dataDir: flags.dataDir, lock });
       try {

@@ -10,11 +10,11 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { type Command, Option } from 'commander';
 import { z } from 'zod';
-import { type LocalEndpoints, readLocalEndpoints } from '#local/endpoints';
 import { Ledger } from '#shared/ledger';
 import { prepareSdkClient } from '#shared/sdk-clients';
 import { type StackNames, stackNamesSchema } from '../../lib/stack-outputs.ts';
 import { CliError, EXIT, parseOption, shellWord } from './io.ts';
+import { type LocalEndpoints, readLocalEndpoints } from './local-endpoints.ts';
 import { localOperator } from './operator.ts';
 import {
   inProcessTransport,
