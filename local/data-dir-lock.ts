@@ -17,7 +17,6 @@ import { link, mkdir, readdir, readFile, rename, rm, unlink, writeFile } from 'n
 import { basename, dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { processAlive } from '../bin/cli/local-endpoints.ts';
-import { DataDirInUseError } from '../lambdas/shared/errors.ts';
 
 /** The lock's file name in a data dir. */
 export const LOCK_FILE = 'owner.lock';
@@ -193,6 +192,12 @@ async function takeOverStale(path: string, staleText: string): Promise<void> {
   const moved = await readFile(aside, 'utf8').catch(() => undefined);
   if (moved !== staleText) await link(aside, path).catch(() => {});
   await unlink(aside).catch(() => {});
+}
+
+/** A data dir is held by another live process; the message names it and says what to do. */
+export class DataDirInUseError extends Error {
+  override readonly name = 'DataDirInUseError';
+  readonly code = 'data_dir_in_use';
 }
 
 function inUse(dataDir: string, holder: DataDirOwner): DataDirInUseError {

@@ -8,7 +8,6 @@ import { formatSeconds, startProgress } from '../../bin/cli/progress.ts';
 import { localStackConfig } from '../../bin/cli/stack-config.ts';
 import { CALLERS, setDefaultCaller } from '../../lambdas/shared/call-recorder.ts';
 import { timeZoneSchema } from '../../lambdas/shared/config.ts';
-import { DataDirInUseError } from '../../lambdas/shared/errors.ts';
 import type { LedgerItem } from '../../lambdas/shared/ledger/index.ts';
 import {
   type StatusChangedDetail,
@@ -16,6 +15,7 @@ import {
 } from '../../lambdas/status-events/status-events.ts';
 import { loadAwsFaultsFile } from '../aws/aws-faults.ts';
 import type { LocalEvent } from '../aws/events-standin.ts';
+import { DataDirInUseError } from '../data-dir-lock.ts';
 import { loadFaultsFile } from '../emulator/faults.ts';
 import { loadStateFile } from '../emulator/state.ts';
 import { type LineOutcome, type LocalMode, retriedThroughFaults } from '../local-mode.ts';

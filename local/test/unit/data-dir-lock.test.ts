@@ -3,8 +3,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, unlink, writeFile } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquireDataDirLock, emptyDataDir, LOCK_FILE } from '#local/data-dir-lock';
-import { DataDirInUseError } from '../../../lambdas/shared/errors.ts';
+import { acquireDataDirLock, DataDirInUseError, emptyDataDir, LOCK_FILE } from '#local/data-dir-lock';
 
 let workdir: string;
 
