@@ -19,7 +19,7 @@ import { CliError, EXIT, writeQuietlyToClosedPipes } from './cli/io.ts';
 import { registerLocalCommand } from './cli/local.ts';
 import { registerStartCommand } from './cli/start.ts';
 
-// Every AWS call this process makes is the operator's, but for local mode's (bin/cli/local.ts).
+// Every AWS call this process makes is the operator's, but for local mode's (local/cli/local.ts).
 setDefaultCaller(CALLERS.cli);
 // `svc-dsr list | head -2`: when the reader goes away, go on quietly rather than with a stack trace.
 writeQuietlyToClosedPipes();
