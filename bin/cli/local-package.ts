@@ -49,8 +49,9 @@ export interface LocalCommands {
 
 /** The local package's commands; exit 2, saying how to install the package, when it is missing. */
 export async function loadLocalCommands(specifier: string = LOCAL_COMMANDS): Promise<LocalCommands> {
+  let loaded: LocalCommands;
   try {
-    return (await import(specifier)) as LocalCommands;
+    loaded = (await import(specifier)) as LocalCommands;
   } catch (error) {
     if (!missing(error, specifier)) throw error;
     const name = packageName(specifier);
@@ -58,6 +59,32 @@ export async function loadLocalCommands(specifier: string = LOCAL_COMMANDS): Pro
       `this command runs local mode, which is in the package ${name} (local/ in the svc-dsr repository), and it is not installed: run \`npm ci\` at the root of the svc-dsr repository, which installs it beside the product as an npm workspace`,
       EXIT.usage,
     );
+  }
+  return {
+    runLocal: (flags) => reported(() => loaded.runLocal(flags)),
+    emulatorCommand: (flags) => reported(() => loaded.emulatorCommand(flags)),
+    startCommand: (flags) => reported(() => loaded.startCommand(flags)),
+  };
+}
+
+/**
+ * Runs a command of the package, whose CliErrors are those of the io.ts it loads: a CLI built apart
+ * from it has its own copy of the class, so they are carried over by name, message and exit code.
+ */
+async function reported<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (
+      error instanceof Error &&
+      !(error instanceof CliError) &&
+      error.name === 'CliError' &&
+      'exitCode' in error &&
+      typeof error.exitCode === 'number'
+    ) {
+      throw new CliError(error.message, error.exitCode);
+    }
+    throw error;
   }
 }
 
