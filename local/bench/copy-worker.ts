@@ -8,7 +8,7 @@
  * - `archive`: ArchiveExport's copy with the zip checked as it streams, then its proof of the
  *   stored object (verifyCopy), as the Lambda runs them.
  * Prints one JSON line: bytes, seconds, CPU seconds, peak RSS, TCP connections opened.
- * bench/index.ts runs it from a bundle; every mode loads the same modules, so all start from the
+ * local/bench/index.ts runs it from a bundle; every mode loads the same modules, so all start from the
  * same memory floor.
  */
 import { createHash } from 'node:crypto';

@@ -21,12 +21,12 @@
  *    state, each in a process of its own.
  * 9. `reconciler`: a reconciler pass over BENCH_RECONCILE_REQUESTS (default 50,000) open requests
  *    on dynalite with a DescribeExecution stand-in, pass time, CPU, passes and when metrics went
- *    out, beside the sequential loop it replaced (bench/reconciler.ts).
+ *    out, beside the sequential loop it replaced (local/bench/reconciler.ts).
  * 10. `gate-simulation`: GATE_SIM_REQUESTS (default 50,000) requests dropped at once through the
  *    export path, the real gate code on dynalite in virtual time, in two regimes (exports ready in
  *    1-30 min, and in 1-4 h; GATE_SIM_REGIMES=1 or 2 runs one): calls above the rate, exports
  *    above the cap, unmetered calls, the share exported before the deadline margin and alarmed at
- *    it, slot attempts, transitions and the longest history (bench/gate-simulation.ts).
+ *    it, slot attempts, transitions and the longest history (local/bench/gate-simulation.ts).
  *
  * BENCH_AWS_FAULTS=FILE throttles a seeded share of the local AWS calls in 2 and 3, as
  * `svc-dsr local --aws-faults FILE` does (format: docs/emulator.md, "AWS faults in local mode").

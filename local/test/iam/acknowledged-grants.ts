@@ -65,7 +65,7 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
     })),
   ),
   // The export-slot hand-over (shared/export-waiters.ts): the workflow tests run it on the local
-  // stand-ins (test/workflow/load-control.test.ts); the proof's scenario has no request waiting for
+  // stand-ins (local/test/workflow/load-control.test.ts); the proof's scenario has no request waiting for
   // a slot when one is given back.
   ...['CheckExport', 'ArchiveExport', 'RecordOutcome', 'RecordFailure', 'Reconciler'].flatMap((role) => [
     {

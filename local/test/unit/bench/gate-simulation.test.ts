@@ -3,7 +3,7 @@ import { HISTORY_EVENT_LIMIT, SAFE_HISTORY_FRACTION } from '../../../../lib/hist
 import { REGIMES, simulateGate } from '../../../bench/gate-simulation.ts';
 
 /**
- * The gate simulation's small version (bench/gate-simulation.ts, `npm run bench` runs 50,000): a
+ * The gate simulation's small version (local/bench/gate-simulation.ts, `npm run bench` runs 50,000): a
  * drop through four export slots, so requests queue for hours. The second regime's deadline is two
  * days with a one-day margin, so the queue cannot drain before the margin at this size either.
  */
