@@ -38,7 +38,6 @@
  * throughput and CPU, and the highest peak RSS.
  */
 import './quiet.ts';
-import '#local/polyfills';
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { once } from 'node:events';

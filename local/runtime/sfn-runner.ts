@@ -3,7 +3,6 @@
  * in-process handler the way Lambda would: the payload and the result cross a JSON boundary, and a
  * thrown error surfaces by its `name` so Retry and Catch match exactly as they do in AWS.
  */
-import '../polyfills.ts';
 import {
   ExecutionAbortedError,
   ExecutionError,

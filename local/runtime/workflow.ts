@@ -1,4 +1,3 @@
-import '../polyfills.ts';
 import { randomBytes } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
