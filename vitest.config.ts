@@ -2,7 +2,8 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    // The product's tests and the local package's (local/test/): one run covers both.
+    include: ['test/**/*.test.ts', 'local/test/**/*.test.ts'],
     setupFiles: ['test/setup.ts'],
     // The CLI as installed: compiled into dist/cli/ when it is missing or older than its sources.
     globalSetup: ['test/global-setup.ts'],

@@ -3,6 +3,13 @@
 // else the TypeScript sources through tsx, saying why on one line.
 import { compiledCli } from './compiled-cli.mjs';
 
+const NODE_MAJOR = 24;
+if (Number(process.versions.node.split('.')[0]) < NODE_MAJOR) {
+  process.stderr.write(
+    `svc-dsr needs Node.js ${NODE_MAJOR} or newer, and this is ${process.version}: install it, or take it from the npm registry with \`npm install --prefix ~/.cache/svc-dsr/node${NODE_MAJOR} node@${NODE_MAJOR}\` and put ~/.cache/svc-dsr/node${NODE_MAJOR}/node_modules/.bin first on the PATH (README.md)\n`,
+  );
+  process.exit(2);
+}
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const compiled = compiledCli();
 if (compiled.current) {

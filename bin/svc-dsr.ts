@@ -26,7 +26,7 @@ import { registerSubmitCommand } from './cli/register/submit.ts';
 import { registerVerifyCommand } from './cli/register/verify.ts';
 import { PACKAGE_ROOT } from './cli/typescript.ts';
 
-// Every AWS call this process makes is the operator's, but for local mode's (bin/cli/local.ts).
+// Every AWS call this process makes is the operator's, but for local mode's (local/cli/local.ts).
 setDefaultCaller(CALLERS.cli);
 // `svc-dsr list | head -2`: when the reader goes away, go on quietly rather than with a stack trace.
 writeQuietlyToClosedPipes();

@@ -12,11 +12,11 @@
  * dir), it is put back at once, so a second local mode is still refused.
  */
 import { randomBytes } from 'node:crypto';
-import { type FSWatcher, readFileSync, watch } from 'node:fs';
+import { type FSWatcher, watch } from 'node:fs';
 import { link, mkdir, readdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { DataDirInUseError } from '#shared/errors';
+import { processAlive } from '../bin/cli/local-endpoints.ts';
 
 /** The lock's file name in a data dir. */
 export const LOCK_FILE = 'owner.lock';
@@ -194,6 +194,12 @@ async function takeOverStale(path: string, staleText: string): Promise<void> {
   await unlink(aside).catch(() => {});
 }
 
+/** A data dir is held by another live process; the message names it and says what to do. */
+export class DataDirInUseError extends Error {
+  override readonly name = 'DataDirInUseError';
+  readonly code = 'data_dir_in_use';
+}
+
 function inUse(dataDir: string, holder: DataDirOwner): DataDirInUseError {
   return new DataDirInUseError(
     `the data dir ${dataDir} is in use by process ${holder.pid} (${holder.command}), running since ${holder.started_at}: ` +
@@ -209,29 +215,6 @@ function parseOwner(text: string): DataDirOwner | undefined {
     return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;
-  }
-}
-
-/**
- * True while a process with this id runs (one of another user's counts). A zombie, killed and not yet
- * reaped by its parent, still answers a signal but holds nothing: on Linux its state in /proc says so.
- */
-export function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (error) {
-    return hasCode(error, 'EPERM');
-  }
-  return !isZombie(pid);
-}
-
-function isZombie(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The state follows the command name, which is in parentheses and may itself hold spaces.
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z';
-  } catch {
-    return false;
   }
 }
 

@@ -6,9 +6,9 @@
  */
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import { type LocalEndpoints, readLocalEndpoints } from '#local/endpoints';
 import { type StackNames, stackNamesSchema } from '../../lib/stack-outputs.ts';
 import { CliError, EXIT, parseOption, shellWord } from './io.ts';
+import { type LocalEndpoints, readLocalEndpoints } from './local-endpoints.ts';
 import { DEFAULT_DATA_DIR, type TargetFlags } from './target-flags.ts';
 
 /** Where to connect, as resolved from the flags and files. */

@@ -13,18 +13,9 @@
  * - `no_data`: the request ends `completed/no_data` (the subject is gone from the platform);
  * - `cancel`: the execution ends quietly, the ledger already says why;
  * - `fail`: RecordFailure records the error's code, for an operator to read and retry;
- * - `redeliver`: outside the workflow, the event source delivers the batch again;
- * - `operator`: outside the workflow, a command says what to do.
+ * - `redeliver`: outside the workflow, the event source delivers the batch again.
  */
-export type ErrorHandling =
-  | 'retry'
-  | 'restart_export'
-  | 'wait'
-  | 'no_data'
-  | 'cancel'
-  | 'fail'
-  | 'redeliver'
-  | 'operator';
+export type ErrorHandling = 'retry' | 'restart_export' | 'wait' | 'no_data' | 'cancel' | 'fail' | 'redeliver';
 
 /** The handlings in which running the same work again may succeed. */
 const RETRYABLE_HANDLINGS: ReadonlySet<ErrorHandling> = new Set([
@@ -461,23 +452,6 @@ export class ConfigurationError extends DsrError {
   readonly code = 'configuration';
 }
 
-/**
- * EventBridge refused some status events. The stream batch that carried them is delivered again,
- * so the events are late rather than lost (consumers de-duplicate by the detail's `event_id`).
- */
-export class StatusEventsNotPublishedError extends DsrError {
-  override readonly name = 'StatusEventsNotPublishedError';
-  static override readonly handling: ErrorHandling = 'redeliver';
-  readonly code = 'status_events_not_published';
-}
-
-/** A local data dir is held by another live process (local/data-dir-lock.ts); the message names it. */
-export class DataDirInUseError extends DsrError {
-  override readonly name = 'DataDirInUseError';
-  static override readonly handling: ErrorHandling = 'operator';
-  readonly code = 'data_dir_in_use';
-}
-
 /** Every error class svc-dsr throws, in the order the state machine lists their names. */
 export const ERROR_CLASSES = [
   PlatformThrottledError,
@@ -518,8 +492,6 @@ export const ERROR_CLASSES = [
   RequestCancelledError,
   SupersededRunError,
   SubjectUnderOtherSpellingError,
-  StatusEventsNotPublishedError,
-  DataDirInUseError,
 ] as const;
 
 /** The names of the error classes handled as `handling`. */

@@ -149,7 +149,7 @@ export function exportSlotWaitSeconds(waits: number, random: () => number): numb
  * to the oldest waiter and wakes it (export-waiters.ts), so such a request is woken when its turn
  * comes; the wait bounds only what a lost wake-up costs (a slot held that long, the request that
  * long late), and its length makes the StartExport runs of a drop grow with the slots handed over,
- * not with the waiters times the time they wait (measured in bench/gate-simulation.ts).
+ * not with the waiters times the time they wait (measured in local/bench/gate-simulation.ts).
  */
 export const QUEUED_SLOT_MAX_WAIT_SECONDS = 7 * 86_400;
 
@@ -172,7 +172,7 @@ export function outageWaitSeconds(asked: number, random: () => number): number {
  * (lib/history-budget.ts): the waits for an export slot over the longest a request can stay open
  * (exportSlotWaitsBudgeted), and the rate and outage waits of its platform calls
  * (RATE_WAITS_BUDGETED). Nothing enforces it: no wait ends in a call outside the gate. The
- * simulation in bench/gate-simulation.ts measures the longest execution's history against it.
+ * simulation in local/bench/gate-simulation.ts measures the longest execution's history against it.
  */
 export function platformWaitsBudgeted(): number {
   return exportSlotWaitsBudgeted() + RATE_WAITS_BUDGETED;

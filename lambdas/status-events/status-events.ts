@@ -1,7 +1,18 @@
 import { z } from 'zod';
-import { StatusEventsNotPublishedError } from '#shared/errors';
+import { DsrError, type ErrorHandling } from '#shared/errors';
 import { isOwed, ledgerItemSchema, STATUSES } from '#shared/ledger';
 import { REQUEST_TYPES } from '#shared/request';
+
+/**
+ * EventBridge refused some status events (this function's own error: it runs off the ledger's stream,
+ * outside the workflow). The stream batch that carried them is delivered again,
+ * so the events are late rather than lost (consumers de-duplicate by the detail's `event_id`).
+ */
+export class StatusEventsNotPublishedError extends DsrError {
+  override readonly name = 'StatusEventsNotPublishedError';
+  static override readonly handling: ErrorHandling = 'redeliver';
+  readonly code = 'status_events_not_published';
+}
 
 /** The `source` of every svc-dsr event. */
 export const EVENT_SOURCE = 'svc-dsr';

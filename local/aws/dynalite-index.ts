@@ -19,7 +19,7 @@ import { Server } from 'node:http';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
-import { ConfigurationError } from '#shared/errors';
+import { ConfigurationError } from '../../lambdas/shared/errors.ts';
 
 /** dynalite's options (see its index.js). */
 export interface DynaliteOptions {

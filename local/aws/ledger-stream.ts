@@ -14,7 +14,7 @@
 import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { z } from 'zod';
-import { CALLERS, runAsCaller } from '#shared/call-recorder';
+import { CALLERS, runAsCaller } from '../../lambdas/shared/call-recorder.ts';
 import { BodyTooLargeError, listenOnLoopback, readBody, safeJson } from '../http.ts';
 
 export interface LedgerStream {

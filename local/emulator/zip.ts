@@ -54,7 +54,7 @@ const UNIX_FILE_MODE = 0o100644;
 const DOS_DATE = ((2020 - 1980) << 9) | (1 << 5) | 1;
 const DOS_TIME = 0;
 
-const crc32 = nativeOrPortableCrc32();
+const crc32 = (data: Buffer, previous: number): number => zlib.crc32(data, previous);
 
 interface PreparedEntry {
   name: Buffer;
@@ -265,22 +265,4 @@ function endOfCentralDirectory(
   record.writeUInt32LE(centralDirectoryOffset, 16);
   record.writeUInt16LE(0, 20);
   return record;
-}
-
-type Crc32 = (data: Buffer, previous: number) => number;
-
-// zlib.crc32 exists from Node 20.15; older 20.x releases get the table-driven version.
-function nativeOrPortableCrc32(): Crc32 {
-  if (typeof zlib.crc32 === 'function') return (data, previous) => zlib.crc32(data, previous);
-  const table = new Uint32Array(256);
-  for (let n = 0; n < 256; n += 1) {
-    let c = n;
-    for (let k = 0; k < 8; k += 1) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    table[n] = c >>> 0;
-  }
-  return (data, previous) => {
-    let crc = (previous ^ 0xffffffff) >>> 0;
-    for (const byte of data) crc = (table[(crc ^ byte) & 0xff] ?? 0) ^ (crc >>> 8);
-    return (crc ^ 0xffffffff) >>> 0;
-  };
 }

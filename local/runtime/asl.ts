@@ -5,7 +5,7 @@
  * ARN stands for which Lambda, so a runner can hand each Task to the right in-process handler.
  */
 import { z } from 'zod';
-import { ConfigurationError } from '#shared/errors';
+import { ConfigurationError } from '../../lambdas/shared/errors.ts';
 
 /** The fake environment the resolved definition claims to live in. */
 export const LOCAL_PARTITION = 'aws';

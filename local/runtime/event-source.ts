@@ -4,7 +4,7 @@
  */
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { CALLERS, runAsCaller } from '#shared/call-recorder';
+import { CALLERS, runAsCaller } from '../../lambdas/shared/call-recorder.ts';
 
 /** What the poller does with a batch: the Lambda handler of an SQS event source mapping. */
 export type SqsBatchHandler = (event: SQSEvent) => Promise<SQSBatchResponse>;

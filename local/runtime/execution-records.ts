@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
-import { ConfigurationError } from '#shared/errors';
+import { ConfigurationError } from '../../lambdas/shared/errors.ts';
 import type { ExecutionRecord } from './executions.ts';
 
 /** What Step Functions accepts as an execution name. */

@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { ConfigurationError } from '#shared/errors';
+import { ConfigurationError } from '../../lambdas/shared/errors.ts';
 import { loadRecords, readRecordFile, writeAtomically } from './execution-records.ts';
 import type { ExecutionEvent, ExecutionResult, LocalStateMachine } from './sfn-runner.ts';
 

@@ -8,7 +8,7 @@
  */
 import { type AttributeValue, type DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { z } from 'zod';
-import { CALLERS, runAsCaller } from '#shared/call-recorder';
+import { CALLERS, runAsCaller } from '../../lambdas/shared/call-recorder.ts';
 import type { LocalIntegration } from './sfn-runner.ts';
 
 /** The resource of Step Functions' direct DynamoDB UpdateItem integration. */

@@ -6,10 +6,10 @@
  */
 import { createServer } from 'node:http';
 import { userInfo } from 'node:os';
-import { runAsCaller } from '#shared/call-recorder';
 import { makeOperatorHandler } from '../../lambdas/operator/handler.ts';
 import { auditableOperator } from '../../lambdas/operator/identity.ts';
 import type { OperatorDeps } from '../../lambdas/operator/operator.ts';
+import { runAsCaller } from '../../lambdas/shared/call-recorder.ts';
 import type { StepLogger } from '../../lambdas/shared/step-deps.ts';
 import { closeServer, listen, readBody, trackSockets } from '../http.ts';
 

@@ -3,7 +3,6 @@
  * in-process handler the way Lambda would: the payload and the result cross a JSON boundary, and a
  * thrown error surfaces by its `name` so Retry and Catch match exactly as they do in AWS.
  */
-import '../polyfills.ts';
 import {
   ExecutionAbortedError,
   ExecutionError,
@@ -13,8 +12,8 @@ import {
   type StateMachineDefinition,
 } from 'aws-local-stepfunctions';
 import { z } from 'zod';
-import { ConfigurationError } from '#shared/errors';
-import { PLATFORM_WAIT_SUFFIX } from '#shared/platform-gate';
+import { ConfigurationError } from '../../lambdas/shared/errors.ts';
+import { PLATFORM_WAIT_SUFFIX } from '../../lambdas/shared/platform-gate.ts';
 import { type AwsFaults, AwsThrottle } from '../aws/aws-faults.ts';
 import { LOCAL_ACCOUNT_ID, LOCAL_PARTITION, LOCAL_REGION, type ResolvedStateMachine } from './asl.ts';
 

@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { DynamoDBRecord } from 'aws-lambda';
-import { runAsCaller } from '#shared/call-recorder';
-import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
-import type { StepLogger } from '#shared/step-deps';
+import { runAsCaller } from '../../lambdas/shared/call-recorder.ts';
+import { CACHED_MIDDLEWARE, prepareSdkClient } from '../../lambdas/shared/sdk-clients.ts';
+import type { StepLogger } from '../../lambdas/shared/step-deps.ts';
 import { eventBridgePut, makeStatusEventsHandler } from '../../lambdas/status-events/handler.ts';
 import { type AwsStandIns, standInClientConfig } from '../aws/aws-standins.ts';
 import { type LocalEvent, startEventsStandIn } from '../aws/events-standin.ts';

@@ -4,13 +4,13 @@
  * BuildPackage is given, the deadline sweep's settings and schedule, and intake's verification gate.
  */
 import { z } from 'zod';
-import { ConfigurationError } from '#shared/errors';
+import { PACKAGE_SETTINGS_METADATA } from '../../lambdas/build-package/settings.ts';
+import { ConfigurationError } from '../../lambdas/shared/errors.ts';
 import {
   VERIFICATION_POLICY_ENV,
   type VerificationPolicy,
   verificationPolicyEnvSchema,
-} from '#shared/verification';
-import { PACKAGE_SETTINGS_METADATA } from '../../lambdas/build-package/settings.ts';
+} from '../../lambdas/shared/verification.ts';
 import { STEPS, type StepName } from '../../lambdas/steps.ts';
 
 const functionResourceSchema = z.looseObject({

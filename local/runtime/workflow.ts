@@ -1,4 +1,3 @@
-import '../polyfills.ts';
 import { randomBytes } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
@@ -10,34 +9,34 @@ import {
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { type AuditTrail, MINIMUM_RETENTION_MONTHS } from '#shared/audit';
-import { CALLERS, runAsCaller } from '#shared/call-recorder';
-import { stepEnvSchema } from '#shared/config';
-import { ExportWaiters } from '#shared/export-waiters';
-import type { Ledger } from '#shared/ledger';
-import { type ExportDrain, platformExportDrain } from '#shared/open-exports';
-import type { PlatformGate } from '#shared/platform-gate';
-import { buildStepDeps, platformClient, sfnTaskSuccess } from '#shared/runtime';
-import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
-import {
-  type SecretName,
-  type SecretReader,
-  type SecretValues,
-  secretsManagerReaders,
-} from '#shared/secrets';
-import type { StepDeps, StepLogger } from '#shared/step-deps';
-import { type AnyStep, makeStepHandler } from '#shared/step-handler';
-import type { ExecutionInput } from '#shared/step-io';
 import type { DeadlineCounts } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { makeDeadlineSweepHandler } from '../../lambdas/deadline-sweep/handler.ts';
 import { sqsQuarantine } from '../../lambdas/intake/aws.ts';
 import { type IntakeObserver, makeIntakeHandler } from '../../lambdas/intake/handler.ts';
 import type { IntakeDeps } from '../../lambdas/intake/intake.ts';
+import { type AuditTrail, MINIMUM_RETENTION_MONTHS } from '../../lambdas/shared/audit.ts';
+import { CALLERS, runAsCaller } from '../../lambdas/shared/call-recorder.ts';
+import { stepEnvSchema } from '../../lambdas/shared/config.ts';
+import { ExportWaiters } from '../../lambdas/shared/export-waiters.ts';
+import type { Ledger } from '../../lambdas/shared/ledger/index.ts';
+import { createGateTable, createLedgerTable } from '../../lambdas/shared/ledger/table.ts';
+import { type ExportDrain, platformExportDrain } from '../../lambdas/shared/open-exports.ts';
+import type { PlatformGate } from '../../lambdas/shared/platform-gate.ts';
+import { buildStepDeps, platformClient, sfnTaskSuccess } from '../../lambdas/shared/runtime.ts';
+import { CACHED_MIDDLEWARE, prepareSdkClient } from '../../lambdas/shared/sdk-clients.ts';
+import {
+  type SecretName,
+  type SecretReader,
+  type SecretValues,
+  secretsManagerReaders,
+} from '../../lambdas/shared/secrets.ts';
+import type { StepDeps, StepLogger } from '../../lambdas/shared/step-deps.ts';
+import { type AnyStep, makeStepHandler } from '../../lambdas/shared/step-handler.ts';
+import type { ExecutionInput } from '../../lambdas/shared/step-io.ts';
 import { RECONCILER_TOKENS, STEP_TOKENS, STEPS, type StepName } from '../../lambdas/steps.ts';
 import { retentionDaysForMonths } from '../../lib/config.ts';
 import type { AwsFaults } from '../aws/aws-faults.ts';
 import type { AwsStandIns } from '../aws/aws-standins.ts';
-import { createGateTable, createLedgerTable } from '../aws/ledger-table.ts';
 import { startSecretsStandIn } from '../aws/secrets-standin.ts';
 import { type SfnShim, startSfnShim } from '../aws/sfn-shim.ts';
 import { resolveStateMachine } from './asl.ts';

@@ -7,10 +7,10 @@ import { access, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { loadAwsFaultsFile } from '@svc-dsr/local/aws/aws-faults';
+import { loadFaultsFile } from '@svc-dsr/local/emulator/faults';
+import { loadStateFile } from '@svc-dsr/local/emulator/state';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadAwsFaultsFile } from '#local/aws/aws-faults';
-import { loadFaultsFile } from '#local/emulator/faults';
-import { loadStateFile } from '#local/emulator/state';
 import { CLI, runProcess } from '../helpers/cli.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));

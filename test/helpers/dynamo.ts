@@ -8,7 +8,7 @@ import {
   waitUntilTableExists,
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { createDynalite } from '#local/aws/dynalite-index';
+import { createDynalite } from '@svc-dsr/local/aws/dynalite';
 import { openShardOf } from '#shared/ledger';
 
 /**

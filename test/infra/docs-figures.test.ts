@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
+import { resolveStateMachine } from '@svc-dsr/local/runtime/asl';
+import { synthesizeTemplate } from '@svc-dsr/local/runtime/template';
 import { App } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { resolveStateMachine } from '#local/runtime/asl';
-import { synthesizeTemplate } from '#local/runtime/template';
 import { DsrStack } from '../../lib/dsr-stack.ts';
 import type { CfnObject } from './fixtures.ts';
 

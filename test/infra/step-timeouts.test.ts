@@ -1,6 +1,6 @@
+import { localFunctionArn, resolveStateMachine } from '@svc-dsr/local/runtime/asl';
+import { synthesizeTemplate } from '@svc-dsr/local/runtime/template';
 import { describe, expect, it } from 'vitest';
-import { localFunctionArn, resolveStateMachine } from '#local/runtime/asl';
-import { synthesizeTemplate } from '#local/runtime/template';
 import { STEP_DIRECTORIES, type StepName } from '../../lambdas/steps.ts';
 import {
   DEFAULT_PLATFORM_TIMING,

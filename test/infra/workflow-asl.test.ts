@@ -1,6 +1,6 @@
+import { resolveStateMachine } from '@svc-dsr/local/runtime/asl';
+import { synthesizeTemplate } from '@svc-dsr/local/runtime/template';
 import { describe, expect, it } from 'vitest';
-import { resolveStateMachine } from '#local/runtime/asl';
-import { synthesizeTemplate } from '#local/runtime/template';
 import {
   CANCEL_ERRORS,
   EXPORT_RESTART_ERRORS,

@@ -1,10 +1,10 @@
 /**
  * `svc-dsr emulator` as the command line shows it: its options and help. Local mode's command: the
- * action runs bin/cli/emulator.ts through tsx (runTypeScript), so it costs the other commands nothing.
+ * action runs the local package's (local/cli/emulator.ts) through tsx, so it costs the other commands nothing.
  */
 import type { Command } from 'commander';
-import type { EmulatorFlags } from '../emulator.ts';
-import { runTypeScript } from '../typescript.ts';
+import type { EmulatorFlags } from '../local-package.ts';
+import { localCommands } from '../typescript.ts';
 
 export function registerEmulatorCommand(program: Command): void {
   program
@@ -27,7 +27,6 @@ Example:
   $ npx svc-dsr emulator --port 4010 --state local/emulator/sample-state.json --faults examples/faults.json`,
     )
     .action(async (flags: EmulatorFlags) => {
-      const { serveEmulator } = await runTypeScript<typeof import('../emulator.ts')>('bin/cli/emulator.ts');
-      await serveEmulator(flags);
+      await (await localCommands()).emulatorCommand(flags);
     });
 }

@@ -1,10 +1,10 @@
 /**
  * `svc-dsr local` as the command line shows it: its options and help. Local mode's command: the
- * action runs bin/cli/local.ts through tsx (runTypeScript), so it costs the other commands nothing.
+ * action runs the local package's (local/cli/local.ts) through tsx, so it costs the other commands nothing.
  */
 import { type Command, Option } from 'commander';
-import type { LocalFlags } from '../local.ts';
-import { runTypeScript } from '../typescript.ts';
+import type { LocalFlags } from '../local-package.ts';
+import { localCommands } from '../typescript.ts';
 
 /** Registers `svc-dsr local`. */
 export function registerLocalCommand(program: Command): void {
@@ -54,7 +54,6 @@ Examples:
   $ npx svc-dsr local --serve --data-dir .svc-dsr     # then: npx svc-dsr list --target local`,
     )
     .action(async (flags: LocalFlags) => {
-      const { runLocal } = await runTypeScript<typeof import('../local.ts')>('bin/cli/local.ts');
-      process.exitCode = await runLocal(flags);
+      process.exitCode = await (await localCommands()).runLocal(flags);
     });
 }

@@ -24,6 +24,7 @@ import {
   type OwedStatus,
   type Status,
 } from '#shared/ledger';
+import { createLedgerTable } from '#shared/ledger/table';
 import { runCancel } from '../../../bin/cli/commands/cancel.ts';
 import { runDeny } from '../../../bin/cli/commands/deny.ts';
 import { runExtend } from '../../../bin/cli/commands/extend.ts';
@@ -33,7 +34,6 @@ import { runRetry } from '../../../bin/cli/commands/retry.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { inProcessOperator } from '../../../bin/cli/operator-client.ts';
 import type { CliContext } from '../../../bin/cli/target.ts';
-import { createLedgerTable } from '../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../helpers/dynamo.ts';
 import { NOW, PRIMARY_KEY, testContext } from './helpers.ts';
 

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { heldUntilReady } from '../../../bin/cli/local.ts';
 import { formatSeconds, startProgress } from '../../../bin/cli/progress.ts';
 
 /** A stream that keeps what is written, and a clock the test moves. */
@@ -76,37 +75,5 @@ describe('startProgress', () => {
     expect(formatSeconds(0.4)).toBe('0 s');
     expect(formatSeconds(200)).toBe('3 min 20 s');
     expect(formatSeconds(3900)).toBe('1 h 05 min');
-  });
-});
-
-describe('heldUntilReady (the status lines of local --serve)', () => {
-  it('writes the changes that came while local mode started after its serving line, in order', () => {
-    // Prepare: a restart resumed two executions, which ended before local mode was ready.
-    const written: string[] = [];
-    const changes = heldUntilReady((text) => written.push(text), true);
-
-    // Act
-    changes.line('running -> completed\n');
-    changes.line('running -> failed\n');
-    written.push('serving: ...\n');
-    changes.ready();
-    changes.line('new -> received\n');
-
-    // Assess
-    expect(written).toEqual([
-      'serving: ...\n',
-      'running -> completed\n',
-      'running -> failed\n',
-      'new -> received\n',
-    ]);
-  });
-
-  it('drops the early ones when a run with requests shows its own progress for them', () => {
-    const written: string[] = [];
-    const changes = heldUntilReady((text) => written.push(text), false);
-    changes.line('running -> completed\n');
-    changes.ready();
-    changes.line('new -> received\n');
-    expect(written).toEqual(['new -> received\n']);
   });
 });

@@ -3,8 +3,8 @@ import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ENDPOINTS_FILE, type LocalEndpoints } from '#local/endpoints';
 import { CliError } from '../../../bin/cli/io.ts';
+import { ENDPOINTS_FILE, type LocalEndpoints } from '../../../bin/cli/local-endpoints.ts';
 import { explainAwsError, openContext, resolveTarget } from '../../../bin/cli/target.ts';
 import { NAMES, REQUEST_ID } from './helpers.ts';
 

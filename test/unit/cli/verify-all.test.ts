@@ -26,10 +26,10 @@ import {
 import { type Manifest, manifestKey, writeDailyManifests } from '#shared/audit-manifest';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger } from '#shared/ledger';
+import { createLedgerTable } from '#shared/ledger/table';
 import { runReport } from '../../../bin/cli/commands/report.ts';
 import { runVerify, runVerifyAll, type VerifyAllCheck } from '../../../bin/cli/commands/verify.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
-import { createLedgerTable } from '../../../local/aws/ledger-table.ts';
 import { type DiskS3, startDiskS3 } from '../../../local/aws/s3-disk.ts';
 import { startDynamo } from '../../helpers/dynamo.ts';
 import { testContext } from './helpers.ts';

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, vi } from 'vitest';
-import { createGateTable, createLedgerTable } from '#local/aws/ledger-table';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger, type LedgerPatch } from '#shared/ledger';
+import { createGateTable, createLedgerTable } from '#shared/ledger/table';
 import { PlatformGate } from '#shared/platform-gate';
 import type { StepDeps } from '#shared/step-deps';
 import { startDynamo } from '../../helpers/dynamo.ts';

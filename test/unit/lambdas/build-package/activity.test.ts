@@ -1,5 +1,5 @@
+import { type RunningEmulator, startEmulator } from '@svc-dsr/local/emulator';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type RunningEmulator, startEmulator } from '#local/emulator/server';
 import { PlatformCapacityError } from '#shared/errors';
 import { PlatformClient } from '#shared/platform-client';
 import { collectActivity } from '../../../../lambdas/build-package/activity.ts';

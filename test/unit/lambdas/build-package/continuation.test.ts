@@ -1,10 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import yazl from 'yazl';
-import { createLedgerTable } from '#local/aws/ledger-table';
 import { computeDeadlines } from '#shared/deadlines';
 import { InvalidArchiveError, RequestCancelledError } from '#shared/errors';
 import { Ledger } from '#shared/ledger';
+import { createLedgerTable } from '#shared/ledger/table';
 import type { ArchiveStore, StepDeps } from '#shared/step-deps';
 import { makeStepHandler } from '#shared/step-handler';
 import {

@@ -15,6 +15,7 @@ import {
   openRequestSchema,
   type Status,
 } from '#shared/ledger';
+import { createLedgerTable } from '#shared/ledger/table';
 import { HEARTBEAT_METRICS } from '#shared/metrics';
 import { functionMetrics } from '#shared/powertools';
 import type { DsrRequest } from '#shared/request';
@@ -28,7 +29,6 @@ import {
   deadlineSweepEnvSchema,
   makeDeadlineSweepHandler,
 } from '../../../../lambdas/deadline-sweep/handler.ts';
-import { createLedgerTable } from '../../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 
 const NOW = new Date('2026-12-01T12:00:00.000Z');

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { SQSEvent } from 'aws-lambda';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createLedgerTable } from '#local/aws/ledger-table';
 import type { AuditEvent } from '#shared/audit';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger } from '#shared/ledger';
+import { createLedgerTable } from '#shared/ledger/table';
 import { parseRequestMessage } from '#shared/request';
 import { verificationPolicySchema } from '#shared/verification';
 import { makeIntakeHandler } from '../../../../lambdas/intake/handler.ts';

@@ -15,10 +15,10 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger, type LedgerItem, type LedgerPatch, type Status } from '#shared/ledger';
+import { createLedgerTable } from '#shared/ledger/table';
 import { functionUrlEvent } from '../../../../bin/cli/operator-client.ts';
 import { makeOperatorHandler } from '../../../../lambdas/operator/handler.ts';
 import type { OperatorDeps } from '../../../../lambdas/operator/operator.ts';
-import { createLedgerTable } from '../../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 
 const NOW = new Date('2026-11-21T12:00:00.000Z');

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Ledger } from '#shared/ledger';
+import { createGateTable, createLedgerTable } from '#shared/ledger/table';
 import { PlatformGate } from '#shared/platform-gate';
 import { gateTableCursor, memoryCursor } from '../../../../lambdas/reconciler/cursor.ts';
 import {
@@ -7,7 +8,6 @@ import {
   PASS_MARGIN_MS,
   type ReconcilerHandlerDeps,
 } from '../../../../lambdas/reconciler/handler.ts';
-import { createGateTable, createLedgerTable } from '../../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 
 const NOW = new Date('2026-12-01T12:00:00.000Z');

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditEvent, AuditRecord } from '#shared/audit';
 import type { ExecutionStatus } from '#shared/executions';
 import { Ledger, type Status } from '#shared/ledger';
+import { createGateTable, createLedgerTable } from '#shared/ledger/table';
 import { PlatformGate } from '#shared/platform-gate';
 import type { ExecutionInput } from '#shared/step-io';
 import { memoryCursor } from '../../../../lambdas/reconciler/cursor.ts';
@@ -12,7 +13,6 @@ import {
   reconcile,
   STRANDED_CODE,
 } from '../../../../lambdas/reconciler/reconciler.ts';
-import { createGateTable, createLedgerTable } from '../../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 
 const NOW = new Date('2026-12-01T12:00:00.000Z');

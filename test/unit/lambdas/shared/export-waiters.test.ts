@@ -9,8 +9,8 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createGateTable } from '#local/aws/ledger-table';
 import { ExportWaiters, forgetWaiter, recordWaiter, waiterKey } from '#shared/export-waiters';
+import { createGateTable } from '#shared/ledger/table';
 import { GATE_KEY } from '#shared/platform-gate';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 

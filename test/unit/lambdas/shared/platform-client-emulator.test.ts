@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
+import { emulatorControl, type RunningEmulator, startEmulator } from '@svc-dsr/local/emulator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { emulatorControl, type RunningEmulator, startEmulator } from '#local/emulator/server';
 import { DsrError, UnaddressableIdError } from '#shared/errors';
 import { PlatformClient } from '#shared/platform-client';
 

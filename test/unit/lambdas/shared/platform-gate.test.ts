@@ -9,9 +9,9 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGateTable } from '#local/aws/ledger-table';
 import { PlatformCapacityError, PlatformOutageError } from '#shared/errors';
 import { ExportWaiters, type TakenWaiter, type WaiterAnswer, waiterKey } from '#shared/export-waiters';
+import { createGateTable } from '#shared/ledger/table';
 import {
   afterOutcome,
   type CircuitState,

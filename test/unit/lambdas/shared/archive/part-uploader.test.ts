@@ -12,10 +12,10 @@ import {
   S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
+import { startDiskS3 } from '@svc-dsr/local/aws/s3-disk';
 import { mockClient } from 'aws-sdk-client-mock';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { startDiskS3 } from '#local/aws/s3-disk';
 import { type ArchiveTarget, copyExportToS3, hashStoredObject } from '#shared/archive';
 import { ConfigurationError, InvalidArchiveError } from '#shared/errors';
 import {

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
+import { planZip } from '@svc-dsr/local/emulator/zip';
 import { describe, expect, it } from 'vitest';
 import yazl from 'yazl';
-import { planZip } from '#local/emulator/zip';
 import { ZipStreamCheck } from '#shared/archive/zip-stream';
 import { ArchiveTooLargeError, InvalidArchiveError } from '#shared/errors';
 

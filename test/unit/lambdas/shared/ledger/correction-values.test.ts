@@ -4,8 +4,8 @@ import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { computeDeadlines } from '#shared/deadlines';
 import { Ledger } from '#shared/ledger';
+import { createLedgerTable } from '#shared/ledger/table';
 import type { DsrRequest } from '#shared/request';
-import { createLedgerTable } from '../../../../../local/aws/ledger-table.ts';
 import { startDynamo } from '../../../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;

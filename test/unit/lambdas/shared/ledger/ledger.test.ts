@@ -17,9 +17,9 @@ import {
   openShardOf,
   type Status,
 } from '#shared/ledger';
+import { createLedgerTable } from '#shared/ledger/table';
 import type { DsrRequest } from '#shared/request';
 import { CACHED_MIDDLEWARE } from '#shared/sdk-clients';
-import { createLedgerTable } from '../../../../../local/aws/ledger-table.ts';
 import { createTable, legacyLedgerTable, startDynamo } from '../../../../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;

@@ -14,7 +14,7 @@ import {
   type LedgerRule,
   noticeDueBy,
 } from '#shared/ledger';
-import { createLedgerTable } from '../../../../../local/aws/ledger-table.ts';
+import { createLedgerTable } from '#shared/ledger/table';
 import { startDynamo } from '../../../../helpers/dynamo.ts';
 import { ledgerRecord, NOW } from '../../../cli/helpers.ts';
 

@@ -1,0 +1,71 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { CLI, runProcess } from '../../../test/helpers/cli.ts';
+
+const summarySchema = z.looseObject({
+  requests: z.array(
+    z.looseObject({ request_id: z.string(), status: z.string(), outcome: z.string().nullable() }),
+  ),
+  quarantined: z.array(z.looseObject({ line: z.number(), reason: z.string() })),
+});
+
+function request(method: string) {
+  return {
+    request_id: randomUUID(),
+    type: 'access',
+    regulation: 'gdpr',
+    primary_key: 'u-alice',
+    received_at: '2026-11-20T09:00:00Z',
+    verification: { method, verified_by: 'privacy-team', verified_at: '2026-11-20T09:05:00Z' },
+  };
+}
+
+let workdir: string;
+beforeAll(async () => {
+  workdir = await mkdtemp(join(tmpdir(), 'svc-dsr-local-config-'));
+});
+afterAll(async () => {
+  await rm(workdir, { recursive: true, force: true });
+});
+
+describe('svc-dsr local with the stack configuration of cdk.json', () => {
+  it('runs the verification gate the configuration names, not the default one', async () => {
+    // Prepare: a project whose stack knows only id_document; email_link is a default method.
+    await writeFile(
+      join(workdir, 'cdk.json'),
+      JSON.stringify({
+        app: 'node --import tsx bin/app.ts',
+        context: {
+          'svc-dsr': {
+            verification: { methods: { id_document: { acceptedFor: ['access'] } }, maxAgeDays: 30 },
+          },
+        },
+      }),
+    );
+    const byEmail = request('email_link');
+    const byDocument = request('id_document');
+    const file = join(workdir, 'requests.jsonl');
+    await writeFile(file, `${JSON.stringify(byEmail)}\n${JSON.stringify(byDocument)}\n`);
+
+    // Act
+    const result = await runProcess(
+      process.execPath,
+      [CLI, 'local', '--requests', file, '--json', '--data-dir', join(workdir, 'data')],
+      { cwd: workdir, timeoutMs: 200_000 },
+    );
+
+    // Assess
+    expect(result.stderr).toContain(`stack configuration from ${join(workdir, 'cdk.json')}`);
+    const summary = summarySchema.parse(JSON.parse(result.stdout));
+    const byId = new Map(summary.requests.map((item) => [item.request_id, item]));
+    expect(byId.get(byEmail.request_id)).toMatchObject({ status: 'rejected' });
+    expect(summary.quarantined.map((entry) => entry.reason).join('\n')).toContain(
+      'this stack knows id_document',
+    );
+    expect(byId.get(byDocument.request_id)).toMatchObject({ status: 'completed', outcome: 'exported' });
+  }, 240_000);
+});
