@@ -1,5 +1,5 @@
 /**
- * The activity endpoint's answer (svc-api.md endpoint 8): a user's comments and the conversations
+ * The activity endpoint's answer (docs/platform-api.md, endpoint 8): a user's comments and the conversations
  * they sit in, page by page, for accounts that have the endpoint enabled.
  */
 import { messageContent } from './archive.ts';

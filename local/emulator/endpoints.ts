@@ -1,5 +1,5 @@
 /**
- * The platform's endpoints as svc-api.md documents them (retrieve and delete user, start and poll an
+ * The platform's endpoints as docs/platform-api.md describes them (retrieve and delete user, start and poll an
  * export, download, activity): each request checked and answered as the platform would.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';

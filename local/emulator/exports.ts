@@ -1,5 +1,5 @@
 /**
- * The platform's exports (svc-api.md endpoints 6 and 7, and the download link): each export from its
+ * The platform's exports (docs/platform-api.md, endpoints 6 and 7, and the download link): each export from its
  * start through its polls, its link, its downloads and the link's expiry, the archive it serves, and
  * its form in a snapshot.
  */
