@@ -3,7 +3,7 @@
  * (local mode's: local, emulator, start, from the local package), which load their modules through
  * tsx.
  */
-import { type LocalCommands, loadLocalCommands } from './local-package.ts';
+import type { LocalCommands } from './local-package.ts';
 
 /**
  * The package's root folder. This module sits in bin/cli/ and, compiled, in dist/cli/ (every
@@ -20,5 +20,7 @@ export async function localCommands(): Promise<LocalCommands> {
     const { register } = await import('tsx/esm/api');
     register();
   }
+  // Loaded here, not at the top: every command's registration imports this module.
+  const { loadLocalCommands } = await import('./local-package.ts');
   return loadLocalCommands();
 }
