@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Launcher: runs the CLI compiled at install (dist/cli/, `npm run build:cli`) when it is current,
 // else the TypeScript sources through tsx, saying why on one line.
+import module from 'node:module';
 import { compiledCli } from './compiled-cli.mjs';
 
 const NODE_MAJOR = 24;
@@ -10,6 +11,8 @@ if (Number(process.versions.node.split('.')[0]) < NODE_MAJOR) {
   );
   process.exit(2);
 }
+// V8's code cache on disk (Node 22.1+): a later run skips compiling the CLI's modules again.
+module.enableCompileCache?.();
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const compiled = compiledCli();
 if (compiled.current) {
