@@ -46,7 +46,7 @@ import {
   workflowExecutionTimeoutSeconds,
 } from '../../lambdas/shared/step-handler.ts';
 import { EVENTS_PER, HISTORY_EVENT_LIMIT } from '../../lib/history-budget.ts';
-import { startDynamo } from '../../test/helpers/dynamo.ts';
+import { startDynamo } from '../test/helpers/dynamo.ts';
 
 const silent = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} };
 const MINUTE = 60_000;

@@ -11,7 +11,7 @@ import { type ExecutionStatus, isLive, latestExecutionName } from '../../lambdas
 import { Ledger, OPEN_SHARD_ATTRIBUTE, openShardKey } from '../../lambdas/shared/ledger/index.ts';
 import { createGateTable, createLedgerTable } from '../../lambdas/shared/ledger/table.ts';
 import { PlatformGate } from '../../lambdas/shared/platform-gate.ts';
-import { startDynamo } from '../../test/helpers/dynamo.ts';
+import { startDynamo } from '../test/helpers/dynamo.ts';
 
 const silent = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} };
 

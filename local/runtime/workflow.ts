@@ -39,7 +39,7 @@ import type { AwsFaults } from '../aws/aws-faults.ts';
 import type { AwsStandIns } from '../aws/aws-standins.ts';
 import { startSecretsStandIn } from '../aws/secrets-standin.ts';
 import { type SfnShim, startSfnShim } from '../aws/sfn-shim.ts';
-import { resolveStateMachine } from './asl.ts';
+import { resolveStateMachine } from '../../lib/asl.ts';
 import { openExecutions, type Registry } from './executions.ts';
 import {
   DYNAMODB_UPDATE_ITEM,

@@ -1,6 +1,6 @@
 /** Runs on the thread template-thread.ts starts: synthesizes the stack and sends its template back. */
 import { parentPort, workerData } from 'node:worker_threads';
-import { synthesizeTemplate } from '../runtime/template.ts';
+import { synthesizeTemplate } from '../../lib/template.ts';
 import type { TemplateMessage } from './template-thread.ts';
 
 const port = parentPort;

@@ -1,4 +1,5 @@
-import { createHash } from 'node:crypto';
+import type { Server } from 'node:http';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import {
   CreateTableCommand,
@@ -8,21 +9,35 @@ import {
   waitUntilTableExists,
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { createDynalite } from '@svc-dsr/local/aws/dynalite';
-import { openShardOf } from '#shared/ledger';
+
+/** dynalite's server factory (the package has no types). */
+type DynaliteFactory = (options: {
+  createTableMs: number;
+  deleteTableMs: number;
+  updateTableMs: number;
+}) => Server;
+
+/** An in-memory dynalite server, not listening yet, whose tables are ACTIVE at their next timer. */
+export function dynaliteServer(): Server {
+  const dynalite = createRequire(import.meta.url)('dynalite') as DynaliteFactory;
+  return dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+}
 
 /**
- * An in-memory DynamoDB (dynalite, with local mode's whole index keys) on a free loopback port, with
- * SDK clients pointed at it; `settings` adds to the client's config (a bench's `maxAttempts`).
+ * An in-memory DynamoDB (dynalite, or the server `serve` makes) on a free loopback port, with SDK
+ * clients pointed at it; `settings` adds to the client's config (a bench's `maxAttempts`).
  */
-export async function startDynamo(settings: Omit<DynamoDBClientConfig, 'endpoint'> = {}): Promise<{
+export async function startDynamo(
+  settings: Omit<DynamoDBClientConfig, 'endpoint'> = {},
+  serve: () => Server = dynaliteServer,
+): Promise<{
   client: DynamoDBClient;
   doc: DynamoDBDocumentClient;
   /** The config `client` was built with, for tests that need a client of their own. */
   config: DynamoDBClientConfig;
   close(): Promise<void>;
 }> {
-  const { server } = createDynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+  const server = serve();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
@@ -81,21 +96,4 @@ export function legacyLedgerTable(tableName: string, indexName: string): CreateT
       },
     ],
   };
-}
-
-/**
- * Two request ids that dynalite 4.0.0 on its own files under one open index entry when their
- * status and due date match: the same open shard, and the same six hex digits of the MD5 it
- * appends to an index key (local/aws/dynalite-index.ts). Found by a search over numbered UUIDs.
- */
-export function collidingRequestIds(): [string, string] {
-  const seen = new Map<string, string>();
-  for (let number = 0; number < 1_000_000; number += 1) {
-    const id = `00000000-0000-4000-8000-${number.toString(16).padStart(12, '0')}`;
-    const shortKey = `${openShardOf(id)}:${createHash('md5').update('Outliers').update(id).digest('hex').slice(0, 6)}`;
-    const earlier = seen.get(shortKey);
-    if (earlier !== undefined) return [earlier, id];
-    seen.set(shortKey, id);
-  }
-  throw new Error('no two numbered request ids share a short index key');
 }

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
-import { resolveStateMachine } from '@svc-dsr/local/runtime/asl';
-import { synthesizeTemplate } from '@svc-dsr/local/runtime/template';
 import { App } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
+import { resolveStateMachine } from '../../lib/asl.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
+import { synthesizeTemplate } from '../../lib/template.ts';
 import type { CfnObject } from './fixtures.ts';
 
 const doc = (name: string) => readFileSync(new URL(`../../docs/${name}`, import.meta.url), 'utf8');

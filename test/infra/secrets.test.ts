@@ -1,5 +1,5 @@
-import { synthesizeTemplate } from '@svc-dsr/local/runtime/template';
 import { describe, expect, it } from 'vitest';
+import { synthesizeTemplate } from '../../lib/template.ts';
 import type { CfnObject } from './fixtures.ts';
 
 const resources = synthesizeTemplate().Resources as Record<string, { Type: string; Properties: CfnObject }>;

@@ -1,7 +1,6 @@
-import { localFunctionArn, resolveStateMachine } from '@svc-dsr/local/runtime/asl';
-import { synthesizeTemplate } from '@svc-dsr/local/runtime/template';
 import { describe, expect, it } from 'vitest';
 import { STEP_DIRECTORIES, type StepName } from '../../lambdas/steps.ts';
+import { localFunctionArn, resolveStateMachine } from '../../lib/asl.ts';
 import {
   DEFAULT_PLATFORM_TIMING,
   LAMBDA_MAX_TIMEOUT_SECONDS,
@@ -10,6 +9,7 @@ import {
   stepChain,
   stepTimeout,
 } from '../../lib/step-timeouts.ts';
+import { synthesizeTemplate } from '../../lib/template.ts';
 import type { CfnObject } from './fixtures.ts';
 
 const template = synthesizeTemplate();

@@ -1,5 +1,3 @@
-import { resolveStateMachine } from '@svc-dsr/local/runtime/asl';
-import { synthesizeTemplate } from '@svc-dsr/local/runtime/template';
 import { describe, expect, it } from 'vitest';
 import {
   CANCEL_ERRORS,
@@ -10,6 +8,8 @@ import {
   TERMINAL_ERRORS,
 } from '#shared/errors';
 import { PACKAGE_MAX_PASSES } from '../../lambdas/build-package/continuation.ts';
+import { resolveStateMachine } from '../../lib/asl.ts';
+import { synthesizeTemplate } from '../../lib/template.ts';
 
 type State = {
   Type: string;

@@ -5,7 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { killServer, runCli, type ServingLocal, serveLocal } from '../../../test/helpers/cli.ts';
-import { collidingRequestIds } from '../../../test/helpers/dynamo.ts';
+import { collidingRequestIds } from '../helpers/dynamo.ts';
 
 let workdir: string;
 let dataDir: string;

@@ -9,9 +9,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type AwsFaultService, AwsThrottle, loadAwsFaultsFile } from '#local/aws/aws-faults';
 import { type AwsStandIns, startAwsStandIns } from '#local/aws/aws-standins';
 import { type SfnShim, startSfnShim } from '#local/aws/sfn-shim';
-import { localFunctionArn, type ResolvedStateMachine } from '#local/runtime/asl';
 import { openExecutions, type Registry } from '#local/runtime/executions';
 import { LocalStateMachine } from '#local/runtime/sfn-runner';
+import { localFunctionArn, type ResolvedStateMachine } from '../../../lib/asl.ts';
 
 const cleanups: (() => Promise<void>)[] = [];
 

@@ -31,7 +31,7 @@ import { DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand } from '@a
 import { Upload } from '@aws-sdk/lib-storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AwsStandIns, startAwsStandIns } from '#local/aws/aws-standins';
-import { createTable, legacyLedgerTable } from '../../../test/helpers/dynamo.ts';
+import { createTable, legacyLedgerTable } from '../helpers/dynamo.ts';
 
 let standIns: AwsStandIns;
 let sqs: SQSClient;

@@ -19,7 +19,7 @@ import {
   openShardKey,
 } from '../../../lambdas/shared/ledger/index.ts';
 import { createLedgerTable } from '../../../lambdas/shared/ledger/table.ts';
-import { collidingRequestIds, legacyLedgerTable } from '../../../test/helpers/dynamo.ts';
+import { collidingRequestIds, legacyLedgerTable } from '../helpers/dynamo.ts';
 
 const TABLE = 'svc-dsr-ledger';
 const DUE_AT = '2026-12-23T22:59:59.999Z';

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WAITERS_INDEX } from '../../../lambdas/shared/export-waiters.ts';
 import { createGateTable } from '../../../lambdas/shared/ledger/table.ts';
 import { GATE_KEY } from '../../../lambdas/shared/platform-gate.ts';
-import { startDynamo } from '../../../test/helpers/dynamo.ts';
+import { startDynamo } from '../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
 

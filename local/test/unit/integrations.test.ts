@@ -5,7 +5,7 @@ import { sdkDynamoUpdateItem } from '#local/runtime/integrations';
 import { recordWaiter } from '../../../lambdas/shared/export-waiters.ts';
 import { createGateTable } from '../../../lambdas/shared/ledger/table.ts';
 import { GATE_KEY } from '../../../lambdas/shared/platform-gate.ts';
-import { startDynamo } from '../../../test/helpers/dynamo.ts';
+import { startDynamo } from '../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
 

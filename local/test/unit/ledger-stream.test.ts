@@ -8,7 +8,7 @@ import {
 import type { DynamoDBRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_REQUEST_BYTES, startLedgerStream } from '#local/aws/ledger-stream';
-import { createTable, startDynamo } from '../../../test/helpers/dynamo.ts';
+import { createTable, startDynamo } from '../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
 let stream: Awaited<ReturnType<typeof startLedgerStream>>;

@@ -12,8 +12,8 @@ import { operatorInvoker, signedHttpTransport } from '../../../bin/cli/operator-
 import { computeDeadlines } from '../../../lambdas/shared/deadlines.ts';
 import { Ledger } from '../../../lambdas/shared/ledger/index.ts';
 import { createLedgerTable } from '../../../lambdas/shared/ledger/table.ts';
-import { startDynamo } from '../../../test/helpers/dynamo.ts';
 import { type OperatorEndpoint, startOperatorEndpoint } from '../../runtime/operator-endpoint.ts';
+import { startDynamo } from '../helpers/dynamo.ts';
 
 const NOW = new Date('2026-11-21T12:00:00.000Z');
 const CREDENTIALS = { accessKeyId: 'local-key', secretAccessKey: 'local-secret' };

@@ -6,6 +6,9 @@ import { access, readdir, readFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { loadAwsFaultsFile } from '../../aws/aws-faults.ts';
+import { loadFaultsFile } from '../../emulator/faults.ts';
+import { loadStateFile } from '../../emulator/state.ts';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const LOCAL = join(ROOT, 'local');
@@ -49,5 +52,13 @@ describe('local/README.md', () => {
       const name = file.split('/').at(-1) ?? '';
       expect(named.has(file) || named.has(name), file).toBe(true);
     }
+  });
+
+  it('ships sample fault and state files that local mode and the emulator accept', async () => {
+    await expect(loadFaultsFile(join(ROOT, 'examples/faults.json'))).resolves.toMatchObject({ seed: 7 });
+    await expect(loadAwsFaultsFile(join(ROOT, 'examples/aws-faults.json'))).resolves.toMatchObject({
+      throttle_rate: 0.05,
+    });
+    await expect(loadStateFile(join(LOCAL, 'emulator/sample-state.json'))).resolves.toBeDefined();
   });
 });

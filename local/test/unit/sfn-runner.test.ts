@@ -1,5 +1,4 @@
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { localFunctionArn, type ResolvedStateMachine, resolveStateMachine } from '#local/runtime/asl';
 import { type ExecutionEvent, type LocalLambda, LocalStateMachine } from '#local/runtime/sfn-runner';
 import {
   ConfigurationError,
@@ -7,7 +6,8 @@ import {
   PlatformThrottledError,
   PlatformUnavailableError,
 } from '../../../lambdas/shared/errors.ts';
-import { synthesizeWorkflowFixture } from '../fixtures/workflow-fixture-stack.ts';
+import { localFunctionArn, type ResolvedStateMachine, resolveStateMachine } from '../../../lib/asl.ts';
+import { synthesizeWorkflowFixture } from '../../../test/helpers/workflow-fixture-stack.ts';
 
 /** What each fixture Lambda does in the current test; the machine is built once and delegates here. */
 interface Behaviour {

@@ -21,13 +21,13 @@ import {
 } from '@aws-sdk/client-sfn';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type SfnShim, startSfnShim } from '#local/aws/sfn-shim';
-import { type ResolvedStateMachine, resolveStateMachine } from '#local/runtime/asl';
 import { type ExecutionRecord, openExecutions, type Registry } from '#local/runtime/executions';
 import { type ExecutionEvent, type LocalLambda, LocalStateMachine } from '#local/runtime/sfn-runner';
 import { sfnStarter } from '../../../lambdas/intake/aws.ts';
 import { ConfigurationError, PlatformUnavailableError } from '../../../lambdas/shared/errors.ts';
 import type { ExecutionInput } from '../../../lambdas/shared/step-io.ts';
-import { synthesizeWorkflowFixture } from '../fixtures/workflow-fixture-stack.ts';
+import { type ResolvedStateMachine, resolveStateMachine } from '../../../lib/asl.ts';
+import { synthesizeWorkflowFixture } from '../../../test/helpers/workflow-fixture-stack.ts';
 
 /** What each fixture Lambda does in the current test; the machine is built once and delegates here. */
 interface Behaviour {

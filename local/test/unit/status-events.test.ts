@@ -12,7 +12,7 @@ import { Ledger } from '../../../lambdas/shared/ledger/index.ts';
 import { createLedgerTable } from '../../../lambdas/shared/ledger/table.ts';
 import { parseRequestMessage } from '../../../lambdas/shared/request.ts';
 import { statusChangedDetailSchema } from '../../../lambdas/status-events/status-events.ts';
-import { startDynamo } from '../../../test/helpers/dynamo.ts';
+import { startDynamo } from '../helpers/dynamo.ts';
 
 let dynamo: Awaited<ReturnType<typeof startDynamo>>;
 let dataDir: string;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { synthesizeTemplate } from '#local/runtime/template';
 import { synthesizeTemplateOnThread } from '#local/threads/template-thread';
+import { synthesizeTemplate } from '../../../lib/template.ts';
 
 describe('synthesizeTemplateOnThread', () => {
   it('answers the template that synthesizing in this thread gives', async () => {

@@ -8,7 +8,7 @@ import { type RunningEmulator, startEmulator } from '#local/emulator/server';
 import { type EmulatorState, emulatorStateSchema } from '#local/emulator/state';
 import { gateSettingsFor } from '#local/local-mode';
 import { SqsPoller } from '#local/runtime/event-source';
-import { synthesizeTemplate } from '#local/runtime/template';
+import { synthesizeTemplate } from '../../../lib/template.ts';
 import { type LocalWorkflow, type LocalWorkflowOptions, startLocalWorkflow } from '#local/runtime/workflow';
 import type { IntakeDeps } from '../../../lambdas/intake/intake.ts';
 

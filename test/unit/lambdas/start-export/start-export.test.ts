@@ -10,9 +10,9 @@ import {
   PlatformUnavailableError,
   SubjectNotFoundError,
 } from '#shared/errors';
+import type { StepLogger } from '#shared/step-deps';
 import { exportSlotWaitSeconds, makeStepHandler, outageWaitSeconds } from '#shared/step-handler';
 import { startExport, startExportStep } from '../../../../lambdas/start-export/start-export.ts';
-import { jsonLogger } from '../../../../local/runtime/workflow.ts';
 import { deps, freshGate, ledger, platform, requestIn, useStepWorld } from '../step-world.ts';
 
 useStepWorld();
@@ -85,15 +85,15 @@ describe('startExport', () => {
     const id = await requestIn({ svc_user_id: 'svc-1' });
     const gate = await freshGate({ maxOpenExports: 1 });
     await gate.acquireExport('another-request');
-    const lines: string[] = [];
-    const logger = jsonLogger((line) => lines.push(line));
+    const records: Record<string, unknown>[] = [];
+    const logger = recordingLogger(records);
     const handler = makeStepHandler(startExportStep, () => ({ ...deps, gate, logger }));
 
     // Act
     await handler({ request_id: id });
 
     // Assess
-    expect(lines.map((line) => JSON.parse(line))).toContainEqual(
+    expect(records).toContainEqual(
       expect.objectContaining({ message: 'platform call waits', request_id: id, step: 'StartExport' }),
     );
   });
@@ -320,3 +320,17 @@ describe('startExport', () => {
     await expect(startExport({ request_id: id }, deps)).rejects.toBeInstanceOf(PlatformNotFoundError);
   });
 });
+
+/** A StepLogger that keeps each line as an object: its message, its children's keys, its attributes. */
+function recordingLogger(records: Record<string, unknown>[], keys: Record<string, unknown> = {}): StepLogger {
+  const log = (message: string, attributes?: Record<string, unknown>) => {
+    records.push({ message, ...keys, ...attributes });
+  };
+  return {
+    info: log,
+    warn: log,
+    error: log,
+    debug: log,
+    child: (more) => recordingLogger(records, { ...keys, ...more }),
+  };
+}

@@ -1,5 +1,4 @@
 import { Readable } from 'node:stream';
-import { planZip } from '@svc-dsr/local/emulator/zip';
 import { describe, expect, it } from 'vitest';
 import yazl from 'yazl';
 import { ZipStreamCheck } from '#shared/archive/zip-stream';
@@ -33,13 +32,19 @@ async function yazlZip(
   return Buffer.concat(chunks);
 }
 
-/** The emulator's layout: deflated JSON files, then a stored entry whose sizes follow its data. */
-function emulatorZip(padding: Buffer): Buffer {
-  const plan = planZip(
-    Object.entries(JSON_FILES).map(([name, data]) => ({ name, data: Buffer.from(data) })),
-    [{ name: 'padding.bin', size: padding.length, chunks: () => [padding] }],
-  );
-  return Buffer.concat([...plan.chunks()]);
+/**
+ * The platform's layout: deflated JSON files, then a stored entry whose sizes follow its data (a
+ * data descriptor), as a streamed entry of unknown size is written.
+ */
+async function paddedZip(padding: Buffer): Promise<Buffer> {
+  const zip = new yazl.ZipFile();
+  const mtime = new Date('2020-01-01T00:00:00Z');
+  for (const [name, data] of Object.entries(JSON_FILES)) zip.addBuffer(Buffer.from(data), name, { mtime });
+  zip.addReadStream(Readable.from([padding]), 'padding.bin', { compress: false, mtime });
+  zip.end();
+  const chunks: Buffer[] = [];
+  for await (const chunk of zip.outputStream) chunks.push(Buffer.from(chunk));
+  return Buffer.concat(chunks);
 }
 
 /** Feeds `zip` in chunks of `chunkSize` and judges it. */
@@ -113,7 +118,7 @@ describe('ZipStreamCheck', () => {
     const padding = Buffer.alloc(300_000, 0x61);
     Buffer.from('PK\x07\x08').copy(padding, 1000);
     Buffer.from('PK\x07\x08\x00\x00\x00\x00\xe8\x03\x00\x00\xe8\x03\x00\x00', 'latin1').copy(padding, 5000);
-    const zip = emulatorZip(padding);
+    const zip = await paddedZip(padding);
     // Act
     const verified = await check(zip, 65_536);
     // Assess
@@ -154,7 +159,7 @@ describe('ZipStreamCheck', () => {
 
   it('rejects a zip cut off before its central directory as truncated', async () => {
     // Prepare
-    const zip = emulatorZip(Buffer.alloc(100_000, 1));
+    const zip = await paddedZip(Buffer.alloc(100_000, 1));
     // Act
     const error = await failure(check(zip.subarray(0, 60_000), 8192));
     // Assess
@@ -174,7 +179,7 @@ describe('ZipStreamCheck', () => {
 
   it('stops with ArchiveTooLargeError while the data streams, naming the limit', async () => {
     // Prepare: a stored entry of unknown size, larger than the limit
-    const zip = emulatorZip(Buffer.alloc(3 * 1024 * 1024, 7));
+    const zip = await paddedZip(Buffer.alloc(3 * 1024 * 1024, 7));
     const checker = new ZipStreamCheck({ ...LIMITS, maxUncompressedBytes: 1024 * 1024 });
     let written = 0;
     // Act

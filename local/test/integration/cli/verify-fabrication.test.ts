@@ -3,6 +3,7 @@ import { DeleteItemCommand } from '@aws-sdk/client-dynamodb';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { VerifyAllCheck } from '../../../../bin/cli/commands/verify.ts';
 import {
   AUDIT_SCHEMA,
   type AuditRecord,
@@ -10,8 +11,7 @@ import {
   auditRecordSchema,
   noticesChainOf,
   recordHash,
-} from '#shared/audit';
-import type { VerifyAllCheck } from '../../../bin/cli/commands/verify.ts';
+} from '../../../../lambdas/shared/audit.ts';
 import { type EvidenceWorld, startEvidenceWorld } from './evidence-world.ts';
 
 /**

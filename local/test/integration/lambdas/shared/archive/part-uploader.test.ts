@@ -12,12 +12,15 @@ import {
   S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { startDiskS3 } from '@svc-dsr/local/aws/s3-disk';
 import { mockClient } from 'aws-sdk-client-mock';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { type ArchiveTarget, copyExportToS3, hashStoredObject } from '#shared/archive';
-import { ConfigurationError, InvalidArchiveError } from '#shared/errors';
+import {
+  type ArchiveTarget,
+  copyExportToS3,
+  hashStoredObject,
+} from '../../../../../../lambdas/shared/archive/index.ts';
+import { ConfigurationError, InvalidArchiveError } from '../../../../../../lambdas/shared/errors.ts';
 import {
   BUCKET,
   commandNames,
@@ -35,7 +38,8 @@ import {
   sha256,
   target,
   useArchiveStandIns,
-} from './fixtures.ts';
+} from '../../../../../../test/unit/lambdas/shared/archive/fixtures.ts';
+import { startDiskS3 } from '../../../../../aws/s3-disk.ts';
 
 useArchiveStandIns();
 

@@ -1,6 +1,7 @@
+// The production stack synthesized in this process: its CloudFormation template as JSON.
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
-import { DsrStack } from '../../lib/dsr-stack.ts';
+import { DsrStack } from './dsr-stack.ts';
 
 /**
  * Synthesizes the production stack in-process (no bundling) and returns its CloudFormation template.

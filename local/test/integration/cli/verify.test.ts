@@ -6,11 +6,11 @@ import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { AuditTrail, auditRecordKey } from '#shared/audit';
-import { runVerify } from '../../../bin/cli/commands/verify.ts';
-import { collectingIo } from '../../../bin/cli/format.ts';
-import { type DiskS3, startDiskS3 } from '../../../local/aws/s3-disk.ts';
-import { ledgerRecord, storedItem, testContext } from './helpers.ts';
+import { runVerify } from '../../../../bin/cli/commands/verify.ts';
+import { collectingIo } from '../../../../bin/cli/format.ts';
+import { AuditTrail, auditRecordKey } from '../../../../lambdas/shared/audit.ts';
+import { ledgerRecord, storedItem, testContext } from '../../../../test/unit/cli/helpers.ts';
+import { type DiskS3, startDiskS3 } from '../../../aws/s3-disk.ts';
 
 /**
  * S3 is local mode's disk stand-in on loopback, so hashStoredObject and the audit chain read real

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { localFunctionArn, resolveStateMachine } from '#local/runtime/asl';
-import { ConfigurationError, RETRYABLE_ERRORS } from '../../../lambdas/shared/errors.ts';
-import { FIXTURE_STATE_MACHINE_ID, synthesizeWorkflowFixture } from '../fixtures/workflow-fixture-stack.ts';
+import { ConfigurationError, RETRYABLE_ERRORS } from '../../lambdas/shared/errors.ts';
+import { localFunctionArn, resolveStateMachine } from '../../lib/asl.ts';
+import { FIXTURE_STATE_MACHINE_ID, synthesizeWorkflowFixture } from '../helpers/workflow-fixture-stack.ts';
 
 const LAMBDA = { Type: 'AWS::Lambda::Function', Properties: {} };
 

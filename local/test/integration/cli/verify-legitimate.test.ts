@@ -7,7 +7,7 @@ import {
   CAN_RETRY,
   type LedgerItem,
   NOTICE_KINDS,
-} from '#shared/ledger';
+} from '../../../../lambdas/shared/ledger/index.ts';
 import { type EvidenceWorld, startEvidenceWorld } from './evidence-world.ts';
 
 /**

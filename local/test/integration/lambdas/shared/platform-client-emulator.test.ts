@@ -1,9 +1,9 @@
 import { request as httpRequest } from 'node:http';
-import { emulatorControl, type RunningEmulator, startEmulator } from '@svc-dsr/local/emulator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { DsrError, UnaddressableIdError } from '#shared/errors';
-import { PlatformClient } from '#shared/platform-client';
+import { DsrError, UnaddressableIdError } from '../../../../../lambdas/shared/errors.ts';
+import { PlatformClient } from '../../../../../lambdas/shared/platform-client.ts';
+import { emulatorControl, type RunningEmulator, startEmulator } from '../../../../emulator/server.ts';
 
 const SSO_TOKEN = 'emu-sso-token-3c8e0d1f77';
 const EXPORT_TOKEN = 'emu-export-token-52a9b4e610';

@@ -1,8 +1,8 @@
-import { type RunningEmulator, startEmulator } from '@svc-dsr/local/emulator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PlatformCapacityError } from '#shared/errors';
-import { PlatformClient } from '#shared/platform-client';
-import { collectAccount } from '../../../../lambdas/build-package/account.ts';
+import { collectAccount } from '../../../../../lambdas/build-package/account.ts';
+import { PlatformCapacityError } from '../../../../../lambdas/shared/errors.ts';
+import { PlatformClient } from '../../../../../lambdas/shared/platform-client.ts';
+import { type RunningEmulator, startEmulator } from '../../../../emulator/server.ts';
 
 const SSO_TOKEN = 'emu-sso-token-account-1';
 let emulator: RunningEmulator;

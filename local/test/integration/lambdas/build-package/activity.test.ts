@@ -1,8 +1,8 @@
-import { type RunningEmulator, startEmulator } from '@svc-dsr/local/emulator';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { PlatformCapacityError } from '#shared/errors';
-import { PlatformClient } from '#shared/platform-client';
-import { collectActivity } from '../../../../lambdas/build-package/activity.ts';
+import { collectActivity } from '../../../../../lambdas/build-package/activity.ts';
+import { PlatformCapacityError } from '../../../../../lambdas/shared/errors.ts';
+import { PlatformClient } from '../../../../../lambdas/shared/platform-client.ts';
+import { type RunningEmulator, startEmulator } from '../../../../emulator/server.ts';
 
 const SSO_TOKEN = 'emu-sso-token-activity-1';
 const EXPORT_TOKEN = 'emu-export-token-activity-2';

@@ -15,6 +15,9 @@ import {
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runReport } from '../../../../bin/cli/commands/report.ts';
+import { runVerify, runVerifyAll, type VerifyAllCheck } from '../../../../bin/cli/commands/verify.ts';
+import { collectingIo } from '../../../../bin/cli/format.ts';
 import {
   type AuditRecord,
   AuditTrail,
@@ -22,17 +25,18 @@ import {
   noticesChainOf,
   recordHash,
   sideChainOf,
-} from '#shared/audit';
-import { type Manifest, manifestKey, writeDailyManifests } from '#shared/audit-manifest';
-import { computeDeadlines } from '#shared/deadlines';
-import { Ledger } from '#shared/ledger';
-import { createLedgerTable } from '#shared/ledger/table';
-import { runReport } from '../../../bin/cli/commands/report.ts';
-import { runVerify, runVerifyAll, type VerifyAllCheck } from '../../../bin/cli/commands/verify.ts';
-import { collectingIo } from '../../../bin/cli/format.ts';
-import { type DiskS3, startDiskS3 } from '../../../local/aws/s3-disk.ts';
+} from '../../../../lambdas/shared/audit.ts';
+import {
+  type Manifest,
+  manifestKey,
+  writeDailyManifests,
+} from '../../../../lambdas/shared/audit-manifest.ts';
+import { computeDeadlines } from '../../../../lambdas/shared/deadlines.ts';
+import { Ledger } from '../../../../lambdas/shared/ledger/index.ts';
+import { createLedgerTable } from '../../../../lambdas/shared/ledger/table.ts';
+import { testContext } from '../../../../test/unit/cli/helpers.ts';
+import { type DiskS3, startDiskS3 } from '../../../aws/s3-disk.ts';
 import { startDynamo } from '../../helpers/dynamo.ts';
-import { testContext } from './helpers.ts';
 
 /**
  * The tamper table of docs/audit.md, performed: each tamper is done to a stored chain (on the

@@ -1,11 +1,12 @@
 /**
- * Turns the state machine in a synthesized CloudFormation template into plain ASL that runs
- * locally. CDK writes the definition as an `Fn::Join` of JSON fragments and intrinsic tokens (the
- * Lambda ARNs, the partition); this resolves them to stable fake values and remembers which fake
- * ARN stands for which Lambda, so a runner can hand each Task to the right in-process handler.
+ * The state machine of a synthesized CloudFormation template as plain ASL. CDK writes the definition
+ * as an `Fn::Join` of JSON fragments and intrinsic tokens (the Lambda ARNs, the partition); this
+ * resolves them to stable stand-in values of one account and remembers which ARN stands for which
+ * Lambda. The infra tests read the workflow through it, and local mode runs it, handing each Task
+ * to the right in-process handler.
  */
 import { z } from 'zod';
-import { ConfigurationError } from '../../lambdas/shared/errors.ts';
+import { ConfigurationError } from '../lambdas/shared/errors.ts';
 
 /** The fake environment the resolved definition claims to live in. */
 export const LOCAL_PARTITION = 'aws';

@@ -6,13 +6,17 @@ import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { type DiskS3, startDiskS3 } from '@svc-dsr/local/aws/s3-disk';
-import { planZip } from '@svc-dsr/local/emulator/zip';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type ArchiveTarget, copyExportToS3, verifyCopy } from '#shared/archive';
-import { parseEnv, stepEnvSchema } from '#shared/config';
-import { ArchiveTooLargeError, InvalidArchiveError } from '#shared/errors';
-import { s3ArchiveStore } from '#shared/runtime';
+import {
+  type ArchiveTarget,
+  copyExportToS3,
+  verifyCopy,
+} from '../../../../../../lambdas/shared/archive/index.ts';
+import { parseEnv, stepEnvSchema } from '../../../../../../lambdas/shared/config.ts';
+import { ArchiveTooLargeError, InvalidArchiveError } from '../../../../../../lambdas/shared/errors.ts';
+import { s3ArchiveStore } from '../../../../../../lambdas/shared/runtime.ts';
+import { type DiskS3, startDiskS3 } from '../../../../../aws/s3-disk.ts';
+import { planZip } from '../../../../../emulator/zip.ts';
 
 const MiB = 1024 * 1024;
 /** The variables every step needs, so the archive's own can be read alone. */
