@@ -1,3 +1,4 @@
+// Every workflow step by name, with the platform tokens, gate use and platform work each one has.
 import { archiveExportStep } from './archive-export/archive-export.ts';
 import { buildPackageStep } from './build-package/build-package.ts';
 import { checkExportStep } from './check-export/check-export.ts';

@@ -1,3 +1,4 @@
+// The ArchiveExport step: copies the finished export into the archive bucket and verifies the stored zip.
 import {
   AuditChainClosedError,
   LedgerStateError,

@@ -1,3 +1,4 @@
+// The subject's account settings for the package, read with retrieve-user; a failure leaves them unknown.
 import { DsrError, PlatformCapacityError } from '#shared/errors';
 import type { PlatformClient } from '#shared/platform-client';
 import type { RetrievedUser } from '#shared/platform-schemas';

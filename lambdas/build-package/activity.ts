@@ -1,3 +1,4 @@
+// The subject's activity read page by page for the package: conversation titles, links and comment states.
 import {
   ActivityNotEnabledError,
   DsrError,

@@ -1,3 +1,4 @@
+// The BuildPackage step: the subject's own package built from the verified archive and stored beside it.
 import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,3 +1,4 @@
+// A package build continued in a second invocation: the ordered lists and head stored, then read back.
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';

@@ -1,3 +1,4 @@
+// The four files of the platform's export as the subject package reads them: their schemas and parsing.
 import { z } from 'zod';
 import { InvalidArchiveError } from '#shared/errors';
 

@@ -1,3 +1,4 @@
+// The BuildPackage step's Lambda entry.
 import { lambdaStepDeps } from '#shared/runtime';
 import { makeStepHandler } from '#shared/step-handler';
 import { buildPackageStep } from './build-package.ts';

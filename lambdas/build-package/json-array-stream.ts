@@ -1,3 +1,4 @@
+// Reads a top-level JSON array item by item from a byte stream, so a large export file is never held whole.
 import { InvalidArchiveError } from '#shared/errors';
 
 /**

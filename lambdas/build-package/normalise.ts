@@ -1,3 +1,4 @@
+// The platform's export and activity turned into the subject package's data: comments, votes, profile, links.
 import type { AccountSettings } from './account.ts';
 import type { ExportedMessage, ExportFiles } from './export-files.ts';
 import type {

@@ -1,3 +1,4 @@
+// The schema of data.json in the subject package, from which docs/subject-package.schema.json is generated.
 import { z } from 'zod';
 
 /**

@@ -1,3 +1,4 @@
+// The subject package's zip: the page, data.json, README.txt and the platform's original files, streamed.
 import { createHash } from 'node:crypto';
 import { PassThrough, Readable } from 'node:stream';
 import yauzl from 'yauzl';

@@ -1,3 +1,4 @@
+// The subject package's index.html: its frame, the lists of comments, likes and dislikes, escaping.
 import type {
   PackageComment,
   PackageConversation,

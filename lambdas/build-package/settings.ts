@@ -1,3 +1,4 @@
+// The package's settings: its language and GDPR and CCPA notice texts, with their placeholders.
 import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
 import { PACKAGE_LANGUAGES } from './strings.ts';

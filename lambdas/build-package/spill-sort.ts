@@ -1,3 +1,4 @@
+// An external merge sort over local disk, so a package of any size is ordered in fixed memory.
 import { open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readLines } from './streams.ts';

@@ -1,3 +1,4 @@
+// The package built from the archive as streams: files read, sorted on disk, in fixed memory.
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import yauzl from 'yauzl';

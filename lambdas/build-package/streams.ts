@@ -1,3 +1,4 @@
+// Stream helpers for the package: a body counted and hashed as it is read, and a file read line by line.
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { StorageAnswerInvalidError } from '#shared/errors';

@@ -1,3 +1,4 @@
+// Every word of the subject package (page, README, glossary), one catalog per language.
 import type { z } from 'zod';
 import type { detailsReasonSchema } from './package-schema.ts';
 import type { CcpaNotice, GdprNotice } from './settings.ts';

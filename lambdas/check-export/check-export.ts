@@ -1,3 +1,4 @@
+// The CheckExport step: polls the platform export once and schedules the next wait, within the total budget.
 import { z } from 'zod';
 import { jitteredSeconds, nextWaitSeconds } from '#shared/config';
 import {

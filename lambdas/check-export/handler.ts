@@ -1,3 +1,4 @@
+// The CheckExport step's Lambda entry.
 import { lambdaStepDeps } from '#shared/runtime';
 import { makeStepHandler } from '#shared/step-handler';
 import { checkExportStep } from './check-export.ts';

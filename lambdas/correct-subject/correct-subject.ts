@@ -1,3 +1,4 @@
+// The CorrectSubject step: applies the requested corrections to the subject's profile and checks them.
 import { isDeepStrictEqual } from 'node:util';
 import {
   LedgerStateError,

@@ -1,3 +1,4 @@
+// The CorrectSubject step's Lambda entry.
 import { lambdaStepDeps } from '#shared/runtime';
 import { makeStepHandler } from '#shared/step-handler';
 import { correctSubjectStep } from './correct-subject.ts';

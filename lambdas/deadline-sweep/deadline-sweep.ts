@@ -1,3 +1,4 @@
+// The deadline sweep: open requests overdue or due soon, and late CCPA receipt notices, as metrics.
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { addBusinessDays, endOfLocalDay, localDateOf } from '#shared/deadlines';
 import { answerNoticeState, type Ledger, noticesDue, OWED_STATUSES } from '#shared/ledger';

@@ -1,3 +1,4 @@
+// The deadline sweep Lambda: the counts first, then the daily manifests and the minimising.
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { z } from 'zod';

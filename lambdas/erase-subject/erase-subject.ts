@@ -1,3 +1,4 @@
+// The EraseSubject step: deletes the subject on the platform, once, and only after a verified archive.
 import { platformKeepsFacts } from '#shared/erasure-scope';
 import { LedgerStateError } from '#shared/errors';
 import type { ErasureEvidence } from '#shared/ledger';

@@ -1,3 +1,4 @@
+// Intake's AWS side: the SQS quarantine queue and starting Step Functions executions.
 import { ExecutionAlreadyExists, type SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { IntakeDeps } from './intake.ts';

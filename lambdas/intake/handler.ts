@@ -1,3 +1,4 @@
+// The intake Lambda: reads request messages from SQS in a batch, where one message's failure fails no other.
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';

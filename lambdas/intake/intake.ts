@@ -1,3 +1,4 @@
+// Intake of one request message: judged (schema, verification, duplicates), recorded and started.
 import { z } from 'zod';
 import { type AuditEvent, type AuditTrail, auditEventProblem, factDigest } from '#shared/audit';
 import { computeDeadlines, DEFAULT_TIME_ZONE, type Deadlines } from '#shared/deadlines';

@@ -1,3 +1,4 @@
+// The reconciler's AWS side: execution statuses read with DescribeExecution.
 import { DescribeExecutionCommand, type SFNClient } from '@aws-sdk/client-sfn';
 import { z } from 'zod';
 import type { ExecutionLookup, ExecutionStatus } from '#shared/executions';

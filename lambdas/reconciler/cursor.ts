@@ -1,3 +1,4 @@
+// Where a reconciler pass stopped in the open index, kept in the gate table for the next pass.
 import { type DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';

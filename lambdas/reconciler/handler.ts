@@ -1,3 +1,4 @@
+// The reconciler Lambda: one scheduled pass within the invocation's time, then its heartbeat.
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';

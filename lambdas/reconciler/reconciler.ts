@@ -1,3 +1,4 @@
+// The reconciler: resumes open requests that no execution is moving, or records them failed past a limit.
 import { type AuditTrail, sideChainOf } from '#shared/audit';
 import { AuditChainClosedError } from '#shared/errors';
 import { type ExecutionLookup, isLive, latestExecutionName, retryExecutionName } from '#shared/executions';

@@ -1,3 +1,4 @@
+// The RecordFailure step's Lambda entry.
 import { lambdaStepDeps } from '#shared/runtime';
 import { makeStepHandler } from '#shared/step-handler';
 import { recordFailureStep } from './record-failure.ts';

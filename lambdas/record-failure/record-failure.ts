@@ -1,3 +1,4 @@
+// The RecordFailure step: the one path every failure takes, `failed` recorded with a code.
 import type { z } from 'zod';
 import { AuditChainClosedError, errorCodeOf, SupersededRunError } from '#shared/errors';
 import type { LedgerPatch } from '#shared/ledger';

@@ -1,3 +1,4 @@
+// The RecordOutcome step's Lambda entry.
 import { lambdaStepDeps } from '#shared/runtime';
 import { makeStepHandler } from '#shared/step-handler';
 import { recordOutcomeStep } from './record-outcome.ts';

@@ -1,3 +1,4 @@
+// The RecordOutcome step: marks the request completed with its outcome and writes the final audit record.
 import type { z } from 'zod';
 import { platformKeepsFacts } from '#shared/erasure-scope';
 import { LedgerStateError } from '#shared/errors';

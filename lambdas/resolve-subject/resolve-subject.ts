@@ -1,3 +1,4 @@
+// The ResolveSubject step: finds the subject's platform user id from primary_key and keeps it in the ledger.
 import { SubjectUnderOtherSpellingError } from '#shared/errors';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest } from '#shared/step-guards';

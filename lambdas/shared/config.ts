@@ -1,3 +1,4 @@
+// The functions' environment schemas, parsed once, and the export poll schedule they configure.
 import { z } from 'zod';
 import { DEFAULT_TIME_ZONE, isTimeZone } from './deadlines.ts';
 import { DEFAULTS } from './defaults.ts';

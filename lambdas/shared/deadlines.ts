@@ -1,3 +1,4 @@
+// Statutory deadlines: due dates and extensions computed in the controller's time zone, with date arithmetic.
 import type { Regulation } from './request.ts';
 
 /** The statutory dates of one request, as ISO strings, computed at intake and stored in the ledger. */

@@ -1,3 +1,4 @@
+// Where export downloads may come from: the allowed hosts, and the check every download link passes.
 import { z } from 'zod';
 import { DownloadHostNotAllowedError } from './errors.ts';
 

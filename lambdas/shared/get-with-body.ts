@@ -1,3 +1,4 @@
+// Sends an HTTP request with a body on a method fetch refuses one for: the platform's update-user GET.
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 

@@ -1,3 +1,4 @@
+// The platform API client: users (retrieve, update, delete), exports and activity, with checks.
 import type { z } from 'zod';
 import {
   ActivityNotEnabledError,

@@ -1,3 +1,4 @@
+// The platform's load control in one DynamoDB table: a rate limit, a cap on open exports, a circuit breaker.
 import { setTimeout as delay } from 'node:timers/promises';
 import { type DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';

@@ -1,3 +1,4 @@
+// The platform's settings and responses as zod schemas: users, exports, activity pages and error bodies.
 import { z } from 'zod';
 
 /** Platform connection settings, validated once where they are read. */

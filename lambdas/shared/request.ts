@@ -1,3 +1,4 @@
+// The request as submitted: its zod schema, request ids, RFC 3339 instants and the text checks on its fields.
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { correctionsSchema } from './profile-fields.ts';

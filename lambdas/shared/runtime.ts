@@ -1,3 +1,4 @@
+// A step Lambda's dependencies built from AWS clients: ledger, archive, platform client, gate, audit.
 import { setTimeout as delay } from 'node:timers/promises';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {

@@ -1,3 +1,4 @@
+// The secrets svc-dsr reads, one Secrets Manager secret each, and how each function reads only its own.
 import { SecretsProvider } from '@aws-lambda-powertools/parameters/secrets';
 import { SecretsManagerClient, type SecretsManagerClientConfig } from '@aws-sdk/client-secrets-manager';
 import { z } from 'zod';

@@ -1,3 +1,4 @@
+// What a workflow step depends on, as narrow interfaces: ledger, archive, platform, audit, clock.
 import type { PackageSettings } from '../build-package/settings.ts';
 import type { VerifiedArchive } from './archive/options.ts';
 import type { AuditTrail } from './audit.ts';

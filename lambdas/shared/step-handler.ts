@@ -1,3 +1,4 @@
+// The thin adapter every step Lambda is, and the waits a step asks for when the platform has no capacity.
 import { z } from 'zod';
 import {
   awsTransientError,

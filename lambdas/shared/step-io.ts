@@ -1,3 +1,4 @@
+// The workflow's state as zod schemas: execution input, each step's input and output; no identifiers.
 import { z } from 'zod';
 import { REQUEST_TYPES, requestIdSchema } from './request.ts';
 

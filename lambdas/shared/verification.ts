@@ -1,3 +1,4 @@
+// The verification gate: the methods accepted for each request type, and how old one may be.
 import { z } from 'zod';
 import { dsrRequestSchema, type RequestType, rfc3339Instant } from './request.ts';
 

@@ -1,3 +1,4 @@
+// The StartExport step: starts a platform export, or resumes the one the ledger already has.
 import { jitteredSeconds, nextWaitSeconds } from '#shared/config';
 import {
   DsrError,

@@ -1,3 +1,4 @@
+// The status events Lambda: the ledger's stream records turned into changes and published on EventBridge.
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { unmarshall } from '@aws-sdk/util-dynamodb';

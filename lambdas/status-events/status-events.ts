@@ -1,3 +1,4 @@
+// Status change events: the detail built from a ledger change, with no identifiers, and published in batches.
 import { z } from 'zod';
 import { DsrError, type ErrorHandling } from '#shared/errors';
 import { isOwed, ledgerItemSchema, STATUSES } from '#shared/ledger';

@@ -1,3 +1,4 @@
+// The VerifyErasure step: proves the deletion took effect, then removes the archived copy unless it is kept.
 import { ErasureNotVerifiedError, LedgerStateError } from '#shared/errors';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest } from '#shared/step-guards';
