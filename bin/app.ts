@@ -1,3 +1,4 @@
+// The CDK app: the stack for the configured stage, with cdk-nag's AWS Solutions checks on every resource.
 import { App, Aspects } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { CONFIG_CONTEXT_KEY, parseStackConfig, stackNameForStage } from '../lib/config.ts';

@@ -1,3 +1,4 @@
+// The stack's configuration: the cdk.json settings as a zod schema, their defaults, hints and checks.
 import { z } from 'zod';
 import {
   PACKAGE_PLACEHOLDERS,

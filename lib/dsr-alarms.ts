@@ -1,3 +1,4 @@
+// The operator's alarms on one SNS topic: dead letters, quarantine, failed runs, overdue, Lambda errors.
 import { Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';

@@ -1,3 +1,4 @@
+// The house-default Lambda function, with `bind…()` helpers that set an environment variable and its grant.
 import { fileURLToPath } from 'node:url';
 import { ArnFormat, Duration, RemovalPolicy, type Size, Stack } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';

@@ -1,3 +1,4 @@
+// The svc-dsr stack: keys, queues, ledger, buckets, secrets, the functions, workflow, schedules, alarms.
 import { fileURLToPath } from 'node:url';
 import {
   Annotations,

@@ -1,3 +1,4 @@
+// The request workflow's state machine: every step as a Task with its retries, waits and one failure path.
 import { Duration, Stack } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';

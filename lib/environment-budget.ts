@@ -1,3 +1,4 @@
+// Lambda's 4 KB environment limit, measured at synth with every resource name at its longest.
 import { CfnResource, type Stack } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 

@@ -1,3 +1,4 @@
+// The Step Functions history budget: a worst-case execution's events, checked against the limit.
 import { PACKAGE_MAX_PASSES } from '../lambdas/build-package/continuation.ts';
 import { nextWaitSeconds, type PollSchedule } from '../lambdas/shared/config.ts';
 import { platformWaitsBudgeted } from '../lambdas/shared/step-handler.ts';

@@ -1,3 +1,4 @@
+// Each step Lambda's timeout, computed from the platform calls and transfers it makes, within Lambda's limit.
 import { Duration } from 'aws-cdk-lib';
 import { ACTIVITY_READ_BUDGET_SECONDS, ACTIVITY_RETRY } from '../lambdas/build-package/activity.ts';
 import { DEFAULTS } from '../lambdas/shared/defaults.ts';

@@ -1,3 +1,4 @@
+// How the CLI writes: its output streams, JSON, tables, CSV cells, terminal-safe text, and argument checks.
 import { z } from 'zod';
 import { identifierProblem } from '#shared/redact';
 import {

@@ -1,3 +1,4 @@
+// The CLI's option parsing with zod, requests files read as text, and checks on an output path.
 import { readFile, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';

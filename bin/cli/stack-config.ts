@@ -1,3 +1,4 @@
+// The stack configuration local mode synthesizes: from a given file, cdk.json, or the defaults.
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';

@@ -1,3 +1,4 @@
+// The `svc-dsr cancel` command: cancels a received or running request through the operator function.
 import {
   type CliIo,
   type CommandResult,

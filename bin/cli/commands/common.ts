@@ -1,3 +1,4 @@
+// What the operator commands share: loading a request from the ledger, and reporting the runs they ended.
 import type { LedgerItem } from '#shared/ledger';
 import type { CliIo } from '../format.ts';
 import { unknownRequestError } from '../resolve-target.ts';

@@ -1,3 +1,4 @@
+// The `svc-dsr deny` command: denies a request still owed an answer, with a reason code.
 import { z } from 'zod';
 import { DENIAL_CODES, type DenialCode } from '#shared/ledger';
 import {

@@ -1,3 +1,4 @@
+// The `svc-dsr extend` command: extends an open request's deadline once, with a reason and the notice given.
 import {
   type CliIo,
   type CommandResult,

@@ -1,3 +1,4 @@
+// The `svc-dsr list` command: requests by status from the ledger's open index, by due date.
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { z } from 'zod';
 import {

@@ -1,3 +1,4 @@
+// The `svc-dsr notice` command: records a receipt, extension, response or denial notice given to the subject.
 import { z } from 'zod';
 import { NOTICE_KINDS, type Notice, type NoticeKind } from '#shared/ledger';
 import { type NoticeContent, noticeContentSchema, noticeValuesOf } from '#shared/notice-content';

@@ -1,3 +1,4 @@
+// The `svc-dsr package` command: an access request's package (or raw export), as a link or a copy.
 import { createHash } from 'node:crypto';
 import { createWriteStream, unlinkSync } from 'node:fs';
 import { rename, unlink } from 'node:fs/promises';

@@ -1,3 +1,4 @@
+// The `svc-dsr report` command: the CCPA section 7101 records and section 7102 metrics, as CSV or JSON.
 import { writeFile } from 'node:fs/promises';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';

@@ -1,3 +1,4 @@
+// The `svc-dsr retry` command: redrives a failed or stalled request (or many) through the operator function.
 import type { LedgerItem } from '#shared/ledger';
 import {
   type CliIo,

@@ -1,3 +1,4 @@
+// The `svc-dsr status` command: one request's ledger record, subject identifiers hidden unless asked for.
 import { PLATFORM_KEEPS } from '#shared/erasure-scope';
 import { isOwed, type LedgerItem, NOTICE_KINDS, noticesDue } from '#shared/ledger';
 import {

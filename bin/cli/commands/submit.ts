@@ -1,3 +1,4 @@
+// The `svc-dsr submit` command: a request from flags, or a CSV or JSON Lines file, to the intake queue.
 import { randomUUID } from 'node:crypto';
 import { extname } from 'node:path';
 import {

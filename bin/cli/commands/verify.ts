@@ -1,3 +1,4 @@
+// The `svc-dsr verify` command: re-hashes a request's archive and checks its audit chain, or every one's.
 import { ListObjectsV2Command, ListObjectVersionsCommand } from '@aws-sdk/client-s3';
 import { z } from 'zod';
 import { hashStoredObject } from '#shared/archive';
