@@ -1,4 +1,4 @@
-// Guards every step uses: the request active and in its current run, the subject resolved, audits.
+// Guards every step uses: the request active and in its current run, the subject resolved, side effects audited.
 import { type AuditEvent, sideChainOf } from './audit.ts';
 import {
   AuditChainClosedError,
