@@ -37,15 +37,18 @@ const nodeBuiltins = {
         args.kind === 'dynamic-import' ||
         (args.kind === 'require-call' && LOADED_WHEN_CALLED.has(name))
       ) {
-        return { path: name, namespace: 'node-builtin' };
+        // One small module per importer, so it lands in the importer's chunk: shared, it would
+        // be a chunk of its own, one more file for every command to load.
+        return { path: `${name}|${args.importer}`, namespace: 'node-builtin' };
       }
       return undefined;
     });
     build.onLoad({ filter: /.*/, namespace: 'node-builtin' }, (args) => {
-      const take = `process.getBuiltinModule(${JSON.stringify(`node:${args.path}`)})`;
-      if (!LOADED_WHEN_CALLED.has(args.path)) return { contents: `module.exports = ${take};`, loader: 'js' };
+      const name = args.path.slice(0, args.path.indexOf('|'));
+      const take = `process.getBuiltinModule(${JSON.stringify(`node:${name}`)})`;
+      if (!LOADED_WHEN_CALLED.has(name)) return { contents: `module.exports = ${take};`, loader: 'js' };
       // Each export a getter, so the module loads when one is first used.
-      const exports = Object.keys(createRequire(import.meta.url)(`node:${args.path}`));
+      const exports = Object.keys(createRequire(import.meta.url)(`node:${name}`));
       return {
         contents: `let m; const load = () => (m ??= ${take});\n${exports
           .map(

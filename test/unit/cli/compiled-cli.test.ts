@@ -141,6 +141,23 @@ describe('the compiled CLI (dist/cli/, built before the tests)', () => {
     expect(modules.filter((module) => module.includes('operator'))).toEqual([]);
   });
 
+  it('gives the Node modules it imports (taken with getBuiltinModule) no chunk of their own', async () => {
+    // Arrange
+    const meta = metafileSchema.parse(JSON.parse(await readFile('dist/cli/meta.json', 'utf8')));
+
+    // Act
+    const wrappersAlone = Object.entries(meta.outputs)
+      .filter(([path, output]) => path.endsWith('.js') && output.entryPoint === undefined)
+      .filter(([, output]) => {
+        const inputs = Object.keys(output.inputs);
+        return inputs.length > 0 && inputs.every((input) => input.startsWith('node-builtin:'));
+      })
+      .map(([path]) => path);
+
+    // Assert
+    expect(wrappersAlone).toEqual([]);
+  });
+
   it('answers --version through the launcher from the compiled CLI, with nothing on stderr', async () => {
     // Act
     const { code, stdout, stderr } = await runCli(['--version']);
