@@ -7,9 +7,60 @@
  * sources through tsx.
  */
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { builtinModules, createRequire } from 'node:module';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { INPUTS_FILE } from './compiled-cli.mjs';
+
+/**
+ * Node's modules that the bundle loads only when a function of theirs is called: child_process,
+ * which commander requires at its start for the executable subcommands svc-dsr does not have,
+ * costs more to load than all of commander.
+ */
+const LOADED_WHEN_CALLED = new Set(['child_process']);
+
+/**
+ * Node's own modules taken with `process.getBuiltinModule` rather than an `import`. Node answers an
+ * import of one of its modules with an ES module facade that reads every export once, and that
+ * loads what the module only loads when asked: `import { readFileSync } from 'node:fs'` loads
+ * fs.ReadStream, the streams and fs/promises with it, a third of what `--help` costs.
+ */
+const nodeBuiltins = {
+  name: 'node-builtins',
+  setup(build) {
+    const names = new Set(builtinModules.filter((name) => !name.startsWith('_')));
+    build.onResolve({ filter: /^[a-z_/:]+$/ }, (args) => {
+      const name = args.path.replace(/^node:/, '');
+      if (!names.has(name)) return undefined;
+      if (
+        args.kind === 'import-statement' ||
+        args.kind === 'dynamic-import' ||
+        (args.kind === 'require-call' && LOADED_WHEN_CALLED.has(name))
+      ) {
+        // One small module per importer, so it lands in the importer's chunk: shared, it would
+        // be a chunk of its own, one more file for every command to load.
+        return { path: `${name}|${args.importer}`, namespace: 'node-builtin' };
+      }
+      return undefined;
+    });
+    build.onLoad({ filter: /.*/, namespace: 'node-builtin' }, (args) => {
+      const name = args.path.slice(0, args.path.indexOf('|'));
+      const take = `process.getBuiltinModule(${JSON.stringify(`node:${name}`)})`;
+      if (!LOADED_WHEN_CALLED.has(name)) return { contents: `module.exports = ${take};`, loader: 'js' };
+      // Each export a getter, so the module loads when one is first used.
+      const exports = Object.keys(createRequire(import.meta.url)(`node:${name}`));
+      return {
+        contents: `let m; const load = () => (m ??= ${take});\n${exports
+          .map(
+            (key) =>
+              `Object.defineProperty(exports, ${JSON.stringify(key)}, { enumerable: true, get: () => load()[${JSON.stringify(key)}] });`,
+          )
+          .join('\n')}`,
+        loader: 'js',
+      };
+    });
+  },
+};
 
 /** Builds dist/cli/ under `root`; returns how many files it wrote, or undefined without esbuild. */
 export async function buildCli(root = new URL('..', import.meta.url)) {
@@ -46,9 +97,12 @@ export async function buildCli(root = new URL('..', import.meta.url)) {
     // Smaller chunks parse faster; names kept, so an error's class name reads as written.
     minify: true,
     keepNames: true,
+    plugins: [nodeBuiltins],
   });
   // The package's own sources it read, and what stands for the dependencies it bundled.
-  const sources = Object.keys(result.metafile.inputs).filter((input) => !input.includes('node_modules/'));
+  const sources = Object.keys(result.metafile.inputs).filter(
+    (input) => !input.includes('node_modules/') && !input.startsWith('node-builtin:'),
+  );
   const inputs = [...new Set([...sources, 'package.json', 'package-lock.json'])].map((input) =>
     relative(rootPath, fileURLToPath(new URL(input, root))),
   );

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Launcher: runs the CLI compiled at install (dist/cli/, `npm run build:cli`) when it is current,
-// else the TypeScript sources through tsx, saying why on one line.
-import module from 'node:module';
+// else the TypeScript sources through tsx, saying why on one line. `--version` alone it answers
+// itself, from package.json, compiled or not.
 import { compiledCli } from './compiled-cli.mjs';
 
 const NODE_MAJOR = 24;
@@ -11,17 +11,31 @@ if (Number(process.versions.node.split('.')[0]) < NODE_MAJOR) {
   );
   process.exit(2);
 }
-// V8's code cache on disk (Node 22.1+): a later run skips compiling the CLI's modules again.
-module.enableCompileCache?.();
-process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-const compiled = compiledCli();
-if (compiled.current) {
-  await import(compiled.entry);
+const args = process.argv.slice(2);
+if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
+  // What commander would print, without loading it or any of the CLI: scripts ask this often.
+  const { readFileSync, writeSync } = process.getBuiltinModule('node:fs');
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+  try {
+    writeSync(1, `${version}\n`);
+  } catch (error) {
+    // A full non-blocking pipe: the stream waits for room. A reader that left (EPIPE): nothing to do.
+    if (error?.code === 'EAGAIN') process.stdout.write(`${version}\n`);
+    else if (error?.code !== 'EPIPE') throw error;
+  }
 } else {
-  process.stderr.write(
-    `svc-dsr: ${compiled.reason}: running the TypeScript sources through tsx, which starts slower; \`npm run build:cli\` compiles it\n`,
-  );
-  const { register } = await import('tsx/esm/api');
-  register();
-  await import('./svc-dsr.ts');
+  // V8's code cache on disk (Node 22.1+): a later run skips compiling the CLI's modules again.
+  process.getBuiltinModule('node:module').enableCompileCache?.();
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+  const compiled = compiledCli();
+  if (compiled.current) {
+    await import(compiled.entry);
+  } else {
+    process.stderr.write(
+      `svc-dsr: ${compiled.reason}: running the TypeScript sources through tsx, which starts slower; \`npm run build:cli\` compiles it\n`,
+    );
+    const { register } = await import('tsx/esm/api');
+    register();
+    await import('./svc-dsr.ts');
+  }
 }

@@ -1,11 +1,14 @@
-import { mkdir, mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
+import { once } from 'node:events';
+import { copyFile, mkdir, mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { compiledCli } from '../../../bin/compiled-cli.mjs';
-import { runCli } from '../../helpers/cli.ts';
+import { CLI, runCli, runProcess } from '../../helpers/cli.ts';
 
 describe('compiledCli', () => {
   let root: string;
@@ -138,6 +141,23 @@ describe('the compiled CLI (dist/cli/, built before the tests)', () => {
     expect(modules.filter((module) => module.includes('operator'))).toEqual([]);
   });
 
+  it('gives the Node modules it imports (taken with getBuiltinModule) no chunk of their own', async () => {
+    // Arrange
+    const meta = metafileSchema.parse(JSON.parse(await readFile('dist/cli/meta.json', 'utf8')));
+
+    // Act
+    const wrappersAlone = Object.entries(meta.outputs)
+      .filter(([path, output]) => path.endsWith('.js') && output.entryPoint === undefined)
+      .filter(([, output]) => {
+        const inputs = Object.keys(output.inputs);
+        return inputs.length > 0 && inputs.every((input) => input.startsWith('node-builtin:'));
+      })
+      .map(([path]) => path);
+
+    // Assert
+    expect(wrappersAlone).toEqual([]);
+  });
+
   it('answers --version through the launcher from the compiled CLI, with nothing on stderr', async () => {
     // Act
     const { code, stdout, stderr } = await runCli(['--version']);
@@ -147,5 +167,114 @@ describe('the compiled CLI (dist/cli/, built before the tests)', () => {
       .object({ version: z.string() })
       .parse(JSON.parse(await readFile('package.json', 'utf8')));
     expect({ code, stdout, stderr }).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+  });
+});
+
+describe('what the compiled CLI loads of Node', () => {
+  /** Runs the CLI and answers its output and the Node modules it loaded (process.moduleLoadList). */
+  async function runListingModules(args: string[]) {
+    const atExit =
+      'data:text/javascript,process.on("exit",()=>process.stderr.write("\\nMODULES "+JSON.stringify(process.moduleLoadList)))';
+    const { code, stdout, stderr } = await runProcess(process.execPath, ['--import', atExit, CLI, ...args]);
+    const [before, modules] = stderr.split('\nMODULES ');
+    return {
+      code,
+      stdout,
+      stderr: before,
+      modules: z.array(z.string()).parse(JSON.parse(modules ?? '[]')),
+    };
+  }
+
+  it('answers --help without loading child_process or fs/promises', async () => {
+    // Act
+    const { code, stdout, modules } = await runListingModules(['--help']);
+
+    // Assert
+    expect(code).toBe(0);
+    expect(stdout).toContain('Usage: svc-dsr');
+    expect(modules).toContain('NativeModule fs');
+    expect(modules.filter((module) => /child_process|fs\/promises/.test(module))).toEqual([]);
+  });
+
+  it('reads the ledger over node:http without loading fetch (undici)', async () => {
+    // Arrange: a DynamoDB endpoint that knows no request, behind a local mode's endpoints file
+    const dataDir = await mkdtemp(join(tmpdir(), 'svc-dsr-compiled-cli-'));
+    const server = createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        response.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' });
+        response.end('{}');
+      });
+    }).listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    await writeFile(
+      join(dataDir, 'endpoints.json'),
+      JSON.stringify({
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+        endpoints: { sqs: url, s3: url, dynamodb: url, sfn: url },
+        outputs: {
+          IntakeQueueUrl: `${url}/000000000000/svc-dsr-intake`,
+          QuarantineQueueUrl: `${url}/000000000000/svc-dsr-quarantine`,
+          LedgerTableName: 'svc-dsr-ledger',
+          ArchiveBucketName: 'svc-dsr-archive',
+          AuditBucketName: 'svc-dsr-audit',
+          StateMachineArn: 'arn:aws:states:us-east-1:000000000000:stateMachine:svc-dsr-local',
+          TimeZone: 'UTC',
+        },
+        pid: process.pid,
+        platform: { url, spot_id: 'sp_demo' },
+      }),
+    );
+
+    try {
+      // Act
+      const { code, stderr, modules } = await runListingModules([
+        'status',
+        '7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f',
+        '--data-dir',
+        dataDir,
+      ]);
+
+      // Assert
+      expect({ code, stderr }).toEqual({
+        code: 1,
+        stderr: expect.stringContaining('no request 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f in the ledger'),
+      });
+      expect(modules).toContain('NativeModule http');
+      expect(modules.filter((module) => module.includes('undici'))).toEqual([]);
+    } finally {
+      server.close();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the launcher', () => {
+  it('answers --version and -V from package.json with no compiled CLI and nothing to run the sources', async () => {
+    // Arrange: the launcher alone beside a package.json: no dist/cli/, no sources, no tsx
+    const root = await mkdtemp(join(tmpdir(), 'svc-dsr-launcher-'));
+    try {
+      await mkdir(join(root, 'bin'));
+      await copyFile(CLI, join(root, 'bin/svc-dsr.mjs'));
+      await copyFile(join(CLI, '../compiled-cli.mjs'), join(root, 'bin/compiled-cli.mjs'));
+      await writeFile(join(root, 'package.json'), JSON.stringify({ name: 'svc-dsr', version: '9.8.7' }));
+
+      // Act
+      const results = await Promise.all(
+        ['--version', '-V'].map((flag) =>
+          runProcess(process.execPath, [join(root, 'bin/svc-dsr.mjs'), flag]),
+        ),
+      );
+
+      // Assert
+      expect(results).toEqual([
+        { code: 0, stdout: '9.8.7\n', stderr: '' },
+        { code: 0, stdout: '9.8.7\n', stderr: '' },
+      ]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });
