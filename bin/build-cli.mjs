@@ -6,11 +6,12 @@
  * Without esbuild (an install without devDependencies) it builds nothing and the CLI runs from the
  * sources through tsx.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { builtinModules, createRequire } from 'node:module';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { INPUTS_FILE } from './compiled-cli.mjs';
+import { HELP_FILE, INPUTS_FILE } from './compiled-cli.mjs';
 
 /**
  * Node's modules that the bundle loads only when a function of theirs is called: child_process,
@@ -108,6 +109,20 @@ export async function buildCli(root = new URL('..', import.meta.url)) {
   );
   // Which modules each output holds and loads, for the test that keeps --version and --help light.
   await writeFile(new URL('meta.json', staging), JSON.stringify(result.metafile));
+  // The top-level help, as commander prints it to a pipe (80 columns): the launcher prints this
+  // copy for a bare `--help`, without loading the CLI. It names no setting of the machine.
+  const noDefaults = new URL('no-defaults.json', staging);
+  await writeFile(noDefaults, '{}\n');
+  const help = spawnSync(process.execPath, [fileURLToPath(new URL('svc-dsr.js', staging)), '--help'], {
+    cwd: rootPath,
+    encoding: 'utf8',
+    env: { ...process.env, SVC_DSR_CLI_CONFIG: fileURLToPath(noDefaults) },
+  });
+  await rm(noDefaults);
+  if (help.status !== 0 || help.stdout === '') {
+    throw new Error(`the compiled CLI did not print its help (exit ${help.status}): ${help.stderr}`);
+  }
+  await writeFile(new URL(HELP_FILE.replace('dist/cli/', ''), staging), help.stdout);
   await writeFile(
     new URL('inputs.json', staging),
     `${JSON.stringify({ started_ms: startedMs, inputs }, null, 2)}\n`,

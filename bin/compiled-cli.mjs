@@ -7,6 +7,9 @@
 /** The list of sources the compiled CLI was built from, written beside it. */
 export const INPUTS_FILE = 'dist/cli/inputs.json';
 
+/** The top-level help as the compiled CLI prints it, written beside it at the build. */
+export const HELP_FILE = 'dist/cli/help.txt';
+
 /**
  * `{ current: true, entry }` (the compiled entry's URL) when dist/cli/ is there and no source is
  * newer than its build; otherwise `{ current: false, reason }`, the reason in words.
@@ -39,5 +42,5 @@ export function compiledCli(root = new URL('..', import.meta.url)) {
     if (changedMs > startedMs)
       return { current: false, reason: `${input} changed since the CLI was compiled` };
   }
-  return { current: true, entry: new URL('dist/cli/svc-dsr.js', root).href };
+  return { current: true, entry: new URL('dist/cli/svc-dsr.js', root).href, help: new URL(HELP_FILE, root) };
 }

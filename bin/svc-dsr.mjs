@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Launcher: runs the CLI compiled at install (dist/cli/, `npm run build:cli`) when it is current,
 // else the TypeScript sources through tsx, saying why on one line. `--version` alone it answers
-// itself, from package.json, compiled or not.
+// itself, from package.json, compiled or not; `--help` alone, from the copy the build wrote.
 import { compiledCli } from './compiled-cli.mjs';
 
 const NODE_MAJOR = 24;
@@ -11,24 +11,32 @@ if (Number(process.versions.node.split('.')[0]) < NODE_MAJOR) {
   );
   process.exit(2);
 }
+const { readFileSync, writeSync } = process.getBuiltinModule('node:fs');
 const args = process.argv.slice(2);
-if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
-  // What commander would print, without loading it or any of the CLI: scripts ask this often.
-  const { readFileSync, writeSync } = process.getBuiltinModule('node:fs');
-  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+
+/** Writes `text` to stdout at once, quietly when the reader has gone. */
+function write(text) {
   try {
-    writeSync(1, `${version}\n`);
+    writeSync(1, text);
   } catch (error) {
     // A full non-blocking pipe: the stream waits for room. A reader that left (EPIPE): nothing to do.
-    if (error?.code === 'EAGAIN') process.stdout.write(`${version}\n`);
+    if (error?.code === 'EAGAIN') process.stdout.write(text);
     else if (error?.code !== 'EPIPE') throw error;
   }
+}
+if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
+  // What commander would print, without loading it or any of the CLI: scripts ask this often.
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+  write(`${version}\n`);
 } else {
   // V8's code cache on disk (Node 22.1+): a later run skips compiling the CLI's modules again.
   process.getBuiltinModule('node:module').enableCompileCache?.();
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   const compiled = compiledCli();
-  if (compiled.current) {
+  if (compiled.current && args.length === 1 && (args[0] === '--help' || args[0] === '-h')) {
+    // The copy of the top-level help the build wrote: what commander prints, without loading it.
+    write(readFileSync(compiled.help, 'utf8'));
+  } else if (compiled.current) {
     await import(compiled.entry);
   } else {
     process.stderr.write(

@@ -52,7 +52,11 @@ describe('compiledCli', () => {
     const compiled = compiledCli(rootUrl());
 
     // Assert
-    expect(compiled).toEqual({ current: true, entry: new URL('dist/cli/svc-dsr.js', rootUrl()).href });
+    expect(compiled).toEqual({
+      current: true,
+      entry: new URL('dist/cli/svc-dsr.js', rootUrl()).href,
+      help: new URL('dist/cli/help.txt', rootUrl()),
+    });
   });
 
   it('answers stale, naming the source, when one changed after the build started', async () => {
@@ -276,5 +280,48 @@ describe('the launcher', () => {
     } finally {
       await rm(root, { recursive: true, force: true });
     }
+  });
+
+  it('answers a bare --help and -h from the copy the build wrote, without loading the CLI', async () => {
+    // Prepare: a current build whose entry is missing, so only the copy can answer
+    const root = await mkdtemp(join(tmpdir(), 'svc-dsr-launcher-'));
+    try {
+      await mkdir(join(root, 'bin'));
+      await mkdir(join(root, 'dist/cli'), { recursive: true });
+      await copyFile(CLI, join(root, 'bin/svc-dsr.mjs'));
+      await copyFile(join(CLI, '../compiled-cli.mjs'), join(root, 'bin/compiled-cli.mjs'));
+      await writeFile(join(root, 'package.json'), JSON.stringify({ name: 'svc-dsr', version: '9.8.7' }));
+      await writeFile(
+        join(root, 'dist/cli/inputs.json'),
+        JSON.stringify({ started_ms: Date.now() + 60_000, inputs: ['package.json'] }),
+      );
+      await writeFile(join(root, 'dist/cli/help.txt'), 'Usage: the copy\n');
+
+      // Act
+      const results = await Promise.all(
+        ['--help', '-h'].map((flag) => runProcess(process.execPath, [join(root, 'bin/svc-dsr.mjs'), flag])),
+      );
+
+      // Assess
+      expect(results).toEqual([
+        { code: 0, stdout: 'Usage: the copy\n', stderr: '' },
+        { code: 0, stdout: 'Usage: the copy\n', stderr: '' },
+      ]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it("writes as its copy of the help exactly what the compiled CLI's commander prints", async () => {
+    // Act
+    const [launcher, compiled] = await Promise.all([
+      runProcess(process.execPath, [CLI, '--help']),
+      runProcess(process.execPath, [join(CLI, '../../dist/cli/svc-dsr.js'), '--help']),
+    ]);
+
+    // Assess
+    expect(compiled.code).toBe(0);
+    expect(compiled.stdout).toMatch(/^Usage: svc-dsr/);
+    expect(launcher).toEqual(compiled);
   });
 });
