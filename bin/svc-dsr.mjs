@@ -19,9 +19,13 @@ function write(text) {
   try {
     writeSync(1, text);
   } catch (error) {
-    // A full non-blocking pipe: the stream waits for room. A reader that left (EPIPE): nothing to do.
+    // A full non-blocking pipe: the stream waits for room. A reader that left (EPIPE): nothing to
+    // do. Anything else (a full disk) is said in one line, as the CLI says it.
     if (error?.code === 'EAGAIN') process.stdout.write(text);
-    else if (error?.code !== 'EPIPE') throw error;
+    else if (error?.code !== 'EPIPE') {
+      process.stderr.write(`svc-dsr: cannot write the output: ${error?.code ?? error}\n`);
+      process.exitCode = 1;
+    }
   }
 }
 if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {

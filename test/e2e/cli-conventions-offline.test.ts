@@ -46,9 +46,18 @@ function bash(script: string) {
 
 describe('conventions', () => {
   it('says in one line, with exit 1, that its output cannot be written (a full disk)', async () => {
-    const result = await runProcess('bash', ['-c', '"$0" "$@" > /dev/full', process.execPath, CLI, '--help']);
-    expect(result.stderr).toBe('svc-dsr: cannot write the output: ENOSPC\n');
-    expect(result.code).toBe(1);
+    for (const flag of ['--help', '--version', 'completion']) {
+      const args = flag === 'completion' ? ['completion', 'bash'] : [flag];
+      const result = await runProcess('bash', [
+        '-c',
+        '"$0" "$@" > /dev/full',
+        process.execPath,
+        CLI,
+        ...args,
+      ]);
+      expect(result.stderr, flag).toBe('svc-dsr: cannot write the output: ENOSPC\n');
+      expect(result.code, flag).toBe(1);
+    }
   });
 
   it('prints its version with --version', async () => {
