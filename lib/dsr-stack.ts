@@ -886,8 +886,9 @@ export class DsrStack extends Stack {
         actions: ['dynamodb:GetItem', 'dynamodb:Scan'],
         resources: [this.ledger.tableArn],
       }),
+      // The open index (open requests only): list and retry --status read it with one scan.
       new iam.PolicyStatement({
-        actions: ['dynamodb:Query'],
+        actions: ['dynamodb:Scan'],
         resources: [`${this.ledger.tableArn}/index/${OPEN_DUE_INDEX}`],
       }),
       // verify: read the records and find the chains.

@@ -137,7 +137,7 @@ function parseStatusAndDue(options: ListOptions): { statuses: Status[]; dueBefor
 
 /**
  * Lists requests by status, earliest due first. Open statuses (received, running, failed) come from
- * the ledger's open index, every shard of it. Completed, cancelled and rejected requests are not in
+ * one paged scan of the ledger's open index, which holds open requests only. Completed, cancelled and rejected requests are not in
  * that index: they are found with one filtered scan of the ledger (docs/deploy.md says why).
  */
 export async function runList(
@@ -148,20 +148,11 @@ export async function runList(
   const { statuses, dueBefore, types } = parseListOptions(options);
   const now = context.clock();
   const before = dueBefore?.(now);
-  const items: ListableRequest[] = [];
-  const ended: Status[] = [];
-  for (const status of statuses) {
-    if (!isOwed(status)) {
-      ended.push(status);
-      continue;
-    }
-    for await (const item of context.ledger.openRequests(
-      status,
-      before === undefined ? {} : { dueBefore: before },
-    )) {
-      items.push(item);
-    }
-  }
+  const items: ListableRequest[] = await context.ledger.allOpenRequests(
+    statuses.filter(isOwed),
+    before === undefined ? {} : { dueBefore: before },
+  );
+  const ended = statuses.filter((status) => !isOwed(status));
   if (ended.length > 0) items.push(...(await scanEnded(context, ended, before)));
   items.sort(byDueDate);
   const receiptFilter = receiptFilterOf(options);

@@ -100,7 +100,12 @@ export async function runBulkRetry(
 ): Promise<CommandResult<BulkRetryResult>> {
   const candidates: LedgerItem[] = [];
   let running = 0;
-  for await (const entry of context.ledger.openRequests(options.status)) {
+  // One scan of the open index, earliest due first.
+  const open = await context.ledger.allOpenRequests([options.status]);
+  open.sort(
+    (a, b) => (a.due_at ?? '').localeCompare(b.due_at ?? '') || a.request_id.localeCompare(b.request_id),
+  );
+  for (const entry of open) {
     const item = await context.ledger.get(entry.request_id);
     if (item === undefined || item.status !== options.status) continue;
     if (options.code !== undefined && item.error?.code !== options.code) continue;

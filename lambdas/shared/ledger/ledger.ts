@@ -951,6 +951,50 @@ export class Ledger {
   }
 
   /**
+   * Every open request with one of these statuses, optionally only those due before `dueBefore`,
+   * in no order, read with one scan of the open index, page by page. The index is sparse (open
+   * requests only), so a reader that wants them all at once (`svc-dsr list`) makes one request
+   * per megabyte of it, where openRequests makes at least one per shard and status.
+   */
+  async allOpenRequests(
+    statuses: readonly OwedStatus[],
+    options: { dueBefore?: string; pageSize?: number } = {},
+  ): Promise<OpenRequest[]> {
+    if (statuses.length === 0) return [];
+    const values: Record<string, unknown> = {};
+    const prefixes = statuses.map((status, index) => {
+      values[`:status${index}`] = `${status}#`;
+      return `begins_with(#shard, :status${index})`;
+    });
+    let filter = prefixes.length === 1 ? (prefixes[0] ?? '') : `(${prefixes.join(' OR ')})`;
+    if (options.dueBefore !== undefined) {
+      filter += ' AND #due_at < :due';
+      values[':due'] = options.dueBefore;
+    }
+    const requests: OpenRequest[] = [];
+    let cursor: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.db.send(
+        new ScanCommand({
+          TableName: this.tableName,
+          IndexName: OPEN_DUE_INDEX,
+          FilterExpression: filter,
+          ExpressionAttributeNames: {
+            '#shard': OPEN_SHARD_ATTRIBUTE,
+            ...(options.dueBefore === undefined ? {} : { '#due_at': 'due_at' }),
+          },
+          ExpressionAttributeValues: toAttributes(values),
+          ...(options.pageSize === undefined ? {} : { Limit: options.pageSize }),
+          ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
+        }),
+      );
+      for (const raw of page.Items ?? []) requests.push(parseOpenRequest(unmarshall(raw)));
+      cursor = page.LastEvaluatedKey;
+    } while (cursor !== undefined);
+    return requests;
+  }
+
+  /**
    * One page of the open requests with this status in one shard of the open index, earliest due
    * first, from `after` (the `next` of the page before): for a pass that stops and continues
    * later from where it stopped. `next` is undefined after the shard's last page.

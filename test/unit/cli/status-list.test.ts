@@ -1,8 +1,8 @@
-import { DynamoDBClient, GetItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, GetItemCommand, ScanCommand as IndexScanCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { type LedgerItem, OPEN_DUE_INDEX, OPEN_INDEX_SHARDS, openShardKey } from '#shared/ledger';
+import { OPEN_DUE_INDEX } from '#shared/ledger';
 import { runList } from '../../../bin/cli/commands/list.ts';
 import { runStatus } from '../../../bin/cli/commands/status.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
@@ -378,43 +378,33 @@ describe('runList', () => {
     due_at: '2026-11-01T00:00:00.000Z',
   });
 
-  /** The index's answer for one shard key: the requests of that status that hash to it. */
-  const shardOf = (item: LedgerItem) => openShardKey(item.request_id, item.status) ?? '';
-
-  it('queries every shard of the open index for received, running and failed requests, follows pages, and sorts by due date', async () => {
-    // Prepare
+  it('scans the open index once for received, running and failed requests, follows pages, and sorts by due date', async () => {
+    // Prepare: two pages, in no order
     ledgerMock
-      .on(QueryCommand)
-      .resolves({ Items: [] })
-      .on(QueryCommand, { ExpressionAttributeValues: { ':shard': { S: shardOf(late) } } })
-      .resolves({ Items: [storedItem(late)] })
-      .on(QueryCommand, { ExpressionAttributeValues: { ':shard': { S: shardOf(early) } } })
-      .resolvesOnce({ Items: [storedItem(early)], LastEvaluatedKey: { request_id: { S: early.request_id } } })
-      .resolvesOnce({ Items: [] })
-      .on(QueryCommand, { ExpressionAttributeValues: { ':shard': { S: shardOf(overdue) } } })
-      .resolves({ Items: [storedItem(overdue)] });
+      .on(IndexScanCommand)
+      .resolvesOnce({
+        Items: [storedItem(late), storedItem(early)],
+        LastEvaluatedKey: { request_id: { S: early.request_id } },
+      })
+      .resolvesOnce({ Items: [storedItem(overdue)] });
     const io = collectingIo();
     // Act
     const { result } = await runList(testContext(), { json: true }, io);
     // Assess
-    expect(ledgerMock).toHaveReceivedCommandWith(QueryCommand, {
+    expect(ledgerMock).toHaveReceivedCommandWith(IndexScanCommand, {
       TableName: 'ledger',
       IndexName: OPEN_DUE_INDEX,
-      KeyConditionExpression: '#shard = :shard',
+      FilterExpression:
+        '(begins_with(#shard, :status0) OR begins_with(#shard, :status1) OR begins_with(#shard, :status2))',
+      ExpressionAttributeValues: {
+        ':status0': { S: 'received#' },
+        ':status1': { S: 'running#' },
+        ':status2': { S: 'failed#' },
+      },
     });
-    const shards = ledgerMock
-      .commandCalls(QueryCommand)
-      .map((call) => call.args[0].input.ExpressionAttributeValues?.[':shard']?.S);
-    for (let shard = 0; shard < OPEN_INDEX_SHARDS; shard++) {
-      expect(shards).toContain(`received#${shard}`);
-      expect(shards).toContain(`running#${shard}`);
-      expect(shards).toContain(`failed#${shard}`);
-    }
-    expect(
-      ledgerMock
-        .commandCalls(QueryCommand)
-        .filter((call) => call.args[0].input.ExclusiveStartKey?.request_id?.S === early.request_id),
-    ).toHaveLength(1);
+    const calls = ledgerMock.commandCalls(IndexScanCommand);
+    expect(calls).toHaveLength(2);
+    expect(calls[1]?.args[0].input.ExclusiveStartKey).toEqual({ request_id: { S: early.request_id } });
     expect(result.requests.map((request) => request.request_id)).toEqual([
       overdue.request_id,
       early.request_id,
@@ -426,16 +416,12 @@ describe('runList', () => {
   });
 
   it('asks the index only for requests due before now with --overdue', async () => {
-    ledgerMock
-      .on(QueryCommand)
-      .resolves({ Items: [] })
-      .on(QueryCommand, { ExpressionAttributeValues: { ':shard': { S: shardOf(overdue) } } })
-      .resolves({ Items: [storedItem(overdue)] });
+    ledgerMock.on(IndexScanCommand).resolves({ Items: [storedItem(overdue)] });
     const io = collectingIo();
     await runList(testContext(), { overdue: true }, io);
-    expect(ledgerMock).toHaveReceivedCommandWith(QueryCommand, {
-      KeyConditionExpression: '#shard = :shard AND #due_at < :due',
-      ExpressionAttributeValues: { ':shard': { S: shardOf(overdue) }, ':due': { S: NOW.toISOString() } },
+    expect(ledgerMock).toHaveReceivedCommandWith(IndexScanCommand, {
+      FilterExpression: expect.stringMatching(/\) AND #due_at < :due$/),
+      ExpressionAttributeValues: expect.objectContaining({ ':due': { S: NOW.toISOString() } }),
     });
     expect(io.stdout()).toMatch(/REQUEST ID\s+STATUS/);
     expect(io.stdout()).toContain('20 days overdue');
@@ -448,13 +434,7 @@ describe('runList', () => {
       due_at: '2026-11-10T00:00:00.000Z',
       error: { code: 'export_failed', message: 'x' },
     });
-    ledgerMock
-      .on(QueryCommand)
-      .resolves({ Items: [] })
-      .on(QueryCommand, {
-        ExpressionAttributeValues: { ':shard': { S: shardOf(failed) }, ':due': { S: NOW.toISOString() } },
-      })
-      .resolves({ Items: [storedItem(failed)] });
+    ledgerMock.on(IndexScanCommand).resolves({ Items: [storedItem(failed)] });
     const io = collectingIo();
     const { result } = await runList(testContext(), { overdue: true }, io);
     expect(result.requests.map((request) => [request.request_id, request.status])).toEqual([
@@ -464,23 +444,20 @@ describe('runList', () => {
   });
 
   it('limits to requests due within the given days with --due-within', async () => {
-    ledgerMock.on(QueryCommand).resolves({ Items: [] });
+    ledgerMock.on(IndexScanCommand).resolves({ Items: [] });
     const io = collectingIo();
     await runList(testContext(), { dueWithin: '7', status: 'running' }, io);
-    expect(ledgerMock).toHaveReceivedCommandWith(QueryCommand, {
-      ExpressionAttributeValues: { ':shard': { S: 'running#0' }, ':due': { S: '2026-11-28T12:00:00.000Z' } },
+    expect(ledgerMock).toHaveReceivedCommandWith(IndexScanCommand, {
+      FilterExpression: 'begins_with(#shard, :status0) AND #due_at < :due',
+      ExpressionAttributeValues: { ':status0': { S: 'running#' }, ':due': { S: '2026-11-28T12:00:00.000Z' } },
     });
-    expect(ledgerMock.commandCalls(QueryCommand)).toHaveLength(OPEN_INDEX_SHARDS);
+    expect(ledgerMock.commandCalls(IndexScanCommand)).toHaveLength(1);
     expect(io.stderr()).toContain('no running requests due before 2026-11-28T12:00:00.000Z');
   });
 
   it('lists failed requests from the open index, since they are still owed an answer', async () => {
     const failed = ledgerRecord({ status: 'failed', error: { code: 'export_failed', message: 'x' } });
-    ledgerMock
-      .on(QueryCommand)
-      .resolves({ Items: [] })
-      .on(QueryCommand, { ExpressionAttributeValues: { ':shard': { S: shardOf(failed) } } })
-      .resolves({ Items: [storedItem(failed)] });
+    ledgerMock.on(IndexScanCommand).resolves({ Items: [storedItem(failed)] });
 
     const { result } = await runList(testContext(), { status: 'failed' }, collectingIo());
 
@@ -509,7 +486,7 @@ describe('runList', () => {
       ExpressionAttributeValues: { ':status0': 'rejected', ':status1': 'completed' },
     });
     expect(dbMock.commandCalls(ScanCommand)).toHaveLength(1);
-    expect(ledgerMock.commandCalls(QueryCommand)).toHaveLength(0);
+    expect(ledgerMock.commandCalls(IndexScanCommand)).toHaveLength(0);
     expect(result.requests).toHaveLength(1);
   });
 
@@ -593,12 +570,12 @@ describe('runList', () => {
 
     /** The open index answers with what it projects (no confirm_by, no notices); GetItem with the whole item. */
     function indexAndItems() {
-      ledgerMock.on(QueryCommand).resolves({ Items: [] });
+      ledgerMock.on(IndexScanCommand).resolves({
+        Items: all.map(({ confirm_by: _confirmBy, notice_receipt: _notice, ...projected }) =>
+          storedItem(projected),
+        ),
+      });
       for (const item of all) {
-        const { confirm_by: _confirmBy, notice_receipt: _notice, ...projected } = item;
-        ledgerMock
-          .on(QueryCommand, { ExpressionAttributeValues: { ':shard': { S: shardOf(item) } } })
-          .resolves({ Items: [storedItem(projected)] });
         ledgerMock
           .on(GetItemCommand, { Key: { request_id: { S: item.request_id } } })
           .resolves({ Item: storedItem(item) });
@@ -680,7 +657,7 @@ describe('runList', () => {
     });
 
     beforeEach(() => {
-      ledgerMock.on(QueryCommand).resolves({ Items: [] });
+      ledgerMock.on(IndexScanCommand).resolves({ Items: [] });
       dbMock.on(ScanCommand).resolves({ Items: [unanswered, answered, extendedDenial, denialDueSoon] });
     });
 
@@ -721,7 +698,7 @@ describe('runList', () => {
 
   it('escapes control characters in the table it prints', async () => {
     ledgerMock
-      .on(QueryCommand)
+      .on(IndexScanCommand)
       .resolves({ Items: [storedItem({ ...late, reference: 'R\u001b[31m\u0085' })] });
     const io = collectingIo();
     await runList(testContext(), { status: 'received' }, io);

@@ -384,6 +384,46 @@ describe('the open index', () => {
     expect(await openIds(local, 'running')).toEqual([]);
   });
 
+  it('reads every open request of the statuses asked in one paged scan, ended ones left out, and filters by due date', async () => {
+    // Prepare: received, running, failed and completed requests due on different days
+    const local = await freshLedger('open-all');
+    const byStatus: Record<string, string[]> = { received: [], running: [], failed: [], completed: [] };
+    const days = ['2026-11-20', '2026-11-25', '2026-12-01', '2026-12-05', '2026-12-10'];
+    for (const day of days) {
+      for (const status of ['received', 'running', 'failed', 'completed'] as const) {
+        const req = request();
+        await local.createReceived(req, 'fp', {
+          due_at: `${day}T00:00:00.000Z`,
+          extension_limit_at: '2027-02-01T00:00:00.000Z',
+          confirm_by: null,
+        });
+        if (status !== 'received')
+          await local.update(req.request_id, { status: 'running', step: 'resolving' }, ['received']);
+        if (status === 'failed') await local.update(req.request_id, { status: 'failed' }, ['running']);
+        if (status === 'completed') {
+          await local.update(req.request_id, { status: 'completed', outcome: 'no_data' }, ['running']);
+        }
+        byStatus[status]?.push(req.request_id);
+      }
+    }
+    const ids = (requests: readonly { request_id: string }[]) =>
+      requests.map((item) => item.request_id).sort();
+
+    // Act: pages of 3 items, so the scan follows several pages
+    const owed = await local.allOpenRequests(['received', 'running', 'failed'], { pageSize: 3 });
+    const failed = await local.allOpenRequests(['failed']);
+    const dueSoon = await local.allOpenRequests(['received'], { dueBefore: '2026-11-29T00:00:00.000Z' });
+
+    // Assess
+    expect(ids(owed)).toEqual(
+      [...(byStatus.received ?? []), ...(byStatus.running ?? []), ...(byStatus.failed ?? [])].sort(),
+    );
+    expect(owed.find((item) => item.request_id === byStatus.failed?.[0])).toMatchObject({ status: 'failed' });
+    expect(ids(failed)).toEqual([...(byStatus.failed ?? [])].sort());
+    expect(ids(dueSoon)).toEqual([...(byStatus.received ?? []).slice(0, 2)].sort());
+    expect(await local.allOpenRequests([])).toEqual([]);
+  });
+
   it('moves a request between statuses in the index and removes it once it ends', async () => {
     const local = await freshLedger('open-moves');
     const req = request();
