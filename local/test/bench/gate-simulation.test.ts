@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { HISTORY_EVENT_LIMIT, SAFE_HISTORY_FRACTION } from '../../../../lib/history-budget.ts';
-import { REGIMES, simulateGate } from '../../../bench/gate-simulation.ts';
+import { HISTORY_EVENT_LIMIT, SAFE_HISTORY_FRACTION } from '../../../lib/history-budget.ts';
+import { REGIMES, simulateGate } from '../../bench/gate-simulation.ts';
 
 /**
  * The gate simulation's small version (local/bench/gate-simulation.ts, `npm run bench` runs 50,000): a
