@@ -972,25 +972,7 @@ export class Ledger {
       values[':due'] = options.dueBefore;
     }
     const requests: OpenRequest[] = [];
-    let cursor: Record<string, AttributeValue> | undefined;
-    do {
-      const page = await this.db.send(
-        new ScanCommand({
-          TableName: this.tableName,
-          IndexName: OPEN_DUE_INDEX,
-          FilterExpression: filter,
-          ExpressionAttributeNames: {
-            '#shard': OPEN_SHARD_ATTRIBUTE,
-            ...(options.dueBefore === undefined ? {} : { '#due_at': 'due_at' }),
-          },
-          ExpressionAttributeValues: toAttributes(values),
-          ...(options.pageSize === undefined ? {} : { Limit: options.pageSize }),
-          ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
-        }),
-      );
-      for (const raw of page.Items ?? []) requests.push(parseOpenRequest(unmarshall(raw)));
-      cursor = page.LastEvaluatedKey;
-    } while (cursor !== undefined);
+    for await (const request of this.#openIndex('scan', filter, values, options)) requests.push(request);
     return requests;
   }
 
@@ -1039,21 +1021,36 @@ export class Ledger {
       keyCondition += ' AND #due_at < :due';
       values[':due'] = options.dueBefore;
     }
+    yield* this.#openIndex('query', keyCondition, values, options);
+  }
+
+  /**
+   * The open index read page by page, by a query on `condition` (a key condition) or a scan
+   * filtered by it; `#shard` and, with `dueBefore`, `#due_at` name their attributes in it.
+   */
+  async *#openIndex(
+    read: 'query' | 'scan',
+    condition: string,
+    values: Record<string, unknown>,
+    options: { dueBefore?: string; pageSize?: number },
+  ): AsyncGenerator<OpenRequest> {
     let cursor: Record<string, AttributeValue> | undefined;
     do {
+      const input = {
+        TableName: this.tableName,
+        IndexName: OPEN_DUE_INDEX,
+        ExpressionAttributeNames: {
+          '#shard': OPEN_SHARD_ATTRIBUTE,
+          ...(options.dueBefore === undefined ? {} : { '#due_at': 'due_at' }),
+        },
+        ExpressionAttributeValues: toAttributes(values),
+        ...(options.pageSize === undefined ? {} : { Limit: options.pageSize }),
+        ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
+      };
       const page = await this.db.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          IndexName: OPEN_DUE_INDEX,
-          KeyConditionExpression: keyCondition,
-          ExpressionAttributeNames: {
-            '#shard': OPEN_SHARD_ATTRIBUTE,
-            ...(options.dueBefore === undefined ? {} : { '#due_at': 'due_at' }),
-          },
-          ExpressionAttributeValues: toAttributes(values),
-          ...(options.pageSize === undefined ? {} : { Limit: options.pageSize }),
-          ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
-        }),
+        read === 'query'
+          ? new QueryCommand({ ...input, KeyConditionExpression: condition })
+          : new ScanCommand({ ...input, FilterExpression: condition }),
       );
       for (const raw of page.Items ?? []) yield parseOpenRequest(unmarshall(raw));
       cursor = page.LastEvaluatedKey;
