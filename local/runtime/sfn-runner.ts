@@ -14,8 +14,8 @@ import {
 import { z } from 'zod';
 import { ConfigurationError } from '../../lambdas/shared/errors.ts';
 import { PLATFORM_WAIT_SUFFIX } from '../../lambdas/shared/platform-gate.ts';
-import { type AwsFaults, AwsThrottle } from '../aws/aws-faults.ts';
 import { LOCAL_ACCOUNT_ID, LOCAL_PARTITION, LOCAL_REGION, type ResolvedStateMachine } from '../../lib/asl.ts';
+import { type AwsFaults, AwsThrottle } from '../aws/aws-faults.ts';
 
 /** An in-process Lambda handler: gets the invocation payload; its return value becomes the task's Payload. */
 export type LocalLambda = (payload: unknown, context?: LocalLambdaContext) => Promise<unknown>;

@@ -34,12 +34,12 @@ import type { StepDeps, StepLogger } from '../../lambdas/shared/step-deps.ts';
 import { type AnyStep, makeStepHandler } from '../../lambdas/shared/step-handler.ts';
 import type { ExecutionInput } from '../../lambdas/shared/step-io.ts';
 import { RECONCILER_TOKENS, STEP_TOKENS, STEPS, type StepName } from '../../lambdas/steps.ts';
+import { resolveStateMachine } from '../../lib/asl.ts';
 import { retentionDaysForMonths } from '../../lib/config.ts';
 import type { AwsFaults } from '../aws/aws-faults.ts';
 import type { AwsStandIns } from '../aws/aws-standins.ts';
 import { startSecretsStandIn } from '../aws/secrets-standin.ts';
 import { type SfnShim, startSfnShim } from '../aws/sfn-shim.ts';
-import { resolveStateMachine } from '../../lib/asl.ts';
 import { openExecutions, type Registry } from './executions.ts';
 import {
   DYNAMODB_UPDATE_ITEM,

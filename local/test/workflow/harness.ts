@@ -8,9 +8,9 @@ import { type RunningEmulator, startEmulator } from '#local/emulator/server';
 import { type EmulatorState, emulatorStateSchema } from '#local/emulator/state';
 import { gateSettingsFor } from '#local/local-mode';
 import { SqsPoller } from '#local/runtime/event-source';
-import { synthesizeTemplate } from '../../../lib/template.ts';
 import { type LocalWorkflow, type LocalWorkflowOptions, startLocalWorkflow } from '#local/runtime/workflow';
 import type { IntakeDeps } from '../../../lambdas/intake/intake.ts';
+import { synthesizeTemplate } from '../../../lib/template.ts';
 
 const SAMPLE_STATE = fileURLToPath(new URL('../../emulator/sample-state.json', import.meta.url));
 
