@@ -11,8 +11,8 @@ export const INPUTS_FILE = 'dist/cli/inputs.json';
 export const HELP_FILE = 'dist/cli/help.txt';
 
 /**
- * `{ current: true, entry }` (the compiled entry's URL) when dist/cli/ is there and no source is
- * newer than its build; otherwise `{ current: false, reason }`, the reason in words.
+ * `{ current: true, entry, help }` (the compiled entry's URL, and its help copy's) when dist/cli/ is
+ * there and no source is newer than its build; otherwise `{ current: false, reason }`, in words.
  */
 export function compiledCli(root = new URL('..', import.meta.url)) {
   // Taken rather than imported, and given plain paths: Node's `import` of node:fs loads its

@@ -28,6 +28,14 @@ function write(text) {
     }
   }
 }
+/** The file's text, or undefined when it is not there. */
+function readIfThere(url) {
+  try {
+    return readFileSync(url, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
 if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
   // What commander would print, without loading it or any of the CLI: scripts ask this often.
   const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
@@ -37,9 +45,12 @@ if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
   process.getBuiltinModule('node:module').enableCompileCache?.();
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   const compiled = compiledCli();
-  if (compiled.current && args.length === 1 && (args[0] === '--help' || args[0] === '-h')) {
-    // The copy of the top-level help the build wrote: what commander prints, without loading it.
-    write(readFileSync(compiled.help, 'utf8'));
+  const bareHelp = args.length === 1 && (args[0] === '--help' || args[0] === '-h');
+  // The copy of the top-level help the build wrote: what commander prints, without loading it
+  // (a build from before the copy has none, and answers as it always did).
+  const help = compiled.current && bareHelp ? readIfThere(compiled.help) : undefined;
+  if (help !== undefined) {
+    write(help);
   } else if (compiled.current) {
     await import(compiled.entry);
   } else {

@@ -312,6 +312,31 @@ describe('the launcher', () => {
     }
   });
 
+  it('answers --help through the compiled CLI when the build wrote no copy of it', async () => {
+    // Prepare: a current build from before the copy: an entry that prints a marker, no help.txt
+    const root = await mkdtemp(join(tmpdir(), 'svc-dsr-launcher-'));
+    try {
+      await mkdir(join(root, 'bin'));
+      await mkdir(join(root, 'dist/cli'), { recursive: true });
+      await copyFile(CLI, join(root, 'bin/svc-dsr.mjs'));
+      await copyFile(join(CLI, '../compiled-cli.mjs'), join(root, 'bin/compiled-cli.mjs'));
+      await writeFile(join(root, 'package.json'), JSON.stringify({ name: 'svc-dsr', version: '9.8.7' }));
+      await writeFile(
+        join(root, 'dist/cli/inputs.json'),
+        JSON.stringify({ started_ms: Date.now() + 60_000, inputs: ['package.json'] }),
+      );
+      await writeFile(join(root, 'dist/cli/svc-dsr.js'), "process.stdout.write('from the entry\\n');\n");
+
+      // Act
+      const result = await runProcess(process.execPath, [join(root, 'bin/svc-dsr.mjs'), '--help']);
+
+      // Assess
+      expect(result).toEqual({ code: 0, stdout: 'from the entry\n', stderr: '' });
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
   it("writes as its copy of the help exactly what the compiled CLI's commander prints", async () => {
     // Act
     const [launcher, compiled] = await Promise.all([
