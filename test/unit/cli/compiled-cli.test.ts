@@ -256,85 +256,78 @@ describe('what the compiled CLI loads of Node', () => {
 });
 
 describe('the launcher', () => {
+  let root: string | undefined;
+
+  afterEach(async () => {
+    if (root !== undefined) await rm(root, { recursive: true, force: true });
+    root = undefined;
+  });
+
+  /**
+   * The launcher alone beside a package.json (version 9.8.7) in a folder of its own, and `files`
+   * (path -> text) beside it; answers how to run it.
+   */
+  async function launcherIn(
+    files: Record<string, string> = {},
+  ): Promise<(flag: string) => ReturnType<typeof runProcess>> {
+    const at = await mkdtemp(join(tmpdir(), 'svc-dsr-launcher-'));
+    root = at;
+    await mkdir(join(at, 'bin'));
+    await copyFile(CLI, join(at, 'bin/svc-dsr.mjs'));
+    await copyFile(join(CLI, '../compiled-cli.mjs'), join(at, 'bin/compiled-cli.mjs'));
+    await writeFile(join(at, 'package.json'), JSON.stringify({ name: 'svc-dsr', version: '9.8.7' }));
+    for (const [path, text] of Object.entries(files)) {
+      await mkdir(join(at, path, '..'), { recursive: true });
+      await writeFile(join(at, path), text);
+    }
+    return (flag) => runProcess(process.execPath, [join(at, 'bin/svc-dsr.mjs'), flag]);
+  }
+
+  /** A build that counts as current: it started after package.json, its only input, was written. */
+  const CURRENT_BUILD = {
+    'dist/cli/inputs.json': JSON.stringify({ started_ms: Date.now() + 60_000, inputs: ['package.json'] }),
+  };
+
   it('answers --version and -V from package.json with no compiled CLI and nothing to run the sources', async () => {
     // Arrange: the launcher alone beside a package.json: no dist/cli/, no sources, no tsx
-    const root = await mkdtemp(join(tmpdir(), 'svc-dsr-launcher-'));
-    try {
-      await mkdir(join(root, 'bin'));
-      await copyFile(CLI, join(root, 'bin/svc-dsr.mjs'));
-      await copyFile(join(CLI, '../compiled-cli.mjs'), join(root, 'bin/compiled-cli.mjs'));
-      await writeFile(join(root, 'package.json'), JSON.stringify({ name: 'svc-dsr', version: '9.8.7' }));
+    const launcher = await launcherIn();
 
-      // Act
-      const results = await Promise.all(
-        ['--version', '-V'].map((flag) =>
-          runProcess(process.execPath, [join(root, 'bin/svc-dsr.mjs'), flag]),
-        ),
-      );
+    // Act
+    const results = await Promise.all(['--version', '-V'].map(launcher));
 
-      // Assert
-      expect(results).toEqual([
-        { code: 0, stdout: '9.8.7\n', stderr: '' },
-        { code: 0, stdout: '9.8.7\n', stderr: '' },
-      ]);
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    // Assert
+    expect(results).toEqual([
+      { code: 0, stdout: '9.8.7\n', stderr: '' },
+      { code: 0, stdout: '9.8.7\n', stderr: '' },
+    ]);
   });
 
   it('answers a bare --help and -h from the copy the build wrote, without loading the CLI', async () => {
     // Prepare: a current build whose entry is missing, so only the copy can answer
-    const root = await mkdtemp(join(tmpdir(), 'svc-dsr-launcher-'));
-    try {
-      await mkdir(join(root, 'bin'));
-      await mkdir(join(root, 'dist/cli'), { recursive: true });
-      await copyFile(CLI, join(root, 'bin/svc-dsr.mjs'));
-      await copyFile(join(CLI, '../compiled-cli.mjs'), join(root, 'bin/compiled-cli.mjs'));
-      await writeFile(join(root, 'package.json'), JSON.stringify({ name: 'svc-dsr', version: '9.8.7' }));
-      await writeFile(
-        join(root, 'dist/cli/inputs.json'),
-        JSON.stringify({ started_ms: Date.now() + 60_000, inputs: ['package.json'] }),
-      );
-      await writeFile(join(root, 'dist/cli/help.txt'), 'Usage: the copy\n');
+    const launcher = await launcherIn({ ...CURRENT_BUILD, 'dist/cli/help.txt': 'Usage: the copy\n' });
 
-      // Act
-      const results = await Promise.all(
-        ['--help', '-h'].map((flag) => runProcess(process.execPath, [join(root, 'bin/svc-dsr.mjs'), flag])),
-      );
+    // Act
+    const results = await Promise.all(['--help', '-h'].map(launcher));
 
-      // Assess
-      expect(results).toEqual([
-        { code: 0, stdout: 'Usage: the copy\n', stderr: '' },
-        { code: 0, stdout: 'Usage: the copy\n', stderr: '' },
-      ]);
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    // Assess
+    expect(results).toEqual([
+      { code: 0, stdout: 'Usage: the copy\n', stderr: '' },
+      { code: 0, stdout: 'Usage: the copy\n', stderr: '' },
+    ]);
   });
 
   it('answers --help through the compiled CLI when the build wrote no copy of it', async () => {
     // Prepare: a current build from before the copy: an entry that prints a marker, no help.txt
-    const root = await mkdtemp(join(tmpdir(), 'svc-dsr-launcher-'));
-    try {
-      await mkdir(join(root, 'bin'));
-      await mkdir(join(root, 'dist/cli'), { recursive: true });
-      await copyFile(CLI, join(root, 'bin/svc-dsr.mjs'));
-      await copyFile(join(CLI, '../compiled-cli.mjs'), join(root, 'bin/compiled-cli.mjs'));
-      await writeFile(join(root, 'package.json'), JSON.stringify({ name: 'svc-dsr', version: '9.8.7' }));
-      await writeFile(
-        join(root, 'dist/cli/inputs.json'),
-        JSON.stringify({ started_ms: Date.now() + 60_000, inputs: ['package.json'] }),
-      );
-      await writeFile(join(root, 'dist/cli/svc-dsr.js'), "process.stdout.write('from the entry\\n');\n");
+    const launcher = await launcherIn({
+      ...CURRENT_BUILD,
+      'dist/cli/svc-dsr.js': "process.stdout.write('from the entry\\n');\n",
+    });
 
-      // Act
-      const result = await runProcess(process.execPath, [join(root, 'bin/svc-dsr.mjs'), '--help']);
+    // Act
+    const result = await launcher('--help');
 
-      // Assess
-      expect(result).toEqual({ code: 0, stdout: 'from the entry\n', stderr: '' });
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    // Assess
+    expect(result).toEqual({ code: 0, stdout: 'from the entry\n', stderr: '' });
   });
 
   it("writes as its copy of the help exactly what the compiled CLI's commander prints", async () => {
