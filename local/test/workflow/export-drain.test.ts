@@ -2,7 +2,6 @@ import { SFNClient } from '@aws-sdk/client-sfn';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { platformStatsSchema } from '#local/emulator/limits';
-import { type EmulatorState, emulatorStateSchema } from '#local/emulator/state';
 import { LOCAL_NAMES } from '#local/runtime/workflow';
 import { runCancel } from '../../../bin/cli/commands/cancel.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
@@ -12,7 +11,7 @@ import { sfnLookup } from '../../../lambdas/reconciler/aws.ts';
 import { memoryCursor } from '../../../lambdas/reconciler/cursor.ts';
 import { reconcile } from '../../../lambdas/reconciler/reconciler.ts';
 import { sideChainOf } from '../../../lambdas/shared/audit.ts';
-import { type Harness, requestFor, startHarness } from './harness.ts';
+import { type Harness, requestFor, startHarness, usersState } from './harness.ts';
 
 let harness: Harness | undefined;
 let sfn: SFNClient | undefined;
@@ -23,19 +22,6 @@ afterEach(async () => {
 });
 
 const silent = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} };
-
-function usersState(count: number): EmulatorState {
-  return emulatorStateSchema.parse({
-    spot_id: 'sp_test',
-    conversations: [{ id: 'conv-1', url: 'https://example.com/a', title: 'A' }],
-    users: Array.from({ length: count }, (_, index) => ({
-      primary_key: `u-${index}`,
-      user_name: `user_${index}`,
-    })),
-    comments: [],
-    votes: [],
-  });
-}
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
   const end = Date.now() + timeoutMs;

@@ -29,6 +29,20 @@ export interface Harness {
   close(): Promise<void>;
 }
 
+/** A platform with `count` users, u-0 ... */
+export function usersState(count: number): EmulatorState {
+  return emulatorStateSchema.parse({
+    spot_id: 'sp_test',
+    conversations: [{ id: 'conv-1', url: 'https://example.com/a', title: 'A' }],
+    users: Array.from({ length: count }, (_, index) => ({
+      primary_key: `u-${index}`,
+      user_name: `user_${index}`,
+    })),
+    comments: [],
+    votes: [],
+  });
+}
+
 export async function sampleState(): Promise<EmulatorState> {
   return emulatorStateSchema.parse(JSON.parse(await readFile(SAMPLE_STATE, 'utf8')));
 }

@@ -2,10 +2,9 @@ import { DynamoDBClient, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { platformStatsSchema } from '#local/emulator/limits';
-import { type EmulatorState, emulatorStateSchema } from '#local/emulator/state';
 import { LOCAL_NAMES } from '#local/runtime/workflow';
 import { EXPORT_WAITERS_QUEUE, WAITERS_INDEX } from '../../../lambdas/shared/export-waiters.ts';
-import { type Harness, requestFor, startHarness } from './harness.ts';
+import { type Harness, requestFor, startHarness, usersState } from './harness.ts';
 
 let harness: Harness | undefined;
 
@@ -13,20 +12,6 @@ afterEach(async () => {
   await harness?.close();
   harness = undefined;
 });
-
-/** A platform with `count` users, u-0 ... */
-function usersState(count: number): EmulatorState {
-  return emulatorStateSchema.parse({
-    spot_id: 'sp_test',
-    conversations: [{ id: 'conv-1', url: 'https://example.com/a', title: 'A' }],
-    users: Array.from({ length: count }, (_, index) => ({
-      primary_key: `u-${index}`,
-      user_name: `user_${index}`,
-    })),
-    comments: [],
-    votes: [],
-  });
-}
 
 /** Sends the requests through the intake queue at once and waits until every execution ends. */
 async function drop(h: Harness, requests: { request_id: string }[]) {
