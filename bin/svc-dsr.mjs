@@ -6,10 +6,35 @@ import { compiledCli } from './compiled-cli.mjs';
 
 const NODE_MAJOR = 24;
 if (Number(process.versions.node.split('.')[0]) < NODE_MAJOR) {
-  process.stderr.write(
-    `svc-dsr needs Node.js ${NODE_MAJOR} or newer, and this is ${process.version}: install it, or take it from the npm registry with \`npm install --prefix ~/.cache/svc-dsr/node${NODE_MAJOR} node@${NODE_MAJOR}\` and put ~/.cache/svc-dsr/node${NODE_MAJOR}/node_modules/.bin first on the PATH (README.md)\n`,
-  );
-  process.exit(2);
+  // An older Node on the PATH (a shell outside npm's scripts): `npm ci` installed Node 24 as a
+  // development dependency (the registry's `node` package), so run this same command on it.
+  const { spawn } = await import('node:child_process');
+  const { existsSync } = await import('node:fs');
+  const { fileURLToPath } = await import('node:url');
+  const bundled = fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url));
+  if (!existsSync(bundled)) {
+    process.stderr.write(
+      `svc-dsr needs Node.js ${NODE_MAJOR} or newer, and this is ${process.version}: run \`npm ci\` in the clone (it installs Node ${NODE_MAJOR} from the npm registry as a development dependency), or install Node ${NODE_MAJOR} (README.md)\n`,
+    );
+    process.exit(2);
+  }
+  const child = spawn(bundled, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
+    stdio: 'inherit',
+  });
+  // A signal sent to this process (a supervisor's SIGTERM) reaches the command that does the work.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.on(signal, () => child.kill(signal));
+  }
+  child.on('error', (error) => {
+    process.stderr.write(`svc-dsr: cannot start Node.js ${NODE_MAJOR} at ${bundled}: ${error.message}\n`);
+    process.exit(2);
+  });
+  child.on('exit', (code, signal) => {
+    const { signals } = process.getBuiltinModule('node:os').constants;
+    process.exit(signal ? 128 + (signals[signal] ?? 0) : (code ?? 1));
+  });
+  // The child's handle keeps this process alive until it exits; nothing below runs here.
+  await new Promise(() => {});
 }
 const { readFileSync, writeSync } = process.getBuiltinModule('node:fs');
 const args = process.argv.slice(2);

@@ -12,7 +12,7 @@ const NODE_MAJOR = 24;
 export default async function setup(): Promise<void> {
   if (Number(process.versions.node.split('.')[0]) < NODE_MAJOR) {
     throw new Error(
-      `the suite runs on Node.js ${NODE_MAJOR}, the Lambdas' own, and this is ${process.version}: take it from the npm registry with \`npm install --prefix ~/.cache/svc-dsr/node${NODE_MAJOR} node@${NODE_MAJOR}\`, put ~/.cache/svc-dsr/node${NODE_MAJOR}/node_modules/.bin first on the PATH and run npm test again (README.md; .ci/run does this)`,
+      `the suite runs on Node.js ${NODE_MAJOR}, the Lambdas' own, and this is ${process.version}: run it through npm (\`npm test\`: \`npm ci\` installs Node ${NODE_MAJOR} as a development dependency and npm's scripts put it first on the PATH), or call \`npx vitest\` rather than a global vitest`,
     );
   }
   if (!compiledCli().current) await buildCli();
