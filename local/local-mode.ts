@@ -14,8 +14,9 @@ import { z } from 'zod';
 import { writeLocalEndpoints } from '../bin/cli/local-endpoints.ts';
 import { sfnStarter } from '../lambdas/intake/aws.ts';
 import type { IntakeResult } from '../lambdas/intake/intake.ts';
-import { sfnLookup } from '../lambdas/reconciler/aws.ts';
+import { sfnLister, sfnLookup } from '../lambdas/reconciler/aws.ts';
 import { memoryCursor } from '../lambdas/reconciler/cursor.ts';
+import { ApiPacer, documentedQuotas, QUOTA_SHARE, shareOf } from '../lambdas/reconciler/quota.ts';
 import { type ReconcilerDeps, type ReconcileSummary, reconcile } from '../lambdas/reconciler/reconciler.ts';
 import { CALLERS, runAsCaller } from '../lambdas/shared/call-recorder.ts';
 import { awsTransientError } from '../lambdas/shared/errors.ts';
@@ -388,8 +389,11 @@ function reconcilerOf(
   const deps: ReconcilerDeps = {
     ledger: workflow.ledger,
     audit: workflow.audit,
+    list: sfnLister(sfn, stateMachineArn),
     describe: sfnLookup(sfn, stateMachineArn),
     start: sfnStarter(sfn, stateMachineArn),
+    // Paced as the Lambda paces it in the Region of the local ARNs, with the stack's default share.
+    pacer: new ApiPacer(shareOf(documentedQuotas(stateMachineArn.split(':')[3]), QUOTA_SHARE.default)),
     clock: () => new Date(),
     logger: jsonLogger(options.logSink ?? (() => {})),
     gate: workflow.gate,

@@ -1,7 +1,7 @@
-// The reconciler's AWS side: execution statuses read with DescribeExecution.
-import { DescribeExecutionCommand, type SFNClient } from '@aws-sdk/client-sfn';
+// The reconciler's AWS side: executions listed a thousand at a time, and read one by one.
+import { DescribeExecutionCommand, ListExecutionsCommand, type SFNClient } from '@aws-sdk/client-sfn';
 import { z } from 'zod';
-import type { ExecutionLookup, ExecutionStatus } from '#shared/executions';
+import type { ExecutionLister, ExecutionLookup, ExecutionStatus } from '#shared/executions';
 
 const statusSchema = z.enum(['RUNNING', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'ABORTED', 'PENDING_REDRIVE']);
 
@@ -27,5 +27,44 @@ export function sfnLookup(sfn: SFNClient, stateMachineArn: string): ExecutionLoo
       if (error instanceof Error && error.name === 'ExecutionDoesNotExist') return 'MISSING';
       throw error;
     }
+  };
+}
+
+/** The most executions ListExecutions answers in one page. */
+export const LIST_PAGE_SIZE = 1000;
+
+const listAnswerSchema = z.object({
+  executions: z.array(z.looseObject({ name: z.string().min(1), status: z.string() })).default([]),
+  nextToken: z.string().min(1).optional(),
+});
+
+/**
+ * The state machine's executions with one status, through ListExecutions: a thousand a page, each
+ * by its name (`<request_id>` or `<request_id>-retry-<n>`) and status. A status this code does not
+ * know yet is listed as live, as sfnLookup reads it.
+ */
+export function sfnLister(sfn: SFNClient, stateMachineArn: string): ExecutionLister {
+  return async (status, nextToken) => {
+    const answer = await sfn.send(
+      new ListExecutionsCommand({
+        stateMachineArn,
+        statusFilter: status,
+        maxResults: LIST_PAGE_SIZE,
+        ...(nextToken === undefined ? {} : { nextToken }),
+      }),
+    );
+    const parsed = listAnswerSchema.safeParse(answer);
+    if (!parsed.success) {
+      throw new Error(
+        `ListExecutions answered a page that is not a list of named executions: ${z.prettifyError(parsed.error)}`,
+      );
+    }
+    return {
+      executions: parsed.data.executions.map(({ name, status: listed }) => {
+        const known = statusSchema.safeParse(listed);
+        return { name, status: known.success ? known.data : ('RUNNING' as const) };
+      }),
+      ...(parsed.data.nextToken === undefined ? {} : { nextToken: parsed.data.nextToken }),
+    };
   };
 }

@@ -18,8 +18,9 @@ import { lambdaExportWaiters, platformGate } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { secretsManagerReaders } from '#shared/secrets';
 import { sfnStarter } from '../intake/aws.ts';
-import { sfnLookup } from './aws.ts';
+import { sfnLister, sfnLookup } from './aws.ts';
 import { gateTableCursor } from './cursor.ts';
+import { ApiPacer, documentedQuotas, QUOTA_SHARE, shareOf } from './quota.ts';
 import {
   type ReconcileOptions,
   type ReconcilerDeps,
@@ -35,6 +36,13 @@ export const reconcilerEnvSchema = z.object({
     .regex(/^arn:[^:]+:states:[^:]*:\d*:stateMachine:[^:]+$/, 'expected a state machine ARN'),
   MAX_RESUMES: z.coerce.number().int().min(0).max(20).default(3),
   GRACE_SECONDS: z.coerce.number().int().min(0).default(600),
+  /**
+   * The share of the account's Step Functions quotas (ListExecutions, DescribeExecution,
+   * StartExecution) the pass may use; the rest stays for every other caller in the account.
+   */
+  SFN_QUOTA_SHARE: z.coerce.number().min(QUOTA_SHARE.min).max(QUOTA_SHARE.max).default(QUOTA_SHARE.default),
+  /** Set by Lambda: it picks the documented quotas (the largest Regions have larger buckets). */
+  AWS_REGION: z.string().min(1).optional(),
   METRICS_NAMESPACE: z.string().min(1),
   METRICS_STACK: z.string().min(1),
   /** The audit bucket: the final record of a request the reconciler records failed goes there. */
@@ -157,7 +165,10 @@ function reconcilerLambdaDeps(): ReconcilerHandlerDeps {
         metrics.publishStoredMetrics();
       },
       cursor: gateTableCursor(dynamo, env.GATE_TABLE_NAME),
+      list: sfnLister(sfn, env.STATE_MACHINE_ARN),
       describe: sfnLookup(sfn, env.STATE_MACHINE_ARN),
+      // One pacer for the warm function: its buckets carry over from one pass to the next.
+      pacer: new ApiPacer(shareOf(documentedQuotas(env.AWS_REGION), env.SFN_QUOTA_SHARE)),
       start: sfnStarter(sfn, env.STATE_MACHINE_ARN),
       clock: () => new Date(),
       logger,

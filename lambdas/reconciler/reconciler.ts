@@ -1,13 +1,31 @@
 // The reconciler: resumes open requests that no execution is moving, or records them failed past a limit.
 import { type AuditTrail, sideChainOf } from '#shared/audit';
 import { AuditChainClosedError } from '#shared/errors';
-import { type ExecutionLookup, isLive, latestExecutionName, retryExecutionName } from '#shared/executions';
+import {
+  type ExecutionLister,
+  type ExecutionLookup,
+  type ExecutionStatus,
+  isLive,
+  type ListedStatus,
+  latestExecutionName,
+  retryExecutionName,
+} from '#shared/executions';
 import type { Ledger, LedgerItem, OpenRequest } from '#shared/ledger';
 import { type ExportDrain, exportLeftOpen } from '#shared/open-exports';
 import type { PlatformGate } from '#shared/platform-gate';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
 import { type CursorStore, nextPartition, RECONCILED_STATUSES, type ReconcileCursor } from './cursor.ts';
+import {
+  type ActionFigures,
+  ApiPacer,
+  documentedQuotas,
+  PACED_ACTIONS,
+  type PacedAction,
+  type Pacer,
+  QUOTA_SHARE,
+  shareOf,
+} from './quota.ts';
 
 /** The ledger code of a request the reconciler gave up resuming. */
 export const STRANDED_CODE = 'stranded';
@@ -20,6 +38,9 @@ export interface ReconcilerDeps {
    * failure write ended (no Lambda ran to record it), gets the final record that closes its chain.
    */
   readonly audit: Pick<AuditTrail, 'append'>;
+  /** The state machine's executions with one status, a page at a time (ListExecutions). */
+  readonly list: ExecutionLister;
+  /** One execution's status (DescribeExecution), for a request whose execution no listing named. */
   readonly describe: ExecutionLookup;
   readonly start: (name: string, input: ExecutionInput) => Promise<'started' | 'already_exists'>;
   readonly clock: () => Date;
@@ -36,6 +57,11 @@ export interface ReconcilerDeps {
   readonly drain?: ExportDrain;
   /** Where a pass that ran out of time stopped, for the next pass to go on from. */
   readonly cursor: CursorStore;
+  /**
+   * Paces the Step Functions calls under a share of the account's quotas, and backs off when
+   * they are throttled. @default half the smaller Regions' documented quotas, on the real clock
+   */
+  readonly pacer?: Pacer;
 }
 
 /** The metrics of one pass. */
@@ -83,6 +109,10 @@ export interface ReconcileSummary {
   readonly slotsFreed: number;
   /** Pages of the open index read. */
   readonly pages: number;
+  /** Step Functions calls this pass made, and how many of them were throttled, per action. */
+  readonly sfnCalls: Readonly<Record<PacedAction, ActionFigures>>;
+  /** Executions the pass's listings named (running, waiting for a redrive, failed, timed out, aborted). */
+  readonly listed: number;
   /**
    * True when the pass read to the end of the open index; false when it ran out of time and left a
    * cursor, from which the next pass goes on.
@@ -98,11 +128,21 @@ export interface ReconcileSummary {
  * reaches an operator rather than looping. The deadline does not change that choice: a failed
  * request is no nearer its answer than a resumed one.
  *
+ * Step Functions' quotas are per account and small (DescribeExecution refills at 15 a second in the
+ * largest Regions), so the pass does not ask about each request: it first lists the state
+ * machine's executions that are running or waiting for a redrive, and those that failed, timed out
+ * or were aborted, with ListExecutions (a thousand a page), and matches each open request's latest
+ * execution by its name. Only a request whose execution no listing named (never started, past the
+ * history's 90 days, succeeded, or started since) costs a DescribeExecution. Every call is paced
+ * under the pacer's share of the quotas; a throttled one backs off and is tried again. The
+ * listings get at most half the pass's time: what they did not reach is described one by one.
+ *
  * The pass reads the open index a page at a time, shard by shard, looks at `concurrency` requests
  * at once, and publishes its figures after every page, so a pass that runs out of time has already
  * told its alarms what it found. It gives back stale export slots first. Out of time
- * (`timeLeftMs`), it keeps where it stopped in the cursor and the next pass goes on from there; a
- * pass that reaches the end clears it, and the next one starts again from the beginning.
+ * (`timeLeftMs`), or throttled until its time is up, it keeps where it stopped in the cursor (the
+ * page under way is read again: what it did there is idempotent) and the next pass goes on from
+ * there; a pass that reaches the end clears it, and the next one starts again from the beginning.
  */
 export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions): Promise<ReconcileSummary> {
   const resumed: string[] = [];
@@ -112,6 +152,8 @@ export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions)
   let pages = 0;
   const settledBefore = deps.clock().getTime() - options.graceSeconds * 1000;
   const timeLeft = options.timeLeftMs ?? (() => Number.POSITIVE_INFINITY);
+  const pacer = deps.pacer ?? new ApiPacer(shareOf(documentedQuotas(undefined), QUOTA_SHARE.default));
+  const callsBefore = pacer.figures();
   const { freed: slotsFreed, held } = await freeStaleSlots(deps, settledBefore);
   // A slot that stands free while requests wait (its hand-over found no one awake) goes to them.
   await deps.gate.offerFreeSlots?.();
@@ -126,32 +168,61 @@ export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions)
       ExportSlotsHeld: held,
     });
   };
+  const known = await listExecutions(deps, pacer, halfOf(timeLeft));
+  const look: Look = { deps, options, pacer, known, timeLeft, settledBefore };
   let position: ReconcileCursor | undefined = (await deps.cursor.load()) ?? {
     status: RECONCILED_STATUSES[0],
     shard: 0,
   };
-  while (position !== undefined && timeLeft() > 0) {
+  let deferred = 0;
+  while (position !== undefined && deferred === 0 && timeLeft() > 0) {
     const { status, shard }: ReconcileCursor = position;
     const page = await deps.ledger.openRequestsPage(status, shard, {
       ...(position.after === undefined ? {} : { after: position.after }),
       pageSize: options.pageSize ?? DEFAULT_PAGE_SIZE,
     });
     pages += 1;
-    checked += page.items.length;
+    const outcomes = new Map<string, Outcome>();
     await eachAtMost(options.concurrency ?? DEFAULT_CONCURRENCY, page.items, async (entry) => {
-      const outcome = await checkOpenRequest(deps, options, status, entry, settledBefore);
-      if (outcome === 'resumed') resumed.push(entry.request_id);
-      if (outcome === 'stranded') stranded.push(entry.request_id);
-      if (outcome === 'reindexed') reindexed += 1;
+      outcomes.set(entry.request_id, await checkOpenRequest(look, status, entry));
     });
-    position = page.next === undefined ? nextPartition(position) : { status, shard, after: page.next };
-    await deps.cursor.save(position);
+    for (const [requestId, outcome] of outcomes) {
+      if (outcome === 'resumed') resumed.push(requestId);
+      if (outcome === 'stranded') stranded.push(requestId);
+      if (outcome === 'reindexed') reindexed += 1;
+      if (outcome === 'deferred') deferred += 1;
+    }
+    // A page with a request the pass could not look at in time is read again by the next pass.
+    if (deferred === 0) {
+      checked += page.items.length;
+      position = page.next === undefined ? nextPartition(position) : { status, shard, after: page.next };
+      await deps.cursor.save(position);
+    }
     if (page.items.length > 0) await publish();
   }
   // The pass's last figures, also when it found nothing open: the alarms read figures, not silence.
   await publish();
   const complete = position === undefined;
-  const summary = { checked, resumed, stranded, reindexed, slotsFreed, pages, complete };
+  const sfnCalls = callsSince(callsBefore, pacer.figures());
+  const throttled = PACED_ACTIONS.reduce((sum, action) => sum + sfnCalls[action].throttled, 0);
+  const summary = {
+    checked,
+    resumed,
+    stranded,
+    reindexed,
+    slotsFreed,
+    pages,
+    sfnCalls,
+    listed: known.size,
+    complete,
+  };
+  if (throttled > 0) {
+    deps.logger.warn('Step Functions throttled the reconciler; it backed off', {
+      throttled,
+      deferred,
+      complete,
+    });
+  }
   if (resumed.length + stranded.length > 0) {
     deps.logger.warn('open requests had no running execution', {
       resumed: resumed.length,
@@ -159,7 +230,7 @@ export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions)
       reindexed,
       complete,
     });
-  } else deps.logger.info('reconciled', { checked, reindexed, pages, complete });
+  } else deps.logger.info('reconciled', { checked, reindexed, pages, listed: known.size, complete });
   return summary;
 }
 
@@ -167,16 +238,95 @@ const DEFAULT_PAGE_SIZE = 100;
 const DEFAULT_CONCURRENCY = 16;
 
 /**
+ * The statuses a pass lists: the live ones, whose requests it leaves alone, then the ended ones an
+ * execution that stopped moving its request usually has. Not SUCCEEDED: every completed request's
+ * execution succeeded, so that list is most of the history, and an open request whose execution
+ * succeeded is rare enough to be described on its own.
+ */
+export const LISTED_STATUSES: readonly ListedStatus[] = [
+  'RUNNING',
+  'PENDING_REDRIVE',
+  'FAILED',
+  'TIMED_OUT',
+  'ABORTED',
+];
+
+/**
+ * A resume already claimed in the ledger gets this much time past the pass's own to start its
+ * execution, so that a throttled StartExecution does not leave a claimed request without one.
+ */
+const START_GRACE_MS = 20_000;
+
+/** What looking at one open request needs. */
+interface Look {
+  readonly deps: ReconcilerDeps;
+  readonly options: ReconcileOptions;
+  readonly pacer: Pacer;
+  /** Execution name -> status, from the pass's listings. */
+  readonly known: ReadonlyMap<string, ExecutionStatus>;
+  readonly timeLeft: () => number;
+  readonly settledBefore: number;
+}
+
+type Outcome = 'resumed' | 'stranded' | 'reindexed' | 'moved' | 'live' | 'deferred';
+
+/** Half of the time left now, counted down with `timeLeft` (all of it when there is no limit). */
+function halfOf(timeLeft: () => number): () => number {
+  const half = timeLeft() / 2;
+  return Number.isFinite(half) ? () => timeLeft() - half : timeLeft;
+}
+
+/**
+ * The executions of LISTED_STATUSES by name, listed page by page until the lists end or
+ * `timeLeft` runs out; a later list's status wins (an execution listed running that has failed
+ * since shows in the failed list, read after it).
+ */
+async function listExecutions(
+  deps: ReconcilerDeps,
+  pacer: Pacer,
+  timeLeft: () => number,
+): Promise<Map<string, ExecutionStatus>> {
+  const known = new Map<string, ExecutionStatus>();
+  for (const status of LISTED_STATUSES) {
+    let nextToken: string | undefined;
+    do {
+      if (timeLeft() <= 0) return known;
+      const token = nextToken;
+      const page = await pacer.run('ListExecutions', () => deps.list(status, token), timeLeft);
+      if (!page.done) return known;
+      for (const execution of page.value.executions) known.set(execution.name, execution.status);
+      nextToken = page.value.nextToken;
+    } while (nextToken !== undefined);
+  }
+  return known;
+}
+
+function callsSince(
+  before: Record<PacedAction, ActionFigures>,
+  after: Record<PacedAction, ActionFigures>,
+): Record<PacedAction, ActionFigures> {
+  const since = (action: PacedAction): ActionFigures => ({
+    calls: after[action].calls - before[action].calls,
+    throttled: after[action].throttled - before[action].throttled,
+  });
+  return {
+    ListExecutions: since('ListExecutions'),
+    DescribeExecution: since('DescribeExecution'),
+    StartExecution: since('StartExecution'),
+  };
+}
+
+/**
  * One open request of the index: reindexed when its index key names an older status, resumed or
- * recorded failed when no execution is moving it, left alone otherwise.
+ * recorded failed when no execution is moving it, left alone otherwise; deferred when the pass's
+ * time ran out before Step Functions could say.
  */
 async function checkOpenRequest(
-  deps: ReconcilerDeps,
-  options: ReconcileOptions,
+  look: Look,
   status: (typeof RECONCILED_STATUSES)[number],
   entry: OpenRequest,
-  settledBefore: number,
-): Promise<'resumed' | 'stranded' | 'reindexed' | 'moved' | 'live'> {
+): Promise<Outcome> {
+  const { deps } = look;
   if (entry.status !== status) {
     // Only the state machine's own failure write (RecordFailure could not run) sets a status
     // without moving the index key: no Lambda wrote the final record, so it is written here,
@@ -186,11 +336,16 @@ async function checkOpenRequest(
   }
   const item = await deps.ledger.get(entry.request_id);
   if (item === undefined || item.status !== status) return 'moved';
-  if (Date.parse(item.updated_at) > settledBefore) return 'live';
+  if (Date.parse(item.updated_at) > look.settledBefore) return 'live';
   const latest = latestExecutionName(item.request_id, item.executions);
-  const execution = await deps.describe(latest);
-  if (isLive(execution)) return 'live';
-  return resumeOrFail(deps, options, item, execution);
+  const listed = look.known.get(latest);
+  const execution =
+    listed === undefined
+      ? await look.pacer.run('DescribeExecution', () => deps.describe(latest), look.timeLeft)
+      : { done: true as const, value: listed };
+  if (!execution.done) return 'deferred';
+  if (isLive(execution.value)) return 'live';
+  return resumeOrFail(look, item, execution.value);
 }
 
 /** Runs `work` on every item, at most `limit` at a time; the first failure is thrown once all settle. */
@@ -281,11 +436,11 @@ async function drainLeftExport(deps: ReconcilerDeps, item: LedgerItem): Promise<
 }
 
 async function resumeOrFail(
-  deps: ReconcilerDeps,
-  options: ReconcileOptions,
+  look: Look,
   item: LedgerItem,
-  execution: string,
-): Promise<'resumed' | 'stranded' | 'moved'> {
+  execution: ExecutionStatus,
+): Promise<'resumed' | 'stranded' | 'moved' | 'deferred'> {
+  const { deps, options } = look;
   const { request_id: requestId, type, regulation } = item;
   const resumes = item.resumes ?? 0;
   if (resumes >= options.maxResumes || type === undefined || regulation === undefined) {
@@ -326,8 +481,13 @@ async function resumeOrFail(
     execution === 'MISSING' && item.executions === 0
       ? requestId
       : retryExecutionName(requestId, claimed.executions);
-  await deps.start(name, { request_id: requestId, type, regulation });
-  return 'resumed';
+  const started = await look.pacer.run(
+    'StartExecution',
+    () => deps.start(name, { request_id: requestId, type, regulation }),
+    () => look.timeLeft() + START_GRACE_MS,
+  );
+  // Claimed but not started: past the grace period a later pass finds its execution missing.
+  return started.done ? 'resumed' : 'deferred';
 }
 
 /**

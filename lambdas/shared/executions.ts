@@ -43,3 +43,16 @@ export type ExecutionLookup = (name: string) => Promise<ExecutionStatus>;
 export function isLive(status: ExecutionStatus): boolean {
   return status === 'RUNNING' || status === 'PENDING_REDRIVE';
 }
+
+/** A status ListExecutions can filter on: every status but `MISSING`. */
+export type ListedStatus = Exclude<ExecutionStatus, 'MISSING'>;
+
+/** One page of the state machine's executions with one status, as ListExecutions answers it. */
+export interface ExecutionPage {
+  readonly executions: readonly { readonly name: string; readonly status: ExecutionStatus }[];
+  /** The token of the next page; none after the last. */
+  readonly nextToken?: string;
+}
+
+/** Lists the state machine's executions with `status`, a page at a time, from `nextToken`. */
+export type ExecutionLister = (status: ListedStatus, nextToken?: string) => Promise<ExecutionPage>;

@@ -549,6 +549,8 @@ async function run(
         {
           ledger,
           audit: { append: unused },
+          // Given no time for the open index, the pass lists nothing and looks at no request.
+          list: async () => ({ executions: [] }),
           describe: async () => 'RUNNING',
           start: async () => 'started',
           clock: () => new Date(clock),

@@ -7,7 +7,7 @@ import { runCancel } from '../../../bin/cli/commands/cancel.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { inProcessOperator } from '../../../bin/cli/operator-client.ts';
 import { sfnStarter } from '../../../lambdas/intake/aws.ts';
-import { sfnLookup } from '../../../lambdas/reconciler/aws.ts';
+import { sfnLister, sfnLookup } from '../../../lambdas/reconciler/aws.ts';
 import { memoryCursor } from '../../../lambdas/reconciler/cursor.ts';
 import { reconcile } from '../../../lambdas/reconciler/reconciler.ts';
 import { sideChainOf } from '../../../lambdas/shared/audit.ts';
@@ -54,6 +54,7 @@ describe('an export left open by a request cancelled mid-export', () => {
         {
           ledger: h.workflow.ledger,
           audit: h.workflow.audit,
+          list: sfnLister(client, stateMachineArn),
           describe: sfnLookup(client, stateMachineArn),
           start: sfnStarter(client, stateMachineArn),
           clock: () => new Date(),

@@ -23,6 +23,7 @@ function reconcileHarness(h: Harness, maxResumes: number) {
     {
       ledger: h.workflow.ledger,
       audit: h.workflow.audit,
+      list: async () => ({ executions: [] }),
       describe: async (name) => (h.workflow.executions.find(name) ? 'FAILED' : 'MISSING'),
       start: async () => 'started',
       clock: () => new Date(),

@@ -7,6 +7,7 @@ import {
   makeReconcilerHandler,
   PASS_MARGIN_MS,
   type ReconcilerHandlerDeps,
+  reconcilerEnvSchema,
 } from '../../../../lambdas/reconciler/handler.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
 
@@ -30,6 +31,7 @@ function handlerWith() {
   const deps: ReconcilerHandlerDeps = {
     ledger,
     audit: { append: async () => Promise.reject(new Error('no request to record')) },
+    list: async () => ({ executions: [] }),
     describe: async () => 'MISSING',
     start: async () => 'started',
     clock: () => NOW,
@@ -94,5 +96,28 @@ describe('the cursor in the gate table', () => {
 
     expect(kept).toEqual(stopped);
     expect(await store.load()).toBeUndefined();
+  });
+});
+
+describe('the reconciler environment', () => {
+  const env = {
+    TABLE_NAME: 'ledger',
+    STATE_MACHINE_ARN: 'arn:aws:states:eu-west-1:111122223333:stateMachine:svc-dsr-dev-workflow',
+    METRICS_NAMESPACE: 'svc-dsr',
+    METRICS_STACK: 'svc-dsr-dev',
+    AUDIT_BUCKET: 'audit',
+    GATE_TABLE_NAME: 'gate',
+  };
+
+  it('takes half the Step Functions quotas when the stack sets no share, and the share it sets', () => {
+    // Assess
+    expect(reconcilerEnvSchema.parse(env).SFN_QUOTA_SHARE).toBe(0.5);
+    expect(reconcilerEnvSchema.parse({ ...env, SFN_QUOTA_SHARE: '0.25' }).SFN_QUOTA_SHARE).toBe(0.25);
+  });
+
+  it('refuses a share of none, or of more than the whole quota', () => {
+    // Assess
+    expect(reconcilerEnvSchema.safeParse({ ...env, SFN_QUOTA_SHARE: '0' }).success).toBe(false);
+    expect(reconcilerEnvSchema.safeParse({ ...env, SFN_QUOTA_SHARE: '1.5' }).success).toBe(false);
   });
 });

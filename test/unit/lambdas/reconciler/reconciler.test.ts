@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AuditEvent, AuditRecord } from '#shared/audit';
-import type { ExecutionStatus } from '#shared/executions';
+import type { ExecutionStatus, ListedStatus } from '#shared/executions';
 import { Ledger, type Status } from '#shared/ledger';
 import { createGateTable, createLedgerTable } from '#shared/ledger/table';
 import { PlatformGate } from '#shared/platform-gate';
 import type { ExecutionInput } from '#shared/step-io';
 import { memoryCursor } from '../../../../lambdas/reconciler/cursor.ts';
+import { ApiPacer, DOCUMENTED_QUOTAS, shareOf } from '../../../../lambdas/reconciler/quota.ts';
 import {
   type ReconcileMetrics,
   reconcile,
@@ -76,19 +77,33 @@ async function gated(now: () => number = () => NOW.getTime()) {
   };
 }
 
+/**
+ * Step Functions over `statuses` (execution name -> status): ListExecutions lists each status's
+ * executions in one page, DescribeExecution answers any name (MISSING when unknown).
+ */
 function executions(statuses: Record<string, ExecutionStatus>) {
   const started: { name: string; input: ExecutionInput }[] = [];
   const appended: { requestId: string; event: AuditEvent }[] = [];
+  const described: string[] = [];
   return {
     started,
     appended,
+    described,
+    list: async (status: ListedStatus) => ({
+      executions: Object.entries(statuses)
+        .filter(([, listed]) => listed === status)
+        .map(([name, listed]) => ({ name, status: listed })),
+    }),
     audit: {
       append: async (requestId: string, event: AuditEvent) => {
         appended.push({ requestId, event });
         return {} as AuditRecord;
       },
     },
-    describe: async (name: string) => statuses[name] ?? 'MISSING',
+    describe: async (name: string) => {
+      described.push(name);
+      return statuses[name] ?? 'MISSING';
+    },
     start: async (name: string, input: ExecutionInput) => {
       started.push({ name, input });
       return 'started' as const;
@@ -248,13 +263,16 @@ describe('reconcile', () => {
   it('stops when its time is up, and the next pass goes on from the cursor and covers the rest', async () => {
     const { ledger, ids } = await ledgerWith(Array.from({ length: 30 }, (): Status => 'running'));
     const sfn = executions({});
-    const deps = { ledger, ...sfn, clock: () => NOW, logger: silent, ...(await gated()) };
     // A budget in pages (the 16 empty shards of `received`, then 4 of `running`): the clock is the
     // pages read, so nothing here depends on real time.
-    const budgetOf = (pages: number) => {
-      let left = pages;
-      return () => left--;
-    };
+    let pagesRead = 0;
+    const readPage = ledger.openRequestsPage.bind(ledger);
+    vi.spyOn(ledger, 'openRequestsPage').mockImplementation((...args) => {
+      pagesRead += 1;
+      return readPage(...args);
+    });
+    const deps = { ledger, ...sfn, clock: () => NOW, logger: silent, ...(await gated()) };
+    const budgetOf = (pages: number) => () => (pagesRead < pages ? 1 : 0);
     const options = { maxResumes: 3, graceSeconds: 60, pageSize: 4, concurrency: 3 };
 
     const first = await reconcile(deps, { ...options, timeLeftMs: budgetOf(20) });
@@ -369,5 +387,94 @@ describe('reconcile', () => {
 
     expect(summary.resumed).toEqual([stuck]);
     expect(Object.keys(await gate.gate.exportHolders())).toEqual([cancelled]);
+  });
+  it('matches open requests to the listed executions by name, and describes only the ones no listing named', async () => {
+    // Prepare
+    const { ledger, ids } = await ledgerWith(['running', 'running', 'running', 'running']);
+    const [live = '', failed = '', redriving = '', neverStarted = ''] = ids;
+    const sfn = executions({ [live]: 'RUNNING', [failed]: 'FAILED', [redriving]: 'PENDING_REDRIVE' });
+    const deps = { ledger, ...sfn, clock: () => NOW, logger: silent, ...(await gated()) };
+
+    // Act
+    const summary = await reconcile(deps, { maxResumes: 3, graceSeconds: 60 });
+
+    // Assess
+    expect(sfn.described).toEqual([neverStarted]);
+    expect([...summary.resumed].sort()).toEqual([failed, neverStarted].sort());
+    expect(summary.listed).toBe(3);
+    expect(summary.sfnCalls).toEqual({
+      ListExecutions: { calls: 5, throttled: 0 },
+      DescribeExecution: { calls: 1, throttled: 0 },
+      StartExecution: { calls: 2, throttled: 0 },
+    });
+  });
+
+  it('reads every page of a listing before it matches', async () => {
+    // Prepare
+    const { ledger, ids } = await ledgerWith(['running', 'running', 'running']);
+    const sfn = executions({});
+    const pages: (string | undefined)[] = [];
+    // RUNNING in three pages of one execution each; every other status empty.
+    const list = async (status: ListedStatus, nextToken?: string) => {
+      if (status !== 'RUNNING') return { executions: [] };
+      pages.push(nextToken);
+      const at = nextToken === undefined ? 0 : Number(nextToken);
+      return {
+        executions: [{ name: ids[at] ?? '', status: 'RUNNING' as const }],
+        ...(at + 1 < ids.length ? { nextToken: String(at + 1) } : {}),
+      };
+    };
+    const deps = { ledger, ...sfn, list, clock: () => NOW, logger: silent, ...(await gated()) };
+
+    // Act
+    const summary = await reconcile(deps, { maxResumes: 3, graceSeconds: 60 });
+
+    // Assess
+    expect(pages).toEqual([undefined, '1', '2']);
+    expect(sfn.described).toEqual([]);
+    expect(summary).toMatchObject({ checked: 3, resumed: [], listed: 3 });
+  });
+
+  it('keeps the page under way for the next pass when Step Functions throttles it until its time is up, failing nothing', async () => {
+    // Prepare
+    const { ledger, ids } = await ledgerWith(['running', 'running']);
+    const sfn = executions({});
+    let throttling = true;
+    let throttled = 0;
+    const describe = async (name: string) => {
+      if (throttling) {
+        throttled += 1;
+        throw Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+      }
+      return sfn.describe(name);
+    };
+    const deps = {
+      ledger,
+      ...sfn,
+      describe,
+      pacer: new ApiPacer(shareOf(DOCUMENTED_QUOTAS.largest, 0.5), { firstBackoffMs: 20, maxBackoffMs: 40 }),
+      clock: () => NOW,
+      logger: silent,
+      ...(await gated()),
+    };
+
+    // Act: the pass's time is up once three calls were throttled.
+    const first = await reconcile(deps, {
+      maxResumes: 3,
+      graceSeconds: 60,
+      timeLeftMs: () => (throttled < 3 ? 60_000 : 0),
+    });
+    const keptAt = deps.cursor.current;
+    throttling = false;
+    const second = await reconcile(deps, { maxResumes: 3, graceSeconds: 60 });
+
+    // Assess
+    expect(first).toMatchObject({ complete: false, checked: 0, resumed: [] });
+    expect(first.sfnCalls.DescribeExecution.throttled).toBeGreaterThanOrEqual(3);
+    // The shards of `received` were done; the page of `running` with the throttled requests was not.
+    expect(keptAt).toMatchObject({ status: 'running' });
+    expect(keptAt?.after).toBeUndefined();
+    expect(second).toMatchObject({ complete: true, checked: 2 });
+    expect([...second.resumed].sort()).toEqual([...ids].sort());
   });
 });
