@@ -6,6 +6,7 @@ import {
   packageLanguageSchema,
   packageSettingsSchema,
 } from '../lambdas/build-package/settings.ts';
+import { QUOTA_SHARE } from '../lambdas/reconciler/quota.ts';
 import { MINIMUM_RETENTION_MONTHS } from '../lambdas/shared/audit.ts';
 import { ARCHIVE_MAX_EXPANDED_BYTES } from '../lambdas/shared/config.ts';
 import { DEFAULT_TIME_ZONE, isTimeZone } from '../lambdas/shared/deadlines.ts';
@@ -109,6 +110,7 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   intakeQueueAgeAlarmMinutes: 'a whole number of minutes from 1 to 1440',
   reconcileMinutes: 'a whole number of minutes from 5 to 1440',
   reconcileMaxResumes: 'a whole number from 0 to 20',
+  reconcileQuotaShare: `a number from ${QUOTA_SHARE.min} to ${QUOTA_SHARE.max} (default ${QUOTA_SHARE.default}): the share of the account's Step Functions API quotas (ListExecutions, DescribeExecution, StartExecution) the reconciler may use; the rest stays for everything else in the account and Region`,
   logRetentionDays: `one of ${LOG_RETENTION_DAYS.join(', ')}`,
   eventBusArn:
     'the ARN of an existing EventBridge bus for the status events, e.g. "arn:aws:events:eu-west-1:111122223333:event-bus/privacy", or leave it out to have the stack create one',
@@ -202,6 +204,8 @@ const baseSchema = z.strictObject({
   intakeQueueAgeAlarmMinutes: wholeNumber(1, 1440).default(15),
   reconcileMinutes: wholeNumber(5, 1440).default(15),
   reconcileMaxResumes: wholeNumber(0, 20).default(3),
+  /** The share of the account's Step Functions API quotas the reconciler paces itself under. */
+  reconcileQuotaShare: z.number().min(QUOTA_SHARE.min).max(QUOTA_SHARE.max).default(QUOTA_SHARE.default),
   logRetentionDays: z
     .number()
     .refine((days) => (LOG_RETENTION_DAYS as readonly number[]).includes(days), {

@@ -404,6 +404,11 @@ export class DsrFunction extends Construct {
           : ['states:DescribeExecution'],
         [executions],
       );
+      if (access === 'reconcile') {
+        // It lists the machine's running and ended executions, a thousand a page, rather than ask
+        // about each open request: DescribeExecution's quota is small and shared with the account.
+        this.#allow(['states:ListExecutions'], [stateMachine.stateMachineArn]);
+      }
       acknowledge(
         this.policy,
         'AwsSolutions-IAM5',

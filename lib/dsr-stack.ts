@@ -631,6 +631,7 @@ export class DsrStack extends Stack {
       memorySize: 256,
       environment: {
         MAX_RESUMES: String(config.reconcileMaxResumes),
+        SFN_QUOTA_SHARE: String(config.reconcileQuotaShare),
         METRICS_NAMESPACE,
         METRICS_STACK: this.stackName,
         ...gateSettings,

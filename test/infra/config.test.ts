@@ -69,6 +69,7 @@ describe('parseStackConfig', () => {
       platformMaxOpenExports: 25,
       reconcileMinutes: 15,
       reconcileMaxResumes: 3,
+      reconcileQuotaShare: 0.5,
       logRetentionDays: 365,
       timeZone: 'UTC',
       stage: 'dev',
@@ -131,6 +132,10 @@ describe('parseStackConfig', () => {
     platformMaxOpenExports: { value: 2001, fix: /whole number from 1 to 2000/ },
     reconcileMinutes: { value: 2, fix: /whole number of minutes from 5 to 1440/ },
     reconcileMaxResumes: { value: 21, fix: /whole number from 0 to 20/ },
+    reconcileQuotaShare: {
+      value: 0,
+      fix: /a number from 0.05 to 1 \(default 0.5\): the share of the account's Step Functions API quotas/,
+    },
     logRetentionDays: { value: 100, fix: /one of 1, 3, 5, 7, 14, 30/ },
     timeZone: { value: 'Europe/Atlantis', fix: /the controller's IANA time zone/ },
     eventBusArn: { value: 'privacy-bus', fix: /the ARN of an existing EventBridge bus/ },

@@ -865,11 +865,16 @@ describe('reconciler', () => {
       ScheduleExpression: 'rate(15 minutes)',
       Targets: [Match.objectLike({ Arn: getAtt(reconciler?.[0] ?? '') })],
     });
-    expect(reconciler?.[1].Environment.Variables).toMatchObject({ MAX_RESUMES: '3' });
-    const every30 = synth({ ...productionConfig, reconcileMinutes: 30, reconcileMaxResumes: 5 });
+    expect(reconciler?.[1].Environment.Variables).toMatchObject({ MAX_RESUMES: '3', SFN_QUOTA_SHARE: '0.5' });
+    const every30 = synth({
+      ...productionConfig,
+      reconcileMinutes: 30,
+      reconcileMaxResumes: 5,
+      reconcileQuotaShare: 0.2,
+    });
     every30.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(30 minutes)' });
     every30.hasResourceProperties('AWS::Lambda::Function', {
-      Environment: { Variables: Match.objectLike({ MAX_RESUMES: '5' }) },
+      Environment: { Variables: Match.objectLike({ MAX_RESUMES: '5', SFN_QUOTA_SHARE: '0.2' }) },
     });
   });
 
@@ -878,9 +883,16 @@ describe('reconciler', () => {
     const actions = [...new Set(statementsOf('Reconciler').flatMap(actionsOf))];
     expect(actions.filter((action) => action.startsWith('states:')).sort()).toEqual([
       'states:DescribeExecution',
+      'states:ListExecutions',
       'states:SendTaskSuccess',
       'states:StartExecution',
     ]);
+    // It lists the executions of its own state machine only.
+    const machineId = ofType('AWS::StepFunctions::StateMachine')[0]?.[0] ?? '';
+    const listing = statementsOf('Reconciler').filter((statement) =>
+      actionsOf(statement).includes('states:ListExecutions'),
+    );
+    expect(listing.map((statement) => statement.Resource)).toEqual([{ Ref: machineId }]);
     expect(actions.filter((action) => action.startsWith('dynamodb:')).sort()).toEqual([
       'dynamodb:DeleteItem',
       'dynamodb:GetItem',
