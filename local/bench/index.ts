@@ -19,9 +19,11 @@
  * 8. `local-package`: local mode's peak RSS for one access request, a light subject's (10
  *    comments) beside a heavy one's (BENCH_HEAVY_COMMENTS, default 150,000) on the same platform
  *    state, each in a process of its own.
- * 9. `reconciler`: a reconciler pass over BENCH_RECONCILE_REQUESTS (default 50,000) open requests
- *    on dynalite with a DescribeExecution stand-in, pass time, CPU, passes and when metrics went
- *    out, beside the sequential loop it replaced (local/bench/reconciler.ts).
+ * 9. `reconciler`: reconciler passes over BENCH_RECONCILE_REQUESTS (default 50,000) open requests
+ *    on dynalite against a Step Functions stand-in that throttles as AWS does (a token bucket per
+ *    action, the documented sizes and refills): calls made and throttled, coverage, calls per open
+ *    request and failed passes, beside the previous pass (a DescribeExecution per open request)
+ *    on the same stand-in (local/bench/reconciler.ts).
  * 10. `gate-simulation`: GATE_SIM_REQUESTS (default 50,000) requests dropped at once through the
  *    export path, the real gate code on dynalite in virtual time, in two regimes (exports ready in
  *    1-30 min, and in 1-4 h; GATE_SIM_REGIMES=1 or 2 runs one): calls above the rate, exports

@@ -1,157 +1,357 @@
 import { randomUUID } from 'node:crypto';
-import { BatchWriteItemCommand, type DynamoDBClient, type WriteRequest } from '@aws-sdk/client-dynamodb';
+import {
+  BatchWriteItemCommand,
+  DeleteTableCommand,
+  type DynamoDBClient,
+  type WriteRequest,
+} from '@aws-sdk/client-dynamodb';
 import { memoryCursor } from '../../lambdas/reconciler/cursor.ts';
 import { PASS_MARGIN_MS } from '../../lambdas/reconciler/handler.ts';
 import {
-  type ReconcileMetrics,
-  type ReconcileSummary,
-  reconcile,
-} from '../../lambdas/reconciler/reconciler.ts';
-import { type ExecutionStatus, isLive, latestExecutionName } from '../../lambdas/shared/executions.ts';
+  type ActionFigures,
+  ApiPacer,
+  type ApiQuotas,
+  DOCUMENTED_QUOTAS,
+  isThrottling,
+  PACED_ACTIONS,
+  type PacedAction,
+  type Pacer,
+  QUOTA_SHARE,
+  shareOf,
+} from '../../lambdas/reconciler/quota.ts';
+import { type ReconcileSummary, reconcile } from '../../lambdas/reconciler/reconciler.ts';
 import { Ledger, OPEN_SHARD_ATTRIBUTE, openShardKey } from '../../lambdas/shared/ledger/index.ts';
 import { createGateTable, createLedgerTable } from '../../lambdas/shared/ledger/table.ts';
 import { PlatformGate } from '../../lambdas/shared/platform-gate.ts';
+import { neighbour, ThrottledStepFunctions } from '../aws/sfn-quotas.ts';
 import { startDynamo } from '../test/helpers/dynamo.ts';
 
 const silent = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} };
 
+/** One reconciler run against Step Functions' throttling: the account, the ledger, the pace. */
+export interface QuotaRunOptions {
+  /** Open requests in the ledger, each running with one execution, last changed an hour ago. */
+  readonly requests: number;
+  /** Of them, requests whose execution failed: the pass resumes each. */
+  readonly failed: number;
+  /** Of them, requests whose execution no listing names (none started, or its history expired). */
+  readonly unlisted: number;
+  /** Succeeded executions of requests no longer open: the history the pass does not list. @default 0 */
+  readonly history?: number;
+  /** The account's buckets, as the stand-in applies them. */
+  readonly quotas: ApiQuotas;
+  /** The share of `quotas` the reconciler's pacer allows it; `unpaced` gives it no pacer at all. */
+  readonly pace: { readonly share: number } | 'unpaced' | 'previous';
+  /** Each answer's latency, ms. */
+  readonly latencyMs: number;
+  /** Each pass's time, ms (the Lambda's timeout less PASS_MARGIN_MS). */
+  readonly budgetMs: number;
+  /** Another caller of the account spending this share of every action's refill. @default none */
+  readonly neighbourShare?: number;
+  /** Another caller empties every bucket just before the first pass. @default false */
+  readonly burstBefore?: boolean;
+  /** The pacer's first backoff after a throttled call, ms. @default 1000 */
+  readonly firstBackoffMs?: number;
+  /** @default 20 */
+  readonly maxPasses?: number;
+  readonly pageSize?: number;
+  readonly concurrency?: number;
+}
+
+/** What the run did. */
+export interface QuotaRunResult {
+  readonly requests: number;
+  /** Open requests looked at by the passes up to the one that reached the end of the index. */
+  readonly checked: number;
+  readonly passes: number;
+  /** Passes that threw (the previous pass: at its first throttled call). */
+  readonly failedPasses: number;
+  readonly failures: readonly string[];
+  /** True when a pass reached the end of the open index. */
+  readonly complete: boolean;
+  /** The reconciler's Step Functions calls and throttled calls, per action. */
+  readonly calls: Readonly<Record<PacedAction, ActionFigures>>;
+  /** DescribeExecution calls answered: the previous pass's coverage when it fails. */
+  readonly described: number;
+  /** The other caller's calls and throttled calls, when there is one. */
+  readonly neighbour?: { readonly calls: number; readonly throttled: number };
+  /** Requests given a new execution; `resumedAsExpected` when they are exactly the failed and unlisted ones. */
+  readonly resumed: number;
+  readonly resumedAsExpected: boolean;
+  readonly listed: number;
+  readonly seconds: number;
+  readonly cpuSeconds: number;
+}
+
+/** Quotas no pass reaches: the reconciler with its backoff but without a pace. */
+const UNLIMITED: ApiQuotas = {
+  ListExecutions: { bucket: 1e9, refillPerSecond: 1e9 },
+  DescribeExecution: { bucket: 1e9, refillPerSecond: 1e9 },
+  StartExecution: { bucket: 1e9, refillPerSecond: 1e9 },
+};
+
 /**
- * The reconciler bench: BENCH_RECONCILE_REQUESTS (default 50,000) open requests, written with
- * BatchWriteItem into a ledger on dynalite (in this process), reconciled by the reconciler's code
- * with the Lambda's time budget (its 5-minute timeout less PASS_MARGIN_MS, or
- * BENCH_RECONCILE_BUDGET_S) pass after pass until a pass reaches the end of the open index.
- * DescribeExecution is a stand-in that answers from a map (name -> status) after
- * BENCH_DESCRIBE_MS (default 20 ms, about what the real call takes from a Lambda): 1 request in
- * 50 has an ended execution and is resumed (StartExecution is a stand-in that records the name).
- * Baseline, measured in the same run: the loop as it was (one request at a time: read the item,
- * then DescribeExecution) over the first BENCH_RECONCILE_BASELINE (default 2,000) open requests,
- * scaled to the whole count.
+ * The previous pass's calls: every one made at once, none listed, a throttled one thrown (after
+ * the SDK's own retries it failed the pass).
  */
-export async function reconcilerBench(): Promise<void> {
-  const count = Number(process.env.BENCH_RECONCILE_REQUESTS ?? 50_000);
-  const baselineCount = Math.min(count, Number(process.env.BENCH_RECONCILE_BASELINE ?? 2_000));
-  const describeMs = Number(process.env.BENCH_DESCRIBE_MS ?? 20);
-  const budgetMs = Number(process.env.BENCH_RECONCILE_BUDGET_S ?? (300_000 - PASS_MARGIN_MS) / 1000) * 1000;
-  const dynamo = await startDynamo({ maxAttempts: 10 });
-  const { client } = dynamo;
-  try {
-    await createLedgerTable(client, 'ledger');
-    await createGateTable(client, 'gate');
-    const written = Date.now();
-    const ids = await writeOpenRequests(client, 'ledger', count);
-    console.log(
-      `\nReconciler: ${count.toLocaleString('en')} open requests written with BatchWriteItem in ${((Date.now() - written) / 1000).toFixed(1)} s`,
-    );
-    const executions = new Map<string, ExecutionStatus>(
-      ids.map((id, index) => [latestExecutionName(id, 1), index % 50 === 0 ? 'FAILED' : 'RUNNING']),
-    );
-    const describe = async (name: string): Promise<ExecutionStatus> => {
-      await new Promise((resolve) => setTimeout(resolve, describeMs));
-      return executions.get(name) ?? 'MISSING';
-    };
-    const ledger = new Ledger(client, 'ledger', () => new Date());
-
-    // Baseline: the loop as it was, one request at a time, over the first requests.
-    const baseStart = process.hrtime.bigint();
-    const baseCpu = process.cpuUsage();
-    let looked = 0;
-    outer: for (const status of ['received', 'running'] as const) {
-      for await (const entry of ledger.openRequests(status)) {
-        const item = await ledger.get(entry.request_id);
-        if (item === undefined) continue;
-        isLive(await describe(latestExecutionName(item.request_id, item.executions)));
-        looked += 1;
-        if (looked >= baselineCount) break outer;
+function directCalls(): Pacer {
+  const figures: Record<PacedAction, { calls: number; throttled: number }> = {
+    ListExecutions: { calls: 0, throttled: 0 },
+    DescribeExecution: { calls: 0, throttled: 0 },
+    StartExecution: { calls: 0, throttled: 0 },
+  };
+  return {
+    async run(action, call) {
+      figures[action].calls += 1;
+      try {
+        return { done: true, value: await call() };
+      } catch (error) {
+        if (isThrottling(error)) figures[action].throttled += 1;
+        throw error;
       }
-    }
-    const baseSeconds = Number(process.hrtime.bigint() - baseStart) / 1e9;
-    const baseCpuSeconds = cpuSecondsSince(baseCpu);
-    const scale = count / looked;
+    },
+    figures: () => ({
+      ListExecutions: { ...figures.ListExecutions },
+      DescribeExecution: { ...figures.DescribeExecution },
+      StartExecution: { ...figures.StartExecution },
+    }),
+  };
+}
 
-    // The reconciler, pass after pass, each within the Lambda's budget.
-    const gate = new PlatformGate(client, 'gate', {
+/**
+ * Writes `options.requests` open requests into a ledger of its own on `client`, gives the stand-in
+ * their executions, and runs reconciler passes (each within `budgetMs`, one cursor between them)
+ * until one reaches the end of the open index or `maxPasses` have run; a pass that throws counts
+ * as failed and the next goes on from the cursor, as the next scheduled invocation would.
+ */
+export async function reconcileUnderQuota(
+  client: DynamoDBClient,
+  options: QuotaRunOptions,
+): Promise<QuotaRunResult> {
+  const tag = randomUUID().slice(0, 8);
+  const table = `ledger-${tag}`;
+  const gateTable = `gate-${tag}`;
+  await createLedgerTable(client, table);
+  await createGateTable(client, gateTable);
+  try {
+    const ids = await writeOpenRequests(client, table, options.requests);
+    const stepFunctions = new ThrottledStepFunctions({
+      quotas: options.quotas,
+      latencyMs: options.latencyMs,
+    });
+    for (let done = 0; done < (options.history ?? 0); done++) stepFunctions.add(`done-${done}`, 'SUCCEEDED');
+    const expected = new Set<string>();
+    ids.forEach((id, index) => {
+      if (index < options.failed) stepFunctions.add(id, 'FAILED');
+      else if (index >= options.failed + options.unlisted) stepFunctions.add(id, 'RUNNING');
+      if (index < options.failed + options.unlisted) expected.add(id);
+    });
+    let described = 0;
+    const describe = async (name: string) => {
+      const status = await stepFunctions.describe(name);
+      described += 1;
+      return status;
+    };
+    const pacer =
+      options.pace === 'previous'
+        ? directCalls()
+        : new ApiPacer(options.pace === 'unpaced' ? UNLIMITED : shareOf(options.quotas, options.pace.share), {
+            ...(options.firstBackoffMs === undefined ? {} : { firstBackoffMs: options.firstBackoffMs }),
+            maxBackoffMs: Math.max(options.firstBackoffMs ?? 1000, 20_000),
+          });
+    const ledger = new Ledger(client, table, () => new Date());
+    const gate = new PlatformGate(client, gateTable, {
       requestsPerSecond: 10,
       burst: 10,
       maxOpenExports: 25,
       outageHorizonSeconds: 3600,
     });
     const cursor = memoryCursor();
-    const started: string[] = [];
-    const passes: {
-      summary: ReconcileSummary;
-      seconds: number;
-      cpuSeconds: number;
-      publishedAt: number[];
-    }[] = [];
-    for (let pass = 0; pass < 20; pass++) {
-      const publishedAt: number[] = [];
-      const begin = Date.now();
-      const cpu = process.cpuUsage();
-      const summary = await reconcile(
-        {
-          ledger,
-          audit: { append: async () => Promise.reject(new Error('no request is stranded in this bench')) },
-          describe,
-          start: async (name) => {
-            started.push(name);
-            return 'started';
+    const resumed: string[] = [];
+    const failures: string[] = [];
+    const summaries: ReconcileSummary[] = [];
+    if (options.burstBefore === true) for (const action of PACED_ACTIONS) stepFunctions.drain(action);
+    const others =
+      options.neighbourShare === undefined
+        ? []
+        : PACED_ACTIONS.map((action) =>
+            neighbour(
+              stepFunctions,
+              action,
+              options.quotas[action].refillPerSecond * (options.neighbourShare ?? 0),
+            ),
+          );
+    const begin = Date.now();
+    const cpu = process.cpuUsage();
+    let passes = 0;
+    for (; passes < (options.maxPasses ?? 20); ) {
+      passes += 1;
+      const started = Date.now();
+      try {
+        const summary = await reconcile(
+          {
+            ledger,
+            audit: { append: async () => Promise.reject(new Error('no request is stranded here')) },
+            list: options.pace === 'previous' ? async () => ({ executions: [] }) : stepFunctions.list,
+            describe,
+            start: async (name) => {
+              const answer = await stepFunctions.start(name);
+              resumed.push(name.replace(/-retry-\d+$/, ''));
+              return answer;
+            },
+            clock: () => new Date(),
+            logger: silent,
+            gate,
+            publish: () => {},
+            cursor,
+            pacer,
           },
-          clock: () => new Date(),
-          logger: silent,
-          gate,
-          publish: (_metrics: ReconcileMetrics) => publishedAt.push(Date.now() - begin),
-          cursor,
-        },
-        { maxResumes: 3, graceSeconds: 0, timeLeftMs: () => budgetMs - (Date.now() - begin) },
-      );
-      passes.push({
-        summary,
-        seconds: (Date.now() - begin) / 1000,
-        cpuSeconds: cpuSecondsSince(cpu),
-        publishedAt,
-      });
-      if (summary.complete) break;
+          {
+            maxResumes: 3,
+            graceSeconds: 0,
+            timeLeftMs: () => options.budgetMs - (Date.now() - started),
+            ...(options.pageSize === undefined ? {} : { pageSize: options.pageSize }),
+            ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+          },
+        );
+        summaries.push(summary);
+        if (summary.complete) break;
+      } catch (error) {
+        failures.push(error instanceof Error ? error.name : 'unknown');
+        if (options.pace === 'previous') break;
+      }
     }
-    const seconds = passes.reduce((sum, pass) => sum + pass.seconds, 0);
-    const cpuSeconds = passes.reduce((sum, pass) => sum + pass.cpuSeconds, 0);
-    const checked = passes.reduce((sum, pass) => sum + pass.summary.checked, 0);
-    const first = passes[0];
-    const duringFirst =
-      first === undefined ? 0 : first.publishedAt.filter((at) => at < first.seconds * 1000 - 1).length;
-    const rows = [
-      [
-        'reconciler (pages of 100, 16 at once, cursor)',
-        `${checked.toLocaleString('en')}`,
-        `${seconds.toFixed(1)} s`,
-        `${cpuSeconds.toFixed(1)} s`,
-        `${passes.length} (budget ${(budgetMs / 1000).toFixed(0)} s each; last complete: ${passes.at(-1)?.summary.complete === true})`,
-        `${passes.reduce((sum, pass) => sum + pass.publishedAt.length, 0)} publishes; first ${((first?.publishedAt[0] ?? 0) / 1000).toFixed(1)} s into the first pass, ${duringFirst} before it ended`,
-      ],
-      [
-        `baseline: the sequential loop, ${looked.toLocaleString('en')} requests x ${scale.toFixed(1)}`,
-        `${count.toLocaleString('en')} (scaled)`,
-        `${(baseSeconds * scale).toFixed(1)} s`,
-        `${(baseCpuSeconds * scale).toFixed(1)} s`,
-        baseSeconds * scale > budgetMs / 1000
-          ? 'none completes: each times out and the next starts over (no cursor)'
-          : '1',
-        'none before the loop ends',
-      ],
-    ];
-    printRows(
-      `Reconciler pass over ${count.toLocaleString('en')} open requests on dynalite (in process: its CPU is counted), DescribeExecution stand-in answering from a map after ${describeMs} ms`,
-      ['pass', 'requests', 'time', 'CPU', 'passes', 'metrics'],
-      rows,
-    );
-    console.log(`Resumed (1 in 50 had an ended execution): ${started.length.toLocaleString('en')}`);
+    const seconds = (Date.now() - begin) / 1000;
+    const used = process.cpuUsage(cpu);
+    const neighbourFigures = others.map((other) => other.stop());
+    const resumedSet = new Set(resumed);
+    return {
+      requests: options.requests,
+      checked: summaries.reduce((sum, summary) => sum + summary.checked, 0),
+      passes,
+      failedPasses: failures.length,
+      failures,
+      complete: summaries.at(-1)?.complete === true,
+      calls: pacer.figures(),
+      described,
+      ...(neighbourFigures.length === 0
+        ? {}
+        : {
+            neighbour: {
+              calls: neighbourFigures.reduce((sum, figures) => sum + figures.calls, 0),
+              throttled: neighbourFigures.reduce((sum, figures) => sum + figures.throttled, 0),
+            },
+          }),
+      resumed: resumed.length,
+      resumedAsExpected:
+        resumed.length === resumedSet.size &&
+        resumedSet.size === expected.size &&
+        [...expected].every((id) => resumedSet.has(id)),
+      listed: summaries[0]?.listed ?? 0,
+      seconds,
+      cpuSeconds: (used.user + used.system) / 1e6,
+    };
   } finally {
-    await dynamo.close();
+    await client.send(new DeleteTableCommand({ TableName: table }));
+    await client.send(new DeleteTableCommand({ TableName: gateTable }));
   }
 }
 
-function cpuSecondsSince(start: NodeJS.CpuUsage): number {
-  const used = process.cpuUsage(start);
-  return (used.user + used.system) / 1e6;
+/** Calls of every action, and throttled ones. */
+export function totals(calls: Readonly<Record<PacedAction, ActionFigures>>): ActionFigures {
+  return PACED_ACTIONS.reduce(
+    (sum, action) => ({
+      calls: sum.calls + calls[action].calls,
+      throttled: sum.throttled + calls[action].throttled,
+    }),
+    { calls: 0, throttled: 0 },
+  );
+}
+
+/**
+ * The reconciler bench: BENCH_RECONCILE_REQUESTS (default 50,000) open requests, written with
+ * BatchWriteItem into a ledger on dynalite (in this process: its CPU is counted), reconciled by the
+ * reconciler's code pass after pass, each with the Lambda's time budget (its 5-minute timeout less
+ * PASS_MARGIN_MS, or BENCH_RECONCILE_BUDGET_S), against a Step Functions stand-in that throttles as
+ * AWS does: a token bucket per API action with the documented size and refill of the largest
+ * Regions (ListExecutions 200 and 5 a second, DescribeExecution 300 and 15, StartExecution 1,300
+ * and 300), a ThrottlingException when it is empty, every answer after BENCH_DESCRIBE_MS (default
+ * 20 ms). Three runs:
+ * 1. 1 request in 50 with a failed execution (resumed), 20,000 succeeded executions of ended
+ *    requests in the history, a quiet account;
+ * 2. as 1, but 1 in 50 with no execution listed instead (each needs its DescribeExecution), and
+ *    another caller spending the other half of every bucket's refill all along;
+ * 3. the previous pass (a DescribeExecution per open request, 16 at once, unpaced; a throttled call
+ *    failed it), on run 1's account.
+ */
+export async function reconcilerBench(): Promise<void> {
+  const requests = Number(process.env.BENCH_RECONCILE_REQUESTS ?? 50_000);
+  const latencyMs = Number(process.env.BENCH_DESCRIBE_MS ?? 20);
+  const budgetMs = Number(process.env.BENCH_RECONCILE_BUDGET_S ?? (300_000 - PASS_MARGIN_MS) / 1000) * 1000;
+  const share = QUOTA_SHARE.default;
+  const stuck = Math.floor(requests / 50);
+  const dynamo = await startDynamo({ maxAttempts: 10 });
+  const quotas = DOCUMENTED_QUOTAS.largest;
+  try {
+    const base = { requests, quotas, latencyMs, budgetMs, history: 20_000 } as const;
+    const runs: [string, QuotaRunResult][] = [];
+    runs.push([
+      `paced at ${share} of the quotas; 1 in 50 failed`,
+      await reconcileUnderQuota(dynamo.client, { ...base, failed: stuck, unlisted: 0, pace: { share } }),
+    ]);
+    runs.push([
+      `paced at ${share}; 1 in 50 unlisted (described); another caller at ${1 - share} of every refill`,
+      await reconcileUnderQuota(dynamo.client, {
+        ...base,
+        failed: 0,
+        unlisted: stuck,
+        pace: { share },
+        neighbourShare: 1 - share,
+      }),
+    ]);
+    runs.push([
+      'the previous pass: DescribeExecution per request, 16 at once, unpaced',
+      await reconcileUnderQuota(dynamo.client, { ...base, failed: stuck, unlisted: 0, pace: 'previous' }),
+    ]);
+    const figure = (calls: Readonly<Record<PacedAction, ActionFigures>>, action: PacedAction) =>
+      calls[action].calls.toLocaleString('en');
+    printRows(
+      `Reconciler over ${requests.toLocaleString('en')} open requests on dynalite (in process: its CPU is counted), against a Step Functions stand-in with the documented buckets of the largest Regions (ListExecutions 200 + 5/s, DescribeExecution 300 + 15/s, StartExecution 1,300 + 300/s), answers after ${latencyMs} ms, each pass given ${(budgetMs / 1000).toFixed(0)} s`,
+      [
+        'run',
+        'passes',
+        'failed passes',
+        'coverage',
+        'List / Describe / Start calls',
+        'throttled',
+        'calls per open request',
+        'time',
+        'CPU',
+        'resumed',
+      ],
+      runs.map(([name, run]) => {
+        const all = totals(run.calls);
+        const covered = run.complete ? run.checked : run.described;
+        return [
+          name,
+          `${run.passes}`,
+          `${run.failedPasses}${run.failures.length > 0 ? ` (${[...new Set(run.failures)].join(', ')})` : ''}`,
+          `${((100 * covered) / run.requests).toFixed(1)}% (${covered.toLocaleString('en')})`,
+          `${figure(run.calls, 'ListExecutions')} / ${figure(run.calls, 'DescribeExecution')} / ${figure(run.calls, 'StartExecution')}`,
+          `${all.throttled}${run.neighbour === undefined ? '' : ` (the other caller: ${run.neighbour.throttled} of ${run.neighbour.calls.toLocaleString('en')})`}`,
+          (all.calls / run.requests).toFixed(4),
+          `${run.seconds.toFixed(1)} s`,
+          `${run.cpuSeconds.toFixed(1)} s`,
+          `${run.resumed.toLocaleString('en')}${run.resumedAsExpected ? ' (each stuck one once)' : ''}`,
+        ];
+      }),
+    );
+    console.log(
+      `Listed by the first pass of run 1: ${(runs[0]?.[1].listed ?? 0).toLocaleString('en')} executions (running, failed); the 20,000 succeeded ones are not listed.`,
+    );
+  } finally {
+    await dynamo.close();
+  }
 }
 
 /**
