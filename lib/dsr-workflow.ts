@@ -8,6 +8,7 @@ import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
+import { ARCHIVE_MAX_INVOCATIONS } from '../lambdas/archive-export/continuation.ts';
 import { PACKAGE_MAX_PASSES } from '../lambdas/build-package/continuation.ts';
 import {
   CANCEL_ERRORS,
@@ -89,6 +90,19 @@ export function transientRetry(horizon: Duration): sfn.RetryProps {
     jitterStrategy: sfn.JitterType.FULL,
   };
 }
+
+/**
+ * ArchiveExport's invocation died without answering (Lambda's timeout, out of memory, a crash:
+ * Lambda.Unknown or Sandbox.Timedout; or the task timeout): it is run again, and carries the copy
+ * on from the checkpoint the ledger last recorded (docs/design.md, "Copies longer than one
+ * invocation"). Twice per visit: a copy that dies every time is failing for another reason.
+ */
+const ARCHIVE_KILLED_RETRY: sfn.RetryProps = {
+  errors: ['Lambda.Unknown', 'Sandbox.Timedout', 'States.Timeout'],
+  interval: Duration.seconds(5),
+  backoffRate: 2,
+  maxAttempts: 2,
+};
 
 /** DynamoDB's errors for a call worth repeating, as Step Functions' direct integration names them. */
 const DYNAMODB_TRANSIENT_ERRORS = [
@@ -368,6 +382,31 @@ export class DsrWorkflow extends Construct {
     return admitted.when(condition, wait).otherwise(next);
   }
 
+  /**
+   * After ArchiveExport: when the copy goes on in another invocation (it answered a continuation;
+   * lambdas/archive-export/archive-export.ts), ArchiveExport again, at most ARCHIVE_MAX_INVOCATIONS
+   * invocations in all (past them the request fails `archive_unfinished`). The checkpoint is in the
+   * ledger; state carries the invocation count and byte counts only.
+   */
+  #archiveContinues(archive: sfn.IChainable) {
+    const unfinished = new sfn.Pass(this, 'ArchiveUnfinished', {
+      parameters: {
+        Error: 'ArchiveUnfinished',
+        Cause: `the archive copy did not finish in ${ARCHIVE_MAX_INVOCATIONS} invocations of ArchiveExport; svc-dsr retry carries it on from its checkpoint`,
+      },
+      resultPath: '$.error',
+    }).next(this.#recordFailure);
+    return {
+      condition: sfn.Condition.isPresent('$.archive.continuation'),
+      next: new sfn.Choice(this, 'ArchiveContinues?')
+        .when(
+          sfn.Condition.numberLessThan('$.archive.continuation.invocation', ARCHIVE_MAX_INVOCATIONS),
+          archive,
+        )
+        .otherwise(unfinished),
+    };
+  }
+
   /** The steps of a request, from resolving its subject to its recorded outcome. */
   #definition(): sfn.IChainable {
     const outcomeNotRecorded = new sfn.Pass(this, 'OutcomeNotRecorded', {
@@ -413,10 +452,11 @@ export class DsrWorkflow extends Construct {
     const checkWaited = this.#platformWaited('CheckExport', checkExport, '$.export');
     const archive = this.#guard(
       this.#task('ArchiveExport', 'ArchiveExport', REQUEST_ID, '$.archive'),
-      [],
+      [ARCHIVE_KILLED_RETRY],
       subjectGone,
     );
     const archiveWaited = this.#platformWaited('ArchiveExport', archive, '$.archive');
+    const archiveContinues = this.#archiveContinues(archive);
     // An access request's answer: the subject's own package, built beside the archive.
     const buildPackage = this.#guard(
       this.#task('BuildPackage', 'BuildPackage', REQUEST_ID, '$.subject_package'),
@@ -476,6 +516,7 @@ export class DsrWorkflow extends Construct {
                     archive.next(
                       new sfn.Choice(this, 'RequestType?')
                         .when(archiveWaited.condition, archiveWaited.wait)
+                        .when(archiveContinues.condition, archiveContinues.next)
                         .when(sfn.Condition.stringEquals('$.type', 'erasure'), erase.next(erased))
                         .otherwise(buildPackage.next(packaged)),
                     ),

@@ -1,4 +1,5 @@
 // The Step Functions history budget: a worst-case execution's events, checked against the limit.
+import { ARCHIVE_MAX_INVOCATIONS } from '../lambdas/archive-export/continuation.ts';
 import { PACKAGE_MAX_PASSES } from '../lambdas/build-package/continuation.ts';
 import { nextWaitSeconds, type PollSchedule } from '../lambdas/shared/config.ts';
 import { platformWaitsBudgeted } from '../lambdas/shared/step-handler.ts';
@@ -44,20 +45,31 @@ const DEFAULT_RETRY_ATTEMPTS = 3;
 
 /**
  * The longest path through the workflow (lib/dsr-workflow.ts), by state name: resolve, then each
- * export attempt, then each poll, then the longer of the two tails (archive, then erase and verify,
+ * export attempt, then each poll, then the longer of the two tails (archive in at most
+ * ARCHIVE_MAX_INVOCATIONS invocations, then erase and verify,
  * or build the package in at most PACKAGE_MAX_PASSES passes; record the outcome) followed by the
  * failure path, which a terminal error in the tail can still take: the outcome not recorded,
  * RecordFailure spending its retries, and the state machine's own ledger write (longer than
  * RecordFailure's Choice, which it replaces on that path).
  */
+/** The archive copy in at most ARCHIVE_MAX_INVOCATIONS invocations of ArchiveExport. */
+const ARCHIVE_PATH = [
+  'ArchiveExport',
+  'RequestType?',
+  ...Array.from({ length: ARCHIVE_MAX_INVOCATIONS - 1 }, () => [
+    'ArchiveContinues?',
+    'ArchiveExport',
+    'RequestType?',
+  ]).flat(),
+] as const;
+
 const PATH = {
   once: ['ResolveSubject', 'AlreadyCompleted?'],
   perExportAttempt: ['StartExport', 'StartExportAdmitted?'],
   perPoll: ['WaitForExport', 'CheckExport', 'ExportReady?'],
   tails: [
     [
-      'ArchiveExport',
-      'RequestType?',
+      ...ARCHIVE_PATH,
       'EraseSubject',
       'EraseSubjectAdmitted?',
       'VerifyErasure',
@@ -68,8 +80,7 @@ const PATH = {
       'RecordFailedInLedger',
     ],
     [
-      'ArchiveExport',
-      'RequestType?',
+      ...ARCHIVE_PATH,
       'BuildPackage',
       'BuildPackageAdmitted?',
       ...Array.from({ length: PACKAGE_MAX_PASSES - 1 }, () => [

@@ -244,6 +244,17 @@ export class DownloadLinkExpiredError extends DsrError {
   readonly code = 'download_link_expired';
 }
 
+/**
+ * A copy that needs another invocation could not go on: the platform answered a ranged request for
+ * the rest of the archive with the whole of it, or with another range (docs/design.md, "Copies
+ * longer than one invocation"). Terminal: the next attempt would meet the same platform.
+ */
+export class DownloadNotResumableError extends DsrError {
+  override readonly name = 'DownloadNotResumableError';
+  static override readonly handling: ErrorHandling = 'fail';
+  readonly code = 'download_not_resumable';
+}
+
 /** The stored archive is not the zip the platform documents. */
 export class InvalidArchiveError extends DsrError {
   override readonly name = 'InvalidArchiveError';

@@ -9,7 +9,14 @@ import {
 } from '@aws-sdk/client-s3';
 import { SendTaskSuccessCommand, SFNClient } from '@aws-sdk/client-sfn';
 import { bundledPackageSettings, packageSettingsFromEnv } from '../build-package/settings.ts';
-import { copyExportToS3, putPackageStream, readVerifiedStream, verifyCopy } from './archive/index.ts';
+import {
+  abortUpload,
+  copyExportContinuable,
+  putPackageStream,
+  readVerifiedStream,
+  verifyContinuedCopy,
+  verifyCopy,
+} from './archive/index.ts';
 import { REQUEST_TYPE_TAG } from './archive-tags.ts';
 import { AuditTrail } from './audit.ts';
 import { type GateEnv, parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
@@ -42,6 +49,10 @@ export function s3ArchiveStore(
     kmsKeyId?: string;
     policy: DownloadPolicy;
     idleTimeoutMs?: number;
+    /** The multipart part size. @default 8 MiB (more for an archive that would need over 10,000 parts) */
+    partSizeBytes?: number;
+    /** How often a continuable copy records where it stands. @default 30 s */
+    checkpointEveryMs?: number;
     /** The archive's expansion cap (stack setting archiveMaxExpandedBytes). @default 4 GiB */
     maxExpandedBytes?: number;
   },
@@ -55,28 +66,69 @@ export function s3ArchiveStore(
     ...(options.kmsKeyId ? { kmsKeyId: options.kmsKeyId } : {}),
   });
   return {
-    async copy(link, key, requestType) {
+    async copy(link, key, requestType, continuable) {
       const result = await traced('archive.copy', async (annotate) => {
-        const copied = await copyExportToS3(
+        const outcome = await copyExportContinuable(
           link,
           { ...target(key), tags: { [REQUEST_TYPE_TAG]: requestType } },
           {
             policy: options.policy,
             verify: limits,
             ...(options.idleTimeoutMs ? { idleTimeoutMs: options.idleTimeoutMs } : {}),
+            ...(options.partSizeBytes ? { partSizeBytes: options.partSizeBytes } : {}),
+            ...(options.checkpointEveryMs === undefined
+              ? {}
+              : { checkpointEveryMs: options.checkpointEveryMs }),
+            ...(continuable.checkpoint ? { checkpoint: continuable.checkpoint } : {}),
+            shouldStop: continuable.shouldStop,
+            onCheckpoint: continuable.onCheckpoint,
           },
         );
-        annotate('bytes', copied.bytes);
-        return copied;
+        if ('done' in outcome) annotate('bytes', outcome.done.bytes);
+        return outcome;
       });
+      if ('paused' in result) {
+        return {
+          kind: 'paused',
+          checkpoint: result.paused,
+          ...(result.restarted ? { restarted: result.restarted } : {}),
+        };
+      }
+      const { done } = result;
+      if (result.continued) {
+        return {
+          kind: 'continued',
+          stored: {
+            bytes: done.bytes,
+            checksumCrc32: done.checksumCrc32,
+            ...(done.versionId ? { versionId: done.versionId } : {}),
+          },
+        };
+      }
       return {
-        bytes: result.bytes,
-        sha256: result.sha256,
-        checksumCrc32: result.checksumCrc32,
-        ...(result.archive ? { archive: result.archive } : {}),
-        ...(result.versionId ? { versionId: result.versionId } : {}),
+        kind: 'copied',
+        copied: {
+          bytes: result.done.bytes,
+          sha256: result.done.sha256,
+          checksumCrc32: result.done.checksumCrc32,
+          ...(result.done.archive ? { archive: result.done.archive } : {}),
+          ...(result.done.versionId ? { versionId: result.done.versionId } : {}),
+        },
+        ...(result.restarted ? { restarted: result.restarted } : {}),
       };
     },
+    async verifyContinued(key, stored) {
+      try {
+        const verified = await traced('archive.verify', () =>
+          verifyContinuedCopy(target(key), stored, limits),
+        );
+        return { entries: verified.entries.length, sha256: verified.sha256 };
+      } catch (error) {
+        await s3.send(new DeleteObjectCommand({ Bucket: options.bucket, Key: key }));
+        throw error;
+      }
+    },
+    abandonUpload: (key, uploadId) => abortUpload(target(key), uploadId),
     async verify(key, copied) {
       try {
         const verified = await traced('archive.verify', () => verifyCopy(target(key), copied, limits));

@@ -19,12 +19,66 @@ export interface CopiedArchive {
   readonly archive?: VerifiedArchive;
 }
 
+/**
+ * Where a copy into the archive stands between two invocations (lambdas/shared/archive/continued-copy.ts):
+ * the multipart upload, the parts S3 acknowledged, and the archive's size. No link, no identifier.
+ */
+export interface ArchiveCheckpoint {
+  readonly uploadId: string;
+  readonly partSizeBytes: number;
+  readonly parts: number;
+  readonly partsCrc32: number;
+  readonly totalBytes: number;
+}
+
+/** How a copy may stop and be carried on by another invocation. */
+export interface ContinuableCopy {
+  /** The earlier invocation's checkpoint to carry on from. @default a new copy */
+  readonly checkpoint?: ArchiveCheckpoint;
+  /** Asked at every part boundary: true stops the copy there. */
+  readonly shouldStop: () => boolean;
+  /** Where the copy stands, as it goes: recorded, so an invocation that dies is carried on from it. */
+  readonly onCheckpoint: (checkpoint: ArchiveCheckpoint) => Promise<void>;
+}
+
+/** What a copy that may continue came to: stored and measured, stored but to be proven by a read, or stopped. */
+export type ContinuableCopyOutcome =
+  | { readonly kind: 'copied'; readonly copied: CopiedArchive; readonly restarted?: string }
+  | {
+      readonly kind: 'continued';
+      readonly stored: {
+        readonly bytes: number;
+        readonly checksumCrc32: string;
+        readonly versionId?: string;
+      };
+    }
+  | { readonly kind: 'paused'; readonly checkpoint: ArchiveCheckpoint; readonly restarted?: string };
+
 /** Where the workflow keeps archives: copy from a link, then prove what was stored. */
 export interface ArchiveStore {
-  /** Copies the export; an archive found broken or too large on the way is never stored. */
-  copy(link: URL, key: string, requestType: 'access' | 'erasure'): Promise<CopiedArchive>;
+  /**
+   * Copies the export; an archive found broken or too large on the way is never stored. It stops
+   * at a part boundary when `continuable.shouldStop` says so, and carries on from a checkpoint; a
+   * copy carried on is stored but not yet proven (verifyContinued).
+   */
+  copy(
+    link: URL,
+    key: string,
+    requestType: 'access' | 'erasure',
+    continuable: ContinuableCopy,
+  ): Promise<ContinuableCopyOutcome>;
   /** Verifies the stored zip; on failure removes it so no corrupt archive stays behind, then throws. */
   verify(key: string, copied: CopiedArchive): Promise<{ entries: number }>;
+  /**
+   * Proves a copy carried across invocations by one read of the stored object (its SHA-256 and its
+   * zip); on failure removes it, as `verify` does, then throws.
+   */
+  verifyContinued(
+    key: string,
+    stored: { bytes: number; checksumCrc32: string; versionId?: string },
+  ): Promise<{ entries: number; sha256: string }>;
+  /** Aborts a multipart upload that will not be completed (its parts hold the subject's data). */
+  abandonUpload(key: string, uploadId: string): Promise<void>;
   /** Deletes every version (and delete marker) of the key, for good; answers how many went. */
   remove(key: string): Promise<number>;
   /**

@@ -48,6 +48,21 @@ export const archiveOutputSchema = z.strictObject({
 });
 export type ArchiveOutput = z.infer<typeof archiveOutputSchema>;
 
+/**
+ * ArchiveExport's answer: the archive, or a continuation when the copy goes on in another
+ * invocation (the state machine runs the step again; the checkpoint itself stays in the ledger).
+ */
+export const archiveStepOutputSchema = z.union([
+  archiveOutputSchema,
+  z.strictObject({
+    continuation: z.strictObject({
+      invocation: z.number().int().positive(),
+      bytes: z.number().int().nonnegative(),
+      total_bytes: z.number().int().nonnegative(),
+    }),
+  }),
+]);
+
 export const packageOutputSchema = z.strictObject({
   key: z.string(),
   bytes: z.number().int().nonnegative(),

@@ -313,8 +313,8 @@ async function handle(
     sendReply(response, reply);
     return;
   }
-  const truncated = await sendDownload(emulator, response, reply);
-  record(200, truncated ? 'truncate' : null);
+  const { status, truncated } = await sendDownload(emulator, response, reply, request.headers.range);
+  record(status, truncated ? 'truncate' : null);
 }
 
 const FAULT_ANSWERS: Record<'500' | '502' | '503', { code: string; message: string }> = {
@@ -396,39 +396,97 @@ async function injectFault(
   }
 }
 
-/** Streams an archive with its full Content-Length; a truncation fault cuts it short. Resolves true if cut. */
+/**
+ * Streams an archive with its full Content-Length, or with `Range: bytes=<first>-[<last>]` just
+ * that range as a 206 with its Content-Range (one range; a header it cannot parse, or several
+ * ranges, gets the whole archive, as RFC 9110 allows; a range that starts past the end gets 416).
+ * A truncation fault cuts the answer short. Resolves the status sent and whether it was cut.
+ */
 async function sendDownload(
   emulator: Emulator,
   response: ServerResponse,
   reply: DownloadReply,
-): Promise<boolean> {
+  rangeHeader: string | undefined,
+): Promise<{ status: number; truncated: boolean }> {
   const { record, head, archive } = reply;
   const size = archive.size;
-  response.writeHead(200, {
+  const range = parseByteRange(rangeHeader, size);
+  const headers = {
     'Content-Type': 'application/zip',
-    'Content-Length': size,
+    'Accept-Ranges': 'bytes',
     'Content-Disposition': `attachment; filename="export-${record.publicId}.zip"`,
     'Cache-Control': 'no-store',
+  };
+  if (range === 'unsatisfiable') {
+    response.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}`, 'Content-Length': 0 });
+    response.end();
+    return { status: 416, truncated: false };
+  }
+  const first = range?.first ?? 0;
+  const last = range?.last ?? size - 1;
+  const length = size === 0 ? 0 : last - first + 1;
+  const status = range === undefined ? 200 : 206;
+  response.writeHead(status, {
+    ...headers,
+    'Content-Length': length,
+    ...(range === undefined ? {} : { 'Content-Range': `bytes ${first}-${last}/${size}` }),
   });
   if (head) {
     response.end();
-    return false;
+    return { status, truncated: false };
   }
   emulator.countDownload(record);
-  const cutoff = emulator.drawTruncation(size);
+  const cutoff = emulator.drawTruncation(length);
   let sent = 0;
-  for (const chunk of archive.chunks()) {
-    if (response.destroyed) return false;
+  // The zip is produced from its start (a streamed entry's CRC-32 is computed as its bytes go by);
+  // the bytes before the range are produced and dropped.
+  let position = 0;
+  for (const produced of archive.chunks()) {
+    if (response.destroyed) return { status, truncated: false };
+    const start = Math.max(first - position, 0);
+    const end = Math.min(last + 1 - position, produced.length);
+    position += produced.length;
+    if (end <= start) {
+      if (position > last) break;
+      continue;
+    }
+    const chunk = start === 0 && end === produced.length ? produced : produced.subarray(start, end);
     if (cutoff !== null && sent + chunk.length >= cutoff) {
       await flushed(response, chunk.subarray(0, cutoff - sent));
       response.socket?.destroy();
-      return true;
+      return { status, truncated: true };
     }
     sent += chunk.length;
     if (!response.write(chunk)) await writable(response);
+    if (position > last) break;
   }
   response.end();
-  return false;
+  return { status, truncated: false };
+}
+
+/**
+ * One byte range of a `Range` header against an archive of `size` bytes: `bytes=<first>-`,
+ * `bytes=<first>-<last>` (a last past the end is cut to it) or the suffix `bytes=-<count>`.
+ * Undefined when the header is absent, not understood or asks for several ranges.
+ */
+export function parseByteRange(
+  header: string | undefined,
+  size: number,
+): { first: number; last: number } | 'unsatisfiable' | undefined {
+  const match = /^bytes=(\d*)-(\d*)$/.exec(header?.trim() ?? '');
+  if (match === null) return undefined;
+  const [, firstText = '', lastText = ''] = match;
+  if (firstText === '' && lastText === '') return undefined;
+  if (firstText === '') {
+    const count = Number(lastText);
+    if (count === 0 || size === 0) return 'unsatisfiable';
+    return { first: Math.max(size - count, 0), last: size - 1 };
+  }
+  const first = Number(firstText);
+  const last = lastText === '' ? size - 1 : Math.min(Number(lastText), size - 1);
+  if (lastText !== '' && Number(lastText) < first) return undefined;
+  if (first >= size) return 'unsatisfiable';
+  return { first, last };
 }
 
 const SECRET_QUERY_PARAMETERS = new Set(['access_token', 'apikey', 'code_a']);

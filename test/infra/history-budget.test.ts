@@ -3,6 +3,7 @@ import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { nextWaitSeconds } from '#shared/config';
 import { platformWaitsBudgeted } from '#shared/step-handler';
+import { ARCHIVE_MAX_INVOCATIONS } from '../../lambdas/archive-export/continuation.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
 import { statesOfDefinition, worstCaseHistory, worstCasePolls } from '../../lib/history-budget.ts';
 import { productionConfig } from './fixtures.ts';
@@ -27,6 +28,7 @@ const bareStates = {
   'ExportReady?': { Type: 'Choice' },
   ArchiveExport: task(),
   'RequestType?': { Type: 'Choice' },
+  'ArchiveContinues?': { Type: 'Choice' },
   EraseSubject: task(),
   'EraseSubjectAdmitted?': { Type: 'Choice' },
   VerifyErasure: task(),
@@ -90,16 +92,17 @@ describe('worstCaseHistory', () => {
     // Assess
     // execution 2, ResolveSubject 5, AlreadyCompleted? 2, two (StartExport 5 + its Choice 2) 14,
     // 7 polls of (Wait 3 + CheckExport 5 + ExportReady? 2) = 70,
-    // the longer tail, with no retries the access one: ArchiveExport 5, RequestType? 2,
+    // the longer tail, with no retries the access one: ArchiveExport 5, RequestType? 2, and 7 more
+    // invocations of the copy (ArchiveContinues? 2, ArchiveExport 5, RequestType? 2) = 63,
     // BuildPackage 5 + Choice 2, one more pass (PackageContinues? 2, ContinuePackage 5, Choice 2),
-    // RecordExported 5, OutcomeNotRecorded 2, RecordFailure 5, RecordFailedInLedger 5 = 40
-    // (the erasure tail: EraseSubject 5 + Choice 2 and VerifyErasure 5 + Choice 2 instead, 38),
+    // RecordExported 5, OutcomeNotRecorded 2, RecordFailure 5, RecordFailedInLedger 5 = 103
+    // (the erasure tail: EraseSubject 5 + Choice 2 and VerifyErasure 5 + Choice 2 instead, 101),
     // 300 waits for platform capacity (the export-slot waits of 92 days at 80% of 16 hours after
     // their ramp, 46 + 174, and 80 rate and outage waits), each at most a wait for an export slot
     // whose message could not be sent: (attempt 5 + Choice 2 + the failed Task 5 + Wait 3) x 300 =
     // 4,500, and the final Fail 2.
     expect(platformWaitsBudgeted()).toBe(46 + 174 + 80);
-    const events = 2 + 5 + 2 + 14 + 70 + 40 + 4_500 + 2;
+    const events = 2 + 5 + 2 + 14 + 70 + 103 + 4_500 + 2;
     expect(budget).toEqual({ events, polls: 7, fraction: events / 25_000 });
   });
 
@@ -116,8 +119,8 @@ describe('worstCaseHistory', () => {
     });
 
     // Assess
-    // The erasure tail grows from 38 to 38 + 9 = 47, past the access tail's 40.
-    expect(verifyRetried.events - bare.events).toBe(47 - 40);
+    // The erasure tail grows from 101 to 101 + 9 = 110, past the access tail's 103.
+    expect(verifyRetried.events - bare.events).toBe(110 - 103);
   });
 
   it('counts every retry each Retry rule allows, three for a rule that names no MaxAttempts', () => {
@@ -155,10 +158,27 @@ describe('worstCaseHistory', () => {
     // Assess
     // Correction path: ResolveSubject 5, AlreadyCompleted? 2, CorrectSubject 5 + 100 retries x 3,
     // its two Choices 4, RecordCorrectedWithChanges 5, OutcomeNotRecorded 2, RecordFailure 5,
-    // RecordFailedInLedger 5 = 333, against the export path's 5 + 2 + 14 + 70 + 40 = 131 (its longest
-    // tail, the package built in two passes).
-    expect(base.events).toBe(2 + 5 + 2 + 14 + 70 + 40 + 4_500 + 2);
+    // RecordFailedInLedger 5 = 333, against the export path's 5 + 2 + 14 + 70 + 103 = 194 (its longest
+    // tail, the archive copied in 8 invocations and the package built in two passes).
+    expect(base.events).toBe(2 + 5 + 2 + 14 + 70 + 103 + 4_500 + 2);
     expect(retried.events).toBe(2 + 333 + 4_500 + 2);
+  });
+
+  it('counts every invocation the archive copy may take, each with every retry of ArchiveExport', () => {
+    // Prepare
+    const schedule = { initialSeconds: 10, maxSeconds: 40, budgetSeconds: 200, growthPercent: 100 };
+
+    // Act
+    const base = worstCaseHistory({ schedule, exportMaxAttempts: 2, states: bareStates });
+    const retried = worstCaseHistory({
+      schedule,
+      exportMaxAttempts: 2,
+      states: { ...bareStates, ArchiveExport: task([2]) },
+    });
+
+    // Assess: ARCHIVE_MAX_INVOCATIONS (8) visits of ArchiveExport, each with its 2 retries of 3 events.
+    expect(ARCHIVE_MAX_INVOCATIONS).toBe(8);
+    expect(retried.events - base.events).toBe(8 * 2 * 3);
   });
 
   it('refuses a workflow that lacks a state it counts', () => {
@@ -205,6 +225,8 @@ describe('worstCaseHistory', () => {
         0,
       );
     expect(retries('CheckExport')).toBe(12);
+    // The transient retry, and two runs again of an invocation that died (carried on from its checkpoint).
+    expect(retries('ArchiveExport')).toBe(14);
     expect(retries('StartExport')).toBe(14);
     expect(retries('VerifyErasure')).toBe(15);
     expect(retries('RecordFailedInLedger')).toBe(12);

@@ -7,6 +7,7 @@ import {
   RETRYABLE_ERRORS,
   TERMINAL_ERRORS,
 } from '#shared/errors';
+import { ARCHIVE_MAX_INVOCATIONS } from '../../lambdas/archive-export/continuation.ts';
 import { PACKAGE_MAX_PASSES } from '../../lambdas/build-package/continuation.ts';
 import { resolveStateMachine } from '../../lib/asl.ts';
 import { synthesizeTemplate } from '../../lib/template.ts';
@@ -305,5 +306,54 @@ describe('the synthesized state machine', () => {
     });
     expect((states.ContinuePackage as ChoiceState).ResultPath).toBe('$.subject_package');
     expect(states.ContinuePackage?.Next).toBe('BuildPackageAdmitted?');
+  });
+
+  it('runs ArchiveExport again while it answers a continuation, at most ARCHIVE_MAX_INVOCATIONS invocations, then fails', () => {
+    // Assess
+    type ChoiceState = State & { Choices?: Record<string, unknown>[]; Default?: string };
+    const after = states['RequestType?'] as ChoiceState;
+    const continues = states['ArchiveContinues?'] as ChoiceState;
+
+    expect(states.ArchiveExport?.Next).toBe('RequestType?');
+    // Before the request type is looked at: a continued copy is not archived yet.
+    const continuation = after.Choices?.findIndex((choice) => choice.Variable === '$.archive.continuation');
+    const erasure = after.Choices?.findIndex((choice) => choice.StringEquals === 'erasure');
+    expect(after.Choices?.[continuation ?? -1]).toEqual({
+      Variable: '$.archive.continuation',
+      IsPresent: true,
+      Next: 'ArchiveContinues?',
+    });
+    expect(continuation).toBeLessThan(erasure ?? -1);
+    // Back into the same ArchiveExport state: the checkpoint is in the ledger, not in state.
+    expect(continues.Choices).toEqual([
+      {
+        Variable: '$.archive.continuation.invocation',
+        NumericLessThan: ARCHIVE_MAX_INVOCATIONS,
+        Next: 'ArchiveExport',
+      },
+    ]);
+    expect(continues.Default).toBe('ArchiveUnfinished');
+    expect(states.ArchiveUnfinished).toMatchObject({
+      Type: 'Pass',
+      Parameters: { Error: 'ArchiveUnfinished' },
+      ResultPath: '$.error',
+      Next: 'RecordFailure',
+    });
+  });
+
+  it('runs ArchiveExport again when its invocation died without answering, twice per visit', () => {
+    // Assess
+    const killed = states.ArchiveExport?.Retry?.find((rule) => rule.ErrorEquals.includes('Sandbox.Timedout'));
+    expect(killed).toEqual({
+      ErrorEquals: ['Lambda.Unknown', 'Sandbox.Timedout', 'States.Timeout'],
+      IntervalSeconds: 5,
+      BackoffRate: 2,
+      MaxAttempts: 2,
+    });
+    // Only ArchiveExport carries its work on from a checkpoint; no other task runs again after a death.
+    for (const [name, state] of tasks.filter(([taskName]) => taskName !== 'ArchiveExport')) {
+      const rules = state.Retry?.filter((rule) => rule.ErrorEquals.includes('Sandbox.Timedout')) ?? [];
+      expect({ name, rules }).toEqual({ name, rules: [] });
+    }
   });
 });

@@ -11,6 +11,7 @@ import { crc32, createBrotliDecompress, createGunzip, createInflate } from 'node
 import { assertDownloadAllowed, type DownloadPolicy } from '../download-policy.ts';
 import {
   DownloadLinkExpiredError,
+  DownloadNotResumableError,
   type DsrError,
   PlatformRejectedError,
   PlatformResponseInvalidError,
@@ -126,18 +127,35 @@ export function fetchGet(fetchImpl: typeof fetch): HttpGet {
   };
 }
 
-/** Opens the link, following allowed redirects; resolves with a 200 whose body is still unread. */
+/**
+ * Where a resumed download starts: the byte offset to ask for with `Range: bytes=<from>-`, and the
+ * archive's whole size as the first download announced it (the answer must say the same).
+ */
+export interface ResumeFrom {
+  readonly from: number;
+  readonly totalBytes: number;
+}
+
+/**
+ * Opens the link, following allowed redirects; resolves with a 200 whose body is still unread. With
+ * `resume`, every hop asks for the rest of the archive from `resume.from`, and only a 206 for
+ * exactly that range of an archive of the recorded size is accepted.
+ */
 export async function openDownload(
   link: URL,
   policy: DownloadPolicy,
   get: HttpGet,
   control: DownloadControl,
+  resume?: ResumeFrom,
 ): Promise<DownloadResponse> {
   let url = link;
+  const headers =
+    resume === undefined ? REQUEST_HEADERS : { ...REQUEST_HEADERS, range: `bytes=${resume.from}-` };
   for (let hop = 0; ; hop += 1) {
-    const response = await getOnce(url, get, control);
+    const response = await getOnce(url, get, control, headers);
     if (!isFollowableRedirect(response.status)) {
-      throwForStatus(response);
+      if (resume === undefined) throwForStatus(response);
+      else throwForRangeStatus(response, resume);
       return response;
     }
     response.discard();
@@ -170,10 +188,11 @@ async function getOnce(
   url: URL,
   get: HttpGet,
   { signal, watchdog }: DownloadControl,
+  headers: Readonly<Record<string, string>>,
 ): Promise<DownloadResponse> {
   watchdog.arm();
   try {
-    return await get(url, REQUEST_HEADERS, signal);
+    return await get(url, headers, signal);
   } catch (error) {
     // The original error is dropped: it can quote the link.
     throw watchdog.fired ? idleTimeout(watchdog) : classifyNetworkError(DOWNLOAD, error, watchdog.ms);
@@ -210,6 +229,37 @@ function throwForStatus(response: DownloadResponse): void {
     throw new PlatformResponseInvalidError(`${DOWNLOAD}: the download answered ${status} instead of 200`);
   }
   throw new PlatformRejectedError(`${DOWNLOAD}: the download answered ${status}`, status);
+}
+
+/**
+ * A resumed download's answer: a 206 whose Content-Range starts at the offset asked for, runs to the
+ * end and gives the recorded size. A 200 is the whole archive again: the server does not honour
+ * Range, and a copy that needs more than one invocation cannot go on (DownloadNotResumableError).
+ */
+function throwForRangeStatus(response: DownloadResponse, resume: ResumeFrom): void {
+  if (response.status !== 206) {
+    if (response.status === 200) {
+      response.discard();
+      throw new DownloadNotResumableError(
+        `${DOWNLOAD}: the download answered a request for the bytes from ${resume.from} with the whole archive; the platform does not honour Range, so an export that takes more than one invocation to copy cannot be archived`,
+      );
+    }
+    throwForStatus(response);
+    return;
+  }
+  const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(response.header('content-range')?.trim() ?? '');
+  const expectedEnd = resume.totalBytes - 1;
+  if (
+    range === null ||
+    Number(range[1]) !== resume.from ||
+    Number(range[2]) !== expectedEnd ||
+    Number(range[3]) !== resume.totalBytes
+  ) {
+    response.discard();
+    throw new DownloadNotResumableError(
+      `${DOWNLOAD}: the download answered the bytes from ${resume.from} with another range than bytes ${resume.from}-${expectedEnd}/${resume.totalBytes}; the archive changed or the platform's ranges are not usable`,
+    );
+  }
 }
 
 /** The announced length, when it counts the bytes the body hands over. */

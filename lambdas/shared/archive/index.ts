@@ -7,6 +7,8 @@
  *   chunk by chunk, each chunk hashed and its CRC-32 computed once;
  * - crc32.ts: CRC-32s combined from the chunks' (for the parts and the stored zip entries);
  * - part-uploader.ts: the chunks cut into S3 parts, each with its CRC32, over kept-alive connections;
+ * - continued-copy.ts: a copy that stops at a part boundary and is carried on by another invocation
+ *   (ListParts against its checkpoint, the rest asked for with Range), and its proof by one read-back;
  * - zip-stream.ts: the zip checked as the chunks go past (entry CRC-32s, the central directory);
  * - verify.ts: the stored object proven by S3's checksum, or read back when it cannot be;
  * - range-reader.ts: ranged reads of the stored object, for a zip the stream check could not follow;
@@ -36,6 +38,17 @@ import {
 import { PartUploader, type UploadResult } from './part-uploader.ts';
 import { ZipStreamCheck } from './zip-stream.ts';
 
+export {
+  abortUpload,
+  type ContinuableCopyOptions,
+  type ContinuableCopyResult,
+  type ContinuedCopyReceipt,
+  type CopyCheckpoint,
+  type CopyRestart,
+  copyExportContinuable,
+  partSizeFor,
+  verifyContinuedCopy,
+} from './continued-copy.ts';
 export type { ArchiveTarget, CopyOptions, CopyResult, VerifiedArchive, VerifyOptions } from './options.ts';
 export { REQUIRED_ENTRIES } from './options.ts';
 export {

@@ -2,6 +2,8 @@
  * The S3 side of the copy: cut the stream into parts and upload them a few at a time, or store a
  * body that fits in one part with a single PutObject. Knows nothing about the platform or zips.
  */
+
+import { crc32 } from 'node:zlib';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -10,7 +12,7 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { ConfigurationError, InvalidArchiveError, StorageAnswerInvalidError } from '../errors.ts';
-import { compositeCrc32, crc32Append, crc32Base64 } from './crc32.ts';
+import { crc32Append, crc32Base64 } from './crc32.ts';
 import type { ArchiveTarget } from './options.ts';
 
 /** What S3 answered for the stored object. */
@@ -27,14 +29,36 @@ export interface UploadResult {
   readonly checksumCrc32: string;
 }
 
-interface UploadedPart {
+/** A part S3 has kept, as CompleteMultipartUpload names it. */
+export interface UploadedPart {
   readonly PartNumber: number;
   readonly ETag: string;
   readonly ChecksumCRC32?: string;
 }
 
+/**
+ * An upload carried on from an earlier invocation: its id, the parts S3 kept (1 to n, in order),
+ * and the CRC32 of their CRC32s (big-endian, joined), which S3's COMPOSITE checksum is made of.
+ */
+export interface UploadResume {
+  readonly uploadId: string;
+  readonly parts: readonly UploadedPart[];
+  readonly partsCrc32: number;
+}
+
+/**
+ * How far an upload has got: its id, and the parts 1 to `parts` that S3 has acknowledged (every one
+ * of them, with none missing below), with the CRC32 of their CRC32s. What a later invocation can
+ * carry on from.
+ */
+export interface UploadCheckpoint {
+  readonly uploadId: string;
+  readonly parts: number;
+  readonly partsCrc32: number;
+}
+
 /** S3 refuses a multipart upload with more parts than this. */
-const MAX_PARTS = 10_000;
+export const MAX_PARTS = 10_000;
 
 /**
  * Cuts the body into parts and uploads up to `queueSize` of them at once; a body that fits in one
@@ -56,14 +80,45 @@ export class PartUploader {
   #crc = 0;
   #partCount = 0;
   #uploadId: Promise<string> | undefined;
-  readonly #crcs: number[] = [];
+  /** The CRC32 of the part CRC32s sent so far, in part order: S3's COMPOSITE checksum before `-<parts>`. */
+  #partsCrc32 = 0;
+  /** Parts acknowledged by S3 beyond the contiguous run counted in #acknowledged. */
+  readonly #landed = new Map<number, number>();
+  #acknowledged: { parts: number; partsCrc32: number } = { parts: 0, partsCrc32: 0 };
+  readonly #resumed: boolean;
 
   constructor(
     private readonly target: ArchiveTarget,
     private readonly partSize: number,
     private readonly queueSize: number,
     private readonly onFailure: () => void,
-  ) {}
+    resume?: UploadResume,
+  ) {
+    this.#resumed = resume !== undefined;
+    if (resume !== undefined) {
+      this.#uploadId = Promise.resolve(resume.uploadId);
+      this.#parts.push(...resume.parts);
+      this.#partCount = resume.parts.length;
+      this.#partsCrc32 = resume.partsCrc32;
+      this.#acknowledged = { parts: resume.parts.length, partsCrc32: resume.partsCrc32 };
+    }
+  }
+
+  /** The multipart upload's id, once it is created (or carried on). */
+  async uploadId(): Promise<string> {
+    return this.#created();
+  }
+
+  /** How far S3 has acknowledged the parts without a gap; undefined before the upload exists. */
+  async checkpoint(): Promise<UploadCheckpoint | undefined> {
+    if (this.#uploadId === undefined) return undefined;
+    return { uploadId: await this.#uploadId, ...this.#acknowledged };
+  }
+
+  /** Bytes written into parts so far, the one being filled included. */
+  get bytesWritten(): number {
+    return this.#partCount * this.partSize + this.#filled;
+  }
 
   /**
    * Takes a chunk; resolves once there is room for the next, which is when S3 keeps up. With the
@@ -86,7 +141,7 @@ export class PartUploader {
 
   /** Stores what was written: one PutObject for a single part, else the last part and Complete. */
   async finish(): Promise<UploadResult> {
-    if (this.#partCount === 0) {
+    if (this.#partCount === 0 && !this.#resumed) {
       const body = this.#buffer?.subarray(0, this.#filled) ?? Buffer.alloc(0);
       const checksumCrc32 = crc32Base64(this.#crc);
       const put = new PutObjectCommand({
@@ -111,7 +166,28 @@ export class PartUploader {
         MultipartUpload: { Parts: parts },
       }),
     );
-    return { output, checksumCrc32: compositeCrc32(this.#crcs) };
+    return { output, checksumCrc32: compositeOf(this.#partsCrc32, this.#partCount) };
+  }
+
+  /**
+   * Stops at a part boundary without completing: sends the part being filled (which must be full),
+   * waits for every part in flight, and answers how far S3 has taken the upload. The upload stays
+   * open for a later invocation to carry on (or for abort()).
+   */
+  async pause(): Promise<UploadCheckpoint> {
+    if (this.#filled !== 0 && this.#filled !== this.partSize) {
+      throw new Error('PartUploader.pause: the part being filled is not full; pause only at a part boundary');
+    }
+    if (this.#filled === this.partSize) await this.#sendPart();
+    await Promise.all(this.#inFlight);
+    this.#throwIfFailed();
+    const uploadId = await this.#created();
+    return { uploadId, ...this.#acknowledged };
+  }
+
+  /** Waits for the parts in flight, whatever becomes of them, so a checkpoint taken next is final. */
+  async settle(): Promise<void> {
+    await Promise.all(this.#inFlight);
   }
 
   /** Removes an unfinished multipart upload, so no object and no billed parts are left behind. */
@@ -166,10 +242,12 @@ export class PartUploader {
         `copyExportToS3: the archive needs more than ${MAX_PARTS} parts; raise partSizeBytes`,
       );
     }
+    this.#partsCrc32 = crc32(crcBytes(crc), this.#partsCrc32);
     const task = this.#uploadPart(partNumber, body, crc).then(
       (part) => {
         this.#parts.push(part);
         this.#spare.push(buffer);
+        this.#acknowledge(partNumber, crc);
       },
       (error: unknown) => this.#fail(error),
     );
@@ -177,8 +255,19 @@ export class PartUploader {
     void task.then(() => this.#inFlight.delete(task));
   }
 
+  /** Counts a part S3 took into the contiguous run when every part before it has landed too. */
+  #acknowledge(partNumber: number, crc: number): void {
+    this.#landed.set(partNumber, crc);
+    let { parts, partsCrc32 } = this.#acknowledged;
+    for (let next = this.#landed.get(parts + 1); next !== undefined; next = this.#landed.get(parts + 1)) {
+      this.#landed.delete(parts + 1);
+      partsCrc32 = crc32(crcBytes(next), partsCrc32);
+      parts += 1;
+    }
+    this.#acknowledged = { parts, partsCrc32 };
+  }
+
   async #uploadPart(partNumber: number, body: Buffer, crc: number): Promise<UploadedPart> {
-    this.#crcs[partNumber - 1] = crc;
     const checksum = crc32Base64(crc);
     const uploadId = await this.#created();
     const command = new UploadPartCommand({
@@ -237,6 +326,18 @@ export class PartUploader {
   #throwIfFailed(): void {
     if (this.failure !== undefined) throw this.failure;
   }
+}
+
+/** A CRC32 as the four big-endian bytes S3's COMPOSITE checksum joins. */
+export function crcBytes(crc: number): Buffer {
+  const bytes = Buffer.alloc(4);
+  bytes.writeUInt32BE(crc >>> 0);
+  return bytes;
+}
+
+/** S3's COMPOSITE CRC32 from the CRC32 of the joined part CRC32s and the number of parts. */
+export function compositeOf(partsCrc32: number, parts: number): string {
+  return `${crc32Base64(partsCrc32)}-${parts}`;
 }
 
 const UNSIGNED_UPLOAD = { step: 'build', priority: 'low', name: 'archiveUnsignedUpload' } as const;

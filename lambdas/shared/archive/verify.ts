@@ -231,7 +231,10 @@ export async function verifyCopy(
  * when the bucket keeps versions) equal the copy's; false when the store reports no CRC32; a
  * mismatch or a missing object is an InvalidArchiveError.
  */
-async function storedChecksumMatches(target: ArchiveTarget, copied: CopyReceipt): Promise<boolean> {
+export async function storedChecksumMatches(
+  target: ArchiveTarget,
+  copied: Pick<CopyReceipt, 'bytes' | 'checksumCrc32' | 'versionId'>,
+): Promise<boolean> {
   let head: HeadObjectCommandOutput;
   try {
     head = await target.s3.send(

@@ -131,6 +131,32 @@ const archiveFacts = z.object({
 });
 export type ArchiveFacts = z.infer<typeof archiveFacts>;
 
+/**
+ * A copy into the archive that goes on across ArchiveExport invocations (docs/design.md, "Copies
+ * longer than one invocation"): the S3 multipart upload and how far it got. Step facts only: the
+ * download link is asked for afresh by every invocation and never kept. Removed once the archive
+ * is recorded, or its upload aborted.
+ */
+const archiveCopyFacts = z.object({
+  /** The archive key the upload writes (its export attempt's). */
+  key: z.string(),
+  upload_id: z.string().min(1),
+  part_size: z.number().int().positive(),
+  /** Parts 1 to `parts` are in S3; the copy goes on at byte `parts * part_size`. */
+  parts: z.number().int().nonnegative(),
+  /** The CRC32 of those parts' CRC32s (big-endian, joined): ListParts must give it back. */
+  parts_crc32: z.number().int().nonnegative().max(0xffffffff),
+  /** The archive's size, as the first download announced it. */
+  total_bytes: z.number().int().positive(),
+  /** The run (execution number) the invocations below were counted in. */
+  run: z.number().int().nonnegative(),
+  /** ArchiveExport invocations in that run that worked on this copy: the state machine bounds them. */
+  invocations: z.number().int().positive(),
+  /** Set once the upload is complete: what remains is to prove the stored object (one read). */
+  completed: z.object({ checksum_crc32: z.string(), version_id: z.string().optional() }).optional(),
+});
+export type ArchiveCopyFacts = z.infer<typeof archiveCopyFacts>;
+
 /** The subject's own package (an access request's), built beside the archive from it. */
 const subjectPackageFacts = z.object({
   key: z.string(),
@@ -221,6 +247,7 @@ export const ledgerItemSchema = z.object({
   export_waited_seconds: z.number().int().nonnegative().default(0),
   export_started_at: z.string().optional(),
   archive: archiveFacts.optional(),
+  archive_copy: archiveCopyFacts.optional(),
   /** When an erasure request's archive was deleted, once the erasure was verified (the facts stay). */
   archive_deleted_at: z.string().optional(),
   subject_package: subjectPackageFacts.optional(),

@@ -1,4 +1,4 @@
-/** Multipart uploads: create, upload a part, list parts, complete with checksums, abort. */
+/** Multipart uploads: create, upload a part, list the parts (ListParts), complete with checksums, abort. */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
@@ -237,6 +237,50 @@ export async function completeMultipartUpload(call: Call, key: string) {
     `<CompleteMultipartUploadResult xmlns="${XMLNS}">${element('Location', location)}${element('Bucket', bucket)}${element('Key', key)}${element('ETag', meta.etag)}${checksumElement}</CompleteMultipartUploadResult>`,
     pick(upload.headers, SSE_HEADERS),
   );
+}
+
+/** The most parts one ListParts page holds, as in S3. */
+const MAX_LIST_PARTS = 1000;
+
+/**
+ * ListParts: the upload's parts above `part-number-marker`, up to `max-parts` (1,000 at most) a
+ * page, each with its number, ETag, size and checksum in the upload's algorithm.
+ */
+export async function listParts(call: Call, key: string) {
+  const { store, res, bucket, query } = call;
+  allowQuery(query, ['uploadId', 'max-parts', 'part-number-marker']);
+  await store.requireBucket(bucket);
+  const uploadId = query.get('uploadId') ?? '';
+  const upload = await store.readUpload(uploadId, bucket, key);
+  const maxParts = boundedInteger(query.get('max-parts'), 'max-parts', MAX_LIST_PARTS) ?? MAX_LIST_PARTS;
+  const marker = boundedInteger(query.get('part-number-marker'), 'part-number-marker', MAX_PART_NUMBER) ?? 0;
+  const above = (await store.listParts(uploadId)).filter(({ partNumber }) => partNumber > marker);
+  const page = above.slice(0, Math.min(maxParts, MAX_LIST_PARTS));
+  const truncated = above.length > page.length;
+  const algorithm = upload.checksumAlgorithm;
+  const parts = page
+    .map(
+      ({ partNumber, part }) =>
+        `<Part>${element('PartNumber', partNumber)}${element('ETag', part.etag)}${element('Size', part.size)}${
+          algorithm === undefined || part.checksum === undefined
+            ? ''
+            : element(`Checksum${algorithm}`, part.checksum)
+        }</Part>`,
+    )
+    .join('');
+  sendXml(
+    res,
+    200,
+    `<ListPartsResult xmlns="${XMLNS}">${element('Bucket', bucket)}${element('Key', key)}${element('UploadId', uploadId)}${element('PartNumberMarker', marker)}${element('NextPartNumberMarker', page.at(-1)?.partNumber ?? marker)}${element('MaxParts', maxParts)}${element('IsTruncated', truncated)}${algorithm === undefined ? '' : element('ChecksumAlgorithm', algorithm)}${parts}</ListPartsResult>`,
+  );
+}
+
+function boundedInteger(value: string | null, name: string, max: number): number | undefined {
+  if (value === null) return undefined;
+  if (!/^\d{1,5}$/.test(value) || Number(value) > max) {
+    throw invalidArgument(`Argument ${name} must be an integer between 0 and ${max}`);
+  }
+  return Number(value);
 }
 
 export async function abortMultipartUpload(call: Call, key: string) {

@@ -19,6 +19,7 @@ import {
   abortMultipartUpload,
   completeMultipartUpload,
   createMultipartUpload,
+  listParts,
   uploadPart,
 } from './multipart.ts';
 import {
@@ -233,6 +234,7 @@ async function dispatch(store: DiskStore, req: IncomingMessage, res: ServerRespo
       if (query.has('retention')) return getObjectRetention(call, key);
       if (query.has('legal-hold')) return getObjectLegalHold(call, key);
       if (query.has('tagging')) return getObjectTagging(call, key);
+      if (query.has('uploadId')) return listParts(call, key);
       return getObject(call, key);
     case 'HEAD':
       return getObject(call, key);

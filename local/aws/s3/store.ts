@@ -483,6 +483,25 @@ export class DiskStore {
     return parseJson(partRecordSchema, text);
   }
 
+  /** The upload's parts by number, lowest first (what ListParts pages through). */
+  async listParts(uploadId: string): Promise<{ partNumber: number; part: PartRecord }[]> {
+    const names = await readdir(this.#uploadDir(uploadId)).catch((error: unknown) => {
+      if (isMissing(error)) throw noSuchUpload();
+      throw error;
+    });
+    const numbers = names
+      .map((name) => /^(\d{1,5})\.json$/.exec(name)?.[1])
+      .filter((number): number is string => number !== undefined)
+      .map(Number)
+      .sort((a, b) => a - b);
+    const parts: { partNumber: number; part: PartRecord }[] = [];
+    for (const partNumber of numbers) {
+      const part = await this.readPart(uploadId, partNumber);
+      if (part !== undefined) parts.push({ partNumber, part });
+    }
+    return parts;
+  }
+
   partPath(uploadId: string, part: PartRecord): string {
     return join(this.#uploadDir(uploadId), part.file);
   }

@@ -20,6 +20,7 @@ import {
   ListObjectsV2Command,
   ListObjectVersionsCommand,
   type ListObjectVersionsCommandOutput,
+  ListPartsCommand,
   NoSuchKey,
   PutBucketVersioningCommand,
   PutObjectCommand,
@@ -1033,6 +1034,57 @@ describe('multipart uploads', () => {
       ChecksumType: 'COMPOSITE',
     });
     expect(await readdir(join(root, '.uploads'))).toEqual(uploadsBefore);
+  });
+
+  it('lists the parts of an upload with ListParts, page by page, with their sizes, ETags and CRC32s', async () => {
+    // Prepare
+    const key = `multipart/${randomUUID()}.bin`;
+    const { UploadId } = await s3.send(
+      new CreateMultipartUploadCommand({ Bucket: BUCKET, Key: key, ChecksumAlgorithm: 'CRC32' }),
+    );
+    const sent = [];
+    for (const PartNumber of [3, 1, 2]) {
+      const body = Buffer.from(`part ${PartNumber} `.repeat(PartNumber));
+      const { ETag, ChecksumCRC32 } = await s3.send(
+        new UploadPartCommand({
+          Bucket: BUCKET,
+          Key: key,
+          UploadId,
+          PartNumber,
+          Body: body,
+          ChecksumAlgorithm: 'CRC32',
+        }),
+      );
+      sent.push({ PartNumber, ETag, ChecksumCRC32, Size: body.length });
+    }
+
+    // Act
+    const first = await s3.send(new ListPartsCommand({ Bucket: BUCKET, Key: key, UploadId, MaxParts: 2 }));
+    const rest = await s3.send(
+      new ListPartsCommand({
+        Bucket: BUCKET,
+        Key: key,
+        UploadId,
+        PartNumberMarker: first.NextPartNumberMarker,
+      }),
+    );
+    const gone = await rejectionOf(
+      s3.send(new ListPartsCommand({ Bucket: BUCKET, Key: key, UploadId: 'f'.repeat(32) })),
+    );
+
+    // Assess
+    const listed = [...(first.Parts ?? []), ...(rest.Parts ?? [])].map(
+      ({ PartNumber, ETag, ChecksumCRC32, Size }) => ({
+        PartNumber,
+        ETag,
+        ChecksumCRC32,
+        Size,
+      }),
+    );
+    expect(first).toMatchObject({ IsTruncated: true, NextPartNumberMarker: '2' });
+    expect(rest.IsTruncated).toBe(false);
+    expect(listed).toEqual([...sent].sort((a, b) => a.PartNumber - b.PartNumber));
+    expect(gone?.name).toBe('NoSuchUpload');
   });
 
   it('answers InvalidPart for a wrong ETag and InvalidPartOrder for parts out of order', async () => {

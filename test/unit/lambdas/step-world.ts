@@ -41,8 +41,13 @@ export function useStepWorld(): void {
       platform,
       gate: await freshGate(),
       archive: {
-        copy: vi.fn(async () => ({ bytes: 10, sha256: 'ab'.repeat(32) })),
+        copy: vi.fn(async () => ({
+          kind: 'copied' as const,
+          copied: { bytes: 10, sha256: 'ab'.repeat(32) },
+        })),
         verify: vi.fn(async () => ({ entries: 4 })),
+        verifyContinued: vi.fn(async () => ({ entries: 4, sha256: 'cd'.repeat(32) })),
+        abandonUpload: vi.fn(async () => {}),
         remove: vi.fn(async () => 1),
         read: vi.fn(async () => Readable.from([Buffer.alloc(0)])),
         storePackage: vi.fn(async () => ({})),

@@ -225,6 +225,36 @@ describe('export status (endpoint 7)', () => {
 });
 
 describe('download link', () => {
+  it('answers a Range request with 206, its Content-Range and exactly those bytes', async () => {
+    // Prepare
+    const { link } = await exportUntilLink(emulator.url, 'u_alice');
+    const whole = await download(link);
+    const size = whole.bytes.length;
+
+    // Act
+    const from = await fetch(link, { headers: { range: 'bytes=100-' } });
+    const middle = await fetch(link, { headers: { range: 'bytes=10-19' } });
+    const suffix = await fetch(link, { headers: { range: 'bytes=-22' } });
+    const past = await fetch(link, { headers: { range: `bytes=${size}-` } });
+    const several = await fetch(link, { headers: { range: 'bytes=0-1,5-6' } });
+
+    // Assess
+    expect(whole.status).toBe(200);
+    expect(from.status).toBe(206);
+    expect(from.headers.get('content-range')).toBe(`bytes 100-${size - 1}/${size}`);
+    expect(from.headers.get('accept-ranges')).toBe('bytes');
+    expect(Buffer.from(await from.arrayBuffer())).toEqual(whole.bytes.subarray(100));
+    expect(middle.headers.get('content-range')).toBe(`bytes 10-19/${size}`);
+    expect(Buffer.from(await middle.arrayBuffer())).toEqual(whole.bytes.subarray(10, 20));
+    expect(Buffer.from(await suffix.arrayBuffer())).toEqual(whole.bytes.subarray(size - 22));
+    expect(past.status).toBe(416);
+    expect(past.headers.get('content-range')).toBe(`bytes */${size}`);
+    await past.arrayBuffer();
+    // Several ranges at once are not served: the whole archive is, as RFC 9110 allows.
+    expect(several.status).toBe(200);
+    expect(Buffer.from(await several.arrayBuffer())).toEqual(whole.bytes);
+  });
+
   it('serves a zip with Content-Length holding exactly the four documented files', async () => {
     // Prepare
     const { link } = await exportUntilLink(emulator.url, 'u_alice');

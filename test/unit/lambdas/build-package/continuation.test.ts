@@ -33,6 +33,12 @@ function memoryStore(objects = new Map<string, Buffer>()): ArchiveStore & { obje
       throw new Error('not used');
     },
     verify: async () => ({ entries: 4 }),
+    verifyContinued: async () => {
+      throw new Error('not used');
+    },
+    abandonUpload: async () => {
+      throw new Error('not used');
+    },
     remove: async (key) => (objects.delete(key) ? 1 : 0),
     async read(key, expected) {
       const body = objects.get(key);

@@ -343,6 +343,7 @@ describe('copyExportToS3 with verify, then verifyCopy', () => {
 
 describe('s3ArchiveStore', () => {
   const policy = () => ({ allowedHosts: [], insecureHosts: [link().host], maxRedirects: 0 });
+  const inOneGo = { shouldStop: () => false, onCheckpoint: async () => {} };
 
   it('copies and verifies with the stream check, and proves the copy with a HEAD alone', async () => {
     // Prepare
@@ -350,9 +351,10 @@ describe('s3ArchiveStore', () => {
     const store = s3ArchiveStore(s3, { bucket: BUCKET, policy: policy() });
     const key = target().key;
     // Act
-    const copied = await store.copy(link(), key, 'access');
+    const outcome = await store.copy(link(), key, 'access', inOneGo);
+    if (outcome.kind !== 'copied') throw new Error(`expected a copy in one go, got ${outcome.kind}`);
     commands = [];
-    const verified = await store.verify(key, copied);
+    const verified = await store.verify(key, outcome.copied);
     // Assess
     expect(verified).toEqual({ entries: 5 });
     expect(commands).toEqual(['HeadObjectCommand']);
@@ -369,7 +371,7 @@ describe('s3ArchiveStore', () => {
     });
     const stored = target();
     // Act
-    const error = await failure(store.copy(link(), stored.key, 'erasure'));
+    const error = await failure(store.copy(link(), stored.key, 'erasure', inOneGo));
     // Assess
     expect(error).toBeInstanceOf(ArchiveTooLargeError);
     expect(error.message).toContain(`past the limit of ${4 * MiB} (stack setting archiveMaxExpandedBytes)`);
