@@ -5,7 +5,7 @@ import { computeDeadlines, DEFAULT_TIME_ZONE, type Deadlines } from '#shared/dea
 import type { Ledger } from '#shared/ledger';
 import { INTAKE_METRICS } from '#shared/metrics';
 import { redactUrls } from '#shared/redact';
-import { type DsrRequest, parseRequestMessage, rfc3339Instant } from '#shared/request';
+import { type DsrRequest, parseRequestMessage, requestWarnings, rfc3339Instant } from '#shared/request';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
 import { parseStrictJson } from '#shared/strict-json';
@@ -95,9 +95,11 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
   if (gate.kind === 'denied') {
     return deny(body, request, parsed.fingerprint, { deadlines, event, gate }, deps);
   }
+  const warnings = requestWarnings(request);
   const created = await deps.ledger.createReceived(request, parsed.fingerprint, {
     ...deadlines,
     ...(overdue ? { overdue_at_intake: true } : {}),
+    ...(warnings.length > 0 ? { intake_warnings: warnings } : {}),
   });
   if (!created.created) {
     const again = await sameIdAgain(body, request.request_id, parsed.fingerprint, created.existing, deps);
@@ -117,6 +119,10 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
   progress.receivedId = request.request_id;
   await accept(request, event, deps, { newChain: true });
   deps.logger.info('request accepted', { request_id: request.request_id, type: request.type });
+  if (warnings.length > 0) {
+    // The codes only: the key itself stays out of the logs.
+    deps.logger.warn('request accepted with warnings', { request_id: request.request_id, warnings });
+  }
   if (overdue) {
     // Accepted all the same: the subject is owed an answer, now late.
     deps.countMetric?.(INTAKE_METRICS.overdueAtIntake, 1);

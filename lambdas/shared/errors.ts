@@ -380,9 +380,12 @@ export class SupersededRunError extends DsrError {
 }
 
 /**
- * The platform has no user under the key as submitted, but has one under another Unicode
- * normalisation form of it (NFC or NFD). Nothing is erased or exported under a spelling nobody
- * submitted, and the request does not end as no_data: the team confirms the key and submits it again.
+ * The platform has no user under the key as submitted, but has one under another spelling of it
+ * that looks the same: another Unicode normalisation form (NFC, NFD, NFKC, NFKD), a single-script
+ * form of a key that mixes scripts (the Latin-only form of `u-pаul28` with a Cyrillic "а"), or its
+ * confusable skeleton (UTS #39). The message names which, never the spelling. Nothing is erased or
+ * exported under a spelling nobody submitted, and the request does not end as no_data: the team
+ * confirms the key and submits it again.
  */
 export class SubjectUnderOtherSpellingError extends DsrError {
   override readonly name = 'SubjectUnderOtherSpellingError';

@@ -5,6 +5,7 @@
  * an independent double of the platform.
  */
 import { z } from 'zod';
+import { mixesScripts } from './scripts.ts';
 
 /** The fields a correction may name: the profile fields update-user can set for the subject. */
 export const CORRECTABLE_FIELDS = [
@@ -56,6 +57,16 @@ function length(value: string): number {
   return [...value].length;
 }
 
+/** The code that starts the message of a user_name that mixes scripts, for tooling that matches on it. */
+export const MIXED_SCRIPT_USER_NAME = 'mixed_script_user_name';
+
+/**
+ * A user_name that mixes scripts (UTS #39, see mixesScripts) can pass for another user's name:
+ * `аdmin_x` with a Cyrillic "а" shows as `admin_x`. The platform takes it; this service refuses to
+ * set it.
+ */
+const USER_NAME_MIXES_SCRIPTS = `${MIXED_SCRIPT_USER_NAME}: mixes letters of more than one script (such as a Cyrillic "а" among Latin letters), so it would look like another name; write it in one script (Latin with Chinese, Japanese or Korean is allowed)`;
+
 /** A rule's message never quotes the value: a correction's values stay out of every error. */
 const userName = z.string().superRefine((value, context) => {
   const count = length(value);
@@ -86,6 +97,7 @@ const userName = z.string().superRefine((value, context) => {
       return;
     }
   }
+  if (mixesScripts(value)) context.addIssue({ code: 'custom', message: USER_NAME_MIXES_SCRIPTS });
 });
 
 /** One line of text without control or invisible formatting characters. */

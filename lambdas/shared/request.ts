@@ -3,10 +3,11 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { correctionsSchema } from './profile-fields.ts';
 import { identifierProblem } from './redact.ts';
+import { mixesScripts } from './scripts.ts';
 import { parseStrictJson } from './strict-json.ts';
-import { REQUEST_CHANNELS, REQUEST_TYPES } from './vocabulary.ts';
+import { INTAKE_WARNINGS, REQUEST_CHANNELS, REQUEST_TYPES } from './vocabulary.ts';
 
-export { REQUEST_CHANNELS, REQUEST_TYPES };
+export { INTAKE_WARNINGS, REQUEST_CHANNELS, REQUEST_TYPES };
 
 /** Largest accepted SQS message body, in bytes. */
 export const MAX_REQUEST_BYTES = 16 * 1024;
@@ -263,6 +264,22 @@ function article(type: string): string {
 /** Validates a request with the messages the submitter needs (see requestErrorMap). */
 export function safeParseRequest(value: unknown) {
   return dsrRequestSchema.safeParse(value, { error: requestErrorMap });
+}
+
+export type IntakeWarning = (typeof INTAKE_WARNINGS)[number];
+
+/** What each intake warning tells the operator; it never quotes the request's values. */
+export const INTAKE_WARNING_TEXT: Readonly<Record<IntakeWarning, string>> = {
+  primary_key_mixed_scripts:
+    'primary_key mixes letters of more than one script (such as a Cyrillic "а" among Latin letters), so it may be a look-alike of the key the site meant: check it with the site. Should the platform know only a look-alike spelling of it, the request fails with subject_under_other_spelling instead of ending no_data',
+};
+
+/**
+ * What intake warns of in a valid request: a primary_key that mixes scripts (UTS #39, see
+ * mixesScripts), which the platform would look up as it is.
+ */
+export function requestWarnings(request: Pick<DsrRequest, 'primary_key'>): IntakeWarning[] {
+  return mixesScripts(request.primary_key) ? ['primary_key_mixed_scripts'] : [];
 }
 
 /** How a raw message body was judged at intake. */

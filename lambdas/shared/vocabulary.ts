@@ -1,6 +1,6 @@
 /**
  * The workflow's words as plain lists, with no schema around them: request types and channels,
- * statuses, denial codes, notice kinds. The schemas (request.ts, ledger/schema.ts) are built from
+ * statuses, denial codes, notice kinds, intake warnings. The schemas (request.ts, ledger/schema.ts) are built from
  * them and re-export them; the CLI names them in its help without loading the schemas.
  */
 
@@ -46,3 +46,10 @@ export const DENIAL_CODES = [
  * the extension with its reason (before the original deadline), the response, or the denial.
  */
 export const NOTICE_KINDS = ['receipt', 'extension', 'response', 'denial'] as const;
+
+/**
+ * What intake warns of in a valid request it accepts (`svc-dsr status`, `svc-dsr submit`): the
+ * request runs, but a person should look. `primary_key_mixed_scripts`: the key mixes scripts
+ * (a Cyrillic "а" among Latin letters), so it may be a look-alike of the key the site meant.
+ */
+export const INTAKE_WARNINGS = ['primary_key_mixed_scripts'] as const;

@@ -1,6 +1,7 @@
 // The `svc-dsr status` command: one request's ledger record, subject identifiers hidden unless asked for.
 import { PLATFORM_KEEPS } from '#shared/erasure-scope';
 import { isOwed, type LedgerItem, NOTICE_KINDS, noticesDue } from '#shared/ledger';
+import { INTAKE_WARNING_TEXT, INTAKE_WARNINGS, type IntakeWarning } from '#shared/request';
 import {
   type CliIo,
   type CommandResult,
@@ -90,6 +91,7 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
     'overdue',
     item.overdue_at_intake === true ? 'at intake: its deadline had passed when it was received' : undefined,
   );
+  for (const warning of item.intake_warnings ?? []) add('warning', intakeWarningText(warning));
   add('extended', item.extended ? `yes: ${item.extension_reason ?? 'no reason recorded'}` : undefined);
   add('may extend to', item.extended ? undefined : item.extension_limit_at);
   add('confirm by', item.confirm_by ?? undefined);
@@ -217,6 +219,12 @@ export async function statusAction(requestId: string, flags: StatusFlags): Promi
   };
   const { exitCode } = await withLedger(flags, (context) => runStatus(context, options, processIo));
   process.exitCode = exitCode;
+}
+
+/** An intake warning's code and what it means; a code this CLI does not know is shown as it is. */
+function intakeWarningText(code: string): string {
+  const known = INTAKE_WARNINGS.find((warning): warning is IntakeWarning => warning === code);
+  return known === undefined ? code : `${known}: ${INTAKE_WARNING_TEXT[known]}`;
 }
 
 /**

@@ -13,7 +13,10 @@ import {
   type DsrRequest,
   fingerprint,
   formatIssues,
+  INTAKE_WARNING_TEXT,
+  type IntakeWarning,
   MAX_REQUEST_BYTES,
+  requestWarnings,
   safeParseRequest,
   submittedRequestIdSchema,
 } from '#shared/request';
@@ -66,6 +69,11 @@ export interface SubmitSummary {
   readonly valid: number;
   readonly sent: { line: number; request_id: string }[];
   readonly bad_lines: { line: number; request_id: string | null; errors: string[] }[];
+  /**
+   * What intake will warn of in a valid line (INTAKE_WARNINGS), e.g. a primary_key that mixes
+   * scripts: sent all the same; never the value itself.
+   */
+  readonly warnings: { line: number; request_id: string; code: IntakeWarning; message: string }[];
   /** A request id that appears again with the same content: sent once. */
   readonly duplicates: { line: number; request_id: string; first_line: number }[];
   /** Valid lines SQS did not take (after one retry), or not attempted after the queue kept failing. */
@@ -194,6 +202,7 @@ export async function runSubmit(
   const bad: SubmitSummary['bad_lines'] = [];
   const duplicates: SubmitSummary['duplicates'] = [];
   const valid: ValidLine[] = [];
+  const warnings: SubmitSummary['warnings'] = [];
   const seen = new Map<string, { line: number; fingerprint: string }>();
 
   for (const candidate of candidates) {
@@ -221,6 +230,14 @@ export async function runSubmit(
     }
     seen.set(request.request_id, { line: candidate.line, fingerprint: print });
     valid.push({ line: candidate.line, request, body: checked.body });
+    for (const code of requestWarnings(request)) {
+      warnings.push({
+        line: candidate.line,
+        request_id: request.request_id,
+        code,
+        message: INTAKE_WARNING_TEXT[code],
+      });
+    }
   }
 
   if (source === 'flags' && bad.length > 0) {
@@ -258,6 +275,7 @@ export async function runSubmit(
     valid: valid.length,
     sent,
     bad_lines: bad,
+    warnings,
     duplicates,
     failed,
     ledger_checked: checked.checked,
@@ -808,6 +826,11 @@ function printSummary(io: CliIo, summary: SubmitSummary): void {
   for (const bad of summary.bad_lines) {
     const id = bad.request_id === null ? '' : ` (request ${bad.request_id})`;
     io.err(`line ${bad.line}${id}: ${bad.errors.join('; ')}\n`);
+  }
+  for (const warning of summary.warnings) {
+    const where =
+      summary.source === 'flags' ? 'submit' : `line ${warning.line} (request ${warning.request_id})`;
+    io.err(`${where}: warning ${warning.code}: ${warning.message}\n`);
   }
   for (const duplicate of summary.duplicates) {
     io.err(

@@ -24,7 +24,7 @@ import {
   SupersededRunError,
 } from '../errors.ts';
 import { type Corrections, correctionFields } from '../profile-fields.ts';
-import { type DsrRequest, normaliseRequestId } from '../request.ts';
+import { type DsrRequest, type IntakeWarning, normaliseRequestId } from '../request.ts';
 import {
   allOf,
   CAN_CANCEL,
@@ -88,13 +88,18 @@ export class Ledger {
   async createReceived(
     request: DsrRequest,
     fingerprint: string,
-    deadlines: Deadlines & { readonly overdue_at_intake?: boolean },
+    deadlines: Deadlines & {
+      readonly overdue_at_intake?: boolean;
+      readonly intake_warnings?: readonly IntakeWarning[];
+    },
   ): Promise<CreateResult> {
     const { corrections, ...rest } = request;
+    const { intake_warnings: warnings, ...dates } = deadlines;
     return this.#create({
       ...rest,
       ...correctionItemFields(corrections, true),
-      ...deadlines,
+      ...dates,
+      ...(warnings === undefined || warnings.length === 0 ? {} : { intake_warnings: [...warnings] }),
       ...this.#fresh(request.request_id, fingerprint),
       status: 'received',
     });

@@ -219,6 +219,11 @@ export const ledgerItemSchema = z.object({
   confirm_by: z.string().nullable().optional(),
   /** Set when the request was already past its due date when intake received it. */
   overdue_at_intake: z.boolean().optional(),
+  /**
+   * What intake warned of in the request it accepted (INTAKE_WARNINGS, e.g.
+   * `primary_key_mixed_scripts`); strings, so a code added later still reads.
+   */
+  intake_warnings: z.array(z.string()).optional(),
   extended: z.boolean().default(false),
   /** The due date before the extension (the extension record's `previous_due_at`): the GDPR denial notice stays due by it. */
   original_due_at: z.string().optional(),

@@ -124,6 +124,33 @@ describe('runStatus', () => {
     expect(text.stdout()).toMatch(/overdue\s+at intake: its deadline had passed when it was received/);
   });
 
+  it('shows the warning intake recorded for a key that mixes scripts, in the text as in --json, without the key', async () => {
+    // Prepare: a Cyrillic а among Latin letters, and a code this CLI does not know yet.
+    const key = 'u-p\u0430ul28';
+    const item = ledgerRecord({
+      primary_key: key,
+      intake_warnings: ['primary_key_mixed_scripts', 'a_later_warning'],
+    });
+    ledgerMock.on(GetItemCommand).resolves({ Item: storedItem(item) });
+
+    // Act
+    const text = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID }, text);
+    const json = collectingIo();
+    await runStatus(testContext(), { requestId: REQUEST_ID, json: true }, json);
+
+    // Assess
+    expect(text.stdout()).toMatch(
+      /warning\s+primary_key_mixed_scripts: primary_key mixes letters of more than one script .*subject_under_other_spelling/,
+    );
+    expect(text.stdout()).toMatch(/warning\s+a_later_warning\n/);
+    expect(text.stdout()).not.toContain(key);
+    expect(JSON.parse(json.stdout())).toMatchObject({
+      intake_warnings: ['primary_key_mixed_scripts', 'a_later_warning'],
+    });
+    expect(json.stdout()).not.toContain(key);
+  });
+
   it('prints the ledger item as JSON without primary_key and svc_user_id', async () => {
     ledgerMock
       .on(GetItemCommand)

@@ -225,6 +225,63 @@ describe('runSubmit with a JSONL file', () => {
     );
   });
 
+  it('warns on a dry run of a primary_key that mixes scripts, without printing it, and counts the line valid', async () => {
+    // Prepare: a Cyrillic а among Latin letters on line 2.
+    const key = 'u-p\u0430ul28';
+    const mixed = request({ primary_key: key });
+    const path = await file('mixed.jsonl', [JSON.stringify(request()), JSON.stringify(mixed)]);
+    const io = collectingIo();
+    const json = collectingIo();
+
+    // Act
+    const { exitCode, result } = await runSubmit({ file: path, dryRun: true }, io, target().connect);
+    await runSubmit({ file: path, dryRun: true, json: true }, json, target().connect);
+
+    // Assess
+    expect(exitCode).toBe(0);
+    expect(result.valid).toBe(2);
+    expect(result.warnings).toEqual([
+      {
+        line: 2,
+        request_id: mixed.request_id,
+        code: 'primary_key_mixed_scripts',
+        message: expect.stringMatching(/^primary_key mixes letters of more than one script/),
+      },
+    ]);
+    expect(io.stderr()).toContain(
+      `line 2 (request ${mixed.request_id}): warning primary_key_mixed_scripts: primary_key mixes letters of more than one script`,
+    );
+    expect(io.stdout()).toContain('dry run: 2 valid, 0 bad lines of 2; nothing was sent');
+    expect(JSON.parse(json.stdout())).toMatchObject({
+      warnings: [{ line: 2, code: 'primary_key_mixed_scripts' }],
+    });
+    expect(`${io.stdout()}${io.stderr()}${json.stdout()}${json.stderr()}`).not.toContain(key);
+  });
+
+  it('warns of a --primary-key that mixes scripts given as flags, and sends it all the same', async () => {
+    // Prepare
+    acceptAll();
+    const io = collectingIo();
+    const flags = {
+      type: 'erasure',
+      regulation: 'gdpr',
+      primaryKey: 'u-b\u03bfb29',
+      receivedAt: '2026-11-20T09:00:00Z',
+      verificationMethod: 'email_link',
+      verifiedBy: 'privacy-team',
+      verifiedAt: '2026-11-20T09:05:00Z',
+    };
+
+    // Act
+    const { exitCode, result } = await runSubmit({ request: flags, waitSeconds: 0 }, io, target().connect);
+
+    // Assess
+    expect(exitCode).toBe(0);
+    expect(result.sent).toHaveLength(1);
+    expect(io.stderr()).toMatch(/^submit: warning primary_key_mixed_scripts: primary_key mixes letters/m);
+    expect(io.stderr()).not.toContain(flags.primaryKey);
+  });
+
   it('exits 0 on a dry run of a file with no bad line', async () => {
     const path = await file('clean.jsonl', [JSON.stringify(request())]);
     const { exitCode } = await runSubmit({ file: path, dryRun: true }, collectingIo(), target().connect);

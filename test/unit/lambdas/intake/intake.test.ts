@@ -83,6 +83,38 @@ describe('intakeMessage', () => {
     expect(await ledger.require(requestId)).toMatchObject({ status: 'received', executions: 1 });
   });
 
+  it('accepts a primary_key that mixes scripts with the warning primary_key_mixed_scripts, logged without the key', async () => {
+    // Prepare: a Cyrillic а among Latin letters.
+    const key = 'u-p\u0430ul28';
+    const logged: unknown[] = [];
+    const watched = { ...deps, logger: { ...deps.logger, warn: (...args: unknown[]) => logged.push(args) } };
+    const body = message().replace('"subject-pk-31"', JSON.stringify(key));
+
+    // Act
+    const result = await intakeMessage(body, watched);
+
+    // Assess: accepted and started, the warning in the ledger, the key in no log line.
+    expect(result.kind).toBe('accepted');
+    const requestId = result.kind === 'accepted' ? result.requestId : '';
+    expect(started).toEqual([requestId]);
+    expect(await ledger.require(requestId)).toMatchObject({
+      status: 'received',
+      intake_warnings: ['primary_key_mixed_scripts'],
+    });
+    expect(logged).toEqual([
+      ['request accepted with warnings', { request_id: requestId, warnings: ['primary_key_mixed_scripts'] }],
+    ]);
+    expect(JSON.stringify(logged)).not.toContain(key);
+  });
+
+  it('records no warning for a key in one script, in ASCII or not', async () => {
+    for (const key of ['subject-pk-31', 'Jos\u00e9-7', '\u03a0\u03b1\u03cd\u03bb\u03bf\u03c2']) {
+      const result = await intakeMessage(message().replace('"subject-pk-31"', JSON.stringify(key)), deps);
+      const requestId = result.kind === 'accepted' ? result.requestId : '';
+      expect((await ledger.require(requestId)).intake_warnings).toBeUndefined();
+    }
+  });
+
   it('accepts a request already past its due date, flags it overdue and counts it for the alarm', async () => {
     // Prepare: received on 1 September, a GDPR month is over on 1 October; intake runs on 23 November.
     const counted: { name: string; value: number }[] = [];

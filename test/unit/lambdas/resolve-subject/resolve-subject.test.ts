@@ -2,10 +2,38 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
 import { computeDeadlines } from '#shared/deadlines';
 import { RequestCancelledError, SubjectUnderOtherSpellingError, SupersededRunError } from '#shared/errors';
-import { resolveSubject } from '../../../../lambdas/resolve-subject/resolve-subject.ts';
+import {
+  MAX_OTHER_SPELLING_LOOKUPS,
+  resolveSubject,
+} from '../../../../lambdas/resolve-subject/resolve-subject.ts';
 import { deps, ledger, platform, requestIn, useStepWorld } from '../step-world.ts';
 
 useStepWorld();
+
+/** A received erasure for `primaryKey`. */
+async function erasureFor(primaryKey: string): Promise<string> {
+  const id = randomUUID();
+  await ledger.createReceived(
+    {
+      request_id: id,
+      type: 'erasure',
+      regulation: 'gdpr',
+      primary_key: primaryKey,
+      received_at: '2026-11-20T00:00:00Z',
+      verification: { method: 'm', verified_by: 'v', verified_at: '2026-11-20T00:00:00Z' },
+    },
+    'fp',
+    computeDeadlines('gdpr', new Date('2026-11-20T00:00:00Z')),
+  );
+  return id;
+}
+
+/** The platform knows one user, under `storedKey`. */
+function platformHolds(storedKey: string): void {
+  platform.retrieveUser.mockImplementation(async (key: string) =>
+    key === storedKey ? { found: true as const, svcUserId: 'svc-1', user: {} } : ({ found: false } as never),
+  );
+}
 
 describe('resolveSubject', () => {
   it('stops a cancelled request without calling the platform', async () => {
@@ -129,6 +157,79 @@ describe('resolveSubject', () => {
       expect(deps.audit.append).not.toHaveBeenCalled();
     },
   );
+
+  it.each([
+    ['a Cyrillic а', 'u-p\u0430ul28', 'u-paul28'],
+    ['a Greek ο', 'u-b\u03bfb29', 'u-bob29'],
+    ['a Cyrillic е', 'u-\u0435ve30', 'u-eve30'],
+  ])(
+    'fails with subject_under_other_spelling, never no_data, for a key with %s when the platform holds its Latin twin',
+    async (_lookAlike, submittedKey, storedKey) => {
+      // Prepare
+      const id = await erasureFor(submittedKey);
+      platformHolds(storedKey);
+
+      // Act
+      const resolving = resolveSubject({ request_id: id }, deps);
+
+      // Assess: the error names the form found, never the spelling, and nothing is resolved.
+      await expect(resolving).rejects.toBeInstanceOf(SubjectUnderOtherSpellingError);
+      await expect(resolving).rejects.toThrow('under its Latin-only form');
+      await expect(resolving).rejects.not.toThrow(storedKey);
+      await expect(resolving).rejects.not.toThrow(submittedKey);
+      expect((await ledger.require(id)).svc_user_id).toBeUndefined();
+      expect(deps.audit.append).not.toHaveBeenCalled();
+      // The key as submitted, then its Latin-only form: its normalisation forms are the key itself.
+      expect(platform.retrieveUser.mock.calls.map(([key]) => key)).toEqual([submittedKey, storedKey]);
+    },
+  );
+
+  it('fails with subject_under_other_spelling when the platform holds the confusable skeleton of a whole-script look-alike', async () => {
+    // Prepare: Cyrillic р о е, one script, and a platform user "poe" in Latin.
+    const id = await erasureFor('\u0440\u043e\u0435');
+    platformHolds('poe');
+
+    // Act
+    const resolving = resolveSubject({ request_id: id }, deps);
+
+    // Assess
+    await expect(resolving).rejects.toBeInstanceOf(SubjectUnderOtherSpellingError);
+    await expect(resolving).rejects.toThrow('under its confusable skeleton');
+    await expect(resolving).rejects.not.toThrow('poe');
+    expect((await ledger.require(id)).svc_user_id).toBeUndefined();
+  });
+
+  it('ends as not found only when no look-alike spelling is known either, each spelling looked up once', async () => {
+    // Prepare: a mixed-script key the platform knows under no spelling.
+    const id = await erasureFor('u-p\u0430ul28');
+    platform.retrieveUser.mockResolvedValue({ found: false } as never);
+
+    // Act / Assess
+    await expect(resolveSubject({ request_id: id }, deps)).resolves.toEqual({
+      found: false,
+      already_completed: false,
+    });
+    expect(platform.retrieveUser.mock.calls.map(([key]) => key)).toEqual(['u-p\u0430ul28', 'u-paul28']);
+  });
+
+  it(`makes at most ${MAX_OTHER_SPELLING_LOOKUPS} extra look-ups however many spellings a key has`, async () => {
+    // Prepare: a key in no normalisation form (é precomposed and decomposed, a ligature), with
+    // letters of three scripts, so every kind of other spelling applies.
+    const key = '\u00e9e\u0301\ufb01-\u0440\u0430\u0441-\u03bf\u03bf';
+    const id = await erasureFor(key);
+    platform.retrieveUser.mockResolvedValue({ found: false } as never);
+
+    // Act
+    await expect(resolveSubject({ request_id: id }, deps)).resolves.toMatchObject({ found: false });
+
+    // Assess: the key, its four normalisation forms, and look-alikes, each once and within the bound.
+    const keys = platform.retrieveUser.mock.calls.map(([looked]) => looked);
+    expect(keys[0]).toBe(key);
+    expect(keys.slice(1, 5)).toEqual(['NFC', 'NFD', 'NFKC', 'NFKD'].map((form) => key.normalize(form)));
+    expect(keys.length).toBeGreaterThan(5);
+    expect(keys.length).toBeLessThanOrEqual(1 + MAX_OTHER_SPELLING_LOOKUPS);
+    expect(new Set(keys).size).toBe(keys.length);
+  });
 
   it('looks an ASCII key up once: it has no other spelling', async () => {
     // Prepare

@@ -73,6 +73,28 @@ describe('a correction request', () => {
     if (value.length > 3) expect(errors.join('\n')).not.toContain(value);
   });
 
+  it.each([
+    ['a Cyrillic а among Latin letters', '\u0430dmin_x'],
+    ['a Greek ο among Latin letters', 'b\u03bfb_29'],
+    ['Latin letters among Cyrillic ones', '\u0418\u0432\u0430\u043d_ivan'],
+  ])('refuses a user_name with %s with mixed_script_user_name, never quoting it', (_label, userName) => {
+    const errors = errorsOf(withCorrections({ user_name: userName }));
+    expect(errors).toEqual([
+      'corrections.user_name: mixed_script_user_name: mixes letters of more than one script (such as a Cyrillic "а" among Latin letters), so it would look like another name; write it in one script (Latin with Chinese, Japanese or Korean is allowed)',
+    ]);
+    expect(errors.join(' ')).not.toContain(userName);
+  });
+
+  it.each([
+    'admin_x',
+    'Jos\u00e9_7',
+    '\u041f\u0430\u0432\u0435\u043b',
+    '\u5c71\u7530\u3055\u3093',
+    'kenji_\u5c71\u7530',
+  ])('accepts the user_name %j: one script, or Latin with Chinese, Japanese or Korean', (userName) => {
+    expect(parseRequestMessage(JSON.stringify(withCorrections({ user_name: userName }))).kind).toBe('valid');
+  });
+
   it('counts characters as a person does: a 29-letter name in another script is accepted', () => {
     const parsed = parseRequestMessage(JSON.stringify(withCorrections({ user_name: 'ж'.repeat(29) })));
     expect(parsed.kind).toBe('valid');
