@@ -72,7 +72,13 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
  * it (BuildPackage); remove: delete an archive with every version (VerifyErasure, once the erasure
  * is verified).
  */
-export type ArchiveAccess = 'read' | 'write' | 'package' | 'remove';
+/**
+ * What a function may do with archive objects: `read` them, `write` copies (ArchiveExport), build
+ * a `package` from one, `remove` every version (cancel, deny, a verified erasure), or, for the
+ * operator function, `operator`: remove, and read the recorded versions it hands out (presigned
+ * links it signs) and re-hashes for verify.
+ */
+export type ArchiveAccess = 'read' | 'write' | 'package' | 'remove' | 'operator';
 
 /**
  * A Lambda function with the house defaults: Node.js on arm64, its own role with no managed
@@ -227,11 +233,19 @@ export class DsrFunction extends Construct {
         'Archive objects are named exports/<request_id>/attempt-<n>.zip; the grant is limited to that prefix of this bucket',
         [`Resource::${nagArn(bucket)}/${prefix}*`],
       );
-    if (access === 'remove') {
+    if (access === 'remove' || access === 'operator') {
       // Every version found, then deleted by its id (a cancelled or denied request's copies, an
-      // erasure's archive once verified): never a plain delete marker, and nothing read.
-      this.#allow(['s3:DeleteObjectVersion'], [objects]);
+      // erasure's archive once verified): never a plain delete marker. The operator function also
+      // reads the recorded version (a HEAD and a presigned GET of it, a re-hash), and decrypts it:
+      // a presigned GET is authorised as whoever signed it. ListBucket makes a missing object a 404.
+      this.#allow(
+        access === 'operator'
+          ? ['s3:DeleteObjectVersion', 's3:GetObject', 's3:GetObjectVersion']
+          : ['s3:DeleteObjectVersion'],
+        [objects],
+      );
       this.#allow(['s3:ListBucket', 's3:ListBucketVersions'], [bucket.bucketArn]);
+      if (access === 'operator') this.#allowKey(bucket.encryptionKey, ['kms:Decrypt'], 's3');
       ack();
       return this;
     }

@@ -29,6 +29,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct, IConstruct } from 'constructs';
 import { PACKAGE_SETTINGS_DEFINE, PACKAGE_SETTINGS_METADATA } from '../lambdas/build-package/settings.ts';
 import { DEADLINE_METRICS } from '../lambdas/deadline-sweep/deadline-sweep.ts';
+import { OPERATOR_TIMEOUT_SECONDS } from '../lambdas/operator/commands.ts';
 import { REQUEST_TYPE_TAG } from '../lambdas/shared/archive-tags.ts';
 import { AUDIT_PREFIX } from '../lambdas/shared/audit.ts';
 import { MANIFEST_PREFIX } from '../lambdas/shared/audit-manifest.ts';
@@ -663,23 +664,26 @@ export class DsrStack extends Stack {
 
   /**
    * The operator function: every change a person makes to a request (cancel, deny, extend, retry,
-   * notice, a package handed out) under the ledger's rules, with the locked record naming the
-   * caller's IAM principal. Reached only through its function URL with AWS_IAM auth, which is how
-   * it learns that principal (docs/security.md).
+   * notice) under the ledger's rules, with the locked record naming the caller's IAM principal, and
+   * every read of archive content a person can cause: a package handed out (a presigned link it
+   * signs once the hand-out is recorded) and verify's re-hash. Reached only through its function
+   * URL with AWS_IAM auth, which is how it learns that principal (docs/security.md).
    */
   #operator({ defaults }: FunctionContext): { fn: DsrFunction; url: lambda.FunctionUrl } {
     const fn = new DsrFunction(this, 'Operator', {
       ...defaults,
       entry: `${lambdasDir}operator/handler.ts`,
       description:
-        "svc-dsr operator: applies an operator's change under the ledger's rules and records who acted",
-      // A ledger write, a record or two, and a few Step Functions or S3 calls.
-      timeout: Duration.minutes(1),
-      memorySize: 256,
+        "svc-dsr operator: applies an operator's change under the ledger's rules, hands out packages, and records who acted",
+      // Most commands are a ledger write, a record or two and a few calls; verify's re-hash streams
+      // a whole archive, which is never slower than ArchiveExport's copy of it: its 15 minutes and
+      // its 1,024 MB (network and CPU grow with memory).
+      timeout: Duration.seconds(OPERATOR_TIMEOUT_SECONDS),
+      memorySize: 1024,
     });
     fn.bindLedger(this.ledger, 'operator')
       .bindAuditBucket(this.auditBucket)
-      .bindArchiveBucket(this.archiveBucket, 'remove')
+      .bindArchiveBucket(this.archiveBucket, 'operator')
       .bindStateMachine(this.workflow.stateMachine, 'operator', this.key);
     const url = fn.function.addFunctionUrl({ authType: lambda.FunctionUrlAuthType.AWS_IAM });
     return { fn, url };
@@ -860,8 +864,9 @@ export class DsrStack extends Stack {
   /**
    * The operator CLI's permissions, exactly the calls its commands make (the IAM proof checks both
    * ways): submit to the intake queue; read, list and scan the ledger; read the audit trail and the
-   * manifests; read archives (package, verify); and invoke the operator function through its URL,
-   * which makes every change. No write to the ledger or the audit bucket.
+   * manifests; and invoke the operator function through its URL, which makes every change and is
+   * the only way to archive content: it hands packages out (recording each) and re-hashes them for
+   * verify. No read of the archive bucket, and no write to the ledger or the audit bucket.
    */
   #operatorPolicy(): iam.ManagedPolicy {
     const viaService = (service: string) => ({
@@ -918,16 +923,6 @@ export class DsrStack extends Stack {
         conditions: { StringLike: { 's3:prefix': [`${AUDIT_PREFIX}*`, `${MANIFEST_PREFIX}*`] } },
       }),
       new iam.PolicyStatement({
-        // Read an archive (package, verify).
-        actions: ['s3:GetObject'],
-        resources: [this.archiveBucket.arnForObjects('exports/*')],
-      }),
-      new iam.PolicyStatement({
-        actions: ['s3:ListBucket'],
-        resources: [this.archiveBucket.bucketArn],
-        conditions: { StringLike: { 's3:prefix': ['exports/*'] } },
-      }),
-      new iam.PolicyStatement({
         actions: ['kms:Decrypt', 'kms:DescribeKey'],
         resources: [this.key.keyArn],
         conditions: viaService('dynamodb'),
@@ -947,9 +942,8 @@ export class DsrStack extends Stack {
     acknowledge(
       policy,
       'AwsSolutions-IAM5',
-      'Operators read archives and audit records by request id under their prefixes',
+      'Operators read audit records and manifests by request id and day under their prefixes',
       [
-        `Resource::${nagArn(this.archiveBucket)}/exports/*`,
         `Resource::${nagArn(this.auditBucket)}/audit/*`,
         `Resource::${nagArn(this.auditBucket)}/${MANIFEST_PREFIX}*`,
       ],

@@ -10,6 +10,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { Ledger } from '#shared/ledger';
 import { prepareSdkClient } from '#shared/sdk-clients';
+import { OPERATOR_TIMEOUT_SECONDS } from '../../lambdas/operator/commands.ts';
 import type { StackNames } from '../../lib/stack-outputs.ts';
 import { CliError, EXIT } from './io.ts';
 import { localOperator } from './operator.ts';
@@ -99,8 +100,11 @@ export function openContext(
   );
 }
 
-/** How long the operator function may take to answer on AWS: its own timeout, and a margin. */
-const OPERATOR_ANSWER_MS = 70_000;
+/**
+ * How long the operator function may take to answer on AWS: its own timeout (a re-hash of a large
+ * archive for verify takes minutes), and a margin, so the CLI always hears how a command ended.
+ */
+const OPERATOR_ANSWER_MS = (OPERATOR_TIMEOUT_SECONDS + 10) * 1000;
 
 /**
  * A signed POST to the operator function's URL, with the credentials and region the SDK clients

@@ -26,6 +26,31 @@ const reason = auditTextSchema(256);
 const instant = z.string().refine((value) => rfc3339Instant(value) !== undefined, {
   message: 'must be an RFC 3339 date-time',
 });
+/**
+ * The longest a hand-out link lives, in seconds. The function signs it with its role's session,
+ * which Lambda renews on its own schedule (a link cannot outlive the session that signed it), and
+ * a link to a subject's data is a bearer credential: an hour, to be sent on at once.
+ */
+export const MAX_LINK_SECONDS = 3600;
+
+/** How long the link of a download to a file (`package --out`) lives: the CLI starts it at once. */
+export const DOWNLOAD_LINK_SECONDS = 300;
+
+/**
+ * The operator function's timeout, in seconds: `check_stored` streams a whole archive through a
+ * SHA-256, and reading is never slower than ArchiveExport's copy of it, which has 15 minutes.
+ */
+export const OPERATOR_TIMEOUT_SECONDS = 900;
+
+/** The stored objects of a request `check_stored` re-hashes. */
+export const STORED_OBJECTS = ['archive', 'subject_package'] as const;
+export type StoredObject = (typeof STORED_OBJECTS)[number];
+
+const linkSeconds = z
+  .number({ message: 'must be a number of seconds' })
+  .int('must be a whole number of seconds')
+  .min(1, 'must be at least 1 second')
+  .max(MAX_LINK_SECONDS, `must be at most ${MAX_LINK_SECONDS} seconds (1 hour)`);
 const notice = z.object({
   channel: auditTextSchema(64),
   at: instant,
@@ -55,18 +80,34 @@ export const operatorCommandSchema = z.discriminatedUnion('command', [
     content: noticeContentSchema.optional(),
   }),
   z.object({
-    command: z.literal('package_handed_out'),
+    command: z.literal('hand_out_package'),
     request_id: requestId,
+    /** The platform's raw export zip instead of the subject package. */
     raw: z.boolean(),
+    /**
+     * How it goes out: a link the operator sends on, valid for `expires_in` seconds, or a file the
+     * CLI downloads at once, through a link of {@link DOWNLOAD_LINK_SECONDS}, and writes mode 0600.
+     */
     hand_out: z.discriminatedUnion('delivery', [
-      z.object({ delivery: z.literal('link'), link_expires_at: instant }),
-      z.object({ delivery: z.literal('file'), file_mode: z.literal('0600') }),
+      z.object({ delivery: z.literal('link'), expires_in: linkSeconds }),
+      z.object({ delivery: z.literal('file') }),
     ]),
     reason: reason.optional(),
+  }),
+  z.object({
+    command: z.literal('check_stored'),
+    request_id: requestId,
+    /** Which stored object of the request to re-hash: its platform archive or its subject package. */
+    object: z.enum(STORED_OBJECTS),
   }),
 ]);
 export type OperatorCommand = z.infer<typeof operatorCommandSchema>;
 export type OperatorCommandName = OperatorCommand['command'];
+
+/** Every command this function knows, by name. */
+export const OPERATOR_COMMANDS: readonly OperatorCommandName[] = operatorCommandSchema.options.map(
+  (option) => option.shape.command.value,
+);
 
 const endedRuns = {
   stopped: z.array(z.string()),
@@ -120,7 +161,29 @@ export const operatorResultSchemas = {
     content: noticeContentSchema.nullable(),
     platform_keeps: z.string().optional(),
   }),
-  package_handed_out: z.object({ request_id: z.string(), recorded: z.literal(true) }),
+  hand_out_package: z.object({
+    request_id: z.string(),
+    package: z.enum(['subject_package', 'platform_archive']),
+    /** The name the browser saves it under (the subject package's `your-data-<date>.zip`). */
+    file_name: z.string(),
+    /** A presigned GET of the recorded version: a bearer credential until `expires_at`. */
+    url: z.string(),
+    expires_at: z.string(),
+    key: z.string(),
+    version_id: z.string().nullable(),
+    bytes: z.number().int(),
+    sha256: z.string(),
+    /** The `package_handed_out` record was written before the link was answered. */
+    recorded: z.literal(true),
+  }),
+  check_stored: z.object({
+    request_id: z.string(),
+    object: z.enum(STORED_OBJECTS),
+    /** The key the ledger records, or null when it records no such object. */
+    key: z.string().nullable(),
+    /** What the bucket holds under that key, re-hashed; null when it holds nothing there. */
+    stored: z.object({ bytes: z.number().int(), sha256: z.string() }).nullable(),
+  }),
 } as const satisfies Record<OperatorCommandName, z.ZodType>;
 export type OperatorResult<C extends OperatorCommandName> = z.infer<(typeof operatorResultSchemas)[C]>;
 

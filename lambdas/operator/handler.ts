@@ -13,7 +13,7 @@ import { Ledger } from '#shared/ledger';
 import { functionLogger } from '#shared/powertools';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import type { StepLogger } from '#shared/step-deps';
-import { type OperatorAnswer, operatorCommandSchema } from './commands.ts';
+import { OPERATOR_COMMANDS, type OperatorAnswer, operatorCommandSchema } from './commands.ts';
 import { auditableOperator } from './identity.ts';
 import { type OperatorDeps, OperatorInputError, OperatorRefusal, runOperatorCommand } from './operator.ts';
 
@@ -80,6 +80,14 @@ export function makeOperatorHandler(deps: () => OperatorDeps, logger: () => Step
       return answer(400, { ok: false, code: 'invalid', message: 'the command is not JSON' });
     }
     const command = operatorCommandSchema.safeParse(json);
+    const unknown = unknownCommand(json);
+    if (unknown !== undefined) {
+      return answer(400, {
+        ok: false,
+        code: 'invalid',
+        message: `command: this operator function does not know "${unknown}" (it knows ${OPERATOR_COMMANDS.join(', ')}): the CLI and the deployed stack are of different versions; update the older one (npx cdk deploy, or the CLI)`,
+      });
+    }
     if (!command.success) {
       const issue = command.error.issues[0];
       const where = issue?.path.map(String).join('.') ?? '';
@@ -124,6 +132,15 @@ export function makeOperatorHandler(deps: () => OperatorDeps, logger: () => Step
       });
     }
   };
+}
+
+/** The command a body names when this function does not know it (a CLI or a stack of another version). */
+function unknownCommand(json: unknown): string | undefined {
+  if (typeof json !== 'object' || json === null || !('command' in json)) return undefined;
+  const name = json.command;
+  if (typeof name !== 'string' || (OPERATOR_COMMANDS as readonly string[]).includes(name)) return undefined;
+  // Only a plain name is echoed back: the body is the caller's.
+  return /^[a-z_]{1,40}$/.test(name) ? name : 'that command';
 }
 
 function answer(statusCode: number, body: OperatorAnswer): FunctionUrlResponse {

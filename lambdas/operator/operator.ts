@@ -4,50 +4,26 @@
  * stopped or started, archive copies deleted). The operator function runs it; nothing else that a
  * person holds may write the ledger or the audit bucket.
  */
-import type { S3Client } from '@aws-sdk/client-s3';
-import { type SFNClient, StartExecutionCommand, StopExecutionCommand } from '@aws-sdk/client-sfn';
-import { AuditTrail, noticesChainOf, sideChainOf } from '#shared/audit';
+import { StartExecutionCommand, StopExecutionCommand } from '@aws-sdk/client-sfn';
+import { noticesChainOf } from '#shared/audit';
 import { PLATFORM_KEEPS, platformKeepsFacts } from '#shared/erasure-scope';
 import { LedgerRuleError, RequestUnknownError } from '#shared/errors';
 import { isLive, latestExecutionName, retryExecutionName } from '#shared/executions';
-import type { Ledger, LedgerItem } from '#shared/ledger';
+import type { LedgerItem } from '#shared/ledger';
 import { noticeContentFacts } from '#shared/notice-content';
 import { MAX_CLOCK_SKEW_MS, rfc3339Instant } from '#shared/request';
 import { removeAllVersions } from '#shared/runtime';
 import { executionArnOf, sfnLookup } from '../reconciler/aws.ts';
-import type { OperatorCommand, OperatorResult, RefusalCode } from './commands.ts';
+import type { OperatorCommand, OperatorResult } from './commands.ts';
+import { checkStored, handOutPackage } from './hand-out.ts';
+import { type OperatorDeps, OperatorInputError, OperatorRefusal, recordAction } from './records.ts';
 
-/** The stack's resources the operator changes touch. */
-export interface OperatorNames {
-  readonly ArchiveBucketName: string;
-  readonly AuditBucketName: string;
-  readonly StateMachineArn: string;
-}
-
-/** What the operator changes work with. */
-export interface OperatorDeps {
-  readonly ledger: Ledger;
-  readonly s3: S3Client;
-  readonly sfn: SFNClient;
-  readonly names: OperatorNames;
-  readonly clock: () => Date;
-}
-
-/** A change the function refuses, with a code the CLI maps to its exit status. */
-export class OperatorRefusal extends Error {
-  override readonly name = 'OperatorRefusal';
-  constructor(
-    readonly code: RefusalCode,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-/** A command that passed the schema but says something impossible (a notice given in the future). */
-export class OperatorInputError extends Error {
-  override readonly name = 'OperatorInputError';
-}
+export {
+  type OperatorDeps,
+  OperatorInputError,
+  type OperatorNames,
+  OperatorRefusal,
+} from './records.ts';
 
 /**
  * How long after a run is claimed (by intake, a retry or the reconciler's resume) its execution may
@@ -73,8 +49,10 @@ export async function runOperatorCommand(
       return retry(deps, operator, command);
     case 'notice':
       return notice(deps, operator, command);
-    case 'package_handed_out':
-      return packageHandedOut(deps, operator, command);
+    case 'hand_out_package':
+      return handOutPackage(deps, operator, command);
+    case 'check_stored':
+      return checkStored(deps, command);
   }
 }
 
@@ -295,73 +273,6 @@ async function retry(deps: OperatorDeps, operator: string, command: Of<'retry'>)
   };
 }
 
-/**
- * Records that a package or archive was handed out. What went out is read from the ledger, not
- * from the command: the command says only how (a link and its expiry, or a file) and why.
- */
-async function packageHandedOut(deps: OperatorDeps, operator: string, command: Of<'package_handed_out'>) {
-  const { request_id: requestId } = command;
-  const item = await deps.ledger.get(requestId);
-  if (item === undefined)
-    throw new OperatorRefusal('unknown_request', `no request ${requestId} in the ledger`);
-  const handed = handedOut(item, command.raw, command.reason);
-  await recordAction(
-    deps,
-    operator,
-    requestId,
-    {
-      eventId: `Operator:package-${command.hand_out.delivery}-${deps.clock().toISOString()}`,
-      action: 'package_handed_out',
-      facts: {
-        type: item.type ?? null,
-        package: handed.package,
-        ...command.hand_out,
-        key: handed.key,
-        version_id: handed.version_id,
-        bytes: handed.bytes,
-        sha256: handed.sha256,
-      },
-      ...(command.reason === undefined ? {} : { reason: command.reason }),
-    },
-    { chain: sideChainOf('packages', requestId), done: `nothing was handed out for ${requestId}` },
-  );
-  return { request_id: requestId, recorded: true as const };
-}
-
-/** The package's facts as the ledger holds them, or the refusal the CLI also gives. */
-function handedOut(item: LedgerItem, raw: boolean, reason: string | undefined) {
-  const refuse = (message: string) => new OperatorRefusal('refused', message);
-  if (item.status !== 'completed') {
-    throw refuse(
-      `request ${item.request_id} is ${item.status}; a package exists only for a completed request`,
-    );
-  }
-  if (!raw) {
-    const built = item.type === 'erasure' ? undefined : item.subject_package;
-    if (built === undefined) throw refuse(`request ${item.request_id} has no subject package`);
-    return {
-      package: 'subject_package',
-      key: built.key,
-      version_id: built.version_id ?? null,
-      bytes: built.bytes,
-      sha256: built.sha256,
-    };
-  }
-  if (item.archive === undefined) throw refuse(`request ${item.request_id} has no archive`);
-  if (item.type === 'erasure' && reason === undefined) {
-    throw refuse(
-      `request ${item.request_id} is an erasure: its archive is handed out only with a reason (kept in the audit record)`,
-    );
-  }
-  return {
-    package: 'platform_archive',
-    key: item.archive.key,
-    version_id: item.archive.version_id ?? null,
-    bytes: item.archive.bytes,
-    sha256: item.archive.sha256,
-  };
-}
-
 /** A notice as the ledger keeps it; a time to come is refused (clocks may differ by the skew). */
 function noticeGiven(deps: OperatorDeps, given: Of<'extend'>['notice']) {
   const at = rfc3339Instant(given.at);
@@ -456,55 +367,6 @@ async function endRequestRuns(
     }
   }
   return { stopped, stop_errors: stopErrors, archive_versions_removed: removed };
-}
-
-/**
- * Appends an operator action to the request's audit chain, after the ledger change it records,
- * with who acted (`operator`, the caller's principal) and why (`reason`). Operator records carry no
- * subject, so no HMAC key is needed. A failure is a refusal that says the change stands but its
- * audit record is missing.
- */
-async function recordAction(
-  deps: OperatorDeps,
-  operator: string,
-  requestId: string,
-  event: {
-    eventId: string;
-    action: string;
-    facts: Record<string, string | number | boolean | null>;
-    reason?: string;
-    final?: boolean;
-  },
-  options: { acceptClosedBy?: string; chain?: string; done?: string } = {},
-): Promise<'appended' | 'closed'> {
-  const chain = options.chain ?? requestId;
-  const trail = new AuditTrail(
-    { s3: deps.s3, bucket: deps.names.AuditBucketName },
-    {
-      hmacKey: () => {
-        throw new Error('operator records carry no subject');
-      },
-      heads: deps.ledger,
-    },
-  );
-  try {
-    // Who acted and why go into the record itself: the ledger's copy of the reason can change.
-    const { reason, ...rest } = event;
-    const facts = { ...rest.facts, operator, reason: reason ?? null };
-    await trail.append(chain, { ...rest, facts, step: 'Operator' });
-    return 'appended';
-  } catch (error) {
-    // The workflow may have closed the chain first with a final record of the same change (its
-    // own record of the cancellation): the change is then on record, and that is no failure.
-    if (options.acceptClosedBy !== undefined) {
-      const last = (await trail.list(chain).catch(() => [])).at(-1);
-      if (last?.final === true && last.action === options.acceptClosedBy) return 'closed';
-    }
-    throw new OperatorRefusal(
-      'unrecorded',
-      `${options.done ?? `the ledger change for ${requestId} is made`}, but its audit record (${event.action}) could not be written: ${error instanceof Error ? error.message : String(error)}`,
-    );
-  }
 }
 
 function hasName(error: unknown, name: string): boolean {

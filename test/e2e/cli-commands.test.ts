@@ -121,7 +121,7 @@ describe('svc-dsr operator commands, run as a process', () => {
     const [badId, noReason, longLink, badDate, badCode, mailReason] = await Promise.all([
       runCli(['status', 'DSR-1042']),
       runCli(['cancel', REQUEST_ID, '--reason', ' ']),
-      runCli(['package', REQUEST_ID, '--expires-in', '999999']),
+      runCli(['package', REQUEST_ID, '--expires-in', '7200']),
       runCli(['report', '--from', 'yesterday']),
       runCli(['deny', REQUEST_ID, '--reason-code', 'bored', '--reason', 'x']),
       runCli([
@@ -138,7 +138,7 @@ describe('svc-dsr operator commands, run as a process', () => {
     expect(noReason.code).toBe(2);
     expect(noReason.stderr).toContain('--reason: must not be empty');
     expect(longLink.code).toBe(2);
-    expect(longLink.stderr).toContain('--expires-in: must be at most 604800 seconds');
+    expect(longLink.stderr).toContain('--expires-in: must be at most 3600 seconds');
     expect(badDate.code).toBe(2);
     expect(badDate.stderr).toContain('--from: must be a date');
     expect(badCode.code).toBe(2);

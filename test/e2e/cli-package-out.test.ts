@@ -1,7 +1,7 @@
 /**
- * `svc-dsr package` run as a process against a deployed-stack target whose endpoints
- * (AWS_ENDPOINT_URL) are a loopback stub: the ledger answers a completed request, and S3 serves
- * its archive as each test scripts (slowly, cut short).
+ * `svc-dsr package` run as a process against a deployed-stack target whose operator function URL
+ * (and AWS_ENDPOINT_URL) is a loopback stub: the function hands out a link to a completed
+ * request's archive, and the link serves it as each test scripts (slowly, cut short).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -12,7 +12,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CLI, runCli } from '../helpers/cli.ts';
 import { type SeenRequest, type StubServer, startStubServer } from '../helpers/stub-server.ts';
-import { ledgerRecord, NAMES, REQUEST_ID, storedItem } from '../unit/cli/helpers.ts';
+import { NAMES, REQUEST_ID } from '../unit/cli/helpers.ts';
 
 const ARCHIVE = Buffer.alloc(256 * 1024, 7);
 const SHA256 = createHash('sha256').update(ARCHIVE).digest('hex');
@@ -37,57 +37,48 @@ const OPERATOR_PATH = '/operator/';
 const isHandOut = (request: SeenRequest) =>
   request.method === 'POST' && request.url.startsWith(OPERATOR_PATH);
 
+/** The path of the link the stub's operator function hands out; its GET is served by `body`. */
+const LINK_PATH = '/archives/exports/link.zip';
+const SIGNATURE = 'f'.repeat(64);
+
 /**
- * The ledger answers the completed request; STS names the caller; the operator function takes the
- * hand-out (and would write its record); S3 answers the archive's GetObject with `body`.
+ * The stub plays the operator function (it answers the hand-out with a link to itself, as the
+ * function answers a presigned GET it signed) and the bucket behind that link, which answers with
+ * `body`. The CLI makes no other call: it reads neither the ledger nor the archive bucket.
  */
 function serve(body: (response: import('node:http').ServerResponse) => void): void {
   stub.handle((request, response) => {
-    if (request.body.includes('Action=GetCallerIdentity')) {
-      response.writeHead(200, { 'content-type': 'text/xml' });
-      response.end(
-        `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult><Arn>${OPERATOR_ARN}</Arn><UserId>AIDEXAMPLE</UserId><Account>123456789012</Account></GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></GetCallerIdentityResponse>`,
-      );
-      return;
-    }
-    if (request.headers['x-amz-target'] === 'DynamoDB_20120810.UpdateItem') {
-      response.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' }).end('{}');
-      return;
-    }
-    if (request.method === 'GET' && request.url.includes('list-type=2')) {
-      response.writeHead(200, { 'content-type': 'application/xml' });
-      response.end(
-        `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>${NAMES.AuditBucketName}</Name><KeyCount>0</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated></ListBucketResult>`,
-      );
-      return;
-    }
     if (isHandOut(request)) {
-      const command = JSON.parse(request.body) as { request_id: string };
+      const command = JSON.parse(request.body) as {
+        request_id: string;
+        hand_out: { delivery: string; expires_in?: number };
+      };
+      const seconds = command.hand_out.expires_in ?? 300;
       response.writeHead(200, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ ok: true, result: { request_id: command.request_id, recorded: true } }));
+      response.end(
+        JSON.stringify({
+          ok: true,
+          result: {
+            request_id: command.request_id,
+            package: 'platform_archive',
+            file_name: 'attempt-1.zip',
+            url: new URL(`${LINK_PATH}?X-Amz-Expires=${seconds}&X-Amz-Signature=${SIGNATURE}`, stub.url).href,
+            expires_at: new Date(Date.now() + seconds * 1000).toISOString(),
+            key: `exports/${REQUEST_ID}/attempt-1.zip`,
+            version_id: null,
+            bytes: ARCHIVE.length,
+            sha256: SHA256,
+            recorded: true,
+          },
+        }),
+      );
       return;
     }
-    if (request.headers['x-amz-target'] === 'DynamoDB_20120810.GetItem') {
-      const item = ledgerRecord({
-        status: 'completed',
-        outcome: 'exported',
-        archive: {
-          key: `exports/${REQUEST_ID}/attempt-1.zip`,
-          bytes: ARCHIVE.length,
-          sha256: SHA256,
-          entries: 4,
-          verified_at: '2026-11-20T10:00:00.000Z',
-        },
-      });
-      response.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' });
-      response.end(JSON.stringify({ Item: storedItem(item) }));
+    if (request.method === 'GET' && request.url.startsWith(LINK_PATH)) {
+      body(response);
       return;
     }
-    if (request.method === 'HEAD') {
-      response.writeHead(200, { 'content-length': String(ARCHIVE.length) }).end();
-      return;
-    }
-    body(response);
+    response.writeHead(500).end();
   });
 }
 
@@ -116,10 +107,13 @@ describe('svc-dsr package', () => {
 
   it('prints exactly the link on stdout and its note on stderr', async () => {
     serve((response) => response.writeHead(500).end());
+    const before = stub.requests.length;
     const result = await runCli(['package', REQUEST_ID, '--raw', ...target()], { env: env() });
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\S+\n$/);
     expect(new URL(result.stdout.trim()).searchParams.get('X-Amz-Expires')).toBe('3600');
+    // Only the operator function was asked: the CLI itself reads neither the ledger nor the bucket.
+    expect(stub.requests.slice(before).filter((request) => !isHandOut(request))).toEqual([]);
     expect(result.stderr).toContain('valid until');
     expect(result.stderr).toContain(SHA256);
     // The hand-out goes to the operator function, signed so that it learns who handed it out from
@@ -127,10 +121,10 @@ describe('svc-dsr package', () => {
     const handOut = stub.requests.filter(isHandOut).at(-1);
     expect(handOut?.headers.authorization).toMatch(/^AWS4-HMAC-SHA256 Credential=test\//);
     expect(JSON.parse(handOut?.body ?? '{}')).toMatchObject({
-      command: 'package_handed_out',
+      command: 'hand_out_package',
       request_id: REQUEST_ID,
       raw: true,
-      hand_out: { delivery: 'link' },
+      hand_out: { delivery: 'link', expires_in: 3600 },
     });
     expect(handOut?.body).not.toContain(OPERATOR_ARN);
     expect(handOut?.body).not.toContain(result.stdout.trim());
@@ -166,9 +160,12 @@ describe('svc-dsr package', () => {
     expect(result.code, result.stderr).toBe(0);
     expect(await filesIn(outDir)).toEqual(['alice.zip']);
     expect(JSON.parse(stub.requests.filter(isHandOut).at(-1)?.body ?? '{}')).toMatchObject({
-      command: 'package_handed_out',
-      hand_out: { delivery: 'file', file_mode: '0600' },
+      command: 'hand_out_package',
+      hand_out: { delivery: 'file' },
     });
+    // The link went to the download, and nowhere the user sees it.
+    expect(stub.requests.some((request) => request.url.startsWith(LINK_PATH))).toBe(true);
+    expect(result.stdout + result.stderr).not.toContain(SIGNATURE);
   });
 
   it('leaves no .partial file when the download is cut short', async () => {
@@ -180,6 +177,7 @@ describe('svc-dsr package', () => {
     const result = await runCli(['package', REQUEST_ID, '--raw', '--out', out, ...target()], { env: env() });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('nothing was written');
+    expect(result.stderr).not.toContain(SIGNATURE);
     expect(await filesIn(outDir)).toEqual([]);
   });
 

@@ -752,6 +752,67 @@ describe('IAM', () => {
   });
 });
 
+describe('who reads archive content', () => {
+  const operatorPolicy = idOf('AWS::IAM::ManagedPolicy', 'OperatorPolicy');
+  const personStatements: CfnObject[] = resources[operatorPolicy]?.Properties.PolicyDocument.Statement ?? [];
+  const onArchiveBucket = (statement: CfnObject) =>
+    JSON.stringify(statement.Resource).includes(JSON.stringify(getAtt(archiveBucket)));
+
+  it("gives the privacy team's policy no action on the archive bucket or its objects", () => {
+    // Assess: packages and archives reach people only through the operator function.
+    expect(personStatements.filter(onArchiveBucket)).toEqual([]);
+    // Nor through a statement on every resource.
+    const unscoped = personStatements.filter((statement) => [statement.Resource].flat().includes('*'));
+    expect(unscoped.flatMap(actionsOf).filter((action) => action.startsWith('s3:'))).toEqual([]);
+    // It still reads the audit records and manifests (verify), which hold no archive content.
+    const reads = personStatements.filter((statement) => actionsOf(statement).includes('s3:GetObject'));
+    expect(reads.map((statement) => statement.Resource)).toEqual([
+      { 'Fn::Join': ['', [getAtt(auditBucket), '/audit/*']] },
+      { 'Fn::Join': ['', [getAtt(auditBucket), '/manifests/*']] },
+    ]);
+  });
+
+  it('lets the operator function read and decrypt archive objects under exports/ only, and delete versions', () => {
+    // Assess
+    const onObjects = statementsOf('Operator').filter(
+      (statement) => onArchiveBucket(statement) && JSON.stringify(statement.Resource).includes('/exports/*'),
+    );
+    expect(onObjects.flatMap(actionsOf).sort()).toEqual([
+      's3:DeleteObjectVersion',
+      's3:GetObject',
+      's3:GetObjectVersion',
+    ]);
+    for (const statement of onObjects) {
+      expect(statement.Resource).toEqual({ 'Fn::Join': ['', [getAtt(archiveBucket), '/exports/*']] });
+    }
+    // A presigned GET it signs is decrypted with its permission: through S3 only (the audit
+    // bucket's grant asks the same of the same key).
+    const decrypt = statementsOf('Operator').filter(
+      (statement) =>
+        JSON.stringify(statement.Resource) === JSON.stringify(getAtt(dataKey)) &&
+        actionsOf(statement).includes('kms:Decrypt') &&
+        JSON.stringify(statement.Condition).includes('s3.'),
+    );
+    expect(decrypt.length).toBeGreaterThan(0);
+    for (const statement of decrypt) {
+      expect(statement.Condition).toEqual({
+        StringEquals: {
+          'kms:ViaService': { 'Fn::Join': ['', ['s3.', { Ref: 'AWS::Region' }, '.amazonaws.com']] },
+        },
+      });
+    }
+  });
+
+  it("gives the operator function the archive copy's 15 minutes and 1,024 MB for verify's re-hash", () => {
+    // Assess
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Description: Match.stringLikeRegexp('^svc-dsr operator:'),
+      Timeout: 900,
+      MemorySize: 1024,
+    });
+  });
+});
+
 describe('secrets', () => {
   it('creates the platform secret without putting any value in the template', () => {
     // Assess

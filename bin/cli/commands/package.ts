@@ -1,13 +1,12 @@
-// The `svc-dsr package` command: an access request's package (or raw export), as a link or a copy.
+// The `svc-dsr package` command: an access request's package (or raw export), as a link or a copy, through the operator function.
 import { createHash } from 'node:crypto';
 import { createWriteStream, unlinkSync } from 'node:fs';
 import { rename, unlink } from 'node:fs/promises';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { GetObjectCommand, type GetObjectCommandOutput, HeadObjectCommand } from '@aws-sdk/client-s3';
-import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { z } from 'zod';
-import type { ArchiveFacts, LedgerItem } from '#shared/ledger';
+import { MAX_LINK_SECONDS } from '../../../lambdas/operator/commands.ts';
 import {
   type CliIo,
   type CommandResult,
@@ -18,7 +17,6 @@ import {
 } from '../format.ts';
 import { CliError, checkOutPath, EXIT, parseOption } from '../io.ts';
 import { type CliContext, type TargetFlags, withTarget } from '../target.ts';
-import { hasName, loadRequest } from './common.ts';
 
 /** Options of `svc-dsr package`. */
 export interface PackageOptions {
@@ -30,7 +28,7 @@ export interface PackageOptions {
   readonly raw?: boolean;
   /** Download the package to this file; without it, the command prints a short-lived link. */
   readonly out?: string;
-  /** Link lifetime in seconds, 1 to 604800 (7 days). @default 3600 */
+  /** Link lifetime in seconds, 1 to 3600 (MAX_LINK_SECONDS). @default 3600 */
   readonly expiresIn?: string | number;
   /** Replace `out` if it exists. */
   readonly force?: boolean;
@@ -76,7 +74,10 @@ const expiresInSchema = z.coerce
   .number({ message: 'must be a number of seconds' })
   .int('must be a whole number of seconds')
   .min(1, 'must be at least 1 second')
-  .max(7 * 24 * 3600, 'must be at most 604800 seconds (7 days, the longest a presigned link can live)');
+  .max(
+    MAX_LINK_SECONDS,
+    `must be at most ${MAX_LINK_SECONDS} seconds (1 hour): the operator function signs the link with its own short-lived credentials; hand out a fresh link when the subject needs one later`,
+  );
 
 const PROGRESS_FROM_BYTES = 64 * 1024 * 1024;
 
@@ -100,143 +101,117 @@ export function checkPackageOptions(options: PackageOptions): {
   };
 }
 
-/** How an archive was handed out, as its audit record keeps it. */
-type HandOut =
-  | { readonly delivery: 'link'; readonly link_expires_at: string }
-  | { readonly delivery: 'file'; readonly file_mode: '0600' };
+/** What the CLI needs of a target to hand out a package: only the operator function. */
+type HandOutContext = Pick<CliContext, 'operatorFunction'>;
 
 /**
- * Records the hand-out, through the operator function, in the request's packages chain (the
- * request's own chain ends with its final record): who (the caller's principal), when (the
- * record's time), how (a link and its expiry, or a file readable only by the operator; never the
- * path, whose name often names the subject), the archive the ledger names, and the reason. Done
- * before the link is printed or the copy put in place: no record, no hand-out.
- */
-async function recordHandOut(
-  context: Pick<CliContext, 'operatorFunction'>,
-  item: LedgerItem,
-  archive: Handed,
-  handOut: HandOut,
-  reason: string | undefined,
-): Promise<void> {
-  await context.operatorFunction({
-    command: 'package_handed_out',
-    request_id: item.request_id,
-    raw: archive.kind === 'platform_archive',
-    hand_out: handOut,
-    ...(reason === undefined ? {} : { reason }),
-  });
-}
-
-/**
- * Link mode: a presigned GET of the archive version the ledger recorded, valid for `expiresIn`
- * seconds. The object is checked to exist with the recorded size first, so a link never points at
- * nothing. The link is a bearer credential: it is printed once, never logged.
+ * Link mode: the operator function checks the recorded version is in the bucket at its recorded
+ * size, records the hand-out, and answers a presigned GET of it, valid for `expiresIn` seconds
+ * (sooner if its own credentials end first: `expires_at` says when). The link is a bearer
+ * credential: it is printed once, never logged nor recorded.
  */
 export async function runPackageLink(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock' | 'operatorFunction'>,
+  context: HandOutContext,
   options: PackageOptions,
   io: CliIo,
 ): Promise<CommandResult<PackageLinkResult>> {
   const requestId = parseRequestId(options.requestId);
   const { expiresIn, reason } = checkPackageOptions(options);
-  const item = await loadRequest(context, requestId);
-  const archive = packageable(item, reason, options.raw === true);
-  const location = {
-    Bucket: context.names.ArchiveBucketName,
-    Key: archive.key,
-    ...(archive.version_id === undefined ? {} : { VersionId: archive.version_id }),
-  };
-  const head = await context.s3.send(new HeadObjectCommand(location)).catch((error: unknown) => {
-    if (hasName(error, 'NotFound') || hasName(error, 'NoSuchKey') || hasName(error, 'NoSuchVersion')) {
-      throw new CliError(
-        `the ${label(archive)} of request ${requestId} (${archive.key}) is no longer in the bucket; the lifecycle rule may have expired it`,
-        EXIT.failed,
-      );
-    }
-    throw error;
+  const handed = await context.operatorFunction({
+    command: 'hand_out_package',
+    request_id: requestId,
+    raw: options.raw === true,
+    hand_out: { delivery: 'link', expires_in: expiresIn },
+    ...(reason === undefined ? {} : { reason }),
   });
-  if (head.ContentLength !== archive.bytes) {
-    throw new CliError(
-      `the stored ${label(archive)} is ${head.ContentLength ?? 'of unknown size'} bytes, the ledger says ${archive.bytes}; run npx svc-dsr verify ${requestId}`,
-      EXIT.failed,
-    );
-  }
-  const url = await getSignedUrl(
-    context.s3,
-    new GetObjectCommand({
-      ...location,
-      // The subject's browser saves it as your-data-<date>.zip, whatever the key.
-      ...(archive.kind === 'subject_package'
-        ? { ResponseContentDisposition: `attachment; filename="${archive.fileName}"` }
-        : {}),
-    }),
-    { expiresIn },
-  );
-  const expiresAt = new Date(context.clock().getTime() + expiresIn * 1000).toISOString();
-  await recordHandOut(context, item, archive, { delivery: 'link', link_expires_at: expiresAt }, reason);
   const result: PackageLinkResult = {
     request_id: requestId,
-    package: archive.kind,
-    file_name: archive.fileName,
-    url,
-    expires_at: expiresAt,
-    key: archive.key,
-    bytes: archive.bytes,
-    sha256: archive.sha256,
+    package: handed.package,
+    file_name: handed.file_name,
+    url: handed.url,
+    expires_at: handed.expires_at,
+    key: handed.key,
+    bytes: handed.bytes,
+    sha256: handed.sha256,
   };
   if (options.json === true) writeJson(io, result);
   else {
     // Exactly the link on stdout, so `curl "$(npx svc-dsr package ID)"` works; the note is for people.
-    io.out(`${url}\n`);
+    io.out(`${result.url}\n`);
     io.err(
-      `${archive.kind === 'subject_package' ? `the subject package ${archive.fileName}` : 'the platform archive'}, valid until ${result.expires_at}; ${archive.bytes} bytes, sha256 ${archive.sha256}; anyone with this link can download it\n`,
+      `${result.package === 'subject_package' ? `the subject package ${result.file_name}` : 'the platform archive'}, valid until ${result.expires_at}; ${result.bytes} bytes, sha256 ${result.sha256}; anyone with this link can download it\n`,
     );
   }
   return { exitCode: EXIT.ok, result };
 }
 
+/** An answer to the GET of a presigned link: its HTTP status, and the body when it is 2xx. */
+export interface LinkAnswer {
+  readonly status: number;
+  readonly body?: Readable;
+  /** The storage's error code when it refused (`AccessDenied`, `NoSuchKey`...). */
+  readonly errorCode?: string;
+}
+
+/** Fetches a presigned link. */
+export type LinkDownloader = (url: string) => Promise<LinkAnswer>;
+
+/** The GET of a presigned link with Node's fetch; a refusal keeps only the storage's error code. */
+export const fetchLink: LinkDownloader = async (url) => {
+  const response = await fetch(url);
+  if (response.ok && response.body !== null) {
+    return { status: response.status, body: Readable.fromWeb(response.body as WebReadableStream) };
+  }
+  const text = await response.text().catch(() => '');
+  const code = /<Code>([A-Za-z]{1,64})<\/Code>/.exec(text)?.[1];
+  return { status: response.status, ...(code === undefined ? {} : { errorCode: code }) };
+};
+
 /**
- * Downloads the archive of a completed request to `out` (streamed, mode 0600, through a temporary
- * file) and checks its byte count and SHA-256 against the ledger; a mismatch deletes the copy and
- * is exit 1.
+ * Downloads the package of a completed request to `out`: the operator function records the
+ * hand-out and answers a link of a few minutes, which this process streams (mode 0600, through a
+ * temporary file) and checks against the byte count and SHA-256 of the ledger; a mismatch deletes
+ * the copy and is exit 1. The link is never printed.
  */
 export async function runPackage(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock' | 'operatorFunction'>,
+  context: HandOutContext,
   options: PackageOptions,
   io: CliIo,
+  download: LinkDownloader = fetchLink,
 ): Promise<CommandResult<PackageResult>> {
   const requestId = parseRequestId(options.requestId);
   const { out, reason } = checkPackageOptions(options);
   if (out === undefined) throw new CliError('--out: give the file to write the package to');
-  const item = await loadRequest(context, requestId);
-  const archive = packageable(item, reason, options.raw === true);
   await checkOutPath(out, options.force === true);
+  const handed = await context.operatorFunction({
+    command: 'hand_out_package',
+    request_id: requestId,
+    raw: options.raw === true,
+    hand_out: { delivery: 'file' },
+    ...(reason === undefined ? {} : { reason }),
+  });
+  const what = handed.package === 'subject_package' ? 'subject package' : 'archive';
 
-  let answer: GetObjectCommandOutput;
+  let answer: LinkAnswer;
   try {
-    answer = await context.s3.send(
-      new GetObjectCommand({
-        Bucket: context.names.ArchiveBucketName,
-        Key: archive.key,
-        ...(archive.version_id === undefined ? {} : { VersionId: archive.version_id }),
-      }),
-    );
+    answer = await download(handed.url);
   } catch (error) {
-    if (hasName(error, 'NoSuchKey') || hasName(error, 'NoSuchVersion') || hasName(error, 'NotFound')) {
-      throw new CliError(
-        `the ${label(archive)} of request ${requestId} (${archive.key}) is no longer in the bucket; the lifecycle rule may have expired it`,
-        EXIT.failed,
-      );
-    }
-    throw error;
+    throw new CliError(
+      `the download of ${handed.key} failed (${describeFailure(error)}); nothing was written to ${out}`,
+      EXIT.failed,
+    );
   }
-  if (!(answer.Body instanceof Readable))
-    throw new CliError('S3 returned no readable body for the archive', EXIT.failed);
+  const body = answer.body;
+  if (answer.status < 200 || answer.status > 299 || body === undefined) {
+    throw new CliError(
+      `the download of ${handed.key} was refused (HTTP ${answer.status}${answer.errorCode === undefined ? '' : ` ${answer.errorCode}`}); nothing was written to ${out}; run the command again for a fresh link`,
+      EXIT.failed,
+    );
+  }
 
   const hash = createHash('sha256');
   let bytes = 0;
-  const total = answer.ContentLength ?? archive.bytes;
+  const total = handed.bytes;
   const showProgress = options.json !== true && total >= PROGRESS_FROM_BYTES;
   let shownTenth = 0;
   const tally = new Transform({
@@ -268,27 +243,21 @@ export async function runPackage(
   try {
     try {
       // The archive is personal data: only the operator may read the copy.
-      await pipeline(answer.Body, tally, createWriteStream(partial, { flags: 'wx', mode: 0o600 }));
+      await pipeline(body, tally, createWriteStream(partial, { flags: 'wx', mode: 0o600 }));
     } catch (error) {
       await unlink(partial).catch(() => {});
       throw new CliError(
-        `the download of ${archive.key} failed (${error instanceof Error ? error.message : String(error)}); nothing was written to ${out}`,
+        `the download of ${handed.key} failed (${describeFailure(error)}); nothing was written to ${out}`,
         EXIT.failed,
       );
     }
     sha256 = hash.digest('hex');
-    if (bytes !== archive.bytes || sha256 !== archive.sha256.toLowerCase()) {
+    if (bytes !== handed.bytes || sha256 !== handed.sha256.toLowerCase()) {
       await unlink(partial).catch(() => {});
       throw new CliError(
-        `the downloaded ${label(archive)} does not match the ledger (${bytes} bytes, sha256 ${sha256}; the ledger says ${archive.bytes} bytes, sha256 ${archive.sha256}); nothing was written; run npx svc-dsr verify ${requestId}`,
+        `the downloaded ${what} does not match the ledger (${bytes} bytes, sha256 ${sha256}; the ledger says ${handed.bytes} bytes, sha256 ${handed.sha256}); nothing was written; run npx svc-dsr verify ${requestId}`,
         EXIT.failed,
       );
-    }
-    try {
-      await recordHandOut(context, item, archive, { delivery: 'file', file_mode: '0600' }, reason);
-    } catch (error) {
-      await unlink(partial).catch(() => {});
-      throw error;
     }
     try {
       await rename(partial, out);
@@ -306,10 +275,10 @@ export async function runPackage(
 
   const result: PackageResult = {
     request_id: requestId,
-    package: archive.kind,
+    package: handed.package,
     path: out,
-    key: archive.key,
-    version_id: archive.version_id ?? null,
+    key: handed.key,
+    version_id: handed.version_id,
     bytes,
     sha256,
     verified: true,
@@ -319,78 +288,18 @@ export async function runPackage(
   return { exitCode: EXIT.ok, result };
 }
 
-/** What is handed out: the recorded object, which kind it is, and the name it downloads as. */
-interface Handed {
-  readonly kind: PackageKind;
-  readonly key: string;
-  readonly bytes: number;
-  readonly sha256: string;
-  readonly version_id?: string | undefined;
-  readonly fileName: string;
-}
-
 /**
- * The package to hand out, or exit 1 saying why not: only a completed request's. By default the
- * subject package (an access request's); with `raw`, the platform archive, an erasure request's
- * only with a reason (its archive is the subject's data taken before erasure).
+ * Why a download failed, in words that never hold the link: the error's name and code, and its
+ * cause's, but no message (fetch's and the stream's may quote the URL).
  */
-function packageable(item: LedgerItem, reason: string | undefined, raw: boolean): Handed {
-  if (item.status !== 'completed') {
-    throw new CliError(
-      `request ${item.request_id} is ${item.status}; a package exists only for a completed request`,
-      EXIT.failed,
-    );
+function describeFailure(error: unknown): string {
+  const parts: string[] = [];
+  for (let current: unknown = error, depth = 0; current instanceof Error && depth < 3; depth += 1) {
+    const code = 'code' in current && typeof current.code === 'string' ? ` ${current.code}` : '';
+    parts.push(`${current.name}${code}`);
+    current = current.cause;
   }
-  if (!raw) {
-    if (item.type === 'erasure') {
-      throw new CliError(
-        `request ${item.request_id} is an erasure: it has no subject package. Its platform archive (the subject's data taken before erasure) is handed out only with --raw and --reason`,
-        EXIT.failed,
-      );
-    }
-    const built = item.subject_package;
-    if (built === undefined) {
-      throw new CliError(
-        `request ${item.request_id} has no subject package (outcome ${item.outcome ?? 'unknown'}${item.archive === undefined ? '' : '; it completed before subject packages were built'}): ${item.archive === undefined ? 'there is nothing to hand over' : 'hand out the platform archive with --raw'}`,
-        EXIT.failed,
-      );
-    }
-    return {
-      kind: 'subject_package',
-      key: built.key,
-      bytes: built.bytes,
-      sha256: built.sha256,
-      version_id: built.version_id,
-      fileName: built.file_name,
-    };
-  }
-  if (item.archive === undefined) {
-    throw new CliError(
-      `request ${item.request_id} has no archive (outcome ${item.outcome ?? 'unknown'}): there is nothing to hand over`,
-      EXIT.failed,
-    );
-  }
-  if (item.type === 'erasure' && reason === undefined) {
-    throw new CliError(
-      `request ${item.request_id} is an erasure: its archive is the copy of the subject's data taken before it was erased; hand it out only with --reason saying why (kept in the audit record)`,
-      EXIT.failed,
-    );
-  }
-  return { kind: 'platform_archive', ...archiveFacts(item.archive) };
-}
-
-function label(handed: Handed): string {
-  return handed.kind === 'subject_package' ? 'subject package' : 'archive';
-}
-
-function archiveFacts(archive: ArchiveFacts): Omit<Handed, 'kind'> {
-  return {
-    key: archive.key,
-    bytes: archive.bytes,
-    sha256: archive.sha256,
-    version_id: archive.version_id,
-    fileName: archive.key.split('/').at(-1) ?? 'archive.zip',
-  };
+  return parts.length === 0 ? 'unknown error' : parts.join(', caused by ');
 }
 
 export interface PackageFlags extends TargetFlags {

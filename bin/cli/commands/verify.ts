@@ -1,7 +1,6 @@
 // The `svc-dsr verify` command: re-hashes a request's archive and checks its audit chain, or every one's.
 import { ListObjectsV2Command, ListObjectVersionsCommand } from '@aws-sdk/client-s3';
 import { z } from 'zod';
-import { hashStoredObject } from '#shared/archive';
 import {
   AUDIT_PREFIX,
   type AuditRecord,
@@ -18,7 +17,7 @@ import {
   type Manifest,
   readManifests,
 } from '#shared/audit-manifest';
-import { ConfigurationError, InvalidArchiveError } from '#shared/errors';
+import { ConfigurationError } from '#shared/errors';
 import { type ArchiveFacts, isTerminal, type LedgerItem, SIDE_CHAINS } from '#shared/ledger';
 import { MAX_CLOCK_SKEW_MS } from '#shared/request';
 import { closingRecord, lastRecordOf, ledgerMismatches, ruleProblems } from '../evidence/ledger-facts.ts';
@@ -90,7 +89,7 @@ export interface VerifyResult {
  * 1 when any does not.
  */
 export async function runVerify(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock' | 'operatorFunction'>,
   options: VerifyOptions,
   io: CliIo,
 ): Promise<CommandResult<VerifyResult>> {
@@ -221,9 +220,13 @@ function recordedObject(
   return built === undefined ? undefined : { ...built, writtenAt: later(built.built_at) };
 }
 
-/** Re-hashes the archive (or the subject package) against the ledger; see ArchiveCheck. */
+/**
+ * Re-hashes the archive (or the subject package) against the ledger; see ArchiveCheck. The operator
+ * function reads and hashes the stored object (the privacy team's policy has no read of archive
+ * content) and answers its size and SHA-256; the verdict is made here, from the ledger and the chain.
+ */
 async function checkArchive(
-  context: Pick<CliContext, 's3' | 'names' | 'clock'>,
+  context: Pick<CliContext, 'operatorFunction' | 'names' | 'clock'>,
   item: LedgerItem,
   chain: readonly AuditRecord[],
   which: 'archive' | 'subject_package' = 'archive',
@@ -231,37 +234,37 @@ async function checkArchive(
   const recorded = recordedObject(item, chain, which);
   if (recorded === undefined) return { status: 'none', key: null, expected: null, actual: null };
   const expected = { bytes: recorded.bytes, sha256: recorded.sha256.toLowerCase() };
-  try {
-    const actual = await hashStoredObject({
-      s3: context.s3,
-      bucket: context.names.ArchiveBucketName,
-      key: recorded.key,
-    });
+  const checked = await context.operatorFunction({
+    command: 'check_stored',
+    request_id: item.request_id,
+    object: which,
+  });
+  if (checked.key !== recorded.key) {
+    throw new CliError(
+      `the ledger of request ${item.request_id} changed while it was verified (its ${which === 'archive' ? 'archive' : 'subject package'} is now ${checked.key ?? 'none'}, was ${recorded.key}); run the verification again`,
+      EXIT.failed,
+    );
+  }
+  const actual = checked.stored;
+  if (actual !== null) {
     const match = actual.bytes === expected.bytes && actual.sha256 === expected.sha256;
     return { status: match ? 'match' : 'mismatch', key: recorded.key, expected, actual };
-  } catch (error) {
-    const gone =
-      (error instanceof InvalidArchiveError && error.message.includes('missing')) ||
-      (error instanceof Error && error.name === 'NoSuchKey');
-    if (gone) {
-      // An erasure's archive deleted once the erasure was verified, as its locked record says.
-      const deleted = lastRecordOf(chain, 'erasure_verified');
-      const ends =
-        which === 'archive' && deleted?.facts.archive_deleted === true
-          ? new Date(deleted.at)
-          : archiveRetentionEndsAt(context.names, item, recorded.writtenAt);
-      const retention = ends === undefined ? {} : { retention_ends_at: ends.toISOString() };
-      const expired = ends !== undefined && ends.getTime() <= context.clock().getTime();
-      return {
-        status: expired ? 'expired' : 'missing',
-        key: recorded.key,
-        expected,
-        actual: null,
-        ...retention,
-      };
-    }
-    throw error;
   }
+  // An erasure's archive deleted once the erasure was verified, as its locked record says.
+  const deleted = lastRecordOf(chain, 'erasure_verified');
+  const ends =
+    which === 'archive' && deleted?.facts.archive_deleted === true
+      ? new Date(deleted.at)
+      : archiveRetentionEndsAt(context.names, item, recorded.writtenAt);
+  const retention = ends === undefined ? {} : { retention_ends_at: ends.toISOString() };
+  const expired = ends !== undefined && ends.getTime() <= context.clock().getTime();
+  return {
+    status: expired ? 'expired' : 'missing',
+    key: recorded.key,
+    expected,
+    actual: null,
+    ...retention,
+  };
 }
 
 function describe(result: VerifyResult): string {
@@ -401,7 +404,7 @@ export function parseVerifyAllOptions(flags: {
  * and every finding. Exit 0 with no finding, 1 with any.
  */
 export async function runVerifyAll(
-  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock'>,
+  context: Pick<CliContext, 'ledger' | 's3' | 'names' | 'target' | 'clock' | 'operatorFunction'>,
   options: VerifyAllOptions,
   io: CliIo,
 ): Promise<CommandResult<VerifyAllResult>> {

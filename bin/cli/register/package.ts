@@ -19,7 +19,7 @@ export function registerPackageCommand(program: Command): void {
       "the platform's original export zip (portability, evidence) instead of the subject package",
     )
     .option('--out <file>', 'download the package to this file (checked against the ledger SHA-256)')
-    .option('--expires-in <seconds>', 'lifetime of a presigned link, at most 604800 (7 days)', '3600')
+    .option('--expires-in <seconds>', 'lifetime of a presigned link, at most 3600 (1 hour)', '3600')
     .option('--force', 'replace --out if it exists')
     .option(
       '--reason <reason>',
@@ -36,21 +36,24 @@ comment by conversation, likes, roles, a glossary), data.json (the same, for por
 README.txt and platform/ (the platform's four files, untouched, with their SHA-256). --raw hands out
 the platform's export zip as it was archived.
 
-The copy is streamed to a temporary file (readable only by you), its size and SHA-256 are checked
-against the ledger, and only then renamed to --out. Without --out the command prints a presigned link
-to the recorded version that expires after --expires-in seconds (default one hour).
+The operator function hands it out: it records the hand-out, then answers a presigned link to the
+recorded version, signed with its own role (your role cannot read archives). With --out the copy is
+streamed from a link of 5 minutes to a temporary file (readable only by you), its size and SHA-256
+are checked against the ledger, and only then renamed to --out. Without --out the command prints
+the link, which expires after --expires-in seconds (default and longest: one hour).
 
-Every hand-out is an audit record (audit/<request_id>.packages/): who, when, the link's expiry or
-a file (mode 0600; its path is not kept), which package, and the reason. An erasure request has no
+Every hand-out is an audit record (audit/<request_id>.packages/), written before the link is
+answered: who, when, the link's expiry, a file (mode 0600; its path is not kept) or a link, which
+package, and the reason. An erasure request has no
 subject package; its archive (the subject's data taken before erasure) is handed out only with
 --raw and --reason.
 
 Exit codes: 0 link printed, or copy written and verified; 1 no such request, no package, an
-erasure's archive without --reason, the copy does not match, or its audit record could not be
-written; 2 invalid flags.
+erasure's archive without --reason, the download failed or does not match, or the audit record
+could not be written; 2 invalid flags.
 
 Examples:
-  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --expires-in 86400
+  $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --expires-in 1800
   $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --out your-data.zip
   $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --raw --out alice-export.zip
   $ npx svc-dsr package 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f --raw --reason "restore after a wrongful erasure, ticket DSR-77"`,

@@ -164,6 +164,14 @@ describe('the CLI against a serving local mode', () => {
     expect(Date.parse(expires_at) - Date.now()).toBeLessThanOrEqual(600_000);
     const bytes = Buffer.from(await (await fetch(url)).arrayBuffer());
     expect(createHash('sha256').update(bytes).digest('hex')).toBe(sha256);
+    // The operator function recorded each hand-out, the two copies and this link, before answering.
+    const verified = await runCli(['verify', failing.request_id, '--json', ...target()]);
+    expect(verified.code, verified.stderr).toBe(0);
+    const packages = z
+      .object({ side_chains: z.array(z.object({ kind: z.string(), records: z.number() })) })
+      .parse(JSON.parse(verified.stdout))
+      .side_chains.find((chain) => chain.kind === 'packages');
+    expect(packages?.records).toBe(3);
   }, 60_000);
 
   it('reports the CCPA metrics', async () => {

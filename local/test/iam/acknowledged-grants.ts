@@ -168,11 +168,11 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
       'finds and removes every version of the package it built when it finds the request cancelled meanwhile',
   })),
   {
-    role: 'CLI',
-    action: 's3:ListBucket',
-    resource: /archivebucket/,
+    role: 'Operator',
+    action: 's3:GetObjectVersion',
+    resource: /archivebucket.*\/exports\/\*$/,
     reason:
-      'without it a package whose archive expired answers 403, and the CLI could not say the lifecycle rule removed it',
+      "hands out and checks the version the ledger recorded (a HEAD and a presigned GET of it); the proof's local S3 keeps no versions, so its reads name none",
   },
   {
     role: 'Operator',

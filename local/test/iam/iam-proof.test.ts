@@ -21,6 +21,7 @@ import { ACKNOWLEDGED_UNUSED_GRANTS } from './acknowledged-grants.ts';
 import { observeCalls } from './observe.ts';
 import {
   type Authorisation,
+  allowedReads,
   type Deployment,
   denials,
   evaluate,
@@ -206,6 +207,12 @@ describe('the IAM proof, proven', () => {
       names: /Operator .* states:StopExecution on arn:aws:states:.*:execution:/,
     },
     {
+      grant: "the operator function's read of archive objects",
+      from: (id) => id === policyIdOf(stack.functions.Operator.policy),
+      action: 's3:GetObject',
+      names: /Operator .* s3:GetObject on arn:aws:s3:::.*archivebucket.*\/exports\//,
+    },
+    {
       grant: "the operator policy's InvokeFunctionUrl",
       from: (id) => id === logicalId(stack.operatorPolicy),
       action: 'lambda:InvokeFunctionUrl',
@@ -345,5 +352,54 @@ describe('who may change a request', () => {
     for (const name of ['Operator', 'RecordOutcome', 'Intake'] as const) {
       expect(evaluate(model, writer(name)), name).toBe('Allowed');
     }
+  });
+});
+
+describe('who may read an archive', () => {
+  const model = new TemplateModel(template, Stack.of(stack).stackName);
+  const outputs = model.outputs();
+  const requestId = '0b7f6d0e-0000-4000-8000-000000000002';
+  const archiveObjects = [
+    `arn:aws:s3:::${outputs.ArchiveBucketName ?? ''}/exports/${requestId}/attempt-1.zip`,
+    `arn:aws:s3:::${outputs.ArchiveBucketName ?? ''}/exports/${requestId}/subject-package.zip`,
+  ];
+  const person = { managedPolicyId: logicalId(stack.operatorPolicy) } as const;
+  /** The template with `statement` added to the privacy team's policy. */
+  const withPersonStatement = (statement: Record<string, unknown>) => {
+    const broken = structuredClone(template) as {
+      Resources: Record<string, { Properties: { PolicyDocument: { Statement: unknown[] } } }>;
+    };
+    broken.Resources[logicalId(stack.operatorPolicy)]?.Properties.PolicyDocument.Statement.push(statement);
+    return new TemplateModel(broken, Stack.of(stack).stackName);
+  };
+
+  it("refuses the privacy team's policy every read of an archive or a subject package", () => {
+    expect(allowedReads(model, CALLERS.cli, person, archiveObjects)).toEqual([]);
+    // The audit records it reads for verify stay readable.
+    const auditRecord = `arn:aws:s3:::${outputs.AuditBucketName ?? ''}/audit/${requestId}/000000.json`;
+    expect(allowedReads(model, CALLERS.cli, person, [auditRecord])).toEqual([
+      `s3:GetObject on ${auditRecord}`,
+    ]);
+  });
+
+  it('allows the operator function to read both, version by version, with the key', () => {
+    expect(allowedReads(model, OPERATOR_CALLER, roleOf('Operator'), archiveObjects)).toEqual(
+      archiveObjects.flatMap((object) => [`s3:GetObject on ${object}`, `s3:GetObjectVersion on ${object}`]),
+    );
+  });
+
+  it("catches a privacy team's policy given the archive read back", () => {
+    // The statement the policy had before packages went through the operator function.
+    const readBack = withPersonStatement({
+      Effect: 'Allow',
+      Action: 's3:GetObject',
+      Resource: `arn:aws:s3:::${outputs.ArchiveBucketName ?? ''}/exports/*`,
+    });
+    expect(allowedReads(readBack, CALLERS.cli, person, archiveObjects)).toEqual(
+      archiveObjects.map((object) => `s3:GetObject on ${object}`),
+    );
+    // And a broader one, on every bucket.
+    const everywhere = withPersonStatement({ Effect: 'Allow', Action: 's3:Get*', Resource: '*' });
+    expect(allowedReads(everywhere, CALLERS.cli, person, archiveObjects)).toHaveLength(4);
   });
 });

@@ -342,6 +342,53 @@ function simulate(model: TemplateModel, a: Authorisation) {
   return { result: String(result), identityPolicies, resourcePolicy, principalArn };
 }
 
+/**
+ * The reads of stored objects `principal` is allowed, of those asked: an S3 read (`s3:GetObject`,
+ * or `s3:GetObjectVersion` of a recorded version) counts only with the `kms:Decrypt` S3 makes with
+ * the same principal's permission for an SSE-KMS object. Answers `<action> on <object>` for each.
+ */
+export function allowedReads(
+  model: TemplateModel,
+  caller: string,
+  principal: Authorisation['principal'],
+  objectArns: readonly string[],
+): string[] {
+  const allowed: string[] = [];
+  for (const object of objectArns) {
+    const key = keyOf(model, object);
+    const decrypt: Authorisation | undefined =
+      key === undefined
+        ? undefined
+        : {
+            caller,
+            principal,
+            action: 'kms:Decrypt',
+            resource: key.keyArn,
+            context: {
+              'kms:ViaService': `s3.${REGION}.amazonaws.com`,
+              'kms:CallerAccount': ACCOUNT,
+              'kms:EncryptionContext:aws:s3:arn': key.bucketKey ? (object.split('/')[0] ?? object) : object,
+              ...SECURE,
+            },
+            reason: `S3 decrypts ${object} for its reader`,
+          };
+    for (const action of ['s3:GetObject', 's3:GetObjectVersion']) {
+      const read = {
+        caller,
+        principal,
+        action,
+        resource: object,
+        context: SECURE,
+        reason: 'a read of the object',
+      };
+      if (evaluate(model, read) !== 'Allowed') continue;
+      if (decrypt !== undefined && evaluate(model, decrypt) !== 'Allowed') continue;
+      allowed.push(`${action} on ${object}`);
+    }
+  }
+  return allowed;
+}
+
 /** Every authorisation the policies refuse, with a message that names the call and what was evaluated. */
 export function denials(model: TemplateModel, authorisations: readonly Authorisation[]): Denial[] {
   const found: Denial[] = [];

@@ -1,7 +1,10 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import {
+  GetObjectCommand,
+  HeadObjectCommand,
   ListObjectsV2Command,
   ListObjectVersionsCommand,
+  NoSuchKey,
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
@@ -20,6 +23,7 @@ import { functionUrlEvent } from '../../../../bin/cli/operator-client.ts';
 import { makeOperatorHandler } from '../../../../lambdas/operator/handler.ts';
 import type { OperatorDeps } from '../../../../lambdas/operator/operator.ts';
 import { startDynamo } from '../../../helpers/dynamo.ts';
+import { s3Body } from '../../cli/helpers.ts';
 
 const NOW = new Date('2026-11-21T12:00:00.000Z');
 const CALLER = 'arn:aws:sts::111122223333:assumed-role/PrivacyOperator/jane';
@@ -36,7 +40,11 @@ beforeAll(async () => {
   await createLedgerTable(dynamo.client, 'ledger');
   deps = {
     ledger: new Ledger(dynamo.client, 'ledger', () => NOW),
-    s3: new S3Client({ region: 'eu-west-1' }),
+    // Test keys: the function signs the links it hands out.
+    s3: new S3Client({
+      region: 'eu-west-1',
+      credentials: { accessKeyId: 'AKIATEST', secretAccessKey: 'test' },
+    }),
     sfn: new SFNClient({ region: 'eu-west-1' }),
     names: { ArchiveBucketName: 'archives', AuditBucketName: 'audit', StateMachineArn: STATE_MACHINE },
     clock: () => NOW,
@@ -81,6 +89,34 @@ async function call(command: Record<string, unknown>, caller: string = CALLER) {
   const handler = makeOperatorHandler(() => deps, silent);
   const answer = await handler(functionUrlEvent(caller, JSON.stringify(command)));
   return { status: answer.statusCode, body: JSON.parse(answer.body) as Record<string, unknown> };
+}
+
+const ARCHIVE = Buffer.from('PK\u0003\u0004 the platform export of the subject');
+const sha256Of = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
+
+/** The archive facts the ledger keeps for `bytes`, but its key (completedWith puts it under the request). */
+function archiveFacts(bytes: Buffer, versionId: string) {
+  return {
+    bytes: bytes.length,
+    sha256: sha256Of(bytes),
+    version_id: versionId,
+    verified_at: NOW.toISOString(),
+    entries: 4,
+  };
+}
+
+/** A completed access request whose archive is `exports/<request_id>/attempt-1.zip`. */
+async function completedWith(archive: Omit<NonNullable<LedgerPatch['archive']>, 'key'>): Promise<LedgerItem> {
+  const item = await stored();
+  return deps.ledger.update(
+    item.request_id,
+    {
+      status: 'completed',
+      outcome: 'exported',
+      archive: { ...archive, key: `exports/${item.request_id}/attempt-1.zip` },
+    },
+    ['received'],
+  );
 }
 
 /** The audit records the handler wrote, parsed. */
@@ -231,33 +267,148 @@ describe('the operator handler', () => {
     });
   });
 
-  it("records a package hand-out with the ledger's facts, not the command's", async () => {
-    const item = await stored(
-      {
-        status: 'completed',
-        outcome: 'exported',
-        archive: {
-          key: 'exports/x/attempt-1.zip',
-          bytes: 10,
-          sha256: 'a'.repeat(64),
-          version_id: 'v1',
-          verified_at: NOW.toISOString(),
-          entries: 4,
-        },
-      },
-      ['received'],
+  it("hands out a link to the ledger's version of the archive, recorded with the ledger's facts, not the command's", async () => {
+    // Prepare
+    const item = await completedWith(archiveFacts(ARCHIVE, 'v1'));
+    s3Mock.on(HeadObjectCommand).resolves({ ContentLength: ARCHIVE.length });
+    // Act
+    const { status, body } = await call({
+      command: 'hand_out_package',
+      request_id: item.request_id,
+      raw: true,
+      hand_out: { delivery: 'link', expires_in: 900 },
+      key: 'exports/someone-else/attempt-1.zip',
+      sha256: 'b'.repeat(64),
+    });
+    // Assess
+    expect(status).toBe(200);
+    const result = (body as { result: { url: string } }).result;
+    const link = new URL(result.url);
+    expect(link.hostname).toBe('archives.s3.eu-west-1.amazonaws.com');
+    expect(link.pathname).toBe(`/exports/${item.request_id}/attempt-1.zip`);
+    expect(link.searchParams.get('versionId')).toBe('v1');
+    expect(link.searchParams.get('X-Amz-Expires')).toBe('900');
+    expect(result).toMatchObject({
+      package: 'platform_archive',
+      sha256: sha256Of(ARCHIVE),
+      expires_at: '2026-11-21T12:15:00.000Z',
+      recorded: true,
+    });
+    expect(records()).toEqual([
+      expect.objectContaining({
+        action: 'package_handed_out',
+        facts: expect.objectContaining({
+          operator: CALLER,
+          package: 'platform_archive',
+          key: `exports/${item.request_id}/attempt-1.zip`,
+          sha256: sha256Of(ARCHIVE),
+          delivery: 'link',
+          link_expires_at: '2026-11-21T12:15:00.000Z',
+        }),
+      }),
+    ]);
+  });
+
+  it('keeps the link and its signature out of every log line, record and ledger field', async () => {
+    // Prepare
+    const item = await completedWith(archiveFacts(ARCHIVE, 'v1'));
+    s3Mock.on(HeadObjectCommand).resolves({ ContentLength: ARCHIVE.length });
+    const logged: unknown[] = [];
+    const capture = (...args: unknown[]) => logged.push(args);
+    const handler = makeOperatorHandler(
+      () => deps,
+      () => ({ info: capture, warn: capture, error: capture, debug: capture }),
     );
-    const { status } = await call({
+    const links: string[] = [];
+    // Act: a link, a download to a file, and a refused one (the record cannot be written).
+    for (const handOut of [{ delivery: 'link', expires_in: 3600 }, { delivery: 'file' }]) {
+      const answer = await handler(
+        functionUrlEvent(
+          CALLER,
+          JSON.stringify({
+            command: 'hand_out_package',
+            request_id: item.request_id,
+            raw: true,
+            hand_out: handOut,
+          }),
+        ),
+      );
+      expect(answer.statusCode).toBe(200);
+      links.push((JSON.parse(answer.body) as { result: { url: string } }).result.url);
+    }
+    s3Mock.on(PutObjectCommand).rejects(new Error('AccessDenied'));
+    const refused = await handler(
+      functionUrlEvent(
+        CALLER,
+        JSON.stringify({
+          command: 'hand_out_package',
+          request_id: item.request_id,
+          raw: true,
+          hand_out: { delivery: 'file' },
+        }),
+      ),
+    );
+    // Assess
+    expect(refused.statusCode).toBe(409);
+    expect(refused.body).not.toContain('X-Amz-');
+    expect(logged).toContainEqual([
+      'operator command applied',
+      expect.objectContaining({ command: 'hand_out_package', request_id: item.request_id }),
+    ]);
+    const kept = JSON.stringify([logged, records(), await deps.ledger.require(item.request_id)]);
+    for (const url of links) {
+      const signature = new URL(url).searchParams.get('X-Amz-Signature') ?? '';
+      expect(signature).toMatch(/^[0-9a-f]{64}$/);
+      expect(kept).not.toContain(signature);
+      expect(kept).not.toContain(url);
+    }
+    expect(kept).not.toContain('X-Amz-');
+  });
+
+  it('answers the size and SHA-256 of what the bucket holds at the recorded key, and null when it holds nothing', async () => {
+    // Prepare
+    const item = await completedWith(archiveFacts(ARCHIVE, 'v1'));
+    s3Mock
+      .on(GetObjectCommand, { Bucket: 'archives', Key: `exports/${item.request_id}/attempt-1.zip` })
+      .callsFakeOnce(() => ({ Body: s3Body(ARCHIVE), ContentLength: ARCHIVE.length }))
+      .rejects(new NoSuchKey({ message: 'gone', $metadata: {} }));
+    const check = (object: string) => call({ command: 'check_stored', request_id: item.request_id, object });
+    // Act
+    const present = await check('archive');
+    const gone = await check('archive');
+    const none = await check('subject_package');
+    // Assess
+    expect(present.body).toEqual({
+      ok: true,
+      result: {
+        request_id: item.request_id,
+        object: 'archive',
+        key: `exports/${item.request_id}/attempt-1.zip`,
+        stored: { bytes: ARCHIVE.length, sha256: sha256Of(ARCHIVE) },
+      },
+    });
+    expect(gone.body).toMatchObject({ ok: true, result: { stored: null } });
+    expect(none.body).toMatchObject({ ok: true, result: { key: null, stored: null } });
+    expect(s3Mock.commandCalls(GetObjectCommand)).toHaveLength(2);
+    expect(records()).toEqual([]);
+  });
+
+  it('tells a caller of another version which commands it knows', async () => {
+    const item = await completedWith(archiveFacts(ARCHIVE, 'v1'));
+    const { status, body } = await call({
       command: 'package_handed_out',
       request_id: item.request_id,
       raw: true,
       hand_out: { delivery: 'file', file_mode: '0600' },
-      sha256: 'b'.repeat(64),
     });
-    expect(status).toBe(200);
-    expect(records()[0]).toMatchObject({
-      action: 'package_handed_out',
-      facts: { operator: CALLER, package: 'platform_archive', sha256: 'a'.repeat(64), delivery: 'file' },
+    expect(status).toBe(400);
+    expect(body).toMatchObject({
+      ok: false,
+      code: 'invalid',
+      message: expect.stringMatching(
+        /^command: this operator function does not know "package_handed_out" \(it knows .*hand_out_package, check_stored\): the CLI and the deployed stack are of different versions/,
+      ),
     });
+    expect(records()).toEqual([]);
   });
 });
