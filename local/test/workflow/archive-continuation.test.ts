@@ -151,9 +151,11 @@ describe('an export whose copy needs three invocations of ArchiveExport', () => 
     h.workflow.s3.middlewareStack.add(
       (next, context) => async (args) => {
         const current = invocation.getStore();
-        if (current?.dead === true) return new Promise<never>(() => {});
+        // Read again after each await: the invocation may have died meanwhile.
+        const dead = () => current?.dead === true;
+        if (dead()) return new Promise<never>(() => {});
         const output = await next(args);
-        if (current?.dead === true) return new Promise<never>(() => {});
+        if (dead()) return new Promise<never>(() => {});
         if (current?.number === 2 && context.commandName === 'UploadPartCommand') {
           kill?.();
           return new Promise<never>(() => {});
