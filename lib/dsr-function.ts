@@ -270,6 +270,8 @@ export class DsrFunction extends Construct {
               's3:PutObject',
               's3:PutObjectTagging',
               's3:AbortMultipartUpload',
+              // A copy carried across invocations checks its upload's parts (ListParts) first.
+              's3:ListMultipartUploadParts',
               's3:GetObject',
               // The copy is proven with a HEAD of the version it created.
               's3:GetObjectVersion',

@@ -195,19 +195,25 @@ export async function copyExportContinuable(
         };
       }
       return { continued: true, done: common };
-    } catch (error) {
+    } catch (thrown) {
+      let error = thrown;
       if (error instanceof StopAtBoundary) {
-        const paused = await upload.pause();
-        return {
-          paused: {
-            uploadId: paused.uploadId,
-            partSizeBytes: partSize,
-            parts: paused.parts,
-            partsCrc32: paused.partsCrc32,
-            totalBytes: totalBytes ?? 0,
-          },
-          ...(restarted === undefined ? {} : { restarted }),
-        };
+        // A part that failed meanwhile fails the stop too, and goes the failure's way below.
+        const paused = await upload.pause().catch((failure: unknown) => {
+          error = failure;
+          return undefined;
+        });
+        if (paused !== undefined)
+          return {
+            paused: {
+              uploadId: paused.uploadId,
+              partSizeBytes: partSize,
+              parts: paused.parts,
+              partsCrc32: paused.partsCrc32,
+              totalBytes: totalBytes ?? 0,
+            },
+            ...(restarted === undefined ? {} : { restarted }),
+          };
       }
       const cause = tally.failure ?? upload.failure ?? error;
       if (continuable && worthRetrying(cause)) {

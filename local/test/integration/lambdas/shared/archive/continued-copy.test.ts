@@ -62,6 +62,10 @@ let s3: S3Client;
 let platform: Server;
 /** How the platform answers a Range: honour it, or send the whole archive as a 200. */
 let honourRange = true;
+/** Added to the start of the range the platform says it sends (a platform whose ranges are off). */
+let rangeShift = 0;
+/** The platform drops the connection after this many bytes of the next answer. */
+let cutAfter: number | undefined;
 let ranges: (string | undefined)[] = [];
 let keys = 0;
 
@@ -71,10 +75,15 @@ function serveZip(request: IncomingMessage, response: ServerResponse): void {
   const match = /^bytes=(\d+)-$/.exec(range ?? '');
   if (!honourRange || match === null) {
     response.writeHead(200, { 'content-type': 'application/zip', 'content-length': ZIP.length });
-    response.end(ZIP);
+    if (cutAfter === undefined) {
+      response.end(ZIP);
+      return;
+    }
+    response.write(ZIP.subarray(0, cutAfter), () => setTimeout(() => response.socket?.destroy(), 100));
+    cutAfter = undefined;
     return;
   }
-  const first = Number(match[1]);
+  const first = Number(match[1]) + rangeShift;
   response.writeHead(206, {
     'content-type': 'application/zip',
     'content-length': ZIP.length - first,
@@ -199,6 +208,8 @@ afterAll(async () => {
 
 beforeEach(() => {
   honourRange = true;
+  rangeShift = 0;
+  cutAfter = undefined;
   ranges = [];
   keys += 1;
 });
@@ -328,5 +339,48 @@ describe('copyExportContinuable', () => {
     expect(error).toBeInstanceOf(DownloadNotResumableError);
     expect(String((error as Error).message)).not.toContain(LINK_SECRET);
     expect((error as Error).message).toContain('does not honour Range');
+  });
+
+  it('fails with DownloadNotResumableError when the platform answers another range than asked', async () => {
+    // Prepare
+    const key = `exports/shifted-${keys}.zip`;
+    const first = await invocation(s3, key, undefined, [], 1);
+    if (!('paused' in first)) throw new Error('the first invocation should stop');
+    rangeShift = 1;
+
+    // Act
+    const error = await invocation(s3, key, first.paused, []).then(
+      () => undefined,
+      (failure: unknown) => failure,
+    );
+
+    // Assess
+    expect(error).toBeInstanceOf(DownloadNotResumableError);
+    expect((error as Error).message).toContain(
+      `another range than bytes ${PART}-${ZIP.length - 1}/${ZIP.length}`,
+    );
+  });
+
+  it('keeps the upload and records its checkpoint when the download breaks off, so the retry goes on from there', async () => {
+    // Prepare: the connection drops after 2 parts and a bit.
+    const key = `exports/broken-${keys}.zip`;
+    const recorded: CopyCheckpoint[] = [];
+    cutAfter = 2 * PART + MiB;
+
+    // Act
+    const error = await invocation(s3, key, undefined, recorded).then(
+      () => undefined,
+      (failure: unknown) => failure,
+    );
+    const checkpoint = recorded.at(-1);
+    if (checkpoint === undefined) throw new Error('the broken copy recorded no checkpoint');
+    const retry = await invocation(s3, key, checkpoint, []);
+
+    // Assess
+    expect((error as Error).name).toBe('TruncatedDownloadError');
+    expect(checkpoint.parts).toBe(2);
+    expect(ranges.at(-1)).toBe(`bytes=${2 * PART}-`);
+    if (!('done' in retry) || !retry.continued) throw new Error('the retry should complete the copy');
+    expect(await stored(key)).toEqual(ZIP_STORED);
   });
 });
