@@ -82,6 +82,11 @@ export class ThrottledStepFunctions {
   readonly #figures: Record<PacedAction, { calls: number; throttled: number }>;
   readonly #latencyMs: number;
   #sequence = 0;
+  /** Each status's executions, newest first, as of `#sequence` and `#changes` (a listing reads it page after page). */
+  #listed:
+    | { readonly key: string; readonly byStatus: Map<ExecutionStatus, [string, Execution][]> }
+    | undefined;
+  #changes = 0;
 
   constructor(options: ThrottledStepFunctionsOptions) {
     const now = options.now ?? (() => performance.now());
@@ -101,6 +106,7 @@ export class ThrottledStepFunctions {
   /** Records an execution that exists already (set-up, no call). */
   add(name: string, status: ExecutionStatus): void {
     this.#sequence += 1;
+    this.#changes += 1;
     this.#executions.set(name, { status, sequence: this.#sequence });
   }
 
@@ -113,9 +119,7 @@ export class ThrottledStepFunctions {
   readonly list: ExecutionLister = async (status, nextToken) => {
     await this.#call('ListExecutions');
     const after = nextToken === undefined ? Number.POSITIVE_INFINITY : readToken(nextToken, status);
-    const matching = [...this.#executions]
-      .filter(([, execution]) => execution.status === status && execution.sequence < after)
-      .sort(([, a], [, b]) => b.sequence - a.sequence);
+    const matching = this.#newestFirst(status).filter(([, execution]) => execution.sequence < after);
     const page = matching.slice(0, MAX_PAGE);
     const last = page.at(-1)?.[1].sequence;
     return {
@@ -158,6 +162,21 @@ export class ThrottledStepFunctions {
       DescribeExecution: { ...this.#figures.DescribeExecution },
       StartExecution: { ...this.#figures.StartExecution },
     };
+  }
+
+  #newestFirst(status: ExecutionStatus): [string, Execution][] {
+    const key = String(this.#changes);
+    if (this.#listed?.key !== key) {
+      const byStatus = new Map<ExecutionStatus, [string, Execution][]>();
+      for (const entry of this.#executions) {
+        const list = byStatus.get(entry[1].status) ?? [];
+        list.push(entry);
+        byStatus.set(entry[1].status, list);
+      }
+      for (const list of byStatus.values()) list.sort(([, a], [, b]) => b.sequence - a.sequence);
+      this.#listed = { key, byStatus };
+    }
+    return this.#listed.byStatus.get(status) ?? [];
   }
 
   async #call(action: PacedAction): Promise<void> {

@@ -69,7 +69,7 @@ export interface QuotaRunResult {
   readonly failures: readonly string[];
   /** True when a pass reached the end of the open index. */
   readonly complete: boolean;
-  /** The reconciler's Step Functions calls and throttled calls, per action. */
+  /** The reconciler's Step Functions calls and throttled calls, per action, as the stand-in counted them. */
   readonly calls: Readonly<Record<PacedAction, ActionFigures>>;
   /** DescribeExecution calls answered: the previous pass's coverage when it fails. */
   readonly described: number;
@@ -224,6 +224,15 @@ export async function reconcileUnderQuota(
     const seconds = (Date.now() - begin) / 1000;
     const used = process.cpuUsage(cpu);
     const neighbourFigures = others.map((other) => other.stop());
+    // The reconciler's calls as the stand-in answered them: every call it saw, less the other caller's.
+    const seen = stepFunctions.figures();
+    const ofReconciler = (action: PacedAction): ActionFigures => {
+      const other = neighbourFigures[PACED_ACTIONS.indexOf(action)] ?? { calls: 0, throttled: 0 };
+      return {
+        calls: seen[action].calls - other.calls,
+        throttled: seen[action].throttled - other.throttled,
+      };
+    };
     const resumedSet = new Set(resumed);
     return {
       requests: options.requests,
@@ -232,7 +241,11 @@ export async function reconcileUnderQuota(
       failedPasses: failures.length,
       failures,
       complete: summaries.at(-1)?.complete === true,
-      calls: pacer.figures(),
+      calls: {
+        ListExecutions: ofReconciler('ListExecutions'),
+        DescribeExecution: ofReconciler('DescribeExecution'),
+        StartExecution: ofReconciler('StartExecution'),
+      },
       described,
       ...(neighbourFigures.length === 0
         ? {}

@@ -3,7 +3,8 @@
  * state machine and steps, the operator CLI as separate processes against it, and the deadline
  * sweep with its retention pass. The scenarios cover every path that reaches AWS: an access request, an erasure, a
  * correction, an unknown subject, an invalid message, a failed export retried by the operator, a request left
- * without an execution and resumed by the reconciler, a cancel, an extension, a request denied at
+ * without an execution and resumed by the reconciler (one whose execution was stopped, one whose
+ * execution never started), a cancel, an extension, a request denied at
  * intake (its identity not verified), a failed one denied by the operator, and the read commands
  * (status, list, report, verify, package), and a notice to the subject.
  */
@@ -15,6 +16,7 @@ import { SFNClient, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { startLocalMode } from '#local/local-mode';
 import { readLocalEndpoints } from '../../../bin/cli/local-endpoints.ts';
 import { sweepDeadlines } from '../../../lambdas/deadline-sweep/deadline-sweep.ts';
+import { intakeMessage } from '../../../lambdas/intake/intake.ts';
 import { writeDailyManifests } from '../../../lambdas/shared/audit-manifest.ts';
 import {
   CALLERS,
@@ -55,6 +57,7 @@ const ids = {
   denied: '0b7f6d0e-0000-4000-8000-000000000009',
   unverified: '0b7f6d0e-0000-4000-8000-00000000000a',
   strandedForGood: '0b7f6d0e-0000-4000-8000-00000000000b',
+  neverStarted: '0b7f6d0e-0000-4000-8000-00000000000d',
 } as const;
 
 /** Runs the scenarios in `dataDir` and returns every call made, in this process and in the CLI's. */
@@ -188,6 +191,23 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     await strand(ids.strandedForGood, 'ccpa');
     await reconcileUntilActedOn(mode, ids.strandedForGood, { maxResumes: 0 });
     await waitFor(async () => (await cli('status', ids.strandedForGood, '--json')).includes('"failed"'));
+    // One whose intake stopped between the ledger write and StartExecution, its message gone: no
+    // listing names its execution, so the reconciler describes it, finds none, and starts it.
+    await runAsCaller('Intake', () =>
+      intakeMessage(JSON.stringify(request(ids.neverStarted, 'access', 'u-alice')), {
+        ledger: mode.workflow.ledger,
+        audit: mode.workflow.audit,
+        quarantine: async () => {
+          throw new Error('nothing of this message is quarantined');
+        },
+        startExecution: async () => {
+          throw Object.assign(new Error('connection reset'), { code: 'ECONNRESET' });
+        },
+        logger: { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} },
+      }).catch(() => undefined),
+    );
+    await reconcileUntilActedOn(mode, ids.neverStarted);
+    await waitFor(async () => (await cli('status', ids.neverStarted, '--json')).includes('"completed"'));
     await cli('status', ids.access);
     await cli('notice', ids.access, '--kind', 'response', '--channel', 'email');
     await cli('list', '--status', 'completed');
