@@ -917,8 +917,9 @@ export class DsrStack extends Stack {
         conditions: { StringLike: { 's3:prefix': [`${AUDIT_PREFIX}*`, `${MANIFEST_PREFIX}*`] } },
       }),
       new iam.PolicyStatement({
-        // Read an archive (package, verify).
-        actions: ['s3:GetObject'],
+        // Read an archive (verify), and the version of it the ledger recorded (package): the
+        // bucket is versioned, so that read is s3:GetObjectVersion.
+        actions: ['s3:GetObject', 's3:GetObjectVersion'],
         resources: [this.archiveBucket.arnForObjects('exports/*')],
       }),
       new iam.PolicyStatement({
