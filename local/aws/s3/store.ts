@@ -1047,6 +1047,9 @@ export function requireObject(
   if (version === undefined) throw versionId === undefined ? noSuchKey() : noSuchVersion();
   if (version.kind === 'marker') {
     const headers = { 'x-amz-delete-marker': 'true', 'x-amz-version-id': version.versionId };
-    throw versionId === undefined ? noSuchKey(headers) : methodNotAllowed(headers);
+    // Named by its id, the marker's time comes too: "405 Method Not Allowed error and the Last-Modified: timestamp".
+    throw versionId === undefined
+      ? noSuchKey(headers)
+      : methodNotAllowed({ ...headers, 'last-modified': new Date(version.lastModified).toUTCString() });
   }
 }
