@@ -2,7 +2,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import { closeServer, listen, trackSockets } from '../http.ts';
-import { BUCKETS_DIR, META_DIR, TMP_DIR, UPLOADS_DIR } from './s3/limits.ts';
+import { BUCKETS_DIR, META_DIR, TMP_DIR, UPLOADS_DIR, VERSIONS_DIR } from './s3/limits.ts';
 import { handle } from './s3/protocol.ts';
 import { DiskStore } from './s3/store.ts';
 
@@ -49,6 +49,7 @@ export async function startDiskS3(options: DiskS3Options): Promise<DiskS3> {
   await mkdir(join(root, META_DIR), { recursive: true });
   await mkdir(join(root, UPLOADS_DIR), { recursive: true });
   await mkdir(join(root, BUCKETS_DIR), { recursive: true });
+  await mkdir(join(root, VERSIONS_DIR), { recursive: true });
   await rm(join(root, TMP_DIR), { recursive: true, force: true });
   await mkdir(join(root, TMP_DIR), { recursive: true });
   const store = new DiskStore(root, options.syncWrites ?? false, options.clock);

@@ -117,10 +117,14 @@ export async function runVerify(
       findings: anchorProblems(item, anchor, chain, index),
     });
   }
+  // Every key of the request's chains in their versions: a record replaced or deleted leaves one more.
+  const chainPrefixes = anchoredChains(item).map((anchor) => `${AUDIT_PREFIX}${anchor.id}/`);
+  const versions = await versionFindings(context.s3, context.names.AuditBucketName, chainPrefixes);
   const findings = [
     ...(manifests.problem === undefined
       ? []
       : [{ check: 'manifest_broken' as const, detail: manifests.problem }]),
+    ...versions.map(({ check, detail }) => ({ check, detail })),
     ...(own === undefined ? [] : anchorProblems(item, own, audit, index)),
     ...ledgerMismatches(item, chain, notices).map((detail) => ({
       check: 'ledger_mismatch' as const,
@@ -491,7 +495,9 @@ export async function runVerifyAll(
       });
     }
   }
-  findings.push(...(await versionFindings(context.s3, context.names.AuditBucketName)));
+  findings.push(
+    ...(await versionFindings(context.s3, context.names.AuditBucketName, [AUDIT_PREFIX, MANIFEST_PREFIX])),
+  );
 
   const summary = Object.fromEntries(
     VERIFY_ALL_CHECKS.map((check) => [check, findings.filter((finding) => finding.check === check).length]),
@@ -757,13 +763,17 @@ function describeGap(ms: number): string {
 }
 
 /**
- * Every audit record or manifest key with more than one version (or a delete marker): under
- * compliance-mode Object Lock a record can be neither replaced nor deleted, so a second version is
- * an attempt, and the earlier version is the one that counts.
+ * Every key under the prefixes (records, manifests) with more than one version (or a delete
+ * marker): under compliance-mode Object Lock a record can be neither replaced nor deleted, so a
+ * second version is an attempt, and the earlier version is the one that counts.
  */
-async function versionFindings(s3: CliContext['s3'], bucket: string): Promise<VerifyAllFinding[]> {
+async function versionFindings(
+  s3: CliContext['s3'],
+  bucket: string,
+  prefixes: readonly string[],
+): Promise<VerifyAllFinding[]> {
   const findings: VerifyAllFinding[] = [];
-  for (const prefix of [AUDIT_PREFIX, MANIFEST_PREFIX]) {
+  for (const prefix of prefixes) {
     const versions = new Map<string, number>();
     let markers: { KeyMarker?: string; VersionIdMarker?: string } = {};
     for (;;) {
@@ -781,9 +791,8 @@ async function versionFindings(s3: CliContext['s3'], bucket: string): Promise<Ve
     }
     for (const [key, count] of versions) {
       if (count < 2) continue;
-      const requestId = key.startsWith(AUDIT_PREFIX)
-        ? (key.slice(AUDIT_PREFIX.length).split('/')[0] ?? null)
-        : null;
+      const chainId = key.startsWith(AUDIT_PREFIX) ? key.slice(AUDIT_PREFIX.length).split('/')[0] : undefined;
+      const requestId = chainId === undefined ? null : parseChainId(chainId).requestId;
       findings.push({
         request_id: requestId,
         check: 'multiple_versions',

@@ -1,9 +1,9 @@
 /** Bucket operations: create, head, delete, list objects, and the settings S3 accepts. */
 import { header, readSmallBody } from './bodies.ts';
 import { invalidArgument, malformedXml, S3Failure } from './errors.ts';
-import { MAX_LIST_KEYS, XMLNS } from './limits.ts';
+import { MAX_LIST_KEYS, NULL_VERSION, VERSION_ID, XMLNS } from './limits.ts';
 import { allowQuery, type Call, element, sendEmpty, sendXml } from './protocol.ts';
-import type { ObjectMeta } from './records.ts';
+import type { ObjectVersion, Version } from './records.ts';
 
 /** Creates the bucket; with `x-amz-bucket-object-lock-enabled: true`, versioned and lockable, as S3 makes it. */
 export async function createBucket(call: Call) {
@@ -103,7 +103,7 @@ async function collectListing(
   after: string | undefined,
   maxKeys: number,
 ): Promise<{
-  contents: { key: string; meta: ObjectMeta }[];
+  contents: { key: string; meta: ObjectVersion }[];
   commonPrefixes: string[];
   truncated: boolean;
   last: string | undefined;
@@ -119,11 +119,14 @@ async function collectListing(
   ) {
     skip.prefix = after;
   }
-  const contents: { key: string; meta: ObjectMeta }[] = [];
+  const contents: { key: string; meta: ObjectVersion }[] = [];
   const commonPrefixes: string[] = [];
   let last: string | undefined;
   let truncated = false;
   for await (const key of store.keys(bucket, prefix, after, skip)) {
+    // A key whose current version is a delete marker is not listed, and rolls up no prefix.
+    const meta = await store.current(bucket, key);
+    if (meta === undefined) continue;
     const rest = key.slice(prefix.length);
     const cut = delimiter === undefined ? -1 : rest.indexOf(delimiter);
     if (contents.length + commonPrefixes.length >= maxKeys) {
@@ -137,8 +140,6 @@ async function collectListing(
       last = rolled;
       continue;
     }
-    const meta = await store.describe(bucket, key);
-    if (meta === undefined) continue;
     contents.push({ key, meta });
     last = key;
   }
@@ -214,10 +215,10 @@ export async function listObjects(call: Call) {
 }
 
 /**
- * ListObjectVersions for a store that keeps no versions: each object under the prefix is its one
- * version, "null", and is the latest, and there are no delete markers. Pages as S3 does: keys in
- * UTF-8 byte order, at most max-keys versions a page, resuming after key-marker (with or without
- * version-id-marker, since a key's one version is also its last).
+ * ListObjectVersions: every version and delete marker under the prefix, keys in UTF-8 byte order
+ * and each key's newest first, at most max-keys a page. A page resumes after key-marker (all its
+ * versions) or, with version-id-marker, after that version of it; a marker version deleted since
+ * (as removeAllVersions does between pages) still has its place, since this store's ids sort by age.
  */
 export async function listObjectVersions(call: Call) {
   const { store, res, bucket, query } = call;
@@ -230,38 +231,64 @@ export async function listObjectVersions(call: Call) {
   const versionIdMarker = query.get('version-id-marker') || undefined;
   if (versionIdMarker !== undefined && keyMarker === undefined)
     throw invalidArgument('A version-id marker cannot be specified without a key marker.');
-  // "null" is the only version id this store ever gives, so any other marker names no version.
-  if (versionIdMarker !== undefined && versionIdMarker !== NULL_VERSION)
+  if (versionIdMarker !== undefined && versionIdMarker !== NULL_VERSION && !VERSION_ID.test(versionIdMarker))
     throw invalidArgument('Invalid version id specified');
 
-  const versions: { key: string; meta: ObjectMeta }[] = [];
+  const listed: { key: string; version: Version; latest: boolean }[] = [];
   let truncated = false;
-  for await (const key of store.keys(bucket, prefix, keyMarker, {})) {
-    const meta = await store.describe(bucket, key);
-    if (meta === undefined) continue;
-    if (versions.length >= maxKeys) {
-      truncated = maxKeys > 0;
-      break;
+  /** Adds the key's versions from `from` on; false once the page is full and more remain. */
+  const take = (key: string, versions: readonly Version[], from: number): boolean => {
+    for (let index = from; index < versions.length; index += 1) {
+      const version = versions[index];
+      if (version === undefined) continue;
+      if (listed.length >= maxKeys) {
+        truncated = maxKeys > 0;
+        return false;
+      }
+      listed.push({ key, version, latest: index === 0 });
     }
-    versions.push({ key, meta });
+    return true;
+  };
+  let open = true;
+  if (keyMarker !== undefined && versionIdMarker !== undefined && keyMarker.startsWith(prefix)) {
+    const versions = await store.versions(bucket, keyMarker);
+    open = take(keyMarker, versions, resumeAfter(versions, versionIdMarker));
   }
-  const last = truncated ? versions.at(-1) : undefined;
+  if (open) {
+    for await (const key of store.keys(bucket, prefix, keyMarker, {})) {
+      if (!take(key, await store.versions(bucket, key), 0)) break;
+    }
+  }
+  const last = truncated ? listed.at(-1) : undefined;
 
-  const items = versions
-    .map(
-      ({ key, meta }) =>
-        `<Version>${element('Key', encode(key))}${element('VersionId', NULL_VERSION)}${element('IsLatest', true)}${element('LastModified', meta.lastModified)}${element('ETag', meta.etag)}${element('Size', meta.size)}${element('StorageClass', 'STANDARD')}${OWNER}</Version>`,
-    )
+  const items = listed
+    .map(({ key, version, latest }) => {
+      const common = `${element('Key', encode(key))}${element('VersionId', version.versionId)}${element('IsLatest', latest)}${element('LastModified', version.lastModified)}`;
+      return version.kind === 'marker'
+        ? `<DeleteMarker>${common}${OWNER}</DeleteMarker>`
+        : `<Version>${common}${element('ETag', version.etag)}${element('Size', version.size)}${element('StorageClass', 'STANDARD')}${OWNER}</Version>`;
+    })
     .join('');
   sendXml(
     res,
     200,
-    `<ListVersionsResult xmlns="${XMLNS}">${element('Name', bucket)}${element('Prefix', encode(prefix))}${element('KeyMarker', encode(keyMarker ?? ''))}${element('VersionIdMarker', versionIdMarker ?? '')}${element('NextKeyMarker', last === undefined ? undefined : encode(last.key))}${element('NextVersionIdMarker', last === undefined ? undefined : NULL_VERSION)}${element('MaxKeys', maxKeys)}${element('EncodingType', query.get('encoding-type') ?? undefined)}${element('IsTruncated', truncated)}${items}</ListVersionsResult>`,
+    `<ListVersionsResult xmlns="${XMLNS}">${element('Name', bucket)}${element('Prefix', encode(prefix))}${element('KeyMarker', encode(keyMarker ?? ''))}${element('VersionIdMarker', versionIdMarker ?? '')}${element('NextKeyMarker', last === undefined ? undefined : encode(last.key))}${element('NextVersionIdMarker', last?.version.versionId)}${element('MaxKeys', maxKeys)}${element('EncodingType', query.get('encoding-type') ?? undefined)}${element('IsTruncated', truncated)}${items}</ListVersionsResult>`,
   );
 }
 
-/** The version id S3 gives an object written while versioning is off: the only one this store has. */
-const NULL_VERSION = 'null';
+/**
+ * Where a page resumes within the marker key: after the marker version, or, if it is gone, after
+ * the versions newer than it (ids sort by age; "null" has no age, so nothing of the key is left).
+ */
+function resumeAfter(versions: readonly Version[], versionIdMarker: string): number {
+  const at = versions.findIndex((version) => version.versionId === versionIdMarker);
+  if (at !== -1) return at + 1;
+  if (versionIdMarker === NULL_VERSION) return versions.length;
+  const newer = versions.findIndex(
+    (version) => version.versionId === NULL_VERSION || version.versionId < versionIdMarker,
+  );
+  return newer === -1 ? versions.length : newer;
+}
 
 /** max-keys as S3 reads it: a whole number, 1000 when absent, and never more than 1000. */
 function parseMaxKeys(query: URLSearchParams): number {

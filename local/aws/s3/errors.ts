@@ -14,7 +14,30 @@ export class S3Failure extends Error {
 }
 
 export const noSuchBucket = () => new S3Failure(404, 'NoSuchBucket', 'The specified bucket does not exist');
-export const noSuchKey = () => new S3Failure(404, 'NoSuchKey', 'The specified key does not exist.');
+/** `headers`: a current delete marker's (`x-amz-delete-marker`, `x-amz-version-id`), as S3 sends them. */
+export const noSuchKey = (headers: Record<string, string> = {}) =>
+  new S3Failure(404, 'NoSuchKey', 'The specified key does not exist.', headers);
+export const noSuchVersion = () =>
+  new S3Failure(404, 'NoSuchVersion', 'The specified version does not exist.');
+/** What S3 answers a GET or HEAD of a delete marker by its version id. */
+export const methodNotAllowed = (headers: Record<string, string> = {}) =>
+  new S3Failure(
+    405,
+    'MethodNotAllowed',
+    'The specified method is not allowed against this resource.',
+    headers,
+  );
+/**
+ * A version whose bytes were changed or removed on disk outside S3 (the plain file was edited in
+ * place, or a file of the first layout changed before it was moved to the versioned one). S3 never
+ * loses a version's bytes; the stand-in still lists the version, but has nothing to serve.
+ */
+export const bytesLost = () =>
+  new S3Failure(
+    500,
+    'InternalError',
+    'The bytes of this version were changed on disk outside S3, so the disk S3 stand-in lists the version but cannot serve it.',
+  );
 export const noSuchUpload = () =>
   new S3Failure(
     404,

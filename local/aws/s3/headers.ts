@@ -4,7 +4,7 @@ import { header } from './bodies.ts';
 import { checksumHeader } from './checksums.ts';
 import { invalidArgument, notImplemented } from './errors.ts';
 import { DEFAULT_CONTENT_TYPE } from './limits.ts';
-import type { ObjectMeta } from './records.ts';
+import type { ObjectVersion } from './records.ts';
 
 /** Request headers stored with the object and returned on GET and HEAD, as S3 does. */
 const STORED_HEADERS = [
@@ -67,7 +67,7 @@ export function pick(
   return picked;
 }
 
-export function checksumHeaders(checksum: ObjectMeta['checksum']): Record<string, string> {
+export function checksumHeaders(checksum: ObjectVersion['checksum']): Record<string, string> {
   if (checksum === undefined) return {};
   return { [checksumHeader(checksum.algorithm)]: checksum.value, 'x-amz-checksum-type': checksum.type };
 }

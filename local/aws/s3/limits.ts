@@ -2,6 +2,8 @@
 export const META_DIR = '.meta';
 export const UPLOADS_DIR = '.uploads';
 export const TMP_DIR = '.tmp';
+/** Every version's bytes, `<bucket>/<2 hex>/<blob>`: the current one is also hard-linked at its plain path. */
+export const VERSIONS_DIR = '.versions';
 /** Each bucket's settings (versioning, Object Lock), a JSON file per bucket. */
 export const BUCKETS_DIR = '.buckets';
 const MiB = 1024 * 1024;
@@ -23,3 +25,11 @@ export const DEFAULT_CONTENT_TYPE = 'binary/octet-stream';
 export const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 export const UPLOAD_ID = /^[0-9a-f]{32}$/;
 export const PART_FILE = /^[0-9a-f]{16}\.part$/;
+export const BLOB_NAME = /^[0-9a-f]{32}$/;
+/**
+ * A version id this stand-in gives: 11 base-36 digits of a creation sequence (so ids of one key sort
+ * by age, as S3's paging needs), then 21 random characters.
+ */
+export const VERSION_ID = /^[0-9a-z]{11}[0-9A-Za-z]{21}$/;
+/** The version id S3 gives a write while versioning is off (or suspended). */
+export const NULL_VERSION = 'null';

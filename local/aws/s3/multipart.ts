@@ -25,10 +25,10 @@ import { pick, SSE_HEADERS, storedHeaders } from './headers.ts';
 import { normalizeEtag } from './keys.ts';
 import { MAX_PART_NUMBER, MIN_PART_BYTES, XMLNS } from './limits.ts';
 import { lockHeadersFor } from './object-lock.ts';
-import { writeCondition } from './objects.ts';
+import { versionHeader, writeCondition } from './objects.ts';
 import { allowQuery, type Call, element, sendEmpty, sendXml, xmlUnescape } from './protocol.ts';
-import type { ObjectMeta, PartRecord } from './records.ts';
-import { checkWriteCondition, wholeSeconds } from './store.ts';
+import type { ObjectVersion, PartRecord } from './records.ts';
+import { checkWriteCondition, type NewVersion } from './store.ts';
 
 export async function createMultipartUpload(call: Call, key: string) {
   const { store, req, res, bucket, query } = call;
@@ -41,7 +41,7 @@ export async function createMultipartUpload(call: Call, key: string) {
     throw notImplemented(`The ${checksumType} checksum type for multipart uploads`);
   }
   const headers = storedHeaders(req);
-  lockHeadersFor(await store.settings(bucket), headers);
+  lockHeadersFor(await store.settings(bucket), headers, store.clock().getTime());
   await readSmallBody(req);
   const uploadId = await store.createUpload({
     format: 1,
@@ -183,7 +183,7 @@ export async function completeMultipartUpload(call: Call, key: string) {
     }
   }
   if (condition.ifNoneMatch !== undefined || condition.ifMatch !== undefined) {
-    checkWriteCondition(await store.describe(bucket, key), condition);
+    checkWriteCondition(await store.current(bucket, key), condition);
   }
 
   const temp = store.tempPath();
@@ -191,7 +191,8 @@ export async function completeMultipartUpload(call: Call, key: string) {
   async function* concatenated(): AsyncGenerator<Buffer> {
     for (const path of paths) yield* asBuffers(createReadStream(path));
   }
-  let meta: ObjectMeta;
+  const settings = await store.settings(bucket);
+  let meta: ObjectVersion;
   try {
     await pipeline(
       Readable.from(concatenated(), { objectMode: false }),
@@ -199,7 +200,7 @@ export async function completeMultipartUpload(call: Call, key: string) {
     );
     const settled = await settleFile(temp, store.syncWrites);
     const md5s = Buffer.concat(parts.map((part) => Buffer.from(normalizeEtag(part.etag), 'hex')));
-    let checksum: ObjectMeta['checksum'];
+    let checksum: ObjectVersion['checksum'];
     if (algorithm !== undefined) {
       const composite = digester(algorithm);
       for (const part of parts) composite.update(Buffer.from(part.checksum ?? '', 'base64'));
@@ -209,18 +210,19 @@ export async function completeMultipartUpload(call: Call, key: string) {
         type: 'COMPOSITE',
       };
     }
-    meta = {
-      format: 1,
+    const fields: NewVersion = {
       etag: `"${createHash('md5').update(md5s).digest('hex')}-${parts.length}"`,
       size: settled.size,
-      mtimeMs: settled.mtimeMs,
-      lastModified: wholeSeconds(store.clock()),
-      // Retention counts from the object's creation, which is now, as the bucket default's does in S3.
-      headers: { ...upload.headers, ...lockHeadersFor(await store.settings(bucket), upload.headers) },
+      // Retention counts from the version's creation, which is now, as the bucket default's does in S3.
+      headers: {
+        ...upload.headers,
+        ...lockHeadersFor(settings, upload.headers, store.clock().getTime()),
+      },
       parts: parts.length,
+      partSizes: parts.map((part) => part.size),
       ...(checksum === undefined ? {} : { checksum }),
     };
-    await store.commit(bucket, key, temp, meta, condition);
+    meta = await store.commit(bucket, key, temp, fields, condition);
   } finally {
     await rm(temp, { force: true });
   }
@@ -235,7 +237,7 @@ export async function completeMultipartUpload(call: Call, key: string) {
     res,
     200,
     `<CompleteMultipartUploadResult xmlns="${XMLNS}">${element('Location', location)}${element('Bucket', bucket)}${element('Key', key)}${element('ETag', meta.etag)}${checksumElement}</CompleteMultipartUploadResult>`,
-    pick(upload.headers, SSE_HEADERS),
+    { ...pick(upload.headers, SSE_HEADERS), ...versionHeader(settings, meta.versionId) },
   );
 }
 

@@ -1,17 +1,19 @@
 /**
- * Object Lock as S3 enforces it: a version under retention (until its retain-until date) or under
- * a legal hold cannot be deleted or overwritten, COMPLIANCE retention cannot be shortened or
- * loosened by anyone, GOVERNANCE only with `x-amz-bypass-governance-retention`. The bucket's default
- * retention is stamped on each object written without retention of its own, as S3 does. This store
- * keeps one version per key, so an overwrite of a locked object is refused too: in S3 it would add a
- * version and leave the locked one in place, here it would destroy it.
+ * Object Lock as S3 enforces it, version by version: a version under retention (until its
+ * retain-until date) or under a legal hold cannot be deleted by its version id; a write or a DELETE
+ * without one adds a version or a delete marker and leaves it in place. COMPLIANCE retention cannot
+ * be shortened or loosened by anyone, GOVERNANCE only with `x-amz-bypass-governance-retention`. The
+ * bucket's default retention is stamped on each version written without retention of its own, as
+ * S3 does.
  */
 import type { IncomingMessage } from 'node:http';
 import { header, readSmallBody } from './bodies.ts';
-import { invalidRequest, malformedXml, noSuchKey, S3Failure } from './errors.ts';
+import { invalidRequest, malformedXml, S3Failure } from './errors.ts';
 import { XMLNS } from './limits.ts';
+import { parseVersionId } from './objects.ts';
 import { allowQuery, type Call, element, sendEmpty, sendXml } from './protocol.ts';
-import type { BucketSettings, ObjectMeta } from './records.ts';
+import type { BucketSettings, ObjectVersion } from './records.ts';
+import { requireObject } from './store.ts';
 
 const MODE = 'x-amz-object-lock-mode';
 const RETAIN_UNTIL = 'x-amz-object-lock-retain-until-date';
@@ -33,11 +35,17 @@ export function bypassesGovernance(req: IncomingMessage): boolean {
   return header(req, 'x-amz-bypass-governance-retention')?.toLowerCase() === 'true';
 }
 
-/** Refuses a delete or overwrite of `current` while it is under retention or a legal hold. */
+/** The headers without the version's lock: what a new version made from it starts with. */
+export function withoutLock(headers: Readonly<Record<string, string>>): Record<string, string> {
+  const { [MODE]: _mode, [RETAIN_UNTIL]: _until, [LEGAL_HOLD]: _hold, ...rest } = headers;
+  return rest;
+}
+
+/** Refuses the permanent delete (or replacement) of `current` while it is under retention or a legal hold. */
 export function refuseIfLocked(
-  current: ObjectMeta | undefined,
+  current: ObjectVersion | undefined,
   override: { readonly bypassGovernance?: boolean },
-  now = Date.now(),
+  now: number,
 ): void {
   if (current === undefined) return;
   if (current.headers[LEGAL_HOLD] === 'ON') throw objectLocked();
@@ -55,7 +63,7 @@ export function refuseIfLocked(
 export function lockHeadersFor(
   settings: BucketSettings,
   given: Readonly<Record<string, string>>,
-  now = Date.now(),
+  now: number,
 ): Record<string, string> {
   const mode = given[MODE];
   const until = given[RETAIN_UNTIL];
@@ -94,9 +102,10 @@ function isoDate(text: string): string {
 export async function getObjectRetention(call: Call, key: string) {
   const { store, res, bucket, query } = call;
   allowQuery(query, ['retention', 'versionId']);
+  const versionId = parseVersionId(query);
   await requireLockedBucket(call);
-  const meta = await store.describe(bucket, key);
-  if (meta === undefined) throw noSuchKey();
+  const meta = await store.version(bucket, key, versionId);
+  requireObject(meta, versionId);
   const mode = meta.headers[MODE];
   const until = meta.headers[RETAIN_UNTIL];
   if (mode === undefined || until === undefined) throw noObjectLockConfiguration();
@@ -111,6 +120,7 @@ export async function getObjectRetention(call: Call, key: string) {
 export async function putObjectRetention(call: Call, key: string) {
   const { store, req, res, bucket, query } = call;
   allowQuery(query, ['retention', 'versionId']);
+  const versionId = parseVersionId(query);
   await requireLockedBucket(call);
   const body = await readSmallBody(req);
   const mode = /<Mode>([^<]*)<\/Mode>/.exec(body)?.[1];
@@ -119,11 +129,11 @@ export async function putObjectRetention(call: Call, key: string) {
   if (mode !== undefined && mode !== 'COMPLIANCE' && mode !== 'GOVERNANCE') throw malformedXml();
   const until = untilText === undefined ? Number.NaN : Date.parse(untilText);
   if (untilText !== undefined && Number.isNaN(until)) throw malformedXml();
-  const now = Date.now();
+  const now = store.clock().getTime();
   if (!Number.isNaN(until) && until <= now)
     throw invalidRequest('The retain until date must be in the future!');
   const bypass = bypassesGovernance(req);
-  await store.changeHeaders(bucket, key, (meta) => {
+  await store.changeHeaders(bucket, key, versionId, (meta) => {
     const currentMode = meta.headers[MODE];
     const currentUntil = Date.parse(meta.headers[RETAIN_UNTIL] ?? '');
     const active = currentMode !== undefined && !Number.isNaN(currentUntil) && currentUntil > now;
@@ -140,9 +150,10 @@ export async function putObjectRetention(call: Call, key: string) {
 export async function getObjectLegalHold(call: Call, key: string) {
   const { store, res, bucket, query } = call;
   allowQuery(query, ['legal-hold', 'versionId']);
+  const versionId = parseVersionId(query);
   await requireLockedBucket(call);
-  const meta = await store.describe(bucket, key);
-  if (meta === undefined) throw noSuchKey();
+  const meta = await store.version(bucket, key, versionId);
+  requireObject(meta, versionId);
   const status = meta.headers[LEGAL_HOLD];
   if (status === undefined) throw noObjectLockConfiguration();
   sendXml(res, 200, `<LegalHold xmlns="${XMLNS}">${element('Status', status)}</LegalHold>`);
@@ -151,10 +162,11 @@ export async function getObjectLegalHold(call: Call, key: string) {
 export async function putObjectLegalHold(call: Call, key: string) {
   const { store, req, res, bucket, query } = call;
   allowQuery(query, ['legal-hold', 'versionId']);
+  const versionId = parseVersionId(query);
   await requireLockedBucket(call);
   const status = /<Status>([^<]*)<\/Status>/.exec(await readSmallBody(req))?.[1];
   if (status !== 'ON' && status !== 'OFF') throw malformedXml();
-  await store.changeHeaders(bucket, key, (meta) => ({ ...meta.headers, [LEGAL_HOLD]: status }));
+  await store.changeHeaders(bucket, key, versionId, (meta) => ({ ...meta.headers, [LEGAL_HOLD]: status }));
   sendEmpty(res, 200);
 }
 

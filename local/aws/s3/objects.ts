@@ -1,16 +1,16 @@
-/** Object operations: PUT (with If-None-Match), GET and HEAD (with ranges), DELETE. */
+/** Object operations: PUT (with If-None-Match), GET and HEAD (with ranges), DELETE, each by version as S3 has them. */
 import { rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import { header, parseLength, receiveBody } from './bodies.ts';
-import { invalidArgument, noSuchKey, notImplemented, preconditionFailed, S3Failure } from './errors.ts';
+import { invalidArgument, notImplemented, preconditionFailed, S3Failure } from './errors.ts';
 import { checksumHeaders, pick, SSE_HEADERS, storedHeaders } from './headers.ts';
 import { etagListMatches } from './keys.ts';
-import { BUFFERED_BODY_BYTES, XMLNS } from './limits.ts';
+import { BUFFERED_BODY_BYTES, NULL_VERSION, VERSION_ID, XMLNS } from './limits.ts';
 import { bypassesGovernance, lockHeadersFor } from './object-lock.ts';
 import { allowQuery, type Call, element, sendEmpty, sendXml } from './protocol.ts';
-import type { ObjectMeta } from './records.ts';
-import { checkWriteCondition, type WriteCondition, wholeSeconds } from './store.ts';
+import type { BucketSettings, ObjectVersion } from './records.ts';
+import { checkWriteCondition, type NewVersion, requireObject, type WriteCondition } from './store.ts';
 
 export function writeCondition(req: IncomingMessage): WriteCondition {
   const ifNoneMatch = header(req, 'if-none-match')?.trim();
@@ -29,32 +29,45 @@ export async function putObject(call: Call, key: string) {
   await store.requireBucket(bucket);
   const condition = { ...writeCondition(req), bypassGovernance: bypassesGovernance(req) };
   const given = storedHeaders(req);
-  const headers = { ...given, ...lockHeadersFor(await store.settings(bucket), given) };
+  const settings = await store.settings(bucket);
+  // Retention counts from the version's creation, by the stand-in's clock.
+  const headers = { ...given, ...lockHeadersFor(settings, given, store.clock().getTime()) };
   // Answer a lost race before a large body is read; the commit checks again in case of a tie.
   const small =
     (parseLength(header(req, 'content-length')) ?? Number.POSITIVE_INFINITY) <= BUFFERED_BODY_BYTES;
   if (!small && (condition.ifNoneMatch !== undefined || condition.ifMatch !== undefined)) {
-    checkWriteCondition(await store.describe(bucket, key), condition);
+    checkWriteCondition(await store.current(bucket, key), condition);
   }
   const received = await receiveBody(req, store.tempPath(), undefined, store.syncWrites);
   const checksum =
     received.sent === undefined ? undefined : { ...received.sent, type: 'FULL_OBJECT' as const };
-  const meta: ObjectMeta = {
-    format: 1,
+  const fields: NewVersion = {
     etag: `"${received.md5.toString('hex')}"`,
     size: received.size,
-    mtimeMs: received.mtimeMs,
-    lastModified: wholeSeconds(store.clock()),
     headers,
     ...(checksum === undefined ? {} : { checksum }),
   };
+  let version: ObjectVersion;
   try {
-    await store.commit(bucket, key, received.path, meta, condition);
+    version = await store.commit(bucket, key, received.path, fields, condition);
   } catch (error) {
     await rm(received.path, { force: true });
     throw error;
   }
-  sendEmpty(res, 200, { etag: meta.etag, ...checksumHeaders(checksum), ...pick(headers, SSE_HEADERS) });
+  sendEmpty(res, 200, {
+    etag: version.etag,
+    ...versionHeader(settings, version.versionId),
+    ...checksumHeaders(checksum),
+    ...pick(headers, SSE_HEADERS),
+  });
+}
+
+/**
+ * `x-amz-version-id` as S3 sends it: in a bucket whose versioning was ever set ("null" for a
+ * version written while it was suspended), never in one that never had it.
+ */
+export function versionHeader(settings: BucketSettings, versionId: string): Record<string, string> {
+  return settings.versioning === undefined ? {} : { 'x-amz-version-id': versionId };
 }
 
 /** The byte range a Range header asks for, or undefined to send the whole object. */
@@ -88,20 +101,26 @@ const RESPONSE_OVERRIDES = [
   'response-content-encoding',
 ];
 
-/** Each object is its one version, "null" (what S3 calls a version written without versioning). */
-export function checkVersionId(query: URLSearchParams): void {
+/** The `versionId` a request names: undefined without one, "null", or an id this store gives. */
+export function parseVersionId(query: URLSearchParams): string | undefined {
   const versionId = query.get('versionId');
-  if (versionId !== null && versionId !== 'null') throw invalidArgument('Invalid version id specified');
+  if (versionId === null) return undefined;
+  if (versionId !== NULL_VERSION && !VERSION_ID.test(versionId))
+    throw invalidArgument('Invalid version id specified');
+  return versionId;
 }
 
 export async function getObject(call: Call, key: string) {
   const { store, req, res, bucket, query } = call;
   allowQuery(query, [...RESPONSE_OVERRIDES, 'versionId']);
-  checkVersionId(query);
+  const versionId = parseVersionId(query);
   await store.requireBucket(bucket);
-  const opened = await store.open(bucket, key);
-  if (opened === undefined) throw noSuchKey();
-  const { handle, meta } = opened;
+  const settings = await store.settings(bucket);
+  const opened = await store.open(bucket, key, versionId);
+  const meta = opened?.version;
+  requireObject(meta, versionId);
+  const handle = opened?.handle;
+  if (handle === undefined) throw new Error('an object version opened without its bytes');
   let streaming = false;
   try {
     const ifMatch = header(req, 'if-match');
@@ -118,6 +137,7 @@ export async function getObject(call: Call, key: string) {
       ...meta.headers,
       etag: meta.etag,
       'last-modified': lastModified,
+      ...versionHeader(settings, meta.versionId),
       'accept-ranges': 'bytes',
       'content-length': range === undefined ? meta.size : range.end - range.start + 1,
       ...(meta.parts === undefined ? {} : { 'x-amz-mp-parts-count': String(meta.parts) }),
@@ -151,27 +171,35 @@ export async function getObject(call: Call, key: string) {
 }
 
 /**
- * Deletes the object's one version. A locked one is refused (AccessDenied), even without a version
- * id: where S3 would add a delete marker and keep the version, this store would lose it.
+ * DeleteObject, by version as S3 has it (see DiskStore.remove): a locked version is refused
+ * (AccessDenied) only when named by its id.
  */
 export async function deleteObject(call: Call, key: string) {
   const { store, req, res, bucket, query } = call;
   allowQuery(query, ['versionId']);
-  checkVersionId(query);
-  await store.remove(bucket, key, { bypassGovernance: bypassesGovernance(req) });
-  sendEmpty(res, 204);
+  const versionId = parseVersionId(query);
+  const removed = await store.remove(bucket, key, versionId, { bypassGovernance: bypassesGovernance(req) });
+  sendEmpty(res, 204, {
+    ...(removed.versionId === undefined ? {} : { 'x-amz-version-id': removed.versionId }),
+    ...(removed.deleteMarker === true ? { 'x-amz-delete-marker': 'true' } : {}),
+  });
 }
 
-/** The tags the object was written with (`x-amz-tagging`, a URL query string), as a TagSet. */
+/** The tags the version was written with (`x-amz-tagging`, a URL query string), as a TagSet. */
 export async function getObjectTagging(call: Call, key: string) {
   const { store, res, bucket, query } = call;
   allowQuery(query, ['tagging', 'versionId']);
-  checkVersionId(query);
+  const versionId = parseVersionId(query);
   await store.requireBucket(bucket);
-  const meta = await store.describe(bucket, key);
-  if (meta === undefined) throw noSuchKey();
+  const meta = await store.version(bucket, key, versionId);
+  requireObject(meta, versionId);
   const tags = [...new URLSearchParams(meta.headers['x-amz-tagging'] ?? '')]
     .map(([name, value]) => `<Tag>${element('Key', name)}${element('Value', value)}</Tag>`)
     .join('');
-  sendXml(res, 200, `<Tagging xmlns="${XMLNS}"><TagSet>${tags}</TagSet></Tagging>`);
+  sendXml(
+    res,
+    200,
+    `<Tagging xmlns="${XMLNS}"><TagSet>${tags}</TagSet></Tagging>`,
+    versionHeader(await store.settings(bucket), meta.versionId),
+  );
 }

@@ -195,6 +195,15 @@ const CASES: readonly Case[] = [
         ),
         stored: await text(await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'put/a.json' }))),
         expected: { ETag: md5(body), ChecksumSHA256: sha256(body) },
+        // The bucket is versioned: each write without If-None-Match is a version of its own.
+        versions: await (async () => {
+          const first = await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'put/v', Body: '1' }));
+          const second = await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'put/v', Body: '2' }));
+          return {
+            both: typeof first.VersionId === 'string' && typeof second.VersionId === 'string',
+            distinct: first.VersionId !== second.VersionId,
+          };
+        })(),
       };
     },
     difference: {
@@ -246,7 +255,12 @@ const CASES: readonly Case[] = [
           await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'get/a.txt', Range: 'bytes=0-1' })),
         ),
         missing: await outcome(s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'get/none' }))),
+        ...(await versionedReads(s3)),
       };
+    },
+    difference: {
+      fields: ['markerById'],
+      why: 'A GET naming a delete marker by its version id: the stand-in answers 405 MethodNotAllowed, moto 404 NoSuchVersion. AWS (GetObject, x-amz-delete-marker): "If the specified version in the request is a delete marker, the response returns a 405 Method Not Allowed error and the Last-Modified: timestamp response header." moto is wrong; the product never reads a delete marker by its id.',
     },
   },
   {
@@ -263,6 +277,21 @@ const CASES: readonly Case[] = [
           lastModifiedIsDate: a.LastModified instanceof Date,
         })),
         missing: await outcome(s3.send(new HeadObjectCommand({ Bucket: BUCKET, Key: 'head/none' }))),
+        versioned: await (async () => {
+          const first = await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'head/v', Body: 'one' }));
+          await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'head/v', Body: 'three' }));
+          const marker = await s3.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: 'head/v' }));
+          return {
+            byVersion: await outcome(
+              s3.send(new HeadObjectCommand({ Bucket: BUCKET, Key: 'head/v', VersionId: first.VersionId })),
+              (a) => ({ ContentLength: a.ContentLength, sameVersion: a.VersionId === first.VersionId }),
+            ),
+            current: await outcome(s3.send(new HeadObjectCommand({ Bucket: BUCKET, Key: 'head/v' }))),
+            marker: await outcome(
+              s3.send(new HeadObjectCommand({ Bucket: BUCKET, Key: 'head/v', VersionId: marker.VersionId })),
+            ),
+          };
+        })(),
       };
     },
   },
@@ -297,18 +326,35 @@ const CASES: readonly Case[] = [
   {
     call: 'ListObjectVersions',
     run: async ({ s3 }) => {
-      await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'versions/a', Body: '1' }));
-      await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'versions/b', Body: '2' }));
+      const put = (Key: string, Body: string) => s3.send(new PutObjectCommand({ Bucket: BUCKET, Key, Body }));
+      const written = [
+        (await put('versions/a', '1')).VersionId,
+        (await put('versions/a', '2')).VersionId,
+        (await put('versions/b', '3')).VersionId,
+      ];
+      const marker = (await s3.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: 'versions/b' })))
+        .VersionId;
       const listed = await s3.send(new ListObjectVersionsCommand({ Bucket: BUCKET, Prefix: 'versions/' }));
+      const pages: { versions: unknown[]; markers: unknown[]; truncated: boolean | undefined }[] = [];
+      let markers: { KeyMarker?: string; VersionIdMarker?: string } = {};
+      for (let page = 0; page < 10; page += 1) {
+        const answer = await s3.send(
+          new ListObjectVersionsCommand({ Bucket: BUCKET, Prefix: 'versions/', MaxKeys: 1, ...markers }),
+        );
+        pages.push({
+          versions: (answer.Versions ?? []).map((v) => [v.Key, v.IsLatest, written.indexOf(v.VersionId)]),
+          markers: (answer.DeleteMarkers ?? []).map((m) => [m.Key, m.IsLatest, m.VersionId === marker]),
+          truncated: answer.IsTruncated,
+        });
+        if (answer.IsTruncated !== true) break;
+        markers = { KeyMarker: answer.NextKeyMarker, VersionIdMarker: answer.NextVersionIdMarker };
+      }
       return {
-        keys: listed.Versions?.map((version) => version.Key),
-        latest: listed.Versions?.map((version) => version.IsLatest),
-        versionIds: listed.Versions?.map((version) => version.VersionId === 'null'),
+        versions: listed.Versions?.map((v) => [v.Key, v.IsLatest, written.indexOf(v.VersionId), v.Size]),
+        markers: listed.DeleteMarkers?.map((m) => [m.Key, m.IsLatest, m.VersionId === marker]),
+        lastModifiedIsDate: listed.Versions?.every((v) => v.LastModified instanceof Date),
+        pages,
       };
-    },
-    difference: {
-      fields: ['versionIds'],
-      why: 'The stand-in keeps one version per key and names it "null"; moto gives each a version id. AWS (ListObjectVersions, Version.VersionId): "Version ID of an object"; "null" is the id of an object written while versioning was not enabled. The product deletes each listed version by the VersionId it is given (removeAllVersions), which works with both.',
     },
   },
   {
@@ -341,6 +387,7 @@ const CASES: readonly Case[] = [
             ObjectLockMode: a.ObjectLockMode,
           }),
         ),
+        ...(await deleteMarkers(s3)),
       };
     },
   },
@@ -713,6 +760,65 @@ const CASES: readonly Case[] = [
       ),
   },
 ];
+
+/** GetObject by version id: an older version, one deleted since, and a delete marker. */
+async function versionedReads(s3: S3Client): Promise<Outcome> {
+  const Key = 'get/v';
+  const first = await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key, Body: 'first' }));
+  const second = await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key, Body: 'second' }));
+  await s3.send(new DeleteObjectCommand({ Bucket: BUCKET, Key, VersionId: second.VersionId }));
+  const marker = await s3.send(new DeleteObjectCommand({ Bucket: BUCKET, Key }));
+  const read = (VersionId?: string) => s3.send(new GetObjectCommand({ Bucket: BUCKET, Key, VersionId }));
+  return {
+    byVersion: await outcome(
+      read(first.VersionId).then(async (answer) => ({ ...answer, body: await text(answer) })),
+      (a) => ({ body: a.body, sameVersion: a.VersionId === first.VersionId }),
+    ),
+    deletedVersion: await outcome(read(second.VersionId)),
+    current: await outcome(read()),
+    markerById: await outcome(read(marker.VersionId)),
+  };
+}
+
+/**
+ * DeleteObject without a version id in a versioned bucket (a delete marker), on a locked version
+ * (a marker, the version kept), and of a marker by its id (the version before it current again).
+ */
+async function deleteMarkers(s3: S3Client): Promise<Outcome> {
+  const put = (Bucket: string, Key: string) => s3.send(new PutObjectCommand({ Bucket, Key, Body: Key }));
+  await put(BUCKET, 'delete/marked');
+  const marked = await s3.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: 'delete/marked' }));
+  const locked = await put(LOCKED_BUCKET, 'delete/kept');
+  const lockedMarker = await s3.send(new DeleteObjectCommand({ Bucket: LOCKED_BUCKET, Key: 'delete/kept' }));
+  const overwrite = await put(LOCKED_BUCKET, 'delete/kept');
+  const lockedVersions = await s3.send(
+    new ListObjectVersionsCommand({ Bucket: LOCKED_BUCKET, Prefix: 'delete/kept' }),
+  );
+  return {
+    marker: { DeleteMarker: marked.DeleteMarker, hasVersionId: typeof marked.VersionId === 'string' },
+    markedRead: await outcome(s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'delete/marked' }))),
+    markerRemoved: await outcome(
+      s3.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: 'delete/marked', VersionId: marked.VersionId })),
+      // Not DeleteMarker: moto sets it on some of these answers and not on others (AWS always does).
+      (a) => ({ sameVersion: a.VersionId === marked.VersionId }),
+    ),
+    restored: await outcome(s3.send(new HeadObjectCommand({ Bucket: BUCKET, Key: 'delete/marked' }))),
+    lockedMarker: { DeleteMarker: lockedMarker.DeleteMarker },
+    lockedKept: await outcome(
+      s3.send(
+        new HeadObjectCommand({ Bucket: LOCKED_BUCKET, Key: 'delete/kept', VersionId: locked.VersionId }),
+      ),
+      (a) => ({ ObjectLockMode: a.ObjectLockMode }),
+    ),
+    lockedOverwrite: {
+      newVersion: typeof overwrite.VersionId === 'string' && overwrite.VersionId !== locked.VersionId,
+    },
+    lockedHistory: {
+      versions: lockedVersions.Versions?.map((v) => [v.IsLatest, v.VersionId === locked.VersionId]),
+      markers: lockedVersions.DeleteMarkers?.map((m) => [m.IsLatest, m.VersionId === lockedMarker.VersionId]),
+    },
+  };
+}
 
 function multipartCases(): Case[] {
   const part = 'x'.repeat(1024);

@@ -321,21 +321,26 @@ describe('buckets', () => {
     expect(answer.body).toContain('<Code>InvalidBucketName</Code>');
   });
 
-  it('keeps the versioning status it is given but no versions: a PUT overwrites the file', async () => {
+  it('keeps the versioning status it is given, and from then on a version per write', async () => {
     // Prepare
+    await s3.send(new CreateBucketCommand({ Bucket: 'versioned' }));
+    const before = await s3.send(new PutObjectCommand({ Bucket: 'versioned', Key: 'a.txt', Body: 'v0' }));
     await s3.send(
-      new PutBucketVersioningCommand({ Bucket: BUCKET, VersioningConfiguration: { Status: 'Enabled' } }),
+      new PutBucketVersioningCommand({ Bucket: 'versioned', VersioningConfiguration: { Status: 'Enabled' } }),
     );
 
     // Act
-    const first = await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'versioned.txt', Body: 'v1' }));
-    await put('versioned.txt', 'v2');
-    const versioning = await s3.send(new GetBucketVersioningCommand({ Bucket: BUCKET }));
+    const first = await s3.send(new PutObjectCommand({ Bucket: 'versioned', Key: 'a.txt', Body: 'v1' }));
+    const second = await s3.send(new PutObjectCommand({ Bucket: 'versioned', Key: 'a.txt', Body: 'v2' }));
+    const versioning = await s3.send(new GetBucketVersioningCommand({ Bucket: 'versioned' }));
 
     // Assess
-    expect(first.VersionId).toBeUndefined();
+    expect(before.VersionId).toBeUndefined();
+    expect(first.VersionId).toMatch(/^[0-9a-z]{11}[0-9A-Za-z]{21}$/);
+    expect(second.VersionId).not.toBe(first.VersionId);
     expect(versioning.Status).toBe('Enabled');
-    expect(await readFile(join(root, BUCKET, 'versioned.txt'), 'utf8')).toBe('v2');
+    expect(await readFile(join(root, 'versioned', 'a.txt'), 'utf8')).toBe('v2');
+    expect(await readText('a.txt', 'versioned')).toBe('v2');
   });
 });
 
@@ -362,8 +367,8 @@ describe('PutObject and GetObject', () => {
     // Assess
     expect((await readFile(join(root, BUCKET, ...key.split('/')))).equals(body)).toBe(true);
     const sidecar = JSON.parse(await readFile(join(root, '.meta', BUCKET, `${key}.json`), 'utf8'));
-    expect(sidecar).toMatchObject({ etag: `"${md5Hex(body)}"`, size: 3000 });
-    expect(sidecar.headers).toMatchObject({
+    expect(sidecar).toMatchObject({ format: 2, versions: [{ etag: `"${md5Hex(body)}"`, size: 3000 }] });
+    expect(sidecar.versions[0].headers).toMatchObject({
       'content-type': 'application/zip',
       'x-amz-server-side-encryption': 'aws:kms',
       'x-amz-server-side-encryption-aws-kms-key-id': 'alias/archive',
@@ -869,7 +874,7 @@ describe('ListObjectVersions', () => {
     for (let start = 0; start < keys.length; start += 50) {
       await Promise.all(keys.slice(start, start + 50).map((key) => put(key, key, bucket)));
     }
-    // Written twice and written then deleted: the store keeps no versions, so neither adds one.
+    // Written twice and written then deleted in a bucket without versioning: neither leaves a version.
     await put('a0', 'again', bucket);
     await put('deleted', 'gone', bucket);
     await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: 'deleted' }));

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -14,6 +14,7 @@ import {
   HeadObjectCommand,
   ListBucketsCommand,
   ListObjectsCommand,
+  ListObjectVersionsCommand,
   PutBucketVersioningCommand,
   PutObjectCommand,
   PutObjectLegalHoldCommand,
@@ -76,128 +77,142 @@ async function put(key: string, body = '{}', bucket = LOCKED): Promise<void> {
   await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
 }
 
+async function putVersion(key: string, body = '{}'): Promise<{ VersionId?: string }> {
+  return s3.send(new PutObjectCommand({ Bucket: LOCKED, Key: key, Body: body }));
+}
+
 describe('Object Lock in COMPLIANCE mode', () => {
-  it('stamps the default retention on a new object and refuses its delete, with or without a version id', async () => {
+  it('stamps the default retention on a new version and refuses its delete by id; a delete without an id adds a delete marker', async () => {
     // Prepare
+    const key = 'audit/r1/000000-Intake.json';
     const before = Date.now();
-    await put('audit/r1/000000-Intake.json');
+    const { VersionId } = await putVersion(key);
 
     // Act
-    const retention = await s3.send(
-      new GetObjectRetentionCommand({ Bucket: LOCKED, Key: 'audit/r1/000000-Intake.json' }),
-    );
-    const deleteVersion = failure(
-      s3.send(
-        new DeleteObjectCommand({ Bucket: LOCKED, Key: 'audit/r1/000000-Intake.json', VersionId: 'null' }),
-      ),
-    );
-    const deleteKey = failure(
-      s3.send(new DeleteObjectCommand({ Bucket: LOCKED, Key: 'audit/r1/000000-Intake.json' })),
-    );
+    const retention = await s3.send(new GetObjectRetentionCommand({ Bucket: LOCKED, Key: key }));
+    const deleteVersion = failure(s3.send(new DeleteObjectCommand({ Bucket: LOCKED, Key: key, VersionId })));
+    const marker = await s3.send(new DeleteObjectCommand({ Bucket: LOCKED, Key: key }));
+    const current = failure(s3.send(new GetObjectCommand({ Bucket: LOCKED, Key: key })));
+    const kept = await s3.send(new GetObjectCommand({ Bucket: LOCKED, Key: key, VersionId }));
+    const listed = await s3.send(new ListObjectVersionsCommand({ Bucket: LOCKED, Prefix: key }));
 
     // Assess
     expect(retention.Retention?.Mode).toBe('COMPLIANCE');
     const until = retention.Retention?.RetainUntilDate?.getTime() ?? 0;
     expect(until).toBeGreaterThanOrEqual(before + 2 * DAY_MS - 1000);
     expect(until).toBeLessThanOrEqual(Date.now() + 2 * DAY_MS);
-    expect(await deleteVersion).toMatchObject({
-      name: 'AccessDenied',
-      $metadata: { httpStatusCode: 403 },
-    });
-    expect(await deleteKey).toMatchObject({ name: 'AccessDenied' });
-    const still = await s3.send(new GetObjectCommand({ Bucket: LOCKED, Key: 'audit/r1/000000-Intake.json' }));
-    expect(await still.Body?.transformToString()).toBe('{}');
+    expect(await deleteVersion).toMatchObject({ name: 'AccessDenied', $metadata: { httpStatusCode: 403 } });
+    expect(marker).toMatchObject({ DeleteMarker: true, VersionId: expect.any(String) });
+    expect(await current).toMatchObject({ name: 'NoSuchKey' });
+    expect(await kept.Body?.transformToString()).toBe('{}');
+    expect(listed.Versions?.map((version) => [version.VersionId, version.IsLatest])).toEqual([
+      [VersionId, false],
+    ]);
+    expect(listed.DeleteMarkers?.map((found) => [found.VersionId, found.IsLatest])).toEqual([
+      [marker.VersionId, true],
+    ]);
   });
 
-  it('refuses an overwrite of a locked object and a shortening of its retention, and allows extending it', async () => {
+  it('keeps a locked version through an overwrite, which adds a version, and refuses a shortening of its retention', async () => {
     // Prepare
-    await put('audit/r2/000000-Intake.json', 'first');
+    const key = 'audit/r2/000000-Intake.json';
+    const first = await putVersion(key, 'first');
     const { Retention } = await s3.send(
-      new GetObjectRetentionCommand({ Bucket: LOCKED, Key: 'audit/r2/000000-Intake.json' }),
+      new GetObjectRetentionCommand({ Bucket: LOCKED, Key: key, VersionId: first.VersionId }),
     );
     const until = Retention?.RetainUntilDate?.getTime() ?? 0;
 
     // Act
-    const overwrite = failure(put('audit/r2/000000-Intake.json', 'second'));
-    const shorten = failure(
+    const second = await putVersion(key, 'second');
+    const retain = (VersionId: string | undefined, Mode: 'COMPLIANCE' | 'GOVERNANCE', at: number) =>
       s3.send(
         new PutObjectRetentionCommand({
           Bucket: LOCKED,
-          Key: 'audit/r2/000000-Intake.json',
-          Retention: { Mode: 'COMPLIANCE', RetainUntilDate: new Date(until - DAY_MS) },
+          Key: key,
+          VersionId,
+          Retention: { Mode, RetainUntilDate: new Date(at) },
         }),
-      ),
+      );
+    const shorten = failure(retain(first.VersionId, 'COMPLIANCE', until - DAY_MS));
+    const loosen = failure(retain(first.VersionId, 'GOVERNANCE', until + DAY_MS));
+    await retain(first.VersionId, 'COMPLIANCE', until + DAY_MS);
+    const older = await s3.send(
+      new HeadObjectCommand({ Bucket: LOCKED, Key: key, VersionId: first.VersionId }),
     );
-    const loosen = failure(
-      s3.send(
-        new PutObjectRetentionCommand({
-          Bucket: LOCKED,
-          Key: 'audit/r2/000000-Intake.json',
-          Retention: { Mode: 'GOVERNANCE', RetainUntilDate: new Date(until + DAY_MS) },
-        }),
-      ),
+    const latest = await s3.send(new GetObjectCommand({ Bucket: LOCKED, Key: key }));
+    const original = await s3.send(
+      new GetObjectCommand({ Bucket: LOCKED, Key: key, VersionId: first.VersionId }),
     );
-    expect(await overwrite).toMatchObject({ name: 'AccessDenied' });
+
+    // Assess
+    expect(second.VersionId).not.toBe(first.VersionId);
     expect(await shorten).toMatchObject({ name: 'AccessDenied' });
     expect(await loosen).toMatchObject({ name: 'AccessDenied' });
-    await s3.send(
-      new PutObjectRetentionCommand({
-        Bucket: LOCKED,
-        Key: 'audit/r2/000000-Intake.json',
-        Retention: { Mode: 'COMPLIANCE', RetainUntilDate: new Date(until + DAY_MS) },
-      }),
-    );
-    const after = await s3.send(
-      new HeadObjectCommand({ Bucket: LOCKED, Key: 'audit/r2/000000-Intake.json' }),
-    );
-
-    // Assess
-    expect(after.ObjectLockMode).toBe('COMPLIANCE');
-    expect(after.ObjectLockRetainUntilDate?.getTime()).toBe(until + DAY_MS);
-    const body = await s3.send(new GetObjectCommand({ Bucket: LOCKED, Key: 'audit/r2/000000-Intake.json' }));
-    expect(await body.Body?.transformToString()).toBe('first');
+    expect(older.ObjectLockMode).toBe('COMPLIANCE');
+    expect(older.ObjectLockRetainUntilDate?.getTime()).toBe(until + DAY_MS);
+    // The extension is the first version's alone.
+    expect(latest.ObjectLockRetainUntilDate?.getTime()).not.toBe(until + DAY_MS);
+    expect(latest.VersionId).toBe(second.VersionId);
+    expect(await latest.Body?.transformToString()).toBe('second');
+    expect(await original.Body?.transformToString()).toBe('first');
   });
 
-  it('allows the delete once the retention date has passed', async () => {
+  it('allows the delete of a version by its id once its retention date has passed', async () => {
     // Prepare
-    await put('audit/r3/000000-Intake.json');
+    const key = 'audit/r3/000000-Intake.json';
+    const { VersionId } = await putVersion(key);
     vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 3 * DAY_MS });
 
     // Act
-    await s3.send(
-      new DeleteObjectCommand({ Bucket: LOCKED, Key: 'audit/r3/000000-Intake.json', VersionId: 'null' }),
-    );
-    const gone = failure(
-      s3.send(new HeadObjectCommand({ Bucket: LOCKED, Key: 'audit/r3/000000-Intake.json' })),
-    );
+    const deleted = await s3.send(new DeleteObjectCommand({ Bucket: LOCKED, Key: key, VersionId }));
+    const gone = failure(s3.send(new HeadObjectCommand({ Bucket: LOCKED, Key: key })));
+    const listed = await s3.send(new ListObjectVersionsCommand({ Bucket: LOCKED, Prefix: key }));
 
     // Assess
+    expect(deleted.VersionId).toBe(VersionId);
     expect(await gone).toMatchObject({ $metadata: { httpStatusCode: 404 } });
+    expect(listed.Versions).toBeUndefined();
   });
 
-  it('keeps an object under legal hold past its retention, and reads the hold back', async () => {
+  it('keeps a version under legal hold past its retention, and reads the hold back', async () => {
     // Prepare
-    await put('audit/r4/000000-Intake.json');
+    const key = 'audit/r4/000000-Intake.json';
+    const { VersionId } = await putVersion(key);
     await s3.send(
-      new PutObjectLegalHoldCommand({
-        Bucket: LOCKED,
-        Key: 'audit/r4/000000-Intake.json',
-        LegalHold: { Status: 'ON' },
-      }),
+      new PutObjectLegalHoldCommand({ Bucket: LOCKED, Key: key, VersionId, LegalHold: { Status: 'ON' } }),
     );
     vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 3 * DAY_MS });
 
     // Act
-    const hold = await s3.send(
-      new GetObjectLegalHoldCommand({ Bucket: LOCKED, Key: 'audit/r4/000000-Intake.json' }),
-    );
-    const remove = failure(
-      s3.send(new DeleteObjectCommand({ Bucket: LOCKED, Key: 'audit/r4/000000-Intake.json' })),
-    );
+    const hold = await s3.send(new GetObjectLegalHoldCommand({ Bucket: LOCKED, Key: key }));
+    const remove = failure(s3.send(new DeleteObjectCommand({ Bucket: LOCKED, Key: key, VersionId })));
 
     // Assess
     expect(hold.LegalHold?.Status).toBe('ON');
     expect(await remove).toMatchObject({ name: 'AccessDenied' });
+  });
+
+  it('removes a delete marker by its id, which makes the version before it current again', async () => {
+    // Prepare
+    const key = 'audit/r5/000000-Intake.json';
+    const { VersionId } = await putVersion(key, 'kept');
+    const marker = await s3.send(new DeleteObjectCommand({ Bucket: LOCKED, Key: key }));
+
+    // Act
+    const removed = await s3.send(
+      new DeleteObjectCommand({ Bucket: LOCKED, Key: key, VersionId: marker.VersionId }),
+    );
+    const current = await s3.send(new GetObjectCommand({ Bucket: LOCKED, Key: key }));
+    const markerRead = failure(
+      s3.send(new HeadObjectCommand({ Bucket: LOCKED, Key: key, VersionId: marker.VersionId })),
+    );
+
+    // Assess
+    expect(removed).toMatchObject({ DeleteMarker: true, VersionId: marker.VersionId });
+    expect(current.VersionId).toBe(VersionId);
+    expect(await current.Body?.transformToString()).toBe('kept');
+    expect(await readFile(join(root, LOCKED, ...key.split('/')), 'utf8')).toBe('kept');
+    expect(await markerRead).toMatchObject({ $metadata: { httpStatusCode: 404 } });
   });
 
   it('answers the lock configuration and versioning of the bucket, and refuses lock settings on a plain bucket', async () => {
