@@ -1,8 +1,11 @@
 // The `svc-dsr report` command: the CCPA section 7101 records and section 7102 metrics, as CSV or JSON.
 import { writeFile } from 'node:fs/promises';
-import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { setTimeout as delay } from 'node:timers/promises';
+import { GetObjectCommand } from '@aws-sdk/client-s3';
+import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { type AuditRecord, auditRecordKey, checkStoredRecord, parseChainId } from '#shared/audit';
 import { timeZoneSchema } from '#shared/config';
 import {
   type CivilDate,
@@ -22,9 +25,11 @@ import {
   type Status,
 } from '#shared/ledger';
 import { rfc3339Instant } from '#shared/request';
+import { lastRecordOf } from '../evidence/ledger-facts.ts';
 import { type CliIo, type CommandResult, csvRow, jsonText, processIo } from '../format.ts';
 import { CliError, checkOutPath, EXIT, parseOption } from '../io.ts';
 import { type CliContext, type TargetFlags, withTarget } from '../target.ts';
+import { bucketChains, checkAgainstRecords, type VerifyAllCheck, verifierTrail } from './verify.ts';
 
 /** Options of `svc-dsr report`. */
 export interface ReportOptions {
@@ -44,6 +49,12 @@ export interface ReportOptions {
   readonly out?: string;
   /** CSV only: `records`, `metrics` or `both` (two tables separated by a blank line). @default both */
   readonly table?: string;
+  /**
+   * How long to wait before each new look at a request its records did not back, reading its ledger
+   * item and its chains again: a request whose workflow was writing at that moment (its record
+   * written, its ledger not yet) is then backed. Not a command-line flag. @default RECHECK_AFTER_MS
+   */
+  readonly recheckAfterMs?: readonly number[];
 }
 
 /**
@@ -154,6 +165,15 @@ export interface ReportMetric {
   readonly date_problems: number;
 }
 
+/**
+ * A request left out of the report because its audit records do not back what the ledger says
+ * (docs/audit.md, "Which record locks each ledger field"): every finding, as `verify` names it.
+ */
+export interface RefusedRequest {
+  readonly request_id: string;
+  readonly findings: readonly { readonly check: VerifyAllCheck; readonly detail: string }[];
+}
+
 /** What `report --format json` prints. */
 export interface ReportResult {
   readonly generated_at: string;
@@ -171,9 +191,37 @@ export interface ReportResult {
   readonly intake_errors: number;
   /** Ledger items that did not match the ledger schema and were left out. */
   readonly skipped: number;
+  /**
+   * Requests checked against their audit records: every one the ledger puts in the range, and any
+   * the records put there (received in the range by its intake record, whatever the ledger says).
+   */
+  readonly checked: number;
+  /**
+   * Requests left out of the records and the metrics because their records contradict the ledger,
+   * or do not back it (no chain, a broken one, no ledger item for a chain received in the range).
+   */
+  readonly refused: RefusedRequest[];
 }
 
 const DAY_MS = 24 * 3600 * 1000;
+/**
+ * Requests whose chains are read at once. Each reads two chains (its own and its notices), every
+ * record of a chain at once: 8 stays under the SDK's 50 sockets at the chain lengths the workflow
+ * writes (docs/audit.md, "What report reads").
+ */
+const CHECK_CONCURRENCY = 8;
+/**
+ * The pauses before each new look at a request the records did not back: a step writes its
+ * record and its ledger fields moments apart, so a request caught between them agrees on the next
+ * look, and an edit never does.
+ */
+export const RECHECK_AFTER_MS: readonly number[] = [500, 2000];
+/** Progress on stderr every this many requests checked. */
+const PROGRESS_EVERY = 1000;
+/** Checks that say nothing against a figure: a writer that died between a record and its ledger head. */
+const NOT_AGAINST_A_FIGURE: ReadonlySet<VerifyAllCheck> = new Set(['head_behind']);
+/** The key of a ledger item, read even from one the ledger schema refuses. */
+const namedItemSchema = z.looseObject({ request_id: z.string() });
 const dateOrInstant = z.union([z.iso.date(), z.iso.datetime({ offset: true })], {
   message: 'must be a date (2026-01-31) or an RFC 3339 instant (2026-01-31T12:00:00Z)',
 });
@@ -297,11 +345,13 @@ function rangeInstants(
 }
 
 /**
- * Reads every ledger item (Scan, paginated) and writes the CCPA section 7101 records and section
- * 7102 metrics of the requests received in [from, to], as CSV or JSON.
+ * Reads every ledger item (Scan, paginated), checks each request received in [from, to] against its
+ * audit records (its own chain and its notices chain), and writes the CCPA section 7101 records and
+ * section 7102 metrics of those the records back, as CSV or JSON. A request the records contradict
+ * is left out, named on stderr and in `refused`, and the command exits 1.
  */
 export async function runReport(
-  context: Pick<CliContext, 'dynamo' | 'names' | 'clock'>,
+  context: Pick<CliContext, 'dynamo' | 's3' | 'names' | 'clock'>,
   options: ReportOptions,
   io: CliIo,
 ): Promise<CommandResult<ReportResult>> {
@@ -319,7 +369,9 @@ export async function runReport(
   if (out !== undefined) await checkOutPath(out, true, `report.${format}`);
   const quiet = format === 'json';
   const now = context.clock();
-  const records: ReportRecord[] = [];
+  const items: LedgerItem[] = [];
+  // Every request id the ledger holds, readable or not: a chain without one is a deleted item.
+  const known = new Set<string>();
   let skipped = 0;
   let cursor: Record<string, unknown> | undefined;
   let pages = 0;
@@ -331,22 +383,45 @@ export async function runReport(
       }),
     );
     for (const raw of page.Items ?? []) {
+      const named = namedItemSchema.safeParse(raw);
+      if (named.success) known.add(named.data.request_id);
       const item = ledgerItemSchema.safeParse(raw);
-      if (item.success) records.push(toRecord(item.data, now, item.data.denial?.code, timeZone));
+      if (item.success) items.push(item.data);
       else skipped += 1;
     }
     cursor = page.LastEvaluatedKey;
     pages += 1;
     if (!quiet && cursor !== undefined && pages % 5 === 0)
-      io.err(`report: read ${records.length + skipped} ledger items\n`);
+      io.err(`report: read ${items.length + skipped} ledger items\n`);
   } while (cursor !== undefined);
 
+  const inRangeAt = (at: string | undefined) => {
+    const ms = at === undefined ? Number.NaN : (rfc3339Instant(at)?.getTime() ?? Number.NaN);
+    return (fromMs === undefined || ms >= fromMs) && (toMs === undefined || ms <= toMs);
+  };
+  const evidence = await checkEvidence(context, items, known, {
+    inRange: inRangeAt,
+    recheckAfterMs: options.recheckAfterMs ?? RECHECK_AFTER_MS,
+    ...(regulation === undefined ? {} : { regulation }),
+    progress: quiet ? undefined : (text) => io.err(text),
+  });
+  const records = evidence.backed.map(({ item, receivedAt }) =>
+    toRecord(item, now, item.denial?.code, timeZone, receivedAt),
+  );
+
   const inRange = records
-    .filter((record) => {
-      const at = rfc3339Instant(record.received_at)?.getTime() ?? Number.NaN;
-      return (fromMs === undefined || at >= fromMs) && (toMs === undefined || at <= toMs);
-    })
-    .sort((a, b) => (a.received_at < b.received_at ? -1 : a.received_at > b.received_at ? 1 : 0));
+    .filter((record) => inRangeAt(record.received_at))
+    .sort((a, b) =>
+      a.received_at !== b.received_at
+        ? a.received_at < b.received_at
+          ? -1
+          : 1
+        : a.request_id < b.request_id
+          ? -1
+          : a.request_id > b.request_id
+            ? 1
+            : 0,
+    );
   const intakeErrors = inRange.filter((record) => record.response_category === 'intake_error').length;
   const selected =
     regulation === undefined ? inRange : inRange.filter((record) => record.regulation === regulation);
@@ -361,6 +436,8 @@ export async function runReport(
     metrics,
     intake_errors: intakeErrors,
     skipped,
+    checked: evidence.checked,
+    refused: evidence.refused,
   };
 
   const text = format === 'json' ? jsonText(result) : toCsv(result, table);
@@ -386,7 +463,216 @@ export async function runReport(
       `svc-dsr: ${skipped} ledger item(s) did not match the ledger schema and are not in the report (svc-dsr verify --all names them)\n`,
     );
   }
-  return { exitCode: skipped > 0 ? EXIT.failed : EXIT.ok, result };
+  // A figure the records contradict is never printed: the request is named, and the command fails.
+  if (evidence.refused.length > 0) {
+    const lines = evidence.refused.flatMap(({ request_id, findings }) =>
+      findings.map(({ check, detail }) => `  ${request_id} ${check}: ${detail}\n`),
+    );
+    io.err(
+      `svc-dsr: ${evidence.refused.length} request(s) are not in the report: their audit records do not back what the ledger says (svc-dsr verify <request_id> shows each in full)\n${lines.join('')}`,
+    );
+  }
+  const failed = skipped > 0 || evidence.refused.length > 0;
+  return { exitCode: failed ? EXIT.failed : EXIT.ok, result };
+}
+
+/** A ledger item its records back, and when it was received as they lock it. */
+interface BackedItem {
+  readonly item: LedgerItem;
+  /** The intake record's `received_at`; for a message rejected at intake, that record's own time. */
+  readonly receivedAt: string | undefined;
+}
+
+/**
+ * Sorts the ledger's requests into those the report may print and those it refuses, reading the
+ * audit bucket: every request the ledger puts in the range is checked against its own chain and
+ * its notices chain (checkAgainstRecords, as `verify` does, without the manifests); every other
+ * request, and every chain in the bucket without a ledger item, has its first record read, so a
+ * request the records put in the range is checked too, and a ledger edit cannot move one out of
+ * the report, nor a deleted ledger item drop one.
+ */
+async function checkEvidence(
+  context: Pick<CliContext, 's3' | 'names' | 'dynamo'>,
+  items: readonly LedgerItem[],
+  known: ReadonlySet<string>,
+  options: {
+    readonly inRange: (at: string | undefined) => boolean;
+    /** `--regulation`: a request neither its ledger nor its records put under it is no concern of the report. */
+    readonly regulation?: string;
+    readonly recheckAfterMs: readonly number[];
+    readonly progress: ((text: string) => void) | undefined;
+  },
+): Promise<{ backed: BackedItem[]; refused: RefusedRequest[]; checked: number }> {
+  const bucket = context.names.AuditBucketName;
+  const reading = async <T>(work: () => Promise<T>): Promise<T> =>
+    work().catch((error: unknown) => {
+      throw new CliError(
+        `cannot read the audit records in bucket ${bucket} (${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}): the report checks every request against them`,
+        EXIT.failed,
+      );
+    });
+  const trail = verifierTrail(context);
+  const refused: RefusedRequest[] = [];
+  const candidates = items.filter((item) => options.inRange(item.received_at ?? item.created_at));
+  const chosen = new Set(candidates.map((item) => item.request_id));
+  const byId = new Map(items.map((item) => [item.request_id, item]));
+  const orphans = (await reading(() => bucketChains(context.s3, bucket))).filter(
+    (chainId) => parseChainId(chainId).side === undefined && !known.has(chainId),
+  );
+  const others = items.filter((item) => !chosen.has(item.request_id)).map((item) => item.request_id);
+  await eachAtMost(CHECK_CONCURRENCY, [...others, ...orphans], async (requestId) => {
+    const first = await reading(() => firstRecord(context, requestId));
+    const item = byId.get(requestId);
+    if (first.kind === 'missing') return;
+    if (first.kind === 'broken') {
+      refused.push({
+        request_id: requestId,
+        findings: [
+          {
+            check: item === undefined ? 'ledger_missing' : 'chain_broken',
+            detail: `record 0 ${first.problem}, so the records cannot say when the request was received${item === undefined ? ', and the ledger has no such request' : ''}`,
+          },
+        ],
+      });
+      return;
+    }
+    const receivedAt = lockedReceipt([first.record]);
+    if (!options.inRange(receivedAt)) return;
+    if (item !== undefined) candidates.push(item);
+    else if (!concerns(options.regulation, undefined, [first.record])) return;
+    else {
+      refused.push({
+        request_id: requestId,
+        findings: [
+          {
+            check: 'ledger_missing',
+            detail: `the bucket holds the chain audit/${requestId}/ of a request received at ${receivedAt}, but the ledger has no such request`,
+          },
+        ],
+      });
+    }
+  });
+  const backed: BackedItem[] = [];
+  const check = async (item: LedgerItem) => {
+    const { findings, own } = await reading(() => checkAgainstRecords(trail, item, { sides: ['notices'] }));
+    const against = findings.filter((finding) => !NOT_AGAINST_A_FIGURE.has(finding.check));
+    return { concerned: concerns(options.regulation, item, own), against, own };
+  };
+  let checked = 0;
+  let unbacked: { item: LedgerItem; refusal: RefusedRequest }[] = [];
+  await eachAtMost(CHECK_CONCURRENCY, candidates, async (item) => {
+    const { concerned, against, own } = await check(item);
+    if (!concerned) return;
+    if (against.length > 0)
+      unbacked.push({ item, refusal: { request_id: item.request_id, findings: against } });
+    else backed.push({ item, receivedAt: lockedReceipt(own) });
+    checked += 1;
+    if (options.progress !== undefined && checked % PROGRESS_EVERY === 0 && checked < candidates.length)
+      options.progress(
+        `report: checked ${checked} of ${candidates.length} requests against their audit records\n`,
+      );
+  });
+  // Another look, with the ledger item read again, at each request the records did not back.
+  for (const pause of options.recheckAfterMs) {
+    if (unbacked.length === 0) break;
+    await delay(pause);
+    const still: typeof unbacked = [];
+    await eachAtMost(CHECK_CONCURRENCY, unbacked, async (entry) => {
+      const again = await readItem(context, entry.item.request_id);
+      if (again === undefined) {
+        still.push(entry);
+        return;
+      }
+      const { concerned, against, own } = await check(again);
+      if (!concerned) return;
+      if (against.length > 0)
+        still.push({ item: again, refusal: { request_id: again.request_id, findings: against } });
+      else backed.push({ item: again, receivedAt: lockedReceipt(own) });
+    });
+    unbacked = still;
+  }
+  refused.push(...unbacked.map((entry) => entry.refusal));
+  refused.sort((a, b) => (a.request_id < b.request_id ? -1 : a.request_id > b.request_id ? 1 : 0));
+  return { backed, refused, checked };
+}
+
+/**
+ * Whether a request is the report's concern under `--regulation`: always without one; else when its
+ * ledger item or its intake record puts it under that regulation, or it is an intake error (no
+ * regulation, counted apart whatever the flag). A request whose ledger and records both name
+ * another regulation prints no figure here, checked or not.
+ */
+function concerns(
+  regulation: string | undefined,
+  item: LedgerItem | undefined,
+  chain: readonly AuditRecord[],
+): boolean {
+  if (regulation === undefined) return true;
+  const locked = lastRecordOf(chain, 'request_received')?.facts.regulation;
+  if (item === undefined) return locked === regulation || chain[0]?.action === 'request_rejected';
+  return item.regulation === undefined || item.regulation === regulation || locked === regulation;
+}
+
+/**
+ * When the records say the request was received: the intake record's `received_at`, or for a
+ * message rejected at intake (no such record) the time its first record was written.
+ */
+function lockedReceipt(chain: readonly AuditRecord[]): string | undefined {
+  const receivedAt = lastRecordOf(chain, 'request_received')?.facts.received_at;
+  return typeof receivedAt === 'string' ? receivedAt : chain[0]?.at;
+}
+
+/** The ledger item as it is now (a consistent read), or undefined when it is gone or unreadable. */
+async function readItem(
+  context: Pick<CliContext, 'dynamo' | 'names'>,
+  requestId: string,
+): Promise<LedgerItem | undefined> {
+  const answer = await context.dynamo.send(
+    new GetCommand({
+      TableName: context.names.LedgerTableName,
+      Key: { request_id: requestId },
+      ConsistentRead: true,
+    }),
+  );
+  const item = ledgerItemSchema.safeParse(answer.Item);
+  return item.success ? item.data : undefined;
+}
+
+/** The first record of a request's chain, checked against its key and its own hash. */
+async function firstRecord(
+  context: Pick<CliContext, 's3' | 'names'>,
+  requestId: string,
+): Promise<
+  { kind: 'missing' } | { kind: 'broken'; problem: string } | { kind: 'record'; record: AuditRecord }
+> {
+  const key = auditRecordKey(requestId, 0);
+  try {
+    const answer = await context.s3.send(
+      new GetObjectCommand({ Bucket: context.names.AuditBucketName, Key: key }),
+    );
+    const checked = checkStoredRecord(key, (await answer.Body?.transformToString('utf-8')) ?? '');
+    return checked.ok
+      ? { kind: 'record', record: checked.record }
+      : { kind: 'broken', problem: checked.problem };
+  } catch (error) {
+    if (error instanceof Error && error.name === 'NoSuchKey') return { kind: 'missing' };
+    throw error;
+  }
+}
+
+/** Runs `work` on every item, at most `limit` at once; the first failure is thrown once all have run. */
+async function eachAtMost<T>(limit: number, items: readonly T[], work: (item: T) => Promise<void>) {
+  let next = 0;
+  const failures: unknown[] = [];
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next] as T;
+      next += 1;
+      await work(item).catch((error: unknown) => failures.push(error));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
+  if (failures.length > 0) throw failures[0];
 }
 
 /** The section 7102 category of a ledger status. */
@@ -409,15 +695,18 @@ export function denialBasisOf(code: string | undefined): DenialBasis {
  * The 7101 record of one ledger item, as it stands at `now`. A completed or denied request is
  * answered by its response or denial notice, not by the end of its workflow: the notice's date is
  * the response date, and `timeZone` counts a GDPR denial's month when the ledger lacks it.
+ * `lockedReceivedAt` dates a message rejected at intake, which has no `received_at`: its record's time.
  */
 export function toRecord(
   item: LedgerItem,
   now: Date,
   denialCode?: string,
   timeZone: string = DEFAULT_TIME_ZONE,
+  lockedReceivedAt?: string,
 ): ReportRecord {
   const category = categoryOf(item.status);
-  const receivedAt = item.received_at ?? item.created_at;
+  // A message rejected at intake has no receipt of its own: the time its record locked, else the item's creation.
+  const receivedAt = item.received_at ?? lockedReceivedAt ?? item.created_at;
   // Only what a record locks (docs/audit.md): the notice, or the completion time, never the item's last write.
   const answerKind = answerNoticeKind(item.status);
   const notice = answerKind === undefined ? undefined : item[`notice_${answerKind}`];
@@ -468,7 +757,8 @@ export function toRecord(
     due_at: item.due_at ?? null,
     notice_due_at: noticeDueAt,
     extended: item.extended,
-    on_time: onTime(category, responseDate, dueMs, now),
+    // Dates that cannot both be true prove nothing about the deadline: never on time, nor late.
+    on_time: date_problem === null ? onTime(category, responseDate, dueMs, now) : null,
     notice_recorded_late:
       notice === undefined || Number.isNaN(dueMs)
         ? null

@@ -130,7 +130,7 @@ export async function runVerify(
       check: 'ledger_mismatch' as const,
       detail,
     })),
-    ...ruleProblems(chain).map((detail) => ({ check: 'rule_broken' as const, detail })),
+    ...ruleProblems(chain, notices).map((detail) => ({ check: 'rule_broken' as const, detail })),
   ];
   const ok =
     archiveHolds(archive) &&
@@ -153,12 +153,14 @@ export async function runVerify(
 }
 
 /** A trail that only reads: the chain verifies without the key, and verify checks no subject hashes. */
-function verifierTrail(context: Pick<CliContext, 's3' | 'names'>): AuditTrail {
+export function verifierTrail(context: Pick<CliContext, 's3' | 'names'>): AuditTrail {
   return new AuditTrail(
     { s3: context.s3, bucket: context.names.AuditBucketName },
     {
       hmacKey: () => {
-        throw new ConfigurationError('svc-dsr verify checks the hash chain only and has no HMAC key');
+        throw new ConfigurationError(
+          'svc-dsr verify and report check the hash chain only and have no HMAC key',
+        );
       },
     },
   );
@@ -319,6 +321,55 @@ export async function verifyAction(requestId: string | undefined, flags: VerifyF
   process.exitCode = exitCode;
 }
 
+/** What a request's chains and its ledger item say about each other: {@link checkAgainstRecords}. */
+export interface RecordsCheck {
+  /** Every finding, in the order verify --all prints them: chain by chain, then the ledger's facts, then the rules. */
+  readonly findings: readonly { readonly check: VerifyAllCheck; readonly detail: string }[];
+  /** The request's own chain as read (empty when it is broken or missing). */
+  readonly own: readonly AuditRecord[];
+  /** Its notices chain as read (empty when there is none, or it is broken). */
+  readonly notices: readonly AuditRecord[];
+}
+
+/**
+ * Reads the chains of one request and checks them and its ledger item against each other: each
+ * chain link by link and against the ledger's head of it, the times S3 stored its records, the
+ * records the manifests of `index` locked (none when no index is given), a final record once the
+ * request has ended, every ledger field a record locks (`ledger_mismatch`) and the rules
+ * (`rule_broken`). `sides` picks the side chains read (all by default); the request's own chain is
+ * always read. `verify --all` reads every chain; `report` the own and the notices, the only ones
+ * its figures come from.
+ */
+export async function checkAgainstRecords(
+  trail: AuditTrail,
+  item: LedgerItem,
+  options: { readonly index?: ManifestIndex; readonly sides?: readonly SideChainKind[] } = {},
+): Promise<RecordsCheck> {
+  const index = options.index ?? { heads: new Map(), days: new Map() };
+  const findings: { check: VerifyAllCheck; detail: string }[] = [];
+  let own: readonly AuditRecord[] = [];
+  let notices: readonly AuditRecord[] = [];
+  const read = anchoredChains(item).filter(
+    (anchor) =>
+      anchor.id === item.request_id ||
+      options.sides === undefined ||
+      options.sides.some((kind) => anchor.id === sideChainOf(kind, item.request_id)),
+  );
+  const chains = await Promise.all(read.map((anchor) => trail.verify(anchor.id)));
+  for (const [position, anchor] of read.entries()) {
+    const chain = chains[position];
+    if (chain === undefined) continue;
+    for (const { check, detail } of anchorProblems(item, anchor, chain, index))
+      findings.push({ check, detail: `${anchor.label}${detail}` });
+    if (anchor.id === item.request_id && chain.ok) own = chain.chain;
+    if (anchor.id === sideChainOf('notices', item.request_id) && chain.ok) notices = chain.chain;
+  }
+  for (const detail of ledgerMismatches(item, own, notices))
+    findings.push({ check: 'ledger_mismatch', detail });
+  for (const detail of ruleProblems(own, notices)) findings.push({ check: 'rule_broken', detail });
+  return { findings, own, notices };
+}
+
 /** What `verify --all` can find, one name per check (docs/audit.md explains each). */
 export const VERIFY_ALL_CHECKS = [
   'chain_missing',
@@ -444,19 +495,11 @@ export async function runVerifyAll(
     requests += 1;
     seen.add(item.request_id);
     if (item.audit_head === undefined) unanchored += 1;
-    let own: readonly AuditRecord[] = [];
-    let notices: readonly AuditRecord[] = [];
-    for (const anchor of anchoredChains(item)) {
-      seen.add(anchor.id);
-      const chain = await trail.verify(anchor.id);
-      findings.push(...chainFindings(item, anchor, chain, index));
-      if (anchor.id === item.request_id && chain.ok) own = chain.chain;
-      if (anchor.id === sideChainOf('notices', item.request_id) && chain.ok) notices = chain.chain;
-    }
-    for (const detail of ledgerMismatches(item, own, notices))
-      findings.push({ request_id: item.request_id, check: 'ledger_mismatch', detail });
-    for (const detail of ruleProblems(own))
-      findings.push({ request_id: item.request_id, check: 'rule_broken', detail });
+    for (const anchor of anchoredChains(item)) seen.add(anchor.id);
+    const checked = await checkAgainstRecords(trail, item, { index });
+    const own = checked.own;
+    for (const { check, detail } of checked.findings)
+      findings.push({ request_id: item.request_id, check, detail });
     for (const which of ['archive', 'subject_package'] as const) {
       const archive = await checkArchive(context, item, own, which);
       if (archive.status === 'expired' && which === 'archive') expiredArchives += 1;
@@ -527,7 +570,7 @@ interface LockedHead {
 }
 
 /** What the manifests locked: heads by chain, and per day built from the bucket, every record it lists. */
-interface ManifestIndex {
+export interface ManifestIndex {
   readonly heads: ReadonlyMap<string, readonly LockedHead[]>;
   /** Days whose manifest was built from the bucket, each with the records it lists (`<chain>/<seq>`). */
   readonly days: ReadonlyMap<string, ReadonlySet<string>>;
@@ -556,7 +599,7 @@ function manifestIndex(manifests: readonly Manifest[]): ManifestIndex {
 }
 
 /** The chain ids the audit bucket holds: the folders under `audit/`. */
-async function bucketChains(s3: CliContext['s3'], bucket: string): Promise<string[]> {
+export async function bucketChains(s3: CliContext['s3'], bucket: string): Promise<string[]> {
   const chains: string[] = [];
   let token: string | undefined;
   do {
@@ -639,20 +682,6 @@ function sideChainAnchors(item: LedgerItem): SideChainAnchor[] {
       mustEnd: false,
     };
   });
-}
-
-/** What the ledger, the manifests and one chain say about each other for one request. */
-function chainFindings(
-  item: LedgerItem,
-  anchor: AnchoredChain,
-  chain: AuditVerification,
-  index: ManifestIndex,
-): VerifyAllFinding[] {
-  return anchorProblems(item, anchor, chain, index).map(({ check, detail }) => ({
-    request_id: item.request_id,
-    check,
-    detail: `${anchor.label}${detail}`,
-  }));
 }
 
 /**

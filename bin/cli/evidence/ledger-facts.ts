@@ -185,11 +185,44 @@ export function ledgerMismatches(
 
 /**
  * What the records show that the rules forbid, whatever the ledger says: an extension recorded
- * after the deadline it extended (only an extension before the first deadline is valid), or a
- * second extension.
+ * after the deadline it extended (only an extension before the first deadline is valid), a
+ * second extension, or a notice to the subject dated before the request was received (no
+ * answer can precede the question; `svc-dsr notice` refuses one, so only an edit or a writer
+ * that skipped the check leaves one). `notices` is the request's notices chain.
  */
-export function ruleProblems(chain: readonly AuditRecord[]): string[] {
+export function ruleProblems(chain: readonly AuditRecord[], notices: readonly AuditRecord[] = []): string[] {
   const problems: string[] = [];
+  const intake = lastRecordOf(chain, 'request_received');
+  const receivedAt = intake?.facts.received_at;
+  const receivedMs = typeof receivedAt === 'string' ? Date.parse(receivedAt) : Number.NaN;
+  if (!Number.isNaN(receivedMs)) {
+    const given = [
+      ...chain.flatMap((record) =>
+        record.action === 'deadline_extended'
+          ? [{ record, where: 'record', kind: 'extension', at: record.facts.notice_at }]
+          : [],
+      ),
+      ...notices.flatMap((record) =>
+        record.action === 'notice_given'
+          ? [
+              {
+                record,
+                where: 'notices chain: record',
+                kind: String(record.facts.kind),
+                at: record.facts.given_at,
+              },
+            ]
+          : [],
+      ),
+    ];
+    for (const { record, where, kind, at } of given) {
+      if (typeof at === 'string' && Date.parse(at) < receivedMs) {
+        problems.push(
+          `${where} ${record.seq} (${record.action}) says the ${kind} notice was given at ${at}, before the request was received (${receivedAt}, record ${intake?.seq} request_received)`,
+        );
+      }
+    }
+  }
   const extensions = chain.filter((record) => record.action === 'deadline_extended');
   for (const record of extensions) {
     const previous = record.facts.previous_due_at;

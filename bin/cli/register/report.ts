@@ -10,7 +10,9 @@ import { addTargetOptions } from '../target-flags.ts';
 export function registerReportCommand(program: Command): void {
   const command = program
     .command('report')
-    .description('CCPA record keeping: the section 7101 record of every request and the section 7102 metrics')
+    .description(
+      'CCPA record keeping: the section 7101 record of every request and the section 7102 metrics, each checked against its audit records',
+    )
     .option('--format <format>', 'csv or json', 'csv')
     .option('--json', 'same as --format json')
     .option(
@@ -55,8 +57,16 @@ Messages rejected at intake as invalid are intake errors, not consumer requests:
 apart (intake_errors) and in no metric. A request whose dates contradict each other (received after
 the report, or answered before it was received) is flagged in date_problem and left out of the days.
 
-Exit codes: 0 written, 1 the ledger or some of its items could not be read (what could be read
-is written; skipped counts the rest), 2 invalid flags.
+Every request is checked against its audit records (its own chain and its notices chain, as
+npx svc-dsr verify <request_id> checks them): one whose ledger says what no record locked, or the
+opposite of what one locked (a due date, an outcome, a verification method, a denial code or a
+notice edited after the fact; a ledger item with no records), is left out of both tables, named
+on stderr with what disagrees, and listed in "refused" (JSON). So is a request the records put in
+the range whatever the ledger says, and a chain in the range whose ledger item is gone.
+
+Exit codes: 0 written, every request backed by its records; 1 some request is left out (refused
+by its records, or its ledger item unreadable: skipped; the rest is written), or the ledger or the
+audit bucket could not be read (nothing is written); 2 invalid flags.
 
 Examples:
   $ npx svc-dsr report --from 2026-01-01 --to 2026-12-31 --regulation ccpa --out ccpa-2026.csv

@@ -9,12 +9,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { readLocalEndpoints } from '../../../bin/cli/local-endpoints.ts';
+import { auditRecordKey } from '../../../lambdas/shared/audit.ts';
 import { CLI, killServer, runCli, type ServingLocal, serveLocal } from '../../../test/helpers/cli.ts';
 import { ledgerRecord } from '../../../test/unit/cli/helpers.ts';
+import { chainsFor, type LockedChain } from '../../../test/unit/cli/locked-chains.ts';
 
 let workdir: string;
 let dataDir: string;
@@ -168,6 +171,32 @@ async function putLegacyItem(item: Record<string, unknown>): Promise<void> {
   }
 }
 
+/** Writes audit chains straight to the served audit bucket. */
+async function putChains(chains: readonly LockedChain[]): Promise<void> {
+  const local = await readLocalEndpoints(dataDir);
+  const s3 = new S3Client({
+    region: local.region,
+    credentials: local.credentials,
+    endpoint: local.endpoints.s3,
+    forcePathStyle: true,
+  });
+  try {
+    for (const { chainId, records } of chains) {
+      for (const record of records) {
+        await s3.send(
+          new PutObjectCommand({
+            Bucket: local.outputs.AuditBucketName,
+            Key: auditRecordKey(chainId, record.seq),
+            Body: `${JSON.stringify(record, null, 2)}\n`,
+          }),
+        );
+      }
+    }
+  } finally {
+    s3.destroy();
+  }
+}
+
 describe('untrusted text', () => {
   const ESCAPES = 'T\u001b[2J\u009b31m\u202eevil\u2028line';
 
@@ -217,17 +246,22 @@ describe('untrusted text', () => {
   }, 60_000);
 
   it('prints control characters already in the ledger escaped in status, list and report', async () => {
+    // Received a minute ago and answered now: its records (below) are stored when they say.
+    const receivedAt = new Date(Date.now() - 60_000).toISOString();
     const legacy = ledgerRecord({
       request_id: randomUUID(),
       status: 'completed',
       step: undefined,
       outcome: 'no_data',
-      verification: { method: 'email_link', verified_by: ESCAPES, verified_at: '2026-11-20T09:05:00Z' },
+      received_at: receivedAt,
+      verification: { method: 'email_link', verified_by: ESCAPES, verified_at: receivedAt },
       reference: ESCAPES,
       submitted_by: ESCAPES,
-      completed_at: '2026-11-20T09:12:00.000Z',
+      completed_at: new Date().toISOString(),
     });
     await putLegacyItem(legacy);
+    // The report prints only what the audit records back: the chain intake and the workflow wrote for it.
+    await putChains(chainsFor(legacy));
     // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
     const raw = /[\u001b\u009b\u202e\u2028]/;
     const outputs = [

@@ -13,7 +13,8 @@ import {
   StopExecutionCommand,
 } from '@aws-sdk/client-sfn';
 import { mockClient } from 'aws-sdk-client-mock';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { auditRecordSchema } from '#shared/audit';
 import { computeDeadlines } from '#shared/deadlines';
 import {
   Ledger,
@@ -36,6 +37,7 @@ import { inProcessOperator } from '../../../bin/cli/operator-client.ts';
 import type { CliContext } from '../../../bin/cli/target.ts';
 import { startDynamo } from '../../helpers/dynamo.ts';
 import { NOW, PRIMARY_KEY, testContext } from './helpers.ts';
+import { chainsFor, serveChains } from './locked-chains.ts';
 
 /** The conditional writes run against dynalite, so their expressions are parsed and evaluated for real. */
 const sfnMock = mockClient(SFNClient);
@@ -485,21 +487,51 @@ describe('report on notices recorded through the command', () => {
     } as const;
     const backdated = await stored(completed);
     const honest = await stored(completed);
-    await runNotice(
-      context,
-      { requestId: honest.request_id, kind: 'response', channel: 'email', at: '2026-11-21T10:00:00Z' },
-      collectingIo(),
-    );
-    // Act: on 10 January the operator records a response claiming 15 December.
+    // The audit trail reads the system clock: it is set to the operator's, so each notice record
+    // is written when the ledger says the notice was recorded, as on a real machine.
+    vi.useFakeTimers({ toFake: ['Date'] });
     const january = new Date('2027-01-10T09:00:00Z');
     const late = testContext({ dynamoClient: dynamo.client }, () => january);
-    await runNotice(
-      late,
-      { requestId: backdated.request_id, kind: 'response', channel: 'email', at: '2026-12-15T10:00:00Z' },
-      collectingIo(),
+    try {
+      vi.setSystemTime(NOW);
+      await runNotice(
+        context,
+        { requestId: honest.request_id, kind: 'response', channel: 'email', at: '2026-11-21T10:00:00Z' },
+        collectingIo(),
+      );
+      // Act: on 10 January the operator records a response claiming 15 December.
+      vi.setSystemTime(january);
+      await runNotice(
+        late,
+        { requestId: backdated.request_id, kind: 'response', channel: 'email', at: '2026-12-15T10:00:00Z' },
+        collectingIo(),
+      );
+    } finally {
+      vi.useRealTimers();
+    }
+    // The audit bucket holds the notice records the command wrote, and an own chain that locks
+    // each item as the workflow would have (the items were stored straight into the ledger).
+    const written = s3Mock
+      .commandCalls(PutObjectCommand)
+      .map((call) => auditRecordSchema.parse(JSON.parse(String(call.args[0].input.Body))));
+    const noticeChains = [...new Set(written.map((record) => record.request_id))].map((chainId) => ({
+      chainId,
+      records: written.filter((record) => record.request_id === chainId),
+    }));
+    const items = await Promise.all(
+      [backdated, honest].map((item) => context.ledger.require(item.request_id)),
     );
-    const { result } = await runReport(late, { json: true }, collectingIo());
+    s3Mock.reset();
+    serveChains(s3Mock, [
+      ...items.flatMap((item) => chainsFor(item).filter((chain) => chain.chainId === item.request_id)),
+      ...noticeChains,
+    ]);
+    const { result } = await runReport(late, { json: true, recheckAfterMs: [0] }, collectingIo());
     // Assess
+    // (The table holds the other tests' requests too, with no records: those are refused.)
+    const refused = result.refused.map((entry) => entry.request_id);
+    expect(refused).not.toContain(backdated.request_id);
+    expect(refused).not.toContain(honest.request_id);
     const byId = new Map(result.records.map((record) => [record.request_id, record]));
     expect(byId.get(backdated.request_id)).toMatchObject({
       notice_given_at: '2026-12-15T10:00:00.000Z',

@@ -1,14 +1,29 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { DynamoDBDocumentClient, GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ledgerItemSchema } from '#shared/ledger';
 import { computeMetrics, denialBasisOf, runReport, toRecord } from '../../../bin/cli/commands/report.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { ledgerRecord, PRIMARY_KEY, SVC_USER_ID, testContext } from './helpers.ts';
+import { chainsFor, serveChains } from './locked-chains.ts';
 
 const dbMock = mockClient(DynamoDBDocumentClient);
+const s3Mock = mockClient(S3Client);
+
+/** `runReport` looking again at once at a request its records did not back (a test of its own waits). */
+const report: typeof runReport = (context, options, io) =>
+  runReport(context, { recheckAfterMs: [0], ...options }, io);
+
+/** The ledger's answer to a GetItem: the item of that id among `items`. */
+function servesItems(items: readonly object[]): void {
+  dbMock.on(GetCommand).callsFake((input: { Key?: { request_id?: unknown } }) => ({
+    Item: items.find((item) => 'request_id' in item && item.request_id === input.Key?.request_id),
+  }));
+}
 let dir: string;
 
 const id = (n: number) => `aaaaaaaa-0000-4000-8000-${String(n).padStart(12, '0')}`;
@@ -18,7 +33,9 @@ const id = (n: number) => `aaaaaaaa-0000-4000-8000-${String(n).padStart(12, '0')
  * California (the stack's TimeZone output). Days to respond, by hand:
  * 1: 03-01T00 -> 03-03T00 = 2.0; 2: 03-01T00 -> 03-11T12 = 10.5; 8: 02-01 -> 02-05 = 4.0;
  * 9: 08-01T00 -> 09-04T12 = 34.5 (after its due date: late). 10 is received after the report is
- * made and 11 answered before it was received: both flagged, neither in the days.
+ * made and answered before it, and 11 answered before it was received: their locked notice
+ * records break a rule, so the report refuses both (and names them) rather than print them.
+ * The audit bucket holds the chains that lock what each item says (locked-chains.ts).
  * 6 is received at 2026-01-01T05:00Z, which is still 31 December 2025 in California.
  */
 const ITEMS = [
@@ -143,6 +160,10 @@ beforeEach(() => {
     .on(ScanCommand)
     .resolvesOnce({ Items: ITEMS.slice(0, 3), LastEvaluatedKey: { request_id: id(3) } })
     .resolvesOnce({ Items: [...ITEMS.slice(3), REJECTED, { request_id: 'broken' }] });
+  servesItems([...ITEMS, REJECTED]);
+  // The audit bucket holds the chains that lock what each item says.
+  s3Mock.reset();
+  serveChains(s3Mock, [...ITEMS, ledgerItemSchema.parse(REJECTED)].flatMap(chainsFor));
 });
 
 /** Every metric row, with the zeros a row leaves out here filled in. */
@@ -166,14 +187,14 @@ const row = (fields: Record<string, string | number | null>) => ({
 describe('runReport --out', () => {
   it('writes to standard output for -', async () => {
     const io = collectingIo();
-    await runReport(californian(), { json: true, out: '-' }, io);
+    await report(californian(), { json: true, out: '-' }, io);
     expect(JSON.parse(io.stdout())).toMatchObject({ time_zone: 'America/Los_Angeles' });
   });
 
   it('replaces a file a report wrote before', async () => {
     const file = join(dir, 'again.json');
     await writeFile(file, 'last month');
-    await runReport(californian(), { json: true, out: file }, collectingIo());
+    await report(californian(), { json: true, out: file }, collectingIo());
     expect(JSON.parse(await readFile(file, 'utf8'))).toMatchObject({ time_zone: 'America/Los_Angeles' });
   });
 
@@ -182,7 +203,7 @@ describe('runReport --out', () => {
     ['a path in a missing folder', () => join(dir, 'missing', 'r.csv'), 'does not exist; create it first'],
   ])('refuses %s with exit 2 before reading the ledger', async (_label, out, message) => {
     dbMock.resetHistory();
-    await expect(runReport(californian(), { out: out() }, collectingIo())).rejects.toMatchObject({
+    await expect(report(californian(), { out: out() }, collectingIo())).rejects.toMatchObject({
       exitCode: 2,
       message: expect.stringContaining(message),
     });
@@ -194,13 +215,38 @@ describe('runReport', () => {
   it('computes each 7102 figure per regulation and type as hand-computed, GDPR and CCPA never in one row', async () => {
     // Act
     const io = collectingIo();
-    const { exitCode, result } = await runReport(californian(), { json: true, from: '2026-01-01' }, io);
+    const { exitCode, result } = await report(californian(), { json: true, from: '2026-01-01' }, io);
 
-    // Assess: one item the schema refuses is left out and counted, and the command fails.
+    // Assess: one item the schema refuses is left out and counted, one its records contradict is
+    // left out and named, and the command fails.
     expect(exitCode).toBe(1);
     expect(io.stderr()).toContain(
       'svc-dsr: 1 ledger item(s) did not match the ledger schema and are not in the report',
     );
+    expect(io.stderr()).toContain(
+      'svc-dsr: 2 request(s) are not in the report: their audit records do not back what the ledger says',
+    );
+    expect(io.stderr()).toContain(`${id(11)} rule_broken: notices chain: record 0 (notice_given)`);
+    expect(result.refused).toEqual([
+      {
+        request_id: id(10),
+        findings: [
+          {
+            check: 'rule_broken',
+            detail: `notices chain: record 0 (notice_given) says the response notice was given at 2026-11-20T00:00:00Z, before the request was received (2030-01-10T00:00:00Z, record 0 request_received)`,
+          },
+        ],
+      },
+      {
+        request_id: id(11),
+        findings: [
+          {
+            check: 'rule_broken',
+            detail: `notices chain: record 0 (notice_given) says the response notice was given at 2026-09-30T00:00:00Z, before the request was received (2026-10-01T00:00:00Z, record 0 request_received)`,
+          },
+        ],
+      },
+    ]);
     const scans = dbMock.commandCalls(ScanCommand).map((call) => call.args[0].input);
     expect(scans).toEqual([
       { TableName: 'ledger' },
@@ -219,14 +265,13 @@ describe('runReport', () => {
       row({
         regulation: 'ccpa',
         type: 'access',
-        // 1, 2, 10, 11 complied; 3 failed; 4 open. Days: 2 and 10.5 -> median and mean 6.25.
-        received: 6,
-        complied: 4,
+        // 1, 2 complied; 3 failed; 4 open. Days: 2 and 10.5 -> median and mean 6.25.
+        received: 4,
+        complied: 2,
         open: 1,
         failed: 1,
         median_days_to_respond: 6.3,
         mean_days_to_respond: 6.3,
-        date_problems: 2,
       }),
       row({
         regulation: 'ccpa',
@@ -240,13 +285,12 @@ describe('runReport', () => {
         regulation: 'ccpa',
         type: 'all',
         // Days 2, 4, 10.5: median 4, mean 16.5 / 3 = 5.5.
-        received: 7,
-        complied: 5,
+        received: 5,
+        complied: 3,
         open: 1,
         failed: 1,
         median_days_to_respond: 4,
         mean_days_to_respond: 5.5,
-        date_problems: 2,
       }),
       row({
         regulation: 'gdpr',
@@ -272,7 +316,7 @@ describe('runReport', () => {
   });
 
   it('records the 7101 fields, with failed, withdrawn, open and intake errors apart from denials', async () => {
-    const { result } = await runReport(californian(), { json: true }, collectingIo());
+    const { result } = await report(californian(), { json: true }, collectingIo());
     const byId = new Map(result.records.map((record) => [record.request_id, record]));
     expect(byId.get(id(1))).toMatchObject({
       received_at: '2026-03-01T00:00:00Z',
@@ -304,22 +348,21 @@ describe('runReport', () => {
       response_date: '2026-06-02T00:00:00Z',
       on_time: null,
     });
+    // An intake error is dated by its locked record (request_rejected), written when intake refused it.
     expect(byId.get(id(7))).toMatchObject({
-      received_at: '2026-07-01T00:00:00Z',
+      received_at: '2026-07-01T00:00:00.000Z',
       regulation: null,
       response_category: 'intake_error',
       denial_basis: 'invalid request: type: must be "access" or "erasure"',
     });
     expect(byId.get(id(9))).toMatchObject({ days_to_respond: 34.5, on_time: false });
-    expect(byId.get(id(10))).toMatchObject({
-      date_problem: 'received after the report was made',
-      days_to_respond: null,
-    });
-    expect(byId.get(id(11))).toMatchObject({ date_problem: 'response dated before receipt' });
+    // Answered before they were received, as their locked records say: refused, not printed.
+    expect(byId.has(id(10))).toBe(false);
+    expect(byId.has(id(11))).toBe(false);
   });
 
   it('filters by regulation, and still counts the intake errors that have none', async () => {
-    const { result } = await runReport(
+    const { result } = await report(
       californian(),
       { json: true, regulation: 'gdpr', from: '2026-01-01', to: '2026-12-31' },
       collectingIo(),
@@ -336,7 +379,7 @@ describe('runReport', () => {
 
   it('cuts day ranges in the configured time zone, not in UTC', async () => {
     // 2026-01-01T05:00Z is 31 December 2025 in California and 1 January 2026 in UTC.
-    const local = await runReport(
+    const local = await report(
       californian(),
       { json: true, from: '2025-12-31', to: '2025-12-31' },
       collectingIo(),
@@ -345,7 +388,8 @@ describe('runReport', () => {
 
     dbMock.reset();
     dbMock.on(ScanCommand).resolves({ Items: ITEMS });
-    const utc = await runReport(
+    servesItems(ITEMS);
+    const utc = await report(
       californian(),
       { json: true, from: '2025-12-31', to: '2025-12-31', timeZone: 'UTC' },
       collectingIo(),
@@ -359,7 +403,7 @@ describe('runReport', () => {
     const out = join(dir, 'report.csv');
     const io = collectingIo();
     // Act
-    await runReport(californian(), { out, from: '2026-01-01', to: '2026-12-31T23:59:59Z' }, io);
+    await report(californian(), { out, from: '2026-01-01', to: '2026-12-31T23:59:59Z' }, io);
     // Assess
     const csv = await readFile(out, 'utf8');
     const [records, metrics] = csv.split('\r\n\r\n');
@@ -371,7 +415,7 @@ describe('runReport', () => {
       'regulation,type,received,complied,denied,denied_unverifiable,denied_other,withdrawn,open,failed,late,notice_missing,median_days_to_respond,mean_days_to_respond,date_problems',
     );
     // Request 10 (received in 2030) is out of this range.
-    expect(metrics).toContain('ccpa,all,6,4,0,0,0,0,1,1,0,0,4,5.5,1');
+    expect(metrics).toContain('ccpa,all,5,3,0,0,0,0,1,1,0,0,4,5.5,0');
     expect(csv).not.toContain(PRIMARY_KEY);
     expect(csv).not.toContain(SVC_USER_ID);
     expect(io.stderr()).toContain(`wrote ${out}`);
@@ -382,7 +426,7 @@ describe('runReport', () => {
   it('prints only the metrics table with --table metrics', async () => {
     const io = collectingIo();
     // Request 5, received 2026-06-01T00:00Z, was received on 31 May in California.
-    await runReport(californian(), { table: 'metrics', from: '2026-05-31', to: '2026-05-31' }, io);
+    await report(californian(), { table: 'metrics', from: '2026-05-31', to: '2026-05-31' }, io);
     expect(io.stdout().split('\r\n').filter(Boolean)).toEqual([
       'regulation,type,received,complied,denied,denied_unverifiable,denied_other,withdrawn,open,failed,late,notice_missing,median_days_to_respond,mean_days_to_respond,date_problems',
       'gdpr,erasure,1,0,0,0,0,1,0,0,0,0,,,0',
@@ -391,19 +435,19 @@ describe('runReport', () => {
   });
 
   it('refuses an unreadable date, a reversed range, a regulation or time zone it does not know, with exit 2, before scanning', async () => {
-    await expect(runReport(testContext(), { from: '01/02/2026' }, collectingIo())).rejects.toMatchObject({
+    await expect(report(testContext(), { from: '01/02/2026' }, collectingIo())).rejects.toMatchObject({
       exitCode: 2,
       message: expect.stringContaining('--from: must be a date (2026-01-31)'),
     });
     await expect(
-      runReport(testContext(), { from: '2026-02-01', to: '2026-01-01' }, collectingIo()),
+      report(testContext(), { from: '2026-02-01', to: '2026-01-01' }, collectingIo()),
     ).rejects.toThrow('--from is after --to');
-    await expect(runReport(testContext(), { format: 'xlsx' }, collectingIo())).rejects.toThrow('--format');
-    await expect(runReport(testContext(), { regulation: 'lgpd' }, collectingIo())).rejects.toMatchObject({
+    await expect(report(testContext(), { format: 'xlsx' }, collectingIo())).rejects.toThrow('--format');
+    await expect(report(testContext(), { regulation: 'lgpd' }, collectingIo())).rejects.toMatchObject({
       exitCode: 2,
       message: expect.stringContaining('--regulation: must be "gdpr" or "ccpa"'),
     });
-    await expect(runReport(testContext(), { timeZone: 'Pacific/Nowhere' }, collectingIo())).rejects.toThrow(
+    await expect(report(testContext(), { timeZone: 'Pacific/Nowhere' }, collectingIo())).rejects.toThrow(
       '--time-zone',
     );
     expect(dbMock.commandCalls(ScanCommand)).toHaveLength(0);
@@ -469,10 +513,13 @@ describe('runReport: the answer is the notice', () => {
   beforeEach(() => {
     dbMock.reset();
     dbMock.on(ScanCommand).resolves({ Items: [backdated, unanswered, answered, extendedDenial] });
+    servesItems([backdated, unanswered, answered, extendedDenial]);
+    s3Mock.reset();
+    serveChains(s3Mock, [backdated, unanswered, answered, extendedDenial].flatMap(chainsFor));
   });
 
   it('dates a response by its notice, as recorded: a backdated notice recorded late is late', async () => {
-    const { result } = await runReport(testContext(), { json: true }, collectingIo());
+    const { result } = await report(testContext(), { json: true }, collectingIo());
     const byId = new Map(result.records.map((record) => [record.request_id, record]));
     expect(byId.get(id(21))).toMatchObject({
       ended_at: '2026-01-10T00:00:00Z',
@@ -587,5 +634,339 @@ describe('report of correction requests', () => {
     });
     expect(metrics.find((metric) => metric.type === 'access')).toMatchObject({ received: 1, complied: 1 });
     expect(metrics.find((metric) => metric.type === 'all')).toMatchObject({ received: 4, complied: 3 });
+  });
+});
+
+describe('runReport against the audit records', () => {
+  /** Answered, and told so: its due date, outcome, verification and notice are all locked. */
+  const answered = ledgerRecord({
+    request_id: id(31),
+    regulation: 'ccpa',
+    status: 'completed',
+    outcome: 'exported',
+    received_at: '2026-05-01T00:00:00Z',
+    due_at: '2026-06-15T23:59:59.999Z',
+    completed_at: '2026-05-05T00:00:00Z',
+    notice_response: { channel: 'email', at: '2026-05-06T00:00:00Z', recorded_at: '2026-05-06T00:00:00Z' },
+  });
+  /** Denied, and told so. */
+  const denied = ledgerRecord({
+    request_id: id(32),
+    regulation: 'ccpa',
+    status: 'denied',
+    step: undefined,
+    received_at: '2026-05-02T00:00:00Z',
+    due_at: '2026-06-16T23:59:59.999Z',
+    denial: { code: 'identity_not_verified', at: '2026-05-03T00:00:00Z' },
+    completed_at: '2026-05-03T00:00:00Z',
+    notice_denial: { channel: 'letter', at: '2026-05-03T10:00:00Z', recorded_at: '2026-05-03T10:00:00Z' },
+  });
+  const untouched = [answered, denied];
+
+  /** The ledger holds `items`; the bucket, the chains that locked `locked`. */
+  function world(items: readonly object[], locked = untouched) {
+    dbMock.reset();
+    dbMock.on(ScanCommand).resolves({ Items: [...items] });
+    servesItems(items);
+    s3Mock.reset();
+    serveChains(s3Mock, locked.flatMap(chainsFor));
+  }
+
+  it('exits 0 with every row, as the ledger says, when the records back every item', async () => {
+    world(untouched);
+    const io = collectingIo();
+
+    const { exitCode, result } = await report(testContext(), { json: true }, io);
+
+    expect(exitCode).toBe(0);
+    expect(io.stderr()).toBe('');
+    expect(result).toMatchObject({ checked: 2, refused: [], skipped: 0 });
+    expect(result.records.map((record) => record.request_id)).toEqual([id(31), id(32)]);
+    expect(result.records.map((record) => record.on_time)).toEqual([true, true]);
+  });
+
+  it.each([
+    [
+      'due_at',
+      answered,
+      { due_at: '2026-04-01T23:59:59.999Z' },
+      /the ledger's due_at is "2026-04-01T23:59:59.999Z"; record 0 \(request_received\) locked/,
+    ],
+    [
+      'outcome',
+      answered,
+      { outcome: 'no_data' },
+      /the ledger's outcome is "no_data"; record 1 \(request_completed\) locked "exported"/,
+    ],
+    [
+      'verification method',
+      answered,
+      {
+        verification: {
+          method: 'in_person',
+          verified_by: 'privacy-team',
+          verified_at: '2026-11-20T09:05:00Z',
+        },
+      },
+      /the ledger's verification method is "in_person"; record 0 \(request_received\) locked "email_link"/,
+    ],
+    [
+      'denial code',
+      denied,
+      { denial: { code: 'exempt', at: '2026-05-03T00:00:00Z' } },
+      /the ledger's denial code is "exempt"; record 1 \(request_denied\) locked "identity_not_verified"/,
+    ],
+    [
+      'response date',
+      answered,
+      {
+        notice_response: {
+          channel: 'email',
+          at: '2026-05-02T00:00:00Z',
+          recorded_at: '2026-05-02T00:00:00Z',
+        },
+      },
+      /the ledger's response notice time is "2026-05-02T00:00:00Z"; record 0 \(notice_given\) locked "2026-05-06T00:00:00Z"/,
+    ],
+  ])(
+    'refuses a row whose ledger %s was edited after its record locked it, naming the request, and exits 1',
+    async (_field, item, edit, detail) => {
+      // Prepare: the chain locked the item as it was; the ledger was edited since.
+      world(untouched.map((entry) => (entry === item ? { ...entry, ...edit } : entry)));
+      const io = collectingIo();
+
+      // Act
+      const { exitCode, result } = await report(testContext(), { json: true }, io);
+
+      // Assess: no figure of the edited row is printed; the other request still is.
+      expect(exitCode).toBe(1);
+      expect(result.refused.map((refused) => refused.request_id)).toEqual([item.request_id]);
+      expect(result.refused[0]?.findings).toContainEqual({
+        check: 'ledger_mismatch',
+        detail: expect.stringMatching(detail),
+      });
+      expect(result.records.map((record) => record.request_id)).toEqual(
+        untouched.filter((entry) => entry !== item).map((entry) => entry.request_id),
+      );
+      expect(result.metrics.find((metric) => metric.type === 'all')?.received).toBe(1);
+      expect(io.stderr()).toContain(`${item.request_id} ledger_mismatch: `);
+    },
+  );
+
+  it('looks again at a request caught between its record and its ledger write, and prints it once they agree', async () => {
+    // Prepare: the scan read the ledger before RecordOutcome's write (running, no outcome) while
+    // the bucket already held the final record; a moment later the ledger has caught up.
+    world(untouched);
+    dbMock
+      .on(ScanCommand)
+      .resolves({
+        Items: [{ ...answered, status: 'running', outcome: undefined, completed_at: undefined }, denied],
+      });
+    const io = collectingIo();
+    const started = Date.now();
+
+    // Act
+    const { exitCode, result } = await runReport(testContext(), { json: true, recheckAfterMs: [50] }, io);
+
+    // Assess: read again (a consistent GetItem) after the pause, and backed.
+    expect(exitCode).toBe(0);
+    expect(result.refused).toEqual([]);
+    expect(result.records.find((record) => record.request_id === id(31))).toMatchObject({
+      status: 'completed',
+      response: 'exported',
+    });
+    expect(dbMock.commandCalls(GetCommand).map((call) => call.args[0].input)).toEqual([
+      { TableName: 'ledger', Key: { request_id: id(31) }, ConsistentRead: true },
+    ]);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(50);
+  });
+
+  it('still refuses an edit after looking again as often as it is told', async () => {
+    world([{ ...answered, outcome: 'no_data' }, denied]);
+
+    const { exitCode, result } = await runReport(
+      testContext(),
+      { json: true, recheckAfterMs: [10, 10] },
+      collectingIo(),
+    );
+
+    expect(exitCode).toBe(1);
+    expect(result.refused.map((entry) => entry.request_id)).toEqual([id(31)]);
+    expect(dbMock.commandCalls(GetCommand)).toHaveLength(2);
+  });
+
+  it('refuses a request that is only a ledger item (fabricated): chain_missing, named', async () => {
+    const fabricated = ledgerRecord({ ...answered, request_id: id(33) });
+    world([...untouched, fabricated]);
+    const io = collectingIo();
+
+    const { exitCode, result } = await report(testContext(), { json: true }, io);
+
+    expect(exitCode).toBe(1);
+    expect(result.refused).toEqual([
+      {
+        request_id: id(33),
+        findings: [
+          {
+            check: 'chain_missing',
+            detail: 'the ledger has the request (completed) but the bucket has no records',
+          },
+          {
+            check: 'chain_missing',
+            detail: `notices chain: the ledger records notices to the subject but the bucket has no audit/${id(33)}.notices/ records`,
+          },
+        ],
+      },
+    ]);
+    expect(result.records.map((record) => record.request_id)).toEqual([id(31), id(32)]);
+    expect(io.stderr()).toContain(`${id(33)} chain_missing`);
+  });
+
+  it('checks a request the ledger moved out of the range: its intake record puts it in, so it is named', async () => {
+    // Prepare: received in May as locked; the ledger now says last year.
+    world([{ ...answered, received_at: '2025-05-01T00:00:00Z' }, denied]);
+
+    // Act
+    const { exitCode, result } = await report(
+      testContext(),
+      { json: true, from: '2026-01-01', to: '2026-12-31' },
+      collectingIo(),
+    );
+
+    // Assess
+    expect(exitCode).toBe(1);
+    expect(result.refused).toEqual([
+      {
+        request_id: id(31),
+        findings: [
+          expect.objectContaining({
+            check: 'ledger_mismatch',
+            detail: expect.stringContaining(`the ledger's received_at is "2025-05-01T00:00:00Z"`),
+          }),
+        ],
+      },
+    ]);
+    expect(result.checked).toBe(2);
+  });
+
+  it('names a request moved out of --regulation by an edit, and leaves out one of the other regulation', async () => {
+    // Prepare: the answered CCPA request now says GDPR; a GDPR request, edited too, prints nothing in a CCPA report.
+    const gdpr = ledgerRecord({ ...answered, request_id: id(34), regulation: 'gdpr' });
+    world(
+      [{ ...answered, regulation: 'gdpr' }, denied, { ...gdpr, due_at: '2026-04-01T23:59:59.999Z' }],
+      [...untouched, gdpr],
+    );
+
+    // Act
+    const { exitCode, result } = await report(
+      testContext(),
+      { json: true, regulation: 'ccpa' },
+      collectingIo(),
+    );
+
+    // Assess
+    expect(exitCode).toBe(1);
+    expect(result.refused).toEqual([
+      {
+        request_id: id(31),
+        findings: [
+          {
+            check: 'ledger_mismatch',
+            detail: `the ledger's regulation is "gdpr"; record 0 (request_received) locked "ccpa"`,
+          },
+        ],
+      },
+    ]);
+    expect(result.records.map((record) => record.request_id)).toEqual([id(32)]);
+  });
+
+  it('reads only the first record of a request out of the range, and leaves it out when the records agree', async () => {
+    world(untouched);
+
+    const { exitCode, result } = await report(
+      testContext(),
+      { json: true, from: '2026-05-02', to: '2026-05-31', timeZone: 'UTC' },
+      collectingIo(),
+    );
+
+    expect(exitCode).toBe(0);
+    expect(result.records.map((record) => record.request_id)).toEqual([id(32)]);
+    expect(result.checked).toBe(1);
+    const reads = s3Mock.commandCalls(GetObjectCommand).map((call) => call.args[0].input.Key);
+    expect(reads.filter((key) => key?.startsWith(`audit/${id(31)}`))).toEqual([
+      `audit/${id(31)}/000000.json`,
+    ]);
+  });
+
+  it('names a chain received in the range whose ledger item is gone: ledger_missing', async () => {
+    world([denied]);
+
+    const { exitCode, result } = await report(testContext(), { json: true }, collectingIo());
+
+    expect(exitCode).toBe(1);
+    expect(result.refused).toEqual([
+      {
+        request_id: id(31),
+        findings: [
+          {
+            check: 'ledger_missing',
+            detail: `the bucket holds the chain audit/${id(31)}/ of a request received at 2026-05-01T00:00:00Z, but the ledger has no such request`,
+          },
+        ],
+      },
+    ]);
+  });
+
+  it('prints a row whose ledger head is behind its chain (a writer died between them): no figure depends on it', async () => {
+    const [own] = chainsFor(answered);
+    const first = own?.records[0];
+    world([{ ...answered, audit_count: 1, audit_head: first?.hash }, denied]);
+
+    const { exitCode, result } = await report(testContext(), { json: true }, collectingIo());
+
+    expect(exitCode).toBe(0);
+    expect(result.records.map((record) => record.request_id)).toEqual([id(31), id(32)]);
+  });
+
+  it('fails with exit 1 naming the audit bucket when its records cannot be read', async () => {
+    world(untouched);
+    s3Mock
+      .on(ListObjectsV2Command)
+      .rejects(Object.assign(new Error('Access Denied'), { name: 'AccessDenied' }));
+
+    await expect(report(testContext(), { json: true }, collectingIo())).rejects.toMatchObject({
+      exitCode: 1,
+      message:
+        'cannot read the audit records in bucket audit (AccessDenied: Access Denied): the report checks every request against them',
+    });
+  });
+});
+
+describe('toRecord: dates that contradict each other', () => {
+  it('never calls a response dated before receipt on time, nor one received after the report', () => {
+    // Prepare: due in June, answered "in March" though received in May; and one received in 2030.
+    const now = new Date('2026-11-21T00:00:00Z');
+    const early = ledgerRecord({
+      status: 'completed',
+      outcome: 'exported',
+      received_at: '2026-05-01T00:00:00Z',
+      due_at: '2026-06-15T23:59:59.999Z',
+      completed_at: '2026-05-05T00:00:00Z',
+      notice_response: { channel: 'email', at: '2026-03-01T00:00:00Z', recorded_at: '2026-03-01T00:00:00Z' },
+    });
+    const future = ledgerRecord({
+      ...early,
+      received_at: '2030-01-01T00:00:00Z',
+      due_at: '2030-02-15T23:59:59.999Z',
+    });
+
+    // Act
+    const records = [toRecord(early, now), toRecord(future, now)];
+
+    // Assess
+    expect(records.map(({ date_problem, on_time }) => ({ date_problem, on_time }))).toEqual([
+      { date_problem: 'response dated before receipt', on_time: null },
+      { date_problem: 'received after the report was made', on_time: null },
+    ]);
   });
 });

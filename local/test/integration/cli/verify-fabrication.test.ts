@@ -3,7 +3,8 @@ import { DeleteItemCommand } from '@aws-sdk/client-dynamodb';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { VerifyAllCheck } from '../../../../bin/cli/commands/verify.ts';
+import { runVerify, type VerifyAllCheck } from '../../../../bin/cli/commands/verify.ts';
+import { collectingIo } from '../../../../bin/cli/format.ts';
 import {
   AUDIT_SCHEMA,
   type AuditRecord,
@@ -357,6 +358,49 @@ describe('svc-dsr verify --all against fabrications', () => {
         /^notices chain: record 0 \(notice_given\) says it was written at .*, but S3 stored it at .* \(7 days later\)$/,
       ),
     ]);
+  });
+
+  it('catches a response notice dated before the request was received: rule_broken, in verify and verify --all', async () => {
+    // Prepare: answered; a response notice is recorded now (its record stored when it says), but
+    // it claims a time a day before the request was received, which svc-dsr notice refuses.
+    const requestId = await answeredRequest();
+    const receivedAt = (await world.ledger.require(requestId)).received_at ?? '';
+    const claimed = new Date(Date.parse(receivedAt) - DAY_MS).toISOString();
+    const now = new Date().toISOString();
+    const notice = await forgeRecord({
+      schema: AUDIT_SCHEMA,
+      request_id: noticesChainOf(requestId),
+      seq: 0,
+      event_id: `Operator:notice-response-${claimed}`,
+      step: 'Operator',
+      action: 'notice_given',
+      at: now,
+      facts: { kind: 'response', channel: 'email', given_at: claimed, reference: null, operator: 'alice' },
+      final: false,
+      prev_hash: null,
+    });
+    await editLedger(requestId, {
+      notice_response: { channel: 'email', at: claimed, recorded_at: now },
+      notices_audit_head: notice.hash,
+      notices_audit_count: 1,
+      notices_audit_at: now,
+    });
+
+    // Act
+    const all = await findingsOf(requestId);
+    const one = await runVerify(world.context, { requestId }, collectingIo());
+
+    // Assess
+    const broken = finding(
+      'rule_broken',
+      new RegExp(
+        `^notices chain: record 0 \\(notice_given\\) says the response notice was given at ${claimed}, before the request was received \\(${receivedAt}, record 0 request_received\\)$`,
+      ),
+    );
+    expect(all.exitCode).toBe(1);
+    expect(all.findings).toEqual([broken]);
+    expect(one.exitCode).toBe(1);
+    expect(one.result.findings).toEqual([broken]);
   });
 
   it('catches an extension forged after the deadline and dated before it: record_time; dated honestly: rule_broken', async () => {
