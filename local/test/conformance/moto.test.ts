@@ -37,6 +37,7 @@ import {
   HeadObjectCommand,
   ListObjectsV2Command,
   ListObjectVersionsCommand,
+  ListPartsCommand,
   PutBucketVersioningCommand,
   PutObjectCommand,
   PutObjectLockConfigurationCommand,
@@ -51,6 +52,7 @@ import {
 import {
   CreateStateMachineCommand,
   DescribeExecutionCommand,
+  ListExecutionsCommand,
   SendTaskSuccessCommand,
   SFNClient,
   StartExecutionCommand,
@@ -696,6 +698,22 @@ const CASES: readonly Case[] = [
     },
   },
   {
+    call: 'ListExecutions',
+    run: async ({ sfn, machineArn }) => {
+      await sfn.send(
+        new StartExecutionCommand({ stateMachineArn: machineArn, name: 'conformance-list', input: '{}' }),
+      );
+      return {
+        listed: await outcome(
+          sfn.send(new ListExecutionsCommand({ stateMachineArn: machineArn, maxResults: 1000 })),
+          (a) => ({
+            named: (a.executions ?? []).some((entry) => entry.name === 'conformance-list'),
+          }),
+        ),
+      };
+    },
+  },
+  {
     call: 'StopExecution',
     run: async ({ sfn, machineArn }) => {
       const { executionArn } = await sfn.send(
@@ -894,6 +912,23 @@ function multipartCases(): Case[] {
       },
     },
     {
+      call: 'ListParts',
+      run: async ({ s3 }) => {
+        const Key = 'multipart/list-parts';
+        const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: BUCKET, Key }));
+        await s3.send(new UploadPartCommand({ Bucket: BUCKET, Key, UploadId, PartNumber: 1, Body: part }));
+        const listed = await outcome(
+          s3.send(new ListPartsCommand({ Bucket: BUCKET, Key, UploadId })),
+          (a) => ({
+            parts: (a.Parts ?? []).map((entry) => ({ number: entry.PartNumber, size: entry.Size })),
+            truncated: a.IsTruncated === true,
+          }),
+        );
+        await s3.send(new AbortMultipartUploadCommand({ Bucket: BUCKET, Key, UploadId }));
+        return { listed };
+      },
+    },
+    {
       call: 'AbortMultipartUpload',
       run: async ({ s3 }) => {
         const Key = 'multipart/abort';
@@ -921,6 +956,16 @@ const NOT_LOCAL: Readonly<Record<string, string>> = {
   DeleteTable: 'test set-up only',
 };
 
+/** The DynamoDB call each document-client command of @aws-sdk/lib-dynamodb sends. */
+const DOCUMENT_COMMANDS: Readonly<Record<string, string>> = {
+  Get: 'GetItem',
+  Put: 'PutItem',
+  Update: 'UpdateItem',
+  Delete: 'DeleteItem',
+  BatchGet: 'BatchGetItem',
+  BatchWrite: 'BatchWriteItem',
+};
+
 /** Every AWS SDK command the product imports: the inventory the call recorder sees. */
 async function productCommands(): Promise<Set<string>> {
   const commands = new Set<string>();
@@ -933,7 +978,9 @@ async function productCommands(): Promise<Set<string>> {
         for (const match of source.matchAll(/import\s*\{([^}]*)\}\s*from\s*'@aws-sdk\/[^']+'/g)) {
           for (const name of (match[1] ?? '').split(',')) {
             const command = /^\s*(?:type\s+)?(\w+)Command\s*$/.exec(name)?.[1];
-            if (command !== undefined && !name.includes('type ')) commands.add(command);
+            // The document client's commands (lib-dynamodb) send DynamoDB's own: Get is GetItem.
+            if (command !== undefined && !name.includes('type '))
+              commands.add(DOCUMENT_COMMANDS[command] ?? command);
           }
         }
       }
