@@ -757,11 +757,9 @@ describe('runReport against the audit records', () => {
     // Prepare: the scan read the ledger before RecordOutcome's write (running, no outcome) while
     // the bucket already held the final record; a moment later the ledger has caught up.
     world(untouched);
-    dbMock
-      .on(ScanCommand)
-      .resolves({
-        Items: [{ ...answered, status: 'running', outcome: undefined, completed_at: undefined }, denied],
-      });
+    dbMock.on(ScanCommand).resolves({
+      Items: [{ ...answered, status: 'running', outcome: undefined, completed_at: undefined }, denied],
+    });
     const io = collectingIo();
     const started = Date.now();
 
