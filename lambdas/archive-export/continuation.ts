@@ -2,10 +2,10 @@
 
 /**
  * ArchiveExport invocations one execution spends on one copy at most (the state machine's
- * ArchiveContinues? Choice; lib/history-budget.ts counts each): about 8 x 13 minutes of download,
- * 1.5 TB at 100 MB/s and 6 GB at 1 MB/s (docs/design.md, "Copies longer than one invocation").
+ * ArchiveContinues? Choice; lib/history-budget.ts counts each): about 5 x 13 minutes of download,
+ * 390 GB at 100 MB/s and 3.9 GB at 1 MB/s (docs/design.md, "Copies longer than one invocation").
  */
-export const ARCHIVE_MAX_INVOCATIONS = 8;
+export const ARCHIVE_MAX_INVOCATIONS = 5;
 
 /**
  * Time an invocation keeps after its copy stops at a part boundary: the parts in flight, the

@@ -92,17 +92,17 @@ describe('worstCaseHistory', () => {
     // Assess
     // execution 2, ResolveSubject 5, AlreadyCompleted? 2, two (StartExport 5 + its Choice 2) 14,
     // 7 polls of (Wait 3 + CheckExport 5 + ExportReady? 2) = 70,
-    // the longer tail, with no retries the access one: ArchiveExport 5, RequestType? 2, and 7 more
-    // invocations of the copy (ArchiveContinues? 2, ArchiveExport 5, RequestType? 2) = 63,
+    // the longer tail, with no retries the access one: ArchiveExport 5, RequestType? 2, and 4 more
+    // invocations of the copy (ArchiveContinues? 2, ArchiveExport 5, RequestType? 2) = 36,
     // BuildPackage 5 + Choice 2, one more pass (PackageContinues? 2, ContinuePackage 5, Choice 2),
-    // RecordExported 5, OutcomeNotRecorded 2, RecordFailure 5, RecordFailedInLedger 5 = 103
-    // (the erasure tail: EraseSubject 5 + Choice 2 and VerifyErasure 5 + Choice 2 instead, 101),
+    // RecordExported 5, OutcomeNotRecorded 2, RecordFailure 5, RecordFailedInLedger 5 = 76
+    // (the erasure tail: EraseSubject 5 + Choice 2 and VerifyErasure 5 + Choice 2 instead, 74),
     // 300 waits for platform capacity (the export-slot waits of 92 days at 80% of 16 hours after
     // their ramp, 46 + 174, and 80 rate and outage waits), each at most a wait for an export slot
     // whose message could not be sent: (attempt 5 + Choice 2 + the failed Task 5 + Wait 3) x 300 =
     // 4,500, and the final Fail 2.
     expect(platformWaitsBudgeted()).toBe(46 + 174 + 80);
-    const events = 2 + 5 + 2 + 14 + 70 + 103 + 4_500 + 2;
+    const events = 2 + 5 + 2 + 14 + 70 + 76 + 4_500 + 2;
     expect(budget).toEqual({ events, polls: 7, fraction: events / 25_000 });
   });
 
@@ -119,8 +119,8 @@ describe('worstCaseHistory', () => {
     });
 
     // Assess
-    // The erasure tail grows from 101 to 101 + 9 = 110, past the access tail's 103.
-    expect(verifyRetried.events - bare.events).toBe(110 - 103);
+    // The erasure tail grows from 74 to 74 + 9 = 83, past the access tail's 76.
+    expect(verifyRetried.events - bare.events).toBe(83 - 76);
   });
 
   it('counts every retry each Retry rule allows, three for a rule that names no MaxAttempts', () => {
@@ -158,9 +158,9 @@ describe('worstCaseHistory', () => {
     // Assess
     // Correction path: ResolveSubject 5, AlreadyCompleted? 2, CorrectSubject 5 + 100 retries x 3,
     // its two Choices 4, RecordCorrectedWithChanges 5, OutcomeNotRecorded 2, RecordFailure 5,
-    // RecordFailedInLedger 5 = 333, against the export path's 5 + 2 + 14 + 70 + 103 = 194 (its longest
-    // tail, the archive copied in 8 invocations and the package built in two passes).
-    expect(base.events).toBe(2 + 5 + 2 + 14 + 70 + 103 + 4_500 + 2);
+    // RecordFailedInLedger 5 = 333, against the export path's 5 + 2 + 14 + 70 + 76 = 167 (its longest
+    // tail, the archive copied in 5 invocations and the package built in two passes).
+    expect(base.events).toBe(2 + 5 + 2 + 14 + 70 + 76 + 4_500 + 2);
     expect(retried.events).toBe(2 + 333 + 4_500 + 2);
   });
 
@@ -176,9 +176,9 @@ describe('worstCaseHistory', () => {
       states: { ...bareStates, ArchiveExport: task([2]) },
     });
 
-    // Assess: ARCHIVE_MAX_INVOCATIONS (8) visits of ArchiveExport, each with its 2 retries of 3 events.
-    expect(ARCHIVE_MAX_INVOCATIONS).toBe(8);
-    expect(retried.events - base.events).toBe(8 * 2 * 3);
+    // Assess: ARCHIVE_MAX_INVOCATIONS (5) visits of ArchiveExport, each with its 2 retries of 3 events.
+    expect(ARCHIVE_MAX_INVOCATIONS).toBe(5);
+    expect(retried.events - base.events).toBe(5 * 2 * 3);
   });
 
   it('refuses a workflow that lacks a state it counts', () => {

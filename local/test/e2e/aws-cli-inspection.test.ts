@@ -181,13 +181,15 @@ describe('S3, as the auditor inspects it', { timeout: 90_000 }, () => {
     const object = ['--bucket', LOCAL_NAMES.auditBucket, '--key', key];
     const bucket = ['--bucket', LOCAL_NAMES.auditBucket];
 
+    const headAnswer = await aws(endpoint, ['s3api', 'head-object', ...object]);
+    const { VersionId: versionId } = z.object({ VersionId: z.string().min(1) }).parse(headAnswer);
+
     // Act
-    const [headAnswer, retentionAnswer, lock, versioning, deleteVersion] = await Promise.all([
-      aws(endpoint, ['s3api', 'head-object', ...object]),
+    const [retentionAnswer, lock, versioning, deleteVersion] = await Promise.all([
       aws(endpoint, ['s3api', 'get-object-retention', ...object]),
       aws(endpoint, ['s3api', 'get-object-lock-configuration', ...bucket]),
       aws(endpoint, ['s3api', 'get-bucket-versioning', ...bucket]),
-      awsFails(endpoint, ['s3api', 'delete-object', ...object, '--version-id', 'null']),
+      awsFails(endpoint, ['s3api', 'delete-object', ...object, '--version-id', versionId]),
       aws(endpoint, ['s3api', 'put-object-legal-hold', ...object, '--legal-hold', 'Status=ON']),
     ]);
     const hold = await aws(endpoint, ['s3api', 'get-object-legal-hold', ...object]);
@@ -238,7 +240,10 @@ describe('S3, as the auditor inspects it', { timeout: 90_000 }, () => {
     // Assess
     expect(archive).not.toBe('');
     expect(location).toEqual({ LocationConstraint: null });
-    expect(tagging).toEqual({ TagSet: [{ Key: 'request-type', Value: 'access' }] });
+    expect(tagging).toEqual({
+      TagSet: [{ Key: 'request-type', Value: 'access' }],
+      VersionId: expect.stringMatching(/^[A-Za-z0-9._-]{32}$/),
+    });
   });
 });
 

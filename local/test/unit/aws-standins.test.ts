@@ -290,7 +290,7 @@ describe('S3 stand-in', () => {
     ]);
   });
 
-  it('keeps no object versions: the bucket says Enabled, each key keeps one version', async () => {
+  it('keeps each write as a version of its own once the bucket says Enabled', async () => {
     // Prepare
     await s3.send(
       new PutBucketVersioningCommand({ Bucket: bucket, VersioningConfiguration: { Status: 'Enabled' } }),
@@ -298,11 +298,17 @@ describe('S3 stand-in', () => {
 
     // Act
     const versioning = await s3.send(new GetBucketVersioningCommand({ Bucket: bucket }));
-    const put = await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'versioned', Body: 'v1' }));
+    const first = await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'versioned', Body: 'v1' }));
+    const second = await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'versioned', Body: 'v2' }));
+    const older = await s3.send(
+      new GetObjectCommand({ Bucket: bucket, Key: 'versioned', VersionId: first.VersionId }),
+    );
 
-    // Assess: code must not depend on VersionId locally
+    // Assess
     expect(versioning.Status).toBe('Enabled');
-    expect(put.VersionId).toBeUndefined();
+    expect(first.VersionId).toEqual(expect.any(String));
+    expect(second.VersionId).not.toBe(first.VersionId);
+    expect(await older.Body?.transformToString()).toBe('v1');
   });
 });
 
