@@ -175,6 +175,12 @@ const subjectPackageFacts = z.object({
   settings_source: z.enum(['account', 'export', 'unavailable']).optional(),
   /** Why the account could not be read, when it could not (an error name, or SubjectNotFound). */
   account_failure: z.string().optional(),
+  /**
+   * The settings the package states that were still on their placeholder when it was built, by
+   * their stack configuration names (`controllerName`, `accessNotice.gdpr.purposes`...): local mode
+   * without a configuration builds such a package, which is no answer to give a subject.
+   */
+  placeholder_texts: z.array(z.string()).optional(),
 });
 export type SubjectPackageFacts = z.infer<typeof subjectPackageFacts>;
 
