@@ -191,6 +191,11 @@ const correctionFacts = z.object({
   altered: z.array(z.enum(CORRECTABLE_FIELDS)),
   /** Update attempts: 2 when the re-read found the profile changed by someone else and it was done again. */
   attempts: z.number().int().positive(),
+  /**
+   * The corrected e-mail went to the platform as unverified (email_verified false): the subject has
+   * not proved control of the new address. Never the address itself.
+   */
+  email_sent_unverified: z.literal(true).optional(),
   at: z.string(),
 });
 export type CorrectionFacts = z.infer<typeof correctionFacts>;
