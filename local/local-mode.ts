@@ -123,7 +123,11 @@ export interface LocalMode {
    * overrides the mode's limit for this pass).
    */
   reconcile(options?: { graceSeconds?: number; maxResumes?: number }): Promise<ReconcileSummary>;
-  close(): Promise<void>;
+  /**
+   * Stops everything it started. Executions still running after `graceMs` (default 5000) are left
+   * RUNNING in their records, as a killed process leaves them: the next start resumes them.
+   */
+  close(options?: { readonly graceMs?: number }): Promise<void>;
 }
 
 /**
@@ -141,9 +145,9 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
     const mode = await startLocalModeLocked(options, dataDir);
     return {
       ...mode,
-      async close() {
+      async close(closeOptions) {
         try {
-          await mode.close();
+          await mode.close(closeOptions);
         } finally {
           await lock.release();
         }
@@ -364,10 +368,10 @@ async function assembleLocalMode(
         ],
         onError,
       ),
-    async close() {
+    async close(closeOptions) {
       await operator.close();
       // The workflow closes its executions, then the shim.
-      await workflow.close();
+      await workflow.close(closeOptions);
       sfn.destroy();
       await statusEvents.close();
       await aws.close();

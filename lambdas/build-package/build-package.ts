@@ -22,7 +22,7 @@ import {
 } from './continuation.ts';
 import { type PackageSource, packageFileName, packageZipStream } from './package-zip.ts';
 import type { PackageHead } from './render.ts';
-import { PACKAGE_PLACEHOLDERS } from './settings.ts';
+import { PACKAGE_PLACEHOLDERS, placeholderTexts } from './settings.ts';
 import { openZip, streamedExport } from './streamed-export.ts';
 import { measured } from './streams.ts';
 
@@ -79,6 +79,7 @@ export async function buildSubjectPackage(
     throw new LedgerStateError('the ledger item lacks the request facts a package states');
   }
   const settings = deps.subjectPackage ?? { ...PACKAGE_PLACEHOLDERS, timeZone: 'UTC' };
+  const placeholders = placeholderTexts(settings, regulation);
   const key = packageKey(item.request_id);
   const readArchive = async (dir: string) => {
     // The archive goes to local disk as it is checked against the ledger's SHA-256; nothing is
@@ -136,6 +137,7 @@ export async function buildSubjectPackage(
       activityFailure: manifest.activity_failure,
       settingsSource: manifest.head.settings_source,
       accountFailure: manifest.account_failure,
+      placeholders,
       passes: continuation.pass,
     });
   }
@@ -218,6 +220,7 @@ export async function buildSubjectPackage(
     activityFailure: activity.failure,
     settingsSource: data.settings_source,
     accountFailure: account.failure,
+    placeholders,
     passes: 1,
   });
 }
@@ -235,6 +238,8 @@ interface BuiltPackage {
   readonly activityFailure: string | null;
   readonly settingsSource: PackageHead['settings_source'];
   readonly accountFailure: string | null;
+  /** The settings it states that are still on their placeholder (placeholderTexts). */
+  readonly placeholders: readonly string[];
   readonly passes: number;
 }
 
@@ -253,6 +258,7 @@ async function recordPackage(requestId: string, deps: StepDeps, built: BuiltPack
     ...(built.activityFailure === null ? {} : { activity_failure: built.activityFailure }),
     settings_source: built.settingsSource,
     ...(built.accountFailure === null ? {} : { account_failure: built.accountFailure }),
+    ...(built.placeholders.length === 0 ? {} : { placeholder_texts: [...built.placeholders] }),
   };
   try {
     await deps.ledger.update(requestId, { subject_package: facts }, ['running']);
@@ -282,6 +288,8 @@ async function recordPackage(requestId: string, deps: StepDeps, built: BuiltPack
       activity_failure: built.activityFailure,
       settings_source: built.settingsSource,
       account_failure: built.accountFailure,
+      // How many, since a fact is at most 256 characters: the ledger names them.
+      ...(built.placeholders.length === 0 ? {} : { placeholder_texts: built.placeholders.length }),
       ...(built.passes > 1 ? { passes: built.passes } : {}),
     },
   });

@@ -109,6 +109,26 @@ export const PACKAGE_PLACEHOLDERS: PackageSettings = {
 };
 
 /**
+ * The settings a package states that are still on their placeholder, by the name they are set
+ * under in the stack configuration: `controllerName`, `controllerContact`, `accessNotice.gdpr.purposes`...
+ * Only the notice texts of the request's own law count, since only those are in its package.
+ */
+export function placeholderTexts(
+  settings: Pick<PackageSettings, 'controllerName' | 'controllerContact' | 'information'>,
+  regulation: 'gdpr' | 'ccpa',
+): string[] {
+  const texts: string[] = [];
+  if (settings.controllerName === PACKAGE_PLACEHOLDERS.controllerName) texts.push('controllerName');
+  if (settings.controllerContact === PACKAGE_PLACEHOLDERS.controllerContact) texts.push('controllerContact');
+  const given: Readonly<Record<string, string>> = settings.information[regulation];
+  const placeholders: Readonly<Record<string, string>> = PACKAGE_PLACEHOLDERS.information[regulation];
+  for (const [item, placeholder] of Object.entries(placeholders)) {
+    if (given[item] === placeholder) texts.push(`accessNotice.${regulation}.${item}`);
+  }
+  return texts;
+}
+
+/**
  * The environment variable that carries the settings (JSON) to the package step where it runs
  * unbundled (local mode, which reads them from the template's PACKAGE_SETTINGS_METADATA).
  */

@@ -53,7 +53,7 @@ export async function correctSubject(input: StepInput, deps: StepDeps): Promise<
     const after = await readProfile(item.primary_key, deps);
     const comparison = compare(update, after, corrections);
     if (comparison.changedByOthers.length === 0) {
-      return record(input.request_id, item, { after, corrections, comparison, attempt }, deps);
+      return record(input.request_id, item, { sent: update, after, corrections, comparison, attempt }, deps);
     }
     deps.logger.warn('the re-read found the profile changed by someone else', {
       fields: comparison.changedByOthers,
@@ -231,6 +231,7 @@ async function record(
   requestId: string,
   item: { readonly primary_key: string; readonly svc_user_id?: string },
   result: {
+    readonly sent: ProfileUpdate;
     readonly after: RetrievedUser;
     readonly corrections: Corrections;
     readonly comparison: Comparison;
@@ -238,7 +239,7 @@ async function record(
   },
   deps: StepDeps,
 ): Promise<CorrectOutput> {
-  const { after, corrections, comparison, attempt } = result;
+  const { sent, after, corrections, comparison, attempt } = result;
   const fields = correctionFields(corrections);
   const outcome = comparison.altered.length > 0 ? 'corrected_with_changes' : 'corrected';
   const facts: Record<string, string | number | boolean> = {
@@ -255,6 +256,10 @@ async function record(
     if (comparison.altered.includes(field)) facts[`${field}_altered_by_platform`] = true;
   }
   if (corrections.email !== undefined) facts.email_verified_after = after.email_verified === true;
+  // A new address goes to the platform unverified (fullUpdate): the record says so, for the team to
+  // have the subject confirm it. The address itself stays out (its keyed hash is in hashedFacts).
+  const emailSentUnverified = corrections.email !== undefined && sent.email_verified === false;
+  if (emailSentUnverified) facts.email_sent_unverified = true;
   const at = deps.clock().toISOString();
   await recordingSideEffect(
     deps,
@@ -263,7 +268,13 @@ async function record(
       deps.ledger.update(
         requestId,
         {
-          correction: { outcome, altered: [...comparison.altered], attempts: attempt, at },
+          correction: {
+            outcome,
+            altered: [...comparison.altered],
+            attempts: attempt,
+            ...(emailSentUnverified ? { email_sent_unverified: true as const } : {}),
+            at,
+          },
           correction_values: null,
         },
         ['running'],

@@ -111,6 +111,90 @@ function line(max: number, what = 'characters') {
     );
 }
 
+/** The code that starts the message of an image_url with a user name or password in it. */
+export const IMAGE_URL_CREDENTIALS = 'image_url_credentials';
+/** The code that starts the message of an image_url on a loopback, private or link-local address. */
+export const IMAGE_URL_PRIVATE_ADDRESS = 'image_url_private_address';
+
+/** IPv4 ranges no public image lives at: this host, loopback, private networks, link-local. */
+const PRIVATE_IPV4: readonly (readonly [number, number])[] = [
+  [0x00000000, 8], // 0.0.0.0/8: "this network", which reaches the host itself
+  [0x0a000000, 8], // 10/8
+  [0x7f000000, 8], // 127/8
+  [0xa9fe0000, 16], // 169.254/16
+  [0xac100000, 12], // 172.16/12
+  [0xc0a80000, 16], // 192.168/16
+];
+
+/** The IPv4 address as a number, for a hostname the URL parser wrote as a dotted quad. */
+function ipv4Number(hostname: string): number | undefined {
+  const parts = hostname.split('.');
+  if (parts.length !== 4 || !parts.every((part) => /^\d{1,3}$/.test(part))) return undefined;
+  return parts.reduce((number, part) => number * 256 + Number(part), 0);
+}
+
+function privateIpv4(address: number): boolean {
+  return PRIVATE_IPV4.some(
+    ([base, bits]) => Math.floor(address / 2 ** (32 - bits)) === base / 2 ** (32 - bits),
+  );
+}
+
+/** The eight 16-bit groups of an IPv6 address as the URL parser writes it (compressed, no brackets). */
+function ipv6Groups(address: string): number[] | undefined {
+  const [head = '', tail, extra] = address.split('::');
+  if (extra !== undefined) return undefined;
+  const groups = (part: string) =>
+    part === '' ? [] : part.split(':').map((group) => Number.parseInt(group, 16));
+  const before = groups(head);
+  const after = tail === undefined ? [] : groups(tail);
+  const missing = 8 - before.length - after.length;
+  if (missing < 0 || (tail === undefined && missing !== 0)) return undefined;
+  const all = [...before, ...Array<number>(missing).fill(0), ...after];
+  return all.every((group) => Number.isInteger(group) && group >= 0 && group <= 0xffff) ? all : undefined;
+}
+
+function privateIpv6(address: string): boolean {
+  const groups = ipv6Groups(address);
+  if (groups === undefined) return true;
+  const [first = 0] = groups;
+  const zeros = (count: number) => groups.slice(0, count).every((group) => group === 0);
+  if (zeros(7) && (groups[7] === 0 || groups[7] === 1)) return true; // :: and ::1
+  if ((first & 0xfe00) === 0xfc00) return true; // fc00::/7, unique local
+  if ((first & 0xffc0) === 0xfe80) return true; // fe80::/10, link-local
+  // An IPv4 address written as IPv6 (::ffff:a.b.c.d) reaches that IPv4 address.
+  if (zeros(5) && groups[5] === 0xffff) return privateIpv4((groups[6] ?? 0) * 0x10000 + (groups[7] ?? 0));
+  return false;
+}
+
+/**
+ * Why an https image URL is refused, or undefined: the platform fetches the image from where the
+ * URL points, so a URL with credentials would hand them on, and one on a loopback or private
+ * address would point it inside a network. The hostname is read as WHATWG URL reads it, which
+ * writes IPv4 shorthands (`2130706433`, `0x7f.1`) as the dotted address they stand for.
+ */
+export function imageUrlRefusal(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return undefined;
+  }
+  if (url.username !== '' || url.password !== '') {
+    return `${IMAGE_URL_CREDENTIALS}: must not hold a user name or password (before "@"): the platform would send them wherever it fetches the image; give the image's public https URL`;
+  }
+  const hostname = url.hostname.toLowerCase().replace(/\.$/, '');
+  const ipv4 = ipv4Number(hostname);
+  const isPrivate =
+    hostname === 'localhost' ||
+    hostname.endsWith('.localhost') ||
+    (ipv4 !== undefined && privateIpv4(ipv4)) ||
+    (hostname.startsWith('[') && privateIpv6(hostname.slice(1, -1)));
+  if (isPrivate) {
+    return `${IMAGE_URL_PRIVATE_ADDRESS}: must not point at localhost or a loopback, private or link-local address (127.0.0.0/8, 10/8, 172.16/12, 192.168/16, 169.254/16, ::1, fc00::/7, fe80::/10): the platform fetches the image from there; give the image's public https URL`;
+  }
+  return undefined;
+}
+
 /** The rule of each correctable field. */
 export const correctionValueSchemas = {
   user_name: userName,
@@ -134,10 +218,14 @@ export const correctionValueSchemas = {
   image_url: z
     .string()
     .max(IMAGE_URL_MAX, `must be at most ${IMAGE_URL_MAX} characters`)
-    .refine(
-      (value) => value === '' || z.url({ protocol: /^https$/ }).safeParse(value).success,
-      'must be an https URL of the image, or "" to remove the image',
-    ),
+    .refine((value) => value === '' || z.url({ protocol: /^https$/ }).safeParse(value).success, {
+      message: 'must be an https URL of the image, or "" to remove the image',
+      abort: true,
+    })
+    .superRefine((value, context) => {
+      const refusal = value === '' ? undefined : imageUrlRefusal(value);
+      if (refusal !== undefined) context.addIssue({ code: 'custom', message: refusal });
+    }),
 } as const satisfies Record<CorrectableField, z.ZodType<string>>;
 
 /** The field -> new value map of a correction request. */

@@ -285,7 +285,7 @@ export function judgeVerification(
     return {
       kind: 'denied',
       problem: 'not_accepted_for_type',
-      reason: `verification method "${canonical}" is not accepted for ${request.type} requests`,
+      reason: notAcceptedReason(policy, canonical, request.type),
     };
   }
   const received = rfc3339Instant(request.received_at);
@@ -307,6 +307,24 @@ export function judgeVerification(
     };
   }
   return { kind: 'accepted' };
+}
+
+/**
+ * Why a known method is refused for the type, and what the stack accepts instead: the reason a
+ * person reads in `svc-dsr status`, without having to find the stack's configuration.
+ */
+function notAcceptedReason(policy: VerificationPolicy, method: string, type: RequestType): string {
+  const accepted = knownMethods(policy).filter((name) => policy.methods[name]?.acceptedFor.includes(type));
+  // An e-mail link proves control of the address on file, the very one a correction may replace.
+  const why =
+    type === 'correction' && method === 'email_link'
+      ? ': a link sent to the address on file proves control of that address, which a correction may replace'
+      : '';
+  const instead =
+    accepted.length === 0
+      ? `this stack accepts no method for ${type} requests`
+      : `this stack accepts ${accepted.join(', ')} for ${type} requests: verify the identity with one of them and submit again`;
+  return `verification method "${method}" is not accepted for ${type} requests${why}; ${instead} (stack config "verification", docs/deploy.md)`;
 }
 
 /** The intake Lambda's environment variable that holds the policy as JSON. */

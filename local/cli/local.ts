@@ -1,5 +1,6 @@
 /** The `local` command: local mode from CLI flags, its progress, its summary and its serving loop. */
 import { resolve } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
 import { requestLines } from '../../bin/cli/commands/submit.ts';
 import { CliError, EXIT, parseOption, readRequestsText, shellWord } from '../../bin/cli/io.ts';
@@ -20,6 +21,7 @@ import { loadFaultsFile } from '../emulator/faults.ts';
 import { loadStateFile } from '../emulator/state.ts';
 import { type LineOutcome, type LocalMode, retriedThroughFaults } from '../local-mode.ts';
 import { untilStopped } from './emulator.ts';
+import { stopServing } from './serve-stop.ts';
 
 /** The `--json` summary of a run (the contract scripts rely on). */
 export interface LocalSummary {
@@ -204,6 +206,11 @@ export async function runLocal(
       ...(stack.config === undefined ? {} : { stackConfig: stack.config }),
     }),
   );
+  let closing: Promise<void> | undefined;
+  const closeOnce = (options?: { graceMs: number }) => {
+    closing ??= mode.close(options);
+    return closing;
+  };
   try {
     progress(`svc-dsr local: data in ${mode.dataDir}; platform emulator at ${mode.emulator.url}\n`);
     let exitCode: number = EXIT.ok;
@@ -238,12 +245,17 @@ export async function runLocal(
         `serving: other commands reach it with --target local --data-dir ${mode.dataDir} (ready in ${formatSeconds((Date.now() - startedAt) / 1000)}; Ctrl-C stops it)\n`,
       );
       changes.ready();
-      await untilStopped();
-      await stopPolling();
+      const signal = await untilStopped();
+      return await stopServing(signal, exitCode, async (graceMs) => {
+        // A poll or a scheduled pass in flight gets the grace: a message it received and did not
+        // delete is received again on the next start.
+        await Promise.race([stopPolling(), delay(graceMs)]);
+        await closeOnce({ graceMs });
+      });
     }
     return exitCode;
   } finally {
-    await mode.close();
+    await closeOnce();
   }
 }
 

@@ -171,9 +171,10 @@ export interface LocalWorkflow {
   settled(): Promise<Map<string, ExecutionResult>>;
   /**
    * Closes the executions, then the clients and the stand-ins it started. In memory it waits for
-   * every execution to end; with `executionsDir` it gives up as {@link Registry.close} does.
+   * every execution to end; with `executionsDir` it gives up as {@link Registry.close} does, after
+   * `graceMs` (default 5000).
    */
-  close(): Promise<void>;
+  close(options?: { readonly graceMs?: number }): Promise<void>;
 }
 
 /** Builds the local workflow: resources on the stand-ins, the machine from the synthesized template. */
@@ -285,10 +286,10 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     executions,
     shim,
     settled: () => executions.results(),
-    async close() {
+    async close(closeOptions = {}) {
       // Without records nothing would show an abandoned execution: wait for every one to end.
       if (options.executionsDir === undefined) await executions.idle();
-      await executions.close();
+      await executions.close(closeOptions.graceMs === undefined ? {} : { timeoutMs: closeOptions.graceMs });
       // The executions close first, while the shim answers that it is closing.
       await shim.close();
       sfn.destroy();

@@ -84,7 +84,12 @@ describe('README.md', () => {
 describe('docs/cli.md', () => {
   it('names only files that exist in the repository', async () => {
     const named = namedPaths(manual);
-    for (const sample of ['examples/requests.jsonl', 'examples/requests.csv', 'examples/faults.json']) {
+    for (const sample of [
+      'examples/requests.jsonl',
+      'examples/requests.csv',
+      'examples/correction.jsonl',
+      'examples/faults.json',
+    ]) {
       expect(named).toContain(sample);
     }
     for (const path of named) await expect(access(join(ROOT, path)), path).resolves.toBeUndefined();

@@ -16,6 +16,7 @@ import {
   writeJson,
 } from '../format.ts';
 import { CliError, checkOutPath, EXIT, parseOption } from '../io.ts';
+import { placeholderWarning } from '../package-placeholders.ts';
 import { type CliContext, type TargetFlags, withTarget } from '../target.ts';
 
 /** Options of `svc-dsr package`. */
@@ -324,12 +325,25 @@ export async function packageAction(requestId: string, flags: PackageFlags): Pro
   };
   checkPackageOptions(options);
   if (options.out !== undefined) await checkOutPath(options.out, options.force === true);
-  const { exitCode } = await withTarget(
-    flags,
-    async (context): Promise<{ exitCode: number }> =>
+  const { exitCode } = await withTarget(flags, async (context): Promise<{ exitCode: number }> => {
+    const handed =
       options.out === undefined
-        ? runPackageLink(context, options, processIo)
-        : runPackage(context, options, processIo),
-  );
+        ? await runPackageLink(context, options, processIo)
+        : await runPackage(context, options, processIo);
+    if (handed.exitCode === EXIT.ok && options.raw !== true)
+      await warnOfPlaceholders(context, options, processIo);
+    return handed;
+  });
   process.exitCode = exitCode;
+}
+
+/** Warns on stderr when the subject package handed out states placeholder texts (package-placeholders.ts). */
+async function warnOfPlaceholders(
+  context: Pick<CliContext, 'ledger'>,
+  options: PackageOptions,
+  io: CliIo,
+): Promise<void> {
+  const item = await context.ledger.get(options.requestId);
+  const warning = placeholderWarning(item?.subject_package?.placeholder_texts);
+  if (warning !== undefined) io.err(warning);
 }

@@ -150,6 +150,12 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
       'correction',
       `${item.correction.outcome} at ${item.correction.at}, ${item.correction.attempts} attempt(s)${altered}`,
     );
+    if (item.correction.email_sent_unverified === true) {
+      add(
+        'new e-mail',
+        'sent to the platform as unverified (email_verified false): the subject has not yet proved control of the new address',
+      );
+    }
   }
   if (item.minimised_at !== undefined) {
     add('minimised', `${item.minimised_at}: who it names is kept only as keyed hashes (retention passed)`);

@@ -40,6 +40,8 @@ export interface RequestFlags {
   readonly reference?: string;
   readonly submittedBy?: string;
   readonly channel?: string;
+  /** A correction's `field=value` pairs (`--correct`), one per field. */
+  readonly correct?: readonly string[];
 }
 
 /** What to submit and how. Either `file` or `request`. */
@@ -93,6 +95,11 @@ export interface SubmitSummary {
   readonly intake_conflicts: { line: number; request_id: string; status: string }[];
   /** Sent requests intake had not recorded by the end of the wait: sent, with no verdict yet. */
   readonly unconfirmed: { line: number; request_id: string }[];
+  /**
+   * Sent requests intake recorded as denied (the verification gate, docs/deploy.md), with the
+   * reason it recorded: which methods the stack accepts instead.
+   */
+  readonly denied: { line: number; request_id: string; code: string; reason: string | null }[];
 }
 
 /** What submit needs from the target; with a ledger, it checks each request against it before sending. */
@@ -141,6 +148,8 @@ const FLAG_OF: Record<string, string> = {
   reference: '--reference',
   submitted_by: '--submitted-by',
   channel: '--channel',
+  corrections: '--correct',
+  ...Object.fromEntries(CORRECTABLE_FIELDS.map((field) => [`corrections.${field}`, `--correct ${field}=`])),
 };
 
 /** CSV header names and the request field each fills. Both spellings of the verification fields work. */
@@ -249,7 +258,7 @@ export async function runSubmit(
   let sent: SubmitSummary['sent'] = [];
   let failed: SubmitSummary['failed'] = [];
   let checked: LedgerCheck = { checked: false, already: [], conflicts: [], toSend: valid };
-  let verdict: IntakeVerdict = { checked: false, conflicts: [], unconfirmed: [] };
+  let verdict: IntakeVerdict = { checked: false, conflicts: [], unconfirmed: [], denied: [] };
   if (!dryRun && valid.length > 0) {
     // A dry run never connects; a real one reads the ledger first and holds back the conflicts.
     const target = await connect();
@@ -284,6 +293,7 @@ export async function runSubmit(
     intake_checked: verdict.checked,
     intake_conflicts: verdict.conflicts,
     unconfirmed: verdict.unconfirmed,
+    denied: verdict.denied,
   };
   // A line sent but not taken (the queue refused it, or intake found other content) failed: exit 1.
   const exitCode =
@@ -351,6 +361,7 @@ interface IntakeVerdict {
   readonly checked: boolean;
   readonly conflicts: SubmitSummary['intake_conflicts'];
   readonly unconfirmed: SubmitSummary['unconfirmed'];
+  readonly denied: SubmitSummary['denied'];
 }
 
 /**
@@ -369,13 +380,14 @@ async function awaitIntake(
 ): Promise<IntakeVerdict> {
   const { ledger } = target;
   if (ledger === undefined || waitSeconds <= 0 || sent.length === 0) {
-    return { checked: false, conflicts: [], unconfirmed: [] };
+    return { checked: false, conflicts: [], unconfirmed: [], denied: [] };
   }
   const deadline = Date.now() + waitSeconds * 1000;
   const conflicts: IntakeVerdict['conflicts'] = [];
+  const denied: IntakeVerdict['denied'] = [];
   let pending = [...sent];
   for (let pause = FIRST_LOOK_MS; ; pause = Math.min(pause * 2, LONGEST_LOOK_MS)) {
-    let found: ({ status: string; fingerprint: string } | undefined)[];
+    let found: (RecordedLine | undefined)[];
     try {
       found = await readAll(ledger, pending);
     } catch (error) {
@@ -390,6 +402,13 @@ async function awaitIntake(
       if (item === undefined) waiting.push(entry);
       else if (item.fingerprint !== fingerprint(entry.request)) {
         conflicts.push({ line: entry.line, request_id: entry.request.request_id, status: item.status });
+      } else if (item.status === 'denied' && item.denial !== undefined) {
+        denied.push({
+          line: entry.line,
+          request_id: entry.request.request_id,
+          code: item.denial.code,
+          reason: item.denial.reason ?? null,
+        });
       }
     });
     pending = waiting;
@@ -397,23 +416,38 @@ async function awaitIntake(
     await new Promise((resolve) => setTimeout(resolve, pause));
   }
   conflicts.sort((a, b) => a.line - b.line);
+  denied.sort((a, b) => a.line - b.line);
   const unconfirmed = pending.map((entry) => ({ line: entry.line, request_id: entry.request.request_id }));
-  return { checked: true, conflicts, unconfirmed };
+  return { checked: true, conflicts, unconfirmed, denied };
+}
+
+/** What intake recorded of a line: enough to tell a conflict and a denial. */
+interface RecordedLine {
+  readonly status: string;
+  readonly fingerprint: string;
+  readonly denial?: { readonly code: string; readonly reason?: string };
 }
 
 /** Each line's ledger item (its status and fingerprint), read a few at a time. */
 async function readAll(
   ledger: NonNullable<SubmitTarget['ledger']>,
   lines: readonly ValidLine[],
-): Promise<({ status: string; fingerprint: string } | undefined)[]> {
-  const found: ({ status: string; fingerprint: string } | undefined)[] = new Array(lines.length);
+): Promise<(RecordedLine | undefined)[]> {
+  const found: (RecordedLine | undefined)[] = new Array(lines.length);
   let next = 0;
   const worker = async () => {
     for (let index = next++; index < lines.length; index = next++) {
       const entry = lines[index];
       if (entry === undefined) continue;
       const item = await ledger.get(entry.request.request_id);
-      found[index] = item === undefined ? undefined : { status: item.status, fingerprint: item.fingerprint };
+      found[index] =
+        item === undefined
+          ? undefined
+          : {
+              status: item.status,
+              fingerprint: item.fingerprint,
+              ...(item.denial === undefined ? {} : { denial: item.denial }),
+            };
     }
   };
   await Promise.all(Array.from({ length: Math.min(PARALLEL_READS, lines.length) }, worker));
@@ -517,7 +551,33 @@ function requestFromFlags(flags: RequestFlags): Record<string, unknown> {
     ...(flags.reference === undefined ? {} : { reference: flags.reference }),
     ...(flags.submittedBy === undefined ? {} : { submitted_by: flags.submittedBy }),
     ...(flags.channel === undefined ? {} : { channel: flags.channel }),
+    ...(flags.correct === undefined ? {} : { corrections: correctionsFromFlags(flags.correct) }),
   };
+}
+
+/**
+ * The `corrections` object of `--correct field=value` flags, split at the first "=" (a value may
+ * hold more). The request schema judges the fields and values; a message never quotes a value.
+ */
+function correctionsFromFlags(pairs: readonly string[]): Record<string, string> {
+  const corrections: Record<string, string> = {};
+  for (const pair of pairs) {
+    const equals = pair.indexOf('=');
+    if (equals <= 0) {
+      throw new CliError(
+        `--correct takes field=value, e.g. --correct display_name="Ada L."; one has ${equals === 0 ? 'no field before "="' : 'no "="'} (fields: ${CORRECTABLE_FIELDS.join(', ')})`,
+        EXIT.usage,
+      );
+    }
+    const field = pair.slice(0, equals).trim();
+    if (Object.hasOwn(corrections, field))
+      throw new CliError(
+        `--correct names ${(CORRECTABLE_FIELDS as readonly string[]).includes(field) ? field : 'a field'} twice: give each field once`,
+        EXIT.usage,
+      );
+    corrections[field] = pair.slice(equals + 1);
+  }
+  return corrections;
 }
 
 function jsonlCandidates(text: string, file: string): Candidate[] {
@@ -852,6 +912,12 @@ function printSummary(io: CliIo, summary: SubmitSummary): void {
       `line ${conflict.line}: request ${conflict.request_id} was sent, but intake holds that request_id with other content (${conflict.status}), sent by another submission, perhaps a moment earlier: intake quarantined this one as a conflict. Check it with npx svc-dsr status ${conflict.request_id}, and give this request its own request_id\n`,
     );
   }
+  for (const denial of summary.denied) {
+    const at = summary.source === 'flags' ? 'submit' : `line ${denial.line}`;
+    io.err(
+      `${at}: request ${denial.request_id} was denied at intake: ${denial.code}${denial.reason === null ? '' : `: ${denial.reason}`}\n`,
+    );
+  }
   if (summary.unconfirmed.length > 0) {
     io.err(
       `submit: intake had not recorded ${summary.unconfirmed.length} of the requests sent by the end of the wait; they are sent and wait in the queue: follow them with npx svc-dsr status <request_id>\n`,
@@ -917,6 +983,7 @@ export async function submitAction(flags: SubmitFlags): Promise<void> {
     reference: rest.reference,
     submittedBy: rest.submittedBy,
     channel: rest.channel,
+    correct: rest.correct,
   };
   const { exitCode } = await withLazyTarget(flags, (connect) =>
     runSubmit(

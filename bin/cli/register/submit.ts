@@ -3,6 +3,7 @@
  * ../commands/submit.ts, and what that uses, only when `submit` runs.
  */
 import type { Command } from 'commander';
+import { CORRECTABLE_FIELDS } from '#shared/profile-fields';
 import { REQUEST_CHANNELS } from '#shared/vocabulary';
 import type { SubmitFlags } from '../commands/submit.ts';
 import { addTargetOptions } from '../target-flags.ts';
@@ -30,7 +31,7 @@ export function registerSubmitCommand(program: Command): void {
       `after sending, wait up to this long for intake to record the requests, to report a conflict with another submission (0: do not wait; default ${DEFAULT_WAIT_SECONDS})`,
     )
     .option('--request-id <uuid>', 'the idempotency key (default: a random UUID)')
-    .option('--type <type>', 'access or erasure')
+    .option('--type <type>', 'access, erasure or correction')
     .option('--regulation <regulation>', 'gdpr or ccpa')
     .option('--primary-key <id>', "the subject's user id on the site")
     .option('--received-at <time>', 'when the subject asked (RFC 3339): the statutory clock starts here')
@@ -39,7 +40,12 @@ export function registerSubmitCommand(program: Command): void {
     .option('--verified-at <time>', 'when it was verified (RFC 3339)')
     .option('--reference <ticket>', "the team's ticket id")
     .option('--submitted-by <who>', 'who submits the request')
-    .option('--channel <channel>', `how the request was made: ${REQUEST_CHANNELS.join(', ')}`);
+    .option('--channel <channel>', `how the request was made: ${REQUEST_CHANNELS.join(', ')}`)
+    .option(
+      '--correct <field=value>',
+      `with --type correction: a profile field and its new value, once per field (${CORRECTABLE_FIELDS.join(', ')}; image_url= removes the image); the values are never printed`,
+      (pair: string, earlier: string[] | undefined) => [...(earlier ?? []), pair],
+    );
   addTargetOptions(command)
     .addHelpText(
       'after',
@@ -51,6 +57,12 @@ verification.verified_at (or verification_method, verified_by, verified_at); an 
 absent field. Every line of a file needs its own request_id (the idempotency key), so submitting a
 file twice is safe. A JSONL line longer than 256 KiB (the queue's message size limit) is refused
 unread, as a bad line. The request ids sent are printed on stdout, one per line.
+
+A correction (--type correction) names each profile field to change with --correct field=value;
+in a file, a "corrections" object (JSONL, JSON) or corrections.<field> columns (CSV). Each value is
+checked against the platform's rule for its field before sending, and never printed.
+A correction is not accepted with email_link by default (the link proves control of the very
+address a correction may replace): verify it with account_login, id_document or authorized_agent.
 
 The verification method is judged at intake against the deployed stack's list of methods (stack
 config "verification"), which the CLI does not read: a method not on it is rejected there, one not
@@ -74,6 +86,10 @@ Examples:
   $ npx svc-dsr submit --type erasure --regulation gdpr --primary-key u-alice \\
       --received-at 2026-11-20T09:00:00Z --verification-method email_link \\
       --verified-by privacy-team --verified-at 2026-11-20T09:05:00Z --reference DSR-1042
+  $ npx svc-dsr submit --type correction --regulation gdpr --primary-key u-alice \\
+      --received-at 2026-11-20T09:00:00Z --verification-method account_login \\
+      --verified-by privacy-team --verified-at 2026-11-20T09:05:00Z \\
+      --correct display_name='Alice Q. Walker' --correct location=Lisbon
   $ npx svc-dsr submit --file requests.jsonl --dry-run
   $ npx svc-dsr submit --file requests.csv --target aws --stack-outputs outputs.json --json`,
     )

@@ -175,6 +175,12 @@ const subjectPackageFacts = z.object({
   settings_source: z.enum(['account', 'export', 'unavailable']).optional(),
   /** Why the account could not be read, when it could not (an error name, or SubjectNotFound). */
   account_failure: z.string().optional(),
+  /**
+   * The settings the package states that were still on their placeholder when it was built, by
+   * their stack configuration names (`controllerName`, `accessNotice.gdpr.purposes`...): local mode
+   * without a configuration builds such a package, which is no answer to give a subject.
+   */
+  placeholder_texts: z.array(z.string()).optional(),
 });
 export type SubjectPackageFacts = z.infer<typeof subjectPackageFacts>;
 
@@ -185,6 +191,11 @@ const correctionFacts = z.object({
   altered: z.array(z.enum(CORRECTABLE_FIELDS)),
   /** Update attempts: 2 when the re-read found the profile changed by someone else and it was done again. */
   attempts: z.number().int().positive(),
+  /**
+   * The corrected e-mail went to the platform as unverified (email_verified false): the subject has
+   * not proved control of the new address. Never the address itself.
+   */
+  email_sent_unverified: z.literal(true).optional(),
   at: z.string(),
 });
 export type CorrectionFacts = z.infer<typeof correctionFacts>;

@@ -494,7 +494,8 @@ describe('intakeMessage verification gate', () => {
     expect(email).toEqual({
       kind: 'denied',
       requestId: emailId,
-      reason: 'identity_not_verified: verification method "email_link" is not accepted for access requests',
+      reason:
+        'identity_not_verified: verification method "email_link" is not accepted for access requests; this stack accepts id_document for access requests: verify the identity with one of them and submit again (stack config "verification", docs/deploy.md)',
     });
     expect(await ledger.require(emailId)).toMatchObject({
       status: 'denied',

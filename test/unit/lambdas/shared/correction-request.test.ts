@@ -120,6 +120,67 @@ describe('a correction request', () => {
     },
   );
 
+  it.each([
+    ['a user name and password', 'https://user:pw@cdn.example/x.png'],
+    ['a user name alone', 'https://user@cdn.example/x.png'],
+    ['a password alone', 'https://:pw@cdn.example/x.png'],
+  ])('refuses an image_url with %s as image_url_credentials, never quoting them', (_label, url) => {
+    const errors = errorsOf(withCorrections({ image_url: url }));
+    expect(errors).toEqual([
+      expect.stringMatching(
+        /^corrections\.image_url: image_url_credentials: must not hold a user name or password/,
+      ),
+    ]);
+    expect(errors.join('\n')).not.toContain('pw');
+    expect(errors.join('\n')).not.toContain('user@');
+  });
+
+  it.each([
+    ['loopback', 'https://127.0.0.1/x.png'],
+    ['loopback elsewhere in 127/8', 'https://127.8.9.10/x.png'],
+    ['loopback in decimal shorthand', 'https://2130706433/x.png'],
+    ['loopback in hex shorthand', 'https://0x7f.1/x.png'],
+    ['loopback in octal shorthand', 'https://0177.0.0.1/x.png'],
+    ['"this host"', 'https://0.0.0.0/x.png'],
+    ['10/8', 'https://10.20.30.40/x.png'],
+    ['10/8 in hex', 'https://0x0a141e28/x.png'],
+    ['172.16/12, low end', 'https://172.16.0.1/x.png'],
+    ['172.16/12, high end', 'https://172.31.255.254/x.png'],
+    ['192.168/16', 'https://192.168.1.10/x.png'],
+    ['link-local (the cloud metadata address)', 'https://169.254.169.254/latest/meta-data'],
+    ['IPv6 loopback', 'https://[::1]/x.png'],
+    ['IPv6 loopback written out', 'https://[0:0:0:0:0:0:0:1]/x.png'],
+    ['IPv6 unique local fc00::/7', 'https://[fd12:3456::1]/x.png'],
+    ['IPv6 unique local fc00::', 'https://[fc00::]/x.png'],
+    ['IPv6 link-local fe80::/10', 'https://[fe80::1]/x.png'],
+    ['IPv6 link-local, high end', 'https://[febf::1]/x.png'],
+    ['IPv4 loopback as IPv6', 'https://[::ffff:127.0.0.1]/x.png'],
+    ['localhost', 'https://localhost/x.png'],
+    ['localhost in capitals with a trailing dot', 'https://LOCALHOST./x.png'],
+    ['a name under localhost', 'https://cdn.localhost/x.png'],
+  ])('refuses an image_url on %s as image_url_private_address', (_label, url) => {
+    const errors = errorsOf(withCorrections({ image_url: url }));
+    expect(errors).toEqual([
+      expect.stringMatching(
+        /^corrections\.image_url: image_url_private_address: must not point at localhost or a loopback, private or link-local address .*give the image's public https URL$/,
+      ),
+    ]);
+  });
+
+  it.each([
+    'https://cdn.example/ada.png',
+    'https://172.32.0.1/x.png',
+    'https://172.15.255.255/x.png',
+    'https://192.169.0.1/x.png',
+    'https://8.8.8.8/x.png',
+    'https://[2001:db8::1]/x.png',
+    'https://[fec0::1]/x.png',
+    'https://[::ffff:8.8.8.8]/x.png',
+    'https://notlocalhost.example/x.png',
+  ])('accepts the public image_url %s', (url) => {
+    expect(parseRequestMessage(JSON.stringify(withCorrections({ image_url: url }))).kind).toBe('valid');
+  });
+
   it('names an unknown field as a typo', () => {
     expect(errorsOf(withCorrections({ displayname: 'Ada' }))).toEqual([
       'corrections: unknown field(s) "displayname": remove them or fix the spelling',

@@ -13,7 +13,7 @@ const RECEIVED_AT = '2026-11-20T09:00:00Z';
 
 function requestWith(
   method: string,
-  options: { type?: 'access' | 'erasure'; verifiedAt?: string } = {},
+  options: { type?: 'access' | 'erasure' | 'correction'; verifiedAt?: string } = {},
 ): Parameters<typeof judgeVerification>[1] {
   return {
     type: options.type ?? 'erasure',
@@ -134,12 +134,32 @@ describe('judgeVerification', () => {
     expect(judge('Email-Link', { type: 'erasure' }, policy)).toEqual({
       kind: 'denied',
       problem: 'not_accepted_for_type',
-      reason: 'verification method "email_link" is not accepted for erasure requests',
+      reason:
+        'verification method "email_link" is not accepted for erasure requests; this stack accepts id_document for erasure requests: verify the identity with one of them and submit again (stack config "verification", docs/deploy.md)',
     });
     expect(judge('id_document', { type: 'erasure' }, policy)).toEqual({ kind: 'accepted' });
     expect(judge('pending', { type: 'access' }, policy)).toMatchObject({
       kind: 'denied',
       problem: 'not_accepted_for_type',
+    });
+  });
+
+  it('says why an e-mail link does not verify a correction, and which methods do', () => {
+    const judged = judge('email_link', { type: 'correction' }, DEFAULT_VERIFICATION_POLICY);
+
+    expect(judged).toEqual({
+      kind: 'denied',
+      problem: 'not_accepted_for_type',
+      reason:
+        'verification method "email_link" is not accepted for correction requests: a link sent to the address on file proves control of that address, which a correction may replace; this stack accepts account_login, authorized_agent, id_document for correction requests: verify the identity with one of them and submit again (stack config "verification", docs/deploy.md)',
+    });
+  });
+
+  it('says when a stack accepts no method for the type', () => {
+    const policy = verificationPolicySchema.parse({ methods: { email_link: { acceptedFor: ['access'] } } });
+
+    expect(judge('email_link', { type: 'erasure' }, policy)).toMatchObject({
+      reason: expect.stringContaining('; this stack accepts no method for erasure requests (stack config'),
     });
   });
 
