@@ -73,6 +73,8 @@ const FOREIGN_SLOT_MS = 120_000;
  * or it held a slot already).
  */
 const MAX_HANDOVERS = 3;
+/** The waiters' places a gate keeps for the starts under way in its process (#places). */
+const MAX_PLACES_KEPT = 1_000;
 /** Versioned circuit writes lost to another caller before giving up on this one. */
 const MAX_CONFLICTS = 8;
 
@@ -236,6 +238,11 @@ export class PlatformGate {
   readonly #sleep: (ms: number) => Promise<unknown>;
   readonly #logger: GateLogger | undefined;
   readonly #waiters: Pick<ExportWaiters, 'take'> | undefined;
+  /**
+   * When each request that took an export slot in this process had first begun to wait for one,
+   * until its start is answered: a start the platform refuses puts the request back in that place.
+   */
+  readonly #places = new Map<string, number>();
   /** Whether the last state this function saw had failures or an open circuit: a success then resets it. */
   #troubled = false;
   /**
@@ -394,8 +401,19 @@ export class PlatformGate {
       await this.acquireExport(requestId);
       return;
     }
-    // It holds a slot: it waits no more, and leaves the waiters.
-    await this.#waiterWrite(() => forgetWaiter(this.#dynamo, this.#table, requestId));
+    // It holds a slot: it waits no more, and leaves the waiters. Its place is kept in case the
+    // platform refuses its start (exportRefused), which puts it back where it was.
+    await this.#waiterWrite(async () => {
+      const since = await forgetWaiter(this.#dynamo, this.#table, requestId);
+      if (since === undefined) return;
+      this.#places.delete(requestId);
+      this.#places.set(requestId, since);
+      // Only the runs in flight need theirs: the oldest go first.
+      for (const oldest of this.#places.keys()) {
+        if (this.#places.size <= MAX_PLACES_KEPT) break;
+        this.#places.delete(oldest);
+      }
+    });
   }
 
   /**
@@ -405,10 +423,10 @@ export class PlatformGate {
    * written yet, the index behind). Without waiters to hand slots to, no one is woken: never
    * behind.
    */
-  async #queueWaiter(requestId: string): Promise<boolean> {
+  async #queueWaiter(requestId: string, place?: number): Promise<boolean> {
     let since: number | undefined;
     await this.#waiterWrite(async () => {
-      since = await recordWaiter(this.#dynamo, this.#table, requestId, this.#now());
+      since = await recordWaiter(this.#dynamo, this.#table, requestId, this.#now(), place);
     });
     if (since === undefined || this.#waiters === undefined) return false;
     const recorded = since;
@@ -599,7 +617,10 @@ export class PlatformGate {
         hold_minutes: LEARNED_CAP_MS / 60_000,
       });
     }
-    return new PlatformCapacityError('exports', 1, {}, await this.#queueWaiter(requestId));
+    // Back in the place of its first wait: the slot it took did not end its wait.
+    const place = this.#places.get(requestId);
+    this.#places.delete(requestId);
+    return new PlatformCapacityError('exports', 1, {}, await this.#queueWaiter(requestId, place));
   }
 
   /**
@@ -618,6 +639,7 @@ export class PlatformGate {
   }
 
   async #raiseLearnedCap(requestId: string): Promise<void> {
+    this.#places.delete(requestId);
     const slots = await this.exportSlots();
     const learned = slots.learned_cap;
     if (learned === undefined || slots.holders[requestId] === undefined) return;

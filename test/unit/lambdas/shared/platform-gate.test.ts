@@ -667,6 +667,29 @@ describe('PlatformGate on DynamoDB', () => {
       expect(workingExportCap(await exports.exportSlots(), 4, clock.now)).toBe(2);
     });
 
+    it('puts a refused request back in the place of its first wait, ahead of those that began to wait after it', async () => {
+      // Prepare: w waits for the one slot; it takes the slot once a gives it back, and x then waits.
+      const { exports, clock, waiterItem } = await learning(1);
+      const firstWait = clock.now;
+      await exports.acquireExport('a');
+      await expect(exports.acquireExport('w')).rejects.toMatchObject({ reason: 'exports' });
+      clock.now += 5_000;
+      await exports.releaseExport('a');
+      await exports.acquireExport('w');
+      const whileHolding = await waiterItem('w');
+      clock.now += 1_000;
+      await expect(exports.acquireExport('x')).rejects.toMatchObject({ reason: 'exports' });
+
+      // Act
+      clock.now += 1_000;
+      await exports.exportRefused('w');
+
+      // Assess
+      expect(whileHolding).toBeUndefined();
+      expect(await waiterItem('w')).toMatchObject({ since: firstWait, waited_at: clock.now });
+      expect(await waiterItem('x')).toMatchObject({ since: firstWait + 6_000 });
+    });
+
     it('lowers to one slot when the others hold none, and renews the hold with each refusal', async () => {
       const { exports, clock } = await learning(5);
       await exports.acquireExport('a');
