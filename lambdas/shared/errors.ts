@@ -506,6 +506,7 @@ export const ERROR_CLASSES = [
   UnaddressableIdError,
   DownloadHostNotAllowedError,
   DownloadLinkExpiredError,
+  DownloadNotResumableError,
   InvalidArchiveError,
   ArchiveTooLargeError,
   StorageAnswerInvalidError,
