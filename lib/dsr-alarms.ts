@@ -63,6 +63,11 @@ export interface DsrAlarmsProps {
   readonly platformDownSeconds: cloudwatch.IMetric;
   /** The platform-down alarm fires once the platform has been down this long. @default 15 minutes */
   readonly platformDownAlarmAfter?: Duration;
+  /**
+   * StartExport's PlatformExportRefusals (Sum): starts the platform refused for too many open
+   * exports, which says platformMaxOpenExports is above the platform's cap. @default no alarm
+   */
+  readonly platformExportRefusals?: cloudwatch.IMetric;
 }
 
 const FIVE_MINUTES = Duration.minutes(5);
@@ -241,6 +246,14 @@ export class DsrAlarms extends Construct {
       'The platform has been down (the shared circuit breaker open) for a while: requests wait, up to retryHorizonHours, then fail as platform_outage; watch DueSoonUnfinished',
       { missing: 'ignore', threshold: (props.platformDownAlarmAfter ?? Duration.minutes(15)).toSeconds() },
     );
+    if (props.platformExportRefusals !== undefined) {
+      this.#add(
+        'ExportCapAbovePlatform',
+        props.platformExportRefusals,
+        'The platform refused export starts for too many open exports: platformMaxOpenExports is above what the platform allows (a new platform limit, or another system on the account). Requests wait for a slot and the gate works to the lower cap for an hour at a time; set platformMaxOpenExports to the platform cap',
+        { missing: 'notBreaching' },
+      );
+    }
     this.#add(
       'OverdueRequests',
       props.overdueRequests,

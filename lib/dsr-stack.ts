@@ -46,7 +46,12 @@ import {
   OPEN_INDEX_ATTRIBUTES,
   OPEN_SHARD_ATTRIBUTE,
 } from '../lambdas/shared/ledger/index.ts';
-import { HEARTBEAT_METRICS, INTAKE_METRICS, metricDimensions } from '../lambdas/shared/metrics.ts';
+import {
+  EXPORT_METRICS,
+  HEARTBEAT_METRICS,
+  INTAKE_METRICS,
+  metricDimensions,
+} from '../lambdas/shared/metrics.ts';
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import { workflowExecutionTimeoutSeconds } from '../lambdas/shared/step-handler.ts';
@@ -508,6 +513,11 @@ export class DsrStack extends Stack {
         .bindAuditBucket(this.auditBucket)
         .bindSecret('auditHmacKey', this.secrets.auditHmacKey, secretKey);
       for (const token of STEP_TOKENS[step]) fn.bindSecret(token, this.secrets[token], secretKey);
+      // StartExport counts the starts the platform refused for too many open exports (ExportCapAbovePlatform).
+      if (step === 'StartExport') {
+        fn.bindEnvironment('METRICS_NAMESPACE', METRICS_NAMESPACE);
+        fn.bindEnvironment('METRICS_STACK', this.stackName);
+      }
       if (STEP_GATE[step].wakes) fn.bindExportWaiters(this.platformGate);
       if (archives) fn.bindArchiveBucket(this.archiveBucket, 'write');
       else if (step === 'VerifyErasure' && config.erasureArchiveKeepDays === 0) {
@@ -793,6 +803,13 @@ export class DsrStack extends Stack {
       noticesOverdue: sweepMetric(DEADLINE_METRICS.noticesOverdue),
       stuckRequests: reconcilerMetric('StuckRequests'),
       platformDownSeconds: reconcilerMetric('PlatformDownSeconds'),
+      platformExportRefusals: new cloudwatch.Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName: EXPORT_METRICS.platformRefusals,
+        dimensionsMap: metricDimensions(this.stackName),
+        statistic: 'Sum',
+        period: Duration.hours(1),
+      }),
       // Every scheduled function of the stack (the two rules above) publishes one.
       heartbeats: {
         DeadlineSweep: { metric: sweepMetric(HEARTBEAT_METRICS.deadlineSweep), every: sweepEvery },

@@ -105,6 +105,9 @@ export const stepEnvSchema = z.object({
    * archive once the erasure is verified; more keeps it for the archive bucket's lifecycle to expire.
    */
   ERASURE_ARCHIVE_KEEP_DAYS: z.coerce.number().int().min(0).max(3650).optional(),
+  METRICS_NAMESPACE: z.string().min(1).default('svc-dsr'),
+  /** The `Stack` dimension of the step's metrics; set on StartExport only, which counts the platform's refusals. */
+  METRICS_STACK: z.string().min(1).optional(),
 });
 export type StepEnv = z.infer<typeof stepEnvSchema>;
 

@@ -57,6 +57,26 @@ export class PlatformThrottledError extends DsrError {
   }
 }
 
+/**
+ * The platform answered 429 because too many exports are open on its side (its error code
+ * `too_many_open_exports`): fewer than the stack's platformMaxOpenExports, as a new platform limit
+ * or another system sharing the account makes it. No export began. StartExport turns it into a
+ * wait for an export slot, and the gate lowers its cap for a while (platform-gate.ts); anywhere
+ * else it is retried as a throttle is.
+ */
+export class PlatformExportsFullError extends DsrError {
+  override readonly name = 'PlatformExportsFullError';
+  static override readonly handling: ErrorHandling = 'retry';
+  readonly code = 'platform_exports_full';
+  constructor(
+    message: string,
+    readonly retryAfterSeconds: number | undefined,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
 /** Why a platform call waits before it is made: the shared rate limit, the cap on open exports, or an outage. */
 export type PlatformWaitReason = 'rate' | 'exports' | 'outage';
 
@@ -469,6 +489,7 @@ export class ConfigurationError extends DsrError {
 /** Every error class svc-dsr throws, in the order the state machine lists their names. */
 export const ERROR_CLASSES = [
   PlatformThrottledError,
+  PlatformExportsFullError,
   PlatformUnavailableError,
   PlatformTimeoutError,
   PlatformConnectionResetError,

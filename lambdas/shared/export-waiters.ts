@@ -258,21 +258,23 @@ export class ExportWaiters {
 
 /**
  * Records that a request found every export slot taken: its waiter item, with when it first began
- * to wait (kept across its waits) and when this wait began, and no token until its state machine
- * writes this wait's own. Answers when the request first began to wait.
+ * to wait (kept across its waits; `since` when the item was removed meanwhile, as when the request
+ * took a slot the platform then refused) and when this wait began, and no token until its state
+ * machine writes this wait's own. Answers when the request first began to wait.
  */
 export async function recordWaiter(
   dynamo: Pick<DynamoDBClient, 'send'>,
   table: string,
   requestId: string,
   now: number,
+  since: number = now,
 ): Promise<number> {
   const answer = await dynamo.send(
     new UpdateItemCommand({
       TableName: table,
       Key: marshall({ [KEY]: waiterKey(requestId) }),
       UpdateExpression:
-        'SET #queue = :queue, request_id = :request, #since = if_not_exists(#since, :now), waited_at = :now REMOVE #token',
+        'SET #queue = :queue, request_id = :request, #since = if_not_exists(#since, :since), waited_at = :now REMOVE #token',
       ExpressionAttributeNames: {
         '#queue': WAITERS_QUEUE_ATTRIBUTE,
         '#since': WAITERS_SINCE_ATTRIBUTE,
@@ -282,12 +284,13 @@ export async function recordWaiter(
         ':queue': EXPORT_WAITERS_QUEUE,
         ':request': requestId,
         ':now': now,
+        ':since': since,
       }),
       ReturnValues: 'UPDATED_NEW',
     }),
   );
-  const since = Number(answer.Attributes?.[WAITERS_SINCE_ATTRIBUTE]?.N);
-  return Number.isFinite(since) ? since : now;
+  const recorded = Number(answer.Attributes?.[WAITERS_SINCE_ATTRIBUTE]?.N);
+  return Number.isFinite(recorded) ? recorded : now;
 }
 
 /**
@@ -314,13 +317,22 @@ export async function waitsBehindOthers(
   return (answer.Items?.length ?? 0) > 0;
 }
 
-/** Removes a request's waiter item: it holds a slot, so it waits no more. */
+/**
+ * Removes a request's waiter item: it holds a slot, so it waits no more. Answers when it first
+ * began to wait, undefined when it was not waiting.
+ */
 export async function forgetWaiter(
   dynamo: Pick<DynamoDBClient, 'send'>,
   table: string,
   requestId: string,
-): Promise<void> {
-  await dynamo.send(
-    new DeleteItemCommand({ TableName: table, Key: marshall({ [KEY]: waiterKey(requestId) }) }),
+): Promise<number | undefined> {
+  const answer = await dynamo.send(
+    new DeleteItemCommand({
+      TableName: table,
+      Key: marshall({ [KEY]: waiterKey(requestId) }),
+      ReturnValues: 'ALL_OLD',
+    }),
   );
+  const since = Number(answer.Attributes?.[WAITERS_SINCE_ATTRIBUTE]?.N);
+  return Number.isFinite(since) ? since : undefined;
 }

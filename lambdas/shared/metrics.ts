@@ -17,3 +17,9 @@ export const HEARTBEAT_METRICS = {
   deadlineSweep: 'DeadlineSweepHeartbeat',
   reconciler: 'ReconcilerHeartbeat',
 } as const;
+
+/**
+ * Metric names StartExport publishes: each start the platform refused for too many open exports
+ * (fewer than platformMaxOpenExports); the stack's ExportCapAbovePlatform alarm watches it.
+ */
+export const EXPORT_METRICS = { platformRefusals: 'PlatformExportRefusals' } as const;

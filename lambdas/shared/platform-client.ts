@@ -7,6 +7,7 @@ import {
   ExportStartUncertainError,
   PlatformAuthError,
   PlatformConnectionResetError,
+  PlatformExportsFullError,
   PlatformNotFoundError,
   PlatformRejectedError,
   PlatformResponseInvalidError,
@@ -451,6 +452,12 @@ export class PlatformClient {
     const detail = errorDetail(answer.text);
     if (status === 429) {
       const retryAfter = parseRetryAfter(answer.headers.get('retry-after'));
+      if (operation === 'startExport' && namesOpenExports(answer.text)) {
+        throw new PlatformExportsFullError(
+          `${operation}: the platform has too many exports open (429 too_many_open_exports${retryAfter === undefined ? '' : `, retry after ${retryAfter} s`}); no export began`,
+          retryAfter,
+        );
+      }
       throw new PlatformThrottledError(
         `${operation}: the platform is throttling (429${retryAfter === undefined ? '' : `, retry after ${retryAfter} s`})`,
         retryAfter,
@@ -538,6 +545,29 @@ function errorDetail(text: string): string {
   const words = typeof error === 'string' ? [error] : [error.code, error.field];
   const safe = words.filter((word): word is string => word !== undefined).map(safeWord);
   return safe.length === 0 ? '' : `: ${safe.join(' ')}`;
+}
+
+/** The error code of the platform's 429 for an export start while too many exports are open. */
+export const OPEN_EXPORTS_ERROR_CODE = 'too_many_open_exports';
+
+/**
+ * Whether a 429 body says the refusal is for the exports open, not the rate: its error code is
+ * `too_many_open_exports` (a string error, or an object's `code`). The platform documents no error
+ * bodies (docs/platform-api.md); this is the code the emulator answers, and anything else is a
+ * rate-limit 429.
+ */
+export function namesOpenExports(text: string): boolean {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return false;
+  }
+  const parsed = platformErrorBodySchema.safeParse(json);
+  if (!parsed.success || parsed.data.error === undefined) return false;
+  const { error } = parsed.data;
+  const code = typeof error === 'string' ? error : error.code;
+  return code?.trim().toLowerCase() === OPEN_EXPORTS_ERROR_CODE;
 }
 
 function safeWord(word: string): string {

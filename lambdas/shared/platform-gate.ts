@@ -73,6 +73,8 @@ const FOREIGN_SLOT_MS = 120_000;
  * or it held a slot already).
  */
 const MAX_HANDOVERS = 3;
+/** The waiters' places a gate keeps for the starts under way in its process (#places). */
+const MAX_PLACES_KEPT = 1_000;
 /** Versioned circuit writes lost to another caller before giving up on this one. */
 const MAX_CONFLICTS = 8;
 
@@ -114,7 +116,48 @@ interface CounterRange {
   readonly step: number;
 }
 
-const exportsItemSchema = z.object({ holders: z.record(z.string(), z.number()).default({}) });
+/**
+ * How long a cap learned from the platform's refusal holds (renewed by each refusal) before the
+ * gate probes one slot above it.
+ */
+export const LEARNED_CAP_MS = 3_600_000;
+
+/**
+ * The export slots' item: the holders, and the cap learned from the platform when it refused a
+ * start for too many open exports (fewer than the configured cap: a new platform limit, another
+ * system on the account), with until when it holds and how many refusals there have been.
+ */
+const exportsItemSchema = z.object({
+  holders: z.record(z.string(), z.number()).default({}),
+  learned_cap: z.number().int().positive().optional(),
+  learned_until: z.number().optional(),
+  refusals: count.optional(),
+});
+export type ExportSlots = z.infer<typeof exportsItemSchema>;
+
+/**
+ * The cap on open exports the gate works to at `now` (pure): the configured one, or the one
+ * learned from the platform while it holds, then one above it (the probe); a start that succeeds
+ * above it raises it (exportStarted).
+ */
+export function workingExportCap(
+  slots: Pick<ExportSlots, 'learned_cap' | 'learned_until'>,
+  configured: number,
+  now: number,
+): number {
+  const learned = slots.learned_cap;
+  if (learned === undefined || learned >= configured) return configured;
+  if ((slots.learned_until ?? 0) > now) return learned;
+  return learned + 1;
+}
+
+/**
+ * The condition that one more slot fits under the working cap (workingExportCap, in the update's
+ * own terms): under the configured cap `:cap`, and under the learned cap while it holds, or at most
+ * one above it once it has lapsed (`:now`).
+ */
+const UNDER_WORKING_CAP =
+  'size(holders) < :cap AND (attribute_not_exists(learned_cap) OR size(holders) < learned_cap OR (learned_until <= :now AND size(holders) <= learned_cap))';
 
 /** What the circuit decides for a call: go (perhaps as the probe), wait, or give up (outage). */
 export type CircuitDecision =
@@ -195,6 +238,11 @@ export class PlatformGate {
   readonly #sleep: (ms: number) => Promise<unknown>;
   readonly #logger: GateLogger | undefined;
   readonly #waiters: Pick<ExportWaiters, 'take'> | undefined;
+  /**
+   * When each request that took an export slot in this process had first begun to wait for one,
+   * until its start is answered: a start the platform refuses puts the request back in that place.
+   */
+  readonly #places = new Map<string, number>();
   /** Whether the last state this function saw had failures or an open circuit: a success then resets it. */
   #troubled = false;
   /**
@@ -329,8 +377,7 @@ export class PlatformGate {
           Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
           UpdateExpression: 'SET holders.#request = if_not_exists(holders.#request, :now)',
           // No map yet lets the update through to DynamoDB's ValidationException, handled below.
-          ConditionExpression:
-            'attribute_not_exists(holders) OR attribute_exists(holders.#request) OR size(holders) < :cap',
+          ConditionExpression: `attribute_not_exists(holders) OR attribute_exists(holders.#request) OR (${UNDER_WORKING_CAP})`,
           ExpressionAttributeNames: { '#request': requestId },
           ExpressionAttributeValues: marshall({ ':now': this.#now(), ':cap': this.#settings.maxOpenExports }),
         }),
@@ -354,8 +401,19 @@ export class PlatformGate {
       await this.acquireExport(requestId);
       return;
     }
-    // It holds a slot: it waits no more, and leaves the waiters.
-    await this.#waiterWrite(() => forgetWaiter(this.#dynamo, this.#table, requestId));
+    // It holds a slot: it waits no more, and leaves the waiters. Its place is kept in case the
+    // platform refuses its start (exportRefused), which puts it back where it was.
+    await this.#waiterWrite(async () => {
+      const since = await forgetWaiter(this.#dynamo, this.#table, requestId);
+      if (since === undefined) return;
+      this.#places.delete(requestId);
+      this.#places.set(requestId, since);
+      // Only the runs in flight need theirs: the oldest go first.
+      for (const oldest of this.#places.keys()) {
+        if (this.#places.size <= MAX_PLACES_KEPT) break;
+        this.#places.delete(oldest);
+      }
+    });
   }
 
   /**
@@ -365,10 +423,10 @@ export class PlatformGate {
    * written yet, the index behind). Without waiters to hand slots to, no one is woken: never
    * behind.
    */
-  async #queueWaiter(requestId: string): Promise<boolean> {
+  async #queueWaiter(requestId: string, place?: number): Promise<boolean> {
     let since: number | undefined;
     await this.#waiterWrite(async () => {
-      since = await recordWaiter(this.#dynamo, this.#table, requestId, this.#now());
+      since = await recordWaiter(this.#dynamo, this.#table, requestId, this.#now(), place);
     });
     if (since === undefined || this.#waiters === undefined) return false;
     const recorded = since;
@@ -407,7 +465,15 @@ export class PlatformGate {
     }
     // Only a slot that is held is handed on: a release run again reads, and wakes no one. Only the
     // request itself takes its slot, so one not held now has nothing to give back.
-    if (!(await this.#holds(requestId))) return;
+    const slots = await this.exportSlots();
+    if (slots.holders[requestId] === undefined) return;
+    // A slot above the working cap (held since before the platform's refusal lowered it) is not
+    // free on the platform: it is given back, and no waiter is woken for it.
+    const held = Object.keys(slots.holders).length;
+    if (held > workingExportCap(slots, this.#settings.maxOpenExports, this.#now())) {
+      await this.#remove(requestId);
+      return;
+    }
     let holder = requestId;
     const passed = new Set([requestId]);
     for (let tries = 0; tries < MAX_HANDOVERS; tries++) {
@@ -440,14 +506,15 @@ export class PlatformGate {
     const passed = new Set<string>();
     let offered = 0;
     for (let tries = 0; tries < this.#settings.maxOpenExports; tries++) {
-      const held = Object.keys(await this.exportHolders()).length;
-      if (held >= this.#settings.maxOpenExports) break;
+      const slots = await this.exportSlots();
+      const held = Object.keys(slots.holders).length;
+      if (held >= workingExportCap(slots, this.#settings.maxOpenExports, this.#now())) break;
       const waiter = await this.#waiters.take(passed);
       if (waiter === undefined) break;
       passed.add(waiter.requestId);
       const granted = await this.#updateSlots({
         UpdateExpression: 'SET holders.#request = :now',
-        ConditionExpression: 'attribute_not_exists(holders.#request) AND size(holders) < :cap',
+        ConditionExpression: `attribute_not_exists(holders.#request) AND ${UNDER_WORKING_CAP}`,
         ExpressionAttributeNames: { '#request': waiter.requestId },
         ExpressionAttributeValues: marshall({ ':now': this.#now(), ':cap': this.#settings.maxOpenExports }),
       });
@@ -515,9 +582,95 @@ export class PlatformGate {
     }
   }
 
+  /**
+   * The platform refused the request's export start for too many open exports: fewer than the
+   * gate let open. The gate lowers its working cap to the slots others hold (at least 1) for
+   * LEARNED_CAP_MS, renewed by each refusal, and takes the request's slot back without handing it
+   * to a waiter (it is not free on the platform); the request joins the waiters as one that found
+   * every slot taken does. Answers the wait to end the step with.
+   */
+  async exportRefused(requestId: string): Promise<PlatformCapacityError> {
+    const now = this.#now();
+    const slots = await this.exportSlots();
+    const others = Object.keys(slots.holders).filter((holder) => holder !== requestId).length;
+    const configured = this.#settings.maxOpenExports;
+    const cap = Math.max(1, Math.min(others, workingExportCap(slots, configured, now)));
+    const holds = slots.holders[requestId] !== undefined;
+    await this.#dynamo.send(
+      new UpdateItemCommand({
+        TableName: this.#table,
+        Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
+        UpdateExpression: `SET learned_cap = :cap, learned_until = :until, refusals = if_not_exists(refusals, :zero) + :one${holds ? ' REMOVE holders.#request' : ''}`,
+        ...(holds ? { ExpressionAttributeNames: { '#request': requestId } } : {}),
+        ExpressionAttributeValues: marshall({
+          ':cap': cap,
+          ':until': now + LEARNED_CAP_MS,
+          ':zero': 0,
+          ':one': 1,
+        }),
+      }),
+    );
+    if (cap < workingExportCap(slots, configured, now) || slots.learned_cap === undefined) {
+      this.#logger?.warn('the platform allows fewer open exports than the gate: its cap is lowered', {
+        cap,
+        configured_cap: configured,
+        hold_minutes: LEARNED_CAP_MS / 60_000,
+      });
+    }
+    // Back in the place of its first wait: the slot it took did not end its wait.
+    const place = this.#places.get(requestId);
+    this.#places.delete(requestId);
+    return new PlatformCapacityError('exports', 1, {}, await this.#queueWaiter(requestId, place));
+  }
+
+  /**
+   * The platform started the request's export: when it did so with more slots held than the
+   * learned cap (the probe once that lapsed), the learned cap goes up one, and is dropped at the
+   * configured cap. Never throws: the export has started, and a raise missed is made by a later one.
+   */
+  async exportStarted(requestId: string): Promise<void> {
+    try {
+      await this.#raiseLearnedCap(requestId);
+    } catch (error) {
+      this.#logger?.warn('the learned export cap could not be raised', {
+        error: errorName(error) ?? 'unknown',
+      });
+    }
+  }
+
+  async #raiseLearnedCap(requestId: string): Promise<void> {
+    this.#places.delete(requestId);
+    const slots = await this.exportSlots();
+    const learned = slots.learned_cap;
+    if (learned === undefined || slots.holders[requestId] === undefined) return;
+    const held = Object.keys(slots.holders).length;
+    if (held <= learned) return;
+    const next = learned + 1;
+    const configured = this.#settings.maxOpenExports;
+    const raised = await this.#updateSlots({
+      UpdateExpression: next >= configured ? 'REMOVE learned_cap, learned_until' : 'SET learned_cap = :next',
+      ConditionExpression: 'learned_cap = :learned',
+      ExpressionAttributeValues: marshall({
+        ':learned': learned,
+        ...(next >= configured ? {} : { ':next': next }),
+      }),
+    });
+    if (raised) {
+      this.#logger?.info('the platform took an export above the learned cap: the cap goes up', {
+        cap: Math.min(next, configured),
+        configured_cap: configured,
+      });
+    }
+  }
+
   /** The requests holding export slots, with when each took it (epoch ms). */
   async exportHolders(): Promise<Record<string, number>> {
-    return exportsItemSchema.parse(await this.#readItem(EXPORTS_ITEM)).holders;
+    return (await this.exportSlots()).holders;
+  }
+
+  /** The export slots' item as it stands: the holders, and the cap learned from the platform. */
+  async exportSlots(): Promise<ExportSlots> {
+    return exportsItemSchema.parse(await this.#readItem(EXPORTS_ITEM));
   }
 
   /** The shared bucket and circuit as they stand. */

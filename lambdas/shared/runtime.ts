@@ -1,5 +1,6 @@
 // A step Lambda's dependencies built from AWS clients: ledger, archive, platform client, gate, audit.
 import { setTimeout as delay } from 'node:timers/promises';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
   DeleteObjectCommand,
@@ -25,7 +26,7 @@ import { ExportWaiters, type TaskTokenSuccess } from './export-waiters.ts';
 import { Ledger } from './ledger/index.ts';
 import { type PlatformCallGate, PlatformClient } from './platform-client.ts';
 import { PlatformGate } from './platform-gate.ts';
-import { functionLogger, traced } from './powertools.ts';
+import { functionLogger, functionMetrics, traced } from './powertools.ts';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from './sdk-clients.ts';
 import { type FunctionSecrets, functionSecretsFromEnv } from './secrets.ts';
 import type { ArchiveStore, StepDeps, StepLogger } from './step-deps.ts';
@@ -341,6 +342,16 @@ export function lambdaStepDeps(): StepDeps {
       functionSecretsFromEnv(process.env),
       logger,
     );
+    if (env.METRICS_STACK !== undefined) {
+      const metrics = functionMetrics(env.METRICS_NAMESPACE, env.METRICS_STACK);
+      lambdaDeps = {
+        ...lambdaDeps,
+        countMetric: (name, value) => {
+          metrics.addMetric(name, MetricUnit.Count, value);
+          metrics.publishStoredMetrics();
+        },
+      };
+    }
   }
   return lambdaDeps;
 }

@@ -119,7 +119,10 @@ export interface StepDeps {
     'retrieveUser' | 'updateUser' | 'deleteUser' | 'startExport' | 'exportStatus' | 'userActivity'
   >;
   /** The shared load control: rate limit, export slots and circuit (the platform client uses it too). */
-  readonly gate: Pick<PlatformGate, 'admit' | 'report' | 'acquireExport' | 'releaseExport'>;
+  readonly gate: Pick<
+    PlatformGate,
+    'admit' | 'report' | 'acquireExport' | 'releaseExport' | 'exportRefused' | 'exportStarted'
+  >;
   readonly archive: ArchiveStore;
   /**
    * Who answers access requests, the Art. 15(1) texts, the language, and the time zone dates are
@@ -145,4 +148,6 @@ export interface StepDeps {
    */
   readonly remainingTimeMs?: () => number;
   readonly logger: StepLogger;
+  /** Publishes a count (Powertools Metrics in Lambda). @default nothing is published (local mode, tests) */
+  readonly countMetric?: (name: string, value: number) => void;
 }

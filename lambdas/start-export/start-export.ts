@@ -4,11 +4,13 @@ import {
   DsrError,
   exportAttemptsSpentError,
   PlatformAuthError,
+  PlatformExportsFullError,
   PlatformNotFoundError,
   PlatformRejectedError,
   PlatformThrottledError,
   PlatformUnavailableError,
 } from '#shared/errors';
+import { EXPORT_METRICS } from '#shared/metrics';
 import type { StepDeps } from '#shared/step-deps';
 import { activeRequest, recordingSideEffect, resolvedUserId, subjectGoneOr } from '#shared/step-guards';
 import { type ExportState, exportStateSchema, type StepInput, stepInputSchema } from '#shared/step-io';
@@ -85,6 +87,13 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
         },
         ['running'],
       );
+      if (error instanceof PlatformExportsFullError) {
+        // The platform has fewer open exports to give than the gate let out: the slot goes back,
+        // to no one, and the request waits for one as if the gate's cap were full.
+        deps.countMetric?.(EXPORT_METRICS.platformRefusals, 1);
+        deps.logger.warn('the platform refused the export start: too many open exports; it waits for a slot');
+        throw await deps.gate.exportRefused(input.request_id);
+      }
       throw await subjectGoneOr(error, deps, item, 'StartExport');
     }
     // The attempt counts: the next one is a new, deliberate export, never a blind repeat.
@@ -127,6 +136,8 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
       facts: { export_id: exportId, attempt },
     },
   );
+  // Started at the learned cap's probe, the start tells the gate the platform takes one more.
+  await deps.gate.exportStarted(input.request_id);
   deps.logger.info('export started', { export_id: exportId, attempt });
   return {
     export_id: exportId,
@@ -145,6 +156,7 @@ export async function startExport(input: StepInput, deps: StepDeps): Promise<Exp
 function neverStarted(error: unknown): boolean {
   return (
     error instanceof PlatformThrottledError ||
+    error instanceof PlatformExportsFullError ||
     error instanceof PlatformUnavailableError ||
     error instanceof PlatformAuthError ||
     error instanceof PlatformRejectedError ||

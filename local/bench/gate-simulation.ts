@@ -328,6 +328,8 @@ async function run(
       await gate.acquireExport(requestId);
     },
     releaseExport: (requestId) => gate.releaseExport(requestId),
+    exportRefused: (requestId) => gate.exportRefused(requestId),
+    exportStarted: (requestId) => gate.exportStarted(requestId),
   };
   const unused = () => Promise.reject(new Error('not part of the simulation'));
   const deps: StepDeps = {

@@ -417,6 +417,7 @@ function startExport(emulator: Emulator, request: PlatformRequest): Reply {
       'too many open exports: download, or wait for, the exports already started (rate_limit.max_open_exports)',
       emulator.faults.retry_after_seconds,
       'open_exports',
+      'too_many_open_exports',
     );
   }
   const record = emulator.startExport(user);

@@ -37,9 +37,17 @@ export function failure(
   return json(status, { success: false, error: { code, message, ...extra } });
 }
 
-/** A 429 with Retry-After, as the limits and the "429" fault answer it. */
-export function tooManyRequests(message: string, retryAfterSeconds: number, limit?: LimitAnswer): JsonReply {
-  const reply = failure(429, 'rate_limited', message);
+/**
+ * A 429 with Retry-After, as the limits and the "429" fault answer it: `rate_limited`, or
+ * `too_many_open_exports` for an export start refused by max_open_exports.
+ */
+export function tooManyRequests(
+  message: string,
+  retryAfterSeconds: number,
+  limit?: LimitAnswer,
+  code: 'rate_limited' | 'too_many_open_exports' = 'rate_limited',
+): JsonReply {
+  const reply = failure(429, code, message);
   return {
     ...reply,
     headers: { 'Retry-After': String(retryAfterSeconds) },

@@ -3,7 +3,7 @@ import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { DEADLINE_METRICS } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
-import { HEARTBEAT_METRICS } from '../../lambdas/shared/metrics.ts';
+import { EXPORT_METRICS, HEARTBEAT_METRICS } from '../../lambdas/shared/metrics.ts';
 import { DsrStack } from '../../lib/dsr-stack.ts';
 import { type CfnObject, productionConfig } from './fixtures.ts';
 
@@ -82,6 +82,33 @@ describe('alarms that speak when things go quiet', () => {
         missing: expected,
       });
     }
+  });
+
+  it('says the configured export cap is above the platform cap on the first start the platform refused for it, and StartExport publishes the count', () => {
+    // Assess
+    expect(alarms.find((alarm) => alarm.name === 'ExportCapAbovePlatform')).toMatchObject({
+      MetricName: EXPORT_METRICS.platformRefusals,
+      Namespace: 'svc-dsr',
+      Statistic: 'Sum',
+      Period: 3600,
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      TreatMissingData: 'notBreaching',
+      Dimensions: [
+        { Name: 'Stack', Value: 'Test' },
+        { Name: 'service', Value: 'svc-dsr' },
+      ],
+      AlarmDescription: expect.stringContaining('platformMaxOpenExports'),
+    });
+    const environmentOf = (prefix: string) =>
+      ofType('AWS::Lambda::Function').find(([id]) => id.startsWith(prefix))?.[1].Properties.Environment
+        .Variables;
+    expect(environmentOf('StartExport')).toMatchObject({
+      METRICS_NAMESPACE: 'svc-dsr',
+      METRICS_STACK: 'Test',
+    });
+    // Only StartExport publishes it.
+    expect(environmentOf('CheckExport')).not.toHaveProperty('METRICS_STACK');
   });
 
   it('warns of a CCPA receipt confirmation before its date, from the sweep', () => {

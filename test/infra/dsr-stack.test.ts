@@ -505,7 +505,10 @@ describe('functions', () => {
             ? ['TIME_ZONE']
             : step === 'VerifyErasure'
               ? ['ERASURE_ARCHIVE_KEEP_DAYS']
-              : [];
+              : // StartExport alone publishes a metric: the platform's refusals for open exports.
+                step === 'StartExport'
+                ? ['METRICS_NAMESPACE', 'METRICS_STACK']
+                : [];
       // The steps that give an export slot back hand it to a waiting request.
       const waiters = STEP_GATE[step as StepName].wakes ? ['EXPORT_WAITERS_INDEX'] : [];
       expect(Object.keys(fn.Environment.Variables).sort()).toEqual(

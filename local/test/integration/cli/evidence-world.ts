@@ -87,7 +87,14 @@ export async function startEvidenceWorld(start: Date) {
       exportStatus: unused,
       userActivity: unused,
     },
-    gate: { admit: unused, report: unused, acquireExport: unused, releaseExport: async () => {} },
+    gate: {
+      admit: unused,
+      report: unused,
+      acquireExport: unused,
+      releaseExport: async () => {},
+      exportRefused: unused,
+      exportStarted: unused,
+    },
     archive: {
       copy: unused,
       verify: unused,

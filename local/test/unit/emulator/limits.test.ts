@@ -127,6 +127,8 @@ describe('rate_limit.max_open_exports', () => {
     // Assess
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toBe('1');
+    // Told apart from a rate-limit 429 by its code.
+    expect(await refused.json()).toMatchObject({ success: false, error: { code: 'too_many_open_exports' } });
     expect(download.status).toBe(200);
     expect(allowed.status).toBe(200);
     const seen = await stats(running);

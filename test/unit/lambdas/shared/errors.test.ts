@@ -53,6 +53,7 @@ describe('the error taxonomy', () => {
     expect(new Set(all).size).toBe(all.length);
     expect(errors.RETRYABLE_ERRORS).toEqual([
       'PlatformThrottledError',
+      'PlatformExportsFullError',
       'PlatformUnavailableError',
       'PlatformTimeoutError',
       'PlatformConnectionResetError',

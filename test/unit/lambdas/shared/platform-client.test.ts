@@ -6,6 +6,7 @@ import {
   ExportStartUncertainError,
   PlatformAuthError,
   PlatformConnectionResetError,
+  PlatformExportsFullError,
   PlatformNotFoundError,
   PlatformRejectedError,
   PlatformResponseInvalidError,
@@ -13,7 +14,7 @@ import {
   PlatformTimeoutError,
   PlatformUnavailableError,
 } from '#shared/errors';
-import { PlatformClient, parseRetryAfter } from '#shared/platform-client';
+import { namesOpenExports, PlatformClient, parseRetryAfter } from '#shared/platform-client';
 import { json, type StubServer, startStubServer } from '../../../helpers/stub-server.ts';
 
 const SSO_TOKEN = 'sso-secret-token-4f1c9a';
@@ -390,6 +391,41 @@ describe('PlatformClient.startExport', () => {
     stub.handle((_req, res) => json(res, 429, {}, { 'retry-after': '2' }));
     const error = await caught(makeClient().startExport(SVC_USER_ID));
     expect(error).toBeInstanceOf(PlatformThrottledError);
+  });
+
+  it('tells a 429 for too many open exports from a rate limit: its own error, with Retry-After', async () => {
+    stub.handle((_req, res) =>
+      json(
+        res,
+        429,
+        { success: false, error: { code: 'too_many_open_exports', message: 'too many open exports' } },
+        { 'retry-after': '3' },
+      ),
+    );
+    const error = await caught(makeClient().startExport(SVC_USER_ID));
+    expect(error).toBeInstanceOf(PlatformExportsFullError);
+    expect(error).not.toBeInstanceOf(PlatformThrottledError);
+    expect(error).toMatchObject({ code: 'platform_exports_full', retryAfterSeconds: 3, retryable: true });
+    expect(error.message).not.toContain(SVC_USER_ID);
+    expect(error.message).not.toContain(EXPORT_TOKEN);
+  });
+
+  it('keeps a rate-limit 429 a throttle, and the open-exports code a throttle on any call but the start', async () => {
+    stub.handle((_req, res) => json(res, 429, { success: false, error: { code: 'rate_limited' } }));
+    expect(await caught(makeClient().startExport(SVC_USER_ID))).toBeInstanceOf(PlatformThrottledError);
+    stub.handle((_req, res) => json(res, 429, { success: false, error: { code: 'too_many_open_exports' } }));
+    expect(await caught(makeClient().exportStatus('e-1'))).toBeInstanceOf(PlatformThrottledError);
+  });
+
+  it('recognises the open-exports code as a string or an object code, and nothing else', () => {
+    expect(namesOpenExports('{"error":"too_many_open_exports"}')).toBe(true);
+    expect(namesOpenExports('{"success":false,"error":{"code":"TOO_MANY_OPEN_EXPORTS"}}')).toBe(true);
+    expect(namesOpenExports('{"error":{"code":"rate_limited","message":"too many open exports"}}')).toBe(
+      false,
+    );
+    expect(namesOpenExports('too_many_open_exports')).toBe(false);
+    expect(namesOpenExports('')).toBe(false);
+    expect(namesOpenExports('{"error":{"message":"x"}}')).toBe(false);
   });
 
   it('keeps a refused connection a plain unavailable: nothing was sent', async () => {

@@ -18,9 +18,11 @@ import {
   circuitDecision,
   GATE_KEY,
   type GateSettings,
+  LEARNED_CAP_MS,
   LONGEST_OUTAGE_WAIT_SECONDS,
   LONGEST_RATE_WAIT_SECONDS,
   PlatformGate,
+  workingExportCap,
 } from '#shared/platform-gate';
 import { platformWaitsBudgeted } from '#shared/step-handler';
 import { startDynamo } from '../../../helpers/dynamo.ts';
@@ -41,6 +43,26 @@ const closed: CircuitState = {
   probe_until: 0,
   openings: 0,
 };
+
+/** Waiters, oldest first, whose executions answer as given; records who was answered. */
+function queueOfWaiters(...waiting: [requestId: string, answer: WaiterAnswer][]) {
+  const answered: string[] = [];
+  const queue = {
+    take: async (): Promise<TakenWaiter | undefined> => {
+      const next = waiting.shift();
+      if (next === undefined) return undefined;
+      const [requestId, answer] = next;
+      return {
+        requestId,
+        answer: async () => {
+          answered.push(requestId);
+          return answer;
+        },
+      };
+    },
+  };
+  return { queue, answered };
+}
 
 describe('circuitDecision', () => {
   it('holds every call while the circuit is open, lets one probe through after, and gives up past the horizon', () => {
@@ -590,6 +612,201 @@ describe('PlatformGate on DynamoDB', () => {
 
       expect(answered).toEqual(['b']);
       expect(Object.keys(await exports.exportHolders())).toEqual(['b']);
+    });
+  });
+
+  describe('when the platform refuses a start for too many open exports', () => {
+    async function learning(configured: number, waiters?: Pick<ExportWaiters, 'take'>) {
+      const clock = { now: 1_000_000 };
+      const table = `gate-${randomUUID()}`;
+      await createGateTable(dynamo.client, table);
+      const exports = new PlatformGate(
+        dynamo.client,
+        table,
+        { ...settings, maxOpenExports: configured },
+        { now: () => clock.now, ...(waiters ? { waiters } : {}) },
+      );
+      const waiterItem = async (requestId: string) => {
+        const answer = await dynamo.client.send(
+          new GetItemCommand({ TableName: table, Key: marshall({ [GATE_KEY]: waiterKey(requestId) }) }),
+        );
+        return answer.Item === undefined ? undefined : unmarshall(answer.Item);
+      };
+      return { exports, clock, waiterItem, table };
+    }
+
+    it('lowers its cap to the slots the others hold, for an hour, and takes the refused slot back to no one', async () => {
+      // Prepare: a configured cap of 4; a and b hold slots, c takes the third and is refused.
+      const { queue, answered } = queueOfWaiters(['w1', 'woken']);
+      const { exports, clock, waiterItem } = await learning(4, queue);
+      await exports.acquireExport('a');
+      await exports.acquireExport('b');
+      await exports.acquireExport('c');
+
+      // Act
+      const wait = await exports.exportRefused('c');
+
+      // Assess: a wait for a slot, recorded among the waiters, the slot given back and handed to no one.
+      expect(wait).toBeInstanceOf(PlatformCapacityError);
+      expect(wait).toMatchObject({ reason: 'exports' });
+      expect(answered).toEqual([]);
+      expect(await waiterItem('c')).toMatchObject({
+        queue: 'exports',
+        request_id: 'c',
+        waited_at: clock.now,
+      });
+      expect(await exports.exportSlots()).toMatchObject({
+        holders: { a: expect.any(Number), b: expect.any(Number) },
+        learned_cap: 2,
+        learned_until: clock.now + LEARNED_CAP_MS,
+        refusals: 1,
+      });
+      expect(Object.keys((await exports.exportSlots()).holders).sort()).toEqual(['a', 'b']);
+      // Two slots open now: a newcomer waits, though the configured cap has room.
+      await expect(exports.acquireExport('d')).rejects.toMatchObject({ reason: 'exports' });
+      expect(workingExportCap(await exports.exportSlots(), 4, clock.now)).toBe(2);
+    });
+
+    it('puts a refused request back in the place of its first wait, ahead of those that began to wait after it', async () => {
+      // Prepare: w waits for the one slot; it takes the slot once a gives it back, and x then waits.
+      const { exports, clock, waiterItem } = await learning(1);
+      const firstWait = clock.now;
+      await exports.acquireExport('a');
+      await expect(exports.acquireExport('w')).rejects.toMatchObject({ reason: 'exports' });
+      clock.now += 5_000;
+      await exports.releaseExport('a');
+      await exports.acquireExport('w');
+      const whileHolding = await waiterItem('w');
+      clock.now += 1_000;
+      await expect(exports.acquireExport('x')).rejects.toMatchObject({ reason: 'exports' });
+
+      // Act
+      clock.now += 1_000;
+      await exports.exportRefused('w');
+
+      // Assess
+      expect(whileHolding).toBeUndefined();
+      expect(await waiterItem('w')).toMatchObject({ since: firstWait, waited_at: clock.now });
+      expect(await waiterItem('x')).toMatchObject({ since: firstWait + 6_000 });
+    });
+
+    it('lowers to one slot when the others hold none, and renews the hold with each refusal', async () => {
+      const { exports, clock } = await learning(5);
+      await exports.acquireExport('a');
+      await exports.exportRefused('a');
+      expect(await exports.exportSlots()).toMatchObject({ holders: {}, learned_cap: 1, refusals: 1 });
+
+      clock.now += 30 * 60_000;
+      await exports.acquireExport('a');
+      await exports.exportRefused('a');
+
+      expect(await exports.exportSlots()).toMatchObject({
+        learned_cap: 1,
+        learned_until: clock.now + LEARNED_CAP_MS,
+        refusals: 2,
+      });
+    });
+
+    it('probes one slot above the learned cap once its hour is over, and raises it step by step up to the configured cap', async () => {
+      // Prepare: the platform allowed one open export; the configured cap is 3.
+      const { exports, clock } = await learning(3);
+      await exports.acquireExport('a');
+      await exports.acquireExport('b');
+      await exports.exportRefused('b');
+      // Within the hour, a success at the learned cap raises nothing.
+      await exports.exportStarted('a');
+      clock.now += LEARNED_CAP_MS - 1;
+      await expect(exports.acquireExport('b')).rejects.toMatchObject({ reason: 'exports' });
+
+      // Act: the hour is over; b probes a second slot, and the platform takes it.
+      clock.now += 1;
+      await exports.acquireExport('b');
+      await expect(exports.acquireExport('c')).rejects.toMatchObject({ reason: 'exports' });
+      await exports.exportStarted('b');
+      const afterFirstProbe = await exports.exportSlots();
+      await exports.acquireExport('c');
+      await exports.exportStarted('c');
+      const afterSecondProbe = await exports.exportSlots();
+
+      // Assess
+      expect(afterFirstProbe.learned_cap).toBe(2);
+      expect(afterSecondProbe.learned_cap).toBeUndefined();
+      expect(afterSecondProbe.learned_until).toBeUndefined();
+      expect(Object.keys(afterSecondProbe.holders).sort()).toEqual(['a', 'b', 'c']);
+      await expect(exports.acquireExport('d')).rejects.toMatchObject({ reason: 'exports' });
+    });
+
+    it('lowers again when the probe is refused, to the slots held then', async () => {
+      const { exports, clock } = await learning(3);
+      await exports.acquireExport('a');
+      await exports.acquireExport('b');
+      await exports.exportRefused('b');
+      clock.now += LEARNED_CAP_MS;
+      await exports.acquireExport('b');
+
+      await exports.exportRefused('b');
+
+      expect(await exports.exportSlots()).toMatchObject({
+        learned_cap: 1,
+        learned_until: clock.now + LEARNED_CAP_MS,
+        refusals: 2,
+      });
+      await expect(exports.acquireExport('b')).rejects.toMatchObject({ reason: 'exports' });
+    });
+
+    it('answers waiters only for a slot under the working cap: a release above it frees the slot and wakes no one', async () => {
+      // Prepare: three slots held, taken before a refusal lowered the cap to one (by a gate of
+      // another deployment, or as the refusal was on its way).
+      const { queue, answered } = queueOfWaiters(['w1', 'woken'], ['w2', 'woken']);
+      const { exports, clock, table } = await learning(5, queue);
+      await dynamo.client.send(
+        new PutItemCommand({
+          TableName: table,
+          Item: marshall({
+            [GATE_KEY]: 'exports',
+            holders: { a: 1, b: 2, c: 3 },
+            learned_cap: 1,
+            learned_until: clock.now + 60_000,
+          }),
+        }),
+      );
+
+      // Act
+      await exports.releaseExport('a');
+      await exports.releaseExport('b');
+      const aboveCap = Object.keys(await exports.exportHolders());
+      const wokenAboveCap = [...answered];
+      await exports.releaseExport('c');
+      const offered = await exports.offerFreeSlots();
+
+      // Assess: the two slots above the cap went back to no one; the last was handed to w1.
+      expect(aboveCap).toEqual(['c']);
+      expect(wokenAboveCap).toEqual([]);
+      expect(answered).toEqual(['w1']);
+      expect(Object.keys(await exports.exportHolders())).toEqual(['w1']);
+      expect(offered).toBe(0);
+    });
+
+    it('offers free slots to waiters only up to the learned cap', async () => {
+      const { queue, answered } = queueOfWaiters(['w1', 'woken'], ['w2', 'woken'], ['w3', 'woken']);
+      const { exports, clock, table } = await learning(5, queue);
+      await dynamo.client.send(
+        new PutItemCommand({
+          TableName: table,
+          Item: marshall({
+            [GATE_KEY]: 'exports',
+            holders: {},
+            learned_cap: 2,
+            learned_until: clock.now + 60_000,
+          }),
+        }),
+      );
+
+      const offered = await exports.offerFreeSlots();
+
+      expect(offered).toBe(2);
+      expect(answered).toEqual(['w1', 'w2']);
+      expect(Object.keys(await exports.exportHolders()).sort()).toEqual(['w1', 'w2']);
     });
   });
 

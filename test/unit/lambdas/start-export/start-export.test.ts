@@ -5,6 +5,7 @@ import {
   ExportStartUncertainError,
   ExportStartUnconfirmedError,
   LedgerStateError,
+  PlatformExportsFullError,
   PlatformNotFoundError,
   PlatformThrottledError,
   PlatformUnavailableError,
@@ -230,6 +231,69 @@ describe('startExport', () => {
       export_start: 'accepted',
       export_status: 'pending',
     });
+  });
+
+  it('gives the slot back to no waiter and waits for one when the platform has too many exports open', async () => {
+    // Prepare: the gate lets three exports open, another request holds one, and the platform is full.
+    const id = await requestIn({ svc_user_id: 'svc-1' });
+    const gate = await freshGate({ maxOpenExports: 3 });
+    await gate.acquireExport('another-request');
+    const counted: [string, number][] = [];
+    const handler = makeStepHandler(startExportStep, () => ({
+      ...deps,
+      gate,
+      random: () => 1,
+      countMetric: (name: string, value: number) => counted.push([name, value]),
+    }));
+    platform.startExport.mockRejectedValueOnce(new PlatformExportsFullError('429 too_many_open_exports', 1));
+
+    // Act
+    const answer = await handler({ request_id: id });
+
+    // Assess: a wait for a slot, as when the gate's own cap is full; no attempt counted.
+    expect(answer).toEqual({ platform_wait: { reason: 'exports', seconds: 3, slot: true } });
+    expect(await ledger.require(id)).toMatchObject({
+      export_attempts: 0,
+      export_start: 'refused',
+      export_starts_refused: 1,
+      export_slot_waits: 1,
+    });
+    expect(counted).toEqual([['PlatformExportRefusals', 1]]);
+    // The slot is back, the cap lowered to the one slot the other request holds.
+    const slots = await gate.exportSlots();
+    expect(Object.keys(slots.holders)).toEqual(['another-request']);
+    expect(slots).toMatchObject({ learned_cap: 1, refusals: 1 });
+    await expect(gate.acquireExport('newcomer')).rejects.toMatchObject({ reason: 'exports' });
+
+    // Act: the other request's export is downloaded, its slot given back; the request runs again.
+    await gate.releaseExport('another-request');
+    platform.startExport.mockResolvedValueOnce({ exportId: 'exp-9' });
+    const started = await handler({ request_id: id });
+
+    // Assess
+    expect(started).toMatchObject({ status: 'pending', attempt: 1, export_id: 'exp-9' });
+    expect(Object.keys(await gate.exportHolders())).toEqual([id]);
+    expect(platform.startExport).toHaveBeenCalledTimes(2);
+  });
+
+  it('fails no request for the platform being full: each refusal is another wait, never a retry of the POST', async () => {
+    // Prepare
+    const id = await requestIn({ svc_user_id: 'svc-1' });
+    const gate = await freshGate({ maxOpenExports: 3 });
+    const handler = makeStepHandler(startExportStep, () => ({ ...deps, gate, random: () => 1 }));
+    platform.startExport.mockRejectedValue(new PlatformExportsFullError('429 too_many_open_exports', 1));
+
+    // Act
+    const answers = [];
+    for (let run = 0; run < 3; run += 1) answers.push(await handler({ request_id: id }));
+
+    // Assess: one POST per run, each answered with a wait, the cap held at one slot.
+    for (const answer of answers) {
+      expect(answer).toMatchObject({ platform_wait: { reason: 'exports', slot: true } });
+    }
+    expect(platform.startExport).toHaveBeenCalledTimes(3);
+    expect(await gate.exportSlots()).toMatchObject({ holders: {}, learned_cap: 1, refusals: 3 });
+    expect(await ledger.require(id)).toMatchObject({ export_attempts: 0, export_starts_refused: 3 });
   });
 
   it('marks the start in flight before the POST', async () => {
