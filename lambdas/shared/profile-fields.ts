@@ -6,17 +6,9 @@
  */
 import { z } from 'zod';
 import { mixesScripts } from './scripts.ts';
+import { CORRECTABLE_FIELDS, type CorrectableField } from './vocabulary.ts';
 
-/** The fields a correction may name: the profile fields update-user can set for the subject. */
-export const CORRECTABLE_FIELDS = [
-  'user_name',
-  'display_name',
-  'email',
-  'location',
-  'bio',
-  'image_url',
-] as const;
-export type CorrectableField = (typeof CORRECTABLE_FIELDS)[number];
+export { CORRECTABLE_FIELDS, type CorrectableField };
 
 /**
  * Fields a correction may not name, with why: the platform stores them, but a correction of the

@@ -1,11 +1,22 @@
 /**
  * The workflow's words as plain lists, with no schema around them: request types and channels,
- * statuses, denial codes, notice kinds, intake warnings. The schemas (request.ts, ledger/schema.ts) are built from
+ * statuses, denial codes, notice kinds, intake warnings, correctable fields. The schemas (request.ts, ledger/schema.ts) are built from
  * them and re-export them; the CLI names them in its help without loading the schemas.
  */
 
 /** The request types: the rights of access, erasure and correction. */
 export const REQUEST_TYPES = ['access', 'erasure', 'correction'] as const;
+
+/** The fields a correction may name: the profile fields update-user can set for the subject. */
+export const CORRECTABLE_FIELDS = [
+  'user_name',
+  'display_name',
+  'email',
+  'location',
+  'bio',
+  'image_url',
+] as const;
+export type CorrectableField = (typeof CORRECTABLE_FIELDS)[number];
 
 /** How a request reached the business: CCPA regulations §7101(a) "manner in which the request was made". */
 export const REQUEST_CHANNELS = [

@@ -3,8 +3,7 @@
  * ../commands/submit.ts, and what that uses, only when `submit` runs.
  */
 import type { Command } from 'commander';
-import { CORRECTABLE_FIELDS } from '#shared/profile-fields';
-import { REQUEST_CHANNELS } from '#shared/vocabulary';
+import { CORRECTABLE_FIELDS, REQUEST_CHANNELS } from '#shared/vocabulary';
 import type { SubmitFlags } from '../commands/submit.ts';
 import { addTargetOptions } from '../target-flags.ts';
 
