@@ -1,7 +1,7 @@
 /**
  * The platform in virtual time, for the gate simulation: retrieve-user (endpoint 3), the export's
  * start and status (endpoints 6 and 7) and the download, answered as the platform documents them
- * (/work/shared/svc-api.md, docs/platform-api.md) and limited as the emulator limits them
+ * (docs/platform-api.md) and limited as the emulator limits them
  * (local/emulator/limits.ts: a token bucket for every request, a cap on exports open from their
  * start until downloaded or failed). Each call takes a drawn time; the platform sees it a share of
  * that time after it was sent. It is handed to the real PlatformClient as its fetch.
