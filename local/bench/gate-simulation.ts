@@ -28,6 +28,7 @@ import {
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
+import { Duration } from 'aws-cdk-lib';
 import { z } from 'zod';
 import { createRandom, type Random } from '#local/emulator/prng';
 import { sweepDeadlines } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
@@ -36,7 +37,6 @@ import { reconcile } from '../../lambdas/reconciler/reconciler.ts';
 import { AUDIT_SCHEMA, type AuditRecord } from '../../lambdas/shared/audit.ts';
 import type { PollSchedule } from '../../lambdas/shared/config.ts';
 import { DEFAULTS } from '../../lambdas/shared/defaults.ts';
-import { RETRYABLE_ERRORS } from '../../lambdas/shared/errors.ts';
 import { ExportWaiters, waiterKey } from '../../lambdas/shared/export-waiters.ts';
 import { Ledger, OPEN_SHARD_ATTRIBUTE, openShardKey } from '../../lambdas/shared/ledger/index.ts';
 import { createGateTable, createLedgerTable } from '../../lambdas/shared/ledger/table.ts';
@@ -45,6 +45,7 @@ import { GATE_KEY, PlatformGate } from '../../lambdas/shared/platform-gate.ts';
 import type { ArchiveStore, StepDeps } from '../../lambdas/shared/step-deps.ts';
 import { makeStepHandler, workflowExecutionTimeoutSeconds } from '../../lambdas/shared/step-handler.ts';
 import { STEPS } from '../../lambdas/steps.ts';
+import { transientRetry } from '../../lib/dsr-workflow.ts';
 import { EVENTS_PER, HISTORY_EVENT_LIMIT } from '../../lib/history-budget.ts';
 import { startDynamo } from '../test/helpers/dynamo.ts';
 import {
@@ -239,9 +240,17 @@ const answerSchema = z.looseObject({
 });
 type Answer = z.infer<typeof answerSchema>;
 
-/** A step attempt's retries by the state machine (lib/dsr-workflow.ts retries retryable errors). */
-const STEP_MAX_RETRIES = 6;
-const RETRYABLE = new Set<string>(RETRYABLE_ERRORS);
+/** The state machine's Retry of the retryable errors (lib/dsr-workflow.ts), with its full jitter. */
+const TRANSIENT_RETRY = transientRetry(Duration.hours(DEFAULTS.retryHorizonHours));
+const RETRYABLE = new Set<string>(TRANSIENT_RETRY.errors ?? []);
+const STEP_MAX_RETRIES = TRANSIENT_RETRY.maxAttempts ?? 3;
+
+/** The nominal delay before retry `retries` + 1, as Step Functions computes it. */
+function retryDelayMs(retries: number): number {
+  const interval = TRANSIENT_RETRY.interval?.toMilliseconds() ?? 1000;
+  const longest = TRANSIENT_RETRY.maxDelay?.toMilliseconds() ?? Number.POSITIVE_INFINITY;
+  return Math.min(longest, interval * (TRANSIENT_RETRY.backoffRate ?? 2) ** retries);
+}
 
 /** Runs one regime against a fresh dynalite in this process. */
 export async function simulateGate(options: GateSimulationOptions): Promise<GateSimulationResult> {
@@ -579,7 +588,7 @@ async function run(client: DynamoDBClient, options: GateSimulationOptions): Prom
         if (RETRYABLE.has(name) && retries < STEP_MAX_RETRIES) {
           stepRetries += 1;
           execution.events += EVENTS_PER.taskRetry;
-          await sleep(2000 * 2 ** retries);
+          await sleep(random.next() * retryDelayMs(retries));
           continue;
         }
         failed += 1;

@@ -79,6 +79,8 @@ describe('the gate in virtual time', () => {
     expect(result.callsAboveRate).toBeGreaterThan(0);
     expect(result.exportsAboveCap).toBeGreaterThan(0);
     expect(result.maxOpenExports).toBeLessThanOrEqual(3);
+    // The refused calls go back to the state machine's Retry, as the stack's do.
+    expect(result.stepRetries).toBeGreaterThan(0);
     expect(result.backwardClockSteps).toBe(0);
   }, 120_000);
 });
