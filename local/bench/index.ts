@@ -25,10 +25,12 @@
  *    request and failed passes, beside the previous pass (a DescribeExecution per open request)
  *    on the same stand-in (local/bench/reconciler.ts).
  * 10. `gate-simulation`: GATE_SIM_REQUESTS (default 50,000) requests dropped at once through the
- *    export path, the real gate code on dynalite in virtual time, in two regimes (exports ready in
- *    1-30 min, and in 1-4 h; GATE_SIM_REGIMES=1 or 2 runs one): calls above the rate, exports
- *    above the cap, unmetered calls, the share exported before the deadline margin and alarmed at
- *    it, slot attempts, transitions and the longest history (local/bench/gate-simulation.ts).
+ *    export path, the product's step handlers on dynalite in GATE_SIM_CONCURRENCY Lambda
+ *    environments, in virtual time, in two regimes (exports ready in 1-30 min, and in 1-4 h;
+ *    GATE_SIM_REGIMES=1 or 2 runs one): calls above the rate, exports above the cap, unmetered
+ *    calls, the share exported before the deadline margin and alarmed at it, the drain against
+ *    the margin, slot attempts, transitions and the longest history, backward clock steps, gate
+ *    write conflicts and the concurrency used (local/bench/gate-simulation.ts).
  * 11. `cli`: the operator CLI's CPU per run, `svc-dsr --version` and `--help` beside `node -e 0`,
  *    `svc-dsr status` and `list` on a served local mode beside `aws dynamodb get-item`
  *    (local/bench/cli.ts).
