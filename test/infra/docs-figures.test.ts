@@ -194,3 +194,38 @@ describe('docs/cost.md', () => {
     });
   });
 });
+
+describe('docs/cost.md, a mass drop', () => {
+  const cost = doc('cost.md');
+  const results = readFileSync(new URL('../../local/bench/RESULTS.md', import.meta.url), 'utf8');
+  const section =
+    /<!-- section gate-simulation -->([\s\S]*?)<!-- \/section gate-simulation -->/.exec(results)?.[1] ?? '';
+  const count = (text: string) => Number(text.replace(/,/g, ''));
+  const requests = count(/Gate simulation: ([\d,]+) requests/.exec(section)?.[1] ?? 'NaN');
+  const regimes = section.split(/^Regime \d: /m).slice(1);
+  const money = (value: number, digits = 2) => `$${value.toFixed(digits)}`;
+
+  it.each([
+    [0, 'exports ready in 1-30 min'],
+    [1, 'exports ready in 1-4 h'],
+  ])('prices regime %i (%s) from the transitions and invocations the simulation counted', (index, name) => {
+    // Prepare
+    const regime = regimes[index] ?? '';
+    const transitions = count(/state transitions\s+([\d,]+)/.exec(regime)?.[1] ?? 'NaN') / requests;
+    const invocations = count(/([\d,]+) invocations/.exec(regime)?.[1] ?? 'NaN') / requests;
+
+    // Act: per 1,000 requests, at the prices the page assumes
+    const stepFunctions = transitions * 1000 * 0.000025;
+    const lambdaRequests = (invocations * 1000 * 0.2) / 1_000_000;
+    const logBytes = transitions * 3.3 * 350 + invocations * 1000;
+    const logs = ((logBytes * 1000) / 1e9) * 0.5;
+    const xray = (invocations * 1000 * 5) / 1_000_000;
+
+    // Assess
+    expect(regime.startsWith(name)).toBe(true);
+    expect(cost).toContain(
+      `| ${name} | ${transitions.toFixed(1)} | ${money(stepFunctions)} | ${invocations.toFixed(1)} | ${money(lambdaRequests, 4)} | ${money(logs)} | ${money(xray)} |`,
+    );
+    expect(cost).toContain(money(stepFunctions + lambdaRequests + logs + xray));
+  });
+});
