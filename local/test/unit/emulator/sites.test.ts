@@ -193,6 +193,29 @@ describe('an emulator serving several sites', () => {
     expect(errorBodySchema.parse(missing.body).error.code).toBe('site_not_found');
   });
 
+  it('changes the faults of, and resets, only the site the control route names', async () => {
+    running = await startEmulator({ state: MULTI_STATE });
+    const put = await fetch(`${running.url}/_emulator/faults?spot_id=sp_east`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ error_rate: 1, errors: ['503'] }),
+    });
+    expect(put.status).toBe(200);
+    expect((await retrieve(running.url, site(2).sso, 'pk-sp_east')).status).toBe(503);
+    expect((await retrieve(running.url, site(0).sso, 'pk-sp_north')).status).toBe(200);
+    expect(emulatorControl(running, 'sp_north').faults().error_rate).toBe(0);
+
+    const reset = await fetch(`${running.url}/_emulator/reset?spot_id=sp_east`, { method: 'POST' });
+    expect(reset.status).toBe(200);
+    expect(emulatorControl(running, 'sp_east').calls()).toEqual([]);
+    expect(emulatorControl(running, 'sp_north').calls()).toHaveLength(1);
+    // Without a spot_id the route acts on the first site.
+    const calls = z
+      .object({ calls: z.array(z.unknown()) })
+      .parse((await getJson(`${running.url}/_emulator/calls`)).body);
+    expect(calls.calls).toHaveLength(1);
+  });
+
   it('serves two sites given as start-up options, their state from the state document by spot_id', async () => {
     running = await startEmulator({
       state: MULTI_STATE,
