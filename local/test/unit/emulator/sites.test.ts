@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -216,6 +216,22 @@ describe('an emulator serving several sites', () => {
     expect(calls.calls).toHaveLength(1);
   });
 
+  it('loads a state document into the site the control route names, and refuses a sites list there', async () => {
+    running = await startEmulator({ state: MULTI_STATE });
+    const loaded = await postJson(`${running.url}/_emulator/state?spot_id=sp_south`, {
+      users: [{ primary_key: 'pk-fresh' }],
+    });
+    expect(loaded.status).toBe(200);
+    expect(emulatorControl(running, 'sp_south').user('pk-fresh')).toBeDefined();
+    expect(emulatorControl(running, 'sp_south').user('pk-sp_south')).toBeUndefined();
+    expect(emulatorControl(running, 'sp_north').user('pk-sp_north')).toBeDefined();
+
+    const refused = await postJson(`${running.url}/_emulator/state`, { sites: [{ spot_id: 'sp_north' }] });
+    expect(refused.status).toBe(400);
+    expect(errorBodySchema.parse(refused.body).error.code).toBe('invalid_state');
+    expect(emulatorControl(running, 'sp_north').user('pk-sp_north')).toBeDefined();
+  });
+
   it('serves two sites given as start-up options, their state from the state document by spot_id', async () => {
     running = await startEmulator({
       state: MULTI_STATE,
@@ -259,6 +275,22 @@ describe('an emulator serving several sites', () => {
 
     await expect(startEmulator({ persistPath, sites: [{ spotId: 'sp_north' }] })).rejects.toThrow(
       /was saved for the sites sp_north, sp_south, sp_east/,
+    );
+  });
+
+  it('refuses a persist file that saves one spot_id twice', async () => {
+    folder = await mkdtemp(join(tmpdir(), 'emulator-sites-'));
+    const persistPath = join(folder, 'platform.json');
+    running = await startEmulator({ state: MULTI_STATE, persistPath });
+    await running.close();
+    running = undefined;
+    const saved = z
+      .looseObject({ sites: z.array(z.looseObject({ spotId: z.string() })) })
+      .parse(JSON.parse(await readFile(persistPath, 'utf8')));
+    const [first] = saved.sites;
+    await writeFile(persistPath, JSON.stringify({ ...saved, sites: [first, first] }));
+    await expect(startEmulator({ persistPath })).rejects.toThrow(
+      /sites\[1\]\.spotId: duplicates sites\[0\]\.spotId/,
     );
   });
 
