@@ -41,6 +41,16 @@ export async function runEmulator(flags: EmulatorFlags): Promise<RunningEmulator
       spot_id: emulator.spotId,
       sso_access_token: emulator.ssoAccessToken,
       export_token: emulator.exportToken,
+      // Listed only when there are several, so a one-site line stays as it was.
+      ...(emulator.sites.length > 1
+        ? {
+            sites: emulator.sites.map((site) => ({
+              spot_id: site.spotId,
+              sso_access_token: site.ssoAccessToken,
+              export_token: site.exportToken,
+            })),
+          }
+        : {}),
     })}\n`,
   );
   return emulator;

@@ -94,13 +94,18 @@ function parseJson(body: Buffer): { ok: true; value: unknown } | { ok: false } {
 
 const INVALID_JSON = failure(400, 'invalid_json', 'the request body is not valid JSON');
 
-/** Serves /_emulator/*. No credentials and never faulted: it is the test harness's own door. */
+/**
+ * Serves /_emulator/* for one site (the server picks it by the `spot_id` query, else the first).
+ * No credentials and never faulted: it is the test harness's own door.
+ */
 export function handleControlRequest(
   emulator: Emulator,
   control: EmulatorControl,
   method: string,
   pathname: string,
   body: Buffer,
+  /** Every site the emulator serves, for GET /_emulator/info. */
+  sites: readonly Emulator[] = [emulator],
 ): JsonReply {
   const route = `${method} ${pathname.replace(/\/+$/, '')}`;
   const userMatch = /^GET \/_emulator\/users\/([^/]+)$/.exec(route);
@@ -133,6 +138,7 @@ export function handleControlRequest(
         url: emulator.baseUrl,
         spot_id: emulator.spotId,
         activity_enabled: emulator.activityEnabled,
+        sites: sites.map((site) => ({ spot_id: site.spotId, activity_enabled: site.activityEnabled })),
         routes: CONTROL_ROUTES,
       });
     case 'POST /_emulator/reset':

@@ -178,6 +178,18 @@ export class Emulator {
   loadState(document: unknown): ParseOutcome<EmulatorState> {
     const outcome = parseEmulatorState(document);
     if (!outcome.success) return outcome;
+    if (outcome.value.sites !== undefined) {
+      // One emulator object is one site; the server picks it by the route's spot_id query.
+      return {
+        success: false,
+        problems: [
+          {
+            field: 'sites',
+            message: "send one site's state in the one-site form, and pick the site with ?spot_id=",
+          },
+        ],
+      };
+    }
     this.baselineState = outcome.value;
     this.restart();
     this.onChange();

@@ -8,6 +8,7 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
 import { EmulatorConfigError, parseWith } from './config-file.ts';
+import { unknownKeys } from './rules.ts';
 import {
   type EmulatorSnapshot,
   emulatorSnapshotSchema,
@@ -39,6 +40,27 @@ function unusable(
  * naming the file and what is wrong.
  */
 export async function loadSnapshotFile(path: string): Promise<EmulatorSnapshot | undefined> {
+  const sites = await loadSnapshotSites(path);
+  if (sites === undefined) return undefined;
+  const [only, ...others] = sites;
+  if (only === undefined || others.length > 0) {
+    throw unusable(
+      path,
+      `it holds ${sites.length} sites, and this reader takes one.`,
+      undefined,
+      [],
+      'Read it with loadSnapshotSites().',
+    );
+  }
+  return only;
+}
+
+/**
+ * Reads and validates a persist file of one site or of several (a `sites` list of one-site
+ * snapshots under the same format and version); undefined when it does not exist yet. Errors as
+ * loadSnapshotFile's, and duplicate spot ids are refused.
+ */
+export async function loadSnapshotSites(path: string): Promise<EmulatorSnapshot[] | undefined> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -70,10 +92,57 @@ export async function loadSnapshotFile(path: string): Promise<EmulatorSnapshot |
       `it has snapshot version ${JSON.stringify(header.data.version) ?? 'none'}, and this emulator reads version ${SNAPSHOT_VERSION}.`,
     );
   }
-  const outcome = parseWith(emulatorSnapshotSchema, document);
-  if (outcome.success) return outcome.value;
+  const outcome = Object.hasOwn(header.data, 'sites')
+    ? parseWith(multiSiteSnapshotSchema, document)
+    : parseWith(
+        emulatorSnapshotSchema.transform((site) => ({ sites: [site] })),
+        document,
+      );
+  if (outcome.success) return outcome.value.sites;
   const lines = outcome.problems.map((problem) => `  - ${problem.field}: ${problem.message}`);
   throw unusable(path, `it is corrupt:\n${lines.join('\n')}`, undefined, outcome.problems);
+}
+
+/** A persist file of several sites: each site's snapshot as a one-site file holds it. */
+const multiSiteSnapshotSchema = z
+  .strictObject(
+    {
+      format: z.literal(SNAPSHOT_FORMAT),
+      version: z.literal(SNAPSHOT_VERSION),
+      savedAt: z.string(),
+      sites: z.array(emulatorSnapshotSchema).min(1, { error: 'must hold at least one site' }),
+    },
+    { error: unknownKeys(['format', 'version', 'savedAt', 'sites']) },
+  )
+  .superRefine((document, context) => {
+    const seen = new Map<string, number>();
+    document.sites.forEach((site, index) => {
+      const earlier = seen.get(site.spotId);
+      if (earlier === undefined) seen.set(site.spotId, index);
+      else
+        context.addIssue({
+          code: 'custom',
+          path: ['sites', index, 'spotId'],
+          message: `duplicates sites[${earlier}].spotId; each site is saved once`,
+        });
+    });
+  });
+
+/**
+ * The persist file's bytes for several sites, from each site's own snapshot bytes; one site is
+ * saved in the one-site form, byte for byte as before.
+ */
+export function sitesSnapshotBytes(sites: readonly Buffer[], savedAt: string): Buffer {
+  const [only, ...others] = sites;
+  if (only !== undefined && others.length === 0) return only;
+  const head = JSON.stringify({ format: SNAPSHOT_FORMAT, version: SNAPSHOT_VERSION, savedAt });
+  const parts: Buffer[] = [Buffer.from(`${head.slice(0, -1)},"sites":[`)];
+  sites.forEach((site, index) => {
+    if (index > 0) parts.push(Buffer.from(','));
+    parts.push(site);
+  });
+  parts.push(Buffer.from(']}'));
+  return Buffer.concat(parts);
 }
 
 /** How a SnapshotWriter paces its writes; each one copies the whole state. */

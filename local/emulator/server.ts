@@ -23,8 +23,9 @@ import {
   tooManyRequests,
   writable,
 } from './http.ts';
-import { loadSnapshotFile, SnapshotWriter } from './persistence.ts';
-import { type EmulatorState, parseEmulatorState } from './state.ts';
+import { loadSnapshotSites, SnapshotWriter, sitesSnapshotBytes } from './persistence.ts';
+import type { EmulatorSnapshot } from './snapshot-schema.ts';
+import { type EmulatorState, parseEmulatorState, stateSites } from './state.ts';
 
 export { EmulatorConfigError } from './config-file.ts';
 export { EmulatorControl } from './control.ts';
@@ -53,25 +54,63 @@ export interface EmulatorOptions {
    * @default no file: the state lives in memory only
    */
   persistPath?: string;
+  /**
+   * Several accounts served on the one url, each with its own spot_id, tokens, data, exports,
+   * limits, faults and call log (see docs/emulator.md, "Several sites"). A site without `state`
+   * takes the state document's site of the same spot_id, else starts empty. Leave out spotId,
+   * ssoAccessToken and exportToken when giving sites.
+   * @default the sites of `state`, else one site from spotId, the tokens and state
+   */
+  sites?: readonly SiteOptions[];
+}
+
+/** One account of a multi-site emulator. */
+export interface SiteOptions {
+  spotId: string;
+  /** @default the state document's token for this site, else a random string */
+  ssoAccessToken?: string;
+  /** @default the state document's token for this site, else a random string */
+  exportToken?: string;
+  /** This site's data in the one-site form. @default the state's site of this spot_id, else empty */
+  state?: EmulatorState;
+}
+
+/** A served account's spot_id and tokens. */
+export interface RunningSite {
+  spotId: string;
+  ssoAccessToken: string;
+  exportToken: string;
 }
 
 export interface RunningEmulator {
   url: string;
+  /** The first site's spot_id and tokens (the only site's when there is one). */
   spotId: string;
   ssoAccessToken: string;
   exportToken: string;
+  /** Every site served, in the order given. */
+  sites: RunningSite[];
   /** Stops accepting, destroys open sockets, resolves when closed. */
   close(): Promise<void>;
 }
 
 const CONTROL_PREFIX = '/_emulator';
-const controls = new WeakMap<RunningEmulator, EmulatorControl>();
+const controls = new WeakMap<RunningEmulator, Map<string, EmulatorControl>>();
 
-/** The in-process twin of the HTTP control API for an emulator started in this process. */
-export function emulatorControl(running: RunningEmulator): EmulatorControl {
-  const control = controls.get(running);
-  if (!control)
+/**
+ * The in-process twin of the HTTP control API for one site of an emulator started in this
+ * process: the site of spotId, else the first.
+ */
+export function emulatorControl(running: RunningEmulator, spotId?: string): EmulatorControl {
+  const sites = controls.get(running);
+  if (!sites)
     throw new Error('emulatorControl() needs an emulator returned by startEmulator() in this process');
+  const control = sites.get(spotId ?? running.spotId);
+  if (!control) {
+    throw new Error(
+      `emulatorControl(): no site with spot_id "${spotId ?? ''}"; the emulator serves ${[...sites.keys()].join(', ')}`,
+    );
+  }
   return control;
 }
 
@@ -111,31 +150,23 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
     );
   }
   const now = options.now ?? Date.now;
-  const snapshot =
-    options.persistPath === undefined ? undefined : await loadSnapshotFile(options.persistPath);
-  if (snapshot && options.spotId !== undefined && options.spotId !== snapshot.spotId) {
-    throw new EmulatorConfigError(
-      `Emulator snapshot file ${options.persistPath} was saved for spot_id "${snapshot.spotId}", not "${options.spotId}". ` +
-        'Leave the spot id out to continue that platform, or delete the file to start fresh.',
-    );
-  }
-  const emulator = snapshot
-    ? Emulator.restore(snapshot, {
-        now,
-        faults: options.faults === undefined ? undefined : faults.value,
-        ssoAccessToken: options.ssoAccessToken,
-        exportToken: options.exportToken,
-      })
-    : new Emulator({
-        spotId: options.spotId ?? state.value.spot_id ?? 'sp_demo',
-        ssoAccessToken: options.ssoAccessToken ?? randomBytes(24).toString('base64url'),
-        exportToken: options.exportToken ?? randomBytes(24).toString('base64url'),
-        state: state.value,
-        faults: faults.value,
-        now,
-      });
-  const writer = options.persistPath === undefined ? null : openWriter(options.persistPath, emulator);
-  const control = new EmulatorControl(emulator);
+  const planned = plannedSites(options, state.value);
+  const saved = options.persistPath === undefined ? undefined : await loadSnapshotSites(options.persistPath);
+  const sites = saved
+    ? restoredSites(saved, planned, options, faults.value, now)
+    : planned.map(
+        (site) =>
+          new Emulator({
+            spotId: site.spotId,
+            ssoAccessToken: site.ssoAccessToken ?? randomBytes(24).toString('base64url'),
+            exportToken: site.exportToken ?? randomBytes(24).toString('base64url'),
+            state: site.state,
+            faults: faults.value,
+            now,
+          }),
+      );
+  const writer = options.persistPath === undefined ? null : openWriter(options.persistPath, sites);
+  const siteControls = new Map(sites.map((site) => [site.spotId, new EmulatorControl(site)]));
   const lifecycle: Lifecycle = {
     stalls: new Set(),
     closing: false,
@@ -144,7 +175,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
   };
 
   const server = createServer((request, response) => {
-    const task = handle(emulator, control, lifecycle, request, response).catch((error: unknown) => {
+    const task = handle(sites, siteControls, lifecycle, request, response).catch((error: unknown) => {
       // An emulator bug must not take the server down, nor hide: one line on stderr (stdout stays
       // machine-readable), and a plain 500 that leaks nothing to the client.
       const reason = error instanceof Error ? `${error.name}: ${error.message}` : 'unknown error';
@@ -162,14 +193,20 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
   const host = options.host ?? '127.0.0.1';
   const { port } = await listen(server, options.port ?? 0, host);
   const url = `http://${urlHost(host)}:${port}`;
-  emulator.baseUrl = url;
+  for (const site of sites) site.baseUrl = url;
+  const first = firstSite(sites);
 
   let closed: Promise<void> | undefined;
   const running: RunningEmulator = {
     url,
-    spotId: emulator.spotId,
-    ssoAccessToken: emulator.ssoAccessToken,
-    exportToken: emulator.exportToken,
+    spotId: first.spotId,
+    ssoAccessToken: first.ssoAccessToken,
+    exportToken: first.exportToken,
+    sites: sites.map((site) => ({
+      spotId: site.spotId,
+      ssoAccessToken: site.ssoAccessToken,
+      exportToken: site.exportToken,
+    })),
     close() {
       closed ??= (async () => {
         await new Promise<void>((resolve) => {
@@ -187,15 +224,152 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Runn
       return closed;
     },
   };
-  controls.set(running, control);
+  controls.set(running, siteControls);
   return running;
 }
 
+/** A site to start: its spot_id, the tokens given for it and its data. */
+interface PlannedSite {
+  spotId: string;
+  ssoAccessToken: string | undefined;
+  exportToken: string | undefined;
+  state: EmulatorState;
+}
+
+/** The sites the options and the state document ask for, checked: at least one, spot_ids unique. */
+function plannedSites(options: EmulatorOptions, state: EmulatorState): PlannedSite[] {
+  const fromState = stateSites(state);
+  if (options.sites === undefined) {
+    const [only, ...others] = fromState;
+    if (only !== undefined && others.length === 0) {
+      return [
+        {
+          spotId: options.spotId ?? only.spotId ?? 'sp_demo',
+          ssoAccessToken: options.ssoAccessToken,
+          exportToken: options.exportToken,
+          state: only.state,
+        },
+      ];
+    }
+    refuseSingleSiteOptions(options, 'the state lists several sites');
+    return fromState.map((site) => ({ ...site, spotId: site.spotId ?? 'sp_demo' }));
+  }
+  refuseSingleSiteOptions(options, 'sites are given');
+  if (options.sites.length === 0) {
+    throw new EmulatorConfigError('Emulator sites: must list at least one site, or leave sites out.');
+  }
+  const seen = new Set<string>();
+  return options.sites.map((site, index) => {
+    if (site.spotId === '') {
+      throw new EmulatorConfigError(`Emulator sites[${index}].spotId: must be a non-empty string.`);
+    }
+    if (seen.has(site.spotId)) {
+      throw new EmulatorConfigError(
+        `Emulator sites[${index}].spotId: "${site.spotId}" is given twice; each site needs its own spot_id.`,
+      );
+    }
+    seen.add(site.spotId);
+    const own = site.state === undefined ? undefined : parseEmulatorState(site.state);
+    if (own !== undefined && (!own.success || own.value.sites !== undefined)) {
+      const problems = own.success
+        ? 'give one site in the one-site form, not a sites list'
+        : own.problems.map((p) => `${p.field}: ${p.message}`).join('; ');
+      throw new EmulatorConfigError(
+        `Emulator sites[${index}].state is invalid: ${problems}`,
+        own.success ? [] : own.problems,
+      );
+    }
+    const named = fromState.find((entry) => entry.spotId === site.spotId);
+    return {
+      spotId: site.spotId,
+      ssoAccessToken: site.ssoAccessToken ?? named?.ssoAccessToken,
+      exportToken: site.exportToken ?? named?.exportToken,
+      state: own?.success ? own.value : (named?.state ?? {}),
+    };
+  });
+}
+
+function refuseSingleSiteOptions(options: EmulatorOptions, because: string): void {
+  const given = (['spotId', 'ssoAccessToken', 'exportToken'] as const).filter(
+    (key) => options[key] !== undefined,
+  );
+  if (given.length > 0) {
+    throw new EmulatorConfigError(
+      `Emulator ${given.join(', ')}: one site's settings, and ${because}; give each site's spot_id and tokens in its own entry instead.`,
+    );
+  }
+}
+
+/**
+ * The sites of a persist file, continued. A one-site file continues as before (a given spot id
+ * must match it); with several sites, the sites asked for must be the ones saved.
+ */
+function restoredSites(
+  saved: EmulatorSnapshot[],
+  planned: PlannedSite[],
+  options: EmulatorOptions,
+  faults: FaultProfile,
+  now: () => number,
+): Emulator[] {
+  const path = options.persistPath ?? '';
+  const [only] = saved;
+  if (saved.length === 1 && only !== undefined && options.sites === undefined && planned.length === 1) {
+    if (options.spotId !== undefined && options.spotId !== only.spotId) {
+      throw new EmulatorConfigError(
+        `Emulator snapshot file ${path} was saved for spot_id "${only.spotId}", not "${options.spotId}". ` +
+          'Leave the spot id out to continue that platform, or delete the file to start fresh.',
+      );
+    }
+    return [restoreSite(only, options.ssoAccessToken, options.exportToken, options, faults, now)];
+  }
+  const savedIds = saved.map((site) => site.spotId);
+  const askedIds = planned.map((site) => site.spotId);
+  const askedForSites = options.sites !== undefined || options.state?.sites !== undefined;
+  if (askedForSites && savedIds.join('\u0000') !== askedIds.join('\u0000')) {
+    throw new EmulatorConfigError(
+      `Emulator snapshot file ${path} was saved for the sites ${savedIds.join(', ')}, not ${askedIds.join(', ')}. ` +
+        'Ask for the same sites in the same order to continue that platform, or delete the file to start fresh.',
+    );
+  }
+  return saved.map((site) => {
+    const asked = planned.find((entry) => entry.spotId === site.spotId);
+    return restoreSite(site, asked?.ssoAccessToken, asked?.exportToken, options, faults, now);
+  });
+}
+
+function restoreSite(
+  snapshot: EmulatorSnapshot,
+  ssoAccessToken: string | undefined,
+  exportToken: string | undefined,
+  options: EmulatorOptions,
+  faults: FaultProfile,
+  now: () => number,
+): Emulator {
+  return Emulator.restore(snapshot, {
+    now,
+    faults: options.faults === undefined ? undefined : faults,
+    ssoAccessToken,
+    exportToken,
+  });
+}
+
+function firstSite(sites: readonly Emulator[]): Emulator {
+  const [first] = sites;
+  if (first === undefined) throw new EmulatorConfigError('Emulator sites: must list at least one site.');
+  return first;
+}
+
 /** Opens the persist file for writing and saves the starting point, so a crash right away loses nothing. */
-function openWriter(path: string, emulator: Emulator): SnapshotWriter {
+function openWriter(path: string, sites: readonly Emulator[]): SnapshotWriter {
   const writer = new SnapshotWriter(
     path,
-    () => emulator.snapshotBytes(new Date().toISOString()),
+    () => {
+      const savedAt = new Date().toISOString();
+      return sitesSnapshotBytes(
+        sites.map((site) => site.snapshotBytes(savedAt)),
+        savedAt,
+      );
+    },
     undefined,
     SAVE_PACING,
   );
@@ -209,7 +383,7 @@ function openWriter(path: string, emulator: Emulator): SnapshotWriter {
       { cause: error },
     );
   }
-  emulator.onChange = () => writer.markDirty();
+  for (const site of sites) site.onChange = () => writer.markDirty();
   return writer;
 }
 
@@ -230,8 +404,8 @@ function urlHost(host: string): string {
 }
 
 async function handle(
-  emulator: Emulator,
-  control: EmulatorControl,
+  sites: readonly Emulator[],
+  siteControls: ReadonlyMap<string, EmulatorControl>,
   lifecycle: Lifecycle,
   request: IncomingMessage,
   response: ServerResponse,
@@ -250,12 +424,14 @@ async function handle(
     body: Buffer.alloc(0),
     credential: null,
   };
+  // Until the body is read, the call goes to the first site's log; then to the site it addresses.
+  let emulator = firstSite(sites);
   const record = (status: number | null, fault: InjectedFault | null) => {
     if (isControl) return;
     emulator.record({
       at: new Date(emulator.now()).toISOString(),
       method,
-      path: redactedPath(url, emulator),
+      path: redactedPath(url, sites),
       status,
       fault,
       credential: platformRequest.credential,
@@ -278,13 +454,22 @@ async function handle(
   }
 
   if (isControl) {
-    const reply = handleControlRequest(emulator, control, method, pathname, platformRequest.body);
+    const spotId = url.searchParams.get('spot_id');
+    const site = spotId === null ? emulator : sites.find((candidate) => candidate.spotId === spotId);
+    const control = site === undefined ? undefined : siteControls.get(site.spotId);
+    const reply =
+      site === undefined || control === undefined
+        ? failure(404, 'site_not_found', 'no site with this spot_id; GET /_emulator/info lists them', {
+            spot_ids: sites.map((candidate) => candidate.spotId),
+          })
+        : handleControlRequest(site, control, method, pathname, platformRequest.body, sites);
     // It may show a deletion or an export whose answer still waits for its write (see below).
     await lifecycle.writer?.pendingSave;
     sendReply(response, reply);
     return;
   }
 
+  emulator = siteFor(sites, platformRequest);
   const limited = limitReply(emulator);
   if (limited) {
     platformRequest.credential = credentialFor(emulator, platformRequest);
@@ -491,9 +676,62 @@ export function parseByteRange(
 
 const SECRET_QUERY_PARAMETERS = new Set(['access_token', 'apikey', 'code_a']);
 
-/** The request path for the call log: token values, session codes and download tokens become [redacted]. */
-function redactedPath(url: URL, emulator: Emulator): string {
-  const tokens = [emulator.ssoAccessToken, emulator.exportToken].filter((token) => token !== '');
+/**
+ * The site a platform request addresses: the one whose download link it fetches, else the one
+ * its spot_id names (query, body or x-spot-id header), else the one whose token it presents
+ * where its endpoint reads it, else the first. That site then checks the request as one
+ * account does, so another site's token gets 403 invalid_token and an unknown spot_id 403
+ * invalid_spot_id.
+ */
+function siteFor(sites: readonly Emulator[], request: PlatformRequest): Emulator {
+  const first = firstSite(sites);
+  if (sites.length === 1) return first;
+  const link = DOWNLOAD_PATH.exec(request.pathname);
+  if (link) {
+    let token = '';
+    try {
+      token = decodeURIComponent(link[1] ?? '');
+    } catch {
+      return first;
+    }
+    return sites.find((site) => site.findDownload(token) !== undefined) ?? first;
+  }
+  const spotId = requestSpotId(request);
+  const named = spotId === undefined ? undefined : sites.find((site) => site.spotId === spotId);
+  if (named) return named;
+  const owner = sites.find((site) => {
+    const kind = credentialFor(site, request)?.kind;
+    return kind === 'sso_access_token' || kind === 'export_token';
+  });
+  return owner ?? first;
+}
+
+const DOWNLOAD_PATH = /^\/_downloads\/([^/]+)\.zip$/;
+
+/** The spot_id a request carries where the platform's endpoints read it. */
+function requestSpotId(request: PlatformRequest): string | undefined {
+  const header = request.headers['x-spot-id'];
+  if (typeof header === 'string' && header !== '') return header;
+  const query = request.query.values.get('spot_id');
+  if (query !== undefined && query !== '') return query;
+  if (request.body.length === 0) return undefined;
+  try {
+    const body: unknown = JSON.parse(request.body.toString('utf8'));
+    const value = typeof body === 'object' && body !== null ? Reflect.get(body, 'spot_id') : undefined;
+    return typeof value === 'string' && value !== '' ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The request path for the call log: token values (of every site), session codes and download
+ * tokens become [redacted].
+ */
+function redactedPath(url: URL, sites: readonly Emulator[]): string {
+  const tokens = sites
+    .flatMap((site) => [site.ssoAccessToken, site.exportToken])
+    .filter((token) => token !== '');
   const scrub = (text: string) =>
     tokens.reduce(
       (out, token) => out.split(token).join('[redacted]').split(encodeURIComponent(token)).join('[redacted]'),

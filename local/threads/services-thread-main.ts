@@ -88,6 +88,7 @@ if (emulator !== undefined && aws !== undefined) {
       spotId: emulator.spotId,
       ssoAccessToken: emulator.ssoAccessToken,
       exportToken: emulator.exportToken,
+      sites: emulator.sites,
     },
     aws: { region: aws.region, credentials: aws.credentials, endpoints: aws.endpoints },
     ...(stream ? { ledgerStream: stream.endpoint } : {}),

@@ -67,6 +67,7 @@ export const servicesMessageSchema = z.discriminatedUnion('kind', [
       spotId: z.string(),
       ssoAccessToken: z.string(),
       exportToken: z.string(),
+      sites: z.array(z.object({ spotId: z.string(), ssoAccessToken: z.string(), exportToken: z.string() })),
     }),
     aws: z.object({
       region: z.string(),

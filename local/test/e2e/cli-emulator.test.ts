@@ -39,6 +39,42 @@ describe('svc-dsr emulator', () => {
     expect(await exited(child)).toBe(0);
   });
 
+  it('serves every site of a multi-site state file and lists each in its connection line', async () => {
+    const path = join(tmpdir(), `svc-dsr-sites-state-${process.pid}.json`);
+    await writeFile(
+      path,
+      JSON.stringify({
+        sites: [
+          { spot_id: 'sp_one', sso_access_token: 'cli-sso-one-5678', users: [{ primary_key: 'u-1' }] },
+          { spot_id: 'sp_two', sso_access_token: 'cli-sso-two-9012', users: [{ primary_key: 'u-2' }] },
+        ],
+      }),
+    );
+    const { child, firstLine } = await spawnCli(['emulator', '--port', '0', '--state', path]);
+    try {
+      const connection = connectionLine
+        .extend({
+          sites: z.array(
+            z.strictObject({ spot_id: z.string(), sso_access_token: z.string(), export_token: z.string() }),
+          ),
+        })
+        .parse(JSON.parse(firstLine));
+      expect(connection.spot_id).toBe('sp_one');
+      expect(connection.sites.map((site) => site.spot_id)).toEqual(['sp_one', 'sp_two']);
+      const own = await fetch(`${connection.url}/sso/v1/user/u-2`, {
+        headers: { 'x-svc-sso-access-token': 'cli-sso-two-9012' },
+      });
+      expect(own.status).toBe(200);
+      const other = await fetch(`${connection.url}/sso/v1/user/u-2`, {
+        headers: { 'x-svc-sso-access-token': 'cli-sso-one-5678' },
+      });
+      expect(other.status).toBe(404);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited(child)).toBe(0);
+  });
+
   it('refuses a bad port with exit code 2 and says what to pass', async () => {
     const result = await runCli(['emulator', '--port', 'eighty']);
     expect(result.code).toBe(2);
