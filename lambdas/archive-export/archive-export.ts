@@ -83,13 +83,16 @@ export async function archiveExport(
     ]);
   const recordCheckpoint = (checkpoint: ArchiveCheckpoint) =>
     record(copyFacts(checkpoint)).then(() => undefined);
-  // The download is a platform call like the others; once it is done the export is no longer open.
+  // The download is a platform call like the others. Once the platform answers it with the
+  // archive, the export is no longer open there: its slot goes to the next request while the copy
+  // runs (a platform that counts it longer refuses that start, and the gate learns its cap).
   await deps.gate.admit();
   const outcome = await deps.archive
     .copy(status.link, key, item.type, {
       ...(carried === undefined ? {} : { checkpoint: checkpointOf(carried) }),
       shouldStop: stopBeforeTimeout(deps.remainingTimeMs),
       onCheckpoint: recordCheckpoint,
+      onDownloadOpened: () => deps.gate.releaseExport(input.request_id),
     })
     .catch(async (error: unknown) => {
       if (error instanceof RequestCancelledError) await abandonCopy(input.request_id, deps);

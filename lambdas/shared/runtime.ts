@@ -83,6 +83,7 @@ export function s3ArchiveStore(
             ...(continuable.checkpoint ? { checkpoint: continuable.checkpoint } : {}),
             shouldStop: continuable.shouldStop,
             onCheckpoint: continuable.onCheckpoint,
+            ...(continuable.onDownloadOpened ? { onDownloadOpened: continuable.onDownloadOpened } : {}),
           },
         );
         if ('done' in outcome) annotate('bytes', outcome.done.bytes);

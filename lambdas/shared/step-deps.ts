@@ -39,6 +39,8 @@ export interface ContinuableCopy {
   readonly shouldStop: () => boolean;
   /** Where the copy stands, as it goes: recorded, so an invocation that dies is carried on from it. */
   readonly onCheckpoint: (checkpoint: ArchiveCheckpoint) => Promise<void>;
+  /** Once the platform answers the download with the archive: the export is no longer open there. */
+  readonly onDownloadOpened?: () => Promise<void>;
 }
 
 /** What a copy that may continue came to: stored and measured, stored but to be proven by a read, or stopped. */

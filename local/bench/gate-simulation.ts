@@ -395,8 +395,9 @@ async function run(client: DynamoDBClient, options: GateSimulationOptions): Prom
   const bytesPerSecond = (timings.linkMegabitsPerSecond * MB) / 8;
   const unused = () => Promise.reject(new Error('not part of the simulation'));
   const archive: ArchiveStore = {
-    copy: async (link) => {
+    copy: async (link, _key, _type, continuable) => {
       const bytes = await platform.download(link);
+      await continuable.onDownloadOpened?.();
       const ms = (bytes / bytesPerSecond) * 1000;
       await sleep(ms);
       copies += 1;

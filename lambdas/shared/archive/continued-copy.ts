@@ -67,6 +67,11 @@ export interface ContinuableCopyOptions extends CopyOptions {
   readonly onCheckpoint?: (checkpoint: CopyCheckpoint) => Promise<void>;
   /** @default 30000 */
   readonly checkpointEveryMs?: number;
+  /**
+   * Called once the platform has answered the download with the archive, before its body is read:
+   * from here the platform no longer counts the export as open. Its failure fails the copy.
+   */
+  readonly onDownloadOpened?: () => Promise<void>;
 }
 
 /** A copy that ended, or stopped for another invocation to go on. */
@@ -134,6 +139,7 @@ export async function copyExportContinuable(
       { signal: connection.signal, watchdog },
       resume === undefined ? undefined : { from, totalBytes: resume.checkpoint.totalBytes },
     );
+    await options.onDownloadOpened?.();
     const declared = declaredLength(response);
     const totalBytes = resume === undefined ? declared : resume.checkpoint.totalBytes;
     // Without an announced size there is no range to ask for later: such a copy runs in one go.

@@ -42,6 +42,36 @@ describe('archiveExport', () => {
     expect((await ledger.require(id)).archive).toMatchObject({ key: archiveKey(id, 1), entries: 4 });
   });
 
+  it('gives its export slot back once the platform answers the download, before the copy ends', async () => {
+    // Prepare
+    const id = await requestIn({
+      svc_user_id: 'svc-1',
+      export_id: 'exp-1',
+      export_status: 'completed',
+      export_attempts: 1,
+      step: 'archiving',
+    });
+    await deps.gate.acquireExport(id);
+    platform.exportStatus.mockResolvedValueOnce({
+      status: 'completed',
+      link: new URL('https://cdn.example.com/x.zip'),
+    } as never);
+    const heldDuringCopy: { before?: boolean; after?: boolean } = {};
+    vi.mocked(deps.archive.copy).mockImplementationOnce(async (_link, _key, _type, continuable) => {
+      heldDuringCopy.before = id in (await deps.gate.exportHolders());
+      await continuable.onDownloadOpened?.();
+      heldDuringCopy.after = id in (await deps.gate.exportHolders());
+      return { kind: 'copied', copied: { bytes: 10, sha256: 'ab'.repeat(32) } };
+    });
+
+    // Act
+    await archiveExport({ request_id: id }, deps);
+
+    // Assess
+    expect(heldDuringCopy).toEqual({ before: true, after: false });
+    expect(id in (await deps.gate.exportHolders())).toBe(false);
+  });
+
   it('records nothing when the stored zip fails verification', async () => {
     // Prepare
     const id = await requestIn({

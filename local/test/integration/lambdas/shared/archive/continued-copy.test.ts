@@ -215,6 +215,39 @@ beforeEach(() => {
 });
 
 describe('copyExportContinuable', () => {
+  it('says once that the platform answered the download, before any part is uploaded, and not when it refused it', async () => {
+    // Prepare
+    const key = `exports/opened-${keys}.zip`;
+    const { s3: watched, commands } = killableClient(() => false);
+    const opened: number[] = [];
+    const copy = (checkpoint?: CopyCheckpoint) =>
+      copyExportContinuable(link(), target(watched, key), {
+        policy: policy(),
+        partSizeBytes: PART,
+        verify: {},
+        checkpointEveryMs: 0,
+        ...(checkpoint === undefined ? {} : { checkpoint }),
+        shouldStop: () => checkpoint === undefined,
+        onCheckpoint: async () => {},
+        onDownloadOpened: async () => {
+          opened.push(commands.filter((command) => command.name === 'UploadPartCommand').length);
+        },
+      });
+
+    // Act
+    const first = await copy();
+    const paused = 'paused' in first ? first.paused : undefined;
+    honourRange = false;
+    const refused = await copy(paused).catch((error: unknown) => error);
+    watched.destroy();
+
+    // Assess: the first copy was told before its first part; the resume the platform would not
+    // answer with the range was never told
+    expect(paused).toBeDefined();
+    expect(opened).toEqual([0]);
+    expect(refused).toBeInstanceOf(DownloadNotResumableError);
+  });
+
   it('stores in three invocations the archive one uninterrupted copy stores, byte for byte', async () => {
     // Prepare
     const whole = `exports/whole-${keys}.zip`;
