@@ -3,7 +3,16 @@ import { InvalidArchiveError, LedgerStateError, RequestCancelledError } from '#s
 import type { ArchiveCopyFacts } from '#shared/ledger';
 import type { ArchiveCheckpoint } from '#shared/step-deps';
 import { archiveExport, archiveKey } from '../../../../lambdas/archive-export/archive-export.ts';
-import { archived, deps, EXPORT_PENDING, ledger, platform, requestIn, useStepWorld } from '../step-world.ts';
+import {
+  archived,
+  deps,
+  EXPORT_PENDING,
+  freshGate,
+  ledger,
+  platform,
+  requestIn,
+  useStepWorld,
+} from '../step-world.ts';
 
 useStepWorld();
 
@@ -51,25 +60,26 @@ describe('archiveExport', () => {
       export_attempts: 1,
       step: 'archiving',
     });
-    await deps.gate.acquireExport(id);
+    const gate = await freshGate();
+    await gate.acquireExport(id);
     platform.exportStatus.mockResolvedValueOnce({
       status: 'completed',
       link: new URL('https://cdn.example.com/x.zip'),
     } as never);
     const heldDuringCopy: { before?: boolean; after?: boolean } = {};
     vi.mocked(deps.archive.copy).mockImplementationOnce(async (_link, _key, _type, continuable) => {
-      heldDuringCopy.before = id in (await deps.gate.exportHolders());
+      heldDuringCopy.before = id in (await gate.exportHolders());
       await continuable.onDownloadOpened?.();
-      heldDuringCopy.after = id in (await deps.gate.exportHolders());
+      heldDuringCopy.after = id in (await gate.exportHolders());
       return { kind: 'copied', copied: { bytes: 10, sha256: 'ab'.repeat(32) } };
     });
 
     // Act
-    await archiveExport({ request_id: id }, deps);
+    await archiveExport({ request_id: id }, { ...deps, gate });
 
     // Assess
     expect(heldDuringCopy).toEqual({ before: true, after: false });
-    expect(id in (await deps.gate.exportHolders())).toBe(false);
+    expect(id in (await gate.exportHolders())).toBe(false);
   });
 
   it('records nothing when the stored zip fails verification', async () => {
