@@ -16,20 +16,26 @@ import {
 
 useStepWorld();
 
+/** A request whose export completed, at the archiving step, and the platform's next status answer with its link. */
+async function completedExportToArchive(): Promise<string> {
+  const id = await requestIn({
+    svc_user_id: 'svc-1',
+    export_id: 'exp-1',
+    export_status: 'completed',
+    export_attempts: 1,
+    step: 'archiving',
+  });
+  platform.exportStatus.mockResolvedValueOnce({
+    status: 'completed',
+    link: new URL('https://cdn.example.com/x.zip'),
+  } as never);
+  return id;
+}
+
 describe('archiveExport', () => {
   it('copies, verifies and records the archive in one ledger write', async () => {
     // Prepare
-    const id = await requestIn({
-      svc_user_id: 'svc-1',
-      export_id: 'exp-1',
-      export_status: 'completed',
-      export_attempts: 1,
-      step: 'archiving',
-    });
-    platform.exportStatus.mockResolvedValueOnce({
-      status: 'completed',
-      link: new URL('https://cdn.example.com/x.zip'),
-    } as never);
+    const id = await completedExportToArchive();
     const writes = vi.spyOn(ledger, 'update');
 
     // Act / Assess
@@ -53,19 +59,9 @@ describe('archiveExport', () => {
 
   it('gives its export slot back once the platform answers the download, before the copy ends', async () => {
     // Prepare
-    const id = await requestIn({
-      svc_user_id: 'svc-1',
-      export_id: 'exp-1',
-      export_status: 'completed',
-      export_attempts: 1,
-      step: 'archiving',
-    });
+    const id = await completedExportToArchive();
     const gate = await freshGate();
     await gate.acquireExport(id);
-    platform.exportStatus.mockResolvedValueOnce({
-      status: 'completed',
-      link: new URL('https://cdn.example.com/x.zip'),
-    } as never);
     const heldDuringCopy: { before?: boolean; after?: boolean } = {};
     vi.mocked(deps.archive.copy).mockImplementationOnce(async (_link, _key, _type, continuable) => {
       heldDuringCopy.before = id in (await gate.exportHolders());
