@@ -966,15 +966,24 @@ const benchEnvSchema = z.object({
   GATE_SIM_PLATFORM_BURST: z.coerce.number().int().positive().optional(),
 });
 
+/** The regimes a run measures: GATE_SIM_REGIMES (like 1 or 1,2), or both. Numbered from 1. */
+export function gateSimulationRegimes(): number[] {
+  const { GATE_SIM_REGIMES } = benchEnvSchema.parse(process.env);
+  return REGIMES.map((_, index) => index + 1).filter(
+    (number) => GATE_SIM_REGIMES === undefined || GATE_SIM_REGIMES.includes(number),
+  );
+}
+
 /**
- * `BENCH_ONLY=gate-simulation`: both regimes (or GATE_SIM_REGIMES) at GATE_SIM_REQUESTS (default
- * 50,000) requests through GATE_SIM_SLOTS export slots (default 25, the stack's), GATE_SIM_CONCURRENCY
- * Lambda environments (default 25); the durations from GATE_SIM_CALL_MS, GATE_SIM_DYNAMO_MS (ranges
- * like 50-300), GATE_SIM_COLD_START_MS, GATE_SIM_COLD_START_SHARE, GATE_SIM_OVERHEAD_MS,
- * GATE_SIM_HANDOVER_MS, GATE_SIM_EXPORT_MB (a range) and GATE_SIM_LINK_MBPS; the platform's limit
- * from GATE_SIM_PLATFORM_RPS and GATE_SIM_PLATFORM_BURST.
+ * `BENCH_ONLY=gate-simulation`, one regime (numbered from 1; `npm run bench` records each in a
+ * section of its own, so a long run of one regime keeps the other's figures) at GATE_SIM_REQUESTS
+ * (default 50,000) requests through GATE_SIM_SLOTS export slots (default 25, the stack's),
+ * GATE_SIM_CONCURRENCY Lambda environments (default 25); the durations from GATE_SIM_CALL_MS,
+ * GATE_SIM_DYNAMO_MS (ranges like 50-300), GATE_SIM_COLD_START_MS, GATE_SIM_COLD_START_SHARE,
+ * GATE_SIM_OVERHEAD_MS, GATE_SIM_HANDOVER_MS, GATE_SIM_EXPORT_MB (a range) and GATE_SIM_LINK_MBPS;
+ * the platform's limit from GATE_SIM_PLATFORM_RPS and GATE_SIM_PLATFORM_BURST.
  */
-export async function gateSimulationBench(): Promise<void> {
+export async function gateSimulationBench(number: number): Promise<void> {
   const env = benchEnvSchema.parse(process.env);
   const timings: Partial<SimulationTimings> = {
     ...(env.GATE_SIM_CALL_MS === undefined ? {} : { platformCallMs: env.GATE_SIM_CALL_MS }),
@@ -989,23 +998,22 @@ export async function gateSimulationBench(): Promise<void> {
   console.log(
     `\nGate simulation: ${env.GATE_SIM_REQUESTS.toLocaleString('en')} requests dropped at once, ${env.GATE_SIM_SLOTS} export slots, ${env.GATE_SIM_CONCURRENCY} Lambda environments, the product's step handlers on dynalite, in virtual time`,
   );
-  for (const [index, regime] of REGIMES.entries()) {
-    if (env.GATE_SIM_REGIMES !== undefined && !env.GATE_SIM_REGIMES.includes(index + 1)) continue;
-    console.log(`Regime ${index + 1}: ${regime.name}`);
-    const result = await simulateGate({
-      requests: env.GATE_SIM_REQUESTS,
-      regime,
-      maxOpenExports: env.GATE_SIM_SLOTS,
-      concurrency: env.GATE_SIM_CONCURRENCY,
-      timings,
-      ...(env.GATE_SIM_PLATFORM_RPS === undefined
-        ? {}
-        : { platformRequestsPerSecond: env.GATE_SIM_PLATFORM_RPS }),
-      ...(env.GATE_SIM_PLATFORM_BURST === undefined ? {} : { platformBurst: env.GATE_SIM_PLATFORM_BURST }),
-      progress: (line) => console.log(line),
-    });
-    printResult(result);
-  }
+  const regime = REGIMES[number - 1];
+  if (regime === undefined) throw new Error(`no regime ${number}: the regimes are 1-${REGIMES.length}`);
+  console.log(`Regime ${number}: ${regime.name}`);
+  const result = await simulateGate({
+    requests: env.GATE_SIM_REQUESTS,
+    regime,
+    maxOpenExports: env.GATE_SIM_SLOTS,
+    concurrency: env.GATE_SIM_CONCURRENCY,
+    timings,
+    ...(env.GATE_SIM_PLATFORM_RPS === undefined
+      ? {}
+      : { platformRequestsPerSecond: env.GATE_SIM_PLATFORM_RPS }),
+    ...(env.GATE_SIM_PLATFORM_BURST === undefined ? {} : { platformBurst: env.GATE_SIM_PLATFORM_BURST }),
+    progress: (line) => console.log(line),
+  });
+  printResult(result);
 }
 
 /** The durations a run was given, as printed beside its figures. */

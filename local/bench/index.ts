@@ -27,7 +27,7 @@
  * 10. `gate-simulation`: GATE_SIM_REQUESTS (default 50,000) requests dropped at once through the
  *    export path, the product's step handlers on dynalite in GATE_SIM_CONCURRENCY Lambda
  *    environments, in virtual time, in two regimes (exports ready in 1-30 min, and in 1-4 h;
- *    GATE_SIM_REGIMES=1 or 2 runs one): calls above the rate, exports above the cap, unmetered
+ *    GATE_SIM_REGIMES=1 or 2 runs one; a section each, gate-simulation-regime-1 and -2): calls above the rate, exports above the cap, unmetered
  *    calls, the share exported before the deadline margin and alarmed at it, the drain against
  *    the margin, slot attempts, transitions and the longest history, backward clock steps, gate
  *    write conflicts and the concurrency used (local/bench/gate-simulation.ts).
@@ -68,7 +68,7 @@ import { SqsPoller } from '#local/runtime/event-source';
 import { startLocalWorkflow } from '#local/runtime/workflow';
 import { synthesizeTemplate } from '../../lib/template.ts';
 import { cliBench } from './cli.ts';
-import { gateSimulationBench } from './gate-simulation.ts';
+import { gateSimulationBench, gateSimulationRegimes } from './gate-simulation.ts';
 import { localMemory, localThroughput } from './local-throughput.ts';
 import { limitedTo } from './memory-limit.ts';
 import { packageBench } from './package.ts';
@@ -815,5 +815,9 @@ if (only.has('package')) await section('package', subjectPackage);
 if (only.has('package-memory')) await section('package-memory', packageMemory);
 if (only.has('local-package')) await section('local-package', localPackage);
 if (only.has('reconciler')) await section('reconciler', reconcilerBench);
-if (only.has('gate-simulation')) await section('gate-simulation', gateSimulationBench);
+if (only.has('gate-simulation')) {
+  for (const number of gateSimulationRegimes()) {
+    await section(`gate-simulation-regime-${number}`, () => gateSimulationBench(number));
+  }
+}
 if (only.has('cli')) await section('cli', cliBench);

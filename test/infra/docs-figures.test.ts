@@ -198,11 +198,11 @@ describe('docs/cost.md', () => {
 describe('docs/cost.md, a mass drop', () => {
   const cost = doc('cost.md');
   const results = readFileSync(new URL('../../local/bench/RESULTS.md', import.meta.url), 'utf8');
-  const section =
-    /<!-- section gate-simulation -->([\s\S]*?)<!-- \/section gate-simulation -->/.exec(results)?.[1] ?? '';
+  const section = (regime: number) =>
+    new RegExp(
+      `<!-- section gate-simulation-regime-${regime} -->([\\s\\S]*?)<!-- /section gate-simulation-regime-${regime} -->`,
+    ).exec(results)?.[1] ?? '';
   const count = (text: string) => Number(text.replace(/,/g, ''));
-  const requests = count(/Gate simulation: ([\d,]+) requests/.exec(section)?.[1] ?? 'NaN');
-  const regimes = section.split(/^Regime \d: /m).slice(1);
   const money = (value: number, digits = 2) => `$${value.toFixed(digits)}`;
 
   it.each([
@@ -210,7 +210,9 @@ describe('docs/cost.md, a mass drop', () => {
     [1, 'exports ready in 1-4 h'],
   ])('prices regime %i (%s) from the transitions and invocations the simulation counted', (index, name) => {
     // Prepare
-    const regime = regimes[index] ?? '';
+    const measured = section(index + 1);
+    const requests = count(/Gate simulation: ([\d,]+) requests/.exec(measured)?.[1] ?? 'NaN');
+    const regime = measured.split(/^Regime \d: /m)[1] ?? '';
     const transitions = count(/state transitions\s+([\d,]+)/.exec(regime)?.[1] ?? 'NaN') / requests;
     const invocations = count(/([\d,]+) invocations/.exec(regime)?.[1] ?? 'NaN') / requests;
 
