@@ -12,6 +12,7 @@ import { ARCHIVE_MAX_EXPANDED_BYTES } from '../lambdas/shared/config.ts';
 import { DEFAULT_TIME_ZONE, isTimeZone } from '../lambdas/shared/deadlines.ts';
 import { DEFAULTS } from '../lambdas/shared/defaults.ts';
 import { downloadPolicySchema } from '../lambdas/shared/download-policy.ts';
+import { DEFAULT_SITE_ID, MAX_SITES, siteIdSchema } from '../lambdas/shared/sites.ts';
 import { DEFAULT_VERIFICATION_POLICY, verificationPolicySchema } from '../lambdas/shared/verification.ts';
 
 /** The cdk.json context key that holds the configuration. */
@@ -63,7 +64,10 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
     'true when the stage holds real subjects\' data (the default), false for a test stage; a stage named "prod" or "production" is always production',
   auditLockMode:
     '"COMPLIANCE" (the default), or "GOVERNANCE" only on a test stage that sets "production": false',
-  spotId: 'the spot id the platform issued for your site, e.g. "sp_AbC123"',
+  spotId:
+    'the spot id the platform issued for your site, e.g. "sp_AbC123"; with several sites, set it per site in "sites" instead',
+  sites:
+    '[{"id": "news", "name": "Example News", "spotId": "sp_AbC123"}, ...]: every site of the controller on the platform, 1-16 of them, each with a short id (1-16 lower-case letters, digits and "-"), the name the subject package shows, its spot id, and optionally "existingSecrets" {"ssoAccessToken", "exportToken"} and its own "platformRequestsPerSecond", "platformBurst" and "platformMaxOpenExports"; or leave it out for one site set by "spotId" (docs/deploy.md "Several sites")',
   platformBaseUrl:
     'the https base URL of the platform API (docs/platform-api.md {base_url}), e.g. "https://api.example.com/api"',
   platformExportUrl: 'the https URL of the export service (docs/platform-api.md {export_url})',
@@ -71,7 +75,7 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   downloadAllowedHosts:
     'a list of hosts export downloads may come from: "host", "host:port" or "*.example.com" (at least two labels after "*.")',
   existingSecrets:
-    'the names of three existing Secrets Manager secrets, {"ssoAccessToken", "exportToken", "auditHmacKey"} (letters, digits and /_+=.@-), and optionally "keyArn", the ARN of the KMS key that encrypts them; or leave it out to have the stack create them',
+    'the names of three existing Secrets Manager secrets, {"ssoAccessToken", "exportToken", "auditHmacKey"} (letters, digits and /_+=.@-), and optionally "keyArn", the ARN of the KMS key that encrypts them; with "sites", only {"auditHmacKey"} (each site names its own tokens); or leave it out to have the stack create them',
   ssoTokenHeader: 'an HTTP header name, e.g. "x-svc-sso-access-token"',
   userIdField: 'a JSON field name of letters, digits and "_", e.g. "svc_user_id"',
   pollInitialSeconds: 'a whole number of seconds from 1 to 3600, at most pollMaxSeconds',
@@ -136,6 +140,27 @@ const allowedHost = downloadPolicySchema.shape.allowedHosts.element.refine(
 
 const secretName = z.string().regex(/^[A-Za-z0-9/_+=.@-]{1,512}$/, 'expected a Secrets Manager secret name');
 
+const spotIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, 'expected 1-128 letters, digits, "_" or "-"');
+
+/**
+ * One site of the controller on the platform: its own account (spot id), tokens and limits. The
+ * limits left out are the top-level ones.
+ */
+const siteSchema = z.strictObject({
+  id: siteIdSchema,
+  name: z
+    .string()
+    .trim()
+    .min(1)
+    .max(100, 'at most 100 characters')
+    .refine((name) => !/\p{Cc}/u.test(name), 'no control characters'),
+  spotId: spotIdSchema,
+  existingSecrets: z.strictObject({ ssoAccessToken: secretName, exportToken: secretName }).optional(),
+  platformRequestsPerSecond: z.number().min(0.1).max(500).optional(),
+  platformBurst: z.number().int().min(1).max(10_000).optional(),
+  platformMaxOpenExports: z.number().int().min(1).max(2_000).optional(),
+});
+
 const baseSchema = z.strictObject({
   stage: z
     .string()
@@ -143,10 +168,7 @@ const baseSchema = z.strictObject({
     .default('dev'),
   production: z.boolean().default(true),
   auditLockMode: z.enum(AUDIT_LOCK_MODES).default('COMPLIANCE'),
-  spotId: z
-    .string()
-    .regex(/^[A-Za-z0-9_-]{1,128}$/, 'expected 1-128 letters, digits, "_" or "-"')
-    .default(PLACEHOLDERS.spotId),
+  spotId: spotIdSchema.default(PLACEHOLDERS.spotId),
   platformBaseUrl: httpsUrl.default(PLACEHOLDERS.platformBaseUrl),
   platformExportUrl: httpsUrl.default(PLACEHOLDERS.platformExportUrl),
   platformActivityUrl: httpsUrl.default(PLACEHOLDERS.platformActivityUrl),
@@ -156,8 +178,9 @@ const baseSchema = z.strictObject({
     .default([...PLACEHOLDERS.downloadAllowedHosts]),
   existingSecrets: z
     .strictObject({
-      ssoAccessToken: secretName,
-      exportToken: secretName,
+      // Required without "sites", refused with them (stackConfigSchema).
+      ssoAccessToken: secretName.optional(),
+      exportToken: secretName.optional(),
       auditHmacKey: secretName,
       keyArn: z
         .string()
@@ -165,6 +188,7 @@ const baseSchema = z.strictObject({
         .optional(),
     })
     .optional(),
+  sites: z.array(siteSchema).min(1).max(MAX_SITES, `at most ${MAX_SITES} sites`).optional(),
   ssoTokenHeader: z
     .string()
     .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/, 'expected an HTTP header name')
@@ -273,6 +297,7 @@ export const stackConfigSchema = baseSchema.superRefine((config, context) => {
       message: `must be longer than retryHorizonHours (${config.retryHorizonHours} h): the deadline margin, so that a request an outage fails after the horizon still has time before its deadline`,
     });
   }
+  siteProblems(config, context);
   const namedProduction = (PRODUCTION_STAGE_NAMES as readonly string[]).includes(config.stage);
   if (namedProduction && config.production === false) {
     context.addIssue({
@@ -291,6 +316,96 @@ export const stackConfigSchema = baseSchema.superRefine((config, context) => {
   }
 });
 export type StackConfig = z.infer<typeof stackConfigSchema>;
+
+/**
+ * What synth refuses of the sites: two sites with one id or one spot id, a spot id or tokens set
+ * both at the top and per site, and tokens of one site configuration missing.
+ */
+function siteProblems(config: z.infer<typeof baseSchema>, context: z.core.$RefinementCtx): void {
+  const tokens = config.existingSecrets;
+  if (config.sites === undefined) {
+    if (tokens !== undefined && (tokens.ssoAccessToken === undefined || tokens.exportToken === undefined)) {
+      context.addIssue({
+        code: 'custom',
+        path: ['existingSecrets'],
+        message: 'names the audit key but not both platform tokens (ssoAccessToken and exportToken)',
+      });
+    }
+    return;
+  }
+  if (config.spotId !== PLACEHOLDERS.spotId) {
+    context.addIssue({
+      code: 'custom',
+      path: ['spotId'],
+      message: 'is set beside "sites": each site has its own spotId, so the top-level one is not used',
+    });
+  }
+  if (tokens?.ssoAccessToken !== undefined || tokens?.exportToken !== undefined) {
+    context.addIssue({
+      code: 'custom',
+      path: ['existingSecrets'],
+      message:
+        'names platform tokens beside "sites": each site names its own in sites[].existingSecrets, and the top level keeps only auditHmacKey (and keyArn)',
+    });
+  }
+  for (const field of ['id', 'spotId'] as const) {
+    const first = new Map<string, number>();
+    for (const [index, site] of config.sites.entries()) {
+      const seen = first.get(site[field]);
+      if (seen === undefined) first.set(site[field], index);
+      else {
+        context.addIssue({
+          code: 'custom',
+          path: ['sites', index, field],
+          message: `is the ${field} of sites[${seen}] too: every site has its own`,
+        });
+      }
+    }
+  }
+}
+
+/** A site as the stack deploys it: its limits resolved from its own settings or the top-level ones. */
+export interface SiteConfig {
+  readonly id: string;
+  readonly name: string;
+  readonly spotId: string;
+  readonly existingSecrets?: { readonly ssoAccessToken: string; readonly exportToken: string };
+  readonly platformRequestsPerSecond: number;
+  readonly platformBurst: number;
+  readonly platformMaxOpenExports: number;
+}
+
+/**
+ * The configured sites, in the configuration's order: `sites`, or the one site that the top-level
+ * spotId, tokens and limits describe, whose id is DEFAULT_SITE_ID and whose name the controller's.
+ */
+export function configuredSites(config: StackConfig): SiteConfig[] {
+  const limits = {
+    platformRequestsPerSecond: config.platformRequestsPerSecond,
+    platformBurst: config.platformBurst,
+    platformMaxOpenExports: config.platformMaxOpenExports,
+  };
+  if (config.sites === undefined) {
+    const tokens = config.existingSecrets;
+    return [
+      {
+        id: DEFAULT_SITE_ID,
+        name: config.controllerName,
+        spotId: config.spotId,
+        ...(tokens?.ssoAccessToken !== undefined && tokens.exportToken !== undefined
+          ? { existingSecrets: { ssoAccessToken: tokens.ssoAccessToken, exportToken: tokens.exportToken } }
+          : {}),
+        ...limits,
+      },
+    ];
+  }
+  return config.sites.map((site) => ({
+    ...site,
+    platformRequestsPerSecond: site.platformRequestsPerSecond ?? limits.platformRequestsPerSecond,
+    platformBurst: site.platformBurst ?? limits.platformBurst,
+    platformMaxOpenExports: site.platformMaxOpenExports ?? limits.platformMaxOpenExports,
+  }));
+}
 export type StackConfigInput = z.input<typeof stackConfigSchema>;
 export type ConfigKey = keyof StackConfig;
 
@@ -323,7 +438,8 @@ export function parseStackConfig(raw: unknown): StackConfig {
  */
 export function placeholderKeys(config: StackConfig): ConfigKey[] {
   const keys: ConfigKey[] = [];
-  if (config.spotId === PLACEHOLDERS.spotId) keys.push('spotId');
+  if (config.sites === undefined && config.spotId === PLACEHOLDERS.spotId) keys.push('spotId');
+  if (config.sites?.some((site) => site.spotId === PLACEHOLDERS.spotId)) keys.push('sites');
   if (config.platformBaseUrl === PLACEHOLDERS.platformBaseUrl) keys.push('platformBaseUrl');
   if (config.platformExportUrl === PLACEHOLDERS.platformExportUrl) keys.push('platformExportUrl');
   if (config.platformActivityUrl === PLACEHOLDERS.platformActivityUrl) keys.push('platformActivityUrl');
@@ -393,6 +509,15 @@ const REPLACED_KEYS: Readonly<Record<string, { readonly by: ConfigKey; readonly 
 
 function describeIssue(issue: z.core.$ZodIssue, input: unknown): string[] {
   const where = `cdk.json "context": { "${CONFIG_CONTEXT_KEY}": { ... } }`;
+  if (issue.code === 'unrecognized_keys' && issue.path.length > 0) {
+    const at = issue.path.map(String).join('.');
+    const [first] = issue.path;
+    return issue.keys.map(
+      (key) =>
+        `svc-dsr config "${at}.${key}": not a setting of "${String(first)}" (received ${show(valueAt(input, [...issue.path, key]))}). ` +
+        `Fix: remove it from ${where}; "${String(first)}" is ${isConfigKey(String(first)) ? CONFIG_HINTS[String(first) as ConfigKey] : 'described in docs/deploy.md'}`,
+    );
+  }
   if (issue.code === 'unrecognized_keys') {
     return issue.keys.map((key) => {
       const replaced = REPLACED_KEYS[key];

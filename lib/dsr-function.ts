@@ -351,6 +351,14 @@ export class DsrFunction extends Construct {
     key: kms.IKey | undefined = secret.encryptionKey,
   ): this {
     this.bindEnvironment(SECRETS[name].env, secret.secretFullArn ?? secret.secretName);
+    return this.grantSecret(secret, key);
+  }
+
+  /**
+   * GetSecretValue on the secret and Decrypt of its key through Secrets Manager, without a variable:
+   * for a site other than the first, whose secret ids are in SITES (lambdas/shared/sites.ts).
+   */
+  grantSecret(secret: secretsmanager.ISecret, key: kms.IKey | undefined = secret.encryptionKey): this {
     // A secret referenced by name has a partial ARN; its full ARN ends in six random characters.
     this.#allow(['secretsmanager:GetSecretValue'], [secret.secretFullArn ?? `${secret.secretArn}-??????`]);
     this.#allowKey(key, ['kms:Decrypt'], 'secretsmanager');

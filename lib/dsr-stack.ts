@@ -53,7 +53,16 @@ import {
   metricDimensions,
 } from '../lambdas/shared/metrics.ts';
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
+import type { PlatformToken } from '../lambdas/shared/platform-schemas.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
+import {
+  DEFAULT_SITE_ID,
+  SITE_IDS_ENV,
+  SITE_SECRET_SUFFIX,
+  SITE_SECRETS_PREFIX_ENV,
+  SITES_ENV,
+  type SiteVariables,
+} from '../lambdas/shared/sites.ts';
 import { workflowExecutionTimeoutSeconds } from '../lambdas/shared/step-handler.ts';
 import { VERIFICATION_POLICY_ENV } from '../lambdas/shared/verification.ts';
 import {
@@ -65,11 +74,13 @@ import {
 } from '../lambdas/steps.ts';
 import {
   CONFIG_CONTEXT_KEY,
+  configuredSites,
   packageSettings,
   parseStackConfig,
   placeholderKeys,
   placeholderNoticeItems,
   retentionDaysForMonths,
+  type SiteConfig,
   type StackConfig,
   StackConfigError,
 } from './config.ts';
@@ -92,6 +103,29 @@ import type { StackOutputName } from './stack-outputs.ts';
 import { stepTimeout } from './step-timeouts.ts';
 
 const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
+
+/** One site's two platform tokens, and the id a function reads each by: its name, or its ARN. */
+export interface SiteSecrets {
+  readonly secrets: Readonly<Record<PlatformToken, secretsmanager.ISecret>>;
+  readonly ids: Readonly<Record<PlatformToken, string>>;
+}
+
+/** The prefix of the names of the token secrets the stack creates for its sites. */
+function siteSecretsPrefix(stackName: string): string {
+  return `${stackName}/sites/`;
+}
+
+/** The name of a token's secret the stack creates for a site other than DEFAULT_SITE_ID (lambdas/shared/sites.ts). */
+export function siteSecretName(stackName: string, site: string, token: PlatformToken): string {
+  return `${siteSecretsPrefix(stackName)}${site}/${SITE_SECRET_SUFFIX[token]}`;
+}
+
+function pascalCase(id: string): string {
+  return id
+    .split('-')
+    .map((part) => part.charAt(0).toUpperCase() + part.slice(1))
+    .join('');
+}
 
 /**
  * BuildPackage's local disk: the archive and the sorts' runs (lambdas/build-package/spill-sort.ts),
@@ -144,8 +178,12 @@ export class DsrStack extends Stack {
   readonly archiveBucket: s3.Bucket;
   readonly auditBucket: s3.Bucket;
   readonly accessLogBucket: s3.Bucket;
-  /** The platform's two tokens and the audit HMAC key, one secret each. */
+  /** The first site's two platform tokens and the audit HMAC key, one secret each. */
   readonly secrets: Readonly<Record<SecretName, secretsmanager.ISecret>>;
+  /** The configured sites, in order (lib/config.ts configuredSites). */
+  readonly sites: readonly SiteConfig[];
+  /** Each site's two platform tokens, by site id, with the id each function reads it by. */
+  readonly siteSecrets: ReadonlyMap<string, SiteSecrets>;
   readonly workflow: DsrWorkflow;
   readonly functions: Readonly<
     Record<StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler' | 'StatusEvents' | 'Operator', DsrFunction>
@@ -166,6 +204,7 @@ export class DsrStack extends Stack {
     this.config = parseStackConfig(props.config ?? this.node.tryGetContext(CONFIG_CONTEXT_KEY));
     const config = this.config;
     this.#refuseDeployWithPlaceholders(config);
+    this.#refuseSeveralSites(config);
 
     const keys = this.#keys();
     this.key = keys.data;
@@ -183,7 +222,10 @@ export class DsrStack extends Stack {
     this.archiveBucket = buckets.archive;
     this.auditBucket = buckets.audit;
     // Secrets: one each, so a function is granted only the ones its calls need.
-    this.secrets = this.#secrets(config);
+    this.sites = configuredSites(config);
+    const secrets = this.#secrets(config, this.sites);
+    this.secrets = secrets.shared;
+    this.siteSecrets = secrets.bySite;
 
     const context = this.#functionContext(config);
     const steps = this.#steps(context);
@@ -217,7 +259,8 @@ export class DsrStack extends Stack {
       this.ledger,
       this.archiveBucket,
       this.auditBucket,
-      ...Object.values(this.secrets),
+      this.secrets.auditHmacKey,
+      ...[...this.siteSecrets.values()].flatMap(({ secrets: site }) => Object.values(site)),
     ]);
     this.#outputs(config);
     this.#guardEnvironmentSizes();
@@ -444,10 +487,12 @@ export class DsrStack extends Stack {
 
   /** What every function shares: log settings, the platform gate's limits, the key of existing secrets. */
   #functionContext(config: StackConfig): FunctionContext {
+    const [first] = this.sites;
+    if (first === undefined) throw new Error('a configuration has at least one site');
     const gateSettings = {
-      PLATFORM_REQUESTS_PER_SECOND: String(config.platformRequestsPerSecond),
-      PLATFORM_BURST: String(config.platformBurst),
-      PLATFORM_MAX_OPEN_EXPORTS: String(config.platformMaxOpenExports),
+      PLATFORM_REQUESTS_PER_SECOND: String(first.platformRequestsPerSecond),
+      PLATFORM_BURST: String(first.platformBurst),
+      PLATFORM_MAX_OPEN_EXPORTS: String(first.platformMaxOpenExports),
       OUTAGE_HORIZON_SECONDS: String(config.retryHorizonHours * 3600),
     };
     return {
@@ -464,11 +509,13 @@ export class DsrStack extends Stack {
 
   /** One function per workflow step, each granted only what its step does. */
   #steps({ config, defaults, gateSettings, secretKey }: FunctionContext): Record<StepName, DsrFunction> {
+    const [first] = this.sites;
+    if (first === undefined) throw new Error('a configuration has at least one site');
     const stepSettings: Record<string, string> = {
       PLATFORM_BASE_URL: config.platformBaseUrl,
       PLATFORM_EXPORT_URL: config.platformExportUrl,
       PLATFORM_ACTIVITY_URL: config.platformActivityUrl,
-      SPOT_ID: config.spotId,
+      SPOT_ID: first.spotId,
       SSO_TOKEN_HEADER: config.ssoTokenHeader,
       USER_ID_FIELD: config.userIdField,
       DOWNLOAD_ALLOWED_HOSTS: config.downloadAllowedHosts.join(','),
@@ -513,6 +560,7 @@ export class DsrStack extends Stack {
         .bindAuditBucket(this.auditBucket)
         .bindSecret('auditHmacKey', this.secrets.auditHmacKey, secretKey);
       for (const token of STEP_TOKENS[step]) fn.bindSecret(token, this.secrets[token], secretKey);
+      this.#bindSites(fn, STEP_TOKENS[step], secretKey);
       // StartExport counts the starts the platform refused for too many open exports (ExportCapAbovePlatform).
       if (step === 'StartExport') {
         fn.bindEnvironment('METRICS_NAMESPACE', METRICS_NAMESPACE);
@@ -651,11 +699,12 @@ export class DsrStack extends Stack {
         PLATFORM_BASE_URL: config.platformBaseUrl,
         PLATFORM_EXPORT_URL: config.platformExportUrl,
         PLATFORM_ACTIVITY_URL: config.platformActivityUrl,
-        SPOT_ID: config.spotId,
+        SPOT_ID: this.sites[0]?.spotId ?? config.spotId,
         DOWNLOAD_ALLOWED_HOSTS: config.downloadAllowedHosts.join(','),
       },
     });
     for (const token of RECONCILER_TOKENS) reconciler.bindSecret(token, this.secrets[token], secretKey);
+    this.#bindSites(reconciler, RECONCILER_TOKENS, secretKey);
     reconciler
       .bindLedger(this.ledger, 'reconciler')
       .bindAuditBucket(this.auditBucket)
@@ -852,30 +901,86 @@ export class DsrStack extends Stack {
     for (const [name, value] of Object.entries(outputs)) new CfnOutput(this, name, { value });
   }
 
-  /** The three secrets: created empty for an operator to set, or the existing ones the config names. */
-  #secrets(config: StackConfig): Record<SecretName, secretsmanager.ISecret> {
-    const ids: Record<SecretName, string> = {
-      ssoAccessToken: 'SsoTokenSecret',
-      exportToken: 'ExportTokenSecret',
-      auditHmacKey: 'AuditKeySecret',
-    };
-    const existing = config.existingSecrets;
-    return mapRecord(ids, (id, name) => {
-      if (existing !== undefined) return secretsmanager.Secret.fromSecretNameV2(this, id, existing[name]);
-      const secret = new secretsmanager.Secret(this, id, {
+  /**
+   * The audit HMAC key and each site's two tokens: created empty for an operator to set, or the
+   * existing ones the config names. The site of a configuration without `sites` (DEFAULT_SITE_ID)
+   * keeps the ids its secrets have always had; every other site's carry its id, and a secret
+   * created for one is named after the stack and the site, which is how the functions find it.
+   */
+  #secrets(
+    config: StackConfig,
+    sites: readonly SiteConfig[],
+  ): { shared: Record<SecretName, secretsmanager.ISecret>; bySite: Map<string, SiteSecrets> } {
+    const secret = (id: string, name: SecretName, existing: string | undefined, secretName?: string) => {
+      if (existing !== undefined) return secretsmanager.Secret.fromSecretNameV2(this, id, existing);
+      const created = new secretsmanager.Secret(this, id, {
         description: `svc-dsr: ${SECRETS[name].what} (a plain string of at least ${SECRETS[name].minLength} characters); set with put-secret-value`,
         encryptionKey: this.key,
         removalPolicy: RemovalPolicy.RETAIN,
+        ...(secretName === undefined ? {} : { secretName }),
       });
       acknowledge(
-        secret,
+        created,
         'AwsSolutions-SMG4',
         name === 'auditHmacKey'
           ? 'Rotating the audit HMAC key would change every subject hash; it is kept for the life of the audit records (docs/audit.md)'
           : 'The tokens are issued by the comment platform, which offers no API to rotate them; rotation is the manual procedure in docs/deploy.md',
       );
-      return secret;
-    });
+      return created;
+    };
+    const audit = secret('AuditKeySecret', 'auditHmacKey', config.existingSecrets?.auditHmacKey);
+    const bySite = new Map<string, SiteSecrets>();
+    for (const site of sites) {
+      const own = site.id === DEFAULT_SITE_ID;
+      const tokens = { ssoAccessToken: 'SsoTokenSecret', exportToken: 'ExportTokenSecret' } as const;
+      const made = mapRecord(tokens, (id, name) => {
+        const existing = site.existingSecrets?.[name];
+        const secretName =
+          own || existing !== undefined ? undefined : siteSecretName(this.stackName, site.id, name);
+        const made = secret(own ? id : `Site${pascalCase(site.id)}${id}`, name, existing, secretName);
+        return { secret: made, id: existing ?? secretName ?? made.secretArn };
+      });
+      bySite.set(site.id, {
+        secrets: mapRecord(made, ({ secret: value }) => value),
+        ids: mapRecord(made, ({ id }) => id),
+      });
+    }
+    const first = bySite.get(sites[0]?.id ?? DEFAULT_SITE_ID);
+    if (first === undefined) throw new Error('a configuration has at least one site');
+    return { shared: { ...first.secrets, auditHmacKey: audit }, bySite };
+  }
+
+  /**
+   * SITE_IDS, the configured sites in order, and SITES, what differs for every site but the first
+   * (its spot id, limits and the ids of the `tokens` the function reads), with GetSecretValue on
+   * those tokens (lambdas/shared/sites.ts siteEnvironment).
+   */
+  #bindSites(fn: DsrFunction, tokens: readonly PlatformToken[], secretKey: kms.IKey | undefined): void {
+    fn.bindEnvironment(SITE_IDS_ENV, this.sites.map((site) => site.id).join(','));
+    const [first, ...others] = this.sites;
+    if (first === undefined || others.length === 0) return;
+    const variables: Record<string, SiteVariables> = {};
+    for (const site of others) {
+      const secrets = this.siteSecrets.get(site.id);
+      if (secrets === undefined) throw new Error(`site "${site.id}" has no secrets`);
+      const own: { -readonly [K in keyof SiteVariables]: SiteVariables[K] } = { spot: site.spotId };
+      for (const token of tokens) {
+        const id = secrets.ids[token];
+        // A secret the stack made for the site is found by its name; any other is named here.
+        if (id !== siteSecretName(this.stackName, site.id, token)) {
+          own[token === 'ssoAccessToken' ? 'sso' : 'export'] = id;
+        }
+        fn.grantSecret(secrets.secrets[token], secretKey);
+      }
+      if (site.platformRequestsPerSecond !== first.platformRequestsPerSecond)
+        own.rps = String(site.platformRequestsPerSecond);
+      if (site.platformBurst !== first.platformBurst) own.burst = String(site.platformBurst);
+      if (site.platformMaxOpenExports !== first.platformMaxOpenExports)
+        own.cap = String(site.platformMaxOpenExports);
+      variables[site.id] = own;
+    }
+    if (tokens.length > 0) fn.bindEnvironment(SITE_SECRETS_PREFIX_ENV, siteSecretsPrefix(this.stackName));
+    fn.bindEnvironment(SITES_ENV, this.toJsonString(variables));
   }
 
   /**
@@ -973,6 +1078,20 @@ export class DsrStack extends Stack {
    * deployment with them would talk to hosts that do not exist. A template rule makes
    * CloudFormation refuse it before any resource is created, and synth warns.
    */
+  /**
+   * A request is answered on every site it covers or not at all: until intake runs a request on
+   * each of several sites, synth refuses a configuration of more than one, rather than deploy a
+   * stack that would answer on the first site alone.
+   */
+  #refuseSeveralSites(config: StackConfig): void {
+    const count = config.sites?.length ?? 1;
+    if (count <= 1) return;
+    Annotations.of(this).addError(
+      `svc-dsr config "sites": lists ${count} sites, and this release runs a request on one site only, so a request would be answered for the first site alone. ` +
+        'Fix: list one site per stack for now (docs/deploy.md "Several sites").',
+    );
+  }
+
   #refuseDeployWithPlaceholders(config: StackConfig): void {
     const keys = placeholderKeys(config);
     if (keys.length === 0) return;

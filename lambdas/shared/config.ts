@@ -4,6 +4,7 @@ import { DEFAULT_TIME_ZONE, isTimeZone } from './deadlines.ts';
 import { DEFAULTS } from './defaults.ts';
 import { ConfigurationError } from './errors.ts';
 import { WAITERS_INDEX } from './export-waiters.ts';
+import { GATE_SITE_ENV, siteIdSchema } from './sites.ts';
 import { VERIFICATION_POLICY_ENV, verificationPolicyEnvSchema } from './verification.ts';
 
 /** A comma-separated list, trimmed, empty entries left out. */
@@ -61,6 +62,11 @@ export const gateEnvSchema = z.object({
    * the functions that give slots back, which hand each slot to the oldest waiter and wake it.
    */
   EXPORT_WAITERS_INDEX: z.literal(WAITERS_INDEX).optional(),
+  /**
+   * The site these limits are of, when it is not the stack's first: its gate items are its own
+   * (sites.ts siteEnvironment sets it; platform-gate.ts gateItemName).
+   */
+  [GATE_SITE_ENV]: siteIdSchema.optional(),
 });
 export type GateEnv = z.infer<typeof gateEnvSchema>;
 

@@ -113,13 +113,20 @@ export class ExportWaiters {
   readonly #succeed: TaskTokenSuccess;
   readonly #logger: WaiterLogger;
   readonly #now: () => number;
+  readonly #queue: string;
 
   constructor(
     dynamo: Pick<DynamoDBClient, 'send'>,
     table: string,
     succeed: TaskTokenSuccess,
-    options: { logger: WaiterLogger; now?: () => number },
+    options: {
+      logger: WaiterLogger;
+      now?: () => number;
+      /** The queue of one site's export slots (platform-gate.ts gateItemName). @default EXPORT_WAITERS_QUEUE */
+      queue?: string;
+    },
   ) {
+    this.#queue = options.queue ?? EXPORT_WAITERS_QUEUE;
     this.#dynamo = dynamo;
     this.#table = table;
     this.#succeed = succeed;
@@ -143,7 +150,7 @@ export class ExportWaiters {
             IndexName: WAITERS_INDEX,
             KeyConditionExpression: '#queue = :queue',
             ExpressionAttributeNames: { '#queue': WAITERS_QUEUE_ATTRIBUTE },
-            ExpressionAttributeValues: marshall({ ':queue': EXPORT_WAITERS_QUEUE }),
+            ExpressionAttributeValues: marshall({ ':queue': this.#queue }),
             ScanIndexForward: true,
             Limit: PAGE_SIZE,
             ...(cursor === undefined ? {} : { ExclusiveStartKey: cursor }),
@@ -268,6 +275,7 @@ export async function recordWaiter(
   requestId: string,
   now: number,
   since: number = now,
+  queue: string = EXPORT_WAITERS_QUEUE,
 ): Promise<number> {
   const answer = await dynamo.send(
     new UpdateItemCommand({
@@ -281,7 +289,7 @@ export async function recordWaiter(
         '#token': 'token',
       },
       ExpressionAttributeValues: marshall({
-        ':queue': EXPORT_WAITERS_QUEUE,
+        ':queue': queue,
         ':request': requestId,
         ':now': now,
         ':since': since,
@@ -302,6 +310,7 @@ export async function waitsBehindOthers(
   dynamo: Pick<DynamoDBClient, 'send'>,
   table: string,
   since: number,
+  queue: string = EXPORT_WAITERS_QUEUE,
 ): Promise<boolean> {
   const answer = await dynamo.send(
     new QueryCommand({
@@ -309,7 +318,7 @@ export async function waitsBehindOthers(
       IndexName: WAITERS_INDEX,
       KeyConditionExpression: '#queue = :queue AND #since < :since',
       ExpressionAttributeNames: { '#queue': WAITERS_QUEUE_ATTRIBUTE, '#since': WAITERS_SINCE_ATTRIBUTE },
-      ExpressionAttributeValues: marshall({ ':queue': EXPORT_WAITERS_QUEUE, ':since': since }),
+      ExpressionAttributeValues: marshall({ ':queue': queue, ':since': since }),
       ScanIndexForward: true,
       Limit: 1,
     }),

@@ -4,7 +4,13 @@ import { type DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { z } from 'zod';
 import { errorName, PlatformCapacityError, PlatformOutageError } from './errors.ts';
-import { type ExportWaiters, forgetWaiter, recordWaiter, waitsBehindOthers } from './export-waiters.ts';
+import {
+  EXPORT_WAITERS_QUEUE,
+  type ExportWaiters,
+  forgetWaiter,
+  recordWaiter,
+  waitsBehindOthers,
+} from './export-waiters.ts';
 
 /**
  * The platform's load control, shared by every Lambda through one small DynamoDB table:
@@ -47,6 +53,15 @@ export const LATE_MS = 100;
 /** The sleep for a slot inside the Lambda, at least: Wait states count whole seconds. */
 const MIN_SLEEP_MS = 2_000;
 const EXPORTS_ITEM = 'exports';
+
+/**
+ * A gate item's key for `site`: the item's own name for the stack's first site (the names a stack
+ * of one site has always had), else the site's id before it, so each site's platform account has
+ * its own rate bucket, circuit and export slots.
+ */
+export function gateItemName(name: string, site: string | undefined): string {
+  return site === undefined ? name : `${site}#${name}`;
+}
 
 /** The circuit's first cool-down; each failed probe doubles it, up to the longest. */
 const FIRST_COOLDOWN_MS = 1_000;
@@ -238,6 +253,8 @@ export class PlatformGate {
   readonly #sleep: (ms: number) => Promise<unknown>;
   readonly #logger: GateLogger | undefined;
   readonly #waiters: Pick<ExportWaiters, 'take'> | undefined;
+  /** The gate's items: the rate bucket's and the export slots' (a site's own, apart from the others'). */
+  readonly #items: { readonly rate: string; readonly exports: string; readonly waiters: string };
   /**
    * When each request that took an export slot in this process had first begun to wait for one,
    * until its start is answered: a start the platform refuses puts the request back in that place.
@@ -263,8 +280,18 @@ export class PlatformGate {
       logger?: GateLogger;
       /** The requests waiting for an export slot: a slot given back is handed to the oldest. @default none: they wait out their backoff */
       waiters?: Pick<ExportWaiters, 'take'>;
+      /**
+       * The site whose limits these are, other than the stack's first: its items are its own
+       * (gateItemName). @default the first site's items, as a stack of one site has them
+       */
+      site?: string;
     } = {},
   ) {
+    this.#items = {
+      rate: gateItemName(RATE_ITEM, options.site),
+      exports: gateItemName(EXPORTS_ITEM, options.site),
+      waiters: gateItemName(EXPORT_WAITERS_QUEUE, options.site),
+    };
     this.#dynamo = dynamo;
     this.#table = table;
     this.#settings = settings;
@@ -374,7 +401,7 @@ export class PlatformGate {
       this.#dynamo.send(
         new UpdateItemCommand({
           TableName: this.#table,
-          Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
+          Key: marshall({ [GATE_KEY]: this.#items.exports }),
           UpdateExpression: 'SET holders.#request = if_not_exists(holders.#request, :now)',
           // No map yet lets the update through to DynamoDB's ValidationException, handled below.
           ConditionExpression: `attribute_not_exists(holders) OR attribute_exists(holders.#request) OR (${UNDER_WORKING_CAP})`,
@@ -393,7 +420,7 @@ export class PlatformGate {
       await this.#dynamo.send(
         new UpdateItemCommand({
           TableName: this.#table,
-          Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
+          Key: marshall({ [GATE_KEY]: this.#items.exports }),
           UpdateExpression: 'SET holders = if_not_exists(holders, :empty)',
           ExpressionAttributeValues: { ':empty': { M: {} } },
         }),
@@ -426,13 +453,20 @@ export class PlatformGate {
   async #queueWaiter(requestId: string, place?: number): Promise<boolean> {
     let since: number | undefined;
     await this.#waiterWrite(async () => {
-      since = await recordWaiter(this.#dynamo, this.#table, requestId, this.#now(), place);
+      since = await recordWaiter(
+        this.#dynamo,
+        this.#table,
+        requestId,
+        this.#now(),
+        place,
+        this.#items.waiters,
+      );
     });
     if (since === undefined || this.#waiters === undefined) return false;
     const recorded = since;
     let behind = false;
     await this.#waiterWrite(async () => {
-      behind = await waitsBehindOthers(this.#dynamo, this.#table, recorded);
+      behind = await waitsBehindOthers(this.#dynamo, this.#table, recorded, this.#items.waiters);
     });
     return behind;
   }
@@ -531,7 +565,7 @@ export class PlatformGate {
     const answer = await this.#dynamo.send(
       new GetItemCommand({
         TableName: this.#table,
-        Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
+        Key: marshall({ [GATE_KEY]: this.#items.exports }),
         ConsistentRead: true,
         ProjectionExpression: 'holders.#request',
         ExpressionAttributeNames: { '#request': requestId },
@@ -570,7 +604,7 @@ export class PlatformGate {
       await this.#dynamo.send(
         new UpdateItemCommand({
           TableName: this.#table,
-          Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
+          Key: marshall({ [GATE_KEY]: this.#items.exports }),
           ...update,
         }),
       );
@@ -599,7 +633,7 @@ export class PlatformGate {
     await this.#dynamo.send(
       new UpdateItemCommand({
         TableName: this.#table,
-        Key: marshall({ [GATE_KEY]: EXPORTS_ITEM }),
+        Key: marshall({ [GATE_KEY]: this.#items.exports }),
         UpdateExpression: `SET learned_cap = :cap, learned_until = :until, refusals = if_not_exists(refusals, :zero) + :one${holds ? ' REMOVE holders.#request' : ''}`,
         ...(holds ? { ExpressionAttributeNames: { '#request': requestId } } : {}),
         ExpressionAttributeValues: marshall({
@@ -670,7 +704,7 @@ export class PlatformGate {
 
   /** The export slots' item as it stands: the holders, and the cap learned from the platform. */
   async exportSlots(): Promise<ExportSlots> {
-    return exportsItemSchema.parse(await this.#readItem(EXPORTS_ITEM));
+    return exportsItemSchema.parse(await this.#readItem(this.#items.exports));
   }
 
   /** The shared bucket and circuit as they stand. */
@@ -679,7 +713,7 @@ export class PlatformGate {
   }
 
   async #readState(): Promise<GateState> {
-    return rateItemSchema.parse(await this.#readItem(RATE_ITEM));
+    return rateItemSchema.parse(await this.#readItem(this.#items.rate));
   }
 
   /** One of the gate's items as it stands, `{}` before its first write. */
@@ -778,7 +812,7 @@ export class PlatformGate {
       const answer = await this.#dynamo.send(
         new UpdateItemCommand({
           TableName: this.#table,
-          Key: marshall({ [GATE_KEY]: RATE_ITEM }),
+          Key: marshall({ [GATE_KEY]: this.#items.rate }),
           UpdateExpression: write.update,
           ConditionExpression: conditions.join(' AND '),
           ExpressionAttributeNames: { '#counter': counter },
@@ -800,7 +834,7 @@ export class PlatformGate {
       await this.#dynamo.send(
         new UpdateItemCommand({
           TableName: this.#table,
-          Key: marshall({ [GATE_KEY]: RATE_ITEM }),
+          Key: marshall({ [GATE_KEY]: this.#items.rate }),
           UpdateExpression:
             'SET version = :next, failures = :failures, opened_at = :opened_at, open_until = :open_until, probe_until = :probe_until, openings = :openings',
           ConditionExpression: 'attribute_not_exists(version) OR version = :version',

@@ -22,13 +22,14 @@ import { REQUEST_TYPE_TAG } from './archive-tags.ts';
 import { AuditTrail } from './audit.ts';
 import { type GateEnv, parseEnv, type StepEnv, stepEnvSchema } from './config.ts';
 import type { DownloadPolicy } from './download-policy.ts';
-import { ExportWaiters, type TaskTokenSuccess } from './export-waiters.ts';
+import { EXPORT_WAITERS_QUEUE, ExportWaiters, type TaskTokenSuccess } from './export-waiters.ts';
 import { Ledger } from './ledger/index.ts';
 import { type PlatformCallGate, PlatformClient } from './platform-client.ts';
-import { PlatformGate } from './platform-gate.ts';
+import { gateItemName, PlatformGate } from './platform-gate.ts';
 import { functionLogger, functionMetrics, traced } from './powertools.ts';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from './sdk-clients.ts';
 import { type FunctionSecrets, functionSecretsFromEnv } from './secrets.ts';
+import { siteEnvironment } from './sites.ts';
 import type { ArchiveStore, StepDeps, StepLogger } from './step-deps.ts';
 
 /** The AWS clients a step needs; in Lambda they are module singletons, locally they point at stand-ins. */
@@ -268,7 +269,11 @@ export function platformGate(
       outageHorizonSeconds: env.OUTAGE_HORIZON_SECONDS,
       maxSleepMs: env.PLATFORM_MAX_SLEEP_SECONDS * 1000,
     },
-    { logger, ...(waiters ? { waiters } : {}) },
+    {
+      logger,
+      ...(waiters ? { waiters } : {}),
+      ...(env.GATE_SITE === undefined ? {} : { site: env.GATE_SITE }),
+    },
   );
 }
 
@@ -283,7 +288,10 @@ export function lambdaExportWaiters(
 ): ExportWaiters | undefined {
   if (env.EXPORT_WAITERS_INDEX === undefined) return undefined;
   const sfn = prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE));
-  return new ExportWaiters(dynamo, env.GATE_TABLE_NAME, sfnTaskSuccess(sfn), { logger });
+  return new ExportWaiters(dynamo, env.GATE_TABLE_NAME, sfnTaskSuccess(sfn), {
+    logger,
+    ...(env.GATE_SITE === undefined ? {} : { queue: gateItemName(EXPORT_WAITERS_QUEUE, env.GATE_SITE) }),
+  });
 }
 
 /** SendTaskSuccess with an empty output: the waiter only needs to know that it may go. */
@@ -325,34 +333,58 @@ export function platformClient(
 
 let lambdaDeps: StepDeps | undefined;
 
-/** The deps of a step running in AWS Lambda: built once per container from its environment. */
+/**
+ * The deps of a step running in AWS Lambda: built once per container from its environment, and
+ * once for each other site the container's requests run on, from its environment as that site has
+ * it (sites.ts siteEnvironment): the site's spot id, tokens, limits and gate items.
+ */
 export function lambdaStepDeps(): StepDeps {
   if (lambdaDeps === undefined) {
-    const env = parseEnv(stepEnvSchema, process.env);
     const logger = functionLogger();
-    const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
-    const exportWaiters = lambdaExportWaiters(env, logger, dynamo);
-    lambdaDeps = buildStepDeps(
-      env,
-      {
-        s3: prepareSdkClient(new S3Client({})),
-        auditS3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
-        dynamo,
-        ...(exportWaiters ? { exportWaiters } : {}),
-      },
-      functionSecretsFromEnv(process.env),
-      logger,
-    );
-    if (env.METRICS_STACK !== undefined) {
+    const clients = {
+      s3: prepareSdkClient(new S3Client({})),
+      auditS3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
+      dynamo: prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE)),
+    };
+    const depsOf = (raw: Record<string, string | undefined>): StepDeps => {
+      const env = parseEnv(stepEnvSchema, raw);
+      const exportWaiters = lambdaExportWaiters(env, logger, clients.dynamo);
+      const deps = buildStepDeps(
+        env,
+        { ...clients, ...(exportWaiters ? { exportWaiters } : {}) },
+        functionSecretsFromEnv(raw),
+        logger,
+      );
+      if (env.METRICS_STACK === undefined) return deps;
       const metrics = functionMetrics(env.METRICS_NAMESPACE, env.METRICS_STACK);
-      lambdaDeps = {
-        ...lambdaDeps,
+      return {
+        ...deps,
         countMetric: (name, value) => {
           metrics.addMetric(name, MetricUnit.Count, value);
           metrics.publishStoredMetrics();
         },
       };
-    }
+    };
+    lambdaDeps = withSites(depsOf(process.env), (site) => depsOf(siteEnvironment(process.env, site)));
   }
   return lambdaDeps;
+}
+
+/**
+ * `deps` answering `forSite` with the deps of each site, built by `build` the first time a request
+ * of that site runs and kept for the container's life.
+ */
+export function withSites(deps: StepDeps, build: (site: string) => StepDeps): StepDeps {
+  const bySite = new Map<string, StepDeps>();
+  return {
+    ...deps,
+    forSite: (site) => {
+      let own = bySite.get(site);
+      if (own === undefined) {
+        own = build(site);
+        bySite.set(site, own);
+      }
+      return own;
+    },
+  };
 }

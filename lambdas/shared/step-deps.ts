@@ -152,4 +152,9 @@ export interface StepDeps {
   readonly logger: StepLogger;
   /** Publishes a count (Powertools Metrics in Lambda). @default nothing is published (local mode, tests) */
   readonly countMetric?: (name: string, value: number) => void;
+  /**
+   * The deps of a request that runs on another site (its id names the site: sites.ts
+   * siteRequestId): that site's platform account, tokens and gate. @default every request runs with these deps
+   */
+  readonly forSite?: (site: string) => StepDeps;
 }

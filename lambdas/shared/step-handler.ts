@@ -6,6 +6,7 @@ import {
   PlatformThrottledError,
   StepInputError,
 } from './errors.ts';
+import { siteOfRequestId } from './sites.ts';
 import type { StepDeps } from './step-deps.ts';
 
 /** A step: its input and output contracts and its domain function. */
@@ -50,9 +51,11 @@ async function runStep<I extends z.ZodType, O extends z.ZodType>(
       `${step.name}: the input does not match the step's contract (${parsed.error.issues.map((issue) => issue.path.join('.') || '(input)').join(', ')})`,
     );
   }
-  const base = await deps();
   const requestId =
     typeof event === 'object' && event !== null && 'request_id' in event ? String(event.request_id) : '';
+  const shared = await deps();
+  const site = siteOfRequestId(requestId);
+  const base = site === undefined || shared.forSite === undefined ? shared : shared.forSite(site);
   const stepDeps: StepDeps = {
     ...base,
     ...(remainingTimeMs === undefined ? {} : { remainingTimeMs }),

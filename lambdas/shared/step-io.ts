@@ -1,13 +1,14 @@
 // The workflow's state as zod schemas: execution input, each step's input and output; no identifiers.
 import { z } from 'zod';
-import { REQUEST_TYPES, requestIdSchema } from './request.ts';
+import { REQUEST_TYPES } from './request.ts';
+import { runRequestIdSchema } from './sites.ts';
 
 /**
  * Workflow state: what the execution input and every step's output may carry. Only request facts
  * and step facts: no primary_key, svc_user_id, names, tokens or links (docs/design.md, "The parts").
  */
 export const executionInputSchema = z.strictObject({
-  request_id: requestIdSchema,
+  request_id: runRequestIdSchema,
   type: z.enum(REQUEST_TYPES),
   regulation: z.enum(['gdpr', 'ccpa']),
 });
@@ -18,7 +19,7 @@ export type ExecutionInput = z.infer<typeof executionInputSchema>;
  * number says whether it is still the request's current run); the ledger holds the rest.
  */
 export const stepInputSchema = z.looseObject({
-  request_id: requestIdSchema,
+  request_id: runRequestIdSchema,
   execution: z.string().min(1).max(80).optional(),
 });
 export type StepInput = z.infer<typeof stepInputSchema>;
@@ -84,7 +85,7 @@ export type CorrectOutput = z.infer<typeof correctOutputSchema>;
 
 const WORKFLOW_OUTCOMES = ['exported', 'erased', 'corrected', 'corrected_with_changes', 'no_data'] as const;
 export const recordOutcomeInputSchema = z.looseObject({
-  request_id: requestIdSchema,
+  request_id: runRequestIdSchema,
   outcome: z.enum(WORKFLOW_OUTCOMES),
 });
 export const recordOutcomeOutputSchema = z.strictObject({
@@ -94,7 +95,7 @@ export const recordOutcomeOutputSchema = z.strictObject({
 
 /** What a Catch puts at `$.error`: the ASL error name and the Lambda's cause string. */
 export const recordFailureInputSchema = z.looseObject({
-  request_id: requestIdSchema,
+  request_id: runRequestIdSchema,
   execution: z.string().min(1).max(80).optional(),
   error: z.looseObject({ Error: z.string(), Cause: z.string().optional() }),
 });

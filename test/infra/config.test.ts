@@ -5,9 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { PACKAGE_PLACEHOLDERS } from '../../lambdas/build-package/settings.ts';
 import { minimisationEnvSchema, stepEnvSchema } from '../../lambdas/shared/config.ts';
 import { DEFAULTS } from '../../lambdas/shared/defaults.ts';
+import { DEFAULT_SITE_ID, MAX_SITES } from '../../lambdas/shared/sites.ts';
 import {
   CONFIG_KEYS,
   type ConfigKey,
+  configuredSites,
   PLACEHOLDERS,
   parseStackConfig,
   placeholderKeys,
@@ -103,6 +105,7 @@ describe('parseStackConfig', () => {
     platformActivityUrl: { value: 42, fix: /https URL of the activity service/ },
     downloadAllowedHosts: { value: [], fix: /list of hosts export downloads may come from/ },
     existingSecrets: { value: 'svc-dsr/platform', fix: /names of three existing Secrets Manager secrets/ },
+    sites: { value: 'news', fix: /every site of the controller/ },
     ssoTokenHeader: { value: 'x token', fix: /HTTP header name/ },
     userIdField: { value: 'user-id', fix: /JSON field name/ },
     pollInitialSeconds: { value: 0, fix: /whole number of seconds from 1 to 3600/ },
@@ -633,5 +636,113 @@ describe('docs/deploy.md', () => {
       if (typeof value === 'number')
         expect({ key, row }).toEqual({ key, row: expect.stringContaining(`\`${value}\``) });
     }
+  });
+});
+
+describe('sites', () => {
+  const news = { id: 'news', name: 'Example News', spotId: 'sp_news' };
+  const shop = { id: 'shop-de', name: 'Example Shop DE', spotId: 'sp_shop', platformMaxOpenExports: 5 };
+
+  it('is one site, "main", with the top-level spot id, tokens and limits when none are listed', () => {
+    // Act
+    const sites = configuredSites(
+      parseStackConfig({
+        spotId: 'sp_live',
+        platformMaxOpenExports: 40,
+        existingSecrets: { ssoAccessToken: 'sso', exportToken: 'export', auditHmacKey: 'audit' },
+      }),
+    );
+
+    // Assess
+    expect(sites).toEqual([
+      expect.objectContaining({
+        id: DEFAULT_SITE_ID,
+        spotId: 'sp_live',
+        platformMaxOpenExports: 40,
+        existingSecrets: { ssoAccessToken: 'sso', exportToken: 'export' },
+      }),
+    ]);
+  });
+
+  it('lists each site in order, its own limits first and the top-level ones for the rest', () => {
+    // Act
+    const sites = configuredSites(parseStackConfig({ platformBurst: 7, sites: [news, shop] }));
+
+    // Assess
+    expect(sites.map((site) => [site.id, site.platformBurst, site.platformMaxOpenExports])).toEqual([
+      ['news', 7, 25],
+      ['shop-de', 7, 5],
+    ]);
+  });
+
+  it('refuses two sites with one id or one spot id, naming the later one', () => {
+    // Act
+    const problems = problemsOf({
+      sites: [news, { ...shop, id: 'news' }, { ...shop, id: 'blog', spotId: 'sp_news' }],
+    });
+
+    // Assess
+    expect(problems).toEqual([
+      expect.stringContaining('"sites.1.id": is the id of sites[0] too'),
+      expect.stringContaining('"sites.2.spotId": is the spotId of sites[0] too'),
+    ]);
+  });
+
+  it('refuses a top-level spot id or platform tokens beside sites: each setting has one place', () => {
+    // Act
+    const problems = problemsOf({
+      spotId: 'sp_live',
+      existingSecrets: { ssoAccessToken: 'sso', exportToken: 'export', auditHmacKey: 'audit' },
+      sites: [news],
+    });
+
+    // Assess
+    expect(problems).toEqual([
+      expect.stringContaining('"spotId": is set beside "sites"'),
+      expect.stringContaining('"existingSecrets": names platform tokens beside "sites"'),
+    ]);
+  });
+
+  it('takes the audit key alone at the top level beside sites', () => {
+    // Act
+    const config = parseStackConfig({ existingSecrets: { auditHmacKey: 'audit' }, sites: [news] });
+
+    // Assess
+    expect(config.existingSecrets).toEqual({ auditHmacKey: 'audit' });
+  });
+
+  it('refuses the audit key alone without sites: the one site needs its tokens', () => {
+    // Act
+    const problems = problemsOf({ existingSecrets: { auditHmacKey: 'audit' } });
+
+    // Assess
+    expect(problems[0]).toContain('"existingSecrets": names the audit key but not both platform tokens');
+  });
+
+  it(`refuses more than ${MAX_SITES} sites, an empty list and a site with an unknown key`, () => {
+    // Act
+    const many = problemsOf({
+      sites: Array.from({ length: MAX_SITES + 1 }, (_, index) => ({
+        ...news,
+        id: `s${index}`,
+        spotId: `sp_${index}`,
+      })),
+    });
+    const empty = problemsOf({ sites: [] });
+    const unknown = problemsOf({ sites: [{ ...news, spot: 'sp_x' }] });
+
+    // Assess
+    expect(many[0]).toContain(`at most ${MAX_SITES} sites`);
+    expect(empty[0]).toContain('"sites"');
+    expect(unknown[0]).toContain('"sites.0.spot": not a setting of "sites"');
+  });
+
+  it('keeps a site on the placeholder spot id from deploying', () => {
+    // Act
+    const keys = placeholderKeys(parseStackConfig({ sites: [news, { ...shop, spotId: 'sp_demo' }] }));
+
+    // Assess
+    expect(keys).toContain('sites');
+    expect(keys).not.toContain('spotId');
   });
 });

@@ -484,6 +484,7 @@ describe('functions', () => {
       'POLL_INITIAL_SECONDS',
       'POLL_MAX_SECONDS',
       'POWERTOOLS_SERVICE_NAME',
+      'SITE_IDS',
       'SPOT_ID',
       'SSO_TOKEN_HEADER',
       'TABLE_NAME',

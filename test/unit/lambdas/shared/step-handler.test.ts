@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { PlatformThrottledError, StepInputError } from '#shared/errors';
-import { makeStepHandler } from '#shared/step-handler';
+import { runRequestIdSchema } from '#shared/sites';
+import type { StepDeps } from '#shared/step-deps';
+import { makeStepHandler, type StepDefinition } from '#shared/step-handler';
 import { resolveSubjectStep } from '../../../../lambdas/resolve-subject/resolve-subject.ts';
 import { deps, platform, requestIn, sleeps, useStepWorld } from '../step-world.ts';
 
@@ -37,5 +40,34 @@ describe('makeStepHandler', () => {
     // Act / Assess
     await expect(handler({ request_id: id })).rejects.toBeInstanceOf(PlatformThrottledError);
     expect(sleeps).toEqual([]);
+  });
+
+  it("runs a site's part of a request with that site's deps, and a request of one site with the function's own", async () => {
+    // Prepare: a step that answers which deps it ran with; each site's deps carry their own attempts
+    const probe: StepDefinition<z.ZodType, z.ZodType> = {
+      name: 'Probe',
+      input: z.object({ request_id: runRequestIdSchema }),
+      output: z.object({ attempts: z.number() }),
+      run: async (_input, given: StepDeps) => ({ attempts: given.exportMaxAttempts }),
+    };
+    const asked: string[] = [];
+    const handler = makeStepHandler(probe, () => ({
+      ...deps,
+      exportMaxAttempts: 1,
+      forSite: (site) => {
+        asked.push(site);
+        return { ...deps, exportMaxAttempts: site === 'shop' ? 7 : 9 };
+      },
+    }));
+    const id = '7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f';
+
+    // Act
+    const own = await handler({ request_id: id });
+    const shop = await handler({ request_id: `${id}.shop` });
+    const blog = await handler({ request_id: `${id}.blog` });
+
+    // Assess
+    expect([own, shop, blog]).toEqual([{ attempts: 1 }, { attempts: 7 }, { attempts: 9 }]);
+    expect(asked).toEqual(['shop', 'blog']);
   });
 });
