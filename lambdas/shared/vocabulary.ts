@@ -40,6 +40,9 @@ export const STATUSES = [
   'denied',
 ] as const;
 
+/** What a completed request came to. */
+export const OUTCOMES = ['exported', 'erased', 'corrected', 'corrected_with_changes', 'no_data'] as const;
+
 /**
  * Why a valid request is denied, as the CCPA §7102 denial categories word them (not verifiable,
  * not made by a consumer, exempt, other), plus GDPR Art. 12(5)'s manifestly unfounded or excessive.

@@ -7,14 +7,13 @@ import { z } from 'zod';
 import type { SideChainKind } from '../audit-chains.ts';
 import { CORRECTABLE_FIELDS } from '../profile-fields.ts';
 import { REQUEST_TYPES } from '../request.ts';
-import { DENIAL_CODES, NOTICE_KINDS, STATUSES } from '../vocabulary.ts';
+import { DENIAL_CODES, NOTICE_KINDS, OUTCOMES, STATUSES } from '../vocabulary.ts';
 
-export { DENIAL_CODES, NOTICE_KINDS, STATUSES };
+export { DENIAL_CODES, NOTICE_KINDS, OUTCOMES, STATUSES };
 
 export type DenialCode = (typeof DENIAL_CODES)[number];
 export type NoticeKind = (typeof NOTICE_KINDS)[number];
 export const STEPS = ['resolving', 'exporting', 'archiving', 'erasing', 'verifying', 'correcting'] as const;
-export const OUTCOMES = ['exported', 'erased', 'corrected', 'corrected_with_changes', 'no_data'] as const;
 export const ERASURE_EVIDENCE = ['delete_answer', 'not_found_after_interrupted_delete'] as const;
 export type ErasureEvidence = (typeof ERASURE_EVIDENCE)[number];
 export const EXPORT_START_OUTCOMES = [
