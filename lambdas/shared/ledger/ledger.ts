@@ -25,6 +25,8 @@ import {
 } from '../errors.ts';
 import { type Corrections, correctionFields } from '../profile-fields.ts';
 import { type DsrRequest, type IntakeWarning, normaliseRequestId } from '../request.ts';
+import { type SiteResult, siteResultSchema } from '../site-outcomes.ts';
+import { siteRequestId } from '../sites.ts';
 import {
   allOf,
   CAN_CANCEL,
@@ -92,6 +94,8 @@ export class Ledger {
       readonly overdue_at_intake?: boolean;
       readonly intake_warnings?: readonly IntakeWarning[];
     },
+    /** What a request in parts (createInParts) adds: its empty results, or a part's site and request. */
+    parts: Pick<LedgerItem, 'site_results' | 'site' | 'parent_request_id'> = {},
   ): Promise<CreateResult> {
     const { corrections, ...rest } = request;
     const { intake_warnings: warnings, ...dates } = deadlines;
@@ -101,8 +105,36 @@ export class Ledger {
       ...dates,
       ...(warnings === undefined || warnings.length === 0 ? {} : { intake_warnings: [...warnings] }),
       ...this.#fresh(request.request_id, fingerprint),
+      ...parts,
       status: 'received',
     });
+  }
+
+  /**
+   * Records a valid request that runs in parts, one per site, as `received`: the request's own
+   * item, whose `site_results` its parts fill in (recordSiteResult), and one item per site, a
+   * request of its own under siteRequestId with its `site` and `parent_request_id`, which the
+   * workflow runs as it runs any request. Each item is created once: intake run again creates the
+   * parts a run cut short, and leaves the others as they are.
+   */
+  async createInParts(
+    request: DsrRequest,
+    fingerprint: string,
+    deadlines: Parameters<Ledger['createReceived']>[2],
+    sites: readonly string[],
+  ): Promise<{ readonly request: CreateResult; readonly parts: readonly CreateResult[] }> {
+    const own = await this.createReceived(request, fingerprint, deadlines, { site_results: {} });
+    const requestId = normaliseRequestId(request.request_id);
+    const parts: CreateResult[] = [];
+    for (const site of sites) {
+      parts.push(
+        await this.createReceived({ ...request, request_id: siteRequestId(requestId, site) }, fingerprint, deadlines, {
+          site,
+          parent_request_id: requestId,
+        }),
+      );
+    }
+    return { request: own, parts };
   }
 
   /** Records an invalid request as `rejected` with every field error, unless the id is already known. */
@@ -739,6 +771,33 @@ export class Ledger {
       if (isConditionalFailure(error)) return undefined;
       throw error;
     }
+  }
+
+  /**
+   * Records where one site's part of a request stands on the request's own item (`site_results`,
+   * lambdas/shared/site-outcomes.ts) and answers the item after. Run again with the same result, it
+   * changes nothing; an older result never replaces a newer one (a stream delivers changes at least
+   * once, not always in order). Answers undefined when the request has no parts or is gone.
+   */
+  async recordSiteResult(
+    requestId: string,
+    site: string,
+    result: SiteResult,
+  ): Promise<LedgerItem | undefined> {
+    const recorded = await this.#updateIf(requestId, {
+      update: 'SET #results.#site = :result, #updated_at = :now',
+      condition:
+        'attribute_exists(request_id) AND attribute_exists(#results) AND (attribute_not_exists(#results.#site) OR #results.#site.#at <= :at)',
+      names: { '#results': 'site_results', '#site': site, '#at': 'at', '#updated_at': 'updated_at' },
+      values: {
+        ':result': siteResultSchema.parse(result),
+        ':at': result.at,
+        ':now': this.clock().toISOString(),
+      },
+    });
+    if (recorded !== undefined) return recorded;
+    const current = await this.get(requestId);
+    return current?.site_results === undefined ? undefined : current;
   }
 
   /**

@@ -7,6 +7,8 @@ import { z } from 'zod';
 import type { SideChainKind } from '../audit-chains.ts';
 import { CORRECTABLE_FIELDS } from '../profile-fields.ts';
 import { REQUEST_TYPES } from '../request.ts';
+import { siteResultSchema } from '../site-outcomes.ts';
+import { siteIdSchema } from '../sites.ts';
 import { DENIAL_CODES, NOTICE_KINDS, OUTCOMES, STATUSES } from '../vocabulary.ts';
 
 export { DENIAL_CODES, NOTICE_KINDS, OUTCOMES, STATUSES };
@@ -209,6 +211,15 @@ export const ledgerItemSchema = z.object({
   type: z.enum(REQUEST_TYPES).optional(),
   regulation: z.enum(['gdpr', 'ccpa']).optional(),
   primary_key: z.string().optional(),
+  /** A site's part of a request (sites.ts siteRequestId): the site it runs on. */
+  site: siteIdSchema.optional(),
+  /** A site's part of a request: the request it is part of. */
+  parent_request_id: z.string().optional(),
+  /**
+   * A request that runs in parts, one per site: where each part stands, by site id
+   * (site-outcomes.ts); the request's status and outcome are derived from them.
+   */
+  site_results: z.record(siteIdSchema, siteResultSchema).optional(),
   /** A correction's field names: kept for as long as the request is. */
   correction_fields: z.array(z.enum(CORRECTABLE_FIELDS)).optional(),
   /**
