@@ -4,6 +4,7 @@ import { AuditChainClosedError, errorCodeOf, SupersededRunError } from '#shared/
 import type { LedgerPatch } from '#shared/ledger';
 import { exportLeftOpen } from '#shared/open-exports';
 import { Redactor } from '#shared/redact';
+import { settlePart } from '#shared/site-parts';
 import type { StepDeps } from '#shared/step-deps';
 import { runOfExecution } from '#shared/step-guards';
 import { recordFailureInputSchema, recordFailureOutputSchema } from '#shared/step-io';
@@ -76,6 +77,8 @@ export async function recordFailure(
     }),
   );
   deps.logger.warn('request failed', { code, step: item.step });
+  // A site's part of a request: the request learns that this site failed, and ends with the last.
+  await settlePart(deps, failed);
   return { status: 'failed', code };
 }
 

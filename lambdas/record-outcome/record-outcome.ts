@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import { platformKeepsFacts } from '#shared/erasure-scope';
 import { LedgerStateError } from '#shared/errors';
 import type { LedgerItem } from '#shared/ledger';
+import { settlePart } from '#shared/site-parts';
 import type { StepDeps } from '#shared/step-deps';
 import { recordOutcomeInputSchema, recordOutcomeOutputSchema } from '#shared/step-io';
 
@@ -78,6 +79,8 @@ export async function recordOutcome(
     final: true,
   });
   deps.logger.info('request completed', { outcome });
+  // A site's part of a request: the request learns what this site came to, and ends with the last.
+  await settlePart(deps, item);
   return { status: 'completed', outcome };
 }
 

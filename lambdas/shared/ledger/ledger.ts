@@ -95,7 +95,7 @@ export class Ledger {
       readonly intake_warnings?: readonly IntakeWarning[];
     },
     /** What a request in parts (createInParts) adds: its empty results, or a part's site and request. */
-    parts: Pick<LedgerItem, 'site_results' | 'site' | 'parent_request_id'> = {},
+    parts: Pick<LedgerItem, 'sites' | 'site_results' | 'site' | 'parent_request_id'> = {},
   ): Promise<CreateResult> {
     const { corrections, ...rest } = request;
     const { intake_warnings: warnings, ...dates } = deadlines;
@@ -123,7 +123,7 @@ export class Ledger {
     deadlines: Parameters<Ledger['createReceived']>[2],
     sites: readonly string[],
   ): Promise<{ readonly request: CreateResult; readonly parts: readonly CreateResult[] }> {
-    const own = await this.createReceived(request, fingerprint, deadlines, { site_results: {} });
+    const own = await this.createReceived(request, fingerprint, deadlines, { sites: [...sites], site_results: {} });
     const requestId = normaliseRequestId(request.request_id);
     const parts: CreateResult[] = [];
     for (const site of sites) {

@@ -211,6 +211,8 @@ export const ledgerItemSchema = z.object({
   type: z.enum(REQUEST_TYPES).optional(),
   regulation: z.enum(['gdpr', 'ccpa']).optional(),
   primary_key: z.string().optional(),
+  /** The sites the request covers, in the configuration's order; none recorded: the default site alone. */
+  sites: z.array(siteIdSchema).optional(),
   /** A site's part of a request (sites.ts siteRequestId): the site it runs on. */
   site: siteIdSchema.optional(),
   /** A site's part of a request: the request it is part of. */
