@@ -8,6 +8,7 @@ import { DENIAL_CODES, NOTICE_KINDS } from '#shared/ledger';
 import { noticeContentSchema } from '#shared/notice-content';
 import { identifierProblem } from '#shared/redact';
 import { CONTROL_CHARACTERS_MESSAGE, hasControlCharacters, rfc3339Instant } from '#shared/request';
+import { runRequestIdSchema } from '#shared/sites';
 
 /** Text kept in an audit record: short, no control characters, no e-mail address or link. */
 export const auditTextSchema = (max: number) =>
@@ -21,7 +22,8 @@ export const auditTextSchema = (max: number) =>
       message: 'must not hold an e-mail address or a link: it is kept in the audit record',
     });
 
-const requestId = z.uuid({ message: 'must be a UUID' });
+/** A request id; a site's part too (sites.ts), which the commands that act on a whole request refuse by name. */
+const requestId = runRequestIdSchema;
 const reason = auditTextSchema(256);
 const instant = z.string().refine((value) => rfc3339Instant(value) !== undefined, {
   message: 'must be an RFC 3339 date-time',
@@ -115,6 +117,16 @@ const endedRuns = {
   archive_versions_removed: z.number().int(),
 };
 
+/**
+ * What a change to a request in parts (one part per site) did to each part: done, or why not (a
+ * part that completed keeps what it did, and is not cancelled, denied or run again).
+ */
+const parts = {
+  parts: z
+    .array(z.object({ request_id: z.string(), site: z.string(), done: z.boolean(), detail: z.string() }))
+    .optional(),
+};
+
 /** What each command answers. */
 export const operatorResultSchemas = {
   cancel: z.object({
@@ -126,6 +138,7 @@ export const operatorResultSchemas = {
     /** `closed` when the workflow had already closed the chain with its own record of the cancel. */
     recorded: z.enum(['appended', 'closed']),
     ...endedRuns,
+    ...parts,
   }),
   deny: z.object({
     request_id: z.string(),
@@ -135,6 +148,7 @@ export const operatorResultSchemas = {
     reason: z.string(),
     notice_due: z.literal('denial'),
     ...endedRuns,
+    ...parts,
   }),
   extend: z.object({
     request_id: z.string(),
@@ -143,6 +157,7 @@ export const operatorResultSchemas = {
     due_at: z.string(),
     reason: z.string(),
     notice: z.object({ channel: z.string(), at: z.string(), reference: z.string().nullable() }),
+    ...parts,
   }),
   retry: z.object({
     request_id: z.string(),
@@ -151,6 +166,7 @@ export const operatorResultSchemas = {
     status: z.enum(['received', 'running']),
     previous_error: z.object({ code: z.string(), message: z.string() }).nullable(),
     started: z.boolean(),
+    ...parts,
   }),
   notice: z.object({
     request_id: z.string(),

@@ -13,6 +13,8 @@ import type { LedgerItem } from '#shared/ledger';
 import { noticeContentFacts } from '#shared/notice-content';
 import { MAX_CLOCK_SKEW_MS, rfc3339Instant } from '#shared/request';
 import { removeAllVersions } from '#shared/runtime';
+import { sitesToRetry } from '#shared/site-outcomes';
+import { siteOfRequestId, siteRequestId } from '#shared/sites';
 import { executionArnOf, sfnLookup } from '../reconciler/aws.ts';
 import type { OperatorCommand, OperatorResult } from './commands.ts';
 import { checkStored, handOutPackage } from './hand-out.ts';
@@ -38,6 +40,18 @@ export async function runOperatorCommand(
   operator: string,
   command: OperatorCommand,
 ): Promise<OperatorResult<OperatorCommand['command']>> {
+  if (WHOLE_REQUEST_COMMANDS.has(command.command)) {
+    const item = await deps.ledger.get(command.request_id);
+    if (item?.parent_request_id !== undefined) {
+      throw new OperatorRefusal(
+        'refused',
+        `request ${item.request_id} is the ${item.site ?? ''} part of request ${item.parent_request_id}: cancel, deny, extend and retry act on the request as a whole (npx svc-dsr ${command.command} ${item.parent_request_id})`,
+      );
+    }
+    if (item?.site_results !== undefined) {
+      return inParts(deps, operator, command as Of<'cancel' | 'deny' | 'extend' | 'retry'>, item);
+    }
+  }
   switch (command.command) {
     case 'cancel':
       return cancel(deps, operator, command);
@@ -57,6 +71,145 @@ export async function runOperatorCommand(
 }
 
 type Of<C extends OperatorCommand['command']> = Extract<OperatorCommand, { command: C }>;
+
+/** The commands that act on a request in parts as a whole: on its own item, then on each part. */
+const WHOLE_REQUEST_COMMANDS = new Set<OperatorCommand['command']>(['cancel', 'deny', 'extend', 'retry']);
+
+type PartResult = { request_id: string; site: string; done: boolean; detail: string };
+
+/**
+ * A change to a request in parts, one part per site (lambdas/shared/site-parts.ts): cancel, deny
+ * and extend change the request's own item, then each part under the same rule, each recorded on
+ * its own chain with who acted; a part the rule refuses (one that completed keeps what it did) is
+ * said so. A retry runs again only the parts that did not complete, and never one that did.
+ */
+async function inParts(
+  deps: OperatorDeps,
+  operator: string,
+  command: Of<'cancel' | 'deny' | 'extend' | 'retry'>,
+  item: LedgerItem,
+): Promise<OperatorResult<OperatorCommand['command']>> {
+  const sites = item.sites ?? [];
+  const partOf = (site: string) => siteRequestId(item.request_id, site);
+  const each = async (
+    chosen: readonly string[],
+    change: (partId: string) => Promise<{ detail: string; done: boolean }>,
+  ): Promise<PartResult[]> => {
+    const results: PartResult[] = [];
+    for (const site of chosen) {
+      const partId = partOf(site);
+      try {
+        results.push({ request_id: partId, site, ...(await change(partId)) });
+      } catch (error) {
+        if (!(error instanceof OperatorRefusal)) throw error;
+        results.push({ request_id: partId, site, done: false, detail: error.message });
+      }
+    }
+    return results;
+  };
+  switch (command.command) {
+    case 'cancel': {
+      const own = await cancel(deps, operator, command);
+      const parts = await each(sites, async (id) => {
+        await cancel(deps, operator, { ...command, request_id: id });
+        return { done: true, detail: 'cancelled' };
+      });
+      return { ...own, parts };
+    }
+    case 'deny': {
+      const own = await deny(deps, operator, command);
+      const parts = await each(sites, async (id) => {
+        await deny(deps, operator, { ...command, request_id: id });
+        return { done: true, detail: 'denied' };
+      });
+      return { ...own, parts };
+    }
+    case 'extend': {
+      const own = await extend(deps, operator, command);
+      const parts = await each(sites, async (id) => {
+        const extended = await extend(deps, operator, { ...command, request_id: id });
+        return { done: true, detail: `due ${extended.due_at}` };
+      });
+      return { ...own, parts };
+    }
+    case 'retry':
+      return retryInParts(deps, operator, command, item, each);
+  }
+}
+
+/**
+ * A retry of a request in parts: the request's own item back open under the ledger's retry rule
+ * (it has no execution of its own), then a retry of each part that did not complete. When no part
+ * could start, the request is failed again, so the retry can be repeated.
+ */
+async function retryInParts(
+  deps: OperatorDeps,
+  operator: string,
+  command: Of<'retry'>,
+  item: LedgerItem,
+  each: (
+    chosen: readonly string[],
+    change: (partId: string) => Promise<{ detail: string; done: boolean }>,
+  ) => Promise<PartResult[]>,
+): Promise<OperatorResult<'retry'>> {
+  const requestId = item.request_id;
+  const chosen = sitesToRetry(item.sites ?? [], item.site_results ?? {});
+  const retried = await ruled(requestId, () =>
+    deps.ledger.retry(requestId, { liveExecution: async () => undefined }),
+  );
+  await recordAction(deps, operator, requestId, {
+    eventId: `Operator:retry-${retried.execution}`,
+    action: 'request_retried',
+    facts: { sites: chosen.join(','), previous_error: retried.before.error?.code ?? null },
+    ...(command.reason === undefined ? {} : { reason: command.reason }),
+  });
+  const executions: string[] = [];
+  const parts = await each(chosen, async (partId) => {
+    const site = siteOfRequestId(partId) ?? '';
+    // Open again before its run starts, so the run's own end is always the later result.
+    await deps.ledger.recordSiteResult(requestId, site, {
+      status: 'running',
+      at: deps.clock().toISOString(),
+    });
+    try {
+      const started = await retry(deps, operator, { ...command, request_id: partId });
+      executions.push(started.execution);
+      return { done: started.started, detail: started.execution };
+    } catch (error) {
+      const part = await deps.ledger.get(partId);
+      if (part !== undefined) {
+        await deps.ledger.recordSiteResult(requestId, site, {
+          status: part.status,
+          ...(part.error === undefined ? {} : { error_code: part.error.code }),
+          at: deps.clock().toISOString(),
+        });
+      }
+      throw error;
+    }
+  });
+  if (!parts.some((part) => part.done)) {
+    await deps.ledger.undoRetry(retried.before, retried);
+    await recordAction(deps, operator, requestId, {
+      eventId: `Operator:retry-${retried.execution}-not-started`,
+      action: 'request_failed',
+      facts: { code: retried.before.error?.code ?? 'retry_not_started', sites: chosen.join(',') },
+      final: true,
+    });
+    throw new OperatorRefusal(
+      'not_started',
+      `no site of request ${requestId} could run again: ${parts.map((part) => `${part.site}: ${part.detail}`).join('; ')}`,
+    );
+  }
+  return {
+    request_id: requestId,
+    execution: executions[0] ?? '',
+    execution_arn: null,
+    status: retried.status,
+    previous_error: retried.before.error ?? null,
+    started: true,
+    parts,
+  };
+}
 
 async function cancel(deps: OperatorDeps, operator: string, command: Of<'cancel'>) {
   const { request_id: requestId, reason } = command;
