@@ -633,6 +633,7 @@ export class DsrStack extends Stack {
       .bindStateMachine(this.workflow.stateMachine, 'start', this.key);
     // The verification gate: the closed list of methods, the types each is accepted for, the maximum age.
     intake.function.addEnvironment(VERIFICATION_POLICY_ENV, JSON.stringify(config.verification));
+    intake.bindEnvironment(SITE_IDS_ENV, this.sites.map((site) => site.id).join(','));
     intake.function.addEventSource(
       new SqsEventSource(this.intakeQueue, {
         batchSize: 10,

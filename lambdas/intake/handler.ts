@@ -61,6 +61,7 @@ function lambdaIntakeDeps(): IntakeDeps {
         metrics.publishStoredMetrics();
       },
       verification: env.VERIFICATION_POLICY,
+      sites: env.SITE_IDS,
     };
   }
   return intakeDeps;

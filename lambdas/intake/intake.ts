@@ -6,6 +6,7 @@ import type { Ledger } from '#shared/ledger';
 import { INTAKE_METRICS } from '#shared/metrics';
 import { redactUrls } from '#shared/redact';
 import { type DsrRequest, parseRequestMessage, requestWarnings, rfc3339Instant } from '#shared/request';
+import { siteRequestId } from '#shared/sites';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
 import { parseStrictJson } from '#shared/strict-json';
@@ -34,6 +35,11 @@ export interface IntakeDeps {
   readonly countMetric?: (name: string, value: number) => void;
   /** The verification gate: the methods the stack knows and the maximum age. @default DEFAULT_VERIFICATION_POLICY */
   readonly verification?: VerificationPolicy;
+  /**
+   * The configured sites, in order (sites.ts). With more than one, a request runs in parts, one per
+   * site it covers (site-parts.ts). @default the one default site
+   */
+  readonly sites?: readonly string[];
 }
 
 /** What became of one message. */
@@ -96,11 +102,16 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
     return deny(body, request, parsed.fingerprint, { deadlines, event, gate }, deps);
   }
   const warnings = requestWarnings(request);
-  const created = await deps.ledger.createReceived(request, parsed.fingerprint, {
+  const dates = {
     ...deadlines,
     ...(overdue ? { overdue_at_intake: true } : {}),
     ...(warnings.length > 0 ? { intake_warnings: warnings } : {}),
-  });
+  };
+  const sites = deps.sites ?? [];
+  const created =
+    sites.length > 1
+      ? (await deps.ledger.createInParts(request, parsed.fingerprint, dates, sites)).request
+      : await deps.ledger.createReceived(request, parsed.fingerprint, dates);
   if (!created.created) {
     const again = await sameIdAgain(body, request.request_id, parsed.fingerprint, created.existing, deps);
     // A crash between the ledger write and StartExecution leaves a received request with no
@@ -376,7 +387,11 @@ function isInfrastructureFailure(error: unknown): boolean {
   );
 }
 
-/** Records the request's intake in its audit chain and starts its execution. */
+/**
+ * Records the request's intake in its audit chain and starts its execution; a request in parts
+ * (recorded with site_results) has no execution of its own: each site's part gets its intake
+ * record, naming the site, and its execution, and the request is then running.
+ */
 async function accept(
   request: DsrRequest,
   event: AuditEvent,
@@ -384,6 +399,20 @@ async function accept(
   chain: { newChain: boolean },
 ): Promise<void> {
   await deps.audit.append(request.request_id, event, chain);
+  const own = await deps.ledger.require(request.request_id);
+  if (own.site_results !== undefined) {
+    for (const site of own.sites ?? []) {
+      const partId = siteRequestId(own.request_id, site);
+      await deps.audit.append(
+        partId,
+        { ...event, facts: { ...event.facts, site, part_of: own.request_id } },
+        chain,
+      );
+      await start(partId, { request_id: partId, type: request.type, regulation: request.regulation }, deps);
+    }
+    await deps.ledger.update(own.request_id, { status: 'running' }, ['received', 'running']);
+    return;
+  }
   await start(
     request.request_id,
     { request_id: request.request_id, type: request.type, regulation: request.regulation },

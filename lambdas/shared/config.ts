@@ -4,7 +4,7 @@ import { DEFAULT_TIME_ZONE, isTimeZone } from './deadlines.ts';
 import { DEFAULTS } from './defaults.ts';
 import { ConfigurationError } from './errors.ts';
 import { WAITERS_INDEX } from './export-waiters.ts';
-import { GATE_SITE_ENV, siteIdSchema } from './sites.ts';
+import { GATE_SITE_ENV, SITE_IDS_ENV, siteIdSchema, siteIdsEnvSchema } from './sites.ts';
 import { VERIFICATION_POLICY_ENV, verificationPolicyEnvSchema } from './verification.ts';
 
 /** A comma-separated list, trimmed, empty entries left out. */
@@ -142,6 +142,8 @@ export const intakeEnvSchema = z.object({
   METRICS_STACK: z.string().min(1),
   /** The verification gate (JSON, stack config `verification`): the known methods and the maximum age. */
   [VERIFICATION_POLICY_ENV]: verificationPolicyEnvSchema,
+  /** The configured sites, in order: with more than one, a request runs in parts (site-parts.ts). */
+  [SITE_IDS_ENV]: siteIdsEnvSchema,
 });
 export type IntakeEnv = z.infer<typeof intakeEnvSchema>;
 
