@@ -13,6 +13,7 @@ import {
 import type { Ledger, LedgerItem, OpenRequest } from '#shared/ledger';
 import { type ExportDrain, exportLeftOpen } from '#shared/open-exports';
 import type { PlatformGate } from '#shared/platform-gate';
+import { settlePart } from '#shared/site-parts';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
 import { type CursorStore, nextPartition, RECONCILED_STATUSES, type ReconcileCursor } from './cursor.ts';
@@ -32,7 +33,10 @@ export const STRANDED_CODE = 'stranded';
 
 /** What the reconciler reads and writes: the ledger, the state machine's executions, a clock. */
 export interface ReconcilerDeps {
-  readonly ledger: Pick<Ledger, 'openRequestsPage' | 'get' | 'claimResume' | 'update' | 'reindexOpen'>;
+  readonly ledger: Pick<
+    Ledger,
+    'openRequestsPage' | 'get' | 'require' | 'claimResume' | 'update' | 'reindexOpen' | 'recordSiteResult'
+  >;
   /**
    * The audit trail: a request the reconciler records failed, or one the state machine's own
    * failure write ended (no Lambda ran to record it), gets the final record that closes its chain.
@@ -336,6 +340,9 @@ async function checkOpenRequest(
   }
   const item = await deps.ledger.get(entry.request_id);
   if (item === undefined || item.status !== status) return 'moved';
+  // A request in parts has no execution of its own: its parts are open requests of their own,
+  // reconciled each, and each tells it when it ends.
+  if (item.site_results !== undefined) return 'live';
   if (Date.parse(item.updated_at) > look.settledBefore) return 'live';
   const latest = latestExecutionName(item.request_id, item.executions);
   const listed = look.known.get(latest);
@@ -461,6 +468,7 @@ async function resumeOrFail(
         [item.status],
       );
       await closeFailedChain(deps, requestId, item.executions, STRANDED_CODE, item.step);
+      await settlePart(deps, await deps.ledger.require(requestId));
       return 'stranded';
     } catch (error) {
       if (
@@ -498,6 +506,8 @@ async function closeUnrecordedFailure(deps: ReconcilerDeps, requestId: string): 
   const item = await deps.ledger.get(requestId);
   if (item === undefined || item.status !== 'failed') return;
   await closeFailedChain(deps, requestId, item.executions, item.error?.code ?? 'unknown', item.step);
+  // A site's part failed by the state machine's own write: its request learns it here.
+  await settlePart(deps, item);
 }
 
 /**

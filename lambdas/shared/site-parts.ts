@@ -1,6 +1,6 @@
 // A site's part of a request that ended, told to the request: its result kept there, and the request's end once every part has ended.
 import { LedgerStateError } from './errors.ts';
-import type { LedgerItem } from './ledger/index.ts';
+import type { Ledger, LedgerItem } from './ledger/index.ts';
 import { requestVerdict, type SiteResult } from './site-outcomes.ts';
 import type { StepDeps } from './step-deps.ts';
 
@@ -15,7 +15,9 @@ export const SITES_FAILED_CODE = 'sites_failed';
  * request from open to ended writes its final record. A request not in parts is left alone.
  */
 export async function settlePart(
-  deps: Pick<StepDeps, 'ledger' | 'audit' | 'clock' | 'logger'>,
+  deps: {
+    readonly ledger: Pick<Ledger, 'recordSiteResult' | 'update' | 'require'>;
+  } & Pick<StepDeps, 'audit' | 'clock' | 'logger'>,
   part: LedgerItem,
 ): Promise<void> {
   if (part.parent_request_id === undefined || part.site === undefined) return;

@@ -6,6 +6,8 @@ import type { ExecutionStatus, ListedStatus } from '#shared/executions';
 import { Ledger, type Status } from '#shared/ledger';
 import { createGateTable, createLedgerTable } from '#shared/ledger/table';
 import { PlatformGate } from '#shared/platform-gate';
+import { SITES_FAILED_CODE } from '#shared/site-parts';
+import { siteRequestId } from '#shared/sites';
 import type { ExecutionInput } from '#shared/step-io';
 import { memoryCursor } from '../../../../lambdas/reconciler/cursor.ts';
 import { ApiPacer, DOCUMENTED_QUOTAS, shareOf } from '../../../../lambdas/reconciler/quota.ts';
@@ -476,5 +478,92 @@ describe('reconcile', () => {
     expect(keptAt?.after).toBeUndefined();
     expect(second).toMatchObject({ complete: true, checked: 2 });
     expect([...second.resumed].sort()).toEqual([...ids].sort());
+  });
+});
+
+describe('reconcile, a request in parts', () => {
+  /** An access request across news and shop, each part running with its first execution. */
+  async function inParts() {
+    tables += 1;
+    const tableName = `reconcile-${tables}`;
+    await createLedgerTable(dynamo.client, tableName);
+    const earlier = new Ledger(dynamo.client, tableName, () => EARLIER);
+    const id = randomUUID();
+    await earlier.createInParts(
+      {
+        request_id: id,
+        type: 'access',
+        regulation: 'gdpr',
+        primary_key: 'u-1',
+        received_at: '2026-11-20T09:00:00Z',
+        verification: { method: 'email_link', verified_by: 'privacy', verified_at: '2026-11-20T09:05:00Z' },
+      },
+      'fp',
+      { due_at: '2026-12-20T09:00:00Z', extension_limit_at: '2027-02-20T09:00:00Z', confirm_by: null },
+      ['news', 'shop'],
+    );
+    await earlier.update(id, { status: 'running' }, ['received']);
+    for (const site of ['news', 'shop']) {
+      await earlier.countFirstRun(siteRequestId(id, site));
+      await earlier.update(siteRequestId(id, site), { status: 'running' }, ['received']);
+    }
+    return { ledger: new Ledger(dynamo.client, tableName, () => NOW), tableName, id };
+  }
+
+  it('never starts an execution for the request itself, and resumes the part whose execution ended', async () => {
+    // Prepare
+    const { ledger, id } = await inParts();
+    const sfn = executions({
+      [siteRequestId(id, 'news')]: 'RUNNING',
+      [siteRequestId(id, 'shop')]: 'TIMED_OUT',
+    });
+
+    // Act
+    const summary = await reconcile(
+      { ledger, ...sfn, clock: () => NOW, logger: silent, ...(await gated()) },
+      { maxResumes: 3, graceSeconds: 60 },
+    );
+
+    // Assess
+    expect(summary.resumed).toEqual([siteRequestId(id, 'shop')]);
+    expect(sfn.started.map(({ name }) => name)).toEqual([`${siteRequestId(id, 'shop')}-retry-2`]);
+    expect(sfn.described).not.toContain(id);
+  });
+
+  it("tells the request of a part the state machine's own write failed, which then fails naming that site", async () => {
+    // Prepare: news completed and told its request; shop failed by the last-resort write
+    const { ledger, tableName, id } = await inParts();
+    const news = await ledger.update(siteRequestId(id, 'news'), { status: 'completed', outcome: 'no_data' }, [
+      'running',
+    ]);
+    await ledger.recordSiteResult(id, 'news', {
+      status: 'completed',
+      outcome: 'no_data',
+      at: news.updated_at,
+    });
+    await dynamo.client.send(
+      new UpdateItemCommand({
+        TableName: tableName,
+        Key: { request_id: { S: siteRequestId(id, 'shop') } },
+        UpdateExpression: 'SET #status = :failed',
+        ExpressionAttributeNames: { '#status': 'status' },
+        ExpressionAttributeValues: { ':failed': { S: 'failed' } },
+      }),
+    );
+    const sfn = executions({ [siteRequestId(id, 'news')]: 'SUCCEEDED' });
+
+    // Act
+    await reconcile(
+      { ledger, ...sfn, clock: () => NOW, logger: silent, ...(await gated()) },
+      { maxResumes: 3, graceSeconds: 0 },
+    );
+
+    // Assess
+    const request = await ledger.require(id);
+    expect(request).toMatchObject({ status: 'failed', error: { code: SITES_FAILED_CODE } });
+    expect(request.error?.message).toContain('failed on shop');
+    expect(sfn.appended.filter(({ requestId }) => requestId === id).map(({ event }) => event.action)).toEqual(
+      ['request_failed'],
+    );
   });
 });
