@@ -33,6 +33,11 @@ export async function activeRequest(
     throw new LedgerStateError('the request was rejected at intake and cannot run');
   if (item.status === 'denied')
     throw new LedgerStateError('the request was denied: it is never exported or erased');
+  // A request in parts is run by its parts, one per site: a run of its own would act on no site.
+  if (item.site_results !== undefined)
+    throw new LedgerStateError(
+      'the request runs in parts, one per site: its parts are run, never the request itself',
+    );
   const primaryKey = item.primary_key;
   if (primaryKey === undefined) throw new LedgerStateError('the ledger item has no subject');
   return { ...item, primary_key: primaryKey };

@@ -133,3 +133,18 @@ describe("a request in parts, as its sites' parts end", () => {
     expect(finalRecordsOf(id).map((event) => event.action)).toEqual(['request_completed']);
   });
 });
+
+describe('a request in parts, run as a whole by mistake', () => {
+  it('is refused by its first step, which acts on no site', async () => {
+    // Prepare
+    const id = await erasureInParts(['news', 'shop']);
+    const { resolveSubject } = await import('../../../../lambdas/resolve-subject/resolve-subject.ts');
+
+    // Act
+    const run = resolveSubject({ request_id: id }, deps);
+
+    // Assess
+    await expect(run).rejects.toThrow('runs in parts');
+    expect(vi.mocked(deps.platform.retrieveUser)).not.toHaveBeenCalled();
+  });
+});
