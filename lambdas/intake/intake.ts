@@ -6,7 +6,7 @@ import type { Ledger } from '#shared/ledger';
 import { INTAKE_METRICS } from '#shared/metrics';
 import { redactUrls } from '#shared/redact';
 import { type DsrRequest, parseRequestMessage, requestWarnings, rfc3339Instant } from '#shared/request';
-import { siteRequestId } from '#shared/sites';
+import { DEFAULT_SITE_ID, siteRequestId, unknownSites } from '#shared/sites';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
 import { parseStrictJson } from '#shared/strict-json';
@@ -90,9 +90,16 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
   const now = (deps.clock ?? (() => new Date()))();
   const intake = intakeRecord(request, deps.timeZone ?? DEFAULT_TIME_ZONE, now);
   const gate = judgeVerification(policy, request);
+  const configured = deps.sites ?? [DEFAULT_SITE_ID];
+  const unknown = unknownSites(request.sites ?? [], configured);
   const errors = [
     ...(intake.event === undefined ? intake.errors : []),
     ...(gate.kind === 'unknown' ? [gate.error] : []),
+    ...(unknown.length > 0
+      ? [
+          `sites: ${unknown.map((id) => `"${id}"`).join(', ')} ${unknown.length === 1 ? 'is not a site' : 'are not sites'} of this stack; the sites are ${configured.map((id) => `"${id}"`).join(', ')}: name those, or leave "sites" out for all of them`,
+        ]
+      : []),
   ];
   if (intake.event === undefined || errors.length > 0) {
     return reject(body, request.request_id, parsed.fingerprint, errors, deps);
@@ -107,9 +114,10 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
     ...(overdue ? { overdue_at_intake: true } : {}),
     ...(warnings.length > 0 ? { intake_warnings: warnings } : {}),
   };
-  const sites = deps.sites ?? [];
+  // The sites it covers, in the configuration's order.
+  const sites = configured.filter((id) => request.sites === undefined || request.sites.includes(id));
   const created =
-    sites.length > 1
+    configured.length > 1
       ? (await deps.ledger.createInParts(request, parsed.fingerprint, dates, sites)).request
       : await deps.ledger.createReceived(request, parsed.fingerprint, dates);
   if (!created.created) {

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { correctionsSchema } from './profile-fields.ts';
 import { identifierProblem } from './redact.ts';
 import { mixesScripts } from './scripts.ts';
+import { requestSitesSchema } from './sites.ts';
 import { parseStrictJson } from './strict-json.ts';
 import { INTAKE_WARNINGS, REQUEST_CHANNELS, REQUEST_TYPES } from './vocabulary.ts';
 
@@ -212,6 +213,8 @@ const requestShapeSchema = z.strictObject({
   channel: z
     .enum(REQUEST_CHANNELS, { message: `must be one of ${REQUEST_CHANNELS.map((c) => `"${c}"`).join(', ')}` })
     .optional(),
+  /** The sites the request covers, by id (sites.ts); left out, every configured site. */
+  sites: requestSitesSchema.optional(),
 });
 
 /** Whether a payload with these type and corrections keys is consistent; checked with the other field errors. */

@@ -123,15 +123,23 @@ export class Ledger {
     deadlines: Parameters<Ledger['createReceived']>[2],
     sites: readonly string[],
   ): Promise<{ readonly request: CreateResult; readonly parts: readonly CreateResult[] }> {
-    const own = await this.createReceived(request, fingerprint, deadlines, { sites: [...sites], site_results: {} });
+    const own = await this.createReceived(request, fingerprint, deadlines, {
+      sites: [...sites],
+      site_results: {},
+    });
     const requestId = normaliseRequestId(request.request_id);
     const parts: CreateResult[] = [];
     for (const site of sites) {
       parts.push(
-        await this.createReceived({ ...request, request_id: siteRequestId(requestId, site) }, fingerprint, deadlines, {
-          site,
-          parent_request_id: requestId,
-        }),
+        await this.createReceived(
+          { ...request, request_id: siteRequestId(requestId, site), sites: undefined },
+          fingerprint,
+          deadlines,
+          {
+            site,
+            parent_request_id: requestId,
+          },
+        ),
       );
     }
     return { request: own, parts };

@@ -44,8 +44,9 @@ beforeEach(() => {
   };
 });
 
-function message(requestId: string): string {
+function message(requestId: string, extra: Record<string, unknown> = {}): string {
   return JSON.stringify({
+    ...extra,
     request_id: requestId,
     type: 'erasure',
     regulation: 'gdpr',
@@ -122,5 +123,45 @@ describe('intake of a stack with several sites', () => {
     // Assess
     expect(started.map(({ name }) => name)).toEqual([id]);
     expect((await ledger.require(id)).site_results).toBeUndefined();
+  });
+
+  it("runs only the sites a request names, in the configuration's order", async () => {
+    // Prepare
+    const id = randomUUID();
+
+    // Act
+    await intakeMessage(message(id, { sites: ['blog', 'news'] }), deps);
+
+    // Assess
+    expect(started.map(({ name }) => name)).toEqual([siteRequestId(id, 'news'), siteRequestId(id, 'blog')]);
+    expect((await ledger.require(id)).sites).toEqual(['news', 'blog']);
+    expect(await ledger.get(siteRequestId(id, 'shop'))).toBeUndefined();
+  });
+
+  it('rejects a request naming a site the stack does not serve, listing the ones it does', async () => {
+    // Prepare
+    const id = randomUUID();
+
+    // Act
+    const result = await intakeMessage(message(id, { sites: ['news', 'forum'] }), deps);
+
+    // Assess
+    expect(result.kind).toBe('rejected');
+    const item = await ledger.require(id);
+    expect(item.status).toBe('rejected');
+    expect(item.rejection_errors).toEqual([
+      'sites: "forum" is not a site of this stack; the sites are "news", "shop", "blog": name those, or leave "sites" out for all of them',
+    ]);
+    expect(started).toEqual([]);
+  });
+
+  it('refuses a site id of the wrong form, or one named twice, as a field error', async () => {
+    // Act
+    const bad = await intakeMessage(message(randomUUID(), { sites: ['News'] }), deps);
+    const twice = await intakeMessage(message(randomUUID(), { sites: ['news', 'news'] }), deps);
+
+    // Assess
+    expect([bad.kind, twice.kind]).toEqual(['rejected', 'rejected']);
+    expect(started).toEqual([]);
   });
 });
