@@ -40,6 +40,8 @@ export interface RequestFlags {
   readonly reference?: string;
   readonly submittedBy?: string;
   readonly channel?: string;
+  /** The sites the request covers, comma-separated (`--sites news,shop`); left out, every site. */
+  readonly sites?: string;
   /** A correction's `field=value` pairs (`--correct`), one per field. */
   readonly correct?: readonly string[];
 }
@@ -148,6 +150,7 @@ const FLAG_OF: Record<string, string> = {
   reference: '--reference',
   submitted_by: '--submitted-by',
   channel: '--channel',
+  sites: '--sites',
   corrections: '--correct',
   ...Object.fromEntries(CORRECTABLE_FIELDS.map((field) => [`corrections.${field}`, `--correct ${field}=`])),
 };
@@ -170,6 +173,9 @@ const CSV_COLUMNS: Record<string, string> = {
   reference: 'reference',
   submitted_by: 'submitted_by',
   channel: 'channel',
+  // Site ids separated by spaces ("news shop"): a comma would need quoting, and ";" is the column
+  // separator of some spreadsheets.
+  sites: 'sites',
   // A correction's new values, one column per profile field; an empty cell corrects nothing.
   ...Object.fromEntries(CORRECTABLE_FIELDS.map((field) => [`corrections.${field}`, `corrections.${field}`])),
 };
@@ -535,6 +541,15 @@ export function requestLines(text: string, file: string): string[] {
   return jsonCandidates(text, shown, '--requests').map(({ value }) => JSON.stringify(value));
 }
 
+/** The site ids of a `--sites` flag or a CSV cell, split at `separator`; the request schema judges them. */
+function siteList(text: string, separator: RegExp): string[] {
+  return text
+    .trim()
+    .split(separator)
+    .map((id) => id.trim())
+    .filter((id) => id !== '');
+}
+
 function requestFromFlags(flags: RequestFlags): Record<string, unknown> {
   const verification = {
     method: flags.verificationMethod,
@@ -551,6 +566,7 @@ function requestFromFlags(flags: RequestFlags): Record<string, unknown> {
     ...(flags.reference === undefined ? {} : { reference: flags.reference }),
     ...(flags.submittedBy === undefined ? {} : { submitted_by: flags.submittedBy }),
     ...(flags.channel === undefined ? {} : { channel: flags.channel }),
+    ...(flags.sites === undefined ? {} : { sites: siteList(flags.sites, /,/) }),
     ...(flags.correct === undefined ? {} : { corrections: correctionsFromFlags(flags.correct) }),
   };
 }
@@ -655,6 +671,7 @@ function csvCandidates(text: string, file: string): Candidate[] {
       if (field === undefined || cell === '') return;
       if (field.startsWith('verification.')) verification[field.slice('verification.'.length)] = cell;
       else if (field.startsWith('corrections.')) corrections[field.slice('corrections.'.length)] = cell;
+      else if (field === 'sites') value.sites = siteList(cell, /\s+/);
       else value[field] = cell;
     });
     if (Object.keys(verification).length > 0) value.verification = verification;
@@ -983,6 +1000,7 @@ export async function submitAction(flags: SubmitFlags): Promise<void> {
     reference: rest.reference,
     submittedBy: rest.submittedBy,
     channel: rest.channel,
+    sites: rest.sites,
     correct: rest.correct,
   };
   const { exitCode } = await withLazyTarget(flags, (connect) =>

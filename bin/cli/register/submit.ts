@@ -41,6 +41,10 @@ export function registerSubmitCommand(program: Command): void {
     .option('--submitted-by <who>', 'who submits the request')
     .option('--channel <channel>', `how the request was made: ${REQUEST_CHANNELS.join(', ')}`)
     .option(
+      '--sites <ids>',
+      'the sites the request covers, comma-separated (default: every site of the stack)',
+    )
+    .option(
       '--correct <field=value>',
       `with --type correction: a profile field and its new value, once per field (${CORRECTABLE_FIELDS.join(', ')}; image_url= removes the image); the values are never printed`,
       (pair: string, earlier: string[] | undefined) => [...(earlier ?? []), pair],
