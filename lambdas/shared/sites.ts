@@ -80,6 +80,11 @@ export function siteOfRequestId(requestId: string): string | undefined {
   return dot === -1 ? undefined : requestId.slice(dot + 1);
 }
 
+/** Whether a request id is a site's part of a request in parts (siteRequestId), not a request of its own. */
+export function isSitePart(requestId: string): boolean {
+  return siteOfRequestId(requestId) !== undefined;
+}
+
 /** The environment variable of the configured site ids, in the configuration's order. */
 export const SITE_IDS_ENV = 'SITE_IDS';
 

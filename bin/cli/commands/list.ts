@@ -224,7 +224,8 @@ async function scanEnded(
     );
     for (const raw of page.Items ?? []) {
       const parsed = ledgerItemSchema.safeParse(raw);
-      if (parsed.success) items.push(parsed.data);
+      // A site's part of a request in parts is listed with its request (status), not on its own.
+      if (parsed.success && parsed.data.parent_request_id === undefined) items.push(parsed.data);
     }
     cursor = page.LastEvaluatedKey;
   } while (cursor !== undefined);

@@ -386,8 +386,11 @@ export async function runReport(
       const named = namedItemSchema.safeParse(raw);
       if (named.success) known.add(named.data.request_id);
       const item = ledgerItemSchema.safeParse(raw);
-      if (item.success) items.push(item.data);
-      else skipped += 1;
+      // §7102 counts requests, not systems: a site's part is counted with its request. Its chain
+      // is known all the same.
+      if (item.success) {
+        if (item.data.parent_request_id === undefined) items.push(item.data);
+      } else skipped += 1;
     }
     cursor = page.LastEvaluatedKey;
     pages += 1;

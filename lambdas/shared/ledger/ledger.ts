@@ -26,7 +26,7 @@ import {
 import { type Corrections, correctionFields } from '../profile-fields.ts';
 import { type DsrRequest, type IntakeWarning, normaliseRequestId } from '../request.ts';
 import { type SiteResult, siteResultSchema } from '../site-outcomes.ts';
-import { siteRequestId } from '../sites.ts';
+import { isSitePart, siteRequestId } from '../sites.ts';
 import {
   allOf,
   CAN_CANCEL,
@@ -1008,7 +1008,8 @@ export class Ledger {
   }
 
   /**
-   * Open requests with this status, earliest due first, optionally only those due before
+   * Open requests with this status, earliest due first (a site's part of a request in parts is
+   * not one: its request is; the reconciler reads the parts page by page), optionally only those due before
    * `dueBefore`: every shard of the open index is queried page by page and the pages merged, so
    * only one page per shard is held at a time.
    */
@@ -1019,7 +1020,7 @@ export class Ledger {
     const shards = Array.from({ length: OPEN_INDEX_SHARDS }, (_, shard) =>
       this.#openShard(`${status}#${shard}`, options),
     );
-    return mergeByDueDate(shards);
+    return requestsOnly(mergeByDueDate(shards));
   }
 
   /**
@@ -1044,7 +1045,9 @@ export class Ledger {
       values[':due'] = options.dueBefore;
     }
     const requests: OpenRequest[] = [];
-    for await (const request of this.#openIndex('scan', filter, values, options)) requests.push(request);
+    for await (const request of this.#openIndex('scan', filter, values, options)) {
+      if (!isSitePart(request.request_id)) requests.push(request);
+    }
     return requests;
   }
 
@@ -1234,6 +1237,11 @@ export class Ledger {
       return { created: false, existing: await this.require(item.request_id) };
     }
   }
+}
+
+/** The requests of `entries`, without the sites' parts of requests in parts. */
+async function* requestsOnly(entries: AsyncGenerator<OpenRequest>): AsyncGenerator<OpenRequest> {
+  for await (const entry of entries) if (!isSitePart(entry.request_id)) yield entry;
 }
 
 /**

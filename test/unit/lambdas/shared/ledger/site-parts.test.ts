@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { computeDeadlines } from '#shared/deadlines';
-import { Ledger } from '#shared/ledger';
+import { Ledger, OPEN_INDEX_SHARDS } from '#shared/ledger';
 import { createLedgerTable } from '#shared/ledger/table';
 import type { DsrRequest } from '#shared/request';
 import { requestVerdict } from '#shared/site-outcomes';
@@ -129,5 +129,42 @@ describe('a request in parts, one per site', () => {
     // Assess
     expect(recorded).toBeUndefined();
     expect((await ledger.get(req.request_id))?.site_results).toBeUndefined();
+  });
+});
+
+describe('the open requests of a ledger with requests in parts', () => {
+  it('are the requests, never their parts: a request is counted and listed once, however many sites it covers', async () => {
+    // Prepare
+    const req = request();
+    const id = req.request_id.toLowerCase();
+    await ledger.createInParts(req, 'fp', deadlines, ['news', 'shop']);
+
+    // Act
+    const listed = await ledger.allOpenRequests(['received']);
+    const merged: string[] = [];
+    for await (const entry of ledger.openRequests('received')) merged.push(entry.request_id);
+
+    // Assess
+    expect(listed.map((entry) => entry.request_id)).toContain(id);
+    expect(listed.some((entry) => entry.request_id.startsWith(`${id}.`))).toBe(false);
+    expect(merged).toContain(id);
+    expect(merged.some((entry) => entry.startsWith(`${id}.`))).toBe(false);
+  });
+
+  it("still shows the reconciler each part, page by page, in the open index's shards", async () => {
+    // Prepare
+    const req = request();
+    const id = req.request_id.toLowerCase();
+    await ledger.createInParts(req, 'fp', deadlines, ['news']);
+
+    // Act
+    const seen: string[] = [];
+    for (let shard = 0; shard < OPEN_INDEX_SHARDS; shard++) {
+      const page = await ledger.openRequestsPage('received', shard, { pageSize: 1000 });
+      seen.push(...page.items.map((entry) => entry.request_id));
+    }
+
+    // Assess
+    expect(seen).toContain(`${id}.news`);
   });
 });
