@@ -1,7 +1,10 @@
 // The `svc-dsr status` command: one request's ledger record, subject identifiers hidden unless asked for.
+
 import { PLATFORM_KEEPS } from '#shared/erasure-scope';
 import { isOwed, type LedgerItem, NOTICE_KINDS, noticesDue } from '#shared/ledger';
 import { INTAKE_WARNING_TEXT, INTAKE_WARNINGS, type IntakeWarning } from '#shared/request';
+import { siteSummary } from '#shared/site-outcomes';
+import { siteRequestId } from '#shared/sites';
 import {
   type CliIo,
   type CommandResult,
@@ -74,6 +77,18 @@ export function describeRequest(item: LedgerItem, showSubject: boolean, now: Dat
       .join(' '),
   );
   add('type', [item.type, item.regulation].filter(Boolean).join(', '));
+  // A request in parts: what each site came to, by its results; a part names its request.
+  if (item.site_results !== undefined) {
+    add('sites', siteSummary(item.sites ?? [], item.site_results));
+    for (const site of item.sites ?? [])
+      add(`  ${site}`, `npx svc-dsr status ${siteRequestId(item.request_id, site)}${targetArgs}`);
+  }
+  if (item.parent_request_id !== undefined) {
+    add(
+      'part of',
+      `request ${item.parent_request_id}, on site ${item.site ?? ''} (act on the request as a whole)`,
+    );
+  }
   add('reference', item.reference);
   add('channel', item.channel);
   add('submitted by', item.submitted_by);

@@ -27,6 +27,31 @@ beforeEach(() => {
 });
 
 describe('runStatus', () => {
+  it('shows what each site of a request in parts came to, and how to follow each part', async () => {
+    // Prepare
+    ledgerMock.on(GetItemCommand).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          status: 'running',
+          sites: ['news', 'shop'],
+          site_results: {
+            news: { status: 'completed', outcome: 'erased', at: '2026-11-20T10:00:00Z' },
+            shop: { status: 'failed', error_code: 'platform_outage', at: '2026-11-20T10:05:00Z' },
+          },
+        }),
+      ),
+    });
+    const io = collectingIo();
+
+    // Act
+    await runStatus(testContext(), { requestId: REQUEST_ID }, io);
+
+    // Assess
+    const text = io.stdout();
+    expect(text).toMatch(/sites\s+erased on 1 \(news\); failed \(platform_outage\) on 1 \(shop\)/);
+    expect(text).toContain(`npx svc-dsr status ${REQUEST_ID}.shop`);
+  });
+
   it('shows status, step, deadlines, export and archive facts, and hides the subject', async () => {
     // Prepare
     ledgerMock.on(GetItemCommand).resolves({
