@@ -1075,24 +1075,24 @@ export class DsrStack extends Stack {
   }
 
   /**
-   * Synth accepts the placeholder defaults (tests and `npm run synth` need no configuration), but a
-   * deployment with them would talk to hosts that do not exist. A template rule makes
-   * CloudFormation refuse it before any resource is created, and synth warns.
-   */
-  /**
-   * A request is answered on every site it covers or not at all: until intake runs a request on
-   * each of several sites, synth refuses a configuration of more than one, rather than deploy a
-   * stack that would answer on the first site alone.
+   * A request is answered on every site it covers, in one package and one evidence check: until
+   * the subject package, local mode and verify --all serve several sites, synth refuses a
+   * configuration of more than one (docs/design.md "Sites").
    */
   #refuseSeveralSites(config: StackConfig): void {
     const count = config.sites?.length ?? 1;
     if (count <= 1) return;
     Annotations.of(this).addError(
-      `svc-dsr config "sites": lists ${count} sites, and this release runs a request on one site only, so a request would be answered for the first site alone. ` +
+      `svc-dsr config "sites": lists ${count} sites; this release runs requests in parts across sites, but its subject package, local mode and verify --all serve one site, so it does not deploy several. ` +
         'Fix: list one site per stack for now (docs/deploy.md "Several sites").',
     );
   }
 
+  /**
+   * Synth accepts the placeholder defaults (tests and `npm run synth` need no configuration), but a
+   * deployment with them would talk to hosts that do not exist. A template rule makes
+   * CloudFormation refuse it before any resource is created, and synth warns.
+   */
   #refuseDeployWithPlaceholders(config: StackConfig): void {
     const keys = placeholderKeys(config);
     if (keys.length === 0) return;
