@@ -57,6 +57,7 @@ import type { PlatformToken } from '../lambdas/shared/platform-schemas.ts';
 import { SECRETS, type SecretName } from '../lambdas/shared/secrets.ts';
 import {
   DEFAULT_SITE_ID,
+  MAX_SITES,
   SITE_IDS_ENV,
   SITE_SECRET_SUFFIX,
   SITE_SECRETS_PREFIX_ENV,
@@ -1133,6 +1134,13 @@ export class DsrStack extends Stack {
     const limit = HISTORY_EVENT_LIMIT.toLocaleString('en-US');
     Annotations.of(this).addInfo(
       `svc-dsr: worst case ${events} events per execution of ${limit} (${budget.polls} export polls)`,
+    );
+    // Each site's part of a request runs in an execution of its own (docs/design.md "Sites"), so
+    // neither the history nor the timeout of an execution grows with the number of sites.
+    const timeout = workflowExecutionTimeoutSeconds(config.pollBudgetSeconds).toLocaleString('en-US');
+    const sites = this.sites.length;
+    Annotations.of(this).addInfo(
+      `svc-dsr: ${sites} site${sites === 1 ? '' : 's'}: every site's part of a request runs in an execution of its own, with at most ${events} events and ${timeout} s (AWS allows ${limit} events and one year), the same for 1 to ${MAX_SITES} sites`,
     );
     if (budget.fraction > SAFE_HISTORY_FRACTION) {
       throw new StackConfigError([

@@ -151,4 +151,29 @@ describe('a stack of several sites', () => {
     expect(errors).toHaveLength(1);
     expect(single.findError('*', Match.anyValue())).toEqual([]);
   });
+
+  it.each([1, 8, MAX_SITES])(
+    "prints the history budget and execution timeout of each part for %i site(s), within AWS's limits",
+    (count) => {
+      // Prepare
+      const listed = Array.from({ length: count }, (_, index) => ({
+        id: `s${index}`,
+        name: `Site ${index}`,
+        spotId: `sp_${index}`,
+      }));
+
+      // Act
+      const { stack: synthesized } = synth({ ...shared, sites: listed });
+      const infos = Annotations.fromStack(synthesized)
+        .findInfo('*', Match.stringLikeRegexp('part of a request runs in an execution of its own'))
+        .map((info) => String(info.entry.data));
+
+      // Assess
+      expect(infos).toHaveLength(1);
+      const [, events, seconds] = /at most ([\d,]+) events and ([\d,]+) s/.exec(infos[0] ?? '') ?? [];
+      expect(Number(events?.replaceAll(',', ''))).toBeLessThanOrEqual(12_500);
+      expect(Number(seconds?.replaceAll(',', ''))).toBeLessThanOrEqual(365 * 86_400);
+      expect(infos[0]).toContain(`${count} site${count === 1 ? '' : 's'}:`);
+    },
+  );
 });
