@@ -36,6 +36,9 @@ export const statusChangedDetailSchema = z.strictObject({
   /** `<request_id>:<status>:<changed_at>`: the same change delivered twice has the same id. */
   event_id: z.string(),
   request_id: z.string(),
+  /** A site's part of a request in parts: its site, and the request it is part of; null for a request. */
+  site: z.string().nullable(),
+  part_of: z.string().nullable(),
   type: z.enum(REQUEST_TYPES).nullable(),
   regulation: z.enum(['gdpr', 'ccpa']).nullable(),
   status: z.enum(STATUSES),
@@ -59,6 +62,8 @@ export type StatusChangedDetail = z.infer<typeof statusChangedDetailSchema>;
 /** The ledger fields an event is built from: nothing else of an item is read. */
 const eventFieldsSchema = ledgerItemSchema.pick({
   request_id: true,
+  site: true,
+  parent_request_id: true,
   status: true,
   type: true,
   regulation: true,
@@ -93,6 +98,8 @@ export function statusChangeOf(change: LedgerChange): StatusChangedDetail | unde
     event_version: STATUS_EVENT_VERSION,
     event_id: `${current.request_id}:${current.status}:${changedAt}`,
     request_id: current.request_id,
+    site: current.site ?? null,
+    part_of: current.parent_request_id ?? null,
     type: current.type ?? null,
     regulation: current.regulation ?? null,
     status: current.status,

@@ -29,6 +29,8 @@ describe('statusChangeOf', () => {
       event_version: 1,
       event_id: `${running.request_id}:running:2026-11-20T09:11:00.000Z`,
       request_id: running.request_id,
+      site: null,
+      part_of: null,
       type: 'access',
       regulation: 'ccpa',
       status: 'running',
@@ -182,5 +184,30 @@ describe('the stream handler', () => {
     await handler(event);
 
     expect(put.map((entry) => JSON.parse(entry.Detail).status)).toEqual(['completed']);
+  });
+
+  it("names the site and the request of a site's part, so each site's change is an event of its own", () => {
+    // Prepare
+    const part = {
+      ...running,
+      request_id: `${running.request_id}.shop`,
+      site: 'shop',
+      parent_request_id: running.request_id,
+    };
+
+    // Act
+    const detail = statusChangeOf({
+      oldImage: part,
+      newImage: { ...part, status: 'failed', error: { code: 'platform_outage', message: 'down' } },
+    });
+
+    // Assess
+    expect(detail).toMatchObject({
+      request_id: `${running.request_id}.shop`,
+      site: 'shop',
+      part_of: running.request_id,
+      status: 'failed',
+      error_code: 'platform_outage',
+    });
   });
 });
