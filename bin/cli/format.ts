@@ -8,6 +8,7 @@ import {
   hasControlCharacters,
   normaliseRequestId,
 } from '#shared/request';
+import { runRequestIdSchema } from '#shared/sites';
 import { CliError, EXIT } from './io.ts';
 
 /** Every character of DISPLAY_CONTROLS, to be shown as an escape. */
@@ -152,8 +153,13 @@ export function describeDue(dueAt: string | undefined, now: Date): string {
   return `in ${left} day${left === 1 ? '' : 's'}`;
 }
 
+/** A request id, or a site's part of one (a UUID, a dot and the site's id), in lower case as stored. */
 const requestIdSchema = z
-  .uuid('must be a request id (a UUID, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f)')
+  .string()
+  .refine(
+    (value) => runRequestIdSchema.safeParse(value).success,
+    "must be a request id (a UUID, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f, or a site's part of one, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f.news)",
+  )
   .transform(normaliseRequestId);
 
 /** Validates a request-id argument (exit 2 when it cannot be one); answers it in lower case, as stored. */

@@ -20,10 +20,12 @@ import {
 import { ConfigurationError } from '#shared/errors';
 import { type ArchiveFacts, isTerminal, type LedgerItem, SIDE_CHAINS } from '#shared/ledger';
 import { MAX_CLOCK_SKEW_MS } from '#shared/request';
+import { siteRequestId } from '#shared/sites';
 import { closingRecord, lastRecordOf, ledgerMismatches, ruleProblems } from '../evidence/ledger-facts.ts';
 import {
   type CliIo,
   type CommandResult,
+  collectingIo,
   formatTable,
   parseRequestId,
   processIo,
@@ -80,6 +82,11 @@ export interface VerifyResult {
    */
   readonly findings: readonly { readonly check: VerifyAllCheck; readonly detail: string }[];
   readonly side_chains: readonly SideChainCheck[];
+  /**
+   * A request in parts: each site's part verified as a request of its own (its archive, its
+   * package, its chains), which the request holds only when every part holds.
+   */
+  readonly parts?: readonly { readonly request_id: string; readonly site: string; readonly ok: boolean }[];
 }
 
 /**
@@ -132,12 +139,21 @@ export async function runVerify(
     })),
     ...ruleProblems(chain, notices).map((detail) => ({ check: 'rule_broken' as const, detail })),
   ];
+  const parts: { request_id: string; site: string; ok: boolean }[] = [];
+  if (item.site_results !== undefined) {
+    for (const site of item.sites ?? []) {
+      const partId = siteRequestId(item.request_id, site);
+      const part = await runVerify(context, { requestId: partId, json: true }, collectingIo());
+      parts.push({ request_id: partId, site, ok: part.result.ok });
+    }
+  }
   const ok =
     archiveHolds(archive) &&
     archiveHolds(subjectPackage) &&
     audit.ok &&
     findings.length === 0 &&
-    sideChains.every((side) => side.findings.length === 0);
+    sideChains.every((side) => side.findings.length === 0) &&
+    parts.every((part) => part.ok);
   const result: VerifyResult = {
     request_id: requestId,
     ok,
@@ -146,6 +162,7 @@ export async function runVerify(
     audit,
     findings,
     side_chains: sideChains,
+    ...(parts.length === 0 ? {} : { parts }),
   };
   if (options.json === true) writeJson(io, result);
   else io.out(describe(result));
@@ -292,6 +309,13 @@ function describe(result: VerifyResult): string {
     } else {
       lines.push(`${name} OK: ${side.records} record(s) chained, head ${side.head}, as the ledger holds it`);
     }
+  }
+  for (const part of result.parts ?? []) {
+    lines.push(
+      part.ok
+        ? `site     ${part.site} OK: ${part.request_id} verified`
+        : `site     ${part.site} FAILED: npx svc-dsr verify ${part.request_id} says why`,
+    );
   }
   lines.push(result.ok ? `verified ${result.request_id}` : `verification of ${result.request_id} FAILED`);
   return `${lines.join('\n')}\n`;
