@@ -59,10 +59,12 @@ async function storedRequest(
     subjectPackage?: Buffer;
     type?: 'access' | 'erasure';
     archive?: { key: string; bytes: number; sha256: string; verified_at: string } | null;
+    /** A site's part of a request in parts: its id. @default a request id of its own */
+    id?: string;
   } = {},
 ): Promise<{ requestId: string; key: string; packageKey: string }> {
   counter += 1;
-  const requestId = `7d3c2f9e-1b4a-4c8e-9f2d-${String(counter).padStart(12, '0')}`;
+  const requestId = options.id ?? `7d3c2f9e-1b4a-4c8e-9f2d-${String(counter).padStart(12, '0')}`;
   const key = `exports/${requestId}/attempt-1.zip`;
   const packageKey = `exports/${requestId}/subject-package.zip`;
   const archive =
@@ -141,6 +143,70 @@ async function storedRequest(
 }
 
 describe('runVerify', () => {
+  it("verifies each site's part of a request in parts, and fails the request when one part does not hold", async () => {
+    // Prepare: exported on news, no data on shop; the request's own chain ends with what each came to
+    counter += 1;
+    const requestId = `7d3c2f9e-1b4a-4c8e-9f2d-${String(counter).padStart(12, '0')}`;
+    const news = await storedRequest({ id: `${requestId}.news` });
+    await storedRequest({ id: `${requestId}.shop`, archive: null });
+    const written = new Date('2026-11-20T10:00:02.000Z');
+    const trail = new AuditTrail(
+      { s3, bucket: 'audit' },
+      {
+        hmacKey: () => 'k'.repeat(32),
+        clock: () => {
+          simulatedNow = written;
+          return written;
+        },
+      },
+    );
+    await trail.append(requestId, {
+      eventId: 'Intake',
+      step: 'Intake',
+      action: 'request_received',
+      facts: {},
+    });
+    await trail.append(requestId, {
+      eventId: 'SettleParts:completed',
+      step: 'RecordOutcome',
+      action: 'request_completed',
+      facts: { outcome: 'exported', sites: 'exported on 1 (news); no data on 1 (shop)' },
+      final: true,
+    });
+    const at = '2026-11-20T10:00:00.000Z';
+    ledgerMock.on(GetItemCommand, { Key: { request_id: { S: requestId } } }).resolves({
+      Item: storedItem(
+        ledgerRecord({
+          request_id: requestId,
+          status: 'completed',
+          step: undefined,
+          outcome: 'exported',
+          sites: ['news', 'shop'],
+          site_results: {
+            news: { status: 'completed', outcome: 'exported', at },
+            shop: { status: 'completed', outcome: 'no_data', at },
+          },
+        }),
+      ),
+    });
+    const holds = await runVerify(testContext({ s3 }), { requestId }, collectingIo());
+    await s3.send(new PutObjectCommand({ Bucket: 'archives', Key: news.key, Body: Buffer.from('swapped') }));
+    const io = collectingIo();
+
+    // Act
+    const { exitCode, result } = await runVerify(testContext({ s3 }), { requestId }, io);
+
+    // Assess
+    expect(holds.result.findings).toEqual([]);
+    expect(holds.exitCode).toBe(0);
+    expect(exitCode).toBe(1);
+    expect(result.parts).toEqual([
+      { request_id: `${requestId}.news`, site: 'news', ok: false },
+      { request_id: `${requestId}.shop`, site: 'shop', ok: true },
+    ]);
+    expect(io.stdout()).toContain(`site     news FAILED: npx svc-dsr verify ${requestId}.news says why`);
+  });
+
   it('exits 0 when the stored archive matches the ledger and the audit chain holds', async () => {
     // Prepare
     const { requestId } = await storedRequest();
