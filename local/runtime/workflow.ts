@@ -16,13 +16,13 @@ import { type IntakeObserver, makeIntakeHandler } from '../../lambdas/intake/han
 import type { IntakeDeps } from '../../lambdas/intake/intake.ts';
 import { type AuditTrail, MINIMUM_RETENTION_MONTHS } from '../../lambdas/shared/audit.ts';
 import { CALLERS, runAsCaller } from '../../lambdas/shared/call-recorder.ts';
-import { stepEnvSchema } from '../../lambdas/shared/config.ts';
-import { ExportWaiters } from '../../lambdas/shared/export-waiters.ts';
+import { type StepEnv, stepEnvSchema } from '../../lambdas/shared/config.ts';
+import { EXPORT_WAITERS_QUEUE, ExportWaiters } from '../../lambdas/shared/export-waiters.ts';
 import type { Ledger } from '../../lambdas/shared/ledger/index.ts';
 import { createGateTable, createLedgerTable } from '../../lambdas/shared/ledger/table.ts';
 import { type ExportDrain, platformExportDrain } from '../../lambdas/shared/open-exports.ts';
-import type { PlatformGate } from '../../lambdas/shared/platform-gate.ts';
-import { buildStepDeps, platformClient, sfnTaskSuccess } from '../../lambdas/shared/runtime.ts';
+import { gateItemName, type PlatformGate } from '../../lambdas/shared/platform-gate.ts';
+import { buildStepDeps, platformClient, sfnTaskSuccess, withSites } from '../../lambdas/shared/runtime.ts';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '../../lambdas/shared/sdk-clients.ts';
 import {
   type SecretName,
@@ -30,6 +30,7 @@ import {
   type SecretValues,
   secretsManagerReaders,
 } from '../../lambdas/shared/secrets.ts';
+import { SITE_IDS_ENV, SITES_ENV, siteEnvironment, siteIdsEnvSchema } from '../../lambdas/shared/sites.ts';
 import type { StepDeps, StepLogger } from '../../lambdas/shared/step-deps.ts';
 import { type AnyStep, makeStepHandler } from '../../lambdas/shared/step-handler.ts';
 import type { ExecutionInput } from '../../lambdas/shared/step-io.ts';
@@ -73,6 +74,14 @@ export interface PlatformEndpoint {
 export interface LocalWorkflowOptions {
   readonly aws: AwsStandIns;
   readonly platform: PlatformEndpoint;
+  /**
+   * The tokens of each configured site but the first (the template's SITE_IDS, in order), whose
+   * spot ids the template holds: the platform serves every site at `platform.url`.
+   * @default the template's sites but the first have none, as a stack of one site
+   */
+  readonly siteTokens?: Readonly<
+    Record<string, { readonly ssoAccessToken: string; readonly exportToken: string }>
+  >;
   /** Every Wait lasts this many ms (the definition still says how long it would wait in AWS). @default 0 */
   readonly waitMs?: number;
   /** Every Retry interval lasts this many ms. @default 0 */
@@ -106,6 +115,11 @@ export interface LocalWorkflowOptions {
 
 /** The intake queue's visibility timeout and the receives before its dead-letter queue. */
 export const INTAKE_QUEUE = { visibilitySeconds: 30, maxReceives: 5 } as const;
+
+/** The local id of a token of a site other than the first, as the stack names the secrets it creates. */
+export function localSiteSecretId(site: string, token: 'ssoAccessToken' | 'exportToken'): string {
+  return `svc-dsr/sites/${site}/${token === 'ssoAccessToken' ? 'sso-access-token' : 'export-token'}`;
+}
 
 /** The local ids of the secrets, as the stack's secret ARNs in AWS. */
 export const LOCAL_SECRET_IDS: Readonly<Record<SecretName, string>> = {
@@ -189,7 +203,12 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   const queueUrls = await createLocalResources(s3, sqs, dynamoClient);
   const logger = jsonLogger(options.logSink ?? (() => {}));
   const secrets = await startLocalSecrets(aws, platform, options.secrets);
-  const env = stepEnvironment(platform, template, options.env);
+  for (const [site, tokens] of Object.entries(options.siteTokens ?? {})) {
+    secrets.served[localSiteSecretId(site, 'ssoAccessToken')] = tokens.ssoAccessToken;
+    secrets.served[localSiteSecretId(site, 'exportToken')] = tokens.exportToken;
+  }
+  const rawEnv = stepEnvironment(platform, template, options.env);
+  const env = stepEnvSchema.parse(rawEnv);
   // The steps that give an export slot back wake a waiter as in AWS: its item from the gate table's
   // index, its token answered through the Step Functions API below (no execution runs before it is up).
   const exportWaiters = new ExportWaiters(
@@ -203,11 +222,74 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     sleep: async () => {},
     ...(options.fetch ? { fetch: options.fetch } : {}),
   });
+  // Every other site's deps, as a Lambda builds them from its environment as that site has it
+  // (lambdas/shared/sites.ts): its spot id, limits, gate items and tokens.
+  const siteIds = stepVariableOf(template, 'StartExport', SITE_IDS_ENV);
+  const siteVariables = stepVariableOf(template, 'StartExport', SITES_ENV);
+  const configuredSites = siteIdsEnvSchema.parse(siteIds);
+  const siteEnv = (site: string) =>
+    stepEnvSchema.parse({
+      ...siteEnvironment(
+        {
+          ...rawEnv,
+          ...(siteIds === undefined ? {} : { [SITE_IDS_ENV]: siteIds }),
+          ...(siteVariables === undefined ? {} : { [SITES_ENV]: siteVariables }),
+        },
+        site,
+      ),
+    });
+  const siteDeps = new Map<string, { deps: StepDeps; env: StepEnv }>();
+  const depsOfSite = (site: string) => {
+    let own = siteDeps.get(site);
+    if (own === undefined) {
+      const ownEnv = siteEnv(site);
+      const waiters = new ExportWaiters(
+        dynamoClient,
+        LOCAL_NAMES.gateTable,
+        (token) => sfnTaskSuccess(sfn)(token),
+        {
+          logger,
+          ...(ownEnv.GATE_SITE === undefined
+            ? {}
+            : { queue: gateItemName(EXPORT_WAITERS_QUEUE, ownEnv.GATE_SITE) }),
+        },
+      );
+      own = {
+        env: ownEnv,
+        deps: buildStepDeps(
+          ownEnv,
+          { ...clients, exportWaiters: waiters },
+          { auditHmacKey: secrets.auditHmacKey },
+          logger,
+          { sleep: async () => {}, ...(options.fetch ? { fetch: options.fetch } : {}) },
+        ),
+      };
+      siteDeps.set(site, own);
+    }
+    return own;
+  };
   const resolved = resolveStateMachine(template);
   const machine = new LocalStateMachine(resolved, {
-    handlers: stepHandlers(options, stepDeps, (step) =>
-      // One ledger and audit trail for every function; a platform client per function, with its tokens.
-      platformClient(env, secrets.readersFor(STEP_TOKENS[step]), logger, options.fetch, stepDeps.gate),
+    handlers: stepHandlers(
+      options,
+      stepDeps,
+      (step) =>
+        // One ledger and audit trail for every function; a platform client per function, with its tokens.
+        platformClient(env, secrets.readersFor(STEP_TOKENS[step]), logger, options.fetch, stepDeps.gate),
+      (step, site) => {
+        const own = depsOfSite(site);
+        // The first site's tokens are the function's own secrets, as in AWS.
+        const readers =
+          site === configuredSites[0]
+            ? secrets.readersFor(STEP_TOKENS[step])
+            : secrets.readersForIds(
+                Object.fromEntries(STEP_TOKENS[step].map((token) => [token, localSiteSecretId(site, token)])),
+              );
+        return {
+          ...own.deps,
+          platform: platformClient(own.env, readers, logger, options.fetch, own.deps.gate),
+        };
+      },
     ),
     waitMs: options.waitMs ?? 0,
     retryIntervalMs: options.retryIntervalMs ?? 0,
@@ -242,6 +324,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   const intakeWith = intakeFactory(stepDeps, sqsQuarantine(sqs, queueUrls.quarantine), logger, {
     timeZone: env.TIME_ZONE,
     verification: verificationPolicyOf(template),
+    sites: configuredSites,
   });
   const sweepSettings = sweepSettingsOf(template);
   const sweepHandler = makeDeadlineSweepHandler(() => ({
@@ -344,6 +427,8 @@ interface LocalSecrets {
   readonly served: Record<string, string>;
   /** Readers of the named secrets only, as a function is given only the tokens it has in AWS (STEP_TOKENS). */
   readersFor(names: readonly SecretName[]): { [K in SecretName]?: SecretReader };
+  /** Readers of the secrets of these ids (a site's tokens). */
+  readersForIds(ids: Partial<Record<SecretName, string>>): { [K in SecretName]?: SecretReader };
   readonly auditHmacKey: SecretReader;
   close(): Promise<void>;
 }
@@ -372,9 +457,11 @@ async function startLocalSecrets(
     secretsManagerReaders(Object.fromEntries(names.map((name) => [name, LOCAL_SECRET_IDS[name]])), {
       clientConfig,
     });
+  const readersForIds = (ids: Partial<Record<SecretName, string>>) =>
+    secretsManagerReaders(ids, { clientConfig });
   const { auditHmacKey } = readersFor(['auditHmacKey']);
   if (auditHmacKey === undefined) throw new Error('the local audit key has no reader');
-  return { served, readersFor, auditHmacKey, close: () => secretsManager.close() };
+  return { served, readersFor, readersForIds, auditHmacKey, close: () => secretsManager.close() };
 }
 
 /** The step functions' environment, as the stack sets it, pointed at the local names and the platform. */
@@ -382,11 +469,11 @@ function stepEnvironment(
   platform: PlatformEndpoint,
   template: Record<string, unknown>,
   overrides: Readonly<Record<string, string>> | undefined,
-) {
+): Record<string, string | undefined> {
   const packageSettings = packageSettingsOf(template);
   const erasureArchiveKeepDays = stepVariableOf(template, 'VerifyErasure', 'ERASURE_ARCHIVE_KEEP_DAYS');
   const timeZone = stepVariableOf(template, 'BuildPackage', 'TIME_ZONE');
-  return stepEnvSchema.parse({
+  return {
     TABLE_NAME: LOCAL_NAMES.table,
     GATE_TABLE_NAME: LOCAL_NAMES.gateTable,
     ARCHIVE_BUCKET: LOCAL_NAMES.archiveBucket,
@@ -401,7 +488,7 @@ function stepEnvironment(
     ...(erasureArchiveKeepDays === undefined ? {} : { ERASURE_ARCHIVE_KEEP_DAYS: erasureArchiveKeepDays }),
     ...(timeZone === undefined ? {} : { TIME_ZONE: timeZone }),
     ...overrides,
-  });
+  };
 }
 
 /** Each step's handler under its Lambda's logical id in the template, run as that function. */
@@ -409,13 +496,15 @@ function stepHandlers(
   options: LocalWorkflowOptions,
   stepDeps: StepDeps,
   platformFor: (step: StepName) => StepDeps['platform'],
+  siteDepsFor: (step: StepName, site: string) => StepDeps,
 ): Record<string, LocalLambda> {
   const ids = stepFunctionIds(options.template);
   const handlers: Record<string, LocalLambda> = {};
   for (const step of Object.keys(ids) as StepName[]) {
     const definition: AnyStep = STEPS[step];
     const platform = platformFor(step);
-    const handler = makeStepHandler(definition, () => ({ ...stepDeps, platform }));
+    const deps = withSites({ ...stepDeps, platform }, (site) => siteDepsFor(step, site));
+    const handler = makeStepHandler(definition, () => deps);
     const real: LocalLambda = (event, context) => runAsCaller(step, () => handler(event, context));
     handlers[ids[step]] = options.stepOverrides?.[step]?.(real) ?? real;
   }
@@ -446,7 +535,7 @@ function intakeFactory(
   stepDeps: StepDeps,
   quarantine: IntakeDeps['quarantine'],
   logger: StepLogger,
-  settings: Required<Pick<IntakeDeps, 'timeZone' | 'verification'>>,
+  settings: Required<Pick<IntakeDeps, 'timeZone' | 'verification' | 'sites'>>,
 ): LocalWorkflow['intakeWith'] {
   return (startExecution, observe) => {
     const intakeDeps: IntakeDeps = {

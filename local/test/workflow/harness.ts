@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
 import type { AwsFaults } from '#local/aws/aws-faults';
 import { type AwsStandIns, startAwsStandIns } from '#local/aws/aws-standins';
 import { type FaultProfile, faultProfileSchema } from '#local/emulator/faults';
@@ -69,17 +70,31 @@ export async function startHarness(
   } = {},
 ): Promise<Harness> {
   const faults = faultProfileSchema.parse({ export_ready_after_polls: 2, ...options.faults });
+  const state = options.state ?? (await sampleState());
   const emulator = await startEmulator({
-    state: options.state ?? (await sampleState()),
+    state,
     faults,
-    ssoAccessToken: TEST_SSO_TOKEN,
-    exportToken: TEST_EXPORT_TOKEN,
+    // A state of several sites gives each site's tokens in its own entry.
+    ...(state.sites === undefined ? { ssoAccessToken: TEST_SSO_TOKEN, exportToken: TEST_EXPORT_TOKEN } : {}),
   });
   const aws = await startAwsStandIns(options.awsFaults ? { faults: options.awsFaults } : {});
   const logs: string[] = [];
+  // Each configured site but the first gets the tokens of the emulator's site with its spot id.
+  const configured = z
+    .object({ sites: z.array(z.object({ id: z.string(), spotId: z.string() })).optional() })
+    .safeParse(options.config ?? {});
+  const siteTokens = Object.fromEntries(
+    (configured.success ? (configured.data.sites ?? []) : []).slice(1).flatMap((site) => {
+      const served = emulator.sites.find((each) => each.spotId === site.spotId);
+      return served === undefined
+        ? []
+        : [[site.id, { ssoAccessToken: served.ssoAccessToken, exportToken: served.exportToken }]];
+    }),
+  );
   const workflow = await startLocalWorkflow({
     aws,
     platform: emulator,
+    siteTokens,
     template: synthesizeTemplate(options.config ?? {}),
     // The platform gate set for the emulator's limits, as local mode sets it.
     env: { ...gateSettingsFor(faults.rate_limit), PLATFORM_TIMEOUT_MS: '1000', ...options.env },
