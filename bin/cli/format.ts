@@ -153,12 +153,12 @@ export function describeDue(dueAt: string | undefined, now: Date): string {
   return `in ${left} day${left === 1 ? '' : 's'}`;
 }
 
-/** A request id, or a site's part of one (a UUID, a dot and the site's id), in lower case as stored. */
+/** A request id, or a site's part of one (a UUID, "_" and the site's id), in lower case as stored. */
 const requestIdSchema = z
   .string()
   .refine(
     (value) => runRequestIdSchema.safeParse(value).success,
-    "must be a request id (a UUID, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f, or a site's part of one, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f.news)",
+    "must be a request id (a UUID, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f, or a site's part of one, e.g. 7d3c2f9e-1b4a-4c8e-9f2d-5a6b7c8d9e0f_news)",
   )
   .transform(normaliseRequestId);
 

@@ -49,11 +49,11 @@ export const siteIdsEnvSchema = z
 
 /**
  * The request id of one site's part of a request that covers several sites: the request's id and
- * the site's, joined by a dot (a UUID holds none, and Step Functions accepts it in an execution's
- * name). A request of a stack with one site runs under its own id.
+ * the site's, joined by "_" (neither a UUID nor a site id holds one, and Step Functions accepts it
+ * in an execution's name, which it does not a dot or a colon). A request of a stack with one site runs under its own id.
  */
 export function siteRequestId(requestId: string, site: string): string {
-  return `${requestId}.${site}`;
+  return `${requestId}_${site}`;
 }
 
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
@@ -69,15 +69,15 @@ export const runRequestIdSchema = z
     z
       .string()
       .regex(
-        new RegExp(`^${UUID}(?:\\.[a-z](?:[a-z0-9-]{0,14}[a-z0-9])?)?$`),
-        'must be a request id: a UUID, or a UUID, "." and a site id',
+        new RegExp(`^${UUID}(?:_[a-z](?:[a-z0-9-]{0,14}[a-z0-9])?)?$`),
+        'must be a request id: a UUID, or a UUID, "_" and a site id',
       ),
   );
 
-/** The site a request id runs on: the part after the dot, or undefined for an id with none. */
+/** The site a request id runs on: the part after its "_", or undefined for an id with none. */
 export function siteOfRequestId(requestId: string): string | undefined {
-  const dot = requestId.lastIndexOf('.');
-  return dot === -1 ? undefined : requestId.slice(dot + 1);
+  const at = requestId.lastIndexOf('_');
+  return at === -1 ? undefined : requestId.slice(at + 1);
 }
 
 /** Whether a request id is a site's part of a request in parts (siteRequestId), not a request of its own. */

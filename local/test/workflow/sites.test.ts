@@ -3,9 +3,13 @@
  * local stand-ins, against an emulator that serves each site as an account of its own (its
  * spot_id, its tokens, its users and its call log).
  */
+
+import { SFNClient } from '@aws-sdk/client-sfn';
 import { afterEach, describe, expect, it } from 'vitest';
 import { emulatorControl } from '#local/emulator/server';
 import { emulatorStateSchema } from '#local/emulator/state';
+import { LOCAL_NAMES } from '#local/runtime/workflow';
+import { runOperatorCommand } from '../../../lambdas/operator/operator.ts';
 import { siteRequestId } from '../../../lambdas/shared/sites.ts';
 import { type Harness, requestFor, startHarness } from './harness.ts';
 import { submitAndSettle } from './submit.ts';
@@ -99,4 +103,65 @@ describe('a request across three sites, the subject on two', () => {
     });
     expect(deletesBySite(harness)).toEqual({ sp_news: 0, sp_shop: 0, sp_blog: 0 });
   });
+});
+
+describe('a request across three sites, one of them down past the retry horizon', () => {
+  it('completes on the others, fails naming the site, and a retry runs that site alone', async () => {
+    // Prepare: shop's platform account is down; the horizon is 3 s
+    harness = await startHarness({ state, config, env: { OUTAGE_HORIZON_SECONDS: '3' } });
+    const shop = emulatorControl(harness.emulator, 'sp_shop');
+    const down = shop.setFaults({ ...shop.faults(), outage: { after_seconds: 0, duration_seconds: 600 } });
+    expect(down.ok).toBe(true);
+    const request = requestFor('u-1', { type: 'erasure' });
+    const id = request.request_id;
+    await submitAndSettle(harness, request);
+    const failed = await harness.workflow.ledger.require(id);
+    const callsOn = (spotId: string) =>
+      emulatorControl(harness?.emulator as Harness['emulator'], spotId).calls().length;
+    const before = { news: callsOn('sp_news'), blog: callsOn('sp_blog') };
+
+    // Act: shop is back, and the privacy team retries the request
+    shop.setFaults({ ...shop.faults(), outage: null });
+    const { workflow } = harness;
+    const sfn = new SFNClient({
+      region: harness.aws.region,
+      endpoint: workflow.shim.endpoint,
+      credentials: harness.aws.credentials,
+    });
+    const retried = await runOperatorCommand(
+      {
+        ledger: workflow.ledger,
+        s3: workflow.s3,
+        sfn,
+        names: {
+          ArchiveBucketName: LOCAL_NAMES.archiveBucket,
+          AuditBucketName: LOCAL_NAMES.auditBucket,
+          StateMachineArn: workflow.shim.stateMachineArn,
+        },
+        clock: () => new Date(),
+      },
+      'arn:aws:sts::000000000000:assumed-role/privacy-team/jane',
+      { command: 'retry', request_id: id },
+    );
+    await workflow.settled();
+    sfn.destroy();
+
+    // Assess
+    expect(failed).toMatchObject({ status: 'failed', error: { code: 'sites_failed' } });
+    expect(failed.error?.message).toContain('failed on shop');
+    expect(failed.site_results).toMatchObject({
+      news: { status: 'completed', outcome: 'erased' },
+      shop: { status: 'failed', error_code: 'platform_outage' },
+      blog: { status: 'completed', outcome: 'no_data' },
+    });
+    expect(retried).toMatchObject({ parts: [{ site: 'shop', done: true }] });
+    expect((await workflow.ledger.require(siteRequestId(id, 'shop'))).executions).toBe(2);
+    // The other sites saw no call at all after the retry: no second export, no second DELETE.
+    expect({ news: callsOn('sp_news'), blog: callsOn('sp_blog') }).toEqual(before);
+    expect(deletesBySite(harness)).toMatchObject({ sp_news: 1, sp_blog: 0 });
+    // The request ends again with the sites' results: news and blog keep theirs.
+    expect(await workflow.ledger.require(id)).toMatchObject({
+      site_results: { news: { outcome: 'erased' }, blog: { outcome: 'no_data' } },
+    });
+  }, 60_000);
 });

@@ -49,7 +49,7 @@ describe('runStatus', () => {
     // Assess
     const text = io.stdout();
     expect(text).toMatch(/sites\s+erased on 1 \(news\); failed \(platform_outage\) on 1 \(shop\)/);
-    expect(text).toContain(`npx svc-dsr status ${REQUEST_ID}.shop`);
+    expect(text).toContain(`npx svc-dsr status ${REQUEST_ID}_shop`);
   });
 
   it('shows status, step, deadlines, export and archive facts, and hides the subject', async () => {

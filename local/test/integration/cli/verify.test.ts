@@ -147,8 +147,8 @@ describe('runVerify', () => {
     // Prepare: exported on news, no data on shop; the request's own chain ends with what each came to
     counter += 1;
     const requestId = `7d3c2f9e-1b4a-4c8e-9f2d-${String(counter).padStart(12, '0')}`;
-    const news = await storedRequest({ id: `${requestId}.news` });
-    await storedRequest({ id: `${requestId}.shop`, archive: null });
+    const news = await storedRequest({ id: `${requestId}_news` });
+    await storedRequest({ id: `${requestId}_shop`, archive: null });
     const written = new Date('2026-11-20T10:00:02.000Z');
     const trail = new AuditTrail(
       { s3, bucket: 'audit' },
@@ -201,10 +201,10 @@ describe('runVerify', () => {
     expect(holds.exitCode).toBe(0);
     expect(exitCode).toBe(1);
     expect(result.parts).toEqual([
-      { request_id: `${requestId}.news`, site: 'news', ok: false },
-      { request_id: `${requestId}.shop`, site: 'shop', ok: true },
+      { request_id: `${requestId}_news`, site: 'news', ok: false },
+      { request_id: `${requestId}_shop`, site: 'shop', ok: true },
     ]);
-    expect(io.stdout()).toContain(`site     news FAILED: npx svc-dsr verify ${requestId}.news says why`);
+    expect(io.stdout()).toContain(`site     news FAILED: npx svc-dsr verify ${requestId}_news says why`);
   });
 
   it('exits 0 when the stored archive matches the ledger and the audit chain holds', async () => {

@@ -63,8 +63,8 @@ describe('makeStepHandler', () => {
 
     // Act
     const own = await handler({ request_id: id });
-    const shop = await handler({ request_id: `${id}.shop` });
-    const blog = await handler({ request_id: `${id}.blog` });
+    const shop = await handler({ request_id: `${id}_shop` });
+    const blog = await handler({ request_id: `${id}_blog` });
 
     // Assess
     expect([own, shop, blog]).toEqual([{ attempts: 1 }, { attempts: 7 }, { attempts: 9 }]);

@@ -190,7 +190,7 @@ describe('the stream handler', () => {
     // Prepare
     const part = {
       ...running,
-      request_id: `${running.request_id}.shop`,
+      request_id: `${running.request_id}_shop`,
       site: 'shop',
       parent_request_id: running.request_id,
     };
@@ -203,7 +203,7 @@ describe('the stream handler', () => {
 
     // Assess
     expect(detail).toMatchObject({
-      request_id: `${running.request_id}.shop`,
+      request_id: `${running.request_id}_shop`,
       site: 'shop',
       part_of: running.request_id,
       status: 'failed',

@@ -52,13 +52,13 @@ describe('a request in parts, one per site', () => {
     });
     expect(parts.map((part) => (part.created ? part.item : part.existing))).toEqual([
       expect.objectContaining({
-        request_id: `${id}.news`,
+        request_id: `${id}_news`,
         site: 'news',
         parent_request_id: id,
         primary_key: 'u-1',
       }),
-      expect.objectContaining({ request_id: `${id}.shop`, site: 'shop', parent_request_id: id }),
-      expect.objectContaining({ request_id: `${id}.blog`, site: 'blog', parent_request_id: id }),
+      expect.objectContaining({ request_id: `${id}_shop`, site: 'shop', parent_request_id: id }),
+      expect.objectContaining({ request_id: `${id}_blog`, site: 'blog', parent_request_id: id }),
     ]);
     expect((await ledger.get(siteRequestId(id, 'shop')))?.status).toBe('received');
   });
@@ -165,6 +165,6 @@ describe('the open requests of a ledger with requests in parts', () => {
     }
 
     // Assess
-    expect(seen).toContain(`${id}.news`);
+    expect(seen).toContain(`${id}_news`);
   });
 });
