@@ -184,12 +184,16 @@ export type CircuitDecision =
 /**
  * The circuit's decision for one platform call at `now` (pure, so each rule is tested without a
  * table): closed, go; open, wait until it is half-open; half-open, one probe goes and the others
- * wait for its answer; open past the outage horizon, give up.
+ * wait for its answer; open past the outage horizon, give up, but for the probe of a half-open circuit.
  */
 export function circuitDecision(state: CircuitState, now: number, settings: GateSettings): CircuitDecision {
   if (state.opened_at === 0) return { kind: 'closed' };
   const since = now - state.opened_at;
-  if (since > settings.outageHorizonSeconds * 1000) {
+  // Past the outage horizon a call that would wait gives up; the one that finds the circuit
+  // half-open still probes, so a platform that is back is found (a retry after the outage),
+  // however long it was down.
+  const halfOpen = state.open_until <= now && state.probe_until <= now;
+  if (since > settings.outageHorizonSeconds * 1000 && !halfOpen) {
     return { kind: 'outage', sinceSeconds: Math.round(since / 1000) };
   }
   // The longer the platform has been down, the longer a waiter stays away: half the outage so far,

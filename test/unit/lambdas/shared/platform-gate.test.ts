@@ -76,7 +76,12 @@ describe('circuitDecision', () => {
     // While the probe is out, the others wait for its answer.
     expect(circuitDecision(probe.next, 5_100, settings)).toMatchObject({ kind: 'wait' });
 
-    expect(circuitDecision(open, 1_000 + 61_000, settings)).toMatchObject({ kind: 'outage' });
+    // Past the horizon a call that would wait gives up; a half-open circuit still lets its probe
+    // through, so a platform that is back is found however long it was down.
+    expect(circuitDecision({ ...open, open_until: 70_000 }, 1_000 + 61_000, settings)).toMatchObject({
+      kind: 'outage',
+    });
+    expect(circuitDecision(open, 1_000 + 61_000, settings)).toMatchObject({ kind: 'probe' });
   });
 });
 
@@ -99,7 +104,9 @@ describe('waiting out a long outage', () => {
     }
 
     // Assess
-    expect(circuitDecision(open, now, horizon)).toMatchObject({ kind: 'outage' });
+    expect(circuitDecision({ ...open, open_until: now + 5_000 }, now, horizon)).toMatchObject({
+      kind: 'outage',
+    });
     expect(waits).toBeLessThan(platformWaitsBudgeted());
     expect(longest).toBe(LONGEST_OUTAGE_WAIT_SECONDS);
     // Early on a waiter looks again within seconds: a short blip costs little time.
@@ -816,6 +823,9 @@ describe('PlatformGate on DynamoDB', () => {
     for (let failure = 0; failure < 3; failure++) await table.report('down');
     await expect(table.admit()).rejects.toMatchObject({ name: 'PlatformCapacityError', reason: 'outage' });
     now += 61_000;
+    // Past the horizon, the half-open circuit's probe still goes; it fails, and the next call gives up.
+    await table.admit();
+    await table.report('down');
     await expect(table.admit()).rejects.toBeInstanceOf(PlatformOutageError);
   });
 
