@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { type AuditEvent, type AuditTrail, auditEventProblem, factDigest } from '#shared/audit';
 import { computeDeadlines, DEFAULT_TIME_ZONE, type Deadlines } from '#shared/deadlines';
-import type { Ledger } from '#shared/ledger';
+import type { Ledger, LedgerItem } from '#shared/ledger';
 import { INTAKE_METRICS } from '#shared/metrics';
 import { redactUrls } from '#shared/redact';
 import { type DsrRequest, parseRequestMessage, requestWarnings, rfc3339Instant } from '#shared/request';
@@ -126,7 +126,7 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
     // execution; the redelivered message finishes the job: the intake record (written once, by its
     // eventId) and StartExecution (idempotent by name).
     if (again.kind === 'duplicate' && created.existing.status === 'received') {
-      await accept(request, event, deps, { newChain: false });
+      await accept(request, event, deps, { newChain: false }, created.existing);
     }
     // A valid request is rejected only by an unexpected failure: a delivery that stopped before
     // its closing record writes it now (once, by its eventId).
@@ -136,7 +136,7 @@ async function judge(body: string, deps: IntakeDeps, progress: Progress): Promis
     return again;
   }
   progress.receivedId = request.request_id;
-  await accept(request, event, deps, { newChain: true });
+  await accept(request, event, deps, { newChain: true }, created.item);
   deps.logger.info('request accepted', { request_id: request.request_id, type: request.type });
   if (warnings.length > 0) {
     // The codes only: the key itself stays out of the logs.
@@ -405,9 +405,10 @@ async function accept(
   event: AuditEvent,
   deps: IntakeDeps,
   chain: { newChain: boolean },
+  /** The request's item as intake created or found it. */
+  own: LedgerItem,
 ): Promise<void> {
   await deps.audit.append(request.request_id, event, chain);
-  const own = await deps.ledger.require(request.request_id);
   if (own.site_results !== undefined) {
     for (const site of own.sites ?? []) {
       const partId = siteRequestId(own.request_id, site);
