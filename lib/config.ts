@@ -466,13 +466,20 @@ export function placeholderNoticeItems(notice: StackConfig['accessNotice']): str
 
 /** What the package step is told: who answers, in which language, and each law's notice texts. */
 export function packageSettings(
-  config: Pick<StackConfig, 'controllerName' | 'controllerContact' | 'packageLanguage' | 'accessNotice'>,
+  config: Pick<
+    StackConfig,
+    'controllerName' | 'controllerContact' | 'packageLanguage' | 'accessNotice' | 'sites'
+  >,
 ): PackageSettings {
   return {
     controllerName: config.controllerName,
     controllerContact: config.controllerContact,
     language: config.packageLanguage,
     information: config.accessNotice,
+    // A package over several sites names each; one site's package says what it said before sites.
+    ...(config.sites === undefined || config.sites.length < 2
+      ? {}
+      : { sites: config.sites.map((site) => ({ id: site.id, name: site.name })) }),
   };
 }
 

@@ -101,7 +101,7 @@ import {
 } from './history-budget.ts';
 import { acknowledge, nagArn } from './nag.ts';
 import type { StackOutputName } from './stack-outputs.ts';
-import { stepTimeout } from './step-timeouts.ts';
+import { LAMBDA_MAX_TIMEOUT_SECONDS, stepTimeout } from './step-timeouts.ts';
 
 const lambdasDir = fileURLToPath(new URL('../lambdas/', import.meta.url));
 
@@ -531,7 +531,10 @@ export class DsrStack extends Stack {
       const archives = step === 'ArchiveExport';
       // Reads every activity page (with retries), and sorts the subject's comments on local disk.
       const packages = step === 'BuildPackage';
-      const settings = packages ? JSON.stringify(packageSettings(config)) : undefined;
+      // With several sites, RecordOutcome ends a request's last part and builds the package over
+      // its sites (lambdas/build-package/sites-package.ts): it reads and writes as BuildPackage does.
+      const sitePackages = step === 'RecordOutcome' && this.sites.length > 1;
+      const settings = packages || sitePackages ? JSON.stringify(packageSettings(config)) : undefined;
       const fn = new DsrFunction(this, step, {
         ...defaults,
         entry: `${lambdasDir}${dir}/handler.ts`,
@@ -542,9 +545,9 @@ export class DsrStack extends Stack {
           ...(archives ? { ARCHIVE_MAX_EXPANDED_BYTES: String(config.archiveMaxExpandedBytes) } : {}),
         },
         // From the step's worst chain of platform calls and retries: a Lambda timeout is not retried.
-        timeout: stepTimeout(step),
-        memorySize: archives || packages ? 1024 : 512,
-        ...(packages ? { ephemeralStorageSize: PACKAGE_SCRATCH_SIZE } : {}),
+        timeout: sitePackages ? Duration.seconds(LAMBDA_MAX_TIMEOUT_SECONDS) : stepTimeout(step),
+        memorySize: archives || packages || sitePackages ? 1024 : 512,
+        ...(packages || sitePackages ? { ephemeralStorageSize: PACKAGE_SCRATCH_SIZE } : {}),
         // The notice texts (up to 13 x 2,000 characters) are bundled into the code: Lambda allows
         // 4 KB of environment in all.
         ...(settings === undefined
@@ -553,7 +556,7 @@ export class DsrStack extends Stack {
       });
       // The same JSON in the template, where local mode and the tests read it.
       const resource = fn.function.node.defaultChild;
-      if (settings !== undefined && resource instanceof lambda.CfnFunction) {
+      if (packages && settings !== undefined && resource instanceof lambda.CfnFunction) {
         resource.addMetadata(PACKAGE_SETTINGS_METADATA, settings);
       }
       fn.bindLedger(this.ledger, 'steps')
@@ -572,12 +575,12 @@ export class DsrStack extends Stack {
       else if (step === 'VerifyErasure' && config.erasureArchiveKeepDays === 0) {
         fn.bindArchiveBucket(this.archiveBucket, 'remove');
         fn.bindEnvironment('ERASURE_ARCHIVE_KEEP_DAYS', '0');
-      } else if (step === 'BuildPackage') {
+      } else if (packages || sitePackages) {
         fn.bindArchiveBucket(this.archiveBucket, 'package');
         fn.bindEnvironment('TIME_ZONE', config.timeZone);
       }
       // The shared step environment names the archive bucket for every step; only ArchiveExport
-      // and BuildPackage are granted access to it.
+      // and BuildPackage (and with several sites RecordOutcome) are granted access to it.
       else fn.bindEnvironment('ARCHIVE_BUCKET', this.archiveBucket.bucketName);
       return fn;
     });

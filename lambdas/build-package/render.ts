@@ -114,7 +114,7 @@ export class PageText {
       '<meta name="viewport" content="width=device-width, initial-scale=1">',
       '<meta name="referrer" content="no-referrer">',
       `<title>${escapeHtml(strings.title)} · ${escapeHtml(data.controller.name)}</title>`,
-      `<style>${STYLE}</style>`,
+      `<style>${PAGE_STYLE}</style>`,
       '</head>',
       '<body>',
       `<a class="skip" href="#main">${escapeHtml(strings.skipToContent)}</a>`,
@@ -468,7 +468,7 @@ export const PAGE_COLOURS = {
 const C = PAGE_COLOURS;
 
 /** Readable on a phone (fluid width, wrapping long words), printable (no navigation, link targets written out). */
-const STYLE = [
+export const PAGE_STYLE = [
   ':root{color-scheme:light}',
   `body{font:1rem/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:${C.text};background:${C.background};max-width:46rem;margin:0 auto;padding:1rem}`,
   `h1{font-size:1.8rem}h2{font-size:1.4rem;border-bottom:2px solid ${C.text};margin-top:2.5rem}h3{font-size:1.1rem;margin-bottom:.25rem}`,

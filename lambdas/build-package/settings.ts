@@ -1,6 +1,7 @@
 // The package's settings: its language and GDPR and CCPA notice texts, with their placeholders.
 import { z } from 'zod';
 import { ConfigurationError } from '#shared/errors';
+import { MAX_SITES, siteIdSchema } from '#shared/sites';
 import { PACKAGE_LANGUAGES } from './strings.ts';
 
 /**
@@ -65,6 +66,14 @@ export const packageSettingsSchema = z.strictObject({
   controllerContact: z.string().trim().min(1).max(300),
   language: packageLanguageSchema,
   information: accessNoticeSchema,
+  /**
+   * The names the package gives the controller's sites, in the configuration's order, when it
+   * lists several (`sites` in the configuration); a one-site package names none.
+   */
+  sites: z
+    .array(z.strictObject({ id: siteIdSchema, name: z.string().trim().min(1).max(200) }))
+    .max(MAX_SITES)
+    .optional(),
 });
 export type PackageSettings = z.infer<typeof packageSettingsSchema>;
 

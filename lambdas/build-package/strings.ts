@@ -82,6 +82,27 @@ export interface PackageStrings {
   readonly filesIntro: string;
   readonly footer: string;
   readonly readme: (facts: ReadmeFacts) => string;
+  /** The front page of a request answered over several sites (sites-package.ts). */
+  readonly sites: SitesStrings;
+}
+
+/** The words of a package over several sites: which sites, each one's folder, which held nothing. */
+export interface SitesStrings {
+  readonly intro: (controller: string) => string;
+  readonly heldHeading: string;
+  readonly openSite: (site: string) => string;
+  readonly noneHeading: string;
+  readonly noneIntro: string;
+  readonly noneHeld: string;
+  readonly readme: (facts: SitesReadmeFacts) => string;
+}
+
+export interface SitesReadmeFacts {
+  readonly controller: string;
+  readonly contact: string;
+  readonly answered: string;
+  readonly held: readonly { readonly name: string; readonly folder: string }[];
+  readonly none: readonly string[];
 }
 
 export type ProfileField =
@@ -305,6 +326,37 @@ const en: PackageStrings = {
       'On Windows: certutil -hashfile platform\\messages.json SHA256',
       '',
     ].join('\r\n'),
+  sites: {
+    intro: (controller) =>
+      `This is the copy of your personal data that you asked for, from every site of ${controller} that runs its comments on the same comment service. Each site that holds data about you has its own part below, with its own page, data file and original files.`,
+    heldHeading: 'Sites that hold data about you',
+    openSite: (site) => `Open your data on ${site}`,
+    noneHeading: 'Sites that hold no data about you',
+    noneIntro: 'These sites were searched for your account and hold no data about you:',
+    noneHeld: 'Every site searched holds data about you.',
+    readme: ({ controller, contact, answered, held, none }) =>
+      [
+        'YOUR DATA',
+        '=========',
+        '',
+        `This package answers your request for a copy of your personal data on every site of ${controller}. It was prepared on ${answered}.`,
+        `Questions: ${contact}`,
+        '',
+        'index.html   Open this file in any web browser: it lists the sites and links to each one.',
+        '',
+        'Sites that hold data about you, each in its own folder',
+        '------------------------------------------------------',
+        ...held.map((site) => `${site.folder}  ${site.name}`),
+        '',
+        'Sites that hold no data about you',
+        '---------------------------------',
+        ...(none.length === 0 ? ['(none)'] : none),
+        '',
+        "Each folder holds that site's index.html, data.json, README.txt (with the SHA-256",
+        'fingerprints of its original files) and platform/, the files as the comment service exported them.',
+        '',
+      ].join('\r\n'),
+  },
 };
 
 /** The catalogs by primary language subtag. */

@@ -6,6 +6,7 @@ import type { LedgerItem } from '#shared/ledger';
 import { settlePart } from '#shared/site-parts';
 import type { StepDeps } from '#shared/step-deps';
 import { recordOutcomeInputSchema, recordOutcomeOutputSchema } from '#shared/step-io';
+import { buildSitesPackage } from '../build-package/sites-package.ts';
 
 /** What must be in the ledger before an outcome can be recorded, and what to say when it is not. */
 const EVIDENCE = {
@@ -80,7 +81,7 @@ export async function recordOutcome(
   });
   deps.logger.info('request completed', { outcome });
   // A site's part of a request: the request learns what this site came to, and ends with the last.
-  await settlePart(deps, item);
+  await settlePart({ ...deps, sitesPackage: (request) => buildSitesPackage(deps, request) }, item);
   return { status: 'completed', outcome };
 }
 

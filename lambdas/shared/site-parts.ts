@@ -1,6 +1,6 @@
 // A site's part of a request that ended, told to the request: its result kept there, and the request's end once every part has ended.
 import { LedgerStateError } from './errors.ts';
-import type { Ledger, LedgerItem } from './ledger/index.ts';
+import type { Ledger, LedgerItem, SubjectPackageFacts } from './ledger/index.ts';
 import { requestVerdict, type SiteResult } from './site-outcomes.ts';
 import type { StepDeps } from './step-deps.ts';
 
@@ -17,6 +17,12 @@ export const SITES_FAILED_CODE = 'sites_failed';
 export async function settlePart(
   deps: {
     readonly ledger: Pick<Ledger, 'recordSiteResult' | 'update' | 'require'>;
+    /**
+     * Builds the package of an access request whose every part completed (sites-package.ts), or
+     * answers undefined where no site held data. Only RecordOutcome, which ends the last part of
+     * such a request, is given it: a failure never completes one.
+     */
+    readonly sitesPackage?: (request: LedgerItem) => Promise<SubjectPackageFacts | undefined>;
   } & Pick<StepDeps, 'audit' | 'clock' | 'logger'>,
   part: LedgerItem,
 ): Promise<void> {
@@ -34,6 +40,13 @@ export async function settlePart(
   if (verdict.kind === 'open') return;
   const ended = verdict.kind === 'completed' ? 'completed' : 'failed';
   if (request.status === 'received' || request.status === 'running') {
+    const built =
+      verdict.kind === 'completed' &&
+      request.type === 'access' &&
+      request.subject_package === undefined &&
+      deps.sitesPackage !== undefined
+        ? await deps.sitesPackage(request)
+        : undefined;
     try {
       await deps.ledger.update(
         request.request_id,
@@ -44,6 +57,7 @@ export async function settlePart(
               step: null,
               error: null,
               completed_at: deps.clock().toISOString(),
+              ...(built === undefined ? {} : { subject_package: built }),
             }
           : {
               status: 'failed',
@@ -64,6 +78,24 @@ export async function settlePart(
   // One final record per ending: named after the results it ends on, so a step run again after
   // the ledger write appends the record it is missing, and never a second one.
   const last = Object.values(results).reduce((latest, each) => (each.at > latest ? each.at : latest), '');
+  const built = now.subject_package;
+  if (built?.sites !== undefined) {
+    await deps.audit.append(request.request_id, {
+      eventId: 'SettleParts:package',
+      step: 'RecordOutcome',
+      action: 'subject_package_built',
+      facts: {
+        key: built.key,
+        bytes: built.bytes,
+        sha256: built.sha256,
+        version_id: built.version_id ?? null,
+        file_name: built.file_name,
+        conversation_details: built.conversation_details,
+        sites_with_data: built.sites.filter((site) => site.held_data).length,
+        sites_without_data: built.sites.filter((site) => !site.held_data).length,
+      },
+    });
+  }
   await deps.audit.append(request.request_id, {
     eventId: `SettleParts:${ended}:${last}`,
     step: 'RecordOutcome',

@@ -182,6 +182,11 @@ const subjectPackageFacts = z.object({
    * without a configuration builds such a package, which is no answer to give a subject.
    */
   placeholder_texts: z.array(z.string()).optional(),
+  /**
+   * A request over several sites: each site's part of the package, in the request's order, and
+   * whether that site held data (its package is in the folder sites/<site>/) or none.
+   */
+  sites: z.array(z.object({ site: z.string(), held_data: z.boolean() })).optional(),
 });
 export type SubjectPackageFacts = z.infer<typeof subjectPackageFacts>;
 

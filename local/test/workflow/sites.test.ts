@@ -4,9 +4,12 @@
  * spot_id, its tokens, its users and its call log).
  */
 
+import { createHash } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
+import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { afterEach, describe, expect, it } from 'vitest';
+import yauzl from 'yauzl';
 import { emulatorControl } from '#local/emulator/server';
 import { emulatorStateSchema } from '#local/emulator/state';
 import { LOCAL_NAMES } from '#local/runtime/workflow';
@@ -103,8 +106,71 @@ describe('a request across three sites, the subject on two', () => {
       blog: { outcome: 'no_data' },
     });
     expect(deletesBySite(harness)).toEqual({ sp_news: 0, sp_shop: 0, sp_blog: 0 });
+    // One package for the request: each site's own in its folder, and a page naming all three.
+    const facts = item.subject_package;
+    if (facts === undefined) throw new Error('the request over its sites must record one package');
+    expect(facts.sites).toEqual([
+      { site: 'news', held_data: true },
+      { site: 'shop', held_data: true },
+      { site: 'blog', held_data: false },
+    ]);
+    const stored = await storedObject(harness, facts.key);
+    expect({ bytes: stored.length, sha256: createHash('sha256').update(stored).digest('hex') }).toEqual({
+      bytes: facts.bytes,
+      sha256: facts.sha256,
+    });
+    const entries = await zipEntries(stored);
+    for (const part of ['news', 'shop']) {
+      const own = await harness.workflow.ledger.require(siteRequestId(request.request_id, part));
+      const ownEntries = await zipEntries(await storedObject(harness, own.subject_package?.key ?? ''));
+      expect(ownEntries.size).toBeGreaterThan(3);
+      // Every entry of the site's own package, byte for byte, under sites/<site>/.
+      for (const [name, bytes] of ownEntries) expect(entries.get(`sites/${part}/${name}`)).toEqual(bytes);
+    }
+    expect([...entries.keys()].filter((name) => name.startsWith('sites/blog/'))).toEqual([]);
+    const page = entries.get('index.html')?.toString('utf8') ?? '';
+    const held = page.slice(page.indexOf('id="held-heading"'), page.indexOf('id="none-heading"'));
+    const none = page.slice(page.indexOf('id="none-heading"'));
+    expect(held).toContain('<a href="sites/news/index.html">Open your data on Example News</a>');
+    expect(held).toContain('<a href="sites/shop/index.html">Open your data on Example Shop</a>');
+    expect(held).not.toContain('Example Blog');
+    expect(none).toContain('<li>Example Blog</li>');
+    expect(JSON.parse(entries.get('sites.json')?.toString('utf8') ?? '{}').sites).toEqual([
+      { id: 'news', name: 'Example News', held_data: true, folder: 'sites/news/' },
+      { id: 'shop', name: 'Example Shop', held_data: true, folder: 'sites/shop/' },
+      { id: 'blog', name: 'Example Blog', held_data: false, folder: null },
+    ]);
+    // The request's chain records the package it holds, before its final record.
+    const chain = await harness.workflow.audit.list(request.request_id);
+    const actions = chain.map((record) => record.action);
+    expect(actions.slice(-2)).toEqual(['subject_package_built', 'request_completed']);
+    expect(chain.at(-2)?.facts).toMatchObject({
+      sha256: facts.sha256,
+      sites_with_data: 2,
+      sites_without_data: 1,
+    });
   });
 });
+
+async function storedObject(h: Harness, key: string): Promise<Buffer> {
+  const { Body } = await h.workflow.s3.send(
+    new GetObjectCommand({ Bucket: LOCAL_NAMES.archiveBucket, Key: key }),
+  );
+  return Buffer.from((await Body?.transformToByteArray()) ?? []);
+}
+
+/** A zip's files by name, read with yauzl (the library the product reads zips with). */
+async function zipEntries(zip: Buffer): Promise<Map<string, Buffer>> {
+  const file = await yauzl.fromBufferPromise(zip, { lazyEntries: true });
+  const entries = new Map<string, Buffer>();
+  for await (const entry of file.eachEntry()) {
+    const chunks: Buffer[] = [];
+    for await (const chunk of await file.openReadStreamPromise(entry)) chunks.push(Buffer.from(chunk));
+    entries.set(entry.fileName, Buffer.concat(chunks));
+  }
+  file.close();
+  return entries;
+}
 
 describe('a request across three sites, one of them down past the retry horizon', () => {
   it('completes on the others, fails naming the site, and a retry once it is back runs that site alone', async () => {
