@@ -9,7 +9,7 @@ import { csv, gateEnvSchema, parseEnv } from '#shared/config';
 import { DEFAULTS } from '#shared/defaults';
 import { ConfigurationError } from '#shared/errors';
 import { Ledger } from '#shared/ledger';
-import { HEARTBEAT_METRICS } from '#shared/metrics';
+import { HEARTBEAT_METRICS, SITE_DIMENSION } from '#shared/metrics';
 import { type ExportDrain, platformExportDrain } from '#shared/open-exports';
 import { PlatformClient } from '#shared/platform-client';
 import type { PlatformGate } from '#shared/platform-gate';
@@ -17,6 +17,7 @@ import { functionLogger, functionMetrics } from '#shared/powertools';
 import { lambdaExportWaiters, platformGate } from '#shared/runtime';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { secretsManagerReaders } from '#shared/secrets';
+import { SITE_IDS_ENV, siteEnvironment, siteIdsEnvSchema } from '#shared/sites';
 import { sfnStarter } from '../intake/aws.ts';
 import { sfnLister, sfnLookup } from './aws.ts';
 import { gateTableCursor } from './cursor.ts';
@@ -136,6 +137,14 @@ function reconcilerLambdaDeps(): ReconcilerHandlerDeps {
     const ledger = new Ledger(dynamo, env.TABLE_NAME);
     const gate = platformGate(env, dynamo, logger, lambdaExportWaiters(env, logger));
     const drain = exportDrainFrom(env, gate, logger);
+    // Every other site's gate, waiters and drain, from the environment as that site has it.
+    const [first, ...others] = siteIdsEnvSchema.parse(process.env[SITE_IDS_ENV]);
+    const sites = others.map((site) => {
+      const own = parseEnv(reconcilerEnvSchema, siteEnvironment(process.env, site));
+      const siteGate = platformGate(own, dynamo, logger, lambdaExportWaiters(own, logger, dynamo));
+      const siteDrain = exportDrainFrom(own, siteGate, logger);
+      return { site, gate: siteGate, ...(siteDrain === undefined ? {} : { drain: siteDrain }) };
+    });
     lambdaDeps = {
       ledger,
       audit: new AuditTrail(
@@ -154,11 +163,20 @@ function reconcilerLambdaDeps(): ReconcilerHandlerDeps {
       ),
       gate,
       ...(drain === undefined ? {} : { drain }),
+      ...(sites.length === 0 ? {} : { sites, ...(first === undefined ? {} : { site: first }) }),
       publish: (figures) => {
         metrics.addMetric('StuckRequests', MetricUnit.Count, figures.StuckRequests);
         metrics.addMetric('PlatformDownSeconds', MetricUnit.Seconds, figures.PlatformDownSeconds);
         metrics.addMetric('ExportSlotsHeld', MetricUnit.Count, figures.ExportSlotsHeld);
         metrics.publishStoredMetrics();
+        // Each site's own circuit and slots, under its Site dimension (the per-site alarms).
+        for (const [site, each] of Object.entries(figures.sites ?? {})) {
+          const single = metrics.singleMetric();
+          single.addDimension(SITE_DIMENSION, site);
+          single.addMetric('PlatformDownSeconds', MetricUnit.Seconds, each.PlatformDownSeconds);
+          single.addMetric('ExportSlotsHeld', MetricUnit.Count, each.ExportSlotsHeld);
+          single.publishStoredMetrics();
+        }
       },
       heartbeat: () => {
         metrics.addMetric(HEARTBEAT_METRICS.reconciler, MetricUnit.Count, 1);

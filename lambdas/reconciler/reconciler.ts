@@ -14,6 +14,7 @@ import type { Ledger, LedgerItem, OpenRequest } from '#shared/ledger';
 import { type ExportDrain, exportLeftOpen } from '#shared/open-exports';
 import type { PlatformGate } from '#shared/platform-gate';
 import { settlePart } from '#shared/site-parts';
+import { DEFAULT_SITE_ID } from '#shared/sites';
 import type { StepLogger } from '#shared/step-deps';
 import type { ExecutionInput } from '#shared/step-io';
 import { type CursorStore, nextPartition, RECONCILED_STATUSES, type ReconcileCursor } from './cursor.ts';
@@ -59,6 +60,14 @@ export interface ReconcilerDeps {
    * back. @default none: such a slot is held
    */
   readonly drain?: ExportDrain;
+  /**
+   * The gates (and drains) of every configured site but the first, whose are `gate` and `drain`:
+   * each site's export slots are freed, drained and handed over on its own gate, and its circuit
+   * reported under its id. @default none: the stack serves one site
+   */
+  readonly sites?: readonly SiteGate[];
+  /** The id of the site `gate` and `drain` serve, the first configured. @default DEFAULT_SITE_ID */
+  readonly site?: string;
   /** Where a pass that ran out of time stopped, for the next pass to go on from. */
   readonly cursor: CursorStore;
   /**
@@ -72,10 +81,25 @@ export interface ReconcilerDeps {
 export interface ReconcileMetrics {
   /** Open requests found with no running execution: resumed or recorded failed. */
   readonly StuckRequests: number;
-  /** How long the shared circuit has been open (the platform down), 0 while it is closed. */
+  /** How long a circuit has been open (the platform down), the longest of the sites', 0 while all are closed. */
   readonly PlatformDownSeconds: number;
-  /** Export slots held after the slots were checked. */
+  /** Export slots held after the slots were checked, on all sites. */
   readonly ExportSlotsHeld: number;
+  /** With several sites, each one's figures by its id (the Site dimension of the metrics). */
+  readonly sites?: Readonly<Record<string, SiteMetrics>>;
+}
+
+/** One site's figures of a pass: its own circuit and export slots. */
+export interface SiteMetrics {
+  readonly PlatformDownSeconds: number;
+  readonly ExportSlotsHeld: number;
+}
+
+/** A site's gate as the reconciler works it: its slots, its circuit, and the drain of its platform account. */
+export interface SiteGate {
+  readonly site: string;
+  readonly gate: ReconcilerDeps['gate'];
+  readonly drain?: ExportDrain;
 }
 
 /** The steps during which a request may hold an export slot. */
@@ -158,18 +182,43 @@ export async function reconcile(deps: ReconcilerDeps, options: ReconcileOptions)
   const timeLeft = options.timeLeftMs ?? (() => Number.POSITIVE_INFINITY);
   const pacer = deps.pacer ?? new ApiPacer(shareOf(documentedQuotas(undefined), QUOTA_SHARE.default));
   const callsBefore = pacer.figures();
-  const { freed: slotsFreed, held } = await freeStaleSlots(deps, settledBefore);
-  // A slot that stands free while requests wait (its hand-over found no one awake) goes to them.
-  await deps.gate.offerFreeSlots?.();
+  const gates: readonly SiteGate[] = [
+    {
+      site: deps.site ?? DEFAULT_SITE_ID,
+      gate: deps.gate,
+      ...(deps.drain === undefined ? {} : { drain: deps.drain }),
+    },
+    ...(deps.sites ?? []),
+  ];
+  let slotsFreed = 0;
+  const held = new Map<SiteGate, number>();
+  for (const site of gates) {
+    const slots = await freeStaleSlots(deps, site, settledBefore);
+    slotsFreed += slots.freed;
+    held.set(site, slots.held);
+    // A slot that stands free while requests wait (its hand-over found no one awake) goes to them.
+    await site.gate.offerFreeSlots?.();
+  }
   const publish = async () => {
-    const circuit = await deps.gate.state();
+    const figures = new Map<SiteGate, SiteMetrics>();
+    for (const site of gates) {
+      const circuit = await site.gate.state();
+      figures.set(site, {
+        PlatformDownSeconds:
+          circuit.opened_at === 0
+            ? 0
+            : Math.max(0, Math.round((deps.clock().getTime() - circuit.opened_at) / 1000)),
+        ExportSlotsHeld: held.get(site) ?? 0,
+      });
+    }
+    const all = [...figures.values()];
     deps.publish({
       StuckRequests: resumed.length + stranded.length,
-      PlatformDownSeconds:
-        circuit.opened_at === 0
-          ? 0
-          : Math.max(0, Math.round((deps.clock().getTime() - circuit.opened_at) / 1000)),
-      ExportSlotsHeld: held,
+      PlatformDownSeconds: Math.max(...all.map((each) => each.PlatformDownSeconds)),
+      ExportSlotsHeld: all.reduce((sum, each) => sum + each.ExportSlotsHeld, 0),
+      ...(deps.sites === undefined || deps.sites.length === 0
+        ? {}
+        : { sites: Object.fromEntries([...figures].map(([site, each]) => [site.site, each])) }),
     });
   };
   const known = await listExecutions(deps, pacer, halfOf(timeLeft));
@@ -385,9 +434,10 @@ export async function eachAtMost<T>(limit: number, items: readonly T[], work: (i
  */
 async function freeStaleSlots(
   deps: ReconcilerDeps,
+  site: SiteGate,
   settledBefore: number,
 ): Promise<{ freed: number; held: number; draining: number }> {
-  const holders = Object.entries(await deps.gate.exportHolders());
+  const holders = Object.entries(await site.gate.exportHolders());
   let freed = 0;
   let draining = 0;
   await eachAtMost(DEFAULT_CONCURRENCY, holders, async ([requestId, takenAt]) => {
@@ -395,7 +445,7 @@ async function freeStaleSlots(
     const item = await deps.ledger.get(requestId);
     if (item !== undefined && item.status === 'running' && SLOT_STEPS.has(item.step ?? '')) return;
     if (item !== undefined && ENDED.has(item.status) && exportLeftOpen(item)) {
-      const drained = await drainLeftExport(deps, item).catch((error: unknown) => {
+      const drained = await drainLeftExport(deps, site.drain, item).catch((error: unknown) => {
         // The platform down or the download broken: the slot stays held, and the next pass tries
         // again; the rest of the pass goes on.
         deps.logger.warn('an export left open could not be drained; its slot stays held', {
@@ -409,7 +459,7 @@ async function freeStaleSlots(
         return;
       }
     }
-    await deps.gate.releaseExport(requestId);
+    await site.gate.releaseExport(requestId);
     freed += 1;
   });
   if (freed > 0) deps.logger.warn('export slots given back: their requests no longer export', { freed });
@@ -427,12 +477,16 @@ const ENDED = new Set(['cancelled', 'denied', 'failed', 'completed']);
  * longer counts it (failed, gone, or downloaded and discarded here), false while it is still being
  * prepared or there is no drain.
  */
-async function drainLeftExport(deps: ReconcilerDeps, item: LedgerItem): Promise<boolean> {
+async function drainLeftExport(
+  deps: ReconcilerDeps,
+  drain: ExportDrain | undefined,
+  item: LedgerItem,
+): Promise<boolean> {
   const exportId = item.export_id;
-  if (deps.drain === undefined || exportId === undefined) return false;
-  const state = await deps.drain.state(exportId);
+  if (drain === undefined || exportId === undefined) return false;
+  const state = await drain.state(exportId);
   if (state === 'pending') return false;
-  const bytes = state === 'completed' ? await deps.drain.discard(exportId) : 0;
+  const bytes = state === 'completed' ? await drain.discard(exportId) : 0;
   await deps.audit.append(sideChainOf('effects', item.request_id), {
     eventId: `Reconciler:export_drained:${exportId}`,
     step: 'Reconciler',

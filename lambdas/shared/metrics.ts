@@ -23,3 +23,14 @@ export const HEARTBEAT_METRICS = {
  * (fewer than platformMaxOpenExports); the stack's ExportCapAbovePlatform alarm watches it.
  */
 export const EXPORT_METRICS = { platformRefusals: 'PlatformExportRefusals' } as const;
+
+/**
+ * The dimension that names a site on the metrics one site's gate has of its own (the reconciler's
+ * PlatformDownSeconds and ExportSlotsHeld), beside the stack-wide figures of the same names.
+ */
+export const SITE_DIMENSION = 'Site';
+
+/** The dimensions of one site's own metrics. */
+export function siteMetricDimensions(stack: string, site: string): Record<string, string> {
+  return { ...metricDimensions(stack), [SITE_DIMENSION]: site };
+}

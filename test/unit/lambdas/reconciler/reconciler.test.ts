@@ -567,3 +567,69 @@ describe('reconcile, a request in parts', () => {
     );
   });
 });
+
+describe('reconcile, several sites', () => {
+  it("frees and drains each site's export slots on that site's gate, and reports each site's circuit", async () => {
+    // Prepare: a request cancelled while its export on shop was pending holds a slot on shop's gate
+    const { ledger, ids } = await ledgerWith(['running', 'running']);
+    const [onShop = '', onNews = ''] = ids;
+    await ledger.update(onShop, { step: 'exporting', export_id: 'exp-shop', export_status: 'pending' }, [
+      'running',
+    ]);
+    await ledger.cancel(onShop, { reason: 'withdrawn' });
+    await ledger.cancel(onNews, { reason: 'withdrawn' });
+    const sfn = executions({});
+    const news = await gated(() => NOW.getTime() - 3_600_000);
+    tables += 1;
+    const shopTable = `gate-${tables}`;
+    await createGateTable(dynamo.client, shopTable);
+    const shop = new PlatformGate(
+      dynamo.client,
+      shopTable,
+      { requestsPerSecond: 100, burst: 100, maxOpenExports: 10, outageHorizonSeconds: 3600 },
+      { now: () => NOW.getTime() - 600_000, site: 'shop' },
+    );
+    await news.gate.acquireExport(onNews);
+    await shop.acquireExport(onShop);
+    // Shop's platform account is down; news's is not.
+    for (let failure = 0; failure < 5; failure++) await shop.report('down');
+    const drained: string[] = [];
+    const drainOf = (site: string) => ({
+      state: async () => 'completed' as const,
+      discard: async (exportId: string) => {
+        drained.push(`${site}:${exportId}`);
+        return 10;
+      },
+    });
+
+    // Act
+    const summary = await reconcile(
+      {
+        ledger,
+        ...sfn,
+        ...news,
+        drain: drainOf('news'),
+        site: 'news',
+        sites: [{ site: 'shop', gate: shop, drain: drainOf('shop') }],
+        clock: () => NOW,
+        logger: silent,
+      },
+      { maxResumes: 3, graceSeconds: 60 },
+    );
+
+    // Assess: each slot given back on its own gate, the export drained by its own site's drain
+    expect(summary.slotsFreed).toBe(2);
+    expect(await news.gate.exportHolders()).toEqual({});
+    expect(await shop.exportHolders()).toEqual({});
+    expect(drained).toEqual(['shop:exp-shop']);
+    expect(news.published.at(-1)).toEqual({
+      StuckRequests: 0,
+      PlatformDownSeconds: 600,
+      ExportSlotsHeld: 0,
+      sites: {
+        news: { PlatformDownSeconds: 0, ExportSlotsHeld: 0 },
+        shop: { PlatformDownSeconds: 600, ExportSlotsHeld: 0 },
+      },
+    });
+  });
+});
