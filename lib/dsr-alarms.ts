@@ -61,6 +61,14 @@ export interface DsrAlarmsProps {
   readonly stuckRequests: cloudwatch.IMetric;
   /** The reconciler's PlatformDownSeconds: how long the shared circuit has been open. */
   readonly platformDownSeconds: cloudwatch.IMetric;
+  /**
+   * With several sites, each site's own PlatformDownSeconds (its Site dimension) by a readable
+   * suffix of its alarm: one platform-down alarm per site, naming it, in place of the stack-wide
+   * one. @default the stack-wide alarm only
+   */
+  readonly platformDownBySite?: Readonly<
+    Record<string, { readonly site: string; readonly metric: cloudwatch.IMetric }>
+  >;
   /** The platform-down alarm fires once the platform has been down this long. @default 15 minutes */
   readonly platformDownAlarmAfter?: Duration;
   /**
@@ -240,12 +248,27 @@ export class DsrAlarms extends Construct {
       'The reconciler found open requests with no running execution (resumed, or recorded failed as stranded); their execution histories say why',
       { missing: 'ignore' },
     );
-    this.#add(
-      'PlatformDown',
-      props.platformDownSeconds,
-      'The platform has been down (the shared circuit breaker open) for a while: requests wait, up to retryHorizonHours, then fail as platform_outage; watch DueSoonUnfinished',
-      { missing: 'ignore', threshold: (props.platformDownAlarmAfter ?? Duration.minutes(15)).toSeconds() },
-    );
+    const platformDown = {
+      missing: 'ignore' as const,
+      threshold: (props.platformDownAlarmAfter ?? Duration.minutes(15)).toSeconds(),
+    };
+    const bySite = Object.entries(props.platformDownBySite ?? {});
+    if (bySite.length < 2) {
+      this.#add(
+        'PlatformDown',
+        props.platformDownSeconds,
+        'The platform has been down (the shared circuit breaker open) for a while: requests wait, up to retryHorizonHours, then fail as platform_outage; watch DueSoonUnfinished',
+        platformDown,
+      );
+    }
+    for (const [suffix, { site, metric }] of bySite.length < 2 ? [] : bySite) {
+      this.#add(
+        `PlatformDown${suffix}`,
+        metric,
+        `The platform account of site ${site} has been down (its circuit breaker open) for a while: that site's parts of requests wait, up to retryHorizonHours, then fail as platform_outage while the other sites go on; svc-dsr status shows each site`,
+        platformDown,
+      );
+    }
     if (props.platformExportRefusals !== undefined) {
       this.#add(
         'ExportCapAbovePlatform',

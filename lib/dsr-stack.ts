@@ -51,6 +51,7 @@ import {
   HEARTBEAT_METRICS,
   INTAKE_METRICS,
   metricDimensions,
+  siteMetricDimensions,
 } from '../lambdas/shared/metrics.ts';
 import { GATE_KEY } from '../lambdas/shared/platform-gate.ts';
 import type { PlatformToken } from '../lambdas/shared/platform-schemas.ts';
@@ -205,7 +206,6 @@ export class DsrStack extends Stack {
     this.config = parseStackConfig(props.config ?? this.node.tryGetContext(CONFIG_CONTEXT_KEY));
     const config = this.config;
     this.#refuseDeployWithPlaceholders(config);
-    this.#refuseSeveralSites(config);
 
     const keys = this.#keys();
     this.key = keys.data;
@@ -857,6 +857,21 @@ export class DsrStack extends Stack {
       noticesOverdue: sweepMetric(DEADLINE_METRICS.noticesOverdue),
       stuckRequests: reconcilerMetric('StuckRequests'),
       platformDownSeconds: reconcilerMetric('PlatformDownSeconds'),
+      platformDownBySite: Object.fromEntries(
+        this.sites.map((site) => [
+          `Site${pascalCase(site.id)}`,
+          {
+            site: site.id,
+            metric: new cloudwatch.Metric({
+              namespace: METRICS_NAMESPACE,
+              metricName: 'PlatformDownSeconds',
+              dimensionsMap: siteMetricDimensions(this.stackName, site.id),
+              statistic: 'Maximum',
+              period: Duration.minutes(config.reconcileMinutes),
+            }),
+          },
+        ]),
+      ),
       platformExportRefusals: new cloudwatch.Metric({
         namespace: METRICS_NAMESPACE,
         metricName: EXPORT_METRICS.platformRefusals,
@@ -1083,15 +1098,6 @@ export class DsrStack extends Stack {
    * the subject package, local mode and verify --all serve several sites, synth refuses a
    * configuration of more than one (docs/design.md "Sites").
    */
-  #refuseSeveralSites(config: StackConfig): void {
-    const count = config.sites?.length ?? 1;
-    if (count <= 1) return;
-    Annotations.of(this).addError(
-      `svc-dsr config "sites": lists ${count} sites; this release runs requests in parts across sites, but its subject package, local mode and verify --all serve one site, so it does not deploy several. ` +
-        'Fix: list one site per stack for now (docs/deploy.md "Several sites").',
-    );
-  }
-
   /**
    * Synth accepts the placeholder defaults (tests and `npm run synth` need no configuration), but a
    * deployment with them would talk to hosts that do not exist. A template rule makes

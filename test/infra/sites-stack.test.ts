@@ -142,14 +142,81 @@ describe('a stack of several sites', () => {
     expect(build).not.toThrow();
   });
 
-  it('refuses to deploy several sites while requests run on one site only', () => {
+  it('deploys several sites: synth reports no error', () => {
     // Act
-    const errors = Annotations.fromStack(stack).findError('*', Match.stringLikeRegexp('lists 3 sites'));
-    const single = Annotations.fromStack(synth({ ...shared, sites: sites.slice(0, 1) }).stack);
+    const errors = Annotations.fromStack(stack).findError('*', Match.anyValue());
 
     // Assess
-    expect(errors).toHaveLength(1);
-    expect(single.findError('*', Match.anyValue())).toEqual([]);
+    expect(errors).toEqual([]);
+  });
+
+  it("gives RecordOutcome, which builds the package over the sites, BuildPackage's reach and time", () => {
+    // Prepare
+    const fn = (step: string) =>
+      Object.entries(resources).find(
+        ([, resource]) =>
+          resource.Type === 'AWS::Lambda::Function' &&
+          resource.Properties.Environment?.Variables?.DSR_STEP === step,
+      ) ?? ['', { Properties: {} as CfnObject }];
+    const [recordId, record] = fn('RecordOutcome');
+    const [, single] = (() => {
+      const one = synth({ ...shared, sites: sites.slice(0, 1) }).template.toJSON()
+        .Resources as typeof resources;
+      return (
+        Object.entries(one).find(
+          ([, resource]) =>
+            resource.Type === 'AWS::Lambda::Function' &&
+            resource.Properties.Environment?.Variables?.DSR_STEP === 'RecordOutcome',
+        ) ?? ['', { Properties: {} as CfnObject }]
+      );
+    })();
+
+    // Act
+    const role = record.Properties.Role?.['Fn::GetAtt']?.[0];
+    const statements = Object.values(resources)
+      .filter(
+        (resource) =>
+          resource.Type === 'AWS::IAM::Policy' &&
+          JSON.stringify(resource.Properties.Roles ?? []).includes(String(role)),
+      )
+      .flatMap((policy) => policy.Properties.PolicyDocument.Statement as CfnObject[]);
+    const actions = statements.flatMap((statement) => [statement.Action].flat());
+
+    // Assess
+    expect(recordId).not.toBe('');
+    expect(record.Properties).toMatchObject({
+      Timeout: 900,
+      MemorySize: 1024,
+      EphemeralStorage: { Size: 4096 },
+    });
+    expect(record.Properties.Environment.Variables).toHaveProperty('ARCHIVE_BUCKET');
+    expect(actions).toEqual(expect.arrayContaining(['s3:GetObject', 's3:PutObject']));
+    // One site: RecordOutcome stays as it was, a short step with no archive access.
+    expect(single.Properties.Timeout).toBeLessThan(900);
+    expect(single.Properties.MemorySize).toBe(512);
+  });
+
+  it('raises one platform-down alarm per site, on its Site dimension, in place of the stack-wide one', () => {
+    // Act
+    const alarms = Object.entries(resources).filter(
+      ([, resource]) => resource.Type === 'AWS::CloudWatch::Alarm',
+    );
+    const down = alarms.filter(([id]) => id.includes('PlatformDown'));
+    const one = synth({ ...shared, sites: sites.slice(0, 1) }).template.toJSON()
+      .Resources as typeof resources;
+    const oneDown = Object.keys(one).filter(
+      (id) => one[id]?.Type === 'AWS::CloudWatch::Alarm' && id.includes('PlatformDown'),
+    );
+
+    // Assess
+    expect(down).toHaveLength(3);
+    expect(down.map(([, alarm]) => alarm.Properties.Dimensions)).toEqual(
+      ['news', 'shop', 'blog'].map((site) => expect.arrayContaining([{ Name: 'Site', Value: site }])),
+    );
+    expect(down.map(([, alarm]) => alarm.Properties.AlarmDescription)).toEqual(
+      ['news', 'shop', 'blog'].map((site) => expect.stringContaining(`site ${site} has been down`)),
+    );
+    expect(oneDown).toHaveLength(1);
   });
 
   it.each([1, 8, MAX_SITES])(
