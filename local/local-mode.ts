@@ -31,7 +31,7 @@ import { MAX_BODY_BYTES } from './aws/sqs/limits.ts';
 import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.ts';
 import { type FaultProfile, type RateLimit, resolvedFaultsSchema } from './emulator/faults.ts';
 import type { RunningEmulator } from './emulator/server.ts';
-import { type EmulatorState, loadStateFile } from './emulator/state.ts';
+import { type EmulatorState, loadStateFile, stateSites } from './emulator/state.ts';
 import { pollWithSchedule, SqsPoller } from './runtime/event-source.ts';
 import { type OperatorEndpoint, startOperatorEndpoint } from './runtime/operator-endpoint.ts';
 import { startLocalStatusEvents } from './runtime/status-events.ts';
@@ -163,6 +163,8 @@ async function startLocalModeLocked(options: LocalModeOptions, dataDir: string):
   await mkdir(dataDir, { recursive: true });
   // The stack is synthesized on a thread of its own while the services start (see template-thread.ts).
   const synthesized = synthesizeTemplateOnThread(options.stackConfig ?? {});
+  const state = options.platformState ?? (await loadStateFile(SAMPLE_STATE_FILE));
+  const sites = configuredSitesOf(options.stackConfig);
   // The emulator and the stand-ins get a thread of their own: everything below talks to them over HTTP.
   const {
     emulator,
@@ -172,9 +174,12 @@ async function startLocalModeLocked(options: LocalModeOptions, dataDir: string):
   } = await startLocalServices({
     emulator: {
       persistPath: join(dataDir, 'platform.json'),
-      state: options.platformState ?? (await loadStateFile(SAMPLE_STATE_FILE)),
+      state,
       ...(options.faults ? { faults: options.faults } : {}),
-      ...(await platformTokens(dataDir)),
+      // With several sites, one account per configured site, each with its own tokens.
+      ...(sites === undefined
+        ? await platformTokens(dataDir)
+        : { sites: await siteAccounts(dataDir, sites, state) }),
     },
     aws: {
       dynamoPath: join(dataDir, 'ledger'),
@@ -284,11 +289,21 @@ async function assembleLocalMode(
   started.push(() => statusEvents.close());
   const { aws } = statusEvents;
 
+  const sites = configuredSitesOf(options.stackConfig) ?? [];
   const workflow = await startLocalWorkflow({
     aws,
     platform: emulator,
     template,
     secrets,
+    // Every site but the first has its tokens under its own secret names, as the stack makes them.
+    siteTokens: Object.fromEntries(
+      sites.slice(1).flatMap((site) => {
+        const served = emulator.sites.find((each) => each.spotId === site.spotId);
+        return served === undefined
+          ? []
+          : [[site.id, { ssoAccessToken: served.ssoAccessToken, exportToken: served.exportToken }]];
+      }),
+    ),
     waitMs: options.waitMs ?? 10,
     env: { ...gateSettingsFor(await emulatorRateLimit(emulator.url)), ...options.env },
     ...(options.logSink ? { logSink: options.logSink } : {}),
@@ -402,6 +417,8 @@ function reconcilerOf(
     logger: jsonLogger(options.logSink ?? (() => {})),
     gate: workflow.gate,
     drain: workflow.exportDrain,
+    site: workflow.site,
+    sites: workflow.siteGates,
     // CloudWatch has no place here; the figures are in the summary the pass returns.
     publish: () => {},
     // Local passes have no time limit and always finish, so they leave no cursor to keep.
@@ -515,9 +532,53 @@ function sfnClient(endpoint: string, aws: AwsStandIns): SFNClient {
 
 const tokensSchema = z.object({ sso_access_token: z.string(), export_token: z.string() });
 
+/**
+ * The sites the stack configuration lists (`sites`, lib/config.ts, which synth checks in full),
+ * when it lists several: local mode serves each as an account of the emulator. Undefined for one site.
+ */
+function configuredSitesOf(stackConfig: unknown): { id: string; spotId: string }[] | undefined {
+  const parsed = z
+    .object({ sites: z.array(z.object({ id: z.string(), spotId: z.string() })).optional() })
+    .safeParse(stackConfig ?? {});
+  const sites = parsed.success ? parsed.data.sites : undefined;
+  return sites !== undefined && sites.length > 1 ? sites : undefined;
+}
+
+/**
+ * One emulator account per configured site, by its spot id: its data from the state document's
+ * site of that spot id (empty where it has none), its tokens the document's, else ones kept in
+ * the data dir so a restarted platform accepts the same ones.
+ */
+async function siteAccounts(
+  dataDir: string,
+  sites: readonly { spotId: string }[],
+  state: EmulatorState,
+): Promise<{ spotId: string; ssoAccessToken: string; exportToken: string }[]> {
+  const inState = stateSites(state);
+  const accounts = [];
+  for (const site of sites) {
+    const given = inState.find((each) => each.spotId === site.spotId);
+    const kept = await platformTokens(dataDir, site.spotId);
+    accounts.push({
+      spotId: site.spotId,
+      ssoAccessToken: given?.ssoAccessToken ?? kept.ssoAccessToken,
+      exportToken: given?.exportToken ?? kept.exportToken,
+    });
+  }
+  return accounts;
+}
+
 /** The emulator's tokens, kept in the data dir so a restarted platform accepts the same ones. */
-async function platformTokens(dataDir: string): Promise<{ ssoAccessToken: string; exportToken: string }> {
-  const path = join(dataDir, 'platform-tokens.json');
+async function platformTokens(
+  dataDir: string,
+  spotId?: string,
+): Promise<{ ssoAccessToken: string; exportToken: string }> {
+  const path = join(
+    dataDir,
+    spotId === undefined
+      ? 'platform-tokens.json'
+      : `platform-tokens-${spotId.replace(/[^A-Za-z0-9_-]/g, '_')}.json`,
+  );
   try {
     const tokens = tokensSchema.parse(JSON.parse(await readFile(path, 'utf8')));
     return { ssoAccessToken: tokens.sso_access_token, exportToken: tokens.export_token };

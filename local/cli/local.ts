@@ -1,4 +1,5 @@
 /** The `local` command: local mode from CLI flags, its progress, its summary and its serving loop. */
+
 import { resolve } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
@@ -10,6 +11,7 @@ import { localStackConfig } from '../../bin/cli/stack-config.ts';
 import { CALLERS, setDefaultCaller } from '../../lambdas/shared/call-recorder.ts';
 import { timeZoneSchema } from '../../lambdas/shared/config.ts';
 import type { LedgerItem } from '../../lambdas/shared/ledger/index.ts';
+import { siteSummary } from '../../lambdas/shared/site-outcomes.ts';
 import {
   type StatusChangedDetail,
   statusChangedDetailSchema,
@@ -31,6 +33,8 @@ export interface LocalSummary {
     outcome: string | null;
     error: { code: string; message: string } | null;
     archive: { key: string; path: string; bytes: number; sha256: string } | null;
+    /** A request over several sites: what each site came to ("exported on 1 (news); no data on 1 (forum)"). */
+    sites?: string;
   }[];
   quarantined: { line: number; reason: string }[];
   duplicates: { request_id: string; line: number }[];
@@ -97,18 +101,20 @@ function requestSummary(mode: LocalMode, item: LedgerItem): LocalSummary['reques
           sha256: item.archive.sha256,
         }
       : null,
+    ...(item.sites === undefined ? {} : { sites: siteSummary(item.sites, item.site_results ?? {}) }),
   };
 }
 
 /** Prints the summary as a table a person reads, with where things are on disk. */
 export function printSummary(mode: LocalMode, summary: LocalSummary, write: (text: string) => void): void {
+  const bySite = summary.requests.some((request) => request.sites !== undefined);
   const rows = summary.requests.map((request) => [
     request.request_id,
     request.status,
     request.outcome ?? request.error?.code ?? '',
-    request.archive ? `${request.archive.bytes} B` : '',
+    ...(bySite ? [request.sites ?? ''] : [request.archive ? `${request.archive.bytes} B` : '']),
   ]);
-  const header = ['request', 'status', 'outcome', 'archive'];
+  const header = ['request', 'status', 'outcome', bySite ? 'sites' : 'archive'];
   const widths = header.map((cell, index) =>
     Math.max(cell.length, ...rows.map((row) => (row[index] ?? '').length)),
   );

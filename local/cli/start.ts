@@ -1,8 +1,10 @@
 /** The `start` command (`npm start`): the demonstration, sample requests through the whole workflow. */
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import type { StartFlags } from '../../bin/cli/local-package.ts';
 import { CALLERS, setDefaultCaller } from '../../lambdas/shared/call-recorder.ts';
 import { acquireDataDirLock, emptyDataDir } from '../data-dir-lock.ts';
+import { type EmulatorState, emulatorStateSchema, loadStateFile } from '../emulator/state.ts';
 import { commandLine, ownDataDir, printSummary, summarize } from './local.ts';
 
 /** The sample requests `npm start` submits: one of each path through the workflow. */
@@ -28,6 +30,53 @@ export function sampleRequests(now = new Date()): string[] {
   ];
 }
 
+/**
+ * The demonstration's two sites: the sample state's news site, where every sample user has an
+ * account, and a forum where only u-alice has one, so each request shows what each site came to.
+ */
+export const DEMO_SITES = [
+  { id: 'news', name: 'Demo News', spotId: 'sp_demo' },
+  { id: 'forum', name: 'Demo Forum', spotId: 'sp_forum' },
+] as const;
+
+/** The sample state as the news site, beside the forum's own account. */
+export async function demoState(): Promise<EmulatorState> {
+  const { spot_id: _spot, ...news } = await loadStateFile(
+    fileURLToPath(new URL('../emulator/sample-state.json', import.meta.url)),
+  );
+  return emulatorStateSchema.parse({
+    sites: [
+      { spot_id: DEMO_SITES[0].spotId, ...news },
+      {
+        spot_id: DEMO_SITES[1].spotId,
+        conversations: [
+          { id: 'conv-forum-1', url: 'https://forum.example.com/t/1', title: 'Introduce yourself' },
+        ],
+        users: [
+          {
+            primary_key: 'u-alice',
+            user_name: 'alice_forum',
+            display_name: 'Alice W.',
+            email: 'alice@example.com',
+            email_verified: true,
+          },
+        ],
+        comments: [
+          {
+            id: 'forum-c-1',
+            primary_key: 'u-alice',
+            conversation_id: 'conv-forum-1',
+            text: 'Hello, forum!',
+            written_at: 1_700_000_000,
+            parent_id: null,
+          },
+        ],
+        votes: [],
+      },
+    ],
+  });
+}
+
 /** `npm start`: the whole workflow on this machine with sample data, shown as it runs. */
 export async function startCommand(flags: StartFlags): Promise<void> {
   const write = (text: string) => process.stdout.write(text);
@@ -43,9 +92,16 @@ export async function startCommand(flags: StartFlags): Promise<void> {
   write('svc-dsr: starting the platform emulator, local AWS stand-ins and the state machine...\n');
   const { startLocalMode } = await import('../local-mode.ts');
   setDefaultCaller(CALLERS.localRuntime);
-  const mode = await startLocalMode({ dataDir: flags.dataDir, lock });
+  const mode = await startLocalMode({
+    dataDir: flags.dataDir,
+    lock,
+    platformState: await demoState(),
+    stackConfig: { sites: DEMO_SITES },
+  });
   try {
-    write(`platform emulator: ${mode.emulator.url} (sample state: 4 users, comments, votes)\n`);
+    write(
+      `platform emulator: ${mode.emulator.url}, two sites: ${DEMO_SITES[0].name} (${DEMO_SITES[0].id}: the sample state, 4 users, comments, votes) and ${DEMO_SITES[1].name} (${DEMO_SITES[1].id}: u-alice only)\n`,
+    );
     const lines = sampleRequests();
     write(
       `submitting ${lines.length} requests: an access, an erasure, an unknown user, a correction, an invalid message\n`,

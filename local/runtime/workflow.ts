@@ -14,6 +14,7 @@ import { makeDeadlineSweepHandler } from '../../lambdas/deadline-sweep/handler.t
 import { sqsQuarantine } from '../../lambdas/intake/aws.ts';
 import { type IntakeObserver, makeIntakeHandler } from '../../lambdas/intake/handler.ts';
 import type { IntakeDeps } from '../../lambdas/intake/intake.ts';
+import type { SiteGate } from '../../lambdas/reconciler/reconciler.ts';
 import { type AuditTrail, MINIMUM_RETENTION_MONTHS } from '../../lambdas/shared/audit.ts';
 import { CALLERS, runAsCaller } from '../../lambdas/shared/call-recorder.ts';
 import { type StepEnv, stepEnvSchema } from '../../lambdas/shared/config.ts';
@@ -30,7 +31,13 @@ import {
   type SecretValues,
   secretsManagerReaders,
 } from '../../lambdas/shared/secrets.ts';
-import { SITE_IDS_ENV, SITES_ENV, siteEnvironment, siteIdsEnvSchema } from '../../lambdas/shared/sites.ts';
+import {
+  DEFAULT_SITE_ID,
+  SITE_IDS_ENV,
+  SITES_ENV,
+  siteEnvironment,
+  siteIdsEnvSchema,
+} from '../../lambdas/shared/sites.ts';
 import type { StepDeps, StepLogger } from '../../lambdas/shared/step-deps.ts';
 import { type AnyStep, makeStepHandler } from '../../lambdas/shared/step-handler.ts';
 import type { ExecutionInput } from '../../lambdas/shared/step-io.ts';
@@ -159,6 +166,10 @@ export interface LocalWorkflow {
   readonly gate: PlatformGate;
   /** The reconciler's drain of exports that ended requests left open, with the export token only. */
   readonly exportDrain: ExportDrain;
+  /** The first configured site's id (DEFAULT_SITE_ID without sites): `gate` and `exportDrain` are its. */
+  readonly site: string;
+  /** Every other configured site's gate and drain, as the reconciler Lambda builds them. */
+  readonly siteGates: readonly SiteGate[];
   /** The intake Lambda's handler, wired to the local stores, starting executions in process. */
   readonly intake: (event: SQSEvent) => Promise<SQSBatchResponse>;
   /** The intake Lambda's handler starting executions with `startExecution`: local mode's goes through the Step Functions API. */
@@ -238,7 +249,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
         site,
       ),
     });
-  const siteDeps = new Map<string, { deps: StepDeps; env: StepEnv }>();
+  const siteDeps = new Map<string, { deps: ReturnType<typeof buildStepDeps>; env: StepEnv }>();
   const depsOfSite = (site: string) => {
     let own = siteDeps.get(site);
     if (own === undefined) {
@@ -349,6 +360,26 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     definition: resolved.definition,
     stepDeps,
     gate: stepDeps.gate,
+    site: configuredSites[0] ?? DEFAULT_SITE_ID,
+    siteGates: configuredSites.slice(1).map((site) => {
+      const own = depsOfSite(site);
+      const readers = secrets.readersForIds(
+        Object.fromEntries(RECONCILER_TOKENS.map((token) => [token, localSiteSecretId(site, token)])),
+      );
+      return {
+        site,
+        gate: own.deps.gate,
+        drain: platformExportDrain(
+          platformClient(own.env, readers, logger, options.fetch, own.deps.gate),
+          own.deps.gate,
+          {
+            allowedHosts: own.env.DOWNLOAD_ALLOWED_HOSTS,
+            insecureHosts: own.env.DOWNLOAD_INSECURE_HOSTS,
+            maxRedirects: 3,
+          },
+        ),
+      };
+    }),
     exportDrain: platformExportDrain(
       platformClient(env, secrets.readersFor(RECONCILER_TOKENS), logger, options.fetch, stepDeps.gate),
       stepDeps.gate,

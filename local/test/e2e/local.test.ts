@@ -188,6 +188,11 @@ describe('npm start', () => {
     expect(result.stdout).toContain('exported');
     expect(result.stdout).toContain('erased');
     expect(result.stdout).toContain('no_data');
+    // Two sites: the subject of the erasure has an account on news only, alice on both.
+    expect(result.stdout).toContain('two sites: Demo News (news');
+    expect(result.stdout).toMatch(/ erased +erased on 1 \(news\); no data on 1 \(forum\)/);
+    expect(result.stdout).toMatch(/ exported +exported on 2 \(news, forum\)/);
+    expect(result.stdout).toMatch(/ no_data +no data on 2 \(news, forum\)/);
     expect(result.stdout).toContain(`${dataDir}/executions`);
     // It points at something a person can open: the list command, for the same data dir.
     expect(result.stdout).toContain(`npx svc-dsr local --serve --data-dir ${dataDir}\n`);
