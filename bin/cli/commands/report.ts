@@ -25,6 +25,7 @@ import {
   type Status,
 } from '#shared/ledger';
 import { rfc3339Instant } from '#shared/request';
+import { siteSummary } from '#shared/site-outcomes';
 import { lastRecordOf } from '../evidence/ledger-facts.ts';
 import { type CliIo, type CommandResult, csvRow, jsonText, processIo } from '../format.ts';
 import { CliError, checkOutPath, EXIT, parseOption } from '../io.ts';
@@ -133,6 +134,30 @@ export interface ReportRecord {
   /** Set when the dates cannot both be true (a receipt after the report or after the response). */
   readonly date_problem: string | null;
   readonly reference: string | null;
+  /**
+   * A request over several sites: what each came to, in a line ("exported on 1 (news); no data
+   * on 1 (forum)"); null for a request of one site. The request is still one row and one count.
+   */
+  readonly sites: string | null;
+  /** The same by site id: the site's outcome once its part completed, else its status. */
+  readonly site_outcomes: Readonly<Record<string, string>> | null;
+}
+
+/**
+ * One site's share of the requests in the report, for the breakdown by site: the requests that
+ * covered it and what its part came to. A request over three sites is in three rows here and
+ * once in the metrics.
+ */
+export interface ReportSiteRow {
+  readonly site: string;
+  readonly requests: number;
+  readonly exported: number;
+  readonly erased: number;
+  readonly corrected: number;
+  readonly no_data: number;
+  readonly failed: number;
+  /** Not ended yet, or ended by the request as a whole (cancelled, denied) before the site's part did. */
+  readonly other: number;
 }
 
 /** CCPA section 7102 metrics for one regulation and request type (`all`: every type of that regulation). */
@@ -184,6 +209,8 @@ export interface ReportResult {
   readonly regulation: string | null;
   readonly records: ReportRecord[];
   readonly metrics: ReportMetric[];
+  /** The breakdown by site of the requests over several sites (`--table sites`); empty with one site. */
+  readonly sites: ReportSiteRow[];
   /**
    * Messages rejected as invalid at intake in the range: not consumer requests, so in no metric.
    * They carry no valid regulation, so `--regulation` does not narrow this count.
@@ -226,8 +253,8 @@ const dateOrInstant = z.union([z.iso.date(), z.iso.datetime({ offset: true })], 
   message: 'must be a date (2026-01-31) or an RFC 3339 instant (2026-01-31T12:00:00Z)',
 });
 const formatSchema = z.enum(['csv', 'json'], { message: 'must be "csv" or "json"' });
-const tableSchema = z.enum(['records', 'metrics', 'both'], {
-  message: 'must be "records", "metrics" or "both"',
+const tableSchema = z.enum(['records', 'metrics', 'both', 'sites'], {
+  message: 'must be "records", "metrics", "both" or "sites"',
 });
 const regulationSchema = z.enum(['gdpr', 'ccpa'], { message: 'must be "gdpr" or "ccpa"' });
 
@@ -255,6 +282,18 @@ const RECORD_COLUMNS = [
   'date_problem',
   'reference',
 ] as const satisfies readonly (keyof ReportRecord)[];
+/** The records' columns with several sites: what each site came to, last, so a one-site report keeps its columns. */
+const SITES_RECORD_COLUMNS = [...RECORD_COLUMNS, 'sites'] as const satisfies readonly (keyof ReportRecord)[];
+const SITE_COLUMNS = [
+  'site',
+  'requests',
+  'exported',
+  'erased',
+  'corrected',
+  'no_data',
+  'failed',
+  'other',
+] as const satisfies readonly (keyof ReportSiteRow)[];
 const METRIC_COLUMNS = [
   'regulation',
   'type',
@@ -279,7 +318,7 @@ type RangeBound = { readonly date: CivilDate } | { readonly instantMs: number };
 /** Validated report options, checked before any connection is made. */
 export function parseReportOptions(options: ReportOptions): {
   format: 'csv' | 'json';
-  table: 'records' | 'metrics' | 'both';
+  table: 'records' | 'metrics' | 'both' | 'sites';
   regulation?: 'gdpr' | 'ccpa';
   timeZone?: string;
   from?: RangeBound;
@@ -437,6 +476,7 @@ export async function runReport(
     regulation: regulation ?? null,
     records: selected,
     metrics,
+    sites: computeSiteRows(selected),
     intake_errors: intakeErrors,
     skipped,
     checked: evidence.checked,
@@ -768,7 +808,50 @@ export function toRecord(
         : Date.parse(notice.at) <= dueMs && Date.parse(notice.recorded_at) > dueMs,
     date_problem,
     reference: item.reference ?? null,
+    ...siteColumns(item),
   };
+}
+
+/** The sites' columns of a request's record: what each site came to, none for one site. */
+function siteColumns(item: LedgerItem): Pick<ReportRecord, 'sites' | 'site_outcomes'> {
+  if (item.sites === undefined) return { sites: null, site_outcomes: null };
+  const results = item.site_results ?? {};
+  return {
+    sites: siteSummary(item.sites, results),
+    site_outcomes: Object.fromEntries(
+      item.sites.map((site) => {
+        const result = results[site];
+        return [
+          site,
+          result === undefined
+            ? 'open'
+            : result.status === 'completed'
+              ? (result.outcome ?? 'completed')
+              : result.status,
+        ];
+      }),
+    ),
+  };
+}
+
+/** The breakdown by site: each site's requests and what its part came to, sites in the order first met. */
+export function computeSiteRows(records: readonly ReportRecord[]): ReportSiteRow[] {
+  const rows = new Map<string, { -readonly [K in keyof ReportSiteRow]: ReportSiteRow[K] }>();
+  for (const record of records) {
+    for (const [site, outcome] of Object.entries(record.site_outcomes ?? {})) {
+      let row = rows.get(site);
+      if (row === undefined) {
+        row = { site, requests: 0, exported: 0, erased: 0, corrected: 0, no_data: 0, failed: 0, other: 0 };
+        rows.set(site, row);
+      }
+      row.requests += 1;
+      if (outcome === 'exported' || outcome === 'erased' || outcome === 'no_data' || outcome === 'failed') {
+        row[outcome] += 1;
+      } else if (outcome === 'corrected' || outcome === 'corrected_with_changes') row.corrected += 1;
+      else row.other += 1;
+    }
+  }
+  return [...rows.values()];
 }
 
 function onTime(
@@ -854,12 +937,21 @@ function median(values: readonly number[]): number | null {
   return roundDays(value);
 }
 
-function toCsv(result: ReportResult, table: 'records' | 'metrics' | 'both'): string {
+function toCsv(result: ReportResult, table: 'records' | 'metrics' | 'both' | 'sites'): string {
+  if (table === 'sites') {
+    return (
+      csvRow(SITE_COLUMNS) +
+      result.sites.map((row) => csvRow(SITE_COLUMNS.map((column) => row[column]))).join('')
+    );
+  }
   const parts: string[] = [];
   if (table !== 'metrics') {
+    const columns = result.records.some((record) => record.sites !== null)
+      ? SITES_RECORD_COLUMNS
+      : RECORD_COLUMNS;
     parts.push(
-      csvRow(RECORD_COLUMNS) +
-        result.records.map((record) => csvRow(RECORD_COLUMNS.map((column) => record[column]))).join(''),
+      csvRow(columns) +
+        result.records.map((record) => csvRow(columns.map((column) => record[column]))).join(''),
     );
   }
   if (table !== 'records') {

@@ -25,7 +25,10 @@ export function registerReportCommand(program: Command): void {
       '--time-zone <zone>',
       "the IANA time zone dates are cut in (default: the stack's TimeZone output, else UTC)",
     )
-    .option('--table <table>', 'CSV only: records, metrics or both (two tables, a blank line between)')
+    .option(
+      '--table <table>',
+      'CSV only: records, metrics or both (two tables, a blank line between), or sites (the breakdown by site)',
+    )
     .option(
       '--out <file>',
       'write the report to this file (replaced if it exists) instead of stdout; - is stdout',

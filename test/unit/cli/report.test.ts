@@ -6,7 +6,13 @@ import { DynamoDBDocumentClient, GetCommand, ScanCommand } from '@aws-sdk/lib-dy
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ledgerItemSchema } from '#shared/ledger';
-import { computeMetrics, denialBasisOf, runReport, toRecord } from '../../../bin/cli/commands/report.ts';
+import {
+  computeMetrics,
+  computeSiteRows,
+  denialBasisOf,
+  runReport,
+  toRecord,
+} from '../../../bin/cli/commands/report.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { ledgerRecord, PRIMARY_KEY, SVC_USER_ID, testContext } from './helpers.ts';
 import { chainsFor, serveChains } from './locked-chains.ts';
@@ -965,6 +971,59 @@ describe('toRecord: dates that contradict each other', () => {
     expect(records.map(({ date_problem, on_time }) => ({ date_problem, on_time }))).toEqual([
       { date_problem: 'response dated before receipt', on_time: null },
       { date_problem: 'received after the report was made', on_time: null },
+    ]);
+  });
+});
+
+describe('report of requests over several sites', () => {
+  it('counts a request once in the metrics, says per record what each site came to, and breaks it down by site', () => {
+    // Prepare: an access over news and forum (exported on news, no data on forum), an erasure on news alone
+    const now = new Date('2026-12-31T00:00:00Z');
+    const over = (n: number, fields: NonNullable<Parameters<typeof ledgerRecord>[0]>) =>
+      toRecord(
+        ledgerRecord({
+          request_id: `00000000-0000-4000-8000-0000000002${String(n).padStart(2, '0')}`,
+          regulation: 'ccpa',
+          status: 'completed',
+          completed_at: '2026-11-03T00:00:00Z',
+          ...fields,
+        }),
+        now,
+      );
+    const at = '2026-11-03T00:00:00Z';
+    const records = [
+      over(1, {
+        type: 'access',
+        outcome: 'exported',
+        sites: ['news', 'forum'],
+        site_results: {
+          news: { status: 'completed', outcome: 'exported', at },
+          forum: { status: 'completed', outcome: 'no_data', at },
+        },
+      }),
+      over(2, {
+        type: 'erasure',
+        outcome: 'erased',
+        sites: ['news'],
+        site_results: { news: { status: 'completed', outcome: 'erased', at } },
+      }),
+      over(3, { type: 'access', outcome: 'exported' }),
+    ];
+
+    // Act
+    const metrics = computeMetrics(records);
+    const bySite = computeSiteRows(records);
+
+    // Assess
+    expect(metrics.find((metric) => metric.type === 'all')).toMatchObject({ received: 3, complied: 3 });
+    expect(records.map((record) => record.sites)).toEqual([
+      'exported on 1 (news); no data on 1 (forum)',
+      'erased on 1 (news)',
+      null,
+    ]);
+    expect(bySite).toEqual([
+      { site: 'news', requests: 2, exported: 1, erased: 1, corrected: 0, no_data: 0, failed: 0, other: 0 },
+      { site: 'forum', requests: 1, exported: 0, erased: 0, corrected: 0, no_data: 1, failed: 0, other: 0 },
     ]);
   });
 });
