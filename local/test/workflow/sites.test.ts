@@ -192,28 +192,8 @@ describe('a request across three sites, one of them down past the retry horizon'
     // Longer than the circuit's longest cool-down: the next call is the half-open circuit's probe.
     await delay(6_000);
     const { workflow } = harness;
-    const sfn = new SFNClient({
-      region: harness.aws.region,
-      endpoint: workflow.shim.endpoint,
-      credentials: harness.aws.credentials,
-    });
-    const retried = await runOperatorCommand(
-      {
-        ledger: workflow.ledger,
-        s3: workflow.s3,
-        sfn,
-        names: {
-          ArchiveBucketName: LOCAL_NAMES.archiveBucket,
-          AuditBucketName: LOCAL_NAMES.auditBucket,
-          StateMachineArn: workflow.shim.stateMachineArn,
-        },
-        clock: () => new Date(),
-      },
-      'arn:aws:sts::000000000000:assumed-role/privacy-team/jane',
-      { command: 'retry', request_id: id },
-    );
+    const retried = await retryAs(harness, 'jane', id);
     await workflow.settled();
-    sfn.destroy();
 
     // Assess
     expect(failed).toMatchObject({ status: 'failed', error: { code: 'sites_failed' } });
@@ -237,4 +217,79 @@ describe('a request across three sites, one of them down past the retry horizon'
     expect({ news: callsOn('sp_news'), blog: callsOn('sp_blog') }).toEqual(before);
     expect(deletesBySite(harness)).toEqual({ sp_news: 1, sp_shop: 1, sp_blog: 0 });
   }, 60_000);
+});
+
+/** The privacy team's retry of a request, as `svc-dsr retry` has the operator function run it. */
+async function retryAs(h: Harness, who: string, id: string) {
+  const { workflow } = h;
+  const sfn = new SFNClient({
+    region: h.aws.region,
+    endpoint: workflow.shim.endpoint,
+    credentials: h.aws.credentials,
+  });
+  try {
+    return await runOperatorCommand(
+      {
+        ledger: workflow.ledger,
+        s3: workflow.s3,
+        sfn,
+        names: {
+          ArchiveBucketName: LOCAL_NAMES.archiveBucket,
+          AuditBucketName: LOCAL_NAMES.auditBucket,
+          StateMachineArn: workflow.shim.stateMachineArn,
+        },
+        clock: () => new Date(),
+      },
+      `arn:aws:sts::000000000000:assumed-role/privacy-team/${who}`,
+      { command: 'retry', request_id: id },
+    );
+  } finally {
+    sfn.destroy();
+  }
+}
+
+describe('two people retrying one request over several sites at once', () => {
+  it('runs the failed site once: one export start and one DELETE on it, none on the others', async () => {
+    // Prepare: shop is down past the horizon, so the erasure fails on shop alone
+    harness = await startHarness({ state, config, env: { OUTAGE_HORIZON_SECONDS: '3' } });
+    const h = harness;
+    const shop = emulatorControl(h.emulator, 'sp_shop');
+    shop.setFaults({ ...shop.faults(), outage: { after_seconds: 0, duration_seconds: 600 } });
+    const request = requestFor('u-1', { type: 'erasure' });
+    const id = request.request_id;
+    await submitAndSettle(h, request);
+    expect(await h.workflow.ledger.require(id)).toMatchObject({
+      status: 'failed',
+      error: { code: 'sites_failed' },
+    });
+    const calls = (spotId: string) => emulatorControl(h.emulator, spotId).calls();
+    const before = { news: calls('sp_news').length, blog: calls('sp_blog').length };
+    const shopBefore = calls('sp_shop').length;
+    const runsBefore = (await h.workflow.ledger.require(siteRequestId(id, 'shop'))).executions;
+    shop.setFaults({ ...shop.faults(), outage: null });
+    await delay(6_000);
+
+    // Act: jane and omar press retry at the same moment
+    const answers = await Promise.allSettled([retryAs(h, 'jane', id), retryAs(h, 'omar', id)]);
+    await h.workflow.settled();
+
+    // Assess: one of them ran it (the other was told it is running already, or found it so)
+    expect(answers.some((answer) => answer.status === 'fulfilled')).toBe(true);
+    expect(await h.workflow.ledger.require(id)).toMatchObject({
+      status: 'completed',
+      outcome: 'erased',
+      site_results: {
+        news: { outcome: 'erased' },
+        shop: { outcome: 'erased' },
+        blog: { outcome: 'no_data' },
+      },
+    });
+    const onShop = calls('sp_shop').slice(shopBefore);
+    expect(onShop.filter((call) => call.method === 'DELETE')).toHaveLength(1);
+    expect(onShop.filter((call) => call.method === 'POST' && call.path.endsWith('/export'))).toHaveLength(1);
+    expect({ news: calls('sp_news').length, blog: calls('sp_blog').length }).toEqual(before);
+    const shopPart = await h.workflow.ledger.require(siteRequestId(id, 'shop'));
+    // One execution more than before: the two retries started one between them.
+    expect(shopPart.executions).toBe(runsBefore + 1);
+  }, 90_000);
 });
