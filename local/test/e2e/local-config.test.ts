@@ -69,3 +69,68 @@ describe('svc-dsr local with the stack configuration of cdk.json', () => {
     expect(byId.get(byDocument.request_id)).toMatchObject({ status: 'completed', outcome: 'exported' });
   }, 240_000);
 });
+
+describe('svc-dsr local with sites in --config and a state file of several sites', () => {
+  it('runs a request over every configured site, the subject found on one, and refuses a site not configured', async () => {
+    // Prepare: two sites; the subject has an account on east only
+    const dir = join(workdir, 'sites');
+    const config = join(workdir, 'sites-config.json');
+    await writeFile(
+      config,
+      JSON.stringify({
+        sites: [
+          { id: 'east', name: 'East Edition', spotId: 'sp_east' },
+          { id: 'west', name: 'West Edition', spotId: 'sp_west' },
+        ],
+      }),
+    );
+    const account = (spotId: string, users: string[]) => ({
+      spot_id: spotId,
+      conversations: [{ id: `conv-${spotId}`, url: `https://${spotId}.example.com/a`, title: 'A' }],
+      users: users.map((key) => ({ primary_key: key, user_name: `${key}_${spotId}` })),
+      comments: [],
+      votes: [],
+    });
+    const state = join(workdir, 'sites-state.json');
+    await writeFile(
+      state,
+      JSON.stringify({ sites: [account('sp_east', ['u-alice']), account('sp_west', ['u-bob'])] }),
+    );
+    const everywhere = request('email_link');
+    const unknownSite = { ...request('email_link'), sites: ['east', 'north'] };
+    const file = join(workdir, 'sites-requests.jsonl');
+    await writeFile(file, `${JSON.stringify(everywhere)}\n${JSON.stringify(unknownSite)}\n`);
+
+    // Act
+    const result = await runProcess(
+      process.execPath,
+      [
+        CLI,
+        'local',
+        '--config',
+        config,
+        '--platform-state',
+        state,
+        '--requests',
+        file,
+        '--json',
+        '--data-dir',
+        dir,
+      ],
+      { cwd: workdir, timeoutMs: 200_000 },
+    );
+
+    // Assess
+    const summary = summarySchema.parse(JSON.parse(result.stdout));
+    const byId = new Map(summary.requests.map((item) => [item.request_id, item]));
+    expect(byId.get(everywhere.request_id)).toMatchObject({
+      status: 'completed',
+      outcome: 'exported',
+      sites: 'exported on 1 (east); no data on 1 (west)',
+    });
+    expect(byId.get(unknownSite.request_id)).toMatchObject({ status: 'rejected' });
+    expect(summary.quarantined.map((entry) => entry.reason).join('\n')).toContain(
+      'sites: "north" is not a site of this stack; the sites are "east", "west"',
+    );
+  }, 240_000);
+});
