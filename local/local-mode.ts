@@ -159,8 +159,9 @@ export async function startLocalMode(options: LocalModeOptions): Promise<LocalMo
   }
 }
 
-async function startLocalModeLocked(options: LocalModeOptions, dataDir: string): Promise<LocalMode> {
+async function startLocalModeLocked(given: LocalModeOptions, dataDir: string): Promise<LocalMode> {
   await mkdir(dataDir, { recursive: true });
+  const options = { ...given, stackConfig: await keptStackConfig(dataDir, given.stackConfig) };
   // The stack is synthesized on a thread of its own while the services start (see template-thread.ts).
   const synthesized = synthesizeTemplateOnThread(options.stackConfig ?? {});
   const state = options.platformState ?? (await loadStateFile(SAMPLE_STATE_FILE));
@@ -528,6 +529,24 @@ function sfnClient(endpoint: string, aws: AwsStandIns): SFNClient {
   return prepareSdkClient(
     new SFNClient({ region: aws.region, endpoint, credentials: aws.credentials, ...CACHED_MIDDLEWARE }),
   );
+}
+
+/**
+ * The stack configuration a data dir runs with: the one given, kept in the data dir, or without
+ * one the one it was started with before, so a data dir of several sites (`npm start`'s) served
+ * again without --config still runs each site's parts. Undefined: the defaults.
+ */
+async function keptStackConfig(dataDir: string, given: unknown): Promise<unknown> {
+  const path = join(dataDir, 'stack-config.json');
+  if (given !== undefined) {
+    await writeFile(path, `${JSON.stringify(given)}\n`, { mode: 0o600 });
+    return given;
+  }
+  try {
+    return JSON.parse(await readFile(path, 'utf8'));
+  } catch {
+    return undefined;
+  }
 }
 
 const tokensSchema = z.object({ sso_access_token: z.string(), export_token: z.string() });

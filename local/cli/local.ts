@@ -1,6 +1,7 @@
 /** The `local` command: local mode from CLI flags, its progress, its summary and its serving loop. */
 
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
 import { requestLines } from '../../bin/cli/commands/submit.ts';
@@ -195,7 +196,7 @@ export async function runLocal(
   const stack = await localStackConfig(flags.config);
   // Which settings ran is part of what a run shows, --json or not (stdout stays the summary).
   people(
-    `svc-dsr local: stack configuration ${stack.config === undefined ? 'defaults (no cdk.json context "svc-dsr")' : `from ${stack.source}`}\n`,
+    `svc-dsr local: stack configuration ${stack.config === undefined ? (existsSync(join(resolve(flags.dataDir), 'stack-config.json')) ? `kept in the data dir (${join(resolve(flags.dataDir), 'stack-config.json')})` : 'defaults (no cdk.json context "svc-dsr")') : `from ${stack.source}`}\n`,
   );
   // Calls outside a function's scope are local mode's own set-up, which CloudFormation does in AWS.
   setDefaultCaller(CALLERS.localRuntime);

@@ -132,5 +132,26 @@ describe('svc-dsr local with sites in --config and a state file of several sites
     expect(summary.quarantined.map((entry) => entry.reason).join('\n')).toContain(
       'sites: "north" is not a site of this stack; the sites are "east", "west"',
     );
+
+    // Act again: the same data dir without --config, from a folder with no cdk.json
+    const again = request('email_link');
+    const againFile = join(workdir, 'sites-again.jsonl');
+    await writeFile(againFile, `${JSON.stringify(again)}\n`);
+    const empty = await mkdtemp(join(tmpdir(), 'svc-dsr-no-config-'));
+    const second = await runProcess(
+      process.execPath,
+      [CLI, 'local', '--requests', againFile, '--json', '--data-dir', dir],
+      { cwd: empty, timeoutMs: 200_000 },
+    );
+    await rm(empty, { recursive: true, force: true });
+
+    // Assess: the data dir kept its sites
+    expect(second.stderr).toContain('stack configuration kept in the data dir');
+    expect(summarySchema.parse(JSON.parse(second.stdout)).requests).toEqual([
+      expect.objectContaining({
+        request_id: again.request_id,
+        sites: 'exported on 1 (east); no data on 1 (west)',
+      }),
+    ]);
   }, 240_000);
 });
