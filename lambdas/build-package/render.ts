@@ -106,16 +106,7 @@ export class PageText {
     const page: Page = { ...this.#page, counts, out: [] };
     const { data, strings, out } = page;
     out.push(
-      '<!DOCTYPE html>',
-      `<html lang="${escapeHtml(data.language)}">`,
-      '<head>',
-      '<meta charset="utf-8">',
-      `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">`,
-      '<meta name="viewport" content="width=device-width, initial-scale=1">',
-      '<meta name="referrer" content="no-referrer">',
-      `<title>${escapeHtml(strings.title)} · ${escapeHtml(data.controller.name)}</title>`,
-      `<style>${PAGE_STYLE}</style>`,
-      '</head>',
+      ...pageHead(data.language, `${strings.title} · ${data.controller.name}`),
       '<body>',
       `<a class="skip" href="#main">${escapeHtml(strings.skipToContent)}</a>`,
       '<header>',
@@ -425,6 +416,25 @@ function paragraphs(text: string): string {
     .join('\n');
 }
 
+/**
+ * The opening of every page of a package, to the end of its head: no script, nothing loaded from
+ * anywhere (the Content-Security-Policy), no referrer, the page's own style.
+ */
+export function pageHead(language: string, title: string): string[] {
+  return [
+    '<!DOCTYPE html>',
+    `<html lang="${escapeHtml(language)}">`,
+    '<head>',
+    '<meta charset="utf-8">',
+    `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">`,
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    '<meta name="referrer" content="no-referrer">',
+    `<title>${escapeHtml(title)}</title>`,
+    `<style>${PAGE_STYLE}</style>`,
+    '</head>',
+  ];
+}
+
 const HTML_ESCAPES: Readonly<Record<string, string>> = {
   '&': '&amp;',
   '<': '&lt;',
@@ -468,7 +478,7 @@ export const PAGE_COLOURS = {
 const C = PAGE_COLOURS;
 
 /** Readable on a phone (fluid width, wrapping long words), printable (no navigation, link targets written out). */
-export const PAGE_STYLE = [
+const PAGE_STYLE = [
   ':root{color-scheme:light}',
   `body{font:1rem/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:${C.text};background:${C.background};max-width:46rem;margin:0 auto;padding:1rem}`,
   `h1{font-size:1.8rem}h2{font-size:1.4rem;border-bottom:2px solid ${C.text};margin-top:2.5rem}h3{font-size:1.1rem;margin-bottom:.25rem}`,

@@ -13,7 +13,7 @@ import { siteRequestId } from '#shared/sites';
 import type { StepDeps } from '#shared/step-deps';
 import { packageKey } from './build-package.ts';
 import { packageFileName } from './package-zip.ts';
-import { escapeHtml, PAGE_STYLE } from './render.ts';
+import { escapeHtml, pageHead } from './render.ts';
 import { PACKAGE_PLACEHOLDERS } from './settings.ts';
 import { measured } from './streams.ts';
 import { stringsFor } from './strings.ts';
@@ -189,16 +189,7 @@ export function frontPage(
     timeZone: facts.timeZone,
   }).format(facts.answered);
   const html = [
-    '<!DOCTYPE html>',
-    `<html lang="${escapeHtml(facts.language)}">`,
-    '<head>',
-    '<meta charset="utf-8">',
-    `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">`,
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    '<meta name="referrer" content="no-referrer">',
-    `<title>${escapeHtml(strings.title)} · ${escapeHtml(facts.controllerName)}</title>`,
-    `<style>${PAGE_STYLE}</style>`,
-    '</head>',
+    ...pageHead(facts.language, `${strings.title} · ${facts.controllerName}`),
     '<body>',
     '<header>',
     `<h1>${escapeHtml(strings.title)}</h1>`,

@@ -6,16 +6,15 @@
 
 import { createHash } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { afterEach, describe, expect, it } from 'vitest';
-import yauzl from 'yauzl';
 import { emulatorControl } from '#local/emulator/server';
 import { emulatorStateSchema } from '#local/emulator/state';
 import { LOCAL_NAMES } from '#local/runtime/workflow';
 import { runOperatorCommand } from '../../../lambdas/operator/operator.ts';
 import { siteRequestId } from '../../../lambdas/shared/sites.ts';
 import { type Harness, requestFor, startHarness } from './harness.ts';
+import { storedObject, zipEntries } from './stored.ts';
 import { submitAndSettle } from './submit.ts';
 
 let harness: Harness | undefined;
@@ -150,73 +149,6 @@ describe('a request across three sites, the subject on two', () => {
       sites_without_data: 1,
     });
   });
-});
-
-async function storedObject(h: Harness, key: string): Promise<Buffer> {
-  const { Body } = await h.workflow.s3.send(
-    new GetObjectCommand({ Bucket: LOCAL_NAMES.archiveBucket, Key: key }),
-  );
-  return Buffer.from((await Body?.transformToByteArray()) ?? []);
-}
-
-/** A zip's files by name, read with yauzl (the library the product reads zips with). */
-async function zipEntries(zip: Buffer): Promise<Map<string, Buffer>> {
-  const file = await yauzl.fromBufferPromise(zip, { lazyEntries: true });
-  const entries = new Map<string, Buffer>();
-  for await (const entry of file.eachEntry()) {
-    const chunks: Buffer[] = [];
-    for await (const chunk of await file.openReadStreamPromise(entry)) chunks.push(Buffer.from(chunk));
-    entries.set(entry.fileName, Buffer.concat(chunks));
-  }
-  file.close();
-  return entries;
-}
-
-describe('a request across three sites, one of them down past the retry horizon', () => {
-  it('completes on the others, fails naming the site, and a retry once it is back runs that site alone', async () => {
-    // Prepare: shop's platform account is down; the horizon is 3 s
-    harness = await startHarness({ state, config, env: { OUTAGE_HORIZON_SECONDS: '3' } });
-    const shop = emulatorControl(harness.emulator, 'sp_shop');
-    const down = shop.setFaults({ ...shop.faults(), outage: { after_seconds: 0, duration_seconds: 600 } });
-    expect(down.ok).toBe(true);
-    const request = requestFor('u-1', { type: 'erasure' });
-    const id = request.request_id;
-    await submitAndSettle(harness, request);
-    const failed = await harness.workflow.ledger.require(id);
-    const callsOn = (spotId: string) =>
-      emulatorControl(harness?.emulator as Harness['emulator'], spotId).calls().length;
-    const before = { news: callsOn('sp_news'), blog: callsOn('sp_blog') };
-
-    // Act: shop is back, and the privacy team retries the request
-    shop.setFaults({ ...shop.faults(), outage: null });
-    // Longer than the circuit's longest cool-down: the next call is the half-open circuit's probe.
-    await delay(6_000);
-    const { workflow } = harness;
-    const retried = await retryAs(harness, 'jane', id);
-    await workflow.settled();
-
-    // Assess
-    expect(failed).toMatchObject({ status: 'failed', error: { code: 'sites_failed' } });
-    expect(failed.error?.message).toContain('failed on shop');
-    expect(failed.site_results).toMatchObject({
-      news: { status: 'completed', outcome: 'erased' },
-      shop: { status: 'failed', error_code: 'platform_outage' },
-      blog: { status: 'completed', outcome: 'no_data' },
-    });
-    expect(retried).toMatchObject({ parts: [{ site: 'shop', done: true }] });
-    expect(await workflow.ledger.require(id)).toMatchObject({
-      status: 'completed',
-      outcome: 'erased',
-      site_results: {
-        news: { outcome: 'erased' },
-        shop: { outcome: 'erased' },
-        blog: { outcome: 'no_data' },
-      },
-    });
-    // The other sites saw no call at all after the retry: no second export, no second DELETE.
-    expect({ news: callsOn('sp_news'), blog: callsOn('sp_blog') }).toEqual(before);
-    expect(deletesBySite(harness)).toEqual({ sp_news: 1, sp_shop: 1, sp_blog: 0 });
-  }, 60_000);
 });
 
 /** The privacy team's retry of a request, as `svc-dsr retry` has the operator function run it. */

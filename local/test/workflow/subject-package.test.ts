@@ -1,13 +1,11 @@
 import { createHash } from 'node:crypto';
-import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { afterEach, describe, expect, it } from 'vitest';
-import yauzl from 'yauzl';
-import { LOCAL_NAMES } from '#local/runtime/workflow';
 import { packageKey } from '../../../lambdas/build-package/build-package.ts';
 import { subjectPackageDataSchema } from '../../../lambdas/build-package/package-schema.ts';
 import { STEPS } from '../../../lambdas/steps.ts';
 import { productionConfig } from '../../../test/infra/fixtures.ts';
 import { type Harness, requestFor, startHarness, TEST_EXPORT_TOKEN, TEST_SSO_TOKEN } from './harness.ts';
+import { storedObject, zipEntries } from './stored.ts';
 import { submitAndSettle } from './submit.ts';
 
 let harness: Harness | undefined;
@@ -16,24 +14,8 @@ afterEach(async () => {
   harness = undefined;
 });
 
-async function stored(h: Harness, key: string): Promise<Buffer> {
-  const { Body } = await h.workflow.s3.send(
-    new GetObjectCommand({ Bucket: LOCAL_NAMES.archiveBucket, Key: key }),
-  );
-  return Buffer.from((await Body?.transformToByteArray()) ?? []);
-}
-
-async function unzip(buffer: Buffer): Promise<Map<string, Buffer>> {
-  const zip = await yauzl.fromBufferPromise(buffer, { lazyEntries: true });
-  const entries = new Map<string, Buffer>();
-  for await (const entry of zip.eachEntry()) {
-    const chunks: Buffer[] = [];
-    for await (const chunk of await zip.openReadStreamPromise(entry)) chunks.push(Buffer.from(chunk));
-    entries.set(entry.fileName, Buffer.concat(chunks));
-  }
-  zip.close();
-  return entries;
-}
+const stored = storedObject;
+const unzip = zipEntries;
 
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 
