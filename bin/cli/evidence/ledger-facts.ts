@@ -4,9 +4,11 @@
  * type and receipt, the archive's and the package's size and SHA-256, how the request ended), they
  * must agree, or the ledger was changed after the record was locked.
  */
+
 import { type AuditRecord, factDigest } from '#shared/audit';
 import type { LedgerItem, Status } from '#shared/ledger';
 import { MAX_CLOCK_SKEW_MS } from '#shared/request';
+import { siteSummary } from '#shared/site-outcomes';
 
 /** The status each final action leaves a request in. */
 const FINAL_STATUS: Readonly<Record<string, Status>> = {
@@ -137,6 +139,9 @@ export function ledgerMismatches(
   if (last !== undefined && ended !== undefined) {
     compare('status', item.status, last, ended);
     if (last.action === 'request_completed') compare('outcome', item.outcome, last, last.facts.outcome);
+    // A request over several sites: what each site came to, as its final record locked it.
+    if (item.sites !== undefined && typeof last.facts.sites === 'string')
+      compare('sites', siteSummary(item.sites, item.site_results ?? {}), last, last.facts.sites);
     compareTime('completed_at', item.completed_at, last, last.facts.completed_at);
     if (last.action === 'request_denied')
       compare('denial code', item.denial?.code, last, last.facts.reason_code);
