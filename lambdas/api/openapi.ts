@@ -1,0 +1,85 @@
+// The API's OpenAPI 3.1 document, generated from the route table and the zod schemas its handler validates with.
+import { z } from 'zod';
+import { API_ROLES } from './identity.ts';
+import { API_ROUTES, apiErrorSchema } from './routes.ts';
+
+const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
+  z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' });
+
+const ERRORS: Readonly<Record<string, string>> = {
+  '400': 'The body or the path is invalid: the message names the field and the fix',
+  '401': 'No signed-in person',
+  '403': "The signed-in person's groups do not admit this route",
+  '404': 'No such request, or no such route',
+  '409': "The ledger's rules refuse the action as the request stands",
+  '413': 'The body is too large',
+  '500': 'The API failed; nothing the audit trail does not show was changed',
+};
+
+/** The OpenAPI 3.1 document of the API: every route, its roles, body, answer and errors. */
+export function openApiDocument(version: string): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of API_ROUTES) {
+    const operation = {
+      operationId: route.operationId,
+      summary: route.summary,
+      description: `Roles: ${route.roles.join(', ')}.`,
+      security: [{ userPool: [] }],
+      'x-svc-dsr-roles': route.roles,
+      parameters: [
+        {
+          name: 'request_id',
+          in: 'path',
+          required: true,
+          description: "The request's id (a UUID), or one site's part of it: never a subject identifier",
+          schema: { type: 'string' },
+        },
+      ],
+      ...(route.body === undefined
+        ? {}
+        : {
+            requestBody: {
+              required: true,
+              content: { 'application/json': { schema: jsonSchema(route.body, 'input') } },
+            },
+          }),
+      responses: {
+        '200': {
+          description: 'Done',
+          headers: { 'Cache-Control': { schema: { type: 'string', const: 'no-store' } } },
+          content: { 'application/json': { schema: jsonSchema(route.answer, 'output') } },
+        },
+        ...Object.fromEntries(
+          Object.entries(ERRORS).map(([status, description]) => [
+            status,
+            {
+              description,
+              content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+            },
+          ]),
+        ),
+      },
+    };
+    paths[route.path] = { ...paths[route.path], [route.method.toLowerCase()]: operation };
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'svc-dsr API',
+      version,
+      description: `The privacy team's and other systems' way in: every route is checked against the signed-in person's groups (${API_ROLES.join(', ')}), and every action is recorded under that person's name.`,
+    },
+    paths,
+    components: {
+      securitySchemes: {
+        userPool: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'JWT',
+          description: "A token of the stack's user pool; its cognito:groups give the roles",
+        },
+      },
+      schemas: { Error: jsonSchema(apiErrorSchema, 'output') },
+    },
+  };
+}

@@ -1,0 +1,139 @@
+/**
+ * The API on loopback, as API Gateway's HTTP API with its JWT authorizer serves it in AWS: a bearer
+ * token is verified (signed with the data dir's key, its issuer, audience and expiry checked, with
+ * jose) and its claims handed to the same handler (lambdas/api/api.ts). A token that does not
+ * verify gives the handler no claims, so it answers 401, as API Gateway does before any function.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { jwtVerify, SignJWT } from 'jose';
+import { API_MAX_BODY_BYTES, handleApiEvent } from '../../lambdas/api/api.ts';
+import type { ApiRole } from '../../lambdas/api/identity.ts';
+import type { OperatorDeps } from '../../lambdas/operator/records.ts';
+import type { StepLogger } from '../../lambdas/shared/step-deps.ts';
+
+/** Who signs local mode's tokens, and for whom: the claims API Gateway's authorizer would check. */
+export const LOCAL_TOKEN_ISSUER = 'svc-dsr-local';
+export const LOCAL_TOKEN_AUDIENCE = 'svc-dsr-api';
+
+/** The data dir's token signing key (HS256), made on first use and kept mode 0600. */
+export async function localSigningKey(dataDir: string): Promise<Uint8Array> {
+  const path = join(dataDir, 'api-signing-key');
+  try {
+    const key = Buffer.from((await readFile(path, 'utf8')).trim(), 'base64url');
+    if (key.length === 32) return key;
+  } catch {
+    // none yet
+  }
+  const key = randomBytes(32);
+  await writeFile(path, `${key.toString('base64url')}\n`, { mode: 0o600 });
+  return key;
+}
+
+/** A token for a local person, as the user pool issues one: subject, username, groups, an hour. */
+export async function localToken(
+  key: Uint8Array,
+  person: { readonly username: string; readonly subject: string; readonly groups: readonly ApiRole[] },
+  lifetimeSeconds = 3600,
+): Promise<string> {
+  return await new SignJWT({ 'cognito:username': person.username, 'cognito:groups': [...person.groups] })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject(person.subject)
+    .setIssuer(LOCAL_TOKEN_ISSUER)
+    .setAudience(LOCAL_TOKEN_AUDIENCE)
+    .setIssuedAt()
+    .setExpirationTime(`${lifetimeSeconds}s`)
+    .sign(key);
+}
+
+export interface ApiEndpoint {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/** Serves the API on 127.0.0.1 (port 0 unless given) with `deps`, verifying tokens with `key`. */
+export async function startApiEndpoint(
+  deps: OperatorDeps & { readonly logger: StepLogger },
+  key: Uint8Array,
+  port = 0,
+): Promise<ApiEndpoint> {
+  const server = createServer((request, response) => {
+    void (async () => {
+      const send = (statusCode: number, headers: Readonly<Record<string, string>>, body: string) => {
+        response.writeHead(statusCode, headers);
+        response.end(body);
+      };
+      const body = await readBody(request);
+      if (body === undefined) {
+        send(
+          413,
+          { 'content-type': 'application/json', 'cache-control': 'no-store' },
+          JSON.stringify({
+            error: { code: 'invalid', message: `the body is over ${API_MAX_BODY_BYTES} bytes` },
+          }),
+        );
+        return;
+      }
+      const claims = await verifiedClaims(request.headers.authorization, key);
+      const url = new URL(request.url ?? '/', 'http://127.0.0.1');
+      const answer = await handleApiEvent(deps, {
+        rawPath: url.pathname,
+        body,
+        isBase64Encoded: false,
+        requestContext: {
+          http: { method: request.method ?? 'GET' },
+          ...(claims === undefined ? {} : { authorizer: { jwt: { claims } } }),
+        },
+      });
+      send(answer.statusCode, answer.headers, answer.body);
+    })().catch(() => {
+      if (!response.headersSent) response.writeHead(500, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ error: { code: 'internal', message: 'the local API failed' } }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const { port: bound } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${bound}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** The claims of a bearer token this endpoint signed and that is still valid; undefined otherwise. */
+async function verifiedClaims(
+  authorization: string | undefined,
+  key: Uint8Array,
+): Promise<Record<string, unknown> | undefined> {
+  const token = /^Bearer (\S+)$/i.exec(authorization ?? '')?.[1];
+  if (token === undefined) return undefined;
+  try {
+    const { payload } = await jwtVerify(token, key, {
+      issuer: LOCAL_TOKEN_ISSUER,
+      audience: LOCAL_TOKEN_AUDIENCE,
+      algorithms: ['HS256'],
+    });
+    return payload;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The request's body as text, or undefined once it passes the API's limit (API Gateway's own is larger). */
+async function readBody(request: IncomingMessage): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  for await (const chunk of request) {
+    const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk);
+    bytes += buffer.length;
+    if (bytes > API_MAX_BODY_BYTES) return undefined;
+    chunks.push(buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
