@@ -33,7 +33,12 @@ import { type FaultProfile, type RateLimit, resolvedFaultsSchema } from './emula
 import type { RunningEmulator } from './emulator/server.ts';
 import { type EmulatorState, loadStateFile, stateSites } from './emulator/state.ts';
 import { pollWithSchedule, SqsPoller } from './runtime/event-source.ts';
-import { type OperatorEndpoint, startOperatorEndpoint } from './runtime/operator-endpoint.ts';
+import {
+  localOperatorDeps,
+  type OperatorEndpoint,
+  startOperatorEndpoint,
+} from './runtime/operator-endpoint.ts';
+import { configuredSitesOf, siteTokensOf } from './runtime/site-accounts.ts';
 import { startLocalStatusEvents } from './runtime/status-events.ts';
 import {
   INTAKE_QUEUE,
@@ -290,21 +295,13 @@ async function assembleLocalMode(
   started.push(() => statusEvents.close());
   const { aws } = statusEvents;
 
-  const sites = configuredSitesOf(options.stackConfig) ?? [];
   const workflow = await startLocalWorkflow({
     aws,
     platform: emulator,
     template,
     secrets,
     // Every site but the first has its tokens under its own secret names, as the stack makes them.
-    siteTokens: Object.fromEntries(
-      sites.slice(1).flatMap((site) => {
-        const served = emulator.sites.find((each) => each.spotId === site.spotId);
-        return served === undefined
-          ? []
-          : [[site.id, { ssoAccessToken: served.ssoAccessToken, exportToken: served.exportToken }]];
-      }),
-    ),
+    siteTokens: siteTokensOf(configuredSitesOf(options.stackConfig) ?? [], emulator.sites),
     waitMs: options.waitMs ?? 10,
     env: { ...gateSettingsFor(await emulatorRateLimit(emulator.url)), ...options.env },
     ...(options.logSink ? { logSink: options.logSink } : {}),
@@ -335,20 +332,10 @@ async function assembleLocalMode(
   const poller = new SqsPoller(workflow.sqs, workflow.queueUrls.intake, intake);
   // The operator function behind its URL: the CLI's cancel, deny, extend, retry, notice and
   // package hand-outs reach the same handler as in AWS.
-  const operator = await startOperatorEndpoint(
-    {
-      ledger: workflow.ledger,
-      s3: workflow.s3,
-      sfn,
-      names: {
-        ArchiveBucketName: LOCAL_NAMES.archiveBucket,
-        AuditBucketName: LOCAL_NAMES.auditBucket,
-        StateMachineArn: shim.stateMachineArn,
-      },
-      clock: () => new Date(),
-    },
-    { accessKeyId: aws.credentials.accessKeyId, logger: jsonLogger(options.logSink ?? (() => {})) },
-  );
+  const operator = await startOperatorEndpoint(localOperatorDeps(workflow, sfn), {
+    accessKeyId: aws.credentials.accessKeyId,
+    logger: jsonLogger(options.logSink ?? (() => {})),
+  });
   started.push(() => operator.close());
   await publishEndpoints(dataDir, aws, workflow, emulator, operator);
 
@@ -550,18 +537,6 @@ async function keptStackConfig(dataDir: string, given: unknown): Promise<unknown
 }
 
 const tokensSchema = z.object({ sso_access_token: z.string(), export_token: z.string() });
-
-/**
- * The sites the stack configuration lists (`sites`, lib/config.ts, which synth checks in full),
- * when it lists several: local mode serves each as an account of the emulator. Undefined for one site.
- */
-function configuredSitesOf(stackConfig: unknown): { id: string; spotId: string }[] | undefined {
-  const parsed = z
-    .object({ sites: z.array(z.object({ id: z.string(), spotId: z.string() })).optional() })
-    .safeParse(stackConfig ?? {});
-  const sites = parsed.success ? parsed.data.sites : undefined;
-  return sites !== undefined && sites.length > 1 ? sites : undefined;
-}
 
 /**
  * One emulator account per configured site, by its spot id: its data from the state document's

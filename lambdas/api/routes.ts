@@ -87,20 +87,26 @@ export const API_ROUTES: readonly ApiRoute[] = [
   ),
 ];
 
-/** The route a method and path name, and the request id in it; undefined where none does. */
+/** Each route with its path as a pattern that captures the request id. */
+const PATTERNS = API_ROUTES.map((route) => ({
+  route,
+  pattern: new RegExp(`^${route.path.replace('{request_id}', '([^/]+)')}$`),
+}));
+
+/**
+ * The route a method and path name, and the request id in it; else whether the path is known
+ * under another method.
+ */
 export function matchRoute(
   method: string,
   path: string,
 ): { route: ApiRoute; requestId: string } | { route: undefined; known: boolean } {
-  for (const route of API_ROUTES) {
-    const pattern = new RegExp(`^${route.path.replace('{request_id}', '([^/]+)')}$`);
+  let known = false;
+  for (const { route, pattern } of PATTERNS) {
     const found = pattern.exec(path);
     if (found === null) continue;
-    if (route.method !== method) continue;
-    return { route, requestId: decodeURIComponent(found[1] ?? '') };
+    if (route.method === method) return { route, requestId: decodeURIComponent(found[1] ?? '') };
+    known = true;
   }
-  const known = API_ROUTES.some((route) =>
-    new RegExp(`^${route.path.replace('{request_id}', '([^/]+)')}$`).test(path),
-  );
   return { route: undefined, known };
 }

@@ -336,7 +336,7 @@ async function removeCancelledPackage(requestId: string, key: string, deps: Step
  * Runs `work` with a fresh folder on local disk (Lambda's /tmp) for the archive and the sorts'
  * runs, and removes it whatever happens: the subject's data does not stay on the machine.
  */
-async function withScratchDir<T>(work: (dir: string) => Promise<T>): Promise<T> {
+export async function withScratchDir<T>(work: (dir: string) => Promise<T>): Promise<T> {
   const dir = await mkdtemp(join(tmpdir(), 'svc-dsr-package-'));
   try {
     return await work(dir);

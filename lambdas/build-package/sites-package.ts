@@ -1,7 +1,5 @@
 // The subject package of a request over several sites: each site's own package in its folder, and a front page naming every site and which held no data.
 import { createWriteStream } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -11,7 +9,7 @@ import { InvalidArchiveError, LedgerStateError } from '#shared/errors';
 import type { LedgerItem, SubjectPackageFacts } from '#shared/ledger';
 import { siteRequestId } from '#shared/sites';
 import type { StepDeps } from '#shared/step-deps';
-import { packageKey } from './build-package.ts';
+import { packageKey, withScratchDir } from './build-package.ts';
 import { packageFileName } from './package-zip.ts';
 import { escapeHtml, pageHead } from './render.ts';
 import { PACKAGE_PLACEHOLDERS } from './settings.ts';
@@ -67,76 +65,78 @@ export async function buildSitesPackage(
   const answered = new Date(answeredAt);
   const fileName = packageFileName(answered, settings.timeZone);
   const key = packageKey(request.request_id);
-  const dir = await mkdtemp(join(tmpdir(), 'svc-dsr-sites-package-'));
-  const opened: yauzl.ZipFile[] = [];
-  try {
-    const copies: { section: SiteSection; file: yauzl.ZipFile; entries: yauzl.Entry[] }[] = [];
-    for (const section of sections) {
-      const built = section.package;
-      if (built === undefined) continue;
-      const path = join(dir, `${section.site}.zip`);
-      await pipeline(
-        await deps.archive.read(built.key, {
-          bytes: built.bytes,
-          sha256: built.sha256,
-          ...(built.version_id === undefined ? {} : { versionId: built.version_id }),
-        }),
-        createWriteStream(path),
-      );
-      const file = await openPackage(path, section.site);
-      opened.push(file);
-      copies.push({ section, file, entries: await entriesOf(file, section.site) });
-    }
-    const zip = new yazl.ZipFile();
-    const output = new PassThrough();
-    const fail = (error: unknown) =>
-      output.destroy(error instanceof Error ? error : new Error(String(error)));
-    zip.on('error', fail);
-    const options = { mtime: answered, mode: 0o100644 };
-    const front = frontPage(sections, { ...settings, answered });
-    zip.addBuffer(Buffer.from(front.html, 'utf8'), 'index.html', options);
-    zip.addBuffer(Buffer.from(front.readme, 'utf8'), 'README.txt', options);
-    zip.addBuffer(Buffer.from(front.json, 'utf8'), 'sites.json', options);
-    for (const { section, file, entries } of copies) {
-      for (const entry of entries) {
-        zip.addReadStreamLazy(`${siteFolder(section.site)}${entry.fileName}`, options, (callback) => {
-          file.openReadStream(entry, (error, stream) => {
-            if (error !== null) {
-              fail(
-                new InvalidArchiveError(`an entry of the package of site ${section.site} could not be read`),
-              );
-              return;
-            }
-            callback(null, (stream as Readable).once('error', fail));
-          });
-        });
+  return await withScratchDir(async (dir) => {
+    const opened: yauzl.ZipFile[] = [];
+    try {
+      const copies: { section: SiteSection; file: yauzl.ZipFile; entries: yauzl.Entry[] }[] = [];
+      for (const section of sections) {
+        const built = section.package;
+        if (built === undefined) continue;
+        const path = join(dir, `${section.site}.zip`);
+        await pipeline(
+          await deps.archive.read(built.key, {
+            bytes: built.bytes,
+            sha256: built.sha256,
+            ...(built.version_id === undefined ? {} : { versionId: built.version_id }),
+          }),
+          createWriteStream(path),
+        );
+        const file = await openPackage(path, section.site);
+        opened.push(file);
+        copies.push({ section, file, entries: await entriesOf(file, section.site) });
       }
+      const zip = new yazl.ZipFile();
+      const output = new PassThrough();
+      const fail = (error: unknown) =>
+        output.destroy(error instanceof Error ? error : new Error(String(error)));
+      zip.on('error', fail);
+      const options = { mtime: answered, mode: 0o100644 };
+      const front = frontPage(sections, { ...settings, answered });
+      zip.addBuffer(Buffer.from(front.html, 'utf8'), 'index.html', options);
+      zip.addBuffer(Buffer.from(front.readme, 'utf8'), 'README.txt', options);
+      zip.addBuffer(Buffer.from(front.json, 'utf8'), 'sites.json', options);
+      for (const { section, file, entries } of copies) {
+        for (const entry of entries) {
+          zip.addReadStreamLazy(`${siteFolder(section.site)}${entry.fileName}`, options, (callback) => {
+            file.openReadStream(entry, (error, stream) => {
+              if (error !== null) {
+                fail(
+                  new InvalidArchiveError(
+                    `an entry of the package of site ${section.site} could not be read`,
+                  ),
+                );
+                return;
+              }
+              callback(null, (stream as Readable).once('error', fail));
+            });
+          });
+        }
+      }
+      zip.end();
+      zip.outputStream.once('error', fail).pipe(output);
+      const body = measured(output, 'package');
+      const { versionId } = await deps.archive.storePackage(key, body.body, fileName);
+      const { bytes, sha256 } = body.result();
+      const details = sections.map((section) => section.package?.conversation_details);
+      return {
+        key,
+        bytes,
+        sha256,
+        ...(versionId === undefined ? {} : { version_id: versionId }),
+        file_name: fileName,
+        built_at: answered.toISOString(),
+        // The least complete of the sites' conversation details.
+        conversation_details: details.includes('unavailable')
+          ? 'unavailable'
+          : details.includes('partial')
+            ? 'partial'
+            : 'complete',
+        sites: sections.map((section) => ({ site: section.site, held_data: section.package !== undefined })),
+      };
+    } finally {
+      for (const file of opened) file.close();
     }
-    zip.end();
-    zip.outputStream.once('error', fail).pipe(output);
-    const body = measured(output, 'package');
-    const { versionId } = await deps.archive.storePackage(key, body.body, fileName);
-    const { bytes, sha256 } = body.result();
-    const details = sections.map((section) => section.package?.conversation_details);
-    return {
-      key,
-      bytes,
-      sha256,
-      ...(versionId === undefined ? {} : { version_id: versionId }),
-      file_name: fileName,
-      built_at: answered.toISOString(),
-      // The least complete of the sites' conversation details.
-      conversation_details: details.includes('unavailable')
-        ? 'unavailable'
-        : details.includes('partial')
-          ? 'partial'
-          : 'complete',
-      sites: sections.map((section) => ({ site: section.site, held_data: section.package !== undefined })),
-    };
-  } finally {
-    for (const file of opened) file.close();
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 async function openPackage(path: string, site: string): Promise<yauzl.ZipFile> {

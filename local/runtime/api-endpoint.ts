@@ -6,14 +6,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
-import { createServer, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { jwtVerify, SignJWT } from 'jose';
 import { API_MAX_BODY_BYTES, handleApiEvent } from '../../lambdas/api/api.ts';
 import type { ApiRole } from '../../lambdas/api/identity.ts';
 import type { OperatorDeps } from '../../lambdas/operator/records.ts';
 import type { StepLogger } from '../../lambdas/shared/step-deps.ts';
+import { BodyTooLargeError, closeServer, LOOPBACK, listen, readBody, trackSockets } from '../http.ts';
 
 /** Who signs local mode's tokens, and for whom: the claims API Gateway's authorizer would check. */
 export const LOCAL_TOKEN_ISSUER = 'svc-dsr-local';
@@ -54,34 +54,23 @@ export interface ApiEndpoint {
   close(): Promise<void>;
 }
 
-/** Serves the API on 127.0.0.1 (port 0 unless given) with `deps`, verifying tokens with `key`. */
+/** Serves the API on loopback (port 0 unless given) with `deps`, verifying tokens with `key`. */
 export async function startApiEndpoint(
   deps: OperatorDeps & { readonly logger: StepLogger },
   key: Uint8Array,
   port = 0,
 ): Promise<ApiEndpoint> {
   const server = createServer((request, response) => {
+    const send = (statusCode: number, headers: Readonly<Record<string, string>>, body: string) => {
+      response.writeHead(statusCode, headers);
+      response.end(body);
+    };
     void (async () => {
-      const send = (statusCode: number, headers: Readonly<Record<string, string>>, body: string) => {
-        response.writeHead(statusCode, headers);
-        response.end(body);
-      };
-      const body = await readBody(request);
-      if (body === undefined) {
-        send(
-          413,
-          { 'content-type': 'application/json', 'cache-control': 'no-store' },
-          JSON.stringify({
-            error: { code: 'invalid', message: `the body is over ${API_MAX_BODY_BYTES} bytes` },
-          }),
-        );
-        return;
-      }
+      const body = await readBody(request, API_MAX_BODY_BYTES);
       const claims = await verifiedClaims(request.headers.authorization, key);
-      const url = new URL(request.url ?? '/', 'http://127.0.0.1');
       const answer = await handleApiEvent(deps, {
-        rawPath: url.pathname,
-        body,
+        rawPath: new URL(request.url ?? '/', `http://${LOOPBACK}`).pathname,
+        body: body.toString('utf8'),
         isBase64Encoded: false,
         requestContext: {
           http: { method: request.method ?? 'GET' },
@@ -89,21 +78,22 @@ export async function startApiEndpoint(
         },
       });
       send(answer.statusCode, answer.headers, answer.body);
-    })().catch(() => {
-      if (!response.headersSent) response.writeHead(500, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ error: { code: 'internal', message: 'the local API failed' } }));
+    })().catch((error: unknown) => {
+      const tooLarge = error instanceof BodyTooLargeError;
+      send(
+        tooLarge ? 413 : 500,
+        { 'content-type': 'application/json', 'cache-control': 'no-store' },
+        JSON.stringify({
+          error: tooLarge
+            ? { code: 'invalid', message: `the body is over ${API_MAX_BODY_BYTES} bytes` }
+            : { code: 'internal', message: 'the local API failed' },
+        }),
+      );
     });
   });
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-  const { port: bound } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${bound}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  const sockets = trackSockets(server);
+  const { endpoint } = await listen(server, port);
+  return { url: endpoint, close: () => closeServer(server, sockets) };
 }
 
 /** The claims of a bearer token this endpoint signed and that is still valid; undefined otherwise. */
@@ -123,17 +113,4 @@ async function verifiedClaims(
   } catch {
     return undefined;
   }
-}
-
-/** The request's body as text, or undefined once it passes the API's limit (API Gateway's own is larger). */
-async function readBody(request: IncomingMessage): Promise<string | undefined> {
-  const chunks: Buffer[] = [];
-  let bytes = 0;
-  for await (const chunk of request) {
-    const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk);
-    bytes += buffer.length;
-    if (bytes > API_MAX_BODY_BYTES) return undefined;
-    chunks.push(buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }

@@ -4,14 +4,17 @@
  * would put in the event. The principal is the serving process's OS user: whoever can reach this
  * loopback port with the local credentials is the local operator, as whoever holds a role is in AWS.
  */
+
 import { createServer } from 'node:http';
 import { userInfo } from 'node:os';
+import type { SFNClient } from '@aws-sdk/client-sfn';
 import { makeOperatorHandler } from '../../lambdas/operator/handler.ts';
 import { auditableOperator } from '../../lambdas/operator/identity.ts';
 import type { OperatorDeps } from '../../lambdas/operator/operator.ts';
 import { runAsCaller } from '../../lambdas/shared/call-recorder.ts';
 import type { StepLogger } from '../../lambdas/shared/step-deps.ts';
 import { closeServer, listen, readBody, trackSockets } from '../http.ts';
+import { LOCAL_NAMES, type LocalWorkflow } from './workflow.ts';
 
 /** The caller name of the operator function, as its Lambda's in the IAM proof. */
 export const OPERATOR_CALLER = 'Operator';
@@ -93,4 +96,25 @@ export async function startOperatorEndpoint(
   const sockets = trackSockets(server);
   const { endpoint } = await listen(server);
   return { url: `${endpoint}/`, close: () => closeServer(server, sockets) };
+}
+
+/**
+ * The operator function's deps over local mode's workflow, as the stack gives them to the Lambda:
+ * the ledger, S3, Step Functions (`sfn`, a client of the workflow's shim) and the local names.
+ */
+export function localOperatorDeps(
+  workflow: Pick<LocalWorkflow, 'ledger' | 's3' | 'shim'>,
+  sfn: SFNClient,
+): OperatorDeps {
+  return {
+    ledger: workflow.ledger,
+    s3: workflow.s3,
+    sfn,
+    names: {
+      ArchiveBucketName: LOCAL_NAMES.archiveBucket,
+      AuditBucketName: LOCAL_NAMES.auditBucket,
+      StateMachineArn: workflow.shim.stateMachineArn,
+    },
+    clock: () => new Date(),
+  };
 }

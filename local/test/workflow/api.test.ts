@@ -5,7 +5,7 @@
  */
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LOCAL_NAMES } from '#local/runtime/workflow';
+import { localOperatorDeps } from '#local/runtime/operator-endpoint';
 import { type ApiEndpoint, localToken, startApiEndpoint } from '../../runtime/api-endpoint.ts';
 import { jsonLogger } from '../../runtime/workflow.ts';
 import { type Harness, requestFor, startHarness } from './harness.ts';
@@ -48,18 +48,7 @@ async function served() {
   });
   const logs: string[] = [];
   api = await startApiEndpoint(
-    {
-      ledger: h.workflow.ledger,
-      s3: h.workflow.s3,
-      sfn,
-      names: {
-        ArchiveBucketName: LOCAL_NAMES.archiveBucket,
-        AuditBucketName: LOCAL_NAMES.auditBucket,
-        StateMachineArn: h.workflow.shim.stateMachineArn,
-      },
-      clock: () => new Date(),
-      logger: jsonLogger((line) => logs.push(line)),
-    },
+    { ...localOperatorDeps(h.workflow, sfn), logger: jsonLogger((line) => logs.push(line)) },
     KEY,
   );
   const url = api.url;

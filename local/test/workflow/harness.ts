@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { z } from 'zod';
 import type { AwsFaults } from '#local/aws/aws-faults';
 import { type AwsStandIns, startAwsStandIns } from '#local/aws/aws-standins';
 import { type FaultProfile, faultProfileSchema } from '#local/emulator/faults';
@@ -12,6 +11,7 @@ import { SqsPoller } from '#local/runtime/event-source';
 import { type LocalWorkflow, type LocalWorkflowOptions, startLocalWorkflow } from '#local/runtime/workflow';
 import type { IntakeDeps } from '../../../lambdas/intake/intake.ts';
 import { synthesizeTemplate } from '../../../lib/template.ts';
+import { configuredSitesOf, siteTokensOf } from '../../runtime/site-accounts.ts';
 
 const SAMPLE_STATE = fileURLToPath(new URL('../../emulator/sample-state.json', import.meta.url));
 
@@ -80,17 +80,7 @@ export async function startHarness(
   const aws = await startAwsStandIns(options.awsFaults ? { faults: options.awsFaults } : {});
   const logs: string[] = [];
   // Each configured site but the first gets the tokens of the emulator's site with its spot id.
-  const configured = z
-    .object({ sites: z.array(z.object({ id: z.string(), spotId: z.string() })).optional() })
-    .safeParse(options.config ?? {});
-  const siteTokens = Object.fromEntries(
-    (configured.success ? (configured.data.sites ?? []) : []).slice(1).flatMap((site) => {
-      const served = emulator.sites.find((each) => each.spotId === site.spotId);
-      return served === undefined
-        ? []
-        : [[site.id, { ssoAccessToken: served.ssoAccessToken, exportToken: served.exportToken }]];
-    }),
-  );
+  const siteTokens = siteTokensOf(configuredSitesOf(options.config) ?? [], emulator.sites);
   const workflow = await startLocalWorkflow({
     aws,
     platform: emulator,

@@ -10,7 +10,7 @@ import { SFNClient } from '@aws-sdk/client-sfn';
 import { afterEach, describe, expect, it } from 'vitest';
 import { emulatorControl } from '#local/emulator/server';
 import { emulatorStateSchema } from '#local/emulator/state';
-import { LOCAL_NAMES } from '#local/runtime/workflow';
+import { localOperatorDeps } from '#local/runtime/operator-endpoint';
 import { runOperatorCommand } from '../../../lambdas/operator/operator.ts';
 import { siteRequestId } from '../../../lambdas/shared/sites.ts';
 import { type Harness, requestFor, startHarness } from './harness.ts';
@@ -161,17 +161,7 @@ async function retryAs(h: Harness, who: string, id: string) {
   });
   try {
     return await runOperatorCommand(
-      {
-        ledger: workflow.ledger,
-        s3: workflow.s3,
-        sfn,
-        names: {
-          ArchiveBucketName: LOCAL_NAMES.archiveBucket,
-          AuditBucketName: LOCAL_NAMES.auditBucket,
-          StateMachineArn: workflow.shim.stateMachineArn,
-        },
-        clock: () => new Date(),
-      },
+      localOperatorDeps(workflow, sfn),
       `arn:aws:sts::000000000000:assumed-role/privacy-team/${who}`,
       { command: 'retry', request_id: id },
     );
