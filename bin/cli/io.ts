@@ -48,15 +48,7 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-/** The lines of a JSONL text, numbered from 1, each without its line ending. */
-export function jsonLines(text: string): { line: number; body: string }[] {
-  const lines = text.split('\n').map((raw, index) => ({
-    line: index + 1,
-    body: raw.endsWith('\r') ? raw.slice(0, -1) : raw,
-  }));
-  if (lines.at(-1)?.body === '') lines.pop();
-  return lines;
-}
+export { jsonLines } from '#shared/submission';
 
 /**
  * `--out` must name a file in a folder that exists: a folder, or a path whose folder is missing,

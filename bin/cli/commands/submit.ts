@@ -1,29 +1,26 @@
 // The `svc-dsr submit` command: a request from flags, or a CSV or JSON Lines file, to the intake queue.
 import { randomUUID } from 'node:crypto';
 import { extname } from 'node:path';
-import {
-  SendMessageBatchCommand,
-  type SendMessageBatchCommandOutput,
-  type SendMessageBatchRequestEntry,
-} from '@aws-sdk/client-sqs';
-import { CsvError, parse } from 'csv-parse/sync';
 import { z } from 'zod';
+import { sendAll } from '#shared/intake-send';
 import { CORRECTABLE_FIELDS } from '#shared/profile-fields';
-import {
-  type DsrRequest,
-  fingerprint,
-  formatIssues,
-  INTAKE_WARNING_TEXT,
-  type IntakeWarning,
-  MAX_REQUEST_BYTES,
-  requestWarnings,
-  safeParseRequest,
-  submittedRequestIdSchema,
-} from '#shared/request';
+import { fingerprint, type IntakeWarning } from '#shared/request';
 import { parseStrictJson } from '#shared/strict-json';
-import { unlistableMethodError } from '#shared/verification';
+import {
+  type Candidate,
+  candidatesOf,
+  jsonCandidates,
+  judgeCandidates,
+  SubmissionFileError,
+  siteList,
+  sniffFormat,
+  type ValidLine,
+} from '#shared/submission';
 import { type CliIo, type CommandResult, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT, jsonLines, parseOption, readRequestsText } from '../io.ts';
+
+export { MAX_LINE_BYTES, parseCsv } from '#shared/submission';
+
 import { DEFAULT_WAIT_SECONDS } from '../register/submit.ts';
 import { type CliContext, type TargetFlags, withLazyTarget } from '../target.ts';
 
@@ -115,15 +112,8 @@ const PARALLEL_READS = 8;
 const FIRST_LOOK_MS = 250;
 const LONGEST_LOOK_MS = 2000;
 
-/**
- * The longest JSONL line read: SQS's message size limit. A request is at most MAX_REQUEST_BYTES as
- * the message sent, but its line may hold white space and escapes the message drops, so a line up
- * to the queue's own limit is read and judged; a longer one is refused unread.
- */
-export const MAX_LINE_BYTES = 256 * 1024;
-
-const BATCH_SIZE = 10;
-const PARALLEL_BATCHES = 4;
+const _BATCH_SIZE = 10;
+const _PARALLEL_BATCHES = 4;
 const DEFAULT_PROGRESS_EVERY = 1000;
 
 const waitSchema = z.coerce
@@ -132,9 +122,6 @@ const waitSchema = z.coerce
   .max(3600, 'must be 0 (do not wait) to 3600 seconds');
 
 const formatSchema = z.enum(['csv', 'jsonl', 'json'], { message: 'must be "csv", "jsonl" or "json"' });
-
-const JSON_FORMAT_HINT =
-  'a .json file holds one request object or an array of them; a .jsonl file one request object per line';
 
 /** The flag of each request field, so an error names what the operator typed. */
 const FLAG_OF: Record<string, string> = {
@@ -155,54 +142,6 @@ const FLAG_OF: Record<string, string> = {
   ...Object.fromEntries(CORRECTABLE_FIELDS.map((field) => [`corrections.${field}`, `--correct ${field}=`])),
 };
 
-/** CSV header names and the request field each fills. Both spellings of the verification fields work. */
-const CSV_COLUMNS: Record<string, string> = {
-  request_id: 'request_id',
-  type: 'type',
-  regulation: 'regulation',
-  primary_key: 'primary_key',
-  received_at: 'received_at',
-  'verification.method': 'verification.method',
-  verification_method: 'verification.method',
-  'verification.verified_by': 'verification.verified_by',
-  verified_by: 'verification.verified_by',
-  verification_verified_by: 'verification.verified_by',
-  'verification.verified_at': 'verification.verified_at',
-  verified_at: 'verification.verified_at',
-  verification_verified_at: 'verification.verified_at',
-  reference: 'reference',
-  submitted_by: 'submitted_by',
-  channel: 'channel',
-  // Site ids separated by spaces ("news shop"): a comma would need quoting, and ";" is the column
-  // separator of some spreadsheets.
-  sites: 'sites',
-  // A correction's new values, one column per profile field; an empty cell corrects nothing.
-  ...Object.fromEntries(CORRECTABLE_FIELDS.map((field) => [`corrections.${field}`, `corrections.${field}`])),
-};
-const REQUIRED_FIELDS = [
-  'request_id',
-  'type',
-  'regulation',
-  'primary_key',
-  'received_at',
-  'verification.method',
-  'verification.verified_by',
-  'verification.verified_at',
-];
-
-interface Candidate {
-  readonly line: number;
-  readonly value?: unknown;
-  /** Set when the line could not even be turned into an object. */
-  readonly problem?: string;
-}
-
-interface ValidLine {
-  readonly line: number;
-  readonly request: DsrRequest;
-  readonly body: string;
-}
-
 /**
  * Validates one request (flags) or every line of a CSV/JSONL file and, unless `dryRun`, sends the
  * valid ones to the intake queue with SendMessageBatch. `connect` is called only when something is
@@ -214,46 +153,7 @@ export async function runSubmit(
   connect: () => Promise<SubmitTarget>,
 ): Promise<CommandResult<SubmitSummary>> {
   const { source, candidates } = await readCandidates(options);
-  const bad: SubmitSummary['bad_lines'] = [];
-  const duplicates: SubmitSummary['duplicates'] = [];
-  const valid: ValidLine[] = [];
-  const warnings: SubmitSummary['warnings'] = [];
-  const seen = new Map<string, { line: number; fingerprint: string }>();
-
-  for (const candidate of candidates) {
-    const checked = checkCandidate(candidate);
-    if ('errors' in checked) {
-      bad.push({ line: candidate.line, request_id: checked.requestId, errors: checked.errors });
-      continue;
-    }
-    const { request } = checked;
-    const print = fingerprint(request);
-    const earlier = seen.get(request.request_id);
-    if (earlier !== undefined) {
-      if (earlier.fingerprint === print) {
-        duplicates.push({ line: candidate.line, request_id: request.request_id, first_line: earlier.line });
-      } else {
-        bad.push({
-          line: candidate.line,
-          request_id: request.request_id,
-          errors: [
-            `request_id: already used on line ${earlier.line} with different content; intake would reject this as a conflict: give it its own request_id`,
-          ],
-        });
-      }
-      continue;
-    }
-    seen.set(request.request_id, { line: candidate.line, fingerprint: print });
-    valid.push({ line: candidate.line, request, body: checked.body });
-    for (const code of requestWarnings(request)) {
-      warnings.push({
-        line: candidate.line,
-        request_id: request.request_id,
-        code,
-        message: INTAKE_WARNING_TEXT[code],
-      });
-    }
-  }
+  const { bad, duplicates, valid, warnings } = judgeCandidates(candidates);
 
   if (source === 'flags' && bad.length > 0) {
     const errors = flagErrors(bad.flatMap((entry) => entry.errors));
@@ -271,7 +171,11 @@ export async function runSubmit(
     checked = await checkLedger(target, valid, io);
     if (checked.toSend.length > 0) {
       const progress = progressReporter(io, options, candidates.length, checked.toSend);
-      ({ sent, failed } = await sendAll(target, checked.toSend, progress));
+      ({ sent, failed } = await sendAll(
+        { sqs: target.sqs, queueUrl: target.names.IntakeQueueUrl },
+        checked.toSend,
+        progress,
+      ));
     }
     const sentIds = new Set(sent.map((entry) => entry.request_id));
     const waitSeconds = options.waitSeconds ?? DEFAULT_WAIT_SECONDS;
@@ -479,12 +383,13 @@ async function readCandidates(
   const text = await readRequestsText('--file', options.file);
   const format = named ?? sniffFormat(text);
   const file = options.file === '-' ? 'standard input' : options.file;
-  const candidates =
-    format === 'csv'
-      ? csvCandidates(text, file)
-      : format === 'json'
-        ? jsonCandidates(text, file)
-        : jsonlCandidates(text, file);
+  let candidates: Candidate[];
+  try {
+    candidates = candidatesOf(text, format, file);
+  } catch (error) {
+    if (error instanceof SubmissionFileError) throw new CliError(error.message);
+    throw error;
+  }
   // A file with nothing to submit is a mistake (the wrong file, an export cut short), whatever its format.
   if (candidates.length === 0) throw new CliError(`--file: ${file} holds no requests; check the file`);
   return { source: format, candidates };
@@ -503,29 +408,6 @@ function fileFormat(file: string, format: string | undefined): 'csv' | 'jsonl' |
   );
 }
 
-/** Standard input without --format: JSON when it is one JSON document, JSONL when it starts with `{`, else CSV. */
-function sniffFormat(text: string): 'csv' | 'jsonl' | 'json' {
-  const start = text.trimStart()[0];
-  if (start === '[') return 'json';
-  if (start !== '{') return 'csv';
-  return parseStrictJson(text).ok ? 'json' : 'jsonl';
-}
-
-/** A JSON document: one request object, or an array of them numbered from 1 as "lines". */
-function jsonCandidates(text: string, file: string, flag = '--file'): Candidate[] {
-  const read = parseStrictJson(text);
-  if (!read.ok) {
-    throw new CliError(
-      `${flag}: ${file} is not one JSON document (${read.problem}); ${JSON_FORMAT_HINT}: name it accordingly or pass --format`,
-    );
-  }
-  if (Array.isArray(read.value)) return read.value.map((value, index) => ({ line: index + 1, value }));
-  if (read.value !== null && typeof read.value === 'object') return [{ line: 1, value: read.value }];
-  throw new CliError(
-    `${flag}: ${file} holds neither a request object nor an array of them; ${JSON_FORMAT_HINT}`,
-  );
-}
-
 /**
  * The request lines of `svc-dsr local --requests`: a JSONL text as it is, or one JSON document (a
  * `.json` file, or text that is one document: an array, or an object over several lines) read as
@@ -538,16 +420,12 @@ export function requestLines(text: string, file: string): string[] {
     ((start === '[' || (start === '{' && text.trim().includes('\n'))) && parseStrictJson(text).ok);
   if (!document) return jsonLines(text).map(({ body }) => body);
   const shown = file === '-' ? 'standard input' : file;
-  return jsonCandidates(text, shown, '--requests').map(({ value }) => JSON.stringify(value));
-}
-
-/** The site ids of a `--sites` flag or a CSV cell, split at `separator`; the request schema judges them. */
-function siteList(text: string, separator: RegExp): string[] {
-  return text
-    .trim()
-    .split(separator)
-    .map((id) => id.trim())
-    .filter((id) => id !== '');
+  try {
+    return jsonCandidates(text, shown, '--requests').map(({ value }) => JSON.stringify(value));
+  } catch (error) {
+    if (error instanceof SubmissionFileError) throw new CliError(error.message);
+    throw error;
+  }
 }
 
 function requestFromFlags(flags: RequestFlags): Record<string, unknown> {
@@ -596,171 +474,6 @@ function correctionsFromFlags(pairs: readonly string[]): Record<string, string> 
   return corrections;
 }
 
-function jsonlCandidates(text: string, file: string): Candidate[] {
-  // A JSON document (an array, or an object over several lines) read as JSONL fails on every line:
-  // say which format it is instead.
-  const start = text.trimStart()[0];
-  if ((start === '[' || (start === '{' && text.trim().includes('\n'))) && parseStrictJson(text).ok) {
-    throw new CliError(
-      `--file: ${file} is one JSON document, not JSONL; ${JSON_FORMAT_HINT}: name it .json or pass --format json`,
-    );
-  }
-  const candidates: Candidate[] = [];
-  for (const { line, body } of jsonLines(text)) {
-    if (body.trim() === '') continue;
-    const bytes = Buffer.byteLength(body, 'utf8');
-    if (bytes > MAX_LINE_BYTES) {
-      candidates.push({
-        line,
-        problem: `is ${bytes} bytes; a line may hold at most ${MAX_LINE_BYTES} (the queue's message size limit), and a request at most ${MAX_REQUEST_BYTES} as a message: not read`,
-      });
-      continue;
-    }
-    // The strict reader refuses a repeated key (JSON.parse would keep the last one silently) and
-    // never quotes the line, which may hold a primary_key.
-    const read = parseStrictJson(body);
-    if (!read.ok) {
-      candidates.push({ line, problem: `${read.problem}; each line must be one JSON object` });
-      continue;
-    }
-    candidates.push({ line, value: read.value });
-  }
-  return candidates;
-}
-
-function csvCandidates(text: string, file: string): Candidate[] {
-  const records = parseCsv(text);
-  const header = records.shift();
-  if (header === undefined)
-    throw new CliError(`--file: ${file} is empty; the first row must name the columns`);
-  if (header.error !== undefined) throw new CliError(`--file: ${file} line ${header.line}: ${header.error}`);
-  const names = header.cells.map((cell) => cell.trim().toLowerCase());
-  const unknown = names.filter((name) => CSV_COLUMNS[name] === undefined);
-  if (unknown.length === names.length) {
-    // Probably a data row: do not echo it, it may hold a primary_key.
-    throw new CliError(
-      `--file: the first row of ${file} names no known column; add a header row such as ${REQUIRED_FIELDS.join(',')}`,
-    );
-  }
-  if (unknown.length > 0) {
-    throw new CliError(
-      `--file: ${file} has unknown column(s) ${unknown.map((name) => `"${name}"`).join(', ')}; the columns are ${Object.keys(CSV_COLUMNS).join(', ')}`,
-    );
-  }
-  const fields = names.map((name) => CSV_COLUMNS[name] ?? name);
-  const repeated = fields.find((field, index) => fields.indexOf(field) !== index);
-  if (repeated !== undefined) throw new CliError(`--file: ${file} names the column for ${repeated} twice`);
-  const missing = REQUIRED_FIELDS.filter((field) => !fields.includes(field));
-  if (missing.length > 0) {
-    throw new CliError(`--file: ${file} lacks the column(s) ${missing.join(', ')}; every request needs them`);
-  }
-  return records.map((record): Candidate => {
-    if (record.error !== undefined) return { line: record.line, problem: record.error };
-    if (record.cells.length !== fields.length) {
-      return {
-        line: record.line,
-        problem: `has ${record.cells.length} cells, but the header has ${fields.length} columns`,
-      };
-    }
-    const value: Record<string, unknown> = {};
-    const verification: Record<string, string> = {};
-    const corrections: Record<string, string> = {};
-    record.cells.forEach((cell, column) => {
-      const field = fields[column];
-      // An empty cell is an absent field, so an optional column may be left blank.
-      if (field === undefined || cell === '') return;
-      if (field.startsWith('verification.')) verification[field.slice('verification.'.length)] = cell;
-      else if (field.startsWith('corrections.')) corrections[field.slice('corrections.'.length)] = cell;
-      else if (field === 'sites') value.sites = siteList(cell, /\s+/);
-      else value[field] = cell;
-    });
-    if (Object.keys(verification).length > 0) value.verification = verification;
-    if (Object.keys(corrections).length > 0) value.corrections = corrections;
-    return { line: record.line, value };
-  });
-}
-
-interface CsvRecord {
-  readonly line: number;
-  readonly cells: string[];
-  readonly error?: string;
-}
-
-/** A line break as CSV files write them: CRLF, LF or a lone CR. */
-const LINE_BREAK = /\r\n|\r|\n/g;
-/** Blank lines (perhaps holding spaces) before a record, which csv-parse skips. */
-const BLANK_LINES = /^(?:[ \t]*(?:\r\n|\r|\n))*/;
-
-const breaksIn = (text: string) => text.match(LINE_BREAK)?.length ?? 0;
-
-/**
- * RFC 4180 by csv-parse: quoted cells may hold commas, doubled quotes and line breaks; a stray
- * quote inside an unquoted cell is kept as text; blank lines are skipped. Each record carries the
- * line it starts on, counted here from the bytes each record took. A quoted cell that is never
- * closed ends the file with a record that says so, after the records read before it.
- */
-export function parseCsv(text: string): CsvRecord[] {
-  const records: CsvRecord[] = [];
-  const bytes = Buffer.from(text.startsWith('\uFEFF') ? text.slice(1) : text);
-  let offset = 0;
-  let line = 1;
-  // The line the record in `bytes` from `offset` up to `end` starts on; moves past it.
-  const nextRecordLine = (end: number) => {
-    const segment = bytes.subarray(offset, end).toString();
-    const start = line + breaksIn(BLANK_LINES.exec(segment)?.[0] ?? '');
-    line += breaksIn(segment);
-    offset = end;
-    return start;
-  };
-  try {
-    parse(bytes, {
-      relax_column_count: true,
-      relax_quotes: true,
-      skip_empty_lines: true,
-      record_delimiter: ['\r\n', '\n', '\r'],
-      on_record: (record, context) => {
-        records.push({ line: nextRecordLine(context.bytes), cells: record });
-        return null;
-      },
-    });
-  } catch (error) {
-    if (!(error instanceof CsvError)) throw error;
-    // The parser's own message may quote the cell, which may be a subject's identifier: not echoed.
-    records.push({
-      line: nextRecordLine(bytes.length),
-      cells: [],
-      error:
-        error.code === 'CSV_QUOTE_NOT_CLOSED'
-          ? 'a quoted cell that starts here is never closed (a " is missing), so the rest of the file was read into it'
-          : `is not valid CSV from here on (${error.code}); check its quotes and line ends`,
-    });
-  }
-  return records;
-}
-
-type Checked = { request: DsrRequest; body: string } | { requestId: string | null; errors: string[] };
-
-function checkCandidate(candidate: Candidate): Checked {
-  if (candidate.problem !== undefined) return { requestId: null, errors: [candidate.problem] };
-  const { value } = candidate;
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    return { requestId: null, errors: ['must be a JSON object with the request fields'] };
-  }
-  const parsed = safeParseRequest(value);
-  const requestId = 'request_id' in value ? submittedRequestIdSchema.safeParse(value.request_id) : undefined;
-  const id = requestId?.success ? requestId.data : null;
-  if (!parsed.success) return { requestId: id, errors: formatIssues(parsed.error.issues) };
-  // The stack's list of methods is checked at intake; a method no list can hold is refused here.
-  const unlistable = unlistableMethodError(parsed.data.verification.method);
-  if (unlistable !== undefined) return { requestId: id, errors: [unlistable] };
-  const body = JSON.stringify(parsed.data);
-  const bytes = Buffer.byteLength(body, 'utf8');
-  if (bytes > MAX_REQUEST_BYTES) {
-    return { requestId: id, errors: [`is ${bytes} bytes as a message; the limit is ${MAX_REQUEST_BYTES}`] };
-  }
-  return { request: parsed.data, body };
-}
-
 /** Rewrites `field: message` into `--flag: message` for a request given as flags. */
 function flagErrors(errors: readonly string[]): string[] {
   return errors.map((error) => {
@@ -788,115 +501,6 @@ function progressReporter(
     const percent = Math.floor((done / valid.length) * 100);
     io.err(`submit: ${done}/${valid.length} valid lines sent (${percent}%) of ${total} read\n`);
   };
-}
-
-async function sendAll(
-  target: SubmitTarget,
-  valid: readonly ValidLine[],
-  progress: Progress,
-): Promise<{ sent: SubmitSummary['sent']; failed: SubmitSummary['failed'] }> {
-  const batches: ValidLine[][] = [];
-  for (let start = 0; start < valid.length; start += BATCH_SIZE) {
-    batches.push(valid.slice(start, start + BATCH_SIZE));
-  }
-  const sent: SubmitSummary['sent'] = [];
-  const failed: SubmitSummary['failed'] = [];
-  let next = 0;
-  let done = 0;
-  let stopped: string | undefined;
-
-  const worker = async () => {
-    for (;;) {
-      const batch = batches[next];
-      next += 1;
-      if (batch === undefined) return;
-      if (stopped !== undefined) {
-        for (const entry of batch) {
-          failed.push({
-            line: entry.line,
-            request_id: entry.request.request_id,
-            code: 'not_attempted',
-            message: stopped,
-          });
-        }
-        continue;
-      }
-      const outcome = await sendBatch(target, batch);
-      sent.push(...outcome.sent);
-      failed.push(...outcome.failed);
-      if (outcome.unreachable !== undefined) {
-        stopped ??= `not sent after the queue failed twice (${outcome.unreachable}); submit the file again once it works: lines already sent count as duplicates`;
-      }
-      done += batch.length;
-      progress(done);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(PARALLEL_BATCHES, batches.length) }, worker));
-  sent.sort((a, b) => a.line - b.line);
-  failed.sort((a, b) => a.line - b.line);
-  return { sent, failed };
-}
-
-/** One batch, and one more try for the entries SQS could not take (not for those it refused as malformed). */
-async function sendBatch(
-  target: SubmitTarget,
-  batch: readonly ValidLine[],
-): Promise<{ sent: SubmitSummary['sent']; failed: SubmitSummary['failed']; unreachable?: string }> {
-  const byId = new Map(batch.map((entry) => [`line-${entry.line}`, entry]));
-  const sent: SubmitSummary['sent'] = [];
-  const failed: SubmitSummary['failed'] = [];
-  let pending = [...byId.keys()];
-  for (let attempt = 1; attempt <= 2 && pending.length > 0; attempt += 1) {
-    const entries: SendMessageBatchRequestEntry[] = pending.map((id) => ({
-      Id: id,
-      MessageBody: byId.get(id)?.body ?? '',
-    }));
-    let answer: SendMessageBatchCommandOutput;
-    try {
-      answer = await target.sqs.send(
-        new SendMessageBatchCommand({ QueueUrl: target.names.IntakeQueueUrl, Entries: entries }),
-      );
-    } catch (error) {
-      if (attempt === 2) {
-        const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-        for (const id of pending) {
-          const entry = byId.get(id);
-          if (entry)
-            failed.push({
-              line: entry.line,
-              request_id: entry.request.request_id,
-              code: 'send_failed',
-              message: reason,
-            });
-        }
-        return { sent, failed, unreachable: reason };
-      }
-      continue;
-    }
-    const succeeded = new Set((answer.Successful ?? []).map((entry) => entry.Id));
-    const refused = new Map((answer.Failed ?? []).map((entry) => [entry.Id, entry]));
-    const retry: string[] = [];
-    for (const id of pending) {
-      const entry = byId.get(id);
-      if (entry === undefined) continue;
-      if (succeeded.has(id)) {
-        sent.push({ line: entry.line, request_id: entry.request.request_id });
-        continue;
-      }
-      const failure = refused.get(id);
-      // A sender fault (a malformed entry) fails the same way twice; anything else may pass on retry.
-      if (attempt === 2 || failure?.SenderFault === true) {
-        failed.push({
-          line: entry.line,
-          request_id: entry.request.request_id,
-          code: failure?.Code ?? 'no_answer',
-          message: failure?.Message ?? 'SQS did not report this entry as sent',
-        });
-      } else retry.push(id);
-    }
-    pending = retry;
-  }
-  return { sent, failed };
 }
 
 function printSummary(io: CliIo, summary: SubmitSummary): void {
