@@ -1,19 +1,19 @@
 // The API's handler: an HTTP API event with its verified token's claims, answered by the route it names, under the roles of the signed-in person.
 import { z } from 'zod';
-import type { LedgerItem } from '#shared/ledger';
-import type { StepLogger } from '#shared/step-deps';
-import type { OperatorCommand } from '../operator/commands.ts';
-import { runOperatorCommand } from '../operator/operator.ts';
-import { type OperatorDeps, OperatorInputError, OperatorRefusal } from '../operator/records.ts';
+import { OperatorInputError, OperatorRefusal } from '../operator/records.ts';
+import { ApiFailure, type ApiResponse, answer, failure, firstIssue } from './answers.ts';
+import type { ApiDeps } from './deps.ts';
 import { callerOf } from './identity.ts';
-import { matchRoute, pathRequestIdSchema, type RequestDetail } from './routes.ts';
+import { API_MAX_BODY_BYTES, type ApiRoute, matchRoute, pathRequestIdSchema } from './routes.ts';
 
-/** The largest body the API takes: an action's is a few hundred bytes. */
-export const API_MAX_BODY_BYTES = 16 * 1024;
+export type { ApiResponse } from './answers.ts';
+export { detailOf } from './reads.ts';
+export { API_MAX_BODY_BYTES } from './routes.ts';
 
 /** The part of an API Gateway HTTP API (payload 2.0) event with a JWT authorizer the handler reads. */
 export const apiEventSchema = z.object({
   rawPath: z.string(),
+  rawQueryString: z.string().optional(),
   body: z.string().optional(),
   isBase64Encoded: z.boolean().optional(),
   requestContext: z.object({
@@ -22,36 +22,19 @@ export const apiEventSchema = z.object({
   }),
 });
 
-export interface ApiResponse {
-  readonly statusCode: number;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly body: string;
-}
-
-/** Every answer: JSON, never kept by a browser or a proxy. */
-const HEADERS = { 'content-type': 'application/json', 'cache-control': 'no-store' } as const;
-
-function answer(statusCode: number, body: unknown): ApiResponse {
-  return { statusCode, headers: HEADERS, body: JSON.stringify(body) };
-}
-
-function failure(statusCode: number, code: string, message: string): ApiResponse {
-  return answer(statusCode, { error: { code, message } });
-}
-
 /** The HTTP status of each refusal of the operator's rules. */
 const REFUSAL_STATUS: Readonly<Record<string, number>> = { unknown_request: 404 };
 
+/** Query parameters that would put a subject identifier in a URL: refused by name, never echoed. */
+const IDENTIFIER_PARAMETERS = /^(primary_key|email|e-mail|mail|svc_user_id|user_id|user|subject)$/i;
+
 /**
  * Answers one API call: the route its method and path name, for a caller whose roles admit it,
- * with the body that route takes. An action runs the operator's own code path
+ * with the query and body that route takes. An action runs the operator's own code path
  * (runOperatorCommand), under the signed-in person's name, so the ledger's rules are the CLI's.
- * Log lines name the route, the request id and the operator, never a body or a subject.
+ * Log lines name the route, the request id and the operator, never a body, a query or a subject.
  */
-export async function handleApiEvent(
-  deps: OperatorDeps & { readonly logger: StepLogger },
-  event: unknown,
-): Promise<ApiResponse> {
+export async function handleApiEvent(deps: ApiDeps, event: unknown): Promise<ApiResponse> {
   const parsed = apiEventSchema.safeParse(event);
   if (!parsed.success) return failure(400, 'invalid', 'not an HTTP API request');
   const { rawPath, requestContext } = parsed.data;
@@ -63,91 +46,109 @@ export async function handleApiEvent(
   const matched = matchRoute(method, rawPath);
   if (matched.route === undefined) {
     return matched.known
-      ? failure(405, 'invalid', `${method} is not allowed on ${rawPath}`)
-      : failure(404, 'not_found', `no route ${method} ${rawPath}; docs/openapi.json lists every route`);
+      ? failure(405, 'invalid', `${method} is not allowed on this path; docs/openapi.json lists every route`)
+      : failure(404, 'not_found', `no such route (${method}); docs/openapi.json lists every route`);
   }
   const { route } = matched;
+  const where = { route: `${route.method} ${route.path}`, operator: caller.operator };
   if (!route.roles.some((role) => caller.roles.has(role))) {
-    deps.logger.info('api call forbidden', {
-      route: `${route.method} ${route.path}`,
-      operator: caller.operator,
-    });
+    deps.logger.info('api call forbidden', where);
     return failure(
       403,
       'forbidden',
       `${route.method} ${route.path} is for ${route.roles.join(' or ')}; your groups give ${caller.roles.size === 0 ? 'no role' : [...caller.roles].join(', ')}: ask an administrator to add you to the group`,
     );
   }
-  const requestId = pathRequestIdSchema.safeParse(matched.requestId);
-  if (!requestId.success) {
-    return failure(
+  try {
+    const requestId = pathId(matched.requestId);
+    const logged = requestId === '' ? where : { ...where, request_id: requestId };
+    const query = queryOf(route, parsed.data.rawQueryString ?? '');
+    const body = bodyOf(route, parsed.data.body, parsed.data.isBase64Encoded === true);
+    const result = await route.run({ deps, caller, requestId, query, body });
+    if (route.writes) deps.logger.info('api action applied', logged);
+    return answer(route.status ?? 200, result);
+  } catch (error) {
+    return failed(deps, where, error);
+  }
+}
+
+/** The request id of the path, or '' for a route without one. */
+function pathId(raw: string | undefined): string {
+  if (raw === undefined) return '';
+  const id = pathRequestIdSchema.safeParse(raw);
+  if (!id.success) {
+    throw new ApiFailure(
       400,
       'invalid',
       'request_id: must be a request id, a UUID (the path holds no other identifier)',
     );
   }
-  const id = requestId.data;
-  if (route.action === undefined) {
-    const item = await deps.ledger.get(id);
-    if (item === undefined) return failure(404, 'unknown_request', `no request ${id} in the ledger`);
-    return answer(200, { request: detailOf(item, caller.roles.has('privacy-team')) });
+  return id.data;
+}
+
+/** The query parameters a route takes, each given once; none for a route that takes none. */
+function queryOf(route: ApiRoute, raw: string): unknown {
+  const params = new URLSearchParams(raw);
+  const values: Record<string, string> = {};
+  for (const [name, value] of params) {
+    if (IDENTIFIER_PARAMETERS.test(name)) {
+      throw new ApiFailure(
+        400,
+        'invalid',
+        `query: ${name} is refused: a subject identifier never goes in a URL`,
+      );
+    }
+    if (Object.hasOwn(values, name)) throw new ApiFailure(400, 'invalid', `query: give ${name} once`);
+    values[name] = value;
   }
-  const text =
-    parsed.data.isBase64Encoded === true
-      ? Buffer.from(parsed.data.body ?? '', 'base64').toString('utf8')
-      : (parsed.data.body ?? '');
-  if (Buffer.byteLength(text) > API_MAX_BODY_BYTES) {
-    return failure(413, 'invalid', `the body is over ${API_MAX_BODY_BYTES} bytes`);
+  if (route.query === undefined) {
+    if (Object.keys(values).length > 0)
+      throw new ApiFailure(400, 'invalid', 'query: this route takes no query parameters');
+    return undefined;
   }
+  const query = route.query.safeParse(values);
+  if (!query.success) {
+    const known = Object.keys(route.query.shape).join(', ');
+    const issue = query.error.issues[0];
+    if (issue?.code === 'unrecognized_keys') {
+      throw new ApiFailure(
+        400,
+        'invalid',
+        `query: ${issue.keys.join(', ')} is not a parameter of this route; it takes ${known}`,
+      );
+    }
+    throw new ApiFailure(400, 'invalid', `query ${firstIssue(query.error.issues, 'parameters')}`);
+  }
+  return query.data;
+}
+
+/** The body a route takes, as JSON, within its size limit and its schema. */
+function bodyOf(route: ApiRoute, raw: string | undefined, base64: boolean): unknown {
+  if (route.body === undefined && route.documentedBody === undefined) return undefined;
+  const text = base64 ? Buffer.from(raw ?? '', 'base64').toString('utf8') : (raw ?? '');
+  const limit = route.maxBodyBytes ?? API_MAX_BODY_BYTES;
+  if (Buffer.byteLength(text) > limit)
+    throw new ApiFailure(413, 'invalid', `the body is over ${limit} bytes`);
   let json: unknown;
   try {
     json = text === '' ? {} : JSON.parse(text);
   } catch {
-    return failure(400, 'invalid', 'the body is not JSON');
+    throw new ApiFailure(400, 'invalid', 'the body is not JSON');
   }
-  const body = route.body?.safeParse(json);
-  if (body !== undefined && !body.success) {
-    const issue = body.error.issues[0];
-    const where = issue?.path.map(String).join('.') ?? '';
-    return failure(400, 'invalid', `${where === '' ? 'the body' : where}: ${issue?.message ?? 'invalid'}`);
-  }
-  const command = { ...(body?.data as object), command: route.action, request_id: id } as OperatorCommand;
-  const where = { route: `${route.method} ${route.path}`, request_id: id, operator: caller.operator };
-  try {
-    const result = await runOperatorCommand(deps, caller.operator, command);
-    deps.logger.info('api action applied', where);
-    return answer(200, { result });
-  } catch (error) {
-    if (error instanceof OperatorRefusal) {
-      deps.logger.info('api action refused', { ...where, code: error.code });
-      return failure(REFUSAL_STATUS[error.code] ?? 409, error.code, error.message);
-    }
-    if (error instanceof OperatorInputError) return failure(400, 'invalid', error.message);
-    deps.logger.error('api action failed', {
-      ...where,
-      error: error instanceof Error ? error.name : 'unknown',
-    });
-    return failure(500, 'internal', 'the API failed; the request is as it was or as its audit trail says');
-  }
+  if (route.body === undefined) return json;
+  const body = route.body.safeParse(json);
+  if (!body.success) throw new ApiFailure(400, 'invalid', firstIssue(body.error.issues, 'the body'));
+  return body.data;
 }
 
-/** A ledger item as the API shows it opened; the primary_key only where `withKey`. */
-export function detailOf(item: LedgerItem, withKey: boolean): RequestDetail {
-  return {
-    request_id: item.request_id,
-    status: item.status,
-    step: item.step ?? null,
-    type: item.type ?? null,
-    regulation: item.regulation ?? null,
-    outcome: item.outcome ?? null,
-    received_at: item.received_at ?? null,
-    due_at: item.due_at ?? null,
-    extended: item.extended,
-    completed_at: item.completed_at ?? null,
-    error: item.error === undefined ? null : { code: item.error.code, message: item.error.message },
-    reference: item.reference ?? null,
-    sites: item.sites ?? null,
-    site_results: item.site_results ?? null,
-    ...(withKey && item.primary_key !== undefined ? { primary_key: item.primary_key } : {}),
-  };
+/** A failure as its answer: a route's refusal, the operator's, or a 500 that names no detail. */
+function failed(deps: ApiDeps, where: Record<string, string>, error: unknown): ApiResponse {
+  if (error instanceof ApiFailure) return failure(error.statusCode, error.code, error.message);
+  if (error instanceof OperatorRefusal) {
+    deps.logger.info('api action refused', { ...where, code: error.code });
+    return failure(REFUSAL_STATUS[error.code] ?? 409, error.code, error.message);
+  }
+  if (error instanceof OperatorInputError) return failure(400, 'invalid', error.message);
+  deps.logger.error('api call failed', { ...where, error: error instanceof Error ? error.name : 'unknown' });
+  return failure(500, 'internal', 'the API failed; the request is as it was or as its audit trail says');
 }

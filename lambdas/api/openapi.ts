@@ -1,7 +1,8 @@
 // The API's OpenAPI 3.1 document, generated from the route table and the zod schemas its handler validates with.
 import { z } from 'zod';
 import { API_ROLES } from './identity.ts';
-import { API_ROUTES, apiErrorSchema } from './routes.ts';
+import { API_ROUTES } from './routes.ts';
+import { apiErrorSchema } from './schemas.ts';
 
 const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
   z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' });
@@ -13,7 +14,9 @@ const ERRORS: Readonly<Record<string, string>> = {
   '404': 'No such request, or no such route',
   '409': "The ledger's rules refuse the action as the request stands",
   '413': 'The body is too large',
+  '429': 'Too many calls: API Gateway throttles each route and person; try again shortly',
   '500': 'The API failed; nothing the audit trail does not show was changed',
+  '503': 'The intake queue did not take the request; send it again',
 };
 
 /** The OpenAPI 3.1 document of the API: every route, its roles, body, answer and errors. */
@@ -27,25 +30,40 @@ export function openApiDocument(version: string): Record<string, unknown> {
       security: [{ userPool: [] }],
       'x-svc-dsr-roles': route.roles,
       parameters: [
-        {
-          name: 'request_id',
-          in: 'path',
-          required: true,
-          description: "The request's id (a UUID), or one site's part of it: never a subject identifier",
-          schema: { type: 'string' },
-        },
+        ...(route.path.includes('{request_id}')
+          ? [
+              {
+                name: 'request_id',
+                in: 'path',
+                required: true,
+                description:
+                  "The request's id (a UUID), or one site's part of it: never a subject identifier",
+                schema: { type: 'string' },
+              },
+            ]
+          : []),
+        ...Object.entries(route.query?.shape ?? {}).map(([name, schema]) => ({
+          name,
+          in: 'query',
+          required: false,
+          schema: jsonSchema(schema as z.ZodType, 'input'),
+        })),
       ],
-      ...(route.body === undefined
+      ...(route.body === undefined && route.documentedBody === undefined
         ? {}
         : {
             requestBody: {
               required: true,
-              content: { 'application/json': { schema: jsonSchema(route.body, 'input') } },
+              content: {
+                'application/json': {
+                  schema: jsonSchema(route.documentedBody ?? route.body ?? z.unknown(), 'input'),
+                },
+              },
             },
           }),
       responses: {
-        '200': {
-          description: 'Done',
+        [String(route.status ?? 200)]: {
+          description: route.status === 202 ? 'Taken: sent to the intake queue' : 'Done',
           headers: { 'Cache-Control': { schema: { type: 'string', const: 'no-store' } } },
           content: { 'application/json': { schema: jsonSchema(route.answer, 'output') } },
         },

@@ -1,13 +1,30 @@
-// The API's routes: each one's method, path, the roles it admits, the body it takes and what it answers, in one table the handler and the OpenAPI document read.
+// The API's routes: each one's method, path, the roles it admits, what it takes and answers, and the code that answers it, in one table the handler and the OpenAPI document read.
 import { z } from 'zod';
-import { ledgerItemSchema } from '#shared/ledger';
+import { dsrRequestSchema } from '#shared/request';
 import { runRequestIdSchema } from '#shared/sites';
-import { operatorCommandSchema } from '../operator/commands.ts';
-import type { ApiRole } from './identity.ts';
+import { operatorCommandSchema, operatorResultSchemas } from '../operator/commands.ts';
+import { runOperatorCommand } from '../operator/operator.ts';
+import type { ApiDeps } from './deps.ts';
+import type { ApiCaller, ApiRole } from './identity.ts';
+import { detailOf, listOpen, requireItem, timelineOf } from './reads.ts';
+import {
+  batchBodySchema,
+  listAnswerSchema,
+  listQuerySchema,
+  MAX_BATCH_BYTES,
+  packageBodySchema,
+  requestDetailSchema,
+  submitAnswerSchema,
+  timelineAnswerSchema,
+} from './schemas.ts';
+import { submitBatch, submitOne } from './submit.ts';
 
 /** The operator commands the API takes as actions on a request, each at /requests/{id}/{action}. */
 export const API_ACTIONS = ['cancel', 'deny', 'extend', 'retry', 'notice'] as const;
 export type ApiAction = (typeof API_ACTIONS)[number];
+
+/** The largest body an action takes: an action's is a few hundred bytes. */
+export const API_MAX_BODY_BYTES = 16 * 1024;
 
 /** An action's body: its operator command without the command's name and the request id (the path gives both). */
 export function actionBodySchema(action: ApiAction) {
@@ -18,35 +35,14 @@ export function actionBodySchema(action: ApiAction) {
   return option.omit({ command: true, request_id: true }).strict();
 }
 
-/**
- * A request as the API shows it when it is opened: its facts, deadlines and per-site results.
- * The subject's primary_key only for the privacy team, and only here: no list, URL or log holds it.
- */
-export const requestDetailSchema = z.object({
-  request_id: z.string(),
-  status: ledgerItemSchema.shape.status,
-  step: z.string().nullable(),
-  type: z.string().nullable(),
-  regulation: z.string().nullable(),
-  outcome: z.string().nullable(),
-  received_at: z.string().nullable(),
-  due_at: z.string().nullable(),
-  extended: z.boolean(),
-  completed_at: z.string().nullable(),
-  error: z.object({ code: z.string(), message: z.string() }).nullable(),
-  reference: z.string().nullable(),
-  sites: z.array(z.string()).nullable(),
-  site_results: z
-    .record(z.string(), z.object({ status: z.string(), outcome: z.string().optional(), at: z.string() }))
-    .nullable(),
-  primary_key: z.string().optional(),
-});
-export type RequestDetail = z.infer<typeof requestDetailSchema>;
-
-/** Every error the API answers, in one shape: a code the CLI shares and a sentence that says the fix. */
-export const apiErrorSchema = z.object({
-  error: z.object({ code: z.string(), message: z.string() }),
-});
+/** What a route's code is given: the deps, who calls, the request id of the path, the parsed query and body. */
+export interface RouteCall {
+  readonly deps: ApiDeps;
+  readonly caller: ApiCaller;
+  readonly requestId: string;
+  readonly query: unknown;
+  readonly body: unknown;
+}
 
 /** One route of the API. */
 export interface ApiRoute {
@@ -56,15 +52,67 @@ export interface ApiRoute {
   readonly operationId: string;
   readonly summary: string;
   readonly roles: readonly ApiRole[];
+  /** The query parameters it takes (strict: one it does not name is refused). */
+  readonly query?: z.ZodObject;
+  /** The body it takes, validated before its code runs. */
   readonly body?: z.ZodType;
+  /** The body as the OpenAPI document describes it, where the code judges it itself (a submitted request). */
+  readonly documentedBody?: z.ZodType;
+  /** The largest body it takes, in bytes. @default API_MAX_BODY_BYTES */
+  readonly maxBodyBytes?: number;
+  /** The status of a success. @default 200 */
+  readonly status?: number;
   readonly answer: z.ZodType;
-  readonly action?: ApiAction;
+  /** Whether the route acts (is on record under the caller's name) rather than reads. */
+  readonly writes: boolean;
+  run(call: RouteCall): Promise<unknown>;
 }
 
-/** The request id a path holds: a request's UUID, or one site's part of it. */
+/** An operator command run on the operator's own code path, under the caller's name. */
+async function operate(call: RouteCall, command: Record<string, unknown>): Promise<unknown> {
+  const parsed = operatorCommandSchema.parse({ ...command, request_id: call.requestId });
+  return await runOperatorCommand(call.deps, call.caller.operator, parsed);
+}
+
+/** A request id as a path holds it: a request's UUID, or one site's part of it. */
 export const pathRequestIdSchema = runRequestIdSchema;
 
 export const API_ROUTES: readonly ApiRoute[] = [
+  {
+    method: 'GET',
+    path: '/requests',
+    operationId: 'listRequests',
+    summary: 'The open requests, earliest due first, a page at a time, filtered; never a subject identifier',
+    roles: ['privacy-team', 'auditor'],
+    query: listQuerySchema,
+    answer: listAnswerSchema,
+    writes: false,
+    run: async (call) => await listOpen(call.deps, call.query as z.infer<typeof listQuerySchema>),
+  },
+  {
+    method: 'POST',
+    path: '/requests',
+    operationId: 'submitRequest',
+    summary: 'Submit one request, judged as svc-dsr submit judges it, to the intake queue',
+    roles: ['privacy-team'],
+    documentedBody: dsrRequestSchema,
+    status: 202,
+    answer: submitAnswerSchema,
+    writes: true,
+    run: async (call) => (await submitOne(call.deps, call.body)).body,
+  },
+  {
+    method: 'POST',
+    path: '/requests/batch',
+    operationId: 'submitBatch',
+    summary: 'Judge a CSV, JSONL or JSON batch line by line and, unless dry_run, send its valid lines',
+    roles: ['privacy-team'],
+    body: batchBodySchema,
+    maxBodyBytes: MAX_BATCH_BYTES + 64 * 1024,
+    answer: submitAnswerSchema,
+    writes: true,
+    run: async (call) => await submitBatch(call.deps, call.body as z.infer<typeof batchBodySchema>),
+  },
   {
     method: 'GET',
     path: '/requests/{request_id}',
@@ -72,6 +120,20 @@ export const API_ROUTES: readonly ApiRoute[] = [
     summary: 'A request opened: its facts, deadlines and what each site came to',
     roles: ['privacy-team', 'auditor'],
     answer: z.object({ request: requestDetailSchema }),
+    writes: false,
+    run: async (call) => ({
+      request: detailOf(await requireItem(call.deps, call.requestId), call.caller.roles.has('privacy-team')),
+    }),
+  },
+  {
+    method: 'GET',
+    path: '/requests/{request_id}/timeline',
+    operationId: 'getTimeline',
+    summary: "A request's audit records, chain by chain, with each chain's state against the ledger",
+    roles: ['privacy-team', 'auditor'],
+    answer: timelineAnswerSchema,
+    writes: false,
+    run: async (call) => await timelineOf(call.deps, call.requestId),
   },
   ...API_ACTIONS.map(
     (action): ApiRoute => ({
@@ -81,10 +143,33 @@ export const API_ROUTES: readonly ApiRoute[] = [
       summary: `${action[0]?.toUpperCase() ?? ''}${action.slice(1)} the request, as svc-dsr ${action} does, recorded under the signed-in person's name`,
       roles: ['privacy-team'],
       body: actionBodySchema(action),
-      answer: z.object({ result: z.unknown() }),
-      action,
+      answer: z.object({ result: operatorResultSchemas[action] }),
+      writes: true,
+      run: async (call) => ({ result: await operate(call, { ...(call.body as object), command: action }) }),
     }),
   ),
+  {
+    method: 'POST',
+    path: '/requests/{request_id}/package',
+    operationId: 'handOutPackage',
+    summary:
+      "Hand out a completed request's subject package (or with raw its platform archive) as a time-limited link, recorded first",
+    roles: ['privacy-team'],
+    body: packageBodySchema,
+    answer: z.object({ result: operatorResultSchemas.hand_out_package }),
+    writes: true,
+    run: async (call) => {
+      const { raw, expires_in: expiresIn, reason } = call.body as z.infer<typeof packageBodySchema>;
+      return {
+        result: await operate(call, {
+          command: 'hand_out_package',
+          raw: raw === true,
+          hand_out: { delivery: 'link', expires_in: expiresIn },
+          ...(reason === undefined ? {} : { reason }),
+        }),
+      };
+    },
+  },
 ];
 
 /** Each route with its path as a pattern that captures the request id. */
@@ -100,12 +185,14 @@ const PATTERNS = API_ROUTES.map((route) => ({
 export function matchRoute(
   method: string,
   path: string,
-): { route: ApiRoute; requestId: string } | { route: undefined; known: boolean } {
+): { route: ApiRoute; requestId: string | undefined } | { route: undefined; known: boolean } {
   let known = false;
   for (const { route, pattern } of PATTERNS) {
     const found = pattern.exec(path);
     if (found === null) continue;
-    if (route.method === method) return { route, requestId: decodeURIComponent(found[1] ?? '') };
+    if (route.method === method) {
+      return { route, requestId: found[1] === undefined ? undefined : decodeURIComponent(found[1]) };
+    }
     known = true;
   }
   return { route: undefined, known };

@@ -368,3 +368,67 @@ export function checkCandidate(candidate: Candidate): Checked {
   }
   return { request: parsed.data, body };
 }
+
+/** What the ledger holds under a line's request id: its status and fingerprint, and a denial. */
+export interface RecordedLine {
+  readonly status: string;
+  readonly fingerprint: string;
+  readonly denial?: { readonly code: string; readonly reason?: string };
+}
+
+/** How many ledger reads run at once when checking lines against the ledger. */
+const PARALLEL_READS = 8;
+
+/** Each line's ledger item (its status and fingerprint), read a few at a time. */
+export async function readRecorded(
+  ledger: { get(requestId: string): Promise<RecordedLine | undefined> },
+  lines: readonly ValidLine[],
+): Promise<(RecordedLine | undefined)[]> {
+  const found: (RecordedLine | undefined)[] = new Array(lines.length);
+  let next = 0;
+  const worker = async () => {
+    for (let index = next++; index < lines.length; index = next++) {
+      const entry = lines[index];
+      if (entry === undefined) continue;
+      const item = await ledger.get(entry.request.request_id);
+      found[index] =
+        item === undefined
+          ? undefined
+          : {
+              status: item.status,
+              fingerprint: item.fingerprint,
+              ...(item.denial === undefined ? {} : { denial: item.denial }),
+            };
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PARALLEL_READS, lines.length) }, worker));
+  return found;
+}
+
+/**
+ * The valid lines against what the ledger holds (`found`, by line): one it holds with the same
+ * fingerprint was submitted before (sent again, intake counts a duplicate), one with another
+ * fingerprint is a conflict (not sent: intake would quarantine it).
+ */
+export function classifyAgainstLedger(
+  valid: readonly ValidLine[],
+  found: readonly (RecordedLine | undefined)[],
+): {
+  already: { line: number; request_id: string; status: string }[];
+  conflicts: { line: number; request_id: string; status: string }[];
+  toSend: ValidLine[];
+} {
+  const already: { line: number; request_id: string; status: string }[] = [];
+  const conflicts: { line: number; request_id: string; status: string }[] = [];
+  const toSend: ValidLine[] = [];
+  valid.forEach((entry, index) => {
+    const item = found[index];
+    const facts = { line: entry.line, request_id: entry.request.request_id };
+    if (item === undefined) toSend.push(entry);
+    else if (item.fingerprint === fingerprint(entry.request)) {
+      already.push({ ...facts, status: item.status });
+      toSend.push(entry);
+    } else conflicts.push({ ...facts, status: item.status });
+  });
+  return { already, conflicts, toSend };
+}

@@ -8,12 +8,16 @@ import { randomBytes } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
+import type { SFNClient } from '@aws-sdk/client-sfn';
 import { jwtVerify, SignJWT } from 'jose';
-import { API_MAX_BODY_BYTES, handleApiEvent } from '../../lambdas/api/api.ts';
+import { handleApiEvent } from '../../lambdas/api/api.ts';
+import type { ApiDeps } from '../../lambdas/api/deps.ts';
 import type { ApiRole } from '../../lambdas/api/identity.ts';
-import type { OperatorDeps } from '../../lambdas/operator/records.ts';
+import { API_ROUTES } from '../../lambdas/api/routes.ts';
 import type { StepLogger } from '../../lambdas/shared/step-deps.ts';
 import { BodyTooLargeError, closeServer, LOOPBACK, listen, readBody, trackSockets } from '../http.ts';
+import { localOperatorDeps } from './operator-endpoint.ts';
+import type { LocalWorkflow } from './workflow.ts';
 
 /** Who signs local mode's tokens, and for whom: the claims API Gateway's authorizer would check. */
 export const LOCAL_TOKEN_ISSUER = 'svc-dsr-local';
@@ -49,27 +53,41 @@ export async function localToken(
     .sign(key);
 }
 
+/** The API's deps over a local workflow: the operator's, a logger, and the local intake queue. */
+export function localApiDeps(
+  workflow: Pick<LocalWorkflow, 'ledger' | 's3' | 'shim' | 'sqs' | 'queueUrls'>,
+  sfn: SFNClient,
+  logger: StepLogger,
+): ApiDeps {
+  return {
+    ...localOperatorDeps(workflow, sfn),
+    logger,
+    intake: { sqs: workflow.sqs, queueUrl: workflow.queueUrls.intake },
+  };
+}
+
+/** The largest body any route takes, read before the route is known (API Gateway's own limit is 10 MB). */
+const LARGEST_BODY = Math.max(...API_ROUTES.map((route) => route.maxBodyBytes ?? 0), 16 * 1024);
+
 export interface ApiEndpoint {
   readonly url: string;
   close(): Promise<void>;
 }
 
 /** Serves the API on loopback (port 0 unless given) with `deps`, verifying tokens with `key`. */
-export async function startApiEndpoint(
-  deps: OperatorDeps & { readonly logger: StepLogger },
-  key: Uint8Array,
-  port = 0,
-): Promise<ApiEndpoint> {
+export async function startApiEndpoint(deps: ApiDeps, key: Uint8Array, port = 0): Promise<ApiEndpoint> {
   const server = createServer((request, response) => {
     const send = (statusCode: number, headers: Readonly<Record<string, string>>, body: string) => {
       response.writeHead(statusCode, headers);
       response.end(body);
     };
     void (async () => {
-      const body = await readBody(request, API_MAX_BODY_BYTES);
+      const body = await readBody(request, LARGEST_BODY);
       const claims = await verifiedClaims(request.headers.authorization, key);
+      const url = new URL(request.url ?? '/', `http://${LOOPBACK}`);
       const answer = await handleApiEvent(deps, {
-        rawPath: new URL(request.url ?? '/', `http://${LOOPBACK}`).pathname,
+        rawPath: url.pathname,
+        rawQueryString: url.search.replace(/^\?/, ''),
         body: body.toString('utf8'),
         isBase64Encoded: false,
         requestContext: {
@@ -85,7 +103,7 @@ export async function startApiEndpoint(
         { 'content-type': 'application/json', 'cache-control': 'no-store' },
         JSON.stringify({
           error: tooLarge
-            ? { code: 'invalid', message: `the body is over ${API_MAX_BODY_BYTES} bytes` }
+            ? { code: 'invalid', message: `the body is over ${LARGEST_BODY} bytes` }
             : { code: 'internal', message: 'the local API failed' },
         }),
       );

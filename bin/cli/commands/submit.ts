@@ -9,8 +9,11 @@ import { parseStrictJson } from '#shared/strict-json';
 import {
   type Candidate,
   candidatesOf,
+  classifyAgainstLedger,
   jsonCandidates,
   judgeCandidates,
+  type RecordedLine,
+  readRecorded,
   SubmissionFileError,
   siteList,
   sniffFormat,
@@ -19,10 +22,10 @@ import {
 import { type CliIo, type CommandResult, processIo, writeJson } from '../format.ts';
 import { CliError, EXIT, jsonLines, parseOption, readRequestsText } from '../io.ts';
 
-export { MAX_LINE_BYTES, parseCsv } from '#shared/submission';
-
 import { DEFAULT_WAIT_SECONDS } from '../register/submit.ts';
 import { type CliContext, type TargetFlags, withLazyTarget } from '../target.ts';
+
+export { MAX_LINE_BYTES, parseCsv } from '#shared/submission';
 
 /** The fields of one request given as flags. */
 export interface RequestFlags {
@@ -106,8 +109,6 @@ export type SubmitTarget = Pick<CliContext, 'sqs' | 'names'> & {
   readonly ledger?: Pick<CliContext['ledger'], 'get'>;
 };
 
-/** How many ledger reads run at once when checking a file against the ledger. */
-const PARALLEL_READS = 8;
 /** The first pause between two looks at the ledger while waiting for intake, and the longest. */
 const FIRST_LOOK_MS = 250;
 const LONGEST_LOOK_MS = 2000;
@@ -244,27 +245,15 @@ async function checkLedger(
 ): Promise<LedgerCheck> {
   const { ledger } = target;
   if (ledger === undefined) return { checked: false, already: [], conflicts: [], toSend: valid };
-  let found: ({ status: string; fingerprint: string } | undefined)[];
+  let found: (RecordedLine | undefined)[];
   try {
-    found = await readAll(ledger, valid);
+    found = await readRecorded(ledger, valid);
   } catch (error) {
     // A send that follows meets the same trouble (no credentials, nothing listening) and says so.
     unreachable(io, error);
     return { checked: false, already: [], conflicts: [], toSend: valid };
   }
-  const already: LedgerCheck['already'] = [];
-  const conflicts: LedgerCheck['conflicts'] = [];
-  const toSend: ValidLine[] = [];
-  valid.forEach((entry, index) => {
-    const item = found[index];
-    const facts = { line: entry.line, request_id: entry.request.request_id };
-    if (item === undefined) toSend.push(entry);
-    else if (item.fingerprint === fingerprint(entry.request)) {
-      already.push({ ...facts, status: item.status });
-      toSend.push(entry);
-    } else conflicts.push({ ...facts, status: item.status });
-  });
-  return { checked: true, already, conflicts, toSend };
+  return { checked: true, ...classifyAgainstLedger(valid, found) };
 }
 
 interface IntakeVerdict {
@@ -299,7 +288,7 @@ async function awaitIntake(
   for (let pause = FIRST_LOOK_MS; ; pause = Math.min(pause * 2, LONGEST_LOOK_MS)) {
     let found: (RecordedLine | undefined)[];
     try {
-      found = await readAll(ledger, pending);
+      found = await readRecorded(ledger, pending);
     } catch (error) {
       io.err(
         `submit: the ledger could not be read for intake's verdict (${error instanceof Error ? error.message : String(error)}); the requests were sent\n`,
@@ -332,38 +321,6 @@ async function awaitIntake(
 }
 
 /** What intake recorded of a line: enough to tell a conflict and a denial. */
-interface RecordedLine {
-  readonly status: string;
-  readonly fingerprint: string;
-  readonly denial?: { readonly code: string; readonly reason?: string };
-}
-
-/** Each line's ledger item (its status and fingerprint), read a few at a time. */
-async function readAll(
-  ledger: NonNullable<SubmitTarget['ledger']>,
-  lines: readonly ValidLine[],
-): Promise<(RecordedLine | undefined)[]> {
-  const found: (RecordedLine | undefined)[] = new Array(lines.length);
-  let next = 0;
-  const worker = async () => {
-    for (let index = next++; index < lines.length; index = next++) {
-      const entry = lines[index];
-      if (entry === undefined) continue;
-      const item = await ledger.get(entry.request.request_id);
-      found[index] =
-        item === undefined
-          ? undefined
-          : {
-              status: item.status,
-              fingerprint: item.fingerprint,
-              ...(item.denial === undefined ? {} : { denial: item.denial }),
-            };
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(PARALLEL_READS, lines.length) }, worker));
-  return found;
-}
-
 async function readCandidates(
   options: SubmitOptions,
 ): Promise<{ source: SubmitSummary['source']; candidates: Candidate[] }> {

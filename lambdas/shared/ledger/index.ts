@@ -7,5 +7,6 @@
  *   conditions each write carries and the refusals each check gives.
  */
 export * from './ledger.ts';
+export * from './open-pages.ts';
 export * from './rules.ts';
 export * from './schema.ts';

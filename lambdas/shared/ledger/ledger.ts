@@ -27,6 +27,7 @@ import { type Corrections, correctionFields } from '../profile-fields.ts';
 import { type DsrRequest, type IntakeWarning, normaliseRequestId } from '../request.ts';
 import { type SiteResult, siteResultSchema } from '../site-outcomes.ts';
 import { isSitePart, siteRequestId } from '../sites.ts';
+import { type OpenListFilter, readOpenPage } from './open-pages.ts';
 import {
   allOf,
   CAN_CANCEL,
@@ -1049,6 +1050,14 @@ export class Ledger {
       if (!isSitePart(request.request_id)) requests.push(request);
     }
     return requests;
+  }
+
+  /** One page of the open requests a person follows, filtered, earliest due first (open-pages.ts). */
+  async openPage(
+    filter: OpenListFilter,
+    options: { readonly limit: number; readonly cursor?: string },
+  ): Promise<{ readonly requests: OpenRequest[]; readonly next: string | null }> {
+    return await readOpenPage(this.db, this.tableName, filter, options);
   }
 
   /**

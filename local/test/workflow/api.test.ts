@@ -3,10 +3,10 @@
  * tokens signed for the data dir, roles from their groups, actions on the operator's own code
  * path, recorded under the signed-in person's name.
  */
+import { createHash, randomUUID } from 'node:crypto';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { afterEach, describe, expect, it } from 'vitest';
-import { localOperatorDeps } from '#local/runtime/operator-endpoint';
-import { type ApiEndpoint, localToken, startApiEndpoint } from '../../runtime/api-endpoint.ts';
+import { type ApiEndpoint, localApiDeps, localToken, startApiEndpoint } from '../../runtime/api-endpoint.ts';
 import { jsonLogger } from '../../runtime/workflow.ts';
 import { type Harness, requestFor, startHarness } from './harness.ts';
 import { submitAndSettle } from './submit.ts';
@@ -35,12 +35,8 @@ const avery = {
   groups: ['auditor'] as const,
 };
 
-/** A completed access request, and the API over its ledger; every log line the API writes kept. */
-async function served() {
-  harness = await startHarness();
-  const h = harness;
-  const request = requestFor('u-alice');
-  await submitAndSettle(h, request);
+/** The API over a harness's ledger; every log line the API writes kept. */
+async function serve(h: Harness) {
   sfn = new SFNClient({
     region: h.aws.region,
     endpoint: h.workflow.shim.endpoint,
@@ -48,7 +44,11 @@ async function served() {
   });
   const logs: string[] = [];
   api = await startApiEndpoint(
-    { ...localOperatorDeps(h.workflow, sfn), logger: jsonLogger((line) => logs.push(line)) },
+    localApiDeps(
+      h.workflow,
+      sfn,
+      jsonLogger((line) => logs.push(line)),
+    ),
     KEY,
   );
   const url = api.url;
@@ -57,7 +57,7 @@ async function served() {
     path: string,
     token: string | undefined,
     body?: unknown,
-  ): Promise<{ status: number; headers: Headers; json: Record<string, unknown> }> => {
+  ): Promise<{ status: number; headers: Headers; json: Record<string, unknown>; text: string }> => {
     const answer = await fetch(`${url}${path}`, {
       method,
       headers: {
@@ -66,13 +66,24 @@ async function served() {
       },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
+    const text = await answer.text();
     return {
       status: answer.status,
       headers: answer.headers,
-      json: (await answer.json()) as Record<string, unknown>,
+      json: JSON.parse(text) as Record<string, unknown>,
+      text,
     };
   };
-  return { h, id: request.request_id, logs, call };
+  return { logs, call };
+}
+
+/** A completed access request, and the API over its ledger. */
+async function served() {
+  harness = await startHarness();
+  const h = harness;
+  const request = requestFor('u-alice');
+  await submitAndSettle(h, request);
+  return { h, id: request.request_id, ...(await serve(h)) };
 }
 
 const response = { kind: 'response', notice: { channel: 'email', at: '2026-11-25T10:00:00Z' } };
@@ -167,6 +178,167 @@ describe('the API for the privacy team and auditors', () => {
     expect([noRoute.status, wrongMethod.status, tooLarge.status]).toEqual([404, 405, 413]);
     expect(noRoute.json).toEqual({
       error: { code: 'not_found', message: expect.stringContaining('docs/openapi.json') },
+    });
+  });
+});
+
+const CSV_HEADER =
+  'request_id,type,regulation,primary_key,received_at,verification.method,verification.verified_by,verification.verified_at';
+const csvLine = (id: string, key: string) =>
+  `${id},access,gdpr,${key},2026-11-20T09:00:00Z,email_link,privacy-team,2026-11-20T09:05:00Z`;
+
+describe("the privacy team's daily tasks through the API alone", () => {
+  it('submits, lists, opens, extends, denies, retries, records a notice and hands out a package, each on record under the person', async () => {
+    // Prepare: every export fails once, so the requests wait in the open list for a person.
+    harness = await startHarness({ faults: { export_failure_rate: 1 }, env: { EXPORT_MAX_ATTEMPTS: '1' } });
+    const h = harness;
+    const { call, logs } = await serve(h);
+    const token = await localToken(KEY, jane);
+    const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
+    const batch = {
+      format: 'csv',
+      content: [CSV_HEADER, csvLine(a, 'u-alice'), csvLine(b, 'u-bruno'), `${randomUUID()},access,gdpr`].join(
+        '\n',
+      ),
+    };
+
+    // Act: a batch judged before anything is sent, then sent; one request by form.
+    const verdicts = await call('POST', '/requests/batch', token, { ...batch, dry_run: true });
+    const heldBack = await h.workflow.ledger.get(a);
+    const sentBatch = await call('POST', '/requests/batch', token, batch);
+    const one = await call('POST', '/requests', token, { ...requestFor('u-chloe'), request_id: c });
+    await h.poller.drain();
+    await h.workflow.settled();
+    const listed = await call('GET', '/requests?status=failed&type=access&limit=2', token);
+    const rest = await call(
+      'GET',
+      `/requests?status=failed&type=access&limit=2&cursor=${String(listed.json.next)}`,
+      token,
+    );
+    const opened = await call('GET', `/requests/${a}`, token);
+    const extended = await call('POST', `/requests/${a}/extend`, token, {
+      reason: 'complex request',
+      notice: { channel: 'email', at: '2026-11-25T10:00:00Z' },
+    });
+    const denied = await call('POST', `/requests/${b}/deny`, token, {
+      reason_code: 'other',
+      reason: 'duplicate of a',
+    });
+    await h.control('PUT', 'faults', { export_failure_rate: 0 });
+    const retried = await call('POST', `/requests/${c}/retry`, token, { reason: 'platform fixed' });
+    await h.workflow.settled();
+    const notice = await call('POST', `/requests/${c}/notice`, token, response);
+    const handed = await call('POST', `/requests/${c}/package`, token, {
+      expires_in: 600,
+      reason: 'to the subject',
+    });
+    const result = handed.json.result as { url: string; sha256: string; bytes: number };
+    const download = Buffer.from(await (await fetch(result.url)).arrayBuffer());
+    const timeline = await call('GET', `/requests/${c}/timeline`, token);
+
+    // Assess
+    expect(verdicts.status).toBe(200);
+    expect(verdicts.json).toMatchObject({ dry_run: true, lines: 3, valid: 2, sent: [] });
+    expect(verdicts.json.bad_lines).toMatchObject([{ line: 4, request_id: null }]);
+    expect(heldBack).toBeUndefined();
+    expect(sentBatch.json).toMatchObject({ dry_run: false, valid: 2 });
+    expect((sentBatch.json.sent as { request_id: string }[]).map((line) => line.request_id).sort()).toEqual(
+      [a, b].sort(),
+    );
+    expect(one.status).toBe(202);
+    const page = listed.json.requests as { request_id: string; due_at: string }[];
+    const next = rest.json.requests as { request_id: string }[];
+    expect(page).toHaveLength(2);
+    expect(new Set([...page, ...next].map((request) => request.request_id))).toEqual(new Set([a, b, c]));
+    expect(rest.json.next).toBeNull();
+    expect(opened.json.request).toMatchObject({ status: 'failed', primary_key: 'u-alice' });
+    expect([extended.status, denied.status, retried.status, notice.status, handed.status]).toEqual([
+      200, 200, 200, 200, 200,
+    ]);
+    expect((await h.workflow.ledger.require(a)).extended).toBe(true);
+    expect((await h.workflow.ledger.require(b)).status).toBe('denied');
+    expect((await h.workflow.ledger.require(c)).status).toBe('completed');
+    expect(createHash('sha256').update(download).digest('hex')).toBe(result.sha256);
+    expect(download.length).toBe(result.bytes);
+    const chains = timeline.json.chains as {
+      kind: string;
+      state: { ok: boolean; matches_ledger: boolean };
+      records: { action: string; facts: Record<string, unknown> }[];
+    }[];
+    expect(chains.map((chain) => chain.kind).sort()).toEqual(['notices', 'packages', 'request']);
+    expect(chains.every((chain) => chain.state.ok && chain.state.matches_ledger)).toBe(true);
+    const operator = `console:jane (sub ${jane.subject})`;
+    const actedBy = chains
+      .flatMap((chain) => chain.records)
+      .filter((record) => record.facts.operator === operator);
+    expect(actedBy.length).toBeGreaterThanOrEqual(3);
+    const own = [...(await h.workflow.audit.list(a)), ...(await h.workflow.audit.list(b))];
+    expect(own.filter((record) => record.facts.operator === operator).length).toBeGreaterThanOrEqual(2);
+    // No answer but a request's own detail holds a primary_key; no log line holds one or the link.
+    const keys = ['u-alice', 'u-bruno', 'u-chloe'];
+    for (const answer of [
+      verdicts,
+      sentBatch,
+      one,
+      listed,
+      rest,
+      extended,
+      denied,
+      retried,
+      notice,
+      timeline,
+    ]) {
+      for (const key of keys) expect(answer.text).not.toContain(key);
+    }
+    for (const key of [...keys, result.url, new URL(result.url).search])
+      expect(logs.join('\n')).not.toContain(key);
+  });
+
+  it('gives an auditor lists and timelines but no submission and no package', async () => {
+    // Prepare
+    const { id, call } = await served();
+    const token = await localToken(KEY, avery);
+
+    // Act
+    const list = await call('GET', '/requests', token);
+    const timeline = await call('GET', `/requests/${id}/timeline`, token);
+    const writes = await Promise.all([
+      call('POST', '/requests', token, requestFor('u-bruno')),
+      call('POST', '/requests/batch', token, {
+        format: 'jsonl',
+        content: JSON.stringify(requestFor('u-bruno')),
+      }),
+      call('POST', `/requests/${id}/package`, token, { expires_in: 600 }),
+    ]);
+
+    // Assess
+    expect(list.status).toBe(200);
+    expect(timeline.status).toBe(200);
+    expect(writes.map((answer) => answer.status)).toEqual([403, 403, 403]);
+    expect(JSON.stringify(writes)).not.toContain('https://');
+  });
+
+  it('refuses a subject identifier in a query, an unknown filter, and a cursor made for other filters', async () => {
+    // Prepare
+    const { call } = await served();
+    const token = await localToken(KEY, jane);
+
+    // Act
+    const byKey = await call('GET', '/requests?primary_key=u-alice', token);
+    const unknown = await call('GET', '/requests?colour=red', token);
+    const badStatus = await call('GET', '/requests?status=completed', token);
+    const first = await call('GET', '/requests?limit=1', token);
+    const foreign = await call(
+      'GET',
+      `/requests?status=failed&cursor=${encodeURIComponent(String(first.json.next ?? 'x'))}`,
+      token,
+    );
+
+    // Assess
+    expect([byKey.status, unknown.status, badStatus.status, foreign.status]).toEqual([400, 400, 400, 400]);
+    expect(byKey.text).not.toContain('u-alice');
+    expect(unknown.json.error).toMatchObject({
+      message: expect.stringContaining('colour is not a parameter'),
     });
   });
 });

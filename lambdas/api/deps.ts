@@ -1,0 +1,10 @@
+// What the API's handler works with: the operator's own dependencies, a logger, and the intake queue that submissions go to.
+import type { IntakeTarget } from '#shared/intake-send';
+import type { StepLogger } from '#shared/step-deps';
+import type { OperatorDeps } from '../operator/records.ts';
+
+export interface ApiDeps extends OperatorDeps {
+  readonly logger: StepLogger;
+  /** The intake queue: a submission through the API goes where `svc-dsr submit` sends it. */
+  readonly intake: IntakeTarget;
+}
