@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { OperatorInputError, OperatorRefusal } from '../operator/records.ts';
 import { ApiFailure, type ApiResponse, answer, failure, firstIssue } from './answers.ts';
 import type { ApiDeps } from './deps.ts';
-import { callerOf } from './identity.ts';
+import { type ApiCaller, callerOf, MACHINE_ROLE, machineCallerOf } from './identity.ts';
 import { API_MAX_BODY_BYTES, type ApiRoute, matchRoute, pathRequestIdSchema } from './routes.ts';
 
 export type { ApiResponse } from './answers.ts';
@@ -18,9 +18,17 @@ export const apiEventSchema = z.object({
   isBase64Encoded: z.boolean().optional(),
   requestContext: z.object({
     http: z.object({ method: z.string() }),
-    authorizer: z.object({ jwt: z.object({ claims: z.record(z.string(), z.unknown()) }) }).optional(),
+    authorizer: z
+      .object({
+        jwt: z.object({ claims: z.record(z.string(), z.unknown()) }).optional(),
+        iam: z.unknown().optional(),
+      })
+      .optional(),
   }),
 });
+
+/** The prefix of the routes for machine clients, which API Gateway authorizes with IAM. */
+export const MACHINE_PREFIX = '/iam';
 
 /** The HTTP status of each refusal of the operator's rules. */
 const REFUSAL_STATUS: Readonly<Record<string, number>> = { unknown_request: 404 };
@@ -37,10 +45,28 @@ const IDENTIFIER_PARAMETERS = /^(primary_key|email|e-mail|mail|svc_user_id|user_
 export async function handleApiEvent(deps: ApiDeps, event: unknown): Promise<ApiResponse> {
   const parsed = apiEventSchema.safeParse(event);
   if (!parsed.success) return failure(400, 'invalid', 'not an HTTP API request');
-  const { rawPath, requestContext } = parsed.data;
-  const caller = callerOf(requestContext.authorizer?.jwt.claims);
+  const { requestContext } = parsed.data;
+  // The `/iam` routes are the same routes for systems that sign with SigV4 (IAM authorization).
+  const machine = parsed.data.rawPath.startsWith(`${MACHINE_PREFIX}/`);
+  const rawPath = machine ? parsed.data.rawPath.slice(MACHINE_PREFIX.length) : parsed.data.rawPath;
+  const caller: ApiCaller | undefined = machine
+    ? machineCallerOf(requestContext.authorizer?.iam, deps.account)
+    : callerOf(requestContext.authorizer?.jwt?.claims);
   if (caller === undefined) {
-    return failure(401, 'unauthenticated', 'sign in first: the API answers only a signed-in person');
+    return machine
+      ? failure(
+          403,
+          'forbidden',
+          'the /iam routes answer a SigV4-signed caller of this account or its organisation only',
+        )
+      : failure(401, 'unauthenticated', 'sign in first: the API answers only a signed-in person');
+  }
+  if (!(await deps.throttle.admit(caller.subject))) {
+    return failure(
+      429,
+      'throttled',
+      'too many calls from you in a short time; wait a few seconds and try again',
+    );
   }
   const method = requestContext.http.method.toUpperCase();
   const matched = matchRoute(method, rawPath);
@@ -56,7 +82,7 @@ export async function handleApiEvent(deps: ApiDeps, event: unknown): Promise<Api
     return failure(
       403,
       'forbidden',
-      `${route.method} ${route.path} is for ${route.roles.join(' or ')}; your groups give ${caller.roles.size === 0 ? 'no role' : [...caller.roles].join(', ')}: ask an administrator to add you to the group`,
+      `${route.method} ${route.path} is for ${route.roles.filter((role) => role !== MACHINE_ROLE).join(' or ')}; your groups give ${caller.roles.size === 0 ? 'no role' : [...caller.roles].join(', ')}: ask an administrator to add you to the group`,
     );
   }
   try {

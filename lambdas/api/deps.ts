@@ -2,9 +2,14 @@
 import type { IntakeTarget } from '#shared/intake-send';
 import type { StepLogger } from '#shared/step-deps';
 import type { OperatorDeps } from '../operator/records.ts';
+import type { CallerThrottle } from './throttle.ts';
 
 export interface ApiDeps extends OperatorDeps {
   readonly logger: StepLogger;
   /** The intake queue: a submission through the API goes where `svc-dsr submit` sends it. */
   readonly intake: IntakeTarget;
+  /** Each person's share of the API (throttle.ts). */
+  readonly throttle: CallerThrottle;
+  /** Whose systems the `/iam` routes answer: this account, and with `organization` that AWS organisation. */
+  readonly account: { readonly accountId: string; readonly organization?: string };
 }

@@ -2,9 +2,14 @@
 import { z } from 'zod';
 import { auditableOperator } from '../operator/identity.ts';
 
-/** The roles the API enforces, each a group of the user pool of the same name. */
+/** The roles the API enforces: each of the first two a group of the user pool of the same name. */
 export const API_ROLES = ['privacy-team', 'auditor'] as const;
-export type ApiRole = (typeof API_ROLES)[number];
+/**
+ * A system that signs its calls with SigV4 (the API's `/iam` routes): the privacy team's actions;
+ * a package hand-out only where its IAM policy grants that route too (docs/console-api.md).
+ */
+export const MACHINE_ROLE = 'machine';
+export type ApiRole = (typeof API_ROLES)[number] | typeof MACHINE_ROLE;
 
 /**
  * A group list as a JWT authorizer passes it on: a JSON array in the token, which API Gateway's
@@ -49,10 +54,43 @@ export function callerOf(claims: unknown): ApiCaller | undefined {
   if (!parsed.success) return undefined;
   const { sub } = parsed.data;
   const username = parsed.data['cognito:username'] ?? parsed.data.username ?? sub;
-  const roles = new Set(
-    (parsed.data['cognito:groups'] ?? []).filter((group): group is ApiRole =>
+  const roles = new Set<ApiRole>(
+    (parsed.data['cognito:groups'] ?? []).filter((group): group is (typeof API_ROLES)[number] =>
       (API_ROLES as readonly string[]).includes(group),
     ),
   );
   return { subject: sub, username, roles, operator: auditableOperator(`console:${username} (sub ${sub})`) };
+}
+
+/** The IAM caller of an `/iam` route, as API Gateway's IAM authorization passes it on. */
+export const iamCallerSchema = z.looseObject({
+  userArn: z.string().min(1).max(2048),
+  accountId: z
+    .string()
+    .regex(/^\d{12}$/)
+    .optional(),
+  principalOrgId: z.string().nullable().optional(),
+});
+
+/**
+ * The machine caller of a SigV4-signed call, when it is of this account or, with `organization`,
+ * of that AWS organisation; undefined otherwise. API Gateway has checked the signature and the
+ * caller's execute-api:Invoke permission on the route before the event arrives.
+ */
+export function machineCallerOf(
+  iam: unknown,
+  own: { readonly accountId: string; readonly organization?: string },
+): ApiCaller | undefined {
+  const parsed = iamCallerSchema.safeParse(iam);
+  if (!parsed.success) return undefined;
+  const { userArn, accountId, principalOrgId } = parsed.data;
+  const member =
+    accountId === own.accountId || (own.organization !== undefined && principalOrgId === own.organization);
+  if (!member) return undefined;
+  return {
+    subject: userArn,
+    username: userArn,
+    roles: new Set<ApiRole>([MACHINE_ROLE]),
+    operator: auditableOperator(`machine:${userArn}`),
+  };
 }

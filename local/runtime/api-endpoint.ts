@@ -14,10 +14,11 @@ import { handleApiEvent } from '../../lambdas/api/api.ts';
 import type { ApiDeps } from '../../lambdas/api/deps.ts';
 import type { ApiRole } from '../../lambdas/api/identity.ts';
 import { API_ROUTES } from '../../lambdas/api/routes.ts';
+import { callerThrottle } from '../../lambdas/api/throttle.ts';
 import type { StepLogger } from '../../lambdas/shared/step-deps.ts';
 import { BodyTooLargeError, closeServer, LOOPBACK, listen, readBody, trackSockets } from '../http.ts';
 import { localOperatorDeps } from './operator-endpoint.ts';
-import type { LocalWorkflow } from './workflow.ts';
+import { LOCAL_NAMES, type LocalWorkflow } from './workflow.ts';
 
 /** Who signs local mode's tokens, and for whom: the claims API Gateway's authorizer would check. */
 export const LOCAL_TOKEN_ISSUER = 'svc-dsr-local';
@@ -53,16 +54,22 @@ export async function localToken(
     .sign(key);
 }
 
+/** The account local mode's ARNs carry: the machine clients of the `/iam` routes are of it. */
+export const LOCAL_ACCOUNT_ID = '000000000000';
+
 /** The API's deps over a local workflow: the operator's, a logger, and the local intake queue. */
 export function localApiDeps(
-  workflow: Pick<LocalWorkflow, 'ledger' | 's3' | 'shim' | 'sqs' | 'queueUrls'>,
+  workflow: Pick<LocalWorkflow, 'ledger' | 's3' | 'shim' | 'sqs' | 'queueUrls' | 'dynamo'>,
   sfn: SFNClient,
   logger: StepLogger,
+  limits?: { readonly calls: number; readonly windowSeconds: number },
 ): ApiDeps {
   return {
     ...localOperatorDeps(workflow, sfn),
     logger,
     intake: { sqs: workflow.sqs, queueUrl: workflow.queueUrls.intake },
+    throttle: callerThrottle(workflow.dynamo, LOCAL_NAMES.gateTable, Date.now, limits),
+    account: { accountId: LOCAL_ACCOUNT_ID },
   };
 }
 

@@ -154,6 +154,8 @@ export interface LocalWorkflow {
   readonly audit: AuditTrail;
   readonly s3: S3Client;
   readonly sqs: SQSClient;
+  /** The DynamoDB client of the ledger and the gate table. */
+  readonly dynamo: DynamoDBClient;
   readonly queueUrls: {
     readonly intake: string;
     readonly quarantine: string;
@@ -355,6 +357,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     audit: stepDeps.audit,
     s3,
     sqs,
+    dynamo: dynamoClient,
     queueUrls,
     machine,
     definition: resolved.definition,

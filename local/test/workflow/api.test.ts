@@ -6,7 +6,14 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type ApiEndpoint, localApiDeps, localToken, startApiEndpoint } from '../../runtime/api-endpoint.ts';
+import { handleApiEvent } from '../../../lambdas/api/api.ts';
+import {
+  type ApiEndpoint,
+  LOCAL_ACCOUNT_ID,
+  localApiDeps,
+  localToken,
+  startApiEndpoint,
+} from '../../runtime/api-endpoint.ts';
 import { jsonLogger } from '../../runtime/workflow.ts';
 import { type Harness, requestFor, startHarness } from './harness.ts';
 import { submitAndSettle } from './submit.ts';
@@ -36,7 +43,7 @@ const avery = {
 };
 
 /** The API over a harness's ledger; every log line the API writes kept. */
-async function serve(h: Harness) {
+async function serve(h: Harness, limits?: { calls: number; windowSeconds: number }) {
   sfn = new SFNClient({
     region: h.aws.region,
     endpoint: h.workflow.shim.endpoint,
@@ -48,6 +55,7 @@ async function serve(h: Harness) {
       h.workflow,
       sfn,
       jsonLogger((line) => logs.push(line)),
+      limits,
     ),
     KEY,
   );
@@ -340,5 +348,72 @@ describe("the privacy team's daily tasks through the API alone", () => {
     expect(unknown.json.error).toMatchObject({
       message: expect.stringContaining('colour is not a parameter'),
     });
+  });
+});
+
+describe('the API under abuse and for machine clients', () => {
+  it("answers 429 once a person has used their share, and keeps another person's", async () => {
+    // Prepare
+    harness = await startHarness();
+    const { call } = await serve(harness, { calls: 3, windowSeconds: 3600 });
+    const [mine, theirs] = [await localToken(KEY, jane), await localToken(KEY, avery)];
+
+    // Act
+    const answers = [];
+    for (let index = 0; index < 4; index++) answers.push(await call('GET', '/requests', mine));
+    const other = await call('GET', '/requests', theirs);
+
+    // Assess
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200, 429]);
+    expect(answers[3]?.json.error).toMatchObject({ code: 'throttled' });
+    expect(other.status).toBe(200);
+  });
+
+  it('acts for a SigV4 caller of the account on the /iam routes, on record as that machine, and refuses one of another account', async () => {
+    // Prepare
+    harness = await startHarness();
+    const h = harness;
+    const request = requestFor('u-alice');
+    await submitAndSettle(h, request);
+    sfn = new SFNClient({
+      region: h.aws.region,
+      endpoint: h.workflow.shim.endpoint,
+      credentials: h.aws.credentials,
+    });
+    const deps = localApiDeps(
+      h.workflow,
+      sfn,
+      jsonLogger(() => {}),
+    );
+    const event = (accountId: string, path: string, body: unknown) => ({
+      rawPath: `/iam${path}`,
+      body: JSON.stringify(body),
+      requestContext: {
+        http: { method: 'POST' },
+        authorizer: { iam: { userArn: `arn:aws:sts::${accountId}:assumed-role/ticketing/run-7`, accountId } },
+      },
+    });
+
+    // Act
+    const ours = await handleApiEvent(
+      deps,
+      event(LOCAL_ACCOUNT_ID, `/requests/${request.request_id}/notice`, response),
+    );
+    const foreign = await handleApiEvent(
+      deps,
+      event('999999999999', `/requests/${request.request_id}/notice`, response),
+    );
+    const unsigned = await handleApiEvent(deps, {
+      ...event(LOCAL_ACCOUNT_ID, '/requests', {}),
+      requestContext: { http: { method: 'GET' } },
+    });
+
+    // Assess
+    expect(ours.statusCode).toBe(200);
+    const notices = await h.workflow.audit.list(`${request.request_id}.notices`);
+    expect(notices.at(-1)?.facts.operator).toBe(
+      `machine:arn:aws:sts::${LOCAL_ACCOUNT_ID}:assumed-role/ticketing/run-7`,
+    );
+    expect([foreign.statusCode, unsigned.statusCode]).toEqual([403, 403]);
   });
 });
