@@ -118,6 +118,12 @@ export const CONFIG_HINTS: Readonly<Record<keyof z.input<typeof baseSchema>, str
   logRetentionDays: `one of ${LOG_RETENTION_DAYS.join(', ')}`,
   eventBusArn:
     'the ARN of an existing EventBridge bus for the status events, e.g. "arn:aws:events:eu-west-1:111122223333:event-bus/privacy", or leave it out to have the stack create one',
+  userPoolId:
+    'the id of an existing Cognito user pool the API signs people in with, e.g. "eu-west-1_AbCdEf123", or leave it out to have the stack create one (MFA required, no self sign-up); it must hold the groups privacy-team and auditor',
+  consoleOrigins:
+    'the https origins a browser may call the API from (CORS), e.g. ["https://privacy.example.com"]; none by default, so no page of another origin can call it',
+  machineOrganizationId:
+    'the id of the AWS organisation ("o-" and 10-32 letters or digits) whose systems may call the API\'s /iam routes with SigV4, or leave it out for this account\'s only',
   timeZone:
     'the controller\'s IANA time zone, e.g. "Europe/Berlin" or "America/Los_Angeles" (default "UTC"): deadlines end at the end of the local day there, and subject packages write their dates in it',
   controllerName:
@@ -242,6 +248,28 @@ const baseSchema = z.strictObject({
       /^arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus\/[A-Za-z0-9._\-/]{1,256}$/,
       'expected an EventBridge bus ARN',
     )
+    .optional(),
+  userPoolId: z
+    .string()
+    .regex(
+      /^[a-z]{2}(-[a-z]+)+-\d_[0-9A-Za-z]{1,55}$/,
+      'expected a Cognito user pool id, e.g. "eu-west-1_AbCdEf123"',
+    )
+    .optional(),
+  consoleOrigins: z
+    .array(
+      z
+        .url({ protocol: /^https$/, error: 'expected an https origin' })
+        .refine(
+          (url) => new URL(url).pathname === '/' && !url.endsWith('/'),
+          'expected an origin only: https://host, with no path or trailing "/"',
+        ),
+    )
+    .max(10)
+    .default([]),
+  machineOrganizationId: z
+    .string()
+    .regex(/^o-[a-z0-9]{10,32}$/, 'expected an AWS organisation id, e.g. "o-a1b2c3d4e5"')
     .optional(),
   timeZone: z
     .string()

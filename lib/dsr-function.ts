@@ -49,7 +49,7 @@ export interface DsrFunctionProps {
  * What a function does with the ledger: `steps` read and update their request's item; `intake`
  * also creates items; `sweep` only queries the status index.
  */
-export type LedgerAccess = 'steps' | 'intake' | 'sweep' | 'reconciler' | 'operator';
+export type LedgerAccess = 'steps' | 'intake' | 'sweep' | 'reconciler' | 'operator' | 'api';
 
 const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: boolean; writes: boolean }>> = {
   steps: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: false, writes: true },
@@ -65,6 +65,8 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
   reconciler: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
   // The operator function reads a request and applies an operator's ruled change to it.
   operator: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: false, writes: true },
+  // The API function: the operator's changes, and the pages of open requests it lists.
+  api: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
 };
 /**
  * What a function may do with archive objects. read: get objects; write: copy exports in
@@ -196,7 +198,7 @@ export class DsrFunction extends Construct {
    * GATE_TABLE_NAME, the platform gate's table: `admits` platform calls (reading and updating the
    * shared bucket and circuit), `slots` takes and gives back export slots, `wakes` hands a slot it
    * gives back to a waiting request (reading whether it holds one first), `reads` reads the state
-   * (the reconciler).
+   * (the reconciler), `callers` counts each person's calls to the API (lambdas/api/throttle.ts).
    */
   bindPlatformGate(
     table: dynamodb.ITable,
@@ -205,12 +207,13 @@ export class DsrFunction extends Construct {
       readonly slots: boolean;
       readonly wakes?: boolean;
       readonly reads?: boolean;
+      readonly callers?: boolean;
     },
   ): this {
     this.bindEnvironment('GATE_TABLE_NAME', table.tableName);
     const actions = [
-      ...(use.admits || use.reads || use.wakes ? ['dynamodb:GetItem'] : []),
-      ...(use.admits || use.slots ? ['dynamodb:UpdateItem'] : []),
+      ...(use.admits || use.reads || use.wakes || use.callers ? ['dynamodb:GetItem'] : []),
+      ...(use.admits || use.slots || use.callers ? ['dynamodb:UpdateItem'] : []),
       // A request that takes a slot leaves the export-slot waiters (its waiter item).
       ...(use.slots ? ['dynamodb:DeleteItem'] : []),
     ];

@@ -87,6 +87,7 @@ import {
   StackConfigError,
 } from './config.ts';
 import { alarmSourceConditions, DsrAlarms } from './dsr-alarms.ts';
+import { DsrApi } from './dsr-api.ts';
 import { DsrFunction } from './dsr-function.ts';
 import { DsrWorkflow } from './dsr-workflow.ts';
 import {
@@ -188,8 +189,13 @@ export class DsrStack extends Stack {
   readonly siteSecrets: ReadonlyMap<string, SiteSecrets>;
   readonly workflow: DsrWorkflow;
   readonly functions: Readonly<
-    Record<StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler' | 'StatusEvents' | 'Operator', DsrFunction>
+    Record<
+      StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler' | 'StatusEvents' | 'Operator' | 'Api',
+      DsrFunction
+    >
   >;
+  /** The API for people (the user pool's JWTs) and systems (SigV4 on its /iam routes): lib/dsr-api.ts. */
+  readonly api: DsrApi;
   /** The operator function's URL (AWS_IAM auth): the one way a person changes a request. */
   readonly operatorUrl: lambda.FunctionUrl;
   /** Where the status events go: the bus the stack created, or the one `eventBusArn` names. */
@@ -239,6 +245,21 @@ export class DsrStack extends Stack {
     const statusEvents = this.#statusEvents(context);
     const operator = this.#operator(context);
     this.operatorUrl = operator.url;
+    this.api = new DsrApi(this, 'Api', {
+      ledger: this.ledger,
+      gate: this.platformGate,
+      archiveBucket: this.archiveBucket,
+      auditBucket: this.auditBucket,
+      intakeQueue: this.intakeQueue,
+      stateMachine: this.workflow.stateMachine,
+      stateMachineKey: this.key,
+      defaults: context.defaults,
+      ...(config.userPoolId === undefined ? {} : { userPoolId: config.userPoolId }),
+      consoleOrigins: config.consoleOrigins,
+      ...(config.machineOrganizationId === undefined
+        ? {}
+        : { machineOrganizationId: config.machineOrganizationId }),
+    });
     this.functions = {
       ...steps,
       Intake: intake,
@@ -246,9 +267,10 @@ export class DsrStack extends Stack {
       Reconciler: reconciler,
       StatusEvents: statusEvents,
       Operator: operator.fn,
+      Api: this.api.fn,
     };
     // Only the functions that append records may write the audit bucket, whatever else a role holds.
-    this.#lockAuditWrites([...Object.values(steps), intake, sweep, reconciler, operator.fn]);
+    this.#lockAuditWrites([...Object.values(steps), intake, sweep, reconciler, operator.fn, this.api.fn]);
 
     this.alarms = this.#alarms(config);
     this.operatorPolicy = this.#operatorPolicy();
@@ -261,6 +283,7 @@ export class DsrStack extends Stack {
       this.archiveBucket,
       this.auditBucket,
       this.secrets.auditHmacKey,
+      this.api.userPool,
       ...[...this.siteSecrets.values()].flatMap(({ secrets: site }) => Object.values(site)),
     ]);
     this.#outputs(config);
@@ -917,6 +940,9 @@ export class DsrStack extends Stack {
       ),
       EventBusArn: this.eventBus.eventBusArn,
       OperatorUrl: this.operatorUrl.url,
+      ApiUrl: this.api.api.apiEndpoint,
+      UserPoolId: this.api.userPool.userPoolId,
+      UserPoolClientId: this.api.client.userPoolClientId,
     };
     for (const [name, value] of Object.entries(outputs)) new CfnOutput(this, name, { value });
   }

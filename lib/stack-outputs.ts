@@ -36,6 +36,11 @@ export const stackOutputsSchema = z.object({
   EventBusArn: name,
   /** The operator function's URL (AWS_IAM auth): every change an operator makes goes through it. */
   OperatorUrl: z.url(),
+  /** The API's URL (docs/console-api.md): people with the user pool's tokens, systems on its /iam routes. */
+  ApiUrl: z.url(),
+  /** The user pool people sign in to the API with, and the console's app client of it. */
+  UserPoolId: name,
+  UserPoolClientId: name,
 });
 
 /** An output's name. */
@@ -62,6 +67,7 @@ export const stackNamesSchema = stackOutputsSchema
         ErasureArchiveRetentionDays: true,
         Region: true,
         OperatorUrl: true,
+        ApiUrl: true,
       })
       .partial().shape,
   );

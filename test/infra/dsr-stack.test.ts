@@ -40,7 +40,15 @@ const archiveBucket = idOf('AWS::S3::Bucket', 'ArchiveBucket');
 const auditBucket = idOf('AWS::S3::Bucket', 'AuditBucket');
 const accessLogBucket = idOf('AWS::S3::Bucket', 'AccessLogBucket');
 const stepNames = Object.keys(STEP_DIRECTORIES);
-const functionNames = [...stepNames, 'Intake', 'DeadlineSweep', 'Reconciler', 'StatusEvents', 'Operator'];
+const functionNames = [
+  ...stepNames,
+  'Intake',
+  'DeadlineSweep',
+  'Reconciler',
+  'StatusEvents',
+  'Operator',
+  'ApiFunction',
+];
 
 /** The statements of a function's role policy (`<name>Role…DefaultPolicy…`). */
 function statementsOf(functionName: string): CfnObject[] {
@@ -98,7 +106,8 @@ describe('encryption', () => {
       EncryptionConfiguration: { Type: 'CUSTOMER_MANAGED_KMS_KEY', KmsKeyId: getAtt(dataKey) },
     });
     const logGroups = ofType('AWS::Logs::LogGroup');
-    expect(logGroups).toHaveLength(functionNames.length + 1);
+    // Each function's, the state machine's and the API's access logs.
+    expect(logGroups).toHaveLength(functionNames.length + 2);
     for (const [, logGroup] of logGroups) expect(logGroup.KmsKeyId).toEqual(getAtt(operationsKey));
     template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: getAtt(operationsKey) });
   });
@@ -1182,6 +1191,9 @@ describe('outputs', () => {
         'ErasureArchiveRetentionDays',
         'EventBusArn',
         'OperatorUrl',
+        'ApiUrl',
+        'UserPoolId',
+        'UserPoolClientId',
       ].sort(),
     );
     // The one schema the CLI and local mode read them by names every output, and no other.

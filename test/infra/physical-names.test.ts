@@ -21,6 +21,7 @@ const PHYSICAL_NAME_PROPERTIES: Readonly<Record<string, readonly string[]>> = {
   'AWS::IAM::ManagedPolicy': ['ManagedPolicyName'],
   'AWS::Events::Rule': ['Name'],
   'AWS::Events::EventBus': ['Name'],
+  'AWS::Cognito::UserPool': ['UserPoolName'],
 };
 
 /**
@@ -39,6 +40,15 @@ const UNNAMED_TYPES = new Set([
   'AWS::Lambda::Permission',
   // A function URL's address is chosen by Lambda.
   'AWS::Lambda::Url',
+  // A user pool's clients and groups are named within it; an HTTP API's name need not be unique,
+  // and its stage, routes, integration and authorizers are named within it.
+  'AWS::Cognito::UserPoolClient',
+  'AWS::Cognito::UserPoolGroup',
+  'AWS::ApiGatewayV2::Api',
+  'AWS::ApiGatewayV2::Stage',
+  'AWS::ApiGatewayV2::Route',
+  'AWS::ApiGatewayV2::Integration',
+  'AWS::ApiGatewayV2::Authorizer',
 ]);
 
 interface Named {

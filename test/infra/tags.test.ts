@@ -19,7 +19,9 @@ const taggable = stack.node
 
 /** A resource's tags as a map, whichever of the two CloudFormation shapes its type uses. */
 function tagsOf(logicalId: string): Record<string, string> {
-  const tags: unknown = resources[logicalId]?.Properties?.Tags;
+  // A user pool keeps its tags as a map under UserPoolTags.
+  const tags: unknown =
+    resources[logicalId]?.Properties?.Tags ?? resources[logicalId]?.Properties?.UserPoolTags;
   if (Array.isArray(tags)) return Object.fromEntries(tags.map((tag: CfnObject) => [tag.Key, tag.Value]));
   return (tags ?? {}) as Record<string, string>;
 }
@@ -76,9 +78,11 @@ describe('tags', () => {
       ...idsOf('AWS::S3::Bucket', 'AuditBucket'),
       ...idsOf('AWS::KMS::Key', 'DataKey'),
       ...idsOf('AWS::SecretsManager::Secret'),
+      // The people who act: their names, e-mail addresses and second factors.
+      ...idsOf('AWS::Cognito::UserPool'),
     ];
-    // Three queues, the ledger, two buckets, the data key and three secrets.
-    expect(personal).toHaveLength(10);
+    // Three queues, the ledger, two buckets, the data key, three secrets and the user pool.
+    expect(personal).toHaveLength(11);
 
     const classified = (value: string) =>
       taggable.filter((id) => tagsOf(id)[TAG_KEYS.dataClassification] === value).sort();

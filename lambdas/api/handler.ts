@@ -1,0 +1,64 @@
+/**
+ * The API function behind API Gateway's HTTP API: a JWT authorizer of the stack's user pool has
+ * verified the person's token before the event arrives (its claims in
+ * `requestContext.authorizer.jwt`), or, on the `/iam` routes, IAM authorization has checked a
+ * system's SigV4 signature and execute-api:Invoke permission (`requestContext.authorizer.iam`).
+ */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { S3Client } from '@aws-sdk/client-s3';
+import { SFNClient } from '@aws-sdk/client-sfn';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { z } from 'zod';
+import { parseEnv } from '#shared/config';
+import { Ledger } from '#shared/ledger';
+import { functionLogger } from '#shared/powertools';
+import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
+import { type ApiResponse, handleApiEvent } from './api.ts';
+import type { ApiDeps } from './deps.ts';
+import { callerThrottle } from './throttle.ts';
+
+/** Environment of the API function. */
+export const apiEnvSchema = z.object({
+  TABLE_NAME: z.string().min(1),
+  GATE_TABLE_NAME: z.string().min(1),
+  ARCHIVE_BUCKET: z.string().min(1),
+  AUDIT_BUCKET: z.string().min(1),
+  STATE_MACHINE_ARN: z.string().min(1),
+  INTAKE_QUEUE_URL: z.string().min(1),
+  /** The account the stack is in: its systems may call the `/iam` routes. */
+  ACCOUNT_ID: z.string().regex(/^\d{12}$/),
+  /** An AWS organisation (o-…) whose systems may call the `/iam` routes too; empty for none. */
+  MACHINE_ORGANIZATION_ID: z.union([z.literal(''), z.string().regex(/^o-[a-z0-9]{10,32}$/)]).default(''),
+});
+
+let deps: ApiDeps | undefined;
+
+function apiDepsFromEnv(): ApiDeps {
+  if (deps === undefined) {
+    const env = parseEnv(apiEnvSchema, process.env);
+    const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
+    deps = {
+      ledger: new Ledger(dynamo, env.TABLE_NAME),
+      s3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
+      sfn: prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE)),
+      names: {
+        ArchiveBucketName: env.ARCHIVE_BUCKET,
+        AuditBucketName: env.AUDIT_BUCKET,
+        StateMachineArn: env.STATE_MACHINE_ARN,
+      },
+      clock: () => new Date(),
+      logger: functionLogger(),
+      intake: { sqs: prepareSdkClient(new SQSClient(CACHED_MIDDLEWARE)), queueUrl: env.INTAKE_QUEUE_URL },
+      throttle: callerThrottle(dynamo, env.GATE_TABLE_NAME),
+      account: {
+        accountId: env.ACCOUNT_ID,
+        ...(env.MACHINE_ORGANIZATION_ID === '' ? {} : { organization: env.MACHINE_ORGANIZATION_ID }),
+      },
+    };
+  }
+  return deps;
+}
+
+export async function handler(event: unknown): Promise<ApiResponse> {
+  return await handleApiEvent(apiDepsFromEnv(), event);
+}
