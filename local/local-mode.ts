@@ -32,6 +32,13 @@ import { acquireDataDirLock, type DataDirLock } from './data-dir-lock.ts';
 import { type FaultProfile, type RateLimit, resolvedFaultsSchema } from './emulator/faults.ts';
 import type { RunningEmulator } from './emulator/server.ts';
 import { type EmulatorState, loadStateFile, stateSites } from './emulator/state.ts';
+import {
+  API_CALLER,
+  type ApiEndpoint,
+  localApiDeps,
+  localSigningKey,
+  startApiEndpoint,
+} from './runtime/api-endpoint.ts';
 import { pollWithSchedule, SqsPoller } from './runtime/event-source.ts';
 import {
   localOperatorDeps,
@@ -103,6 +110,8 @@ export type LineOutcome =
 export interface LocalMode {
   readonly dataDir: string;
   readonly emulator: RunningEmulator;
+  /** The API on loopback, as API Gateway serves it in AWS, with local sign-in codes (docs/console-api.md). */
+  readonly api: ApiEndpoint;
   readonly aws: AwsStandIns;
   readonly shim: SfnShim;
   readonly workflow: LocalWorkflow;
@@ -337,11 +346,19 @@ async function assembleLocalMode(
     logger: jsonLogger(options.logSink ?? (() => {})),
   });
   started.push(() => operator.close());
-  await publishEndpoints(dataDir, aws, workflow, emulator, operator);
+  // The API function behind API Gateway: tokens signed by the data dir's key stand for the user pool's.
+  const api = await startApiEndpoint(
+    localApiDeps(workflow, sfn, jsonLogger(options.logSink ?? (() => {}))),
+    await localSigningKey(dataDir),
+    { caller: API_CALLER },
+  );
+  started.push(() => api.close());
+  await publishEndpoints(dataDir, aws, workflow, emulator, operator, api);
 
   return {
     dataDir,
     emulator,
+    api,
     aws,
     shim,
     workflow,
@@ -372,6 +389,7 @@ async function assembleLocalMode(
         onError,
       ),
     async close(closeOptions) {
+      await api.close();
       await operator.close();
       // The workflow closes its executions, then the shim.
       await workflow.close(closeOptions);
@@ -424,6 +442,7 @@ async function publishEndpoints(
   workflow: LocalWorkflow,
   emulator: LocalServices['emulator'],
   operator: OperatorEndpoint,
+  api: ApiEndpoint,
 ): Promise<void> {
   await writeLocalEndpoints(dataDir, {
     region: aws.region,
@@ -438,6 +457,7 @@ async function publishEndpoints(
       StateMachineArn: workflow.shim.stateMachineArn,
       TimeZone: workflow.timeZone,
       OperatorUrl: operator.url,
+      ApiUrl: api.url,
     },
     pid: process.pid,
     platform: { url: emulator.url, spot_id: emulator.spotId },

@@ -9,6 +9,7 @@ import { CliError, EXIT, parseOption, readRequestsText, shellWord } from '../../
 import type { LocalFlags } from '../../bin/cli/local-package.ts';
 import { formatSeconds, startProgress } from '../../bin/cli/progress.ts';
 import { localStackConfig } from '../../bin/cli/stack-config.ts';
+import { API_ROLES } from '../../lambdas/api/identity.ts';
 import { CALLERS, setDefaultCaller } from '../../lambdas/shared/call-recorder.ts';
 import { timeZoneSchema } from '../../lambdas/shared/config.ts';
 import type { LedgerItem } from '../../lambdas/shared/ledger/index.ts';
@@ -23,6 +24,7 @@ import { DataDirInUseError } from '../data-dir-lock.ts';
 import { loadFaultsFile } from '../emulator/faults.ts';
 import { loadStateFile } from '../emulator/state.ts';
 import { type LineOutcome, type LocalMode, retriedThroughFaults } from '../local-mode.ts';
+import { type ApiEndpoint, LOCAL_SIGN_IN_PATH } from '../runtime/api-endpoint.ts';
 import { untilStopped } from './emulator.ts';
 import { stopServing } from './serve-stop.ts';
 
@@ -251,6 +253,7 @@ export async function runLocal(
       people(
         `serving: other commands reach it with --target local --data-dir ${mode.dataDir} (ready in ${formatSeconds((Date.now() - startedAt) / 1000)}; Ctrl-C stops it)\n`,
       );
+      people(signInLines(mode.api));
       changes.ready();
       const signal = await untilStopped();
       return await stopServing(signal, exitCode, async (graceMs) => {
@@ -264,6 +267,18 @@ export async function runLocal(
   } finally {
     await closeOnce();
   }
+}
+
+/**
+ * Where the API is served and how a person signs in to it: a one-time code per role, traded once
+ * for an hour's token at the sign-in path, as the user pool's sign-in gives one in AWS.
+ */
+export function signInLines(api: Pick<ApiEndpoint, 'url' | 'signInCode'>): string {
+  const codes = API_ROLES.map((role) => `  ${role}: ${api.signInCode(role)}`).join('\n');
+  return (
+    `svc-dsr local: the API at ${api.url} (docs/console-api.md); one-time sign-in codes, each good for 15 minutes:\n${codes}\n` +
+    `  trade one for a token: curl -s -X POST ${api.url}${LOCAL_SIGN_IN_PATH} -d '{"code":"<code>","username":"<you>"}'\n`
+  );
 }
 
 const requestIdLine = z.looseObject({ request_id: z.string() });

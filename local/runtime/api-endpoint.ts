@@ -10,11 +10,14 @@ import { createServer } from 'node:http';
 import { join } from 'node:path';
 import type { SFNClient } from '@aws-sdk/client-sfn';
 import { jwtVerify, SignJWT } from 'jose';
+import { z } from 'zod';
+import { API_HEADERS } from '../../lambdas/api/answers.ts';
 import { handleApiEvent } from '../../lambdas/api/api.ts';
 import type { ApiDeps } from '../../lambdas/api/deps.ts';
-import type { ApiRole } from '../../lambdas/api/identity.ts';
+import type { API_ROLES, ApiRole } from '../../lambdas/api/identity.ts';
 import { API_ROUTES } from '../../lambdas/api/routes.ts';
 import { callerThrottle } from '../../lambdas/api/throttle.ts';
+import { runAsCaller } from '../../lambdas/shared/call-recorder.ts';
 import type { StepLogger } from '../../lambdas/shared/step-deps.ts';
 import { BodyTooLargeError, closeServer, LOOPBACK, listen, readBody, trackSockets } from '../http.ts';
 import { localOperatorDeps } from './operator-endpoint.ts';
@@ -76,13 +79,76 @@ export function localApiDeps(
 /** The largest body any route takes, read before the route is known (API Gateway's own limit is 10 MB). */
 const LARGEST_BODY = Math.max(...API_ROUTES.map((route) => route.maxBodyBytes ?? 0), 16 * 1024);
 
+/** The caller name of the API function, as its Lambda's in the IAM proof. */
+export const API_CALLER = 'Api';
+
+/** The path local mode's sign-in takes a one-time code at (the user pool's place in AWS). */
+export const LOCAL_SIGN_IN_PATH = '/local/sign-in';
+
+/** How long a one-time sign-in code lasts. */
+const SIGN_IN_CODE_MS = 15 * 60 * 1000;
+
+const signInSchema = z.strictObject({
+  code: z.string().min(1).max(128),
+  username: z
+    .string()
+    .regex(
+      /^[A-Za-z0-9._-]{1,64}$/,
+      'username: 1-64 letters, digits, ".", "_" or "-" (it names you in the audit records)',
+    ),
+});
+
 export interface ApiEndpoint {
   readonly url: string;
+  /**
+   * A one-time sign-in code for a role, good for SIGN_IN_CODE_MS: `POST /local/sign-in` with
+   * `{"code", "username"}` answers a token of that role for that person, once.
+   */
+  signInCode(role: (typeof API_ROLES)[number]): string;
   close(): Promise<void>;
 }
 
-/** Serves the API on loopback (port 0 unless given) with `deps`, verifying tokens with `key`. */
-export async function startApiEndpoint(deps: ApiDeps, key: Uint8Array, port = 0): Promise<ApiEndpoint> {
+/**
+ * Serves the API on loopback (port 0 unless given) with `deps`, verifying tokens with `key`; with
+ * `caller`, the API's AWS calls are recorded under that name (the IAM proof's API function).
+ */
+export async function startApiEndpoint(
+  deps: ApiDeps,
+  key: Uint8Array,
+  options: { readonly port?: number; readonly caller?: string } = {},
+): Promise<ApiEndpoint> {
+  const codes = new Map<string, { role: (typeof API_ROLES)[number]; until: number }>();
+  const signIn = async (body: Buffer): Promise<{ status: number; body: unknown }> => {
+    let json: unknown;
+    try {
+      json = JSON.parse(body.toString('utf8'));
+    } catch {
+      return { status: 400, body: { error: { code: 'invalid', message: 'the body is not JSON' } } };
+    }
+    const parsed = signInSchema.safeParse(json);
+    if (!parsed.success) {
+      return {
+        status: 400,
+        body: { error: { code: 'invalid', message: parsed.error.issues[0]?.message ?? 'invalid' } },
+      };
+    }
+    const held = codes.get(parsed.data.code);
+    codes.delete(parsed.data.code);
+    if (held === undefined || held.until < Date.now()) {
+      return {
+        status: 401,
+        body: {
+          error: {
+            code: 'unauthenticated',
+            message: 'the code is unknown, used or expired: take a new one from svc-dsr local',
+          },
+        },
+      };
+    }
+    const { username } = parsed.data;
+    const token = await localToken(key, { username, subject: `local-${username}`, groups: [held.role] });
+    return { status: 200, body: { token, role: held.role, expires_in: 3600 } };
+  };
   const server = createServer((request, response) => {
     const send = (statusCode: number, headers: Readonly<Record<string, string>>, body: string) => {
       response.writeHead(statusCode, headers);
@@ -90,24 +156,31 @@ export async function startApiEndpoint(deps: ApiDeps, key: Uint8Array, port = 0)
     };
     void (async () => {
       const body = await readBody(request, LARGEST_BODY);
-      const claims = await verifiedClaims(request.headers.authorization, key);
       const url = new URL(request.url ?? '/', `http://${LOOPBACK}`);
-      const answer = await handleApiEvent(deps, {
-        rawPath: url.pathname,
-        rawQueryString: url.search.replace(/^\?/, ''),
-        body: body.toString('utf8'),
-        isBase64Encoded: false,
-        requestContext: {
-          http: { method: request.method ?? 'GET' },
-          ...(claims === undefined ? {} : { authorizer: { jwt: { claims } } }),
-        },
-      });
+      if (url.pathname === LOCAL_SIGN_IN_PATH && request.method === 'POST') {
+        const answer = await signIn(body);
+        send(answer.status, API_HEADERS, JSON.stringify(answer.body));
+        return;
+      }
+      const claims = await verifiedClaims(request.headers.authorization, key);
+      const call = () =>
+        handleApiEvent(deps, {
+          rawPath: url.pathname,
+          rawQueryString: url.search.replace(/^\?/, ''),
+          body: body.toString('utf8'),
+          isBase64Encoded: false,
+          requestContext: {
+            http: { method: request.method ?? 'GET' },
+            ...(claims === undefined ? {} : { authorizer: { jwt: { claims } } }),
+          },
+        });
+      const answer = options.caller === undefined ? await call() : await runAsCaller(options.caller, call);
       send(answer.statusCode, answer.headers, answer.body);
     })().catch((error: unknown) => {
       const tooLarge = error instanceof BodyTooLargeError;
       send(
         tooLarge ? 413 : 500,
-        { 'content-type': 'application/json', 'cache-control': 'no-store' },
+        API_HEADERS,
         JSON.stringify({
           error: tooLarge
             ? { code: 'invalid', message: `the body is over ${LARGEST_BODY} bytes` }
@@ -117,8 +190,16 @@ export async function startApiEndpoint(deps: ApiDeps, key: Uint8Array, port = 0)
     });
   });
   const sockets = trackSockets(server);
-  const { endpoint } = await listen(server, port);
-  return { url: endpoint, close: () => closeServer(server, sockets) };
+  const { endpoint } = await listen(server, options.port ?? 0);
+  return {
+    url: endpoint,
+    signInCode(role) {
+      const code = randomBytes(24).toString('base64url');
+      codes.set(code, { role, until: Date.now() + SIGN_IN_CODE_MS });
+      return code;
+    },
+    close: () => closeServer(server, sockets),
+  };
 }
 
 /** The claims of a bearer token this endpoint signed and that is still valid; undefined otherwise. */

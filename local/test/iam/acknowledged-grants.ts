@@ -181,6 +181,32 @@ export const ACKNOWLEDGED_UNUSED_GRANTS: readonly Acknowledgement[] = [
       "hands out and checks the version the ledger recorded (a HEAD and a presigned GET of it); the proof's local S3 keeps no versions, so its reads name none",
   },
   {
+    role: 'Api',
+    action: 's3:DeleteObjectVersion',
+    resource: /archivebucket.*\/exports\/\*$/,
+    reason:
+      "a cancel or deny through the API removes every version of the request's archive when it has one, on the operator's own code path (the Operator function's use of it is observed)",
+  },
+  {
+    role: 'Api',
+    action: 's3:GetObject',
+    resource: /archivebucket.*\/exports\/\*$/,
+    reason:
+      "a hand-out's link is a GET this role signs and the recipient's browser makes, with no SDK call of the function's own for the proof to record",
+  },
+  {
+    role: 'Api',
+    action: 'states:StartExecution',
+    reason:
+      "a retry through the API starts the request's next execution, on the operator's own code path; the proof observes that call from the Operator function (svc-dsr retry)",
+  },
+  {
+    role: 'Api',
+    action: 'states:DescribeExecution',
+    reason:
+      "a retry through the API reads the execution before it, on the operator's own code path; the proof observes that call from the Operator function (svc-dsr retry)",
+  },
+  {
     role: 'Operator',
     action: 's3:DeleteObjectVersion',
     resource: /archivebucket.*\/exports\/\*$/,

@@ -8,6 +8,7 @@ import type * as iam from 'aws-cdk-lib/aws-iam';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_STATE_MACHINE_ARN, RECONCILER_CALLER } from '#local/local-mode';
+import { API_CALLER } from '#local/runtime/api-endpoint';
 import { OPERATOR_CALLER } from '#local/runtime/operator-endpoint';
 import { EVENTS_DIR, LOCAL_EVENT_BUS, STATUS_EVENTS_CALLER } from '#local/runtime/status-events';
 import { LOCAL_NAMES, LOCAL_SECRET_IDS } from '#local/runtime/workflow';
@@ -39,7 +40,7 @@ const logicalId = (construct: iam.IRole | iam.ManagedPolicy | dynamodb.Table | s
   stack.getLogicalId((construct.node.defaultChild ?? construct) as never);
 
 const roleOf = (
-  name: StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler' | 'StatusEvents' | 'Operator',
+  name: StepName | 'Intake' | 'DeadlineSweep' | 'Reconciler' | 'StatusEvents' | 'Operator' | 'Api',
 ) => ({
   roleId: logicalId(stack.functions[name].role),
 });
@@ -52,6 +53,7 @@ const roles: Deployment['roles'] = {
   [RECONCILER_CALLER]: roleOf('Reconciler'),
   [STATUS_EVENTS_CALLER]: roleOf('StatusEvents'),
   [OPERATOR_CALLER]: roleOf('Operator'),
+  [API_CALLER]: roleOf('Api'),
   [CALLERS.cli]: { managedPolicyId: logicalId(stack.operatorPolicy) },
 };
 
@@ -205,6 +207,18 @@ describe('the IAM proof, proven', () => {
       from: (id) => id === policyIdOf(stack.functions.Operator.policy),
       action: 'states:StopExecution',
       names: /Operator .* states:StopExecution on arn:aws:states:.*:execution:/,
+    },
+    {
+      grant: "the API function's send to the intake queue",
+      from: (id) => id === policyIdOf(stack.functions.Api.policy),
+      action: 'sqs:SendMessage',
+      names: /Api .* sqs:SendMessage on arn:aws:sqs:/,
+    },
+    {
+      grant: "the API function's count of a person's calls in the gate table",
+      from: (id) => id === policyIdOf(stack.functions.Api.policy),
+      action: 'dynamodb:UpdateItem',
+      names: /Api .* dynamodb:UpdateItem on arn:aws:dynamodb:.*PlatformGate/,
     },
     {
       grant: "the operator function's read of archive objects",

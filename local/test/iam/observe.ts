@@ -6,7 +6,8 @@
  * without an execution and resumed by the reconciler (one whose execution was stopped, one whose
  * execution never started), a cancel, an extension, a request denied at
  * intake (its identity not verified), a failed one denied by the operator, and the read commands
- * (status, list, report, verify, package), and a notice to the subject.
+ * (status, list, report, verify, package), a notice to the subject, and the API's routes as a
+ * signed-in person calls them (submit, list, open, timeline, hand-out, cancel).
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -27,6 +28,7 @@ import {
 import { Ledger } from '../../../lambdas/shared/ledger/index.ts';
 import { prepareSdkClient } from '../../../lambdas/shared/sdk-clients.ts';
 import { runCli } from '../../../test/helpers/cli.ts';
+import { LOCAL_SIGN_IN_PATH } from '../../runtime/api-endpoint.ts';
 import { reconcileUntilActedOn } from '../helpers/reconcile.ts';
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -58,6 +60,7 @@ const ids = {
   unverified: '0b7f6d0e-0000-4000-8000-00000000000a',
   strandedForGood: '0b7f6d0e-0000-4000-8000-00000000000b',
   neverStarted: '0b7f6d0e-0000-4000-8000-00000000000d',
+  viaApi: '0b7f6d0e-0000-4000-8000-00000000000e',
 } as const;
 
 /** Runs the scenarios in `dataDir` and returns every call made, in this process and in the CLI's. */
@@ -217,6 +220,30 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     await cli('verify', ids.access);
     await cli('package', ids.access, '--out', join(dataDir, 'package.zip'));
     await cli('package', ids.access);
+    // The API function, as the console and other systems reach it: a person signed in with a
+    // one-time code, a request submitted, listed, opened, its timeline, a hand-out, a cancel.
+    const apiCall = async (method: string, path: string, token?: string, body?: unknown) => {
+      const answer = await fetch(`${mode.api.url}${path}`, {
+        method,
+        headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      const text = await answer.text();
+      if (!answer.ok) throw new Error(`API ${method} ${path} answered ${answer.status}: ${text}`);
+      return JSON.parse(text) as Record<string, unknown>;
+    };
+    const { token } = await apiCall('POST', LOCAL_SIGN_IN_PATH, undefined, {
+      code: mode.api.signInCode('privacy-team'),
+      username: 'jane',
+    });
+    const bearer = String(token);
+    await apiCall('POST', '/requests', bearer, request(ids.viaApi, 'access', 'u-bruno'));
+    await waitFor(async () => (await cli('status', ids.viaApi, '--json')).includes('"running"'));
+    await apiCall('GET', '/requests?status=received,running,failed', bearer);
+    await apiCall('GET', `/requests/${ids.access}`, bearer);
+    await apiCall('GET', `/requests/${ids.access}/timeline`, bearer);
+    await apiCall('POST', `/requests/${ids.access}/package`, bearer, { expires_in: 600 });
+    await apiCall('POST', `/requests/${ids.viaApi}/cancel`, bearer, { reason: 'withdrawn by the subject' });
 
     const endpoints = await readLocalEndpoints(dataDir);
     const dynamo = prepareSdkClient(

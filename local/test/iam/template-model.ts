@@ -156,6 +156,10 @@ export class TemplateModel {
         return this.getAtt(logicalId, 'Arn');
       case 'AWS::KMS::Key':
         return this.keyId(logicalId);
+      case 'AWS::ApiGatewayV2::Api':
+        return pseudoRandom(logicalId, 10);
+      case 'AWS::Cognito::UserPool':
+        return `${REGION}_${pseudoRandom(logicalId, 9)}`;
       default:
         return name;
     }
@@ -220,6 +224,14 @@ export class TemplateModel {
         return name;
       case 'AWS::CloudWatch::Alarm.Arn':
         return this.arn('cloudwatch', `alarm:${name}`);
+      case 'AWS::ApiGatewayV2::Api.ApiEndpoint':
+        return `https://${this.ref(logicalId)}.execute-api.${REGION}.amazonaws.com`;
+      case 'AWS::ApiGatewayV2::Api.ApiId':
+        return this.ref(logicalId);
+      case 'AWS::Cognito::UserPool.Arn':
+        return this.arn('cognito-idp', `userpool/${this.ref(logicalId)}`);
+      case 'AWS::Cognito::UserPool.ProviderURL':
+        return `https://cognito-idp.${REGION}.amazonaws.com/${this.ref(logicalId)}`;
       default:
         throw new Error(`the resolver does not know ${key} (used by the template)`);
     }
