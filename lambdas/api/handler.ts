@@ -5,25 +5,19 @@
  * system's SigV4 signature and execute-api:Invoke permission (`requestContext.authorizer.iam`).
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { S3Client } from '@aws-sdk/client-s3';
-import { SFNClient } from '@aws-sdk/client-sfn';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import { parseEnv } from '#shared/config';
-import { Ledger } from '#shared/ledger';
 import { functionLogger } from '#shared/powertools';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
+import { operatorDepsOf, operatorEnvSchema } from '../operator/handler.ts';
 import { type ApiResponse, handleApiEvent } from './api.ts';
 import type { ApiDeps } from './deps.ts';
 import { callerThrottle } from './throttle.ts';
 
 /** Environment of the API function. */
-export const apiEnvSchema = z.object({
-  TABLE_NAME: z.string().min(1),
+export const apiEnvSchema = operatorEnvSchema.extend({
   GATE_TABLE_NAME: z.string().min(1),
-  ARCHIVE_BUCKET: z.string().min(1),
-  AUDIT_BUCKET: z.string().min(1),
-  STATE_MACHINE_ARN: z.string().min(1),
   INTAKE_QUEUE_URL: z.string().min(1),
   /** The account the stack is in: its systems may call the `/iam` routes. */
   ACCOUNT_ID: z.string().regex(/^\d{12}$/),
@@ -38,15 +32,7 @@ function apiDepsFromEnv(): ApiDeps {
     const env = parseEnv(apiEnvSchema, process.env);
     const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
     deps = {
-      ledger: new Ledger(dynamo, env.TABLE_NAME),
-      s3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
-      sfn: prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE)),
-      names: {
-        ArchiveBucketName: env.ARCHIVE_BUCKET,
-        AuditBucketName: env.AUDIT_BUCKET,
-        StateMachineArn: env.STATE_MACHINE_ARN,
-      },
-      clock: () => new Date(),
+      ...operatorDepsOf(env, dynamo),
       logger: functionLogger(),
       intake: { sqs: prepareSdkClient(new SQSClient(CACHED_MIDDLEWARE)), queueUrl: env.INTAKE_QUEUE_URL },
       throttle: callerThrottle(dynamo, env.GATE_TABLE_NAME),

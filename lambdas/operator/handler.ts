@@ -147,24 +147,28 @@ function answer(statusCode: number, body: OperatorAnswer): FunctionUrlResponse {
   return { statusCode, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
 }
 
+/** The operator's deps in a Lambda, from its environment (the API function builds its own on them). */
+export function operatorDepsOf(env: z.infer<typeof operatorEnvSchema>, dynamo: DynamoDBClient): OperatorDeps {
+  return {
+    ledger: new Ledger(dynamo, env.TABLE_NAME),
+    s3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
+    sfn: prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE)),
+    names: {
+      ArchiveBucketName: env.ARCHIVE_BUCKET,
+      AuditBucketName: env.AUDIT_BUCKET,
+      StateMachineArn: env.STATE_MACHINE_ARN,
+    },
+    clock: () => new Date(),
+  };
+}
+
 let lambdaDeps: OperatorDeps | undefined;
 
 function operatorDepsFromEnv(): OperatorDeps {
-  if (lambdaDeps === undefined) {
-    const env = parseEnv(operatorEnvSchema, process.env);
-    const dynamo = prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE));
-    lambdaDeps = {
-      ledger: new Ledger(dynamo, env.TABLE_NAME),
-      s3: prepareSdkClient(new S3Client(CACHED_MIDDLEWARE)),
-      sfn: prepareSdkClient(new SFNClient(CACHED_MIDDLEWARE)),
-      names: {
-        ArchiveBucketName: env.ARCHIVE_BUCKET,
-        AuditBucketName: env.AUDIT_BUCKET,
-        StateMachineArn: env.STATE_MACHINE_ARN,
-      },
-      clock: () => new Date(),
-    };
-  }
+  lambdaDeps ??= operatorDepsOf(
+    parseEnv(operatorEnvSchema, process.env),
+    prepareSdkClient(new DynamoDBClient(CACHED_MIDDLEWARE)),
+  );
   return lambdaDeps;
 }
 
