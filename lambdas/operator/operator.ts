@@ -154,8 +154,16 @@ async function retryInParts(
 ): Promise<OperatorResult<'retry'>> {
   const requestId = item.request_id;
   const chosen = sitesToRetry(item.sites ?? [], item.site_results ?? {});
+  // The request's own item has no execution: while it is open, its parts run, or another
+  // operator's retry is starting them. Only a failed request in parts is retried, so two people
+  // pressing retry at once never both start (and one undo) the same parts.
   const retried = await ruled(requestId, () =>
-    deps.ledger.retry(requestId, { liveExecution: async () => undefined }),
+    deps.ledger.retry(requestId, {
+      liveExecution: async (current) =>
+        current.status === 'failed'
+          ? undefined
+          : `its sites run (a retry of it is under way); wait for them: npx svc-dsr status ${requestId}`,
+    }),
   );
   await recordAction(deps, operator, requestId, {
     eventId: `Operator:retry-${retried.execution}`,

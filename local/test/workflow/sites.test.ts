@@ -214,4 +214,26 @@ describe('two people retrying one request over several sites at once', () => {
     // One execution more than before: the two retries started one between them.
     expect(shopPart.executions).toBe(runsBefore + 1);
   }, 90_000);
+
+  it("refuses a second retry while the first is starting the parts, and never undoes the first one's run", async () => {
+    // Prepare: the erasure failed on shop; one person's retry has opened the request again and
+    // not yet started the part (the moment the other person's retry used to pass).
+    harness = await startHarness({ state, config, env: { OUTAGE_HORIZON_SECONDS: '3' } });
+    const h = harness;
+    const shop = emulatorControl(h.emulator, 'sp_shop');
+    shop.setFaults({ ...shop.faults(), outage: { after_seconds: 0, duration_seconds: 600 } });
+    const request = requestFor('u-1', { type: 'erasure' });
+    const id = request.request_id;
+    await submitAndSettle(h, request);
+    const partRuns = (await h.workflow.ledger.require(siteRequestId(id, 'shop'))).executions;
+    await h.workflow.ledger.retry(id, { liveExecution: async () => undefined });
+
+    // Act
+    const second = retryAs(h, 'omar', id);
+
+    // Assess
+    await expect(second).rejects.toMatchObject({ name: 'OperatorRefusal' });
+    expect((await h.workflow.ledger.require(id)).status).toBe('received');
+    expect((await h.workflow.ledger.require(siteRequestId(id, 'shop'))).executions).toBe(partRuns);
+  }, 90_000);
 });
