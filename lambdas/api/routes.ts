@@ -99,7 +99,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
     status: 202,
     answer: submitAnswerSchema,
     writes: true,
-    run: async (call) => (await submitOne(call.deps, call.body)).body,
+    run: async (call) => await submitOne(call.deps, call.body),
   },
   {
     method: 'POST',

@@ -43,10 +43,7 @@ async function submitCandidates(
 }
 
 /** One request, as `svc-dsr submit` with flags takes it: a request id is made when none is given. */
-export async function submitOne(
-  deps: ApiDeps,
-  body: unknown,
-): Promise<{ status: number; body: SubmitAnswer }> {
+export async function submitOne(deps: ApiDeps, body: unknown): Promise<SubmitAnswer> {
   const value =
     body !== null && typeof body === 'object' && !Array.isArray(body) && !('request_id' in body)
       ? { request_id: randomUUID(), ...body }
@@ -66,7 +63,7 @@ export async function submitOne(
   if (submitted.failed.length > 0) {
     throw new ApiFailure(503, 'send_failed', 'the intake queue did not take the request; send it again');
   }
-  return { status: 202, body: submitted };
+  return submitted;
 }
 
 /** A batch: every line judged; with `dry_run` nothing is sent, else the valid lines are. */

@@ -170,16 +170,21 @@ async function retryAs(h: Harness, who: string, id: string) {
   }
 }
 
+/** An erasure over the three sites that failed on shop alone: shop was down past the outage horizon. */
+async function failedOnShop() {
+  harness = await startHarness({ state, config, env: { OUTAGE_HORIZON_SECONDS: '3' } });
+  const h = harness;
+  const shop = emulatorControl(h.emulator, 'sp_shop');
+  shop.setFaults({ ...shop.faults(), outage: { after_seconds: 0, duration_seconds: 600 } });
+  const request = requestFor('u-1', { type: 'erasure' });
+  await submitAndSettle(h, request);
+  return { h, shop, id: request.request_id };
+}
+
 describe('two people retrying one request over several sites at once', () => {
   it('runs the failed site once: one export start and one DELETE on it, none on the others', async () => {
     // Prepare: shop is down past the horizon, so the erasure fails on shop alone
-    harness = await startHarness({ state, config, env: { OUTAGE_HORIZON_SECONDS: '3' } });
-    const h = harness;
-    const shop = emulatorControl(h.emulator, 'sp_shop');
-    shop.setFaults({ ...shop.faults(), outage: { after_seconds: 0, duration_seconds: 600 } });
-    const request = requestFor('u-1', { type: 'erasure' });
-    const id = request.request_id;
-    await submitAndSettle(h, request);
+    const { h, shop, id } = await failedOnShop();
     expect(await h.workflow.ledger.require(id)).toMatchObject({
       status: 'failed',
       error: { code: 'sites_failed' },
@@ -218,13 +223,7 @@ describe('two people retrying one request over several sites at once', () => {
   it("refuses a second retry while the first is starting the parts, and never undoes the first one's run", async () => {
     // Prepare: the erasure failed on shop; one person's retry has opened the request again and
     // not yet started the part (the moment the other person's retry used to pass).
-    harness = await startHarness({ state, config, env: { OUTAGE_HORIZON_SECONDS: '3' } });
-    const h = harness;
-    const shop = emulatorControl(h.emulator, 'sp_shop');
-    shop.setFaults({ ...shop.faults(), outage: { after_seconds: 0, duration_seconds: 600 } });
-    const request = requestFor('u-1', { type: 'erasure' });
-    const id = request.request_id;
-    await submitAndSettle(h, request);
+    const { h, id } = await failedOnShop();
     const partRuns = (await h.workflow.ledger.require(siteRequestId(id, 'shop'))).executions;
     await h.workflow.ledger.retry(id, { liveExecution: async () => undefined });
 
