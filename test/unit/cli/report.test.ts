@@ -5,14 +5,9 @@ import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/clien
 import { DynamoDBDocumentClient, GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { computeMetrics, computeSiteRows, denialBasisOf, toRecord } from '#shared/evidence/report';
 import { ledgerItemSchema } from '#shared/ledger';
-import {
-  computeMetrics,
-  computeSiteRows,
-  denialBasisOf,
-  runReport,
-  toRecord,
-} from '../../../bin/cli/commands/report.ts';
+import { runReport } from '../../../bin/cli/commands/report.ts';
 import { collectingIo } from '../../../bin/cli/format.ts';
 import { ledgerRecord, PRIMARY_KEY, SVC_USER_ID, testContext } from './helpers.ts';
 import { chainsFor, serveChains } from './locked-chains.ts';

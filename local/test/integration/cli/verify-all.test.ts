@@ -15,8 +15,9 @@ import {
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { VerifyAllCheck } from '#shared/evidence/chains';
 import { runReport } from '../../../../bin/cli/commands/report.ts';
-import { runVerify, runVerifyAll, type VerifyAllCheck } from '../../../../bin/cli/commands/verify.ts';
+import { runVerify, runVerifyAll } from '../../../../bin/cli/commands/verify.ts';
 import { collectingIo } from '../../../../bin/cli/format.ts';
 import {
   type AuditRecord,

@@ -3,7 +3,8 @@ import { DeleteItemCommand } from '@aws-sdk/client-dynamodb';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runVerify, type VerifyAllCheck } from '../../../../bin/cli/commands/verify.ts';
+import type { VerifyAllCheck } from '#shared/evidence/chains';
+import { runVerify } from '../../../../bin/cli/commands/verify.ts';
 import { collectingIo } from '../../../../bin/cli/format.ts';
 import {
   AUDIT_SCHEMA,

@@ -15,7 +15,8 @@ import {
 } from '@aws-sdk/client-s3';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runVerify, runVerifyAll, type VerifyAllCheck } from '../../../../bin/cli/commands/verify.ts';
+import type { VerifyAllCheck } from '#shared/evidence/chains';
+import { runVerify, runVerifyAll } from '../../../../bin/cli/commands/verify.ts';
 import { collectingIo } from '../../../../bin/cli/format.ts';
 import {
   type AuditRecord,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { AuditRecord } from '#shared/audit';
-import { ledgerMismatches } from '../../../../bin/cli/evidence/ledger-facts.ts';
+import { ledgerMismatches } from '#shared/evidence/ledger-facts';
 import { ledgerRecord } from '../helpers.ts';
 
 const at = '2026-11-03T00:00:00.000Z';
