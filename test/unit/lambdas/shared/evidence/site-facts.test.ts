@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { AuditRecord } from '#shared/audit';
 import { ledgerMismatches } from '#shared/evidence/ledger-facts';
-import { ledgerRecord } from '../helpers.ts';
+import { ledgerRecord } from '../../../cli/helpers.ts';
 
 const at = '2026-11-03T00:00:00.000Z';
 /** A request over news and forum, ended: exported on news, no data on forum. */
