@@ -29,7 +29,7 @@ import { acknowledge } from './nag.ts';
 export const API_ROUTE_THROTTLE = { rateLimit: 50, burstLimit: 100 } as const;
 /** The routes that do more per call (a batch of thousands of lines, a link to a subject's data). */
 export const API_HEAVY_ROUTE_THROTTLE = { rateLimit: 2, burstLimit: 5 } as const;
-const HEAVY_ROUTES = new Set(['submitBatch', 'handOutPackage']);
+const HEAVY_ROUTES = new Set(['submitBatch', 'handOutPackage', 'getReport', 'verifyRequest']);
 
 /** How long a person stays signed in: an hour's tokens, renewed for at most a working day. */
 export const SESSION = { tokenMinutes: 60, refreshHours: 12 } as const;
@@ -47,6 +47,12 @@ export interface DsrApiProps {
   readonly userPoolId?: string;
   readonly consoleOrigins: readonly string[];
   readonly machineOrganizationId?: string;
+  /** What the report and verify routes read: the controller's time zone and each type's archive retention. */
+  readonly evidence: {
+    readonly timeZone: string;
+    readonly accessArchiveRetentionDays: number;
+    readonly erasureArchiveRetentionDays: number;
+  };
 }
 
 export class DsrApi extends Construct {
@@ -145,18 +151,23 @@ export class DsrApi extends Construct {
       ...props.defaults,
       entry: fileURLToPath(new URL('../lambdas/api/handler.ts', import.meta.url)),
       description: "svc-dsr API: answers the privacy team's, auditors' and systems' calls under their roles",
-      // A batch of thousands of lines is judged and sent in seconds; a hand-out is a HEAD and a record.
+      // A batch of thousands of lines is judged and sent in seconds; a hand-out is a HEAD and a record;
+      // a report or a verification stops in time to say so (lambdas/api/evidence.ts).
       timeout: Duration.seconds(30),
       memorySize: 1024,
     });
     fn.bindLedger(props.ledger, 'api')
       .bindPlatformGate(props.gate, { admits: false, slots: false, callers: true })
       .bindAuditBucket(props.auditBucket)
+      .bindAuditEvidence(props.auditBucket)
       .bindArchiveBucket(props.archiveBucket, 'operator')
       .bindStateMachine(props.stateMachine, 'operator', props.stateMachineKey)
       .bindQueue(props.intakeQueue, 'send', 'INTAKE_QUEUE_URL')
       .bindEnvironment('ACCOUNT_ID', Aws.ACCOUNT_ID)
-      .bindEnvironment('MACHINE_ORGANIZATION_ID', props.machineOrganizationId ?? '');
+      .bindEnvironment('MACHINE_ORGANIZATION_ID', props.machineOrganizationId ?? '')
+      .bindEnvironment('TIME_ZONE', props.evidence.timeZone)
+      .bindEnvironment('ACCESS_ARCHIVE_RETENTION_DAYS', String(props.evidence.accessArchiveRetentionDays))
+      .bindEnvironment('ERASURE_ARCHIVE_RETENTION_DAYS', String(props.evidence.erasureArchiveRetentionDays));
     return fn;
   }
 

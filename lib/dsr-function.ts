@@ -65,8 +65,9 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
   reconciler: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
   // The operator function reads a request and applies an operator's ruled change to it.
   operator: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: false, writes: true },
-  // The API function: the operator's changes, and the pages of open requests it lists.
-  api: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: true, writes: true },
+  // The API function: the operator's changes, the pages of open requests it lists, and the report's
+  // Scan of every request.
+  api: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:Scan'], query: true, writes: true },
 };
 /**
  * What a function may do with archive objects. read: get objects; write: copy exports in
@@ -319,6 +320,31 @@ export class DsrFunction extends Construct {
       'AwsSolutions-IAM5',
       'Audit records live under audit/<request_id>/; the grant is limited to that prefix of this bucket',
       [`Resource::${nagArn(bucket)}/${AUDIT_PREFIX}*`],
+    );
+    return this;
+  }
+
+  /**
+   * What verify and the report read beside the records: the daily manifests (list and read, never
+   * write) and the version history of the records and the manifests (a second version of a record
+   * is an attempt to change it).
+   */
+  bindAuditEvidence(bucket: s3.IBucket): this {
+    this.policy.addStatements(
+      ...auditTrailStatements(bucket, MANIFEST_PREFIX).filter(
+        (statement) => !statement.actions.includes('s3:PutObject'),
+      ),
+      new iam.PolicyStatement({
+        actions: ['s3:ListBucketVersions'],
+        resources: [bucket.bucketArn],
+        conditions: { StringLike: { 's3:prefix': [`${AUDIT_PREFIX}*`, `${MANIFEST_PREFIX}*`] } },
+      }),
+    );
+    acknowledge(
+      this.policy,
+      'AwsSolutions-IAM5',
+      'Daily audit manifests live under manifests/<day>.json; the read is limited to that prefix of this bucket',
+      [`Resource::${nagArn(bucket)}/${MANIFEST_PREFIX}*`],
     );
     return this;
   }

@@ -259,6 +259,14 @@ export class DsrStack extends Stack {
       ...(config.machineOrganizationId === undefined
         ? {}
         : { machineOrganizationId: config.machineOrganizationId }),
+      evidence: {
+        timeZone: config.timeZone,
+        accessArchiveRetentionDays: config.accessArchiveRetentionDays,
+        erasureArchiveRetentionDays:
+          config.erasureArchiveKeepDays > 0
+            ? config.erasureArchiveKeepDays
+            : config.erasureArchiveRetentionDays,
+      },
     });
     this.functions = {
       ...steps,

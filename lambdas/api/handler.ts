@@ -6,8 +6,9 @@
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { z } from 'zod';
-import { parseEnv } from '#shared/config';
+import { parseEnv, timeZoneSchema } from '#shared/config';
 import { functionLogger } from '#shared/powertools';
 import { CACHED_MIDDLEWARE, prepareSdkClient } from '#shared/sdk-clients';
 import { operatorDepsOf, operatorEnvSchema } from '../operator/handler.ts';
@@ -23,6 +24,11 @@ export const apiEnvSchema = operatorEnvSchema.extend({
   ACCOUNT_ID: z.string().regex(/^\d{12}$/),
   /** An AWS organisation (o-…) whose systems may call the `/iam` routes too; empty for none. */
   MACHINE_ORGANIZATION_ID: z.union([z.literal(''), z.string().regex(/^o-[a-z0-9]{10,32}$/)]).default(''),
+  /** The controller's time zone: the report counts days in it. */
+  TIME_ZONE: timeZoneSchema,
+  /** Days each type's archive is kept (the archive bucket's lifecycle rules). */
+  ACCESS_ARCHIVE_RETENTION_DAYS: z.coerce.number().int().positive(),
+  ERASURE_ARCHIVE_RETENTION_DAYS: z.coerce.number().int().nonnegative(),
 });
 
 let deps: ApiDeps | undefined;
@@ -36,6 +42,14 @@ function apiDepsFromEnv(): ApiDeps {
       logger: functionLogger(),
       intake: { sqs: prepareSdkClient(new SQSClient(CACHED_MIDDLEWARE)), queueUrl: env.INTAKE_QUEUE_URL },
       throttle: callerThrottle(dynamo, env.GATE_TABLE_NAME),
+      evidence: {
+        // The document client takes no cached middleware: it has a client of its own.
+        dynamo: DynamoDBDocumentClient.from(prepareSdkClient(new DynamoDBClient({}))),
+        ledgerTableName: env.TABLE_NAME,
+        timeZone: env.TIME_ZONE,
+        accessArchiveRetentionDays: env.ACCESS_ARCHIVE_RETENTION_DAYS,
+        erasureArchiveRetentionDays: env.ERASURE_ARCHIVE_RETENTION_DAYS,
+      },
       account: {
         accountId: env.ACCOUNT_ID,
         ...(env.MACHINE_ORGANIZATION_ID === '' ? {} : { organization: env.MACHINE_ORGANIZATION_ID }),

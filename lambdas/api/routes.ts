@@ -5,6 +5,7 @@ import { runRequestIdSchema } from '#shared/sites';
 import { operatorCommandSchema, operatorResultSchemas } from '../operator/commands.ts';
 import { runOperatorCommand } from '../operator/operator.ts';
 import type { ApiDeps } from './deps.ts';
+import { reportOf, verificationOf } from './evidence.ts';
 import type { ApiCaller, ApiRole } from './identity.ts';
 import { detailOf, listOpen, requireItem, timelineOf } from './reads.ts';
 import {
@@ -13,9 +14,12 @@ import {
   listQuerySchema,
   MAX_BATCH_BYTES,
   packageBodySchema,
+  reportAnswerSchema,
+  reportQuerySchema,
   requestDetailSchema,
   submitAnswerSchema,
   timelineAnswerSchema,
+  verifyAnswerSchema,
 } from './schemas.ts';
 import { submitBatch, submitOne } from './submit.ts';
 
@@ -137,6 +141,29 @@ export const API_ROUTES: readonly ApiRoute[] = [
     answer: timelineAnswerSchema,
     writes: false,
     run: async (call) => await timelineOf(call.deps, call.requestId),
+  },
+  {
+    method: 'GET',
+    path: '/requests/{request_id}/verify',
+    operationId: 'verifyRequest',
+    summary:
+      'A request verified as svc-dsr verify does: its archive and package re-hashed, its chains against the ledger and the manifests',
+    roles: ['privacy-team', 'auditor', 'machine'],
+    answer: verifyAnswerSchema,
+    writes: false,
+    run: async (call) => await verificationOf(call.deps, await requireItem(call.deps, call.requestId)),
+  },
+  {
+    method: 'GET',
+    path: '/report',
+    operationId: 'getReport',
+    summary:
+      'The CCPA section 7101 records and section 7102 metrics of the requests received in a range, each checked against its audit records first',
+    roles: ['privacy-team', 'auditor', 'machine'],
+    query: reportQuerySchema,
+    answer: reportAnswerSchema,
+    writes: false,
+    run: async (call) => await reportOf(call.deps, call.query as z.infer<typeof reportQuerySchema>),
   },
   ...API_ACTIONS.map(
     (action): ApiRoute => ({

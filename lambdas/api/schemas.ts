@@ -1,5 +1,8 @@
 // What the API takes in and answers, as zod schemas: the handler validates with them and the OpenAPI document is generated from them.
 import { z } from 'zod';
+import { timeZoneSchema } from '#shared/config';
+import { VERIFY_ALL_CHECKS } from '#shared/evidence/chains';
+import { RESPONSE_CATEGORIES } from '#shared/evidence/report';
 import { ledgerItemSchema, MAX_OPEN_PAGE, OWED_STATUSES } from '#shared/ledger';
 import { REQUEST_TYPES, rfc3339Instant } from '#shared/request';
 import { SUBMISSION_FORMATS } from '#shared/submission';
@@ -162,4 +165,125 @@ export const timelineAnswerSchema = z.object({
       ),
     }),
   ),
+});
+
+/** A bound of the report's range: a local date (the whole day in the time zone) or an instant. */
+const dateOrInstantParameter = z.union([z.iso.date(), z.iso.datetime({ offset: true })], {
+  message: 'must be a date (2026-01-31) or an RFC 3339 instant (2026-01-31T12:00:00Z)',
+});
+
+/** The report's range and choices, as `svc-dsr report` takes them. */
+export const reportQuerySchema = z.strictObject({
+  from: dateOrInstantParameter.optional(),
+  to: dateOrInstantParameter.optional(),
+  regulation: z.enum(['gdpr', 'ccpa'], { message: 'must be "gdpr" or "ccpa"' }).optional(),
+  time_zone: timeZoneSchema.optional(),
+});
+
+const findingSchema = z.object({ check: z.enum(VERIFY_ALL_CHECKS), detail: z.string() });
+
+/** One request as CCPA regulations section 7101 asks it recorded: no subject identifier. */
+const reportRecordSchema = z.object({
+  request_id: z.string(),
+  regulation: z.string().nullable(),
+  type: z.string().nullable(),
+  received_at: z.string(),
+  channel: z.string().nullable(),
+  verification_method: z.string().nullable(),
+  status: z.string(),
+  response: z.string(),
+  response_category: z.enum(RESPONSE_CATEGORIES),
+  response_date: z.string().nullable(),
+  notice_given_at: z.string().nullable(),
+  notice_recorded_at: z.string().nullable(),
+  ended_at: z.string().nullable(),
+  days_to_respond: z.number().nullable(),
+  denial_basis: z.string().nullable(),
+  due_at: z.string().nullable(),
+  notice_due_at: z.string().nullable(),
+  extended: z.boolean(),
+  on_time: z.boolean().nullable(),
+  notice_recorded_late: z.boolean().nullable(),
+  date_problem: z.string().nullable(),
+  reference: z.string().nullable(),
+  sites: z.string().nullable(),
+  site_outcomes: z.record(z.string(), z.string()).nullable(),
+});
+
+const count = z.number().int().nonnegative();
+
+/** The report: section 7101 records, section 7102 metrics, and the requests whose records did not back them. */
+export const reportAnswerSchema = z.object({
+  generated_at: z.string(),
+  time_zone: z.string(),
+  from: z.string().nullable(),
+  to: z.string().nullable(),
+  regulation: z.string().nullable(),
+  records: z.array(reportRecordSchema),
+  metrics: z.array(
+    z.object({
+      regulation: z.string(),
+      type: z.string(),
+      received: count,
+      complied: count,
+      denied: count,
+      denied_unverifiable: count,
+      denied_other: count,
+      withdrawn: count,
+      open: count,
+      failed: count,
+      late: count,
+      notice_missing: count,
+      median_days_to_respond: z.number().nullable(),
+      mean_days_to_respond: z.number().nullable(),
+      date_problems: count,
+    }),
+  ),
+  sites: z.array(
+    z.object({
+      site: z.string(),
+      requests: count,
+      exported: count,
+      erased: count,
+      corrected: count,
+      no_data: count,
+      failed: count,
+      other: count,
+    }),
+  ),
+  intake_errors: count,
+  skipped: count,
+  checked: count,
+  refused: z.array(z.object({ request_id: z.string(), findings: z.array(findingSchema) })),
+});
+
+const storedCheckSchema = z.object({
+  status: z.enum(['match', 'mismatch', 'missing', 'expired', 'none']),
+  key: z.string().nullable(),
+  expected: z.object({ bytes: count, sha256: z.string() }).nullable(),
+  actual: z.object({ bytes: count, sha256: z.string() }).nullable(),
+  retention_ends_at: z.string().optional(),
+});
+
+/** One request verified, as `svc-dsr verify --json` gives it, its chain's state without its records (the timeline has them). */
+export const verifyAnswerSchema = z.object({
+  request_id: z.string(),
+  ok: z.boolean(),
+  archive: storedCheckSchema,
+  subject_package: storedCheckSchema,
+  audit: z.union([
+    z.object({ ok: z.literal(true), records: count, head: z.string(), final: z.boolean() }),
+    z.object({ ok: z.literal(false), problem: z.string(), at: z.number().int() }),
+  ]),
+  findings: z.array(findingSchema),
+  side_chains: z.array(
+    z.object({
+      kind: z.string(),
+      chain: z.string(),
+      records: count,
+      head: z.string().nullable(),
+      findings: z.array(findingSchema),
+    }),
+  ),
+  parts: z.array(z.object({ request_id: z.string(), site: z.string(), ok: z.boolean() })).optional(),
 });

@@ -62,7 +62,10 @@ export const LOCAL_ACCOUNT_ID = '000000000000';
 
 /** The API's deps over a local workflow: the operator's, a logger, and the local intake queue. */
 export function localApiDeps(
-  workflow: Pick<LocalWorkflow, 'ledger' | 's3' | 'shim' | 'sqs' | 'queueUrls' | 'dynamo'>,
+  workflow: Pick<
+    LocalWorkflow,
+    'ledger' | 's3' | 'shim' | 'sqs' | 'queueUrls' | 'dynamo' | 'documents' | 'timeZone'
+  >,
   sfn: SFNClient,
   logger: StepLogger,
   limits?: { readonly calls: number; readonly windowSeconds: number },
@@ -73,6 +76,12 @@ export function localApiDeps(
     intake: { sqs: workflow.sqs, queueUrl: workflow.queueUrls.intake },
     throttle: callerThrottle(workflow.dynamo, LOCAL_NAMES.gateTable, Date.now, limits),
     account: { accountId: LOCAL_ACCOUNT_ID },
+    // Local mode keeps every archive (its data dir has no lifecycle rule), so none is expired by policy.
+    evidence: {
+      dynamo: workflow.documents,
+      ledgerTableName: LOCAL_NAMES.table,
+      timeZone: workflow.timeZone,
+    },
   };
 }
 

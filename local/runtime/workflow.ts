@@ -8,6 +8,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import type { DeadlineCounts } from '../../lambdas/deadline-sweep/deadline-sweep.ts';
 import { makeDeadlineSweepHandler } from '../../lambdas/deadline-sweep/handler.ts';
@@ -156,6 +157,8 @@ export interface LocalWorkflow {
   readonly sqs: SQSClient;
   /** The DynamoDB client of the ledger and the gate table. */
   readonly dynamo: DynamoDBClient;
+  /** The ledger as documents, as the report reads it (its own client: DynamoDB's document client takes no cached middleware). */
+  readonly documents: DynamoDBDocumentClient;
   readonly queueUrls: {
     readonly intake: string;
     readonly quarantine: string;
@@ -212,6 +215,9 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
   const sqs = prepareSdkClient(new SQSClient({ ...aws.clientConfig('sqs'), ...CACHED_MIDDLEWARE }));
   const dynamoClient = prepareSdkClient(
     new DynamoDBClient({ ...aws.clientConfig('dynamodb'), ...CACHED_MIDDLEWARE }),
+  );
+  const documents = DynamoDBDocumentClient.from(
+    prepareSdkClient(new DynamoDBClient(aws.clientConfig('dynamodb'))),
   );
   const queueUrls = await createLocalResources(s3, sqs, dynamoClient);
   const logger = jsonLogger(options.logSink ?? (() => {}));
@@ -358,6 +364,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
     s3,
     sqs,
     dynamo: dynamoClient,
+    documents,
     queueUrls,
     machine,
     definition: resolved.definition,
@@ -414,6 +421,7 @@ export async function startLocalWorkflow(options: LocalWorkflowOptions): Promise
       auditS3.destroy();
       sqs.destroy();
       dynamoClient.destroy();
+      documents.destroy();
       await secrets.close();
     },
   };

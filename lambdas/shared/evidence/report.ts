@@ -230,6 +230,8 @@ export interface ReportRange {
   readonly recheckAfterMs?: readonly number[];
   /** Told how far the report has come, on a long one. */
   readonly progress?: ((text: string) => void) | undefined;
+  /** Ends the report with the signal's reason between two reads, once aborted (a caller out of time). */
+  readonly signal?: AbortSignal;
 }
 
 /** What a report reads: the ledger and the audit bucket. */
@@ -274,6 +276,7 @@ export async function buildReport(context: ReportContext, range: ReportRange): P
     }
     cursor = page.LastEvaluatedKey;
     pages += 1;
+    range.signal?.throwIfAborted();
     if (range.progress !== undefined && cursor !== undefined && pages % 5 === 0)
       range.progress(`report: read ${items.length + skipped} ledger items\n`);
   } while (cursor !== undefined);
@@ -287,6 +290,7 @@ export async function buildReport(context: ReportContext, range: ReportRange): P
     recheckAfterMs: range.recheckAfterMs ?? RECHECK_AFTER_MS,
     ...(regulation === undefined ? {} : { regulation }),
     progress: range.progress,
+    ...(range.signal === undefined ? {} : { signal: range.signal }),
   });
   const records = evidence.backed.map(({ item, receivedAt }) =>
     toRecord(item, now, item.denial?.code, timeZone, receivedAt),
@@ -351,6 +355,7 @@ async function checkEvidence(
     readonly regulation?: string;
     readonly recheckAfterMs: readonly number[];
     readonly progress: ((text: string) => void) | undefined;
+    readonly signal?: AbortSignal;
   },
 ): Promise<{ backed: BackedItem[]; refused: RefusedRequest[]; checked: number }> {
   const bucket = context.names.AuditBucketName;
@@ -369,7 +374,7 @@ async function checkEvidence(
     (chainId) => parseChainId(chainId).side === undefined && !known.has(chainId),
   );
   const others = items.filter((item) => !chosen.has(item.request_id)).map((item) => item.request_id);
-  await eachAtMost(CHECK_CONCURRENCY, [...others, ...orphans], async (requestId) => {
+  await eachAtMost(options.signal, CHECK_CONCURRENCY, [...others, ...orphans], async (requestId) => {
     const first = await reading(() => firstRecord(context, requestId));
     const item = byId.get(requestId);
     if (first.kind === 'missing') return;
@@ -409,7 +414,7 @@ async function checkEvidence(
   };
   let checked = 0;
   let unbacked: { item: LedgerItem; refusal: RefusedRequest }[] = [];
-  await eachAtMost(CHECK_CONCURRENCY, candidates, async (item) => {
+  await eachAtMost(options.signal, CHECK_CONCURRENCY, candidates, async (item) => {
     const { concerned, against, own } = await check(item);
     if (!concerned) return;
     if (against.length > 0)
@@ -426,7 +431,7 @@ async function checkEvidence(
     if (unbacked.length === 0) break;
     await delay(pause);
     const still: typeof unbacked = [];
-    await eachAtMost(CHECK_CONCURRENCY, unbacked, async (entry) => {
+    await eachAtMost(options.signal, CHECK_CONCURRENCY, unbacked, async (entry) => {
       const again = await readItem(context, entry.item.request_id);
       if (again === undefined) {
         still.push(entry);
@@ -506,18 +511,27 @@ async function firstRecord(
   }
 }
 
-/** Runs `work` on every item, at most `limit` at once; the first failure is thrown once all have run. */
-async function eachAtMost<T>(limit: number, items: readonly T[], work: (item: T) => Promise<void>) {
+/**
+ * Runs `work` on every item, at most `limit` at once; the first failure is thrown once all have run.
+ * Once `signal` aborts, no item is begun and its reason is thrown when those under way end.
+ */
+async function eachAtMost<T>(
+  signal: AbortSignal | undefined,
+  limit: number,
+  items: readonly T[],
+  work: (item: T) => Promise<void>,
+) {
   let next = 0;
   const failures: unknown[] = [];
   const worker = async () => {
-    while (next < items.length) {
+    while (next < items.length && signal?.aborted !== true) {
       const item = items[next] as T;
       next += 1;
       await work(item).catch((error: unknown) => failures.push(error));
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
+  signal?.throwIfAborted();
   if (failures.length > 0) throw failures[0];
 }
 

@@ -4,9 +4,12 @@
  * path, recorded under the signed-in person's name.
  */
 import { createHash, randomUUID } from 'node:crypto';
+import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { afterEach, describe, expect, it } from 'vitest';
 import { handleApiEvent } from '../../../lambdas/api/api.ts';
+import { reportOf } from '../../../lambdas/api/evidence.ts';
+import { reportAnswerSchema, verifyAnswerSchema } from '../../../lambdas/api/schemas.ts';
 import {
   type ApiEndpoint,
   LOCAL_ACCOUNT_ID,
@@ -14,7 +17,7 @@ import {
   localToken,
   startApiEndpoint,
 } from '../../runtime/api-endpoint.ts';
-import { jsonLogger } from '../../runtime/workflow.ts';
+import { jsonLogger, LOCAL_NAMES } from '../../runtime/workflow.ts';
 import { type Harness, requestFor, startHarness } from './harness.ts';
 import { submitAndSettle } from './submit.ts';
 
@@ -415,5 +418,99 @@ describe('the API under abuse and for machine clients', () => {
       `machine:arn:aws:sts::${LOCAL_ACCOUNT_ID}:assumed-role/ticketing/run-7`,
     );
     expect([foreign.statusCode, unsigned.statusCode]).toEqual([403, 403]);
+  });
+});
+
+describe('the report and verification through the API', () => {
+  it('gives the privacy team and an auditor the report and a verified request, with no subject identifier', async () => {
+    // Prepare
+    const { id, call, logs } = await served();
+    const tokens = [await localToken(KEY, jane), await localToken(KEY, avery)];
+
+    // Act
+    const answers = [];
+    for (const token of tokens) {
+      answers.push(await call('GET', '/report?regulation=gdpr', token));
+      answers.push(await call('GET', `/requests/${id}/verify`, token));
+    }
+
+    // Assess
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200, 200]);
+    const [report, verified] = [answers[0]?.json, answers[1]?.json];
+    const parsed = reportAnswerSchema.parse(report);
+    expect(parsed.records.map((record) => [record.request_id, record.response_category])).toEqual([
+      [id, 'complied'],
+    ]);
+    expect(parsed.metrics.find((metric) => metric.type === 'access')).toMatchObject({
+      received: 1,
+      complied: 1,
+    });
+    expect(parsed.refused).toEqual([]);
+    expect(verifyAnswerSchema.parse(verified)).toMatchObject({
+      request_id: id,
+      ok: true,
+      archive: { status: 'match' },
+      audit: { ok: true, final: true },
+    });
+    expect(verified).not.toHaveProperty('audit.chain');
+    for (const answer of answers) expect(answer.text).not.toContain('u-alice');
+    expect(logs.join('\n')).not.toContain('u-alice');
+  });
+
+  it('leaves out of the report, and fails the verification of, a request whose ledger was edited after its records were locked', async () => {
+    // Prepare: the ledger's receipt moved a year back, which its intake record contradicts.
+    const { h, id, call } = await served();
+    await h.workflow.dynamo.send(
+      new UpdateItemCommand({
+        TableName: LOCAL_NAMES.table,
+        Key: { request_id: { S: id } },
+        UpdateExpression: 'SET received_at = :at',
+        ExpressionAttributeValues: { ':at': { S: '2025-01-02T00:00:00.000Z' } },
+      }),
+    );
+    const token = await localToken(KEY, avery);
+
+    // Act
+    const report = await call('GET', '/report', token);
+    const verified = await call('GET', `/requests/${id}/verify`, token);
+
+    // Assess
+    const parsed = reportAnswerSchema.parse(report.json);
+    expect(parsed.records).toEqual([]);
+    expect(parsed.refused.map((refusal) => refusal.request_id)).toEqual([id]);
+    expect(parsed.refused[0]?.findings.map((finding) => finding.check)).toContain('ledger_mismatch');
+    expect(verified.json).toMatchObject({ ok: false });
+    expect((verified.json.findings as { check: string }[]).map((finding) => finding.check)).toContain(
+      'ledger_mismatch',
+    );
+  });
+
+  it('refuses a range it cannot read and says so when a report does not fit in a call', async () => {
+    // Prepare
+    const { h, call } = await served();
+    const token = await localToken(KEY, jane);
+    sfn = new SFNClient({
+      region: h.aws.region,
+      endpoint: h.workflow.shim.endpoint,
+      credentials: h.aws.credentials,
+    });
+    const deps = localApiDeps(
+      h.workflow,
+      sfn,
+      jsonLogger(() => {}),
+    );
+
+    // Act
+    const badDate = await call('GET', '/report?from=2026-13-01', token);
+    const reversed = await call('GET', '/report?from=2026-12-01&to=2026-11-01', token);
+    const unknownZone = await call('GET', '/report?time_zone=Mars%2FOlympus', token);
+    const late = reportOf(deps, {}, 0);
+
+    // Assess
+    expect([badDate.status, reversed.status, unknownZone.status]).toEqual([400, 400, 400]);
+    expect(String((badDate.json.error as { message: string }).message)).toContain('from');
+    expect(String((reversed.json.error as { message: string }).message)).toContain('from is after to');
+    await expect(late).rejects.toMatchObject({ statusCode: 503, code: 'too_long' });
+    await expect(late).rejects.toThrow('svc-dsr report');
   });
 });
