@@ -103,7 +103,7 @@ export const API_ROUTES: readonly ApiRoute[] = [
     status: 202,
     answer: submitAnswerSchema,
     writes: true,
-    run: async (call) => await submitOne(call.deps, call.body),
+    run: async (call) => await submitOne(call.deps, call.caller.operator, call.body),
   },
   {
     method: 'POST',
@@ -115,7 +115,8 @@ export const API_ROUTES: readonly ApiRoute[] = [
     maxBodyBytes: MAX_BATCH_BYTES + 64 * 1024,
     answer: submitAnswerSchema,
     writes: true,
-    run: async (call) => await submitBatch(call.deps, call.body as z.infer<typeof batchBodySchema>),
+    run: async (call) =>
+      await submitBatch(call.deps, call.caller.operator, call.body as z.infer<typeof batchBodySchema>),
   },
   {
     method: 'GET',

@@ -21,10 +21,13 @@ import type { batchBodySchema, SubmitAnswer } from './schemas.ts';
  */
 async function submitCandidates(
   deps: ApiDeps,
+  submitter: string,
   candidates: readonly Candidate[],
   dryRun: boolean,
 ): Promise<SubmitAnswer> {
-  const { bad, duplicates, valid, warnings } = judgeCandidates(candidates);
+  const { bad, duplicates, valid, warnings } = judgeCandidates(
+    candidates.map((each) => signed(each, submitter)),
+  );
   const { already, conflicts, toSend } = classifyAgainstLedger(valid, await readRecorded(deps.ledger, valid));
   const { sent, failed } =
     dryRun || toSend.length === 0 ? { sent: [], failed: [] } : await sendAll(deps.intake, toSend);
@@ -42,13 +45,30 @@ async function submitCandidates(
   };
 }
 
+/**
+ * The largest `submitted_by` a request holds (lambdas/shared/request.ts): a machine's ARN longer than
+ * that is cut, its account and role kept at the start.
+ */
+const SUBMITTED_BY_MAX = 128;
+
+/**
+ * A candidate with the signed-in caller as its `submitted_by`: a submission through the API is on
+ * record under the person (or system) who made it, whatever the line says. A line that is not an
+ * object is left for the schema to refuse.
+ */
+function signed(candidate: Candidate, submitter: string): Candidate {
+  const { value } = candidate;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return candidate;
+  return { ...candidate, value: { ...value, submitted_by: submitter.slice(0, SUBMITTED_BY_MAX) } };
+}
+
 /** One request, as `svc-dsr submit` with flags takes it: a request id is made when none is given. */
-export async function submitOne(deps: ApiDeps, body: unknown): Promise<SubmitAnswer> {
+export async function submitOne(deps: ApiDeps, submitter: string, body: unknown): Promise<SubmitAnswer> {
   const value =
     body !== null && typeof body === 'object' && !Array.isArray(body) && !('request_id' in body)
       ? { request_id: randomUUID(), ...body }
       : body;
-  const submitted = await submitCandidates(deps, [{ line: 1, value }], false);
+  const submitted = await submitCandidates(deps, submitter, [{ line: 1, value }], false);
   const [bad] = submitted.bad_lines;
   if (bad !== undefined)
     throw new ApiFailure(400, 'invalid', `the request is invalid: ${bad.errors.join('; ')}`);
@@ -69,6 +89,7 @@ export async function submitOne(deps: ApiDeps, body: unknown): Promise<SubmitAns
 /** A batch: every line judged; with `dry_run` nothing is sent, else the valid lines are. */
 export async function submitBatch(
   deps: ApiDeps,
+  submitter: string,
   body: z.infer<typeof batchBodySchema>,
 ): Promise<SubmitAnswer> {
   let candidates: Candidate[];
@@ -79,5 +100,5 @@ export async function submitBatch(
     throw error;
   }
   if (candidates.length === 0) throw new ApiFailure(400, 'invalid', 'content: the batch holds no requests');
-  return await submitCandidates(deps, candidates, body.dry_run === true);
+  return await submitCandidates(deps, submitter, candidates, body.dry_run === true);
 }

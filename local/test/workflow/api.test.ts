@@ -257,6 +257,9 @@ describe("the privacy team's daily tasks through the API alone", () => {
       [a, b].sort(),
     );
     expect(one.status).toBe(202);
+    const operator = `console:jane (sub ${jane.subject})`;
+    expect((await h.workflow.ledger.require(a)).submitted_by).toBe(operator);
+    expect((await h.workflow.ledger.require(c)).submitted_by).toBe(operator);
     const page = listed.json.requests as { request_id: string; due_at: string }[];
     const next = rest.json.requests as { request_id: string }[];
     expect(page).toHaveLength(2);
@@ -278,7 +281,6 @@ describe("the privacy team's daily tasks through the API alone", () => {
     }[];
     expect(chains.map((chain) => chain.kind).sort()).toEqual(['notices', 'packages', 'request']);
     expect(chains.every((chain) => chain.state.ok && chain.state.matches_ledger)).toBe(true);
-    const operator = `console:jane (sub ${jane.subject})`;
     const actedBy = chains
       .flatMap((chain) => chain.records)
       .filter((record) => record.facts.operator === operator);
