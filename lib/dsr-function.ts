@@ -67,7 +67,11 @@ const LEDGER_ACTIONS: Readonly<Record<LedgerAccess, { items: string[]; query: bo
   operator: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], query: false, writes: true },
   // The API function: the operator's changes, the pages of open requests it lists, and the report's
   // Scan of every request.
-  api: { items: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:Scan'], query: true, writes: true },
+  api: {
+    items: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:UpdateItem', 'dynamodb:Scan'],
+    query: true,
+    writes: true,
+  },
 };
 /**
  * What a function may do with archive objects. read: get objects; write: copy exports in

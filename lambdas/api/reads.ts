@@ -1,9 +1,8 @@
 // The API's reads of requests: one opened, a page of the open ones, and a request's timeline of audit records with the state of each chain.
 import type { z } from 'zod';
-import { AuditTrail } from '#shared/audit';
 import { sideChainOf } from '#shared/audit-chains';
-import { ConfigurationError } from '#shared/errors';
-import { type LedgerItem, OpenCursorError, OWED_STATUSES, SIDE_CHAINS } from '#shared/ledger';
+import { verifierTrail } from '#shared/evidence/chains';
+import { type LedgerItem, maskedKey, OpenCursorError, OWED_STATUSES, SIDE_CHAINS } from '#shared/ledger';
 import { ApiFailure } from './answers.ts';
 import type { ApiDeps } from './deps.ts';
 import type { listQuerySchema, RequestDetail, timelineAnswerSchema } from './schemas.ts';
@@ -39,7 +38,11 @@ export function detailOf(item: LedgerItem, withKey: boolean): RequestDetail {
   };
 }
 
-/** A page of the open requests under the query's filters, earliest due first. */
+function maskedOf(key: string | undefined): string | null {
+  return key === undefined ? null : maskedKey(key);
+}
+
+/** A page of the open requests under the query's filters, earliest due first, each key masked. */
 export async function listOpen(deps: ApiDeps, query: z.infer<typeof listQuerySchema>) {
   try {
     const page = await deps.ledger.openPage(
@@ -53,9 +56,11 @@ export async function listOpen(deps: ApiDeps, query: z.infer<typeof listQuerySch
       },
       { limit: query.limit ?? DEFAULT_PAGE, ...(query.cursor === undefined ? {} : { cursor: query.cursor }) },
     );
+    const keys = await deps.ledger.primaryKeys(page.requests.map((request) => request.request_id));
     return {
       requests: page.requests.map((request) => ({
         request_id: request.request_id,
+        masked_key: maskedOf(keys.get(request.request_id)),
         status: request.status,
         step: request.step ?? null,
         type: request.type ?? null,
@@ -84,14 +89,7 @@ export async function timelineOf(
   requestId: string,
 ): Promise<z.infer<typeof timelineAnswerSchema>> {
   const item = await requireItem(deps, requestId);
-  const trail = new AuditTrail(
-    { s3: deps.s3, bucket: deps.names.AuditBucketName },
-    {
-      hmacKey: () => {
-        throw new ConfigurationError('the API reads the hash chain only and has no HMAC key');
-      },
-    },
-  );
+  const trail = verifierTrail(deps);
   const chains = [
     { chain: item.request_id, kind: 'request' as const, head: item.audit_head },
     ...SIDE_CHAINS.filter((side) => side.required(item)).map((side) => ({

@@ -74,9 +74,11 @@ export const listQuerySchema = z.strictObject({
   cursor: z.string().max(4096, 'is not a cursor this API gave').optional(),
 });
 
-/** One request in a list: what the open index holds, never a subject identifier. */
+/** One request in a list: what the open index holds, and the subject's key only masked. */
 export const listedRequestSchema = z.object({
   request_id: z.string(),
+  /** The subject's primary_key masked (its first and last characters): the key itself only when the request is opened. */
+  masked_key: z.string().nullable(),
   status: z.string(),
   step: z.string().nullable(),
   type: z.string().nullable(),

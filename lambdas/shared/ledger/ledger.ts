@@ -2,6 +2,7 @@
  * The request ledger on DynamoDB: every read, and every write, each conditional. The item's layout is
  * in schema.ts, the operator changes' rules in rules.ts.
  */
+
 import {
   type AttributeValue,
   type DynamoDBClient,
@@ -27,6 +28,7 @@ import { type Corrections, correctionFields } from '../profile-fields.ts';
 import { type DsrRequest, type IntakeWarning, normaliseRequestId } from '../request.ts';
 import { type SiteResult, siteResultSchema } from '../site-outcomes.ts';
 import { isSitePart, siteRequestId } from '../sites.ts';
+import { readPrimaryKeys } from './key-reads.ts';
 import { type OpenListFilter, readOpenPage } from './open-pages.ts';
 import {
   allOf,
@@ -1058,6 +1060,11 @@ export class Ledger {
     options: { readonly limit: number; readonly cursor?: string },
   ): Promise<{ readonly requests: OpenRequest[]; readonly next: string | null }> {
     return await readOpenPage(this.db, this.tableName, filter, options);
+  }
+
+  /** The primary_key of each request named, by request id (key-reads.ts). */
+  async primaryKeys(requestIds: readonly string[]): Promise<Map<string, string>> {
+    return await readPrimaryKeys(this.db, this.tableName, requestIds);
   }
 
   /**

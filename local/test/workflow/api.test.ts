@@ -260,7 +260,11 @@ describe("the privacy team's daily tasks through the API alone", () => {
     const operator = `console:jane (sub ${jane.subject})`;
     expect((await h.workflow.ledger.require(a)).submitted_by).toBe(operator);
     expect((await h.workflow.ledger.require(c)).submitted_by).toBe(operator);
-    const page = listed.json.requests as { request_id: string; due_at: string }[];
+    const page = listed.json.requests as { request_id: string; due_at: string; masked_key: string }[];
+    const masks = new Map(
+      [...page, ...(rest.json.requests as typeof page)].map((r) => [r.request_id, r.masked_key]),
+    );
+    expect([masks.get(a), masks.get(b), masks.get(c)]).toEqual(['u•••e', 'u•••o', 'u•••e']);
     const next = rest.json.requests as { request_id: string }[];
     expect(page).toHaveLength(2);
     expect(new Set([...page, ...next].map((request) => request.request_id))).toEqual(new Set([a, b, c]));

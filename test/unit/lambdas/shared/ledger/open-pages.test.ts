@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { computeDeadlines } from '#shared/deadlines';
-import { Ledger, OpenCursorError, type OpenListFilter } from '#shared/ledger';
+import { Ledger, maskedKey, OpenCursorError, type OpenListFilter } from '#shared/ledger';
 import { createLedgerTable } from '#shared/ledger/table';
 import type { DsrRequest } from '#shared/request';
 import { CACHED_MIDDLEWARE } from '#shared/sdk-clients';
@@ -95,5 +95,31 @@ describe('pages of open requests', () => {
     await expect(
       ledger.openPage({ statuses: ['received'] }, { limit: 5, cursor: 'bm90LWEtY3Vyc29y' }),
     ).rejects.toThrow(OpenCursorError);
+  });
+});
+
+describe('the primary keys of a page', () => {
+  it('reads every named request’s key in batches of at most 100, and none for an unknown id', async () => {
+    // Prepare: more ids than one BatchGetItem takes, one named twice, one unknown.
+    const ids = made.slice(0, 250).map((request) => request.id);
+    const unknown = randomUUID();
+
+    // Act
+    const keys = await ledger.primaryKeys([...ids, ids[0] ?? '', unknown]);
+
+    // Assess
+    expect(keys.size).toBe(250);
+    expect(keys.get(ids[7] ?? '')).toBe('u-7');
+    expect(keys.has(unknown)).toBe(false);
+  });
+
+  it('masks a key to its first and last characters, never the whole', () => {
+    expect(maskedKey('u-alice')).toBe('u•••e');
+    expect(maskedKey('jane.doe@example.com')).toBe('ja•••om');
+    expect(maskedKey('abc')).toBe('•••');
+    expect(maskedKey('😀abcd😀')).toBe('😀•••😀');
+    for (const key of ['u-alice', 'jane.doe@example.com', 'abcd']) {
+      expect(maskedKey(key)).not.toContain(key.slice(1, -1));
+    }
   });
 });
