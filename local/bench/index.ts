@@ -34,6 +34,9 @@
  * 11. `cli`: the operator CLI's CPU per run, `svc-dsr --version` and `--help` beside `node -e 0`,
  *    `svc-dsr status` and `list` on a served local mode beside `aws dynamodb get-item`
  *    (local/bench/cli.ts).
+ * 12. `api-page`: the API's first page of 50 open requests over BENCH_API_REQUESTS (default
+ *    50,000) in local mode, through HTTP with a signed-in token, beside opening one request,
+ *    interleaved; fails above a second (local/bench/api-page.ts).
  *
  * Each section's printed table also goes into local/bench/RESULTS.md (BENCH_RESULTS names another file),
  * under the date and the machine it ran on; a run replaces the sections it ran (local/bench/results.ts).
@@ -67,6 +70,7 @@ import { emulatorControl, startEmulator } from '#local/emulator/server';
 import { SqsPoller } from '#local/runtime/event-source';
 import { startLocalWorkflow } from '#local/runtime/workflow';
 import { synthesizeTemplate } from '../../lib/template.ts';
+import { apiPageBench } from './api-page.ts';
 import { cliBench } from './cli.ts';
 import { gateSimulationBench, gateSimulationRegimes } from './gate-simulation.ts';
 import { localMemory, localThroughput } from './local-throughput.ts';
@@ -794,7 +798,7 @@ async function localPackage() {
 const only = new Set(
   (
     process.env.BENCH_ONLY ??
-    'copy,transitions,local,burst,memory,package,package-memory,local-package,reconciler,gate-simulation,cli'
+    'copy,transitions,local,burst,memory,package,package-memory,local-package,reconciler,gate-simulation,cli,api-page'
   ).split(','),
 );
 if (only.has('copy')) {
@@ -821,3 +825,4 @@ if (only.has('gate-simulation')) {
   }
 }
 if (only.has('cli')) await section('cli', cliBench);
+if (only.has('api-page')) await section('api-page', apiPageBench);

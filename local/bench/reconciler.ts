@@ -371,7 +371,11 @@ export async function reconcilerBench(): Promise<void> {
  * Writes `count` running requests (one execution each, last changed an hour ago) with
  * BatchWriteItem, 25 items a batch, a few batches at once; answers their ids.
  */
-async function writeOpenRequests(client: DynamoDBClient, table: string, count: number): Promise<string[]> {
+export async function writeOpenRequests(
+  client: DynamoDBClient,
+  table: string,
+  count: number,
+): Promise<string[]> {
   const changed = new Date(Date.now() - 3_600_000).toISOString();
   const ids = Array.from({ length: count }, () => randomUUID());
   const itemOf = (id: string): WriteRequest => ({
