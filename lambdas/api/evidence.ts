@@ -1,5 +1,6 @@
-// The API's report and verification: the CLI's own checks (lambdas/shared/evidence), within the time API Gateway gives a call.
+// The API's report, verification and manifests: the CLI's own checks (lambdas/shared/evidence), within the time API Gateway gives a call.
 import type { z } from 'zod';
+import { lockedHeadsOf, readManifests } from '#shared/audit-manifest';
 import { DEFAULT_TIME_ZONE, endOfLocalDay, startOfLocalDay } from '#shared/deadlines';
 import { EvidenceChangedError, EvidenceUnreadableError } from '#shared/evidence/errors';
 import { buildReport, type ReportResult } from '#shared/evidence/report';
@@ -8,7 +9,12 @@ import type { LedgerItem } from '#shared/ledger';
 import { checkStored } from '../operator/hand-out.ts';
 import { ApiFailure } from './answers.ts';
 import type { ApiDeps } from './deps.ts';
-import { type reportQuerySchema, verifyAnswerSchema } from './schemas.ts';
+import {
+  type manifestsAnswerSchema,
+  type manifestsQuerySchema,
+  type reportQuerySchema,
+  verifyAnswerSchema,
+} from './schemas.ts';
 
 /**
  * How long a report or a verification may read before the API says it cannot finish in time: API
@@ -114,4 +120,36 @@ export async function verificationOf(
   );
   // The answer's schema leaves out the chain's records, hashes and times: the timeline shows them.
   return verifyAnswerSchema.parse(result);
+}
+
+/**
+ * The daily manifests, each checked (its schema, its own hash, its day against its key) and chained
+ * to the day before, as `verify --all` reads them; with `day`, that day's manifest whole.
+ */
+export async function manifestsOf(
+  deps: ApiDeps,
+  query: z.infer<typeof manifestsQuerySchema>,
+): Promise<z.infer<typeof manifestsAnswerSchema>> {
+  const { manifests, problem } = await readManifests({ s3: deps.s3, bucket: deps.names.AuditBucketName });
+  const chosen =
+    query.day === undefined ? undefined : manifests.find((manifest) => manifest.day === query.day);
+  if (query.day !== undefined && chosen === undefined)
+    throw new ApiFailure(
+      404,
+      'not_found',
+      `no readable manifest for ${query.day}: GET /manifests lists the days`,
+    );
+  return {
+    ok: problem === undefined,
+    problem: problem ?? null,
+    manifests: manifests.map((manifest) => ({
+      day: manifest.day,
+      schema: manifest.schema,
+      written_at: manifest.written_at,
+      locked: lockedHeadsOf(manifest).length,
+      hash: manifest.hash,
+      prev_hash: manifest.prev_hash,
+    })),
+    ...(chosen === undefined ? {} : { manifest: chosen }),
+  };
 }

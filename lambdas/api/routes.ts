@@ -5,7 +5,7 @@ import { runRequestIdSchema } from '#shared/sites';
 import { operatorCommandSchema, operatorResultSchemas } from '../operator/commands.ts';
 import { runOperatorCommand } from '../operator/operator.ts';
 import type { ApiDeps } from './deps.ts';
-import { reportOf, verificationOf } from './evidence.ts';
+import { manifestsOf, reportOf, verificationOf } from './evidence.ts';
 import type { ApiCaller, ApiRole } from './identity.ts';
 import { detailOf, listOpen, requireItem, timelineOf } from './reads.ts';
 import {
@@ -13,6 +13,8 @@ import {
   listAnswerSchema,
   listQuerySchema,
   MAX_BATCH_BYTES,
+  manifestsAnswerSchema,
+  manifestsQuerySchema,
   packageBodySchema,
   reportAnswerSchema,
   reportQuerySchema,
@@ -165,6 +167,18 @@ export const API_ROUTES: readonly ApiRoute[] = [
     answer: reportAnswerSchema,
     writes: false,
     run: async (call) => await reportOf(call.deps, call.query as z.infer<typeof reportQuerySchema>),
+  },
+  {
+    method: 'GET',
+    path: '/manifests',
+    operationId: 'listManifests',
+    summary:
+      "The audit bucket's daily manifests, each checked and chained to the day before; with day, that day's manifest whole",
+    roles: ['privacy-team', 'auditor', 'machine'],
+    query: manifestsQuerySchema,
+    answer: manifestsAnswerSchema,
+    writes: false,
+    run: async (call) => await manifestsOf(call.deps, call.query as z.infer<typeof manifestsQuerySchema>),
   },
   ...API_ACTIONS.map(
     (action): ApiRoute => ({

@@ -1,5 +1,6 @@
 // What the API takes in and answers, as zod schemas: the handler validates with them and the OpenAPI document is generated from them.
 import { z } from 'zod';
+import { manifestSchema } from '#shared/audit-manifest';
 import { timeZoneSchema } from '#shared/config';
 import { VERIFY_ALL_CHECKS } from '#shared/evidence/chains';
 import { RESPONSE_CATEGORIES } from '#shared/evidence/report';
@@ -288,4 +289,29 @@ export const verifyAnswerSchema = z.object({
     }),
   ),
   parts: z.array(z.object({ request_id: z.string(), site: z.string(), ok: z.boolean() })).optional(),
+});
+
+/** Which manifest to give whole, by its day. */
+export const manifestsQuerySchema = z.strictObject({
+  day: z.iso.date({ message: 'must be a date (2026-01-31)' }).optional(),
+});
+
+/** The daily manifests as `verify --all` reads them: each day's hash chained to the one before. */
+export const manifestsAnswerSchema = z.object({
+  /** Whether every manifest reads, hashes to its own hash and links to the day before. */
+  ok: z.boolean(),
+  problem: z.string().nullable(),
+  manifests: z.array(
+    z.object({
+      day: z.string(),
+      schema: z.string(),
+      written_at: z.string(),
+      /** How many records (or, in the first layout, chain heads) the manifest locks. */
+      locked: count,
+      hash: z.string(),
+      prev_hash: z.string().nullable(),
+    }),
+  ),
+  /** The manifest of the day asked for, whole. */
+  manifest: manifestSchema.optional(),
 });

@@ -244,6 +244,7 @@ export async function observeCalls(dataDir: string): Promise<RecordedCall[]> {
     await apiCall('GET', `/requests/${ids.access}/timeline`, bearer);
     await apiCall('GET', `/requests/${ids.access}/verify`, bearer);
     await apiCall('GET', '/report', bearer);
+    await apiCall('GET', '/manifests', bearer);
     await apiCall('POST', `/requests/${ids.access}/package`, bearer, { expires_in: 600 });
     await apiCall('POST', `/requests/${ids.viaApi}/cancel`, bearer, { reason: 'withdrawn by the subject' });
 

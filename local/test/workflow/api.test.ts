@@ -5,11 +5,17 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { afterEach, describe, expect, it } from 'vitest';
 import { handleApiEvent } from '../../../lambdas/api/api.ts';
 import { reportOf } from '../../../lambdas/api/evidence.ts';
-import { reportAnswerSchema, verifyAnswerSchema } from '../../../lambdas/api/schemas.ts';
+import {
+  manifestsAnswerSchema,
+  reportAnswerSchema,
+  verifyAnswerSchema,
+} from '../../../lambdas/api/schemas.ts';
+import { writeDailyManifests } from '../../../lambdas/shared/audit-manifest.ts';
 import {
   type ApiEndpoint,
   LOCAL_ACCOUNT_ID,
@@ -518,5 +524,52 @@ describe('the report and verification through the API', () => {
     expect(String((reversed.json.error as { message: string }).message)).toContain('from is after to');
     await expect(late).rejects.toMatchObject({ statusCode: 503, code: 'too_long' });
     await expect(late).rejects.toThrow('svc-dsr report');
+  });
+});
+
+describe('the manifests through the API', () => {
+  it("gives an auditor each day's manifest chained to the day before, and says when one does not hold", async () => {
+    // Prepare: the day's manifest written once the day has settled, then a forged one for the next day.
+    const { h, id, call } = await served();
+    const tomorrow = new Date(Date.now() + 26 * 3600 * 1000);
+    const [day] = await writeDailyManifests({
+      s3: h.workflow.s3,
+      bucket: LOCAL_NAMES.auditBucket,
+      clock: () => tomorrow,
+    });
+    const token = await localToken(KEY, avery);
+    const listed = await call('GET', '/manifests', token);
+    const whole = await call('GET', `/manifests?day=${day}`, token);
+    const next = tomorrow.toISOString().slice(0, 10);
+    await h.workflow.s3.send(
+      new PutObjectCommand({
+        Bucket: LOCAL_NAMES.auditBucket,
+        Key: `manifests/${next}.json`,
+        Body: JSON.stringify({
+          schema: 'svc-dsr.manifest/2',
+          day: next,
+          written_at: tomorrow.toISOString(),
+          records: [],
+          prev_hash: null,
+          hash: `sha256:${'0'.repeat(64)}`,
+        }),
+      }),
+    );
+
+    // Act
+    const forged = await call('GET', '/manifests', token);
+    const missing = await call('GET', '/manifests?day=2020-01-01', token);
+
+    // Assess
+    const parsed = manifestsAnswerSchema.parse(listed.json);
+    expect(parsed).toMatchObject({ ok: true, problem: null });
+    expect(parsed.manifests.map((manifest) => manifest.day)).toEqual([day]);
+    const manifest = manifestsAnswerSchema.parse(whole.json).manifest;
+    expect(
+      manifest?.schema === 'svc-dsr.manifest/2' && manifest.records.some((record) => record.chain === id),
+    ).toBe(true);
+    expect(forged.json).toMatchObject({ ok: false });
+    expect(String(forged.json.problem)).toContain(next);
+    expect(missing.status).toBe(404);
   });
 });
