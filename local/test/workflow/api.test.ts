@@ -94,6 +94,20 @@ async function serve(h: Harness, limits?: { calls: number; windowSeconds: number
   return { logs, call };
 }
 
+/** The API's deps over a harness, for calling its handler and functions without HTTP. */
+function directDeps(h: Harness) {
+  sfn = new SFNClient({
+    region: h.aws.region,
+    endpoint: h.workflow.shim.endpoint,
+    credentials: h.aws.credentials,
+  });
+  return localApiDeps(
+    h.workflow,
+    sfn,
+    jsonLogger(() => {}),
+  );
+}
+
 /** A completed access request, and the API over its ledger. */
 async function served() {
   harness = await startHarness();
@@ -390,16 +404,7 @@ describe('the API under abuse and for machine clients', () => {
     const h = harness;
     const request = requestFor('u-alice');
     await submitAndSettle(h, request);
-    sfn = new SFNClient({
-      region: h.aws.region,
-      endpoint: h.workflow.shim.endpoint,
-      credentials: h.aws.credentials,
-    });
-    const deps = localApiDeps(
-      h.workflow,
-      sfn,
-      jsonLogger(() => {}),
-    );
+    const deps = directDeps(h);
     const event = (accountId: string, path: string, body: unknown) => ({
       rawPath: `/iam${path}`,
       body: JSON.stringify(body),
@@ -501,16 +506,7 @@ describe('the report and verification through the API', () => {
     // Prepare
     const { h, call } = await served();
     const token = await localToken(KEY, jane);
-    sfn = new SFNClient({
-      region: h.aws.region,
-      endpoint: h.workflow.shim.endpoint,
-      credentials: h.aws.credentials,
-    });
-    const deps = localApiDeps(
-      h.workflow,
-      sfn,
-      jsonLogger(() => {}),
-    );
+    const deps = directDeps(h);
 
     // Act
     const badDate = await call('GET', '/report?from=2026-13-01', token);
