@@ -14,6 +14,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  BatchGetItemCommand,
   CreateTableCommand,
   DeleteItemCommand,
   DescribeTableCommand,
@@ -480,6 +481,33 @@ const CASES: readonly Case[] = [
           Item: a.Item,
         })),
       };
+    },
+  },
+  {
+    call: 'BatchGetItem',
+    run: async ({ dynamo }) => {
+      for (const pk of ['batch-1', 'batch-2']) {
+        await dynamo.send(
+          new PutItemCommand({
+            TableName: TABLE,
+            Item: { pk: { S: pk }, sk: { S: 'meta' }, shown: { S: `${pk}-shown` }, hidden: { S: 'x' } },
+          }),
+        );
+      }
+      const answer = await dynamo.send(
+        new BatchGetItemCommand({
+          RequestItems: {
+            [TABLE]: {
+              Keys: ['batch-1', 'batch-2', 'batch-none'].map((pk) => ({ pk: { S: pk }, sk: { S: 'meta' } })),
+              ProjectionExpression: 'pk, shown',
+            },
+          },
+        }),
+      );
+      const items = (answer.Responses?.[TABLE] ?? []).sort((a, b) =>
+        String(a.pk?.S).localeCompare(String(b.pk?.S)),
+      );
+      return { items, unprocessed: answer.UnprocessedKeys?.[TABLE]?.Keys ?? [] };
     },
   },
   {
