@@ -36,6 +36,7 @@ import {
   API_CALLER,
   type ApiEndpoint,
   localApiDeps,
+  localConsole,
   localSigningKey,
   startApiEndpoint,
 } from './runtime/api-endpoint.ts';
@@ -350,7 +351,7 @@ async function assembleLocalMode(
   const api = await startApiEndpoint(
     localApiDeps(workflow, sfn, jsonLogger(options.logSink ?? (() => {}))),
     await localSigningKey(dataDir),
-    { caller: API_CALLER },
+    { caller: API_CALLER, console: await localConsole(dataDir, workflow.timeZone) },
   );
   started.push(() => api.close());
   await publishEndpoints(dataDir, aws, workflow, emulator, operator, api);

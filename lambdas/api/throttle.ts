@@ -55,7 +55,11 @@ export function callerThrottle(
         }
         const held = await db.send(new GetItemCommand({ TableName: table, Key: key, ConsistentRead: true }));
         const seen = held.Item === undefined ? undefined : unmarshall(held.Item);
-        if (seen !== undefined && Number(seen.window) === window) return false;
+        if (seen !== undefined && Number(seen.window) === window) {
+          // Another call started this window meanwhile: take a call of it while it has one left.
+          if (Number(seen.count) >= limits.calls) return false;
+          continue;
+        }
         // The first call of a new window starts its count; another call may start it first.
         try {
           await db.send(

@@ -273,9 +273,12 @@ export async function runLocal(
  * Where the API is served and how a person signs in to it: a one-time code per role, traded once
  * for an hour's token at the sign-in path, as the user pool's sign-in gives one in AWS.
  */
-export function signInLines(api: Pick<ApiEndpoint, 'url' | 'signInCode'>): string {
+export function signInLines(api: Pick<ApiEndpoint, 'url' | 'consoleUrl' | 'signInCode'>): string {
   const codes = API_ROLES.map((role) => `  ${role}: ${api.signInCode(role)}`).join('\n');
   return (
+    (api.consoleUrl === undefined
+      ? ''
+      : `svc-dsr local: the privacy console at ${api.consoleUrl} (sign in there with a code below)\n`) +
     `svc-dsr local: the API at ${api.url} (docs/console-api.md); one-time sign-in codes, each good for 15 minutes:\n${codes}\n` +
     `  trade one for a token: curl -s -X POST ${api.url}${LOCAL_SIGN_IN_PATH} -d '{"code":"<code>","username":"<you>"}'\n`
   );

@@ -126,6 +126,9 @@ export async function startCommand(flags: StartFlags): Promise<void> {
     await mode.idle();
     clearInterval(watch);
     printSummary(mode, await summarize(mode, outcomes), write);
+    write(
+      `\nThe privacy console, over these requests: \`npx svc-dsr local --serve --data-dir ${mode.dataDir}\` serves it and prints its address (http://127.0.0.1:<port>/console/) with one-time sign-in codes.\n`,
+    );
     write('\nNext: `npx svc-dsr local --help`, `npx svc-dsr emulator --help`, and README.md.\n');
   } finally {
     await mode.close();

@@ -5,12 +5,14 @@
  * verify gives the handler no claims, so it answers 401, as API Gateway does before any function.
  */
 import { randomBytes } from 'node:crypto';
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import type { SFNClient } from '@aws-sdk/client-sfn';
 import { jwtVerify, SignJWT } from 'jose';
 import { z } from 'zod';
+import { buildConsole } from '../../bin/build-console.mjs';
+import { CONSOLE_CONFIG_FILE, type ConsoleConfig, consoleHeaders } from '../../console/headers.ts';
 import { API_HEADERS } from '../../lambdas/api/answers.ts';
 import { handleApiEvent } from '../../lambdas/api/api.ts';
 import type { ApiDeps } from '../../lambdas/api/deps.ts';
@@ -107,8 +109,64 @@ const signInSchema = z.strictObject({
     ),
 });
 
+/** Where local mode serves the privacy console: beside the API, so the page calls its own origin. */
+export const LOCAL_CONSOLE_PATH = '/console/';
+
+/** The console's files and their content types: nothing else under LOCAL_CONSOLE_PATH is served. */
+const CONSOLE_FILES: Readonly<Record<string, string>> = {
+  'index.html': 'text/html; charset=utf-8',
+  'console.js': 'text/javascript; charset=utf-8',
+  'console.css': 'text/css; charset=utf-8',
+};
+
+/** The console as local mode serves it: built from console/ into `dir`, its dates in `timeZone`. */
+export interface LocalConsole {
+  readonly dir: string;
+  readonly timeZone: string;
+}
+
+/** Builds the console into `<dataDir>/console/` (esbuild, a fraction of a second), so what is served is the sources'. */
+export async function localConsole(dataDir: string, timeZone: string): Promise<LocalConsole> {
+  const dir = join(dataDir, 'console');
+  await mkdir(dir, { recursive: true });
+  await buildConsole(dir);
+  return { dir, timeZone };
+}
+
+/** The answer to a GET under LOCAL_CONSOLE_PATH: a console file with the console's headers, or 404. */
+async function consoleFile(
+  held: LocalConsole,
+  name: string,
+): Promise<{ status: number; headers: Record<string, string>; body: string | Buffer }> {
+  const headers = consoleHeaders('self');
+  if (name === CONSOLE_CONFIG_FILE) {
+    const config: ConsoleConfig = {
+      api_url: '',
+      time_zone: held.timeZone,
+      sign_in: { kind: 'local', path: LOCAL_SIGN_IN_PATH },
+    };
+    return {
+      status: 200,
+      headers: { ...headers, 'content-type': 'application/json', 'cache-control': 'no-store' },
+      body: JSON.stringify(config),
+    };
+  }
+  const file = name === '' ? 'index.html' : name;
+  const type = CONSOLE_FILES[file];
+  if (type === undefined) {
+    return { status: 404, headers: { ...headers, 'content-type': 'text/plain' }, body: 'not a console file' };
+  }
+  return {
+    status: 200,
+    headers: { ...headers, 'content-type': type },
+    body: await readFile(join(held.dir, file)),
+  };
+}
+
 export interface ApiEndpoint {
   readonly url: string;
+  /** The privacy console's address, where it is served. */
+  readonly consoleUrl: string | undefined;
   /**
    * A one-time sign-in code for a role, good for SIGN_IN_CODE_MS: `POST /local/sign-in` with
    * `{"code", "username"}` answers a token of that role for that person, once.
@@ -124,7 +182,7 @@ export interface ApiEndpoint {
 export async function startApiEndpoint(
   deps: ApiDeps,
   key: Uint8Array,
-  options: { readonly port?: number; readonly caller?: string } = {},
+  options: { readonly port?: number; readonly caller?: string; readonly console?: LocalConsole } = {},
 ): Promise<ApiEndpoint> {
   const codes = new Map<string, { role: (typeof API_ROLES)[number]; until: number }>();
   const signIn = async (body: Buffer): Promise<{ status: number; body: unknown }> => {
@@ -166,6 +224,19 @@ export async function startApiEndpoint(
     void (async () => {
       const body = await readBody(request, LARGEST_BODY);
       const url = new URL(request.url ?? '/', `http://${LOOPBACK}`);
+      const held = options.console;
+      if (held !== undefined && request.method === 'GET') {
+        if (url.pathname === '/' || url.pathname === LOCAL_CONSOLE_PATH.slice(0, -1)) {
+          send(302, { location: LOCAL_CONSOLE_PATH, 'cache-control': 'no-store' }, '');
+          return;
+        }
+        if (url.pathname.startsWith(LOCAL_CONSOLE_PATH)) {
+          const answer = await consoleFile(held, url.pathname.slice(LOCAL_CONSOLE_PATH.length));
+          response.writeHead(answer.status, answer.headers);
+          response.end(answer.body);
+          return;
+        }
+      }
       if (url.pathname === LOCAL_SIGN_IN_PATH && request.method === 'POST') {
         const answer = await signIn(body);
         send(answer.status, API_HEADERS, JSON.stringify(answer.body));
@@ -202,6 +273,7 @@ export async function startApiEndpoint(
   const { endpoint } = await listen(server, options.port ?? 0);
   return {
     url: endpoint,
+    consoleUrl: options.console === undefined ? undefined : `${endpoint}${LOCAL_CONSOLE_PATH}`,
     signInCode(role) {
       const code = randomBytes(24).toString('base64url');
       codes.set(code, { role, until: Date.now() + SIGN_IN_CODE_MS });

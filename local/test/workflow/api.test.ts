@@ -398,6 +398,22 @@ describe('the API under abuse and for machine clients', () => {
     expect(other.status).toBe(200);
   });
 
+  it('admits every call a page makes at once at the start of a window, up to the share and no further', async () => {
+    // Prepare
+    harness = await startHarness();
+    const { call } = await serve(harness, { calls: 8, windowSeconds: 3600 });
+    const mine = await localToken(KEY, jane);
+
+    // Act: a page opening makes several calls together, the first of them starts the window
+    const first = await Promise.all(Array.from({ length: 5 }, () => call('GET', '/requests', mine)));
+    const more = await Promise.all(Array.from({ length: 5 }, () => call('GET', '/requests', mine)));
+
+    // Assess
+    expect(first.map((answer) => answer.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(more.filter((answer) => answer.status === 200)).toHaveLength(3);
+    expect(more.filter((answer) => answer.status === 429)).toHaveLength(2);
+  });
+
   it('acts for a SigV4 caller of the account on the /iam routes, on record as that machine, and refuses one of another account', async () => {
     // Prepare
     harness = await startHarness();
