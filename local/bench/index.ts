@@ -37,6 +37,10 @@
  * 12. `api-page`: the API's first page of 50 open requests over BENCH_API_REQUESTS (default
  *    50,000) in local mode, through HTTP with a signed-in token, beside opening one request,
  *    interleaved; fails above a second (local/bench/api-page.ts).
+ * 13. `console`: the privacy console's console.js minified and gzipped beside preact's own, and in
+ *    Chromium its Requests page's first 50 rows over BENCH_CONSOLE_REQUESTS (default 50,000) open
+ *    requests, beside the sign-in page, interleaved; fails above a second or 150 KB
+ *    (local/bench/console.ts).
  *
  * Each section's printed table also goes into local/bench/RESULTS.md (BENCH_RESULTS names another file),
  * under the date and the machine it ran on; a run replaces the sections it ran (local/bench/results.ts).
@@ -72,6 +76,7 @@ import { startLocalWorkflow } from '#local/runtime/workflow';
 import { synthesizeTemplate } from '../../lib/template.ts';
 import { apiPageBench } from './api-page.ts';
 import { cliBench } from './cli.ts';
+import { consoleBench } from './console.ts';
 import { gateSimulationBench, gateSimulationRegimes } from './gate-simulation.ts';
 import { localMemory, localThroughput } from './local-throughput.ts';
 import { limitedTo } from './memory-limit.ts';
@@ -798,7 +803,7 @@ async function localPackage() {
 const only = new Set(
   (
     process.env.BENCH_ONLY ??
-    'copy,transitions,local,burst,memory,package,package-memory,local-package,reconciler,gate-simulation,cli,api-page'
+    'copy,transitions,local,burst,memory,package,package-memory,local-package,reconciler,gate-simulation,cli,api-page,console'
   ).split(','),
 );
 if (only.has('copy')) {
@@ -826,3 +831,4 @@ if (only.has('gate-simulation')) {
 }
 if (only.has('cli')) await section('cli', cliBench);
 if (only.has('api-page')) await section('api-page', apiPageBench);
+if (only.has('console')) await section('console', consoleBench);
