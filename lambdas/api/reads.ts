@@ -2,7 +2,14 @@
 import type { z } from 'zod';
 import { sideChainOf } from '#shared/audit-chains';
 import { verifierTrail } from '#shared/evidence/chains';
-import { type LedgerItem, maskedKey, OpenCursorError, OWED_STATUSES, SIDE_CHAINS } from '#shared/ledger';
+import {
+  type LedgerItem,
+  maskedKey,
+  NOTICE_KINDS,
+  OpenCursorError,
+  OWED_STATUSES,
+  SIDE_CHAINS,
+} from '#shared/ledger';
 import { ApiFailure } from './answers.ts';
 import type { ApiDeps } from './deps.ts';
 import type { listQuerySchema, RequestDetail, timelineAnswerSchema } from './schemas.ts';
@@ -34,6 +41,16 @@ export function detailOf(item: LedgerItem, withKey: boolean): RequestDetail {
     reference: item.reference ?? null,
     sites: item.sites ?? null,
     site_results: item.site_results ?? null,
+    confirm_by: item.confirm_by ?? null,
+    intake_warnings: item.intake_warnings ?? [],
+    notices: Object.fromEntries(
+      NOTICE_KINDS.flatMap((kind) => {
+        const notice = item[`notice_${kind}`];
+        return notice === undefined
+          ? []
+          : [[kind, { channel: notice.channel, at: notice.at, recorded_at: notice.recorded_at }]];
+      }),
+    ),
     ...(withKey && item.primary_key !== undefined ? { primary_key: item.primary_key } : {}),
   };
 }

@@ -30,6 +30,15 @@ export const requestDetailSchema = z.object({
   site_results: z
     .record(z.string(), z.object({ status: z.string(), outcome: z.string().optional(), at: z.string() }))
     .nullable(),
+  /** CCPA: the date the receipt confirmation is due by; null otherwise. */
+  confirm_by: z.string().nullable(),
+  /** What intake warned of when it accepted the request (e.g. `primary_key_mixed_scripts`). */
+  intake_warnings: z.array(z.string()),
+  /** The notices given to the subject, by kind (the latest of each): how and when. */
+  notices: z.partialRecord(
+    z.enum(['receipt', 'extension', 'response', 'denial']),
+    z.object({ channel: z.string(), at: z.string(), recorded_at: z.string() }),
+  ),
   primary_key: z.string().optional(),
 });
 export type RequestDetail = z.infer<typeof requestDetailSchema>;

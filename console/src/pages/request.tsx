@@ -41,6 +41,52 @@ function Facts({ request, timeZone }: { readonly request: RequestDetail; readonl
   );
 }
 
+/** The notices a request owes the subject and those given: the receipt (CCPA), the extension, the response or denial. */
+export function noticesOf(request: RequestDetail): { kind: string; state: string; at: string | null }[] {
+  const rows: { kind: string; state: string; at: string | null }[] = [];
+  const given = (kind: 'receipt' | 'extension' | 'response' | 'denial') => request.notices[kind];
+  if (request.confirm_by !== null || given('receipt') !== undefined) {
+    const receipt = given('receipt');
+    rows.push(
+      receipt === undefined
+        ? { kind: 'receipt', state: 'due by', at: request.confirm_by }
+        : { kind: 'receipt', state: `given by ${receipt.channel}`, at: receipt.at },
+    );
+  }
+  const extension = given('extension');
+  if (extension !== undefined)
+    rows.push({ kind: 'extension', state: `given by ${extension.channel}`, at: extension.at });
+  const answer =
+    request.status === 'completed' ? 'response' : request.status === 'denied' ? 'denial' : undefined;
+  if (answer !== undefined) {
+    const notice = given(answer);
+    rows.push(
+      notice === undefined
+        ? { kind: answer, state: 'due now', at: null }
+        : { kind: answer, state: `given by ${notice.channel}`, at: notice.at },
+    );
+  }
+  return rows;
+}
+
+function Notices({ request, timeZone }: { readonly request: RequestDetail; readonly timeZone: string }) {
+  const rows = noticesOf(request);
+  if (rows.length === 0) return null;
+  return (
+    <>
+      <h2>Notices to the subject</h2>
+      <ul class="notices">
+        {rows.map((row) => (
+          <li key={row.kind} class={row.state.startsWith('due') ? 'owed' : ''}>
+            <strong>{row.kind}</strong>: {row.state}
+            {row.at === null ? '' : ` ${localDateTime(row.at, timeZone)} ${timeZone}`}
+          </li>
+        ))}
+      </ul>
+    </>
+  );
+}
+
 function Timeline({ timeline, timeZone }: { readonly timeline: TimelineAnswer; readonly timeZone: string }) {
   return (
     <>
@@ -166,6 +212,13 @@ export function RequestPage({
                 <strong>Error {request.error.code}:</strong> {request.error.message}
               </div>
             )}
+            {request.intake_warnings.includes('primary_key_mixed_scripts') ? (
+              <div class="problem">
+                <strong>Check the key:</strong> it mixes letters of different scripts, so it may be a
+                look-alike of the key the site meant.
+              </div>
+            ) : null}
+            <Notices request={request} timeZone={timeZone} />
             {request.site_results === null ? null : (
               <>
                 <h2>Sites</h2>

@@ -181,6 +181,7 @@ describe('the privacy console in a real browser', () => {
 
     // Act: the batch's request fails too (the last three failed attempts are its own); deny it
     await untilStatus(page, batchId, 'failed');
+    const receiptOwed = await page.locator('.notices li.owed').innerText();
     await act(
       page,
       'Deny',
@@ -230,6 +231,8 @@ describe('the privacy console in a real browser', () => {
       },
       /Confirm: record a notice/,
     );
+    await page.locator('.notices', { hasText: 'response: given by email' }).waitFor();
+    const notices = await page.locator('.notices').innerText();
     await accessible(page, 'request-completed');
 
     // Act: the list, the report
@@ -250,7 +253,9 @@ describe('the privacy console in a real browser', () => {
     expect(kept).toBe(KEYS.first);
     expect(verdicts).toMatch(/2\s+\S+\s+refused\s+type/);
     expect(shownReference).toBe(HOSTILE_REFERENCE);
+    expect(receiptOwed).toMatch(/^receipt: due by \d{4}-\d\d-\d\d/);
     expect(extended).toContain('moves out');
+    expect(notices).toMatch(/extension: given by email/);
     expect(link).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
     const first = await timelineOf(firstId, janeToken);
     for (const action of ['deadline_extended', 'request_retried', 'package_handed_out', 'notice_given']) {
