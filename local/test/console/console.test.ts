@@ -346,6 +346,47 @@ describe('the privacy console in a real browser', () => {
     expect(headers['referrer-policy']).toBe('no-referrer');
   }, 60_000);
 
+  it('is operable from the keyboard alone, and says so when the API is slow', async () => {
+    // Prepare: the privacy team's session of the first test; the list's first answer held back 4 s
+    const context = await browser.newContext();
+    await context.addInitScript(`sessionStorage.setItem('svc-dsr-token', ${JSON.stringify(janeToken)})`);
+    const page = await openPage(context);
+    let held = false;
+    await page.route(/\/requests\?/, async (route) => {
+      if (!held) {
+        held = true;
+        await delay(4000);
+      }
+      await route.continue();
+    });
+    await page.goto(`${consoleUrl}#/report`);
+    await page.getByRole('heading', { name: /^Report/ }).waitFor();
+
+    // Act: Tab to the Requests link and press Enter; then to a request's link the same way
+    const focused: string[] = [];
+    for (let presses = 0; presses < 10; presses++) {
+      await page.keyboard.press('Tab');
+      const name = await page.evaluate<string>('document.activeElement?.textContent ?? ""');
+      focused.push(name.trim());
+      if (name.trim() === 'Requests') break;
+    }
+    await page.keyboard.press('Enter');
+    const slow = await page.getByText('Still waiting for the API').innerText({ timeout: 10_000 });
+    await page.getByRole('button', { name: 'Apply filters' }).waitFor();
+    await page.getByLabel('Status').focus();
+    await page.keyboard.press('Tab');
+    const next = await page.evaluate<string>(
+      'document.activeElement?.previousElementSibling?.textContent ?? ""',
+    );
+    await context.close();
+
+    // Assess
+    expect(focused[0]).toBe('Skip to the page');
+    expect(focused.at(-1)).toBe('Requests');
+    expect(slow).toContain('keeps what you typed');
+    expect(next).toBe('Type');
+  }, 60_000);
+
   it('reads on a narrow screen and at 200% zoom without scrolling sideways, on every page', async () => {
     // Prepare: the privacy team's session of the first test, in a phone-wide window
     const context = await browser.newContext({ viewport: { width: 320, height: 720 } });
