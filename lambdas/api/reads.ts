@@ -12,7 +12,7 @@ import {
 } from '#shared/ledger';
 import { ApiFailure } from './answers.ts';
 import type { ApiDeps } from './deps.ts';
-import type { listQuerySchema, RequestDetail, timelineAnswerSchema } from './schemas.ts';
+import type { countsQuerySchema, listQuerySchema, RequestDetail, timelineAnswerSchema } from './schemas.ts';
 
 /** How many requests a page holds when the caller does not say. */
 export const DEFAULT_PAGE = 50;
@@ -142,5 +142,19 @@ export async function timelineOf(
         };
       }),
     ),
+  };
+}
+
+/** How many requests are open by status, and with `due_to` how many are due by then: counted by the index. */
+export async function countsOf(deps: ApiDeps, query: z.infer<typeof countsQuerySchema>) {
+  const dueTo = query.due_to === undefined ? undefined : new Date(query.due_to).toISOString();
+  const [byStatus, due] = await Promise.all([
+    deps.ledger.openCounts({ statuses: OWED_STATUSES }),
+    dueTo === undefined ? undefined : deps.ledger.openCounts({ statuses: OWED_STATUSES, dueTo }),
+  ]);
+  return {
+    by_status: byStatus,
+    due_to: dueTo ?? null,
+    due: due === undefined ? null : due.received + due.running + due.failed,
   };
 }

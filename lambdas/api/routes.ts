@@ -7,9 +7,11 @@ import { runOperatorCommand } from '../operator/operator.ts';
 import type { ApiDeps } from './deps.ts';
 import { manifestsOf, reportOf, verificationOf } from './evidence.ts';
 import type { ApiCaller, ApiRole } from './identity.ts';
-import { detailOf, listOpen, requireItem, timelineOf } from './reads.ts';
+import { countsOf, detailOf, listOpen, requireItem, timelineOf } from './reads.ts';
 import {
   batchBodySchema,
+  countsAnswerSchema,
+  countsQuerySchema,
   listAnswerSchema,
   listQuerySchema,
   MAX_BATCH_BYTES,
@@ -119,6 +121,18 @@ export const API_ROUTES: readonly ApiRoute[] = [
     writes: true,
     run: async (call) =>
       await submitBatch(call.deps, call.caller.operator, call.body as z.infer<typeof batchBodySchema>),
+  },
+  {
+    method: 'GET',
+    path: '/requests/counts',
+    operationId: 'countRequests',
+    summary:
+      'How many requests are open, by status, and how many of them are due by a date: counted by the open index',
+    roles: ['privacy-team', 'auditor', 'machine'],
+    query: countsQuerySchema,
+    answer: countsAnswerSchema,
+    writes: false,
+    run: async (call) => await countsOf(call.deps, call.query as z.infer<typeof countsQuerySchema>),
   },
   {
     method: 'GET',

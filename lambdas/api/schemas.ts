@@ -84,6 +84,18 @@ export const listQuerySchema = z.strictObject({
   cursor: z.string().max(4096, 'is not a cursor this API gave').optional(),
 });
 
+/** The counts' query: with `due_to`, how many of the open requests are due by then, beside the counts by status. */
+export const countsQuerySchema = z.strictObject({
+  due_to: instantParameter.optional(),
+});
+
+/** How many requests are open, by status, and (with `due_to`) how many of them are due by then. */
+export const countsAnswerSchema = z.object({
+  by_status: z.object({ received: z.number().int(), running: z.number().int(), failed: z.number().int() }),
+  due_to: z.string().nullable(),
+  due: z.number().int().nullable(),
+});
+
 /** One request in a list: what the open index holds, and the subject's key only masked. */
 export const listedRequestSchema = z.object({
   request_id: z.string(),

@@ -57,14 +57,23 @@ export async function apiPageBench(): Promise<void> {
     const firstPage = () =>
       get(`/requests?limit=${PAGE}`, (body) => Array.isArray(body.requests) && body.requests.length === PAGE);
     const opened = () => get(`/requests/${ids[0]}`, (body) => typeof body.request === 'object');
+    const dueTo = new Date(Date.now() + 10 * 24 * 3600 * 1000).toISOString();
+    const counted = () =>
+      get(`/requests/counts?due_to=${encodeURIComponent(dueTo)}`, (body) => {
+        const byStatus = body.by_status as Record<string, number>;
+        return (byStatus?.received ?? 0) + (byStatus?.running ?? 0) + (byStatus?.failed ?? 0) === requests;
+      });
     // One of each first: the local API's first call warms its modules.
     await firstPage();
     await opened();
+    await counted();
     const pages: Timed[] = [];
     const opens: Timed[] = [];
+    const counts: Timed[] = [];
     for (let round = 0; round < rounds; round++) {
       pages.push(await timed(firstPage));
       opens.push(await timed(opened));
+      counts.push(await timed(counted));
     }
     const pageWall = median(pages.map((each) => each.wallMs));
     const openWall = median(opens.map((each) => each.wallMs));
@@ -76,6 +85,9 @@ export async function apiPageBench(): Promise<void> {
     );
     console.log(
       `  first page        median ${pageWall.toFixed(0)} ms wall, ${pageCpu.toFixed(0)} ms CPU; slowest ${worst.toFixed(0)} ms`,
+    );
+    console.log(
+      `  counts (Today)    median ${median(counts.map((each) => each.wallMs)).toFixed(0)} ms wall, ${median(counts.map((each) => each.cpuMs)).toFixed(0)} ms CPU; slowest ${Math.max(...counts.map((each) => each.wallMs)).toFixed(0)} ms (GET /requests/counts: by status and due within 10 days, counted by the index)`,
     );
     console.log(
       `  one request       median ${openWall.toFixed(0)} ms wall, ${openCpu.toFixed(0)} ms CPU (baseline)`,

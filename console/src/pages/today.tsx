@@ -8,9 +8,12 @@ import { listQuery, RequestTable } from './requests.tsx';
 /** A request due within this many days is "due soon". */
 export const DUE_SOON_DAYS = 10;
 
-function countText(answer: ListAnswer): string {
-  return `${answer.requests.length}${answer.next === null ? '' : '+'}`;
+interface Counts {
+  readonly by_status: { readonly received: number; readonly running: number; readonly failed: number };
+  readonly due: number | null;
 }
+
+const DAY_MS = 24 * 3600 * 1000;
 
 export function TodayPage({ api }: { readonly api: Api }) {
   const timeZone = api.config.time_zone;
@@ -24,34 +27,41 @@ export function TodayPage({ api }: { readonly api: Api }) {
       reference: undefined,
       due_within: undefined,
     };
-    const [dueSoon, failed, received] = await Promise.all([
+    const [dueSoon, failed, counts] = await Promise.all([
       query({ ...none, due_within: String(DUE_SOON_DAYS) }),
       query({ ...none, status: 'failed' }),
-      query({ ...none, status: 'received' }),
+      api.get<Counts>('/requests/counts', {
+        due_to: new Date(Date.now() + DUE_SOON_DAYS * DAY_MS).toISOString(),
+      }),
     ]);
-    return { dueSoon, failed, received };
+    return { dueSoon, failed, counts };
   }, []);
   return (
     <section aria-labelledby="today-title">
       <h1 id="today-title">Today</h1>
       <p class="muted">Dates and days left are in {timeZone}.</p>
       <Show loaded={loaded}>
-        {({ dueSoon, failed, received }) => (
+        {({ dueSoon, failed, counts }) => (
           <>
             <ul class="counts" aria-label="Counts">
               <li>
                 <a href={href('requests', { due_within: String(DUE_SOON_DAYS) })}>
-                  <strong>{countText(dueSoon)}</strong> due within {DUE_SOON_DAYS} days
+                  <strong>{counts.due ?? 0}</strong> due within {DUE_SOON_DAYS} days
                 </a>
               </li>
               <li>
                 <a href={href('requests', { status: 'failed' })}>
-                  <strong>{countText(failed)}</strong> failed
+                  <strong>{counts.by_status.failed}</strong> failed
                 </a>
               </li>
               <li>
                 <a href={href('requests', { status: 'received' })}>
-                  <strong>{countText(received)}</strong> received, not yet running
+                  <strong>{counts.by_status.received}</strong> received, not yet running
+                </a>
+              </li>
+              <li>
+                <a href={href('requests', { status: 'running' })}>
+                  <strong>{counts.by_status.running}</strong> running
                 </a>
               </li>
             </ul>

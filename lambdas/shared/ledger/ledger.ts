@@ -29,7 +29,7 @@ import { type DsrRequest, type IntakeWarning, normaliseRequestId } from '../requ
 import { type SiteResult, siteResultSchema } from '../site-outcomes.ts';
 import { isSitePart, siteRequestId } from '../sites.ts';
 import { readPrimaryKeys } from './key-reads.ts';
-import { type OpenListFilter, readOpenPage } from './open-pages.ts';
+import { countOpenRequests, type OpenListFilter, readOpenPage } from './open-pages.ts';
 import {
   allOf,
   CAN_CANCEL,
@@ -1060,6 +1060,11 @@ export class Ledger {
     options: { readonly limit: number; readonly cursor?: string },
   ): Promise<{ readonly requests: OpenRequest[]; readonly next: string | null }> {
     return await readOpenPage(this.db, this.tableName, filter, options);
+  }
+
+  /** How many open requests of each status pass the filter (open-pages.ts). */
+  async openCounts(filter: OpenListFilter): Promise<Record<OwedStatus, number>> {
+    return await countOpenRequests(this.db, this.tableName, filter);
   }
 
   /** The primary_key of each request named, by request id (key-reads.ts). */

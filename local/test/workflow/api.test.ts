@@ -16,6 +16,7 @@ import {
   verifyAnswerSchema,
 } from '../../../lambdas/api/schemas.ts';
 import { writeDailyManifests } from '../../../lambdas/shared/audit-manifest.ts';
+import { computeDeadlines } from '../../../lambdas/shared/deadlines.ts';
 import {
   type ApiEndpoint,
   LOCAL_ACCOUNT_ID,
@@ -353,6 +354,45 @@ describe("the privacy team's daily tasks through the API alone", () => {
     expect(timeline.status).toBe(200);
     expect(writes.map((answer) => answer.status)).toEqual([403, 403, 403]);
     expect(JSON.stringify(writes)).not.toContain('https://');
+  });
+
+  it('counts the open requests by status and those due by a date, for the privacy team and an auditor alike', async () => {
+    // Prepare: the served request has completed; three more are received, one of them due sooner
+    const { h, call } = await served();
+    const received = ['2026-11-20T09:00:00Z', '2026-11-21T09:00:00Z', '2026-10-01T09:00:00Z'];
+    for (const [index, at] of received.entries()) {
+      const request = {
+        ...requestFor(`u-count-${index}`),
+        type: 'access' as const,
+        regulation: 'gdpr' as const,
+        received_at: at,
+      };
+      await h.workflow.ledger.createReceived(
+        request,
+        `fp-count-${index}`,
+        computeDeadlines('gdpr', new Date(at)),
+      );
+    }
+    const dueTo = computeDeadlines('gdpr', new Date('2026-10-01T09:00:00Z')).due_at;
+
+    // Act
+    const mine = await call(
+      'GET',
+      `/requests/counts?due_to=${encodeURIComponent(dueTo)}`,
+      await localToken(KEY, jane),
+    );
+    const theirs = await call('GET', '/requests/counts', await localToken(KEY, avery));
+    const bad = await call('GET', '/requests/counts?due_to=tomorrow', await localToken(KEY, jane));
+
+    // Assess
+    expect(mine.json).toEqual({ by_status: { received: 3, running: 0, failed: 0 }, due_to: dueTo, due: 1 });
+    expect(theirs.json).toEqual({
+      by_status: { received: 3, running: 0, failed: 0 },
+      due_to: null,
+      due: null,
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatchObject({ message: expect.stringContaining('due_to') });
   });
 
   it('refuses a subject identifier in a query, an unknown filter, and a cursor made for other filters', async () => {

@@ -122,4 +122,30 @@ describe('the primary keys of a page', () => {
       expect(maskedKey(key)).not.toContain(key.slice(1, -1));
     }
   });
+
+  it('counts the open requests by status and by due date without reading them, a site part left out', async () => {
+    // Prepare: one request's part on a site, as a request over several sites has
+    const part: DsrRequest = {
+      request_id: `${randomUUID()}_forum`,
+      type: 'access',
+      regulation: 'gdpr',
+      primary_key: 'u-part',
+      received_at: DAYS[0] ?? '',
+      verification: { method: 'email_link', verified_by: 'privacy', verified_at: '2026-11-05T10:00:00Z' },
+    };
+    await ledger.createReceived(part, 'fp-part', computeDeadlines('gdpr', new Date(part.received_at)));
+    const dueTo = [...new Set(made.map((request) => request.due))].sort()[1] ?? '';
+
+    // Act
+    const all = await ledger.openCounts({ statuses: ['received', 'running', 'failed'] });
+    const due = await ledger.openCounts({ statuses: ['received'], dueTo });
+    const ccpa = await ledger.openCounts({ statuses: ['received'], regulations: ['ccpa'] });
+
+    // Assess
+    expect(all).toEqual({ received: made.length, running: 0, failed: 0 });
+    expect(due).toEqual({ received: made.filter((request) => request.due <= dueTo).length });
+    expect(due.received).toBeGreaterThan(0);
+    expect(due.received).toBeLessThan(made.length);
+    expect(ccpa).toEqual({ received: made.filter((request) => request.regulation === 'ccpa').length });
+  });
 });
