@@ -1,5 +1,6 @@
 // How the CLI writes: its output streams, JSON, tables, CSV cells, terminal-safe text, and argument checks.
 import { z } from 'zod';
+import { formulaLike } from '#shared/csv-cells';
 import { identifierProblem } from '#shared/redact';
 import {
   CONTROL_CHARACTERS_MESSAGE,
@@ -101,20 +102,6 @@ export function formatTable(headers: readonly string[], rows: readonly (readonly
       .join('  ')
       .trimEnd();
   return `${[line(headers), ...safeRows.map(line)].join('\n')}\n`;
-}
-
-/**
- * What a spreadsheet may take for the start of a formula once it has dropped leading white space
- * and invisible characters: = + - @ (and the minus sign U+2212), tab and carriage return.
- */
-const FORMULA_START = /^[\p{White_Space}\p{Cf}]*[=+\-@\u2212\t\r]/u;
-
-/**
- * True when a spreadsheet could read `text` as a formula: its first visible character, after NFKC
- * normalisation (which turns the full-width ＝ ＋ － ＠ and the small ﹦ ﹢ ﹣ ﹫ into = + - @), starts one.
- */
-export function formulaLike(text: string): boolean {
-  return FORMULA_START.test(text) || FORMULA_START.test(text.normalize('NFKC'));
 }
 
 /**

@@ -12,10 +12,10 @@ import {
   startOfLocalDay,
 } from '#shared/deadlines';
 import { EvidenceUnreadableError } from '#shared/evidence/errors';
+import { RECORD_COLUMNS, SITES_RECORD_COLUMNS } from '#shared/evidence/record-columns';
 import {
   buildReport,
   type ReportMetric,
-  type ReportRecord,
   type ReportResult,
   type ReportSiteRow,
 } from '#shared/evidence/report';
@@ -58,32 +58,6 @@ const tableSchema = z.enum(['records', 'metrics', 'both', 'sites'], {
 });
 const regulationSchema = z.enum(['gdpr', 'ccpa'], { message: 'must be "gdpr" or "ccpa"' });
 
-const RECORD_COLUMNS = [
-  'request_id',
-  'regulation',
-  'type',
-  'received_at',
-  'channel',
-  'verification_method',
-  'status',
-  'response',
-  'response_category',
-  'response_date',
-  'notice_given_at',
-  'notice_recorded_at',
-  'ended_at',
-  'days_to_respond',
-  'denial_basis',
-  'due_at',
-  'notice_due_at',
-  'extended',
-  'on_time',
-  'notice_recorded_late',
-  'date_problem',
-  'reference',
-] as const satisfies readonly (keyof ReportRecord)[];
-/** The records' columns with several sites: what each site came to, last, so a one-site report keeps its columns. */
-const SITES_RECORD_COLUMNS = [...RECORD_COLUMNS, 'sites'] as const satisfies readonly (keyof ReportRecord)[];
 const SITE_COLUMNS = [
   'site',
   'requests',

@@ -2,6 +2,8 @@
  * Report: a year's CCPA §7102 metrics with charts (requests and median days per month, the
  * on-time share per type), its §7101 records as CSV, and the state of the daily manifests' chain.
  */
+import { formulaLike } from '../../../lambdas/shared/csv-cells.ts';
+import { RECORD_COLUMNS, SITES_RECORD_COLUMNS } from '../../../lambdas/shared/evidence/record-columns.ts';
 import type { Api } from '../api.ts';
 import { Field, Show, useLoad } from '../parts.tsx';
 import { navigate, type Route } from '../route.ts';
@@ -77,36 +79,20 @@ function Bars({
   );
 }
 
-const CSV_COLUMNS = [
-  'request_id',
-  'regulation',
-  'type',
-  'received_at',
-  'channel',
-  'verification_method',
-  'status',
-  'response',
-  'response_category',
-  'response_date',
-  'days_to_respond',
-  'denial_basis',
-  'due_at',
-  'extended',
-  'on_time',
-  'reference',
-] as const;
-
-/** A CSV cell: quoted where needed, and a leading formula character defused for spreadsheets. */
+/** A CSV cell as the CLI writes it: RFC 4180 quoting, and a cell that could run as a formula defused. */
 function csvCell(value: unknown): string {
-  let text = value === null || value === undefined ? '' : String(value);
-  if (/^[=+\-@\t\r]/.test(text)) text = `'${text}`;
-  return /[",\n\r]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+  if (value === null || value === undefined) return '';
+  let text = typeof value === 'object' ? JSON.stringify(value) : String(value);
+  if (typeof value === 'string' && formulaLike(value)) text = `'${text}`;
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
+/** The §7101 records as `svc-dsr report --format csv --table records` writes them. */
 export function recordsCsv(records: readonly ReportRecord[]): string {
+  const columns = records.some((record) => record.sites !== null) ? SITES_RECORD_COLUMNS : RECORD_COLUMNS;
   return `${[
-    CSV_COLUMNS.join(','),
-    ...records.map((record) => CSV_COLUMNS.map((column) => csvCell(record[column])).join(',')),
+    columns.join(','),
+    ...records.map((record) => columns.map((column) => csvCell(record[column])).join(',')),
   ].join('\r\n')}\r\n`;
 }
 

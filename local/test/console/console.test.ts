@@ -4,12 +4,13 @@
  * Every page is checked with axe-core; screenshots are kept in test-output/console/.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RECORD_COLUMNS } from '../../../lambdas/shared/evidence/record-columns.ts';
 import { keepScreenshot, launchChromium, seriousViolations } from '../../../test/helpers/browser.ts';
 import { killServer, type ServingLocal, serveLocal } from '../../../test/helpers/cli.ts';
 
@@ -246,11 +247,21 @@ describe('the privacy console in a real browser', () => {
       .first()
       .waitFor();
     await accessible(page, 'report');
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('link', { name: /Download the §7101 records/ }).click(),
+    ]);
+    const csv = await readFile((await download.path()) ?? '', 'utf8');
     const storage = await page.evaluate<string>('JSON.stringify({ ...sessionStorage, ...localStorage })');
     await context.close();
 
     // Assess
     expect(kept).toBe(KEYS.first);
+    // The file `svc-dsr report --format csv --table records` writes: its columns, a row per request.
+    expect(csv.split('\r\n')[0]).toBe(RECORD_COLUMNS.join(','));
+    expect(csv).toContain(firstId);
+    expect(csv).toContain(batchId);
+    expect(csv).toContain('identity_not_verified');
     expect(verdicts).toMatch(/2\s+\S+\s+refused\s+type/);
     expect(shownReference).toBe(HOSTILE_REFERENCE);
     expect(receiptOwed).toMatch(/^receipt: due by \d{4}-\d\d-\d\d/);
