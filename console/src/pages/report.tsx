@@ -49,12 +49,15 @@ function Bars({
   readonly unit: string;
 }) {
   const top = Math.max(1, ...values.map((v) => v.value ?? 0));
-  const width = 24;
+  // One width for every chart, however many bars: a chart of four types reads at the scale of one of twelve months.
+  const chartWidth = 288;
+  const width = chartWidth / Math.max(values.length, 1);
+  const bar = Math.min(width - 6, 18);
   return (
     <figure class="chart">
       <figcaption>{title}</figcaption>
       <svg
-        viewBox={`0 0 ${values.length * width} 120`}
+        viewBox={`0 0 ${chartWidth} 120`}
         role="img"
         aria-label={`${title}: ${values.map((v) => `${v.name} ${v.value ?? 'none'}`).join(', ')}`}
       >
@@ -62,7 +65,13 @@ function Bars({
           const height = ((v.value ?? 0) / top) * 100;
           return (
             <g key={v.name}>
-              <rect class="bar" x={index * width + 3} y={104 - height} width={width - 6} height={height} />
+              <rect
+                class="bar"
+                x={index * width + (width - bar) / 2}
+                y={104 - height}
+                width={bar}
+                height={height}
+              />
               <text x={index * width + width / 2} y={116} text-anchor="middle" class="axis">
                 {v.name}
               </text>
@@ -166,13 +175,15 @@ export function ReportPage({ api, route }: { readonly api: Api; readonly route: 
                 <Bars
                   title="Share answered on time, per type (%)"
                   unit="%"
-                  values={report.metrics.map((metric) => {
-                    const answered = metric.complied + metric.denied;
-                    return {
-                      name: `${metric.regulation} ${metric.type}`,
-                      value: answered === 0 ? undefined : ((answered - metric.late) / answered) * 100,
-                    };
-                  })}
+                  values={report.metrics
+                    .filter((metric) => metric.type !== 'all')
+                    .map((metric) => {
+                      const answered = metric.complied + metric.denied;
+                      return {
+                        name: `${metric.regulation} ${metric.type}`,
+                        value: answered === 0 ? undefined : ((answered - metric.late) / answered) * 100,
+                      };
+                    })}
                 />
               </div>
               <div class="scroll">
